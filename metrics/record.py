@@ -1,0 +1,108 @@
+"""The request record: one row per request, the only thing users produce and reports read.
+
+Times on the record are seconds. `t_send`/`t_intended` are `time.perf_counter()` values of
+the process that sent the request (CLOCK_MONOTONIC on Linux, so comparable with a simulator
+on the same machine); `wall_send` is `time.time()` at the same moment and places the request
+on the run's wall clock, which is what windows and steps are cut on (workers on several hosts
+share no monotonic clock). Latencies are differences of one process's perf_counter values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+import pyarrow as pa
+
+NAN = math.nan
+
+# Failure classes. A request is "ok" only if none applies (DESIGN.md section 2).
+ERROR_CLASSES = (
+    "http_429",  # rate limited
+    "http_4xx",  # any other 4xx
+    "http_5xx",
+    "connect_error",  # could not connect / connection refused / reset before the response
+    "timeout",  # a --timeout-* limit was reached; timings are censored at the limit
+    "stream_truncated",  # the connection ended before [DONE] or a finish_reason
+    "mid_stream_error",  # an in-stream {"error": ...} event
+    "malformed_chunk",  # an SSE event whose JSON did not parse
+    "no_tokens",  # the stream ended properly but carried no generated text
+    "cancelled",  # aborted on purpose by the client (--cancel-rate)
+    "stopped",  # still in flight when the run ended; not a server failure
+)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    worker: str
+    endpoint: str  # "chat" | "completions"
+    request_class: str
+    input_chars: int
+    max_tokens: int
+    stream: bool = True
+    step: int = -1  # load-shape step index, -1 when no step shape
+    t_intended: float = NAN  # open loop: scheduled send time (perf_counter)
+    t_send: float = NAN
+    wall_send: float = NAN
+    status: int = 0
+    ok: bool = False
+    error: str = ""
+    error_detail: str = ""
+    ttft_s: float = NAN
+    e2e_s: float = NAN  # last token-bearing chunk - t_send (failures: time until the failure)
+    tpot_s: float = NAN
+    prompt_tokens: int = -1  # from usage; -1 unknown
+    output_tokens: int = -1
+    tokens_source: str = ""  # "usage" | "tokenizer" | "chunks"
+    n_chunks: int = 0  # token-bearing chunks
+    finish_reason: str = ""
+    # Seconds after t_send of every token-bearing chunk; the ITL is their consecutive gaps.
+    chunk_times: list[float] = field(default_factory=list)
+    # Tokens each token-bearing chunk carried, when the server said (continuous usage stats).
+    chunk_tokens: list[int] = field(default_factory=list)
+
+    def as_row(self) -> tuple:
+        return tuple(getattr(self, name) for name in FIELD_NAMES)
+
+
+FIELD_NAMES = tuple(f.name for f in fields(RequestRecord))
+
+ARROW_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("worker", pa.string()),
+        ("endpoint", pa.string()),
+        ("request_class", pa.string()),
+        ("input_chars", pa.int32()),
+        ("max_tokens", pa.int32()),
+        ("stream", pa.bool_()),
+        ("step", pa.int32()),
+        ("t_intended", pa.float64()),
+        ("t_send", pa.float64()),
+        ("wall_send", pa.float64()),
+        ("status", pa.int16()),
+        ("ok", pa.bool_()),
+        ("error", pa.string()),
+        ("error_detail", pa.string()),
+        ("ttft_s", pa.float64()),
+        ("e2e_s", pa.float64()),
+        ("tpot_s", pa.float64()),
+        ("prompt_tokens", pa.int32()),
+        ("output_tokens", pa.int32()),
+        ("tokens_source", pa.string()),
+        ("n_chunks", pa.int32()),
+        ("finish_reason", pa.string()),
+        ("chunk_times", pa.list_(pa.float64())),
+        ("chunk_tokens", pa.list_(pa.int32())),
+    ]
+)
+assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
+
+
+def rows_to_table(rows: list[tuple]) -> pa.Table:
+    """Rows as produced by `RequestRecord.as_row` (possibly after a msgpack round trip)."""
+    columns = list(zip(*rows)) if rows else [[] for _ in FIELD_NAMES]
+    return pa.Table.from_arrays(
+        [pa.array(col, type=f.type) for col, f in zip(columns, ARROW_SCHEMA)], schema=ARROW_SCHEMA
+    )

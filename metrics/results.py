@@ -1,0 +1,117 @@
+"""The results folder, written by one process only (the master, or the single local process).
+
+results/<run-id>/
+  requests.parquet   one row per request (metrics/record.py ARROW_SCHEMA), streamed in row groups
+  run.json           options without secrets, package versions, workload hash, start/end, workers
+  summary.json       metrics/summary.py
+
+Records are appended as they arrive and flushed to Parquet row groups, so a long run never holds
+all its records in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import sys
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+
+import pyarrow.parquet as pq
+
+from metrics.record import ARROW_SCHEMA, rows_to_table
+from metrics.summary import summarize
+
+FLUSH_ROWS = 5000
+FLUSH_SECONDS = 5.0
+PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def package_versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=False, default=_jsonable)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _jsonable(x):
+    if hasattr(x, "item"):  # numpy scalars
+        return x.item()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+class ResultsWriter:
+    """Owns one results folder: appends records, writes run.json and, at the end, summary.json."""
+
+    def __init__(self, results_dir: str, run_id: str, run_info: dict):
+        self.run_id = run_id
+        self.path = os.path.join(results_dir, run_id)
+        os.makedirs(self.path, exist_ok=True)
+        self.records_path = os.path.join(self.path, "requests.parquet")
+        self.run_info = {"run_id": run_id, "started_at": time.time(), "argv": _argv(), "versions": package_versions(), **run_info}
+        self._pending: list[tuple] = []
+        self._last_flush = time.monotonic()
+        self._writer = pq.ParquetWriter(self.records_path, ARROW_SCHEMA, compression="zstd")
+        self.rows_written = 0
+        self.closed = False
+        write_json(os.path.join(self.path, "run.json"), self.run_info)
+
+    def add_rows(self, rows: list) -> None:
+        self._pending.extend(rows)
+        if len(self._pending) >= FLUSH_ROWS or time.monotonic() - self._last_flush > FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if self._pending and not self.closed:
+            rows, self._pending = self._pending, []
+            self._writer.write_table(rows_to_table(rows))
+            self.rows_written += len(rows)
+
+    def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True) -> dict:
+        """Close the records file, write summary.json and the final run.json; return the summary."""
+        self.flush()
+        if not self.closed:
+            self._writer.close()
+            self.closed = True
+        table = pq.read_table(self.records_path)
+        summary = {"run_id": self.run_id, "complete": complete, **summarize(table, window_start, window_end), **extra}
+        write_json(os.path.join(self.path, "summary.json"), summary)
+        self.run_info.update(ended_at=time.time(), complete=complete, records=self.rows_written)
+        write_json(os.path.join(self.path, "run.json"), self.run_info)
+        return summary
+
+
+def _argv() -> list[str]:
+    """The command line with secret values blanked (an API key may be given as a flag)."""
+    out, hide = [], False
+    for arg in sys.argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif arg == "--api-key":
+            out.append(arg)
+            hide = True
+        elif arg.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(arg)
+    return out

@@ -1,0 +1,121 @@
+"""The metric definitions: chunk arrival times -> TTFT, TPOT, ITL, E2E, output tokens.
+
+This is the one place that turns what a stream delivered into the numbers the suite reports
+(DESIGN.md section 2, README "Metric definitions"). Users fill a RequestRecord with it;
+summaries and reports only aggregate the record fields it sets.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metrics.record import NAN, RequestRecord
+from metrics.sse import ParsedStream
+
+TokenCounter = Callable[[str], int]
+
+DEFINITIONS = {
+    "t_send": "time.perf_counter() just before the request is written to the socket",
+    "ttft": "arrival of the first SSE chunk carrying generated text (delta.content, "
+    "delta.reasoning/reasoning_content, or text) minus t_send; role-only and empty chunks do not count. "
+    "Non-streaming requests: equal to e2e",
+    "e2e": "arrival of the last token-bearing chunk minus t_send (non-streaming: the whole response)",
+    "output_tokens": "usage.completion_tokens from the server; when absent, the client tokenizer's count "
+    "of the generated text (--tokenizer); last resort the number of token-bearing chunks. "
+    "tokens.source says which",
+    "tpot": "(t_last_token - t_first_token) / (output_tokens - 1), only when output_tokens > 1",
+    "itl": "every gap between consecutive token-bearing chunks, pooled across successful requests "
+    "(a chunk may carry several tokens)",
+    "throughput": "requests completed successfully inside the measurement window, and their output / "
+    "prompt+output tokens, divided by the window length (warm-up and the end-of-run drain excluded)",
+    "window": "from test start + --warmup to the moment the run began to stop; a request belongs to "
+    "the latency statistics when it was sent inside the window",
+    "percentiles": "exact, from the per-request records (numpy 'linear' interpolation); ms",
+    "success": "HTTP 200, stream ended with [DONE] or a finish_reason, no in-stream error, at least one token",
+}
+
+
+def output_tokens(parsed: ParsedStream, count_tokens: TokenCounter | None) -> tuple[int, str]:
+    """The output token count and its source, by the order of trust in DEFINITIONS."""
+    if parsed.usage and parsed.usage.get("completion_tokens") is not None:
+        return int(parsed.usage["completion_tokens"]), "usage"
+    if not parsed.chunks:
+        return 0, "chunks"
+    if count_tokens is not None:
+        return count_tokens("".join(c.text for c in parsed.chunks)), "tokenizer"
+    return len(parsed.chunks), "chunks"
+
+
+def chunk_token_counts(parsed: ParsedStream) -> list[int]:
+    """Tokens per chunk from cumulative usage in every chunk (vLLM continuous_usage_stats)."""
+    counts, previous = [], 0
+    for c in parsed.chunks:
+        if c.usage_tokens < 0:
+            return []
+        counts.append(c.usage_tokens - previous)
+        previous = c.usage_tokens
+    return counts
+
+
+def classify(status: int, parsed: ParsedStream) -> tuple[str, str]:
+    """(error class, detail) of a completed HTTP exchange; ("", "") is a success."""
+    if status != 200:
+        if status == 429:
+            return "http_429", ""
+        return ("http_5xx" if status >= 500 else "http_4xx"), ""
+    if parsed.error:
+        return parsed.error, parsed.error_detail
+    if not parsed.finished:
+        return "stream_truncated", "the stream ended without [DONE] or a finish_reason"
+    if not parsed.chunks:
+        return "no_tokens", "the stream carried no generated text"
+    return "", ""
+
+
+def fill_record(
+    rec: RequestRecord, status: int, parsed: ParsedStream, count_tokens: TokenCounter | None, stream: bool = True
+) -> None:
+    """Set every timing and token field of `rec` from one finished exchange."""
+    rec.status = status
+    rec.error, rec.error_detail = classify(status, parsed)
+    rec.ok = not rec.error
+    rec.finish_reason = parsed.finish_reason
+    chunks = parsed.chunks
+    rec.n_chunks = len(chunks)
+    rec.chunk_times = [c.t - rec.t_send for c in chunks]
+    rec.chunk_tokens = chunk_token_counts(parsed)
+    if parsed.usage and parsed.usage.get("prompt_tokens") is not None:
+        rec.prompt_tokens = int(parsed.usage["prompt_tokens"])
+    rec.output_tokens, rec.tokens_source = output_tokens(parsed, count_tokens)
+    if chunks:
+        rec.ttft_s = rec.chunk_times[0]
+        rec.e2e_s = rec.chunk_times[-1]
+        if stream and rec.output_tokens > 1:
+            rec.tpot_s = (rec.e2e_s - rec.ttft_s) / (rec.output_tokens - 1)
+    elif parsed.t_end == parsed.t_end:  # not nan: time until the exchange ended
+        rec.e2e_s = parsed.t_end - rec.t_send
+
+
+def pooled_itl(chunk_times: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """All gaps between consecutive chunks within each request, in seconds (ITL)."""
+    if isinstance(chunk_times, pa.ChunkedArray):
+        parts = [pooled_itl(c) for c in chunk_times.chunks]
+        return np.concatenate(parts) if parts else np.empty(0)
+    values = pc.list_flatten(chunk_times).to_numpy(zero_copy_only=False)
+    if values.size < 2:
+        return np.empty(0)
+    gaps = np.diff(values)
+    lengths = pc.list_value_length(chunk_times).fill_null(0).to_numpy(zero_copy_only=False)
+    # A gap is within a request unless it starts a new list: drop the first gap of every list
+    # after the first (the positions where one request's values end and the next begin).
+    boundaries = np.cumsum(lengths)[:-1] - 1
+    keep = np.ones(gaps.size, dtype=bool)
+    keep[boundaries[(boundaries >= 0) & (boundaries < gaps.size)]] = False
+    return gaps[keep]
+
+
+__all__ = ["DEFINITIONS", "NAN", "fill_record", "classify", "pooled_itl", "output_tokens"]

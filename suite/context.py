@@ -1,0 +1,83 @@
+"""Per-process run state that virtual users read: settings, sampler, tokenizer, model, record sink.
+
+Built at `test_start` (on a worker that is when the master's option values arrive, FIELD_NOTES 7),
+once per process and per run, never at import: `--processes` forks after import (FIELD_NOTES 11).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import secrets
+from functools import lru_cache
+
+import orjson
+
+from suite.options import OptionError, Settings
+from workloads import Sampler, WorkloadError, load_spec
+
+
+@lru_cache(maxsize=4)
+def token_counter(tokenizer: str):
+    """A callable counting the tokens of a text with `transformers.AutoTokenizer` (loaded once)."""
+    from transformers import AutoTokenizer  # heavy import: only when a tokenizer is asked for
+
+    try:
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+    except Exception as e:  # noqa: BLE001 - any loading failure is a configuration mistake
+        raise OptionError(f"--tokenizer: cannot load '{tokenizer}' ({type(e).__name__}); give a local tokenizer folder") from None
+    return lambda text: len(tok.encode(text, add_special_tokens=False))
+
+
+def load_workload(settings: Settings):
+    try:
+        return load_spec(settings.workload)
+    except WorkloadError as e:
+        raise OptionError(f"--workload: {e}") from None
+
+
+class RunContext:
+    """What every virtual user of this process shares during one run."""
+
+    def __init__(self, settings: Settings, run_id: str, worker_index: int, sink):
+        self.settings = settings
+        self.run_id = run_id
+        self.sink = sink
+        self.spec = load_workload(settings)
+        seed = settings.seed + worker_index if settings.seed is not None else None
+        self.sampler = Sampler(self.spec, seed)
+        self.count_tokens = token_counter(settings.tokenizer) if settings.tokenizer else None
+        self.tag = f"{run_id}-w{worker_index}-{secrets.token_hex(2)}"
+        self._ids = itertools.count()
+        self.rng = random.Random(seed)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if settings.api_key:
+            headers["Authorization"] = f"Bearer {settings.api_key}"
+        if settings.sim_timestamps:
+            headers["X-Sim-Timestamps"] = "1"
+        self.headers = headers
+        extras = {}
+        if settings.ignore_eos:
+            extras["ignore_eos"] = True
+        if settings.min_tokens is not None:
+            extras["min_tokens"] = settings.min_tokens
+        extras.update(settings.extra_body)
+        self.extras = extras
+
+    def next_request_id(self) -> str:
+        return f"{self.tag}-{next(self._ids)}"
+
+    def body(self, endpoint: str, request) -> bytes:
+        """The JSON request body for one sampled request."""
+        s = self.settings
+        body: dict = {"model": s.model} if s.model else {}
+        if endpoint == "chat":
+            body["messages"] = request.messages()
+        else:
+            body["prompt"] = request.prompt()
+        body["max_tokens"] = s.max_tokens_override or request.max_tokens
+        body["stream"] = s.stream
+        if s.stream:
+            body["stream_options"] = {"include_usage": True}
+        body.update(self.extras)
+        return orjson.dumps(body)

@@ -1,0 +1,179 @@
+"""The suite's command-line options: Locust options with an environment variable each.
+
+Every option is also a `locust.conf` key (Locust reads the same names) and, where it makes sense,
+a field of the web UI's start form. `Settings.from_options` turns the parsed values into checked,
+typed settings; a mistake is one line naming the option and the fix (`OptionError`), raised
+before any load starts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from users.stream import Timeouts
+
+SECRET_OPTIONS = ("api_key",)  # never written to run.json, logs or reports
+
+
+class OptionError(ValueError):
+    """A misconfiguration, as one line naming the option and the fix."""
+
+
+# (flags, env var, kwargs). Kept as data so the README table and tests can list them.
+OPTIONS: list[tuple[str, dict]] = [
+    ("--model", dict(default="", help="Model id to request; empty = the first id from /v1/models")),
+    ("--api-key", dict(default="", is_secret=True, help="Bearer token sent as Authorization; never written anywhere")),
+    ("--workload", dict(default="", help="Workload spec YAML; empty = workloads/default.yaml (the reference mix)")),
+    ("--seed", dict(default="", help="Seed for the request sequence (each worker uses seed + worker index); empty = random, recorded in run.json")),
+    ("--tokenizer", dict(default="", help="Tokenizer path or hub name for counting output tokens when the server sends no usage")),
+    ("--max-tokens-override", dict(default="", help="Fixed max_tokens for every request instead of the workload's distribution")),
+    ("--ignore-eos", dict(action="store_true", default=False, help="Send ignore_eos: true (vLLM, llama.cpp; some servers reject it)")),
+    ("--min-tokens", dict(default="", help="Send min_tokens: N (vLLM extension)")),
+    ("--extra-body", dict(default="", help="JSON object merged into every request body, e.g. '{\"top_k\": 1}'")),
+    ("--no-stream", dict(action="store_true", default=False, help="Send stream: false (TTFT then equals E2E)")),
+    ("--warmup", dict(default="0s", help="Exclude requests sent in the first DURATION of the run from the statistics")),
+    ("--results-dir", dict(default="results", help="Folder that receives results/<run-id>/")),
+    ("--run-id", dict(default="", help="Name of the results folder; empty = <UTC time>-<random>")),
+    ("--sim-profile", dict(default="v100-7b-tp8", help="Profile of the built-in simulator used when no --host is given")),
+    ("--sim-timestamps", dict(action="store_true", default=False, include_in_web_ui=False, help="Ask the simulator to stamp its send time into every chunk (client-accuracy benchmarks)")),
+    ("--timeout-connect", dict(default="10s", help="Connect timeout")),
+    ("--timeout-first-token", dict(default="300s", help="Longest wait for the response and its first bytes")),
+    ("--timeout-idle", dict(default="120s", help="Longest gap between two reads of a flowing stream")),
+    ("--timeout-total", dict(default="900s", help="Longest whole request")),
+]
+
+
+def env_var(flag: str) -> str:
+    return "LOCUST_" + flag.lstrip("-").upper().replace("-", "_")
+
+
+def add_arguments(parser) -> None:
+    group = parser.add_argument_group("LLM load test", "Options of the LLM load-test suite (README: Options)")
+    for flag, kwargs in OPTIONS:
+        group.add_argument(flag, env_var=env_var(flag), **kwargs)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(option: str, text: str | float) -> float:
+    """'250ms', '1.5s', '10m', '2h' or a plain number of seconds -> seconds (>= 0)."""
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        total, rest = 0.0, str(text).strip()
+        if not rest:
+            raise OptionError(f"--{option}: empty duration; give e.g. 30s, 500ms, 2m")
+        # compound forms like 1h30m
+        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", rest)
+        if parts and "".join(n + u for n, u in parts) == rest.replace(" ", ""):
+            total = sum(float(n) * _UNIT[u] for n, u in parts)
+        else:
+            m = _DURATION.match(rest)
+            if not m:
+                raise OptionError(f"--{option}: '{text}' is not a duration; give e.g. 30s, 500ms, 2m, 1h30m")
+            total = float(m.group(1)) * _UNIT[m.group(2)]
+        value = total
+    if value < 0 or math.isnan(value):
+        raise OptionError(f"--{option}: duration must not be negative; give e.g. 30s")
+    return value
+
+
+def _int(option: str, text, minimum: int = 0) -> int | None:
+    if text in ("", None):
+        return None
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise OptionError(f"--{option}: '{text}' is not an integer") from None
+    if value < minimum:
+        raise OptionError(f"--{option}: {value} is below the minimum {minimum}")
+    return value
+
+
+def check_host(host: str) -> str:
+    parts = urlsplit(host)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OptionError(f"--host: '{host}' needs a scheme and a host name, e.g. http://127.0.0.1:8000")
+    return host.rstrip("/")
+
+
+@dataclass(slots=True)
+class Settings:
+    model: str
+    api_key: str
+    workload: str | None
+    seed: int | None
+    tokenizer: str | None
+    max_tokens_override: int | None
+    ignore_eos: bool
+    min_tokens: int | None
+    extra_body: dict
+    stream: bool
+    warmup_s: float
+    results_dir: str
+    run_id: str
+    sim_profile: str
+    sim_timestamps: bool
+    timeouts: Timeouts = field(default_factory=Timeouts)
+
+    @classmethod
+    def from_options(cls, o) -> "Settings":
+        extra = {}
+        if o.extra_body:
+            try:
+                extra = json.loads(o.extra_body)
+            except json.JSONDecodeError as e:
+                raise OptionError(f"--extra-body: not valid JSON ({e.msg} at column {e.colno}); give a JSON object like '{{\"top_k\": 1}}'") from None
+            if not isinstance(extra, dict):
+                raise OptionError("--extra-body: must be a JSON object like '{\"top_k\": 1}'")
+        timeouts = Timeouts(
+            connect=parse_duration("timeout-connect", o.timeout_connect),
+            first_token=parse_duration("timeout-first-token", o.timeout_first_token),
+            idle=parse_duration("timeout-idle", o.timeout_idle),
+            total=parse_duration("timeout-total", o.timeout_total),
+        )
+        for name in ("connect", "first_token", "idle", "total"):
+            if getattr(timeouts, name) <= 0:
+                raise OptionError(f"--timeout-{name.replace('_', '-')}: must be above 0")
+        run_id = o.run_id or ""
+        if run_id and not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
+            raise OptionError(f"--run-id: '{run_id}' may only hold letters, digits, '.', '_' and '-'")
+        return cls(
+            model=o.model or "",
+            api_key=o.api_key or "",
+            workload=o.workload or None,
+            seed=_int("seed", o.seed),
+            tokenizer=o.tokenizer or None,
+            max_tokens_override=_int("max-tokens-override", o.max_tokens_override, 1),
+            ignore_eos=bool(o.ignore_eos),
+            min_tokens=_int("min-tokens", o.min_tokens, 0),
+            extra_body=extra,
+            stream=not o.no_stream,
+            warmup_s=parse_duration("warmup", o.warmup),
+            results_dir=o.results_dir or "results",
+            run_id=run_id,
+            sim_profile=o.sim_profile or "v100-7b-tp8",
+            sim_timestamps=bool(o.sim_timestamps),
+            timeouts=timeouts,
+        )
+
+
+def public_options(parsed_options) -> dict:
+    """Every option value that may be written down: secrets removed, not masked."""
+    out = {}
+    for key, value in sorted(vars(parsed_options).items()):
+        if key in SECRET_OPTIONS or key.startswith("_"):
+            continue
+        if isinstance(value, (str, int, float, bool, type(None))) or (
+            isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) for v in value)
+        ):
+            out[key] = value
+    if getattr(parsed_options, "api_key", ""):
+        out["api_key_set"] = True
+    return out

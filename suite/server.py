@@ -1,0 +1,37 @@
+"""Questions asked of the target server before load starts."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import orjson
+from geventhttpclient import HTTPClient
+
+from suite.options import OptionError, Settings
+
+
+def resolve_model(host: str, settings: Settings) -> str:
+    """The first model id from GET /v1/models, for runs that did not name one with --model."""
+    parts = urlsplit(host)
+    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    client = HTTPClient(
+        parts.hostname, port=parts.port, ssl=parts.scheme == "https", insecure=True,
+        connection_timeout=settings.timeouts.connect, network_timeout=settings.timeouts.connect,
+    )  # fmt: skip
+    url = parts.path.rstrip("/") + "/v1/models"
+    try:
+        resp = client.get(url, headers=headers)
+        status, body = resp.status_code, resp.read()
+    except OSError as e:
+        raise OptionError(f"--host: cannot reach {host} ({type(e).__name__}: {e}); check the address and that the server is up") from None
+    except Exception as e:  # noqa: BLE001 - HTTP parse errors
+        raise OptionError(f"--host: {host} did not answer GET {url} ({type(e).__name__}); check the address") from None
+    finally:
+        client.close()
+    if status != 200:
+        raise OptionError(f"--model: not given, and GET {url} answered HTTP {status}; pass --model NAME")
+    try:
+        models = orjson.loads(body)["data"]
+        return str(models[0]["id"])
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        raise OptionError(f"--model: not given, and GET {url} listed no model; pass --model NAME") from None
