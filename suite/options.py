@@ -23,7 +23,7 @@ class OptionError(ValueError):
     """A misconfiguration, as one line naming the option and the fix."""
 
 
-# (flags, env var, kwargs). Kept as data so the README table and tests can list them.
+# (flag, argparse keywords); the env var is derived by env_var(). Kept as data so the README table and tests can list them.
 OPTIONS: list[tuple[str, dict]] = [
     ("--model", dict(default="", help="Model id to request; empty = the first id from /v1/models")),
     ("--api-key", dict(default="", is_secret=True, help="Bearer token sent as Authorization; never written anywhere")),
@@ -52,9 +52,9 @@ def env_var(flag: str) -> str:
 
 
 def add_arguments(parser) -> None:
-    group = parser.add_argument_group("LLM load test", "Options of the LLM load-test suite (README: Options)")
+    # Locust's own parser (not an argument group): only it knows include_in_web_ui / is_secret.
     for flag, kwargs in OPTIONS:
-        group.add_argument(flag, env_var=env_var(flag), **kwargs)
+        parser.add_argument(flag, env_var=env_var(flag), **kwargs)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
