@@ -4,10 +4,10 @@
     locust -f locustfile.py --headless -u 50 -r 10 -t 5m --host http://gpu-box:8000 --model my-model
 
 Everything lives in the packages next to this file (README "Layout"); this file only names the
-user classes Locust should run and loads the event wiring.
+user class Locust runs and loads the event wiring. The endpoint is an option (--endpoint chat |
+completions). To mix both in one run, write a locustfile that imports ChatCompletionsUser and
+CompletionsUser from users.llm with the weights you want.
 """
 
 import suite.hooks  # noqa: F401  options, results, distributed shipping, built-in simulator
-from users.llm import ChatCompletionsUser, CompletionsUser  # noqa: F401
-
-CompletionsUser.weight = 0  # run it by naming it: locust -f locustfile.py CompletionsUser
+from users.llm import ConfiguredUser  # noqa: F401

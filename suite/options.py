@@ -25,6 +25,7 @@ class OptionError(ValueError):
 
 # (flag, argparse keywords); the env var is derived by env_var(). Kept as data so the README table and tests can list them.
 OPTIONS: list[tuple[str, dict]] = [
+    ("--endpoint", dict(default="chat", choices=["chat", "completions"], help="chat = /v1/chat/completions, completions = /v1/completions")),
     ("--model", dict(default="", help="Model id to request; empty = the first id from /v1/models")),
     ("--api-key", dict(default="", is_secret=True, help="Bearer token sent as Authorization; never written anywhere")),
     ("--workload", dict(default="", help="Workload spec YAML; empty = workloads/default.yaml (the reference mix)")),
@@ -105,6 +106,7 @@ def check_host(host: str) -> str:
 
 @dataclass(slots=True)
 class Settings:
+    endpoint: str
     model: str
     api_key: str
     workload: str | None
@@ -145,6 +147,7 @@ class Settings:
         if run_id and not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
             raise OptionError(f"--run-id: '{run_id}' may only hold letters, digits, '.', '_' and '-'")
         return cls(
+            endpoint=o.endpoint,
             model=o.model or "",
             api_key=o.api_key or "",
             workload=o.workload or None,

@@ -27,14 +27,20 @@ class RequestFailed(Exception):
     """Carries a failure class into Locust's statistics (the error table groups by message)."""
 
 
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
 class LLMUser(FastHttpUser):
+    """Base of the streaming users; `endpoint` None means: the --endpoint option decides."""
+
     abstract = True
-    endpoint = "chat"
-    path = "/v1/chat/completions"
+    endpoint: str | None = None
     wait_time = constant(0)  # closed loop: the next request as soon as the last one ended
 
     def on_start(self) -> None:
         self.ctx = self.environment.llm_context
+        self.endpoint = self.endpoint or self.ctx.settings.endpoint
+        self.path = PATHS[self.endpoint]
         self.stream = StreamClient(self.host, self.ctx.settings.timeouts, {})
 
     def on_stop(self) -> None:
@@ -106,11 +112,13 @@ class ChatCompletionsUser(LLMUser):
     """Streams /v1/chat/completions (messages with an optional system prompt)."""
 
     endpoint = "chat"
-    path = "/v1/chat/completions"
 
 
 class CompletionsUser(LLMUser):
     """Streams /v1/completions (one prompt string)."""
 
     endpoint = "completions"
-    path = "/v1/completions"
+
+
+class ConfiguredUser(LLMUser):
+    """The locustfile's user: chat or completions as --endpoint says (also in the web UI form)."""
