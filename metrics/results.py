@@ -72,10 +72,13 @@ class ResultsWriter:
         self._writer = pq.ParquetWriter(self.records_path, ARROW_SCHEMA, compression="zstd")
         self.rows_written = 0
         self.closed = False
+        self.on_rows = None  # called with every batch of rows as it arrives
         write_json(os.path.join(self.path, "run.json"), self.run_info)
 
     def add_rows(self, rows: list) -> None:
         self._pending.extend(rows)
+        if self.on_rows is not None:
+            self.on_rows(rows)
         if len(self._pending) >= FLUSH_ROWS or time.monotonic() - self._last_flush > FLUSH_SECONDS:
             self.flush()
 

@@ -19,6 +19,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from metrics.results import ResultsWriter, new_run_id
 from metrics.shipping import LocalSink, MasterCollector, WorkerShipper
 from metrics.summary import format_table
+from suite import events as llm_events
 from suite.context import RunContext, load_workload, token_counter
 from suite.embedded import EmbeddedSimulator
 from suite.options import OptionError, Settings, add_arguments, check_host, public_options
@@ -51,8 +52,10 @@ class Run:
                 "role": _role(environment.runner),
             },
         )
+        self.writer.on_rows = lambda rows: llm_events.rows_recorded.fire(run=self, rows=rows)
         self.collector = None
         self.finished = False
+        self.summary_extra: dict = {}  # features add sections of summary.json here (run_stopping)
 
     def stopping(self) -> None:
         if self.window_end is None:
@@ -63,12 +66,13 @@ class Run:
             return None
         self.finished = True
         self.stopping()
-        extra = {}
         if self.collector is not None:
-            extra["workers"] = self.collector.report()
-        summary = self.writer.finish(self.window_start, self.window_end, extra, complete=complete)
+            self.summary_extra["workers"] = self.collector.report()
+        llm_events.run_stopping.fire(run=self)
+        summary = self.writer.finish(self.window_start, self.window_end, self.summary_extra, complete=complete)
         print("\n" + format_table(summary), flush=True)
         print(f"results: {self.writer.path}", flush=True)
+        llm_events.run_finished.fire(run=self, summary=summary)
         return summary
 
 
@@ -163,6 +167,7 @@ def _on_test_start(environment, **_kw) -> None:
         run.collector = MasterCollector(runner, run.writer, run.run_id)
     else:
         environment.llm_context = RunContext(settings, run.run_id, 0, LocalSink(run.writer))
+    llm_events.run_started.fire(run=run)
     log.info("run %s: results in %s", run.run_id, run.writer.path)
 
 
