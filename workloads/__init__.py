@@ -1,0 +1,28 @@
+"""Workloads: the workload spec (YAML), its validation, the template library
+and the seeded request sampler.
+
+    spec = load_spec(None)               # the built-in reference mix
+    sampler = Sampler(spec, seed=42)
+    req = sampler.next()                 # Request(request_class, system, user, max_tokens, input_chars)
+    req.messages()                       # OpenAI chat messages
+"""
+
+from .errors import WorkloadError
+from .library import Library, Template, load_library
+from .sampler import Request, Sampler, derive_seed
+from .spec import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, ClassSpec, Distribution,
+                   SystemPromptSpec, TemplateFilter, WorkloadSpec, load_spec)
+
+__all__ = [
+    "WorkloadError", "WorkloadSpec", "ClassSpec", "Distribution", "SystemPromptSpec",
+    "TemplateFilter", "Library", "Template", "Request", "Sampler", "load_spec",
+    "load_library", "derive_seed", "class_weights", "DEFAULT_SPEC_PATH",
+    "DEFAULT_TEMPLATES_PATH",
+]
+
+
+def class_weights(spec: WorkloadSpec | str | None = None) -> list[tuple[str, float]]:
+    """``[(class name, weight), ...]`` of a spec (or spec path; None = default), for display."""
+    if not isinstance(spec, WorkloadSpec):
+        spec = load_spec(spec)
+    return spec.class_weights()

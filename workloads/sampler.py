@@ -1,0 +1,252 @@
+"""Seeded request sampler: WorkloadSpec -> a reproducible stream of Requests."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+
+from .spec import ClassSpec, Distribution, WorkloadSpec
+
+SEP = "\n\n"              # between context passages, and before the question
+MIN_FRAGMENT = 24          # never splice a context piece shorter than this (unless needed for min)
+WORD_SLACK = 24            # how far back a cut may move to land on a word boundary
+
+_SENTENCE_END = re.compile(r"[。！？；!?;](?:[」”\"')）])?|[.](?=\s)|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    request_class: str
+    system: str | None
+    user: str
+    max_tokens: int
+    input_chars: int
+
+    def messages(self) -> list[dict[str, str]]:
+        """OpenAI chat messages, system first when present."""
+        if self.system is not None:
+            return [{"role": "system", "content": self.system},
+                    {"role": "user", "content": self.user}]
+        return [{"role": "user", "content": self.user}]
+
+    def prompt(self) -> str:
+        """A single completion prompt: system + blank line + user."""
+        if self.system is not None:
+            return self.system + "\n\n" + self.user
+        return self.user
+
+
+def derive_seed(seed: int | None, stream: int | str) -> int | None:
+    """A distinct, reproducible seed for one stream (a worker, a user) of a seeded run."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256(f"{seed}:{stream}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+class _Ctx:
+    __slots__ = ("text", "ends", "cjk")
+
+    def __init__(self, text: str):
+        self.text = text
+        ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+        self.ends = ends
+        self.cjk = sum(1 for ch in text if ord(ch) > 0x2E80) > len(text) // 4
+
+
+class _Class:
+    """Precomputed lookup tables of one class."""
+
+    __slots__ = ("name", "ic", "ot", "share", "q_texts", "q_lens", "q_keys",
+                 "s_min", "s_tiers", "pools", "all_pool")
+
+    def __init__(self, c: ClassSpec):
+        self.name = c.name
+        self.ic = c.input_chars
+        self.ot = c.output_tokens
+        self.share = c.system_prompt.share if c.systems else 0.0
+        qs = sorted(c.questions, key=lambda t: (len(t.text), t.text))
+        self.q_texts = [t.text for t in qs]
+        self.q_lens = [len(t.text) for t in qs]
+        self.q_keys = [(t.lang, t.domain) for t in qs]
+        # system prompts: per question key, tiers of candidates sorted by length:
+        # same language and domain, same language, any
+        lang_of = {}
+        for t in c.system_templates:
+            lang_of.setdefault(t.text, (t.lang, t.domain))
+        sys_keys = [(lang_of.get(s, ("", "")), s) for s in c.systems]
+        def tier(texts):
+            texts = sorted(set(texts), key=lambda x: (len(x), x))
+            return (texts, [len(x) for x in texts])
+        all_tier = tier([s for _, s in sys_keys])
+        self.s_min = all_tier[1][0] if all_tier[0] else 0
+        s_tiers = {}
+        for key in set(self.q_keys):
+            tiers = []
+            same = [s for k, s in sys_keys if k == key]
+            lang = [s for k, s in sys_keys if k[0] == key[0]]
+            for group in (same, lang):
+                if group:
+                    tiers.append(tier(group))
+            tiers.append(all_tier)
+            s_tiers[key] = tiers
+        self.s_tiers = s_tiers
+        all_ctx = [_Ctx(t.text) for t in c.contexts]
+        self.all_pool = all_ctx
+        by_lang: dict[str, list[_Ctx]] = {}
+        by_key: dict[tuple[str, str], list[_Ctx]] = {}
+        for t, cx in zip(c.contexts, all_ctx):
+            by_lang.setdefault(t.lang, []).append(cx)
+            by_key.setdefault((t.lang, t.domain), []).append(cx)
+        # context pool per question key: same language and domain, else same
+        # language, else everything; small pools are topped up with the language pool
+        pools: dict[tuple[str, str], list[_Ctx]] = {}
+        for key in set(self.q_keys):
+            pool = list(by_key.get(key, ()))
+            if len(pool) < 6:
+                pool += [x for x in by_lang.get(key[0], ()) if x not in pool]
+            if not pool:
+                pool = list(all_ctx)
+            pools[key] = pool
+        self.pools = pools
+
+
+def _draw(rng: random.Random, d: Distribution) -> int:
+    kind = d.dist
+    if kind == "uniform":
+        return rng.randint(d.min, d.max)
+    if kind == "fixed":
+        return d.value  # type: ignore[return-value]
+    if kind == "normal":
+        x = rng.gauss(d.mean, d.stddev)
+    else:  # lognormal
+        x = d.median * math.exp(d.sigma * rng.gauss(0.0, 1.0))  # type: ignore[operator]
+    x = int(round(x))
+    if x < d.min:
+        return d.min
+    if x > d.max:
+        return d.max
+    return x
+
+
+class Sampler:
+    """Draws requests from a spec. Same seed, same sequence; ``seed=None`` is random."""
+
+    def __init__(self, spec: WorkloadSpec, seed: int | None = None):
+        self.spec = spec
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self._classes = [_Class(c) for c in spec.classes.values() if c.weight > 0]
+        weights = [c.weight for c in spec.classes.values() if c.weight > 0]
+        cum = list(accumulate(weights))
+        self._cum = [x / cum[-1] for x in cum]
+        self._cum[-1] = 1.0
+        self.count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Request:
+        return self.next()
+
+    def sample(self, n: int) -> list[Request]:
+        return [self.next() for _ in range(n)]
+
+    def next(self) -> Request:
+        rng = self.rng
+        rand = rng.random
+        cls = self._classes[bisect_right(self._cum, rand())] if len(self._classes) > 1 \
+            else self._classes[0]
+        ic = cls.ic
+        lo, hi = ic.min, ic.max
+        target = _draw(rng, ic)
+        q_lens = cls.q_lens
+
+        # question: random among those that fit the target (at least a handful),
+        # leaving room for the shortest system prompt when one is drawn
+        use_system = cls.share > 0.0 and rand() < cls.share
+        smin = cls.s_min if use_system else 0
+        budget = target - smin
+        k = bisect_right(q_lens, budget)
+        if k < 8:
+            k = min(max(k, 8), bisect_right(q_lens, hi - smin)) or 1
+        qi = int(rand() * k)
+        question = cls.q_texts[qi]
+        qlen = len(question)
+
+        # system prompt: same language (and domain) as the question where one fits
+        system = None
+        slen = 0
+        if use_system:
+            for texts, lens in cls.s_tiers[cls.q_keys[qi]]:
+                k = bisect_right(lens, target - qlen)
+                if k == 0 and lens[0] <= hi - qlen:
+                    k = 1
+                if k:
+                    system = texts[int(rand() * k)]
+                    slen = len(system)
+                    break
+        cur = slen + qlen
+
+        # contexts: splice until the total lands near the target, inside [lo, hi]
+        if cur < lo or target - cur >= MIN_FRAGMENT + 2:
+            pool = cls.pools[cls.q_keys[qi]]
+            n = len(pool)
+            parts: list[str] = []
+            used: set[int] = set()
+            while True:
+                room = target - cur - 2          # characters left for the next piece
+                if room < MIN_FRAGMENT:
+                    if cur >= lo:
+                        break
+                    # min not reached yet: overshoot the target rather than splice a scrap
+                    room = min(hi - cur - 2, max(MIN_FRAGMENT, lo - cur - 2))
+                    if room < 1:
+                        break
+                i = int(rand() * n)
+                if i in used and len(used) < n:
+                    for _ in range(4):
+                        i = int(rand() * n)
+                        if i not in used:
+                            break
+                used.add(i)
+                cx = pool[i]
+                text = cx.text
+                if len(text) <= room:
+                    parts.append(text)
+                    cur += len(text) + 2
+                    continue
+                # truncate: sentence end if close enough, else word boundary, else hard cut
+                need = lo - cur - 2               # minimum piece length to reach lo
+                ends = cx.ends
+                j = bisect_right(ends, room) - 1
+                cut = ends[j] if j >= 0 else 0
+                if cut < need or room - cut > max(40, target // 10) or cut < MIN_FRAGMENT:
+                    cut = room
+                    if not cx.cjk:
+                        sp = text.rfind(" ", 0, room)
+                        if sp >= need and sp > 0 and room - sp <= WORD_SLACK:
+                            cut = sp
+                piece = text[:cut].rstrip()
+                if len(piece) < need:
+                    piece = text[:cut]
+                parts.append(piece)
+                cur += len(piece) + 2
+                break
+            if parts:
+                parts.append(question)
+                user = SEP.join(parts)
+            else:
+                user = question
+            if cur < lo:                          # only for ranges narrower than a separator
+                user += " " * (lo - cur)
+        else:
+            user = question
+
+        self.count += 1
+        return Request(cls.name, system, user, _draw(rng, cls.ot), slen + len(user))
