@@ -1,0 +1,638 @@
+"""The HTTP side: a raw ``asyncio.Protocol`` HTTP/1.1 server on uvloop.
+
+Chunk bytes are assembled from per-request pre-encoded prefixes and the
+pre-encoded vocabulary (no JSON serialisation on the token path) and framed
+with chunked transfer encoding; each write goes straight to the transport.
+
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``,
+``GET /v1/models``, ``GET /health``, ``GET /metrics``.  Any ``model`` field is
+accepted and echoed back (the served id when absent).
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+import uuid
+import zlib
+from time import perf_counter
+
+import orjson
+
+from .faults import HTTP_FAULTS, FaultPlan
+from .metrics import Metrics
+from .runtime import BatchRunner, FixedRunner
+from .tokens import PromptCounter, token_bytes
+from .truthlog import TruthLog
+
+MAX_HEAD = 65536
+MAX_BODY = 64 * 1024 * 1024
+DEFAULT_MAX_TOKENS = 256
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            413: "Payload Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+            500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable"}
+_ERR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowed",
+              413: "BadRequestError", 429: "RateLimitError", 431: "BadRequestError",
+              500: "InternalServerError", 501: "NotImplementedError", 503: "ServiceUnavailableError"}
+
+DONE = b"data: [DONE]\n\n"
+TERMINATOR = b"0\r\n\r\n"
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_body(status: int, message: str) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": _ERR_TYPES.get(status, "Error"),
+                                   "param": None, "code": status}})
+
+
+def frame(payload: bytes) -> bytes:
+    """One chunk of chunked transfer encoding."""
+    return b"%x\r\n%b\r\n" % (len(payload), payload)
+
+
+def _positive_int(req, key):
+    v = req.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise HttpError(400, f"{key} must be an integer >= 1, got {v!r}")
+    return v
+
+
+class Stream:
+    """One completion request, from the parsed body to its last byte."""
+
+    __slots__ = (
+        "srv", "conn", "rid", "endpoint", "is_stream", "prompt_tokens", "max_tokens", "model",
+        "include_usage", "cont_usage", "want_t", "arrival", "start_t", "seed", "sent", "chunks",
+        "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
+        "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
+        "common", "submitted",
+    )
+
+    def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
+                 include_usage, cont_usage, want_t, arrival):
+        self.srv = srv
+        self.conn = conn
+        self.rid = rid
+        self.endpoint = endpoint
+        self.is_stream = is_stream
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.model = model
+        self.include_usage = include_usage
+        self.cont_usage = cont_usage
+        self.want_t = want_t
+        self.arrival = arrival
+        self.start_t = arrival
+        self.seed = ((zlib.crc32(rid.encode("utf-8", "replace")) * 0x9E3779B1) >> 11) & 0xFFFFFF
+        self.sent = 0
+        self.chunks = 0
+        self.first_t = None
+        self.last_t = None
+        self.done = False
+        self.status = 0
+        self.fault = None
+        self.fault_param = None
+        self.fault_k = None
+        self.hold_s = 0.0
+        self.held = False
+        self.generated = 0
+        self.seq = None
+        self.submitted = False
+        if endpoint == "chat":
+            obj = b"chat.completion.chunk"
+            open_, close_ = b'{"index":0,"delta":{"content":"', b'"}'
+        else:
+            obj = b"text_completion"
+            open_, close_ = b'{"index":0,"text":"', b'"'
+        self.common = b'{"id":%b,"object":"%b","created":%d,"model":%b' % (
+            orjson.dumps(rid), obj, srv.created, orjson.dumps(model))
+        self.head = b"data: " + self.common + b',"choices":[' + open_
+        self.mid = close_ + b',"logprobs":null,"finish_reason":null}]'
+        self.mid_last = close_ + b',"logprobs":null,"finish_reason":"length"}]'
+        self.fixed_len = len(self.head) + len(self.mid) + 3
+
+    # -- helpers ------------------------------------------------------------
+    def _usage(self, completion):
+        return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
+            self.prompt_tokens, completion, self.prompt_tokens + completion)
+
+    def _event(self, body: bytes) -> bytes:
+        """SSE event of a JSON object whose closing brace is still missing."""
+        if self.want_t:
+            return b'data: %b,"sim_t":%r}\n\n' % (body, perf_counter())
+        return b"data: %b}\n\n" % body
+
+    def _write(self, data: bytes):
+        self.conn.transport.write(data)
+
+    # -- lifecycle ----------------------------------------------------------
+    def begin(self):
+        """Headers (+ role chunk), then into the engine."""
+        if self.done:
+            return
+        srv = self.srv
+        if self.fault == "slow_headers" and not self.submitted:
+            self.submitted = True
+            srv.loop.call_later(self.fault_param, self._begin_now)
+            return
+        self._begin_now()
+
+    def _begin_now(self):
+        if self.done:
+            return
+        self.start_t = perf_counter() if self.fault == "slow_headers" else self.arrival
+        self.submitted = True
+        if self.is_stream:
+            self.status = 200
+            hdr = self.conn.headers_bytes(200, b"text/event-stream; charset=utf-8", None, self.rid,
+                                          b"cache-control: no-cache\r\n")
+            if self.endpoint == "chat":
+                role = self.common + b',"choices":[{"index":0,"delta":{"role":"assistant"},"logprobs":null,"finish_reason":null}]'
+                if self.cont_usage:
+                    role += self._usage(0)
+                self._write(hdr + frame(self._event(role)))
+            else:
+                self._write(hdr)
+            if self.fault_k == 0:
+                self._apply_k_fault()
+                if self.done:
+                    return
+        extra = self.fault_param if self.fault == "stall_first" else 0.0
+        self.srv.runner.submit(self, extra)
+
+    def on_token(self, generated):
+        """Batch runner: the engine emitted token number ``generated``."""
+        self.generated = generated
+        if self.done or self.held:
+            return
+        if not self.is_stream:
+            if generated >= self.max_tokens:
+                self.emit(generated)
+            return
+        if generated == 1 or generated >= self.max_tokens or generated - self.sent >= self.srv.stream_interval:
+            self.emit(generated)
+
+    def _release(self):
+        """End of a ``stall_between`` gap (batch runner)."""
+        self.held = False
+        if not self.done and self.generated > self.sent:
+            self.emit(self.generated)
+
+    def emit(self, upto):
+        """Write tokens ``sent .. upto-1`` as one chunk (the hot path)."""
+        if self.done:
+            return
+        now = perf_counter()
+        if not self.is_stream:
+            self._write_full(now)
+            return
+        fk = self.fault_k
+        if fk is not None and upto >= fk and self.fault != "malformed_chunk":
+            upto = fk
+        start = self.sent
+        n = upto - start
+        if n <= 0:
+            if fk is not None and upto >= fk:
+                self._apply_k_fault()
+            return
+        text = token_bytes(self.seed, start, n)
+        self.sent = upto
+        last = upto >= self.max_tokens
+        m = self.srv.metrics
+        if self.first_t is None:
+            self.first_t = now
+            m.ttft.observe(now - self.arrival)
+            m.prompt_tokens += self.prompt_tokens
+        else:
+            m.itl.observe(now - self.last_t)
+        self.last_t = now
+        self.chunks += 1
+        m.generation_tokens += n
+        if not (last or self.cont_usage or self.want_t):
+            self._write(b"%x\r\n%b%b%b}\n\n\r\n" % (self.fixed_len + len(text), self.head, text, self.mid))
+        else:
+            body = self.head + text + (self.mid_last if last else self.mid)
+            if self.cont_usage:
+                body += self._usage(upto)
+            if self.want_t:
+                payload = b'%b,"sim_t":%r}\n\n' % (body, now)
+            else:
+                payload = body + b"}\n\n"
+            if not last:
+                self._write(frame(payload))
+            else:
+                out = [frame(payload)]
+                if self.include_usage:
+                    out.append(frame(self._event(self.common + b',"choices":[]' + self._usage(upto))))
+                out.append(frame(DONE))
+                out.append(TERMINATOR)
+                self._write(b"".join(out))
+                self.finish("ok")
+                return
+        if fk is not None and upto >= fk:
+            self._apply_k_fault()
+        elif self.fault == "stall_between" and self.hold_s == 0.0 and not self.held \
+                and upto >= max(1, self.max_tokens // 2) and self.fault_param is not None:
+            self._stall_between()
+
+    def _stall_between(self):
+        s = self.fault_param
+        self.fault_param = None  # once
+        if self.srv.fixed:
+            self.hold_s = s
+        else:
+            self.held = True
+            self.srv.loop.call_later(s, self._release)
+
+    def _write_full(self, now):
+        """Non-streaming: the whole body at once."""
+        n = self.max_tokens
+        text = token_bytes(self.seed, 0, n).decode()
+        if self.fault == "mid_stream_error":
+            self._send_simple(500, error_body(500, "simulated engine error (mid_stream_error)"))
+            self.finish("mid_stream_error")
+            return
+        if self.fault in ("cut_close", "cut_reset"):
+            self.conn.drop(reset=self.fault == "cut_reset")
+            self.finish(self.fault)
+            return
+        if self.endpoint == "chat":
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                      "finish_reason": "length"}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+            obj = "text_completion"
+        body = orjson.dumps({"id": self.rid, "object": obj, "created": self.srv.created, "model": self.model,
+                             "choices": [choice],
+                             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": n,
+                                       "total_tokens": self.prompt_tokens + n}})
+        if self.fault == "malformed_chunk":
+            body = body[: len(body) // 2]
+        m = self.srv.metrics
+        self.first_t = self.last_t = now
+        self.sent = n
+        m.ttft.observe(now - self.arrival)
+        m.prompt_tokens += self.prompt_tokens
+        m.generation_tokens += n
+        self._send_simple(200, body)
+        self.finish(self.fault or "ok")
+
+    def _send_simple(self, status, body, extra=b""):
+        self.status = status
+        self._write(self.conn.headers_bytes(status, b"application/json", len(body), self.rid, extra) + body)
+
+    def _apply_k_fault(self):
+        f = self.fault
+        self.fault_k = None
+        if f == "malformed_chunk":
+            self._write(frame(b'data: {"id":"' + self.rid.encode() + b'","choices":[{"index":0,"delta":{"content":"\n\n'))
+            return
+        if f == "mid_stream_error":
+            err = b'data: {"error":{"message":"simulated engine error (mid_stream_error)","type":"InternalServerError","param":null,"code":500}}\n\n'
+            self._write(frame(err) + frame(DONE) + TERMINATOR)
+            self.srv.runner.cancel(self)
+            self.finish(f)
+        elif f in ("cut_close", "cut_reset"):
+            self.srv.runner.cancel(self)
+            self.finish(f, respond=False)
+            self.conn.drop(reset=f == "cut_reset")
+
+    def client_gone(self):
+        if not self.done:
+            self.srv.runner.cancel(self)
+            self.finish("client_disconnected", respond=False)
+
+    def finish(self, outcome, respond=True):
+        if self.done:
+            return
+        self.done = True
+        srv = self.srv
+        if self.submitted:
+            srv.runner.finished(self)
+        srv.active.discard(self)
+        if outcome == "ok":
+            srv.metrics.success["length"] += 1
+            if self.last_t is not None:
+                srv.metrics.e2e.observe(self.last_t - self.arrival)
+        if srv.truth:
+            srv.truth.record({
+                "request_id": self.rid, "endpoint": self.endpoint, "stream": self.is_stream,
+                "arrival": self.arrival, "first_token": self.first_t, "last_token": self.last_t,
+                "prompt_tokens": self.prompt_tokens, "output_tokens": self.sent, "chunks": self.chunks,
+                "status": self.status, "outcome": outcome, "fault": self.fault,
+            })
+        if respond:
+            self.conn.response_done()
+
+
+class SimServer:
+    """Shared state of one simulator process."""
+
+    def __init__(self, profile, loop, model=None, counter=None, truth=None, faults=None, seed=0):
+        self.profile = profile
+        self.loop = loop
+        self.model = model or profile.model
+        self.counter = counter or PromptCounter(None)
+        self.truth = truth or TruthLog(None)
+        self.faults = faults or FaultPlan({}, seed)
+        self.metrics = Metrics(self.model)
+        self.fixed = profile.kind == "fixed"
+        self.runner = FixedRunner(profile, loop) if self.fixed else BatchRunner(profile, loop)
+        self.stream_interval = profile.stream_interval
+        self.created = int(time.time())
+        self.active: set[Stream] = set()
+        self.conns: set[HttpConn] = set()
+        self._n = 0
+        self._prefix = uuid.uuid4().hex[:8]
+        self.models_body = orjson.dumps({"object": "list", "data": [{
+            "id": self.model, "object": "model", "created": self.created, "owned_by": "simulator",
+            "root": self.model, "parent": None, "max_model_len": profile.max_model_len}]})
+
+    def new_id(self, endpoint):
+        self._n += 1
+        return f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{self._prefix}{self._n:08x}"
+
+    def metrics_text(self) -> bytes:
+        r = self.runner
+        return self.metrics.render(r.num_running(), r.num_waiting(), r.kv_usage())
+
+    def parse_request(self, endpoint, body):
+        try:
+            req = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise HttpError(400, f"invalid JSON body: {e}") from None
+        if not isinstance(req, dict):
+            raise HttpError(400, "request body must be a JSON object")
+        if endpoint == "chat":
+            msgs = req.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                raise HttpError(400, "'messages' must be a non-empty list")
+            prompt_tokens = self.counter.count_messages(msgs)
+        else:
+            if "prompt" not in req or req["prompt"] is None:
+                raise HttpError(400, "'prompt' is required")
+            prompt_tokens = self.counter.count_prompt(req["prompt"])
+        stream = req.get("stream", False)
+        if not isinstance(stream, bool):
+            raise HttpError(400, "'stream' must be a boolean")
+        so = req.get("stream_options")
+        if so is not None:
+            if not stream:
+                raise HttpError(400, "Stream options can only be defined when `stream=True`.")
+            if not isinstance(so, dict):
+                raise HttpError(400, "'stream_options' must be an object")
+        else:
+            so = {}
+        max_tokens = _positive_int(req, "max_completion_tokens")
+        mt = _positive_int(req, "max_tokens")
+        if mt is not None:
+            max_tokens = mt
+        if max_tokens is None:
+            max_tokens = DEFAULT_MAX_TOKENS
+        limit = self.profile.max_model_len
+        if prompt_tokens + max_tokens > limit:
+            raise HttpError(400, f"This model's maximum context length is {limit} tokens. However, you "
+                                 f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
+                                 f"messages, {max_tokens} in the completion). Please reduce the length of "
+                                 f"the messages or completion.")
+        model = req.get("model")
+        if not isinstance(model, str) or not model:
+            model = self.model
+        return req, prompt_tokens, max_tokens, stream, bool(so.get("include_usage")), \
+            bool(so.get("continuous_usage_stats")), model
+
+    def shutdown(self):
+        for s in list(self.active):
+            if not s.done:
+                self.runner.cancel(s)
+                s.finish("server_shutdown", respond=False)
+        for c in list(self.conns):
+            c.drop(reset=False)
+        self.runner.stop()
+        self.truth.close()
+
+
+class HttpConn(asyncio.Protocol):
+    __slots__ = ("srv", "transport", "buf", "active", "closed", "keep_alive", "_head", "_sent_continue")
+
+    def __init__(self, srv: SimServer):
+        self.srv = srv
+        self.transport = None
+        self.buf = bytearray()
+        self.active = None
+        self.closed = False
+        self.keep_alive = True
+        self._head = None
+        self._sent_continue = False
+
+    # -- asyncio.Protocol -------------------------------------------------------
+    def connection_made(self, transport):
+        self.transport = transport
+        srv = self.srv
+        if srv.faults and srv.faults.draw_connection():
+            if srv.truth:
+                srv.truth.record({"request_id": None, "endpoint": None, "stream": None,
+                                  "arrival": perf_counter(), "first_token": None, "last_token": None,
+                                  "prompt_tokens": 0, "output_tokens": 0, "chunks": 0, "status": 0,
+                                  "outcome": "refuse", "fault": "refuse"})
+            self.closed = True
+            self._reset()
+            return
+        srv.conns.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def connection_lost(self, exc):
+        self.closed = True
+        self.srv.conns.discard(self)
+        a = self.active
+        if a is not None:
+            self.active = None
+            a.client_gone()
+
+    def data_received(self, data):
+        self.buf += data
+        if self.active is None:
+            self._process()
+
+    def eof_received(self):
+        return False  # close our side too
+
+    # -- output -----------------------------------------------------------------
+    def headers_bytes(self, status, ctype, length, rid, extra=b""):
+        h = [b"HTTP/1.1 %d %s\r\ncontent-type: %b\r\n" % (status, _REASONS.get(status, "OK").encode(), ctype)]
+        if length is None:
+            h.append(b"transfer-encoding: chunked\r\n")
+        else:
+            h.append(b"content-length: %d\r\n" % length)
+        if rid is not None:
+            h.append(b"x-request-id: %b\r\n" % rid.encode("latin-1", "replace"))
+        if not self.keep_alive:
+            h.append(b"connection: close\r\n")
+        h.append(extra)
+        h.append(b"\r\n")
+        return b"".join(h)
+
+    def simple(self, status, body, ctype=b"application/json", rid=None, extra=b""):
+        if not self.closed:
+            self.transport.write(self.headers_bytes(status, ctype, len(body), rid, extra) + body)
+            if not self.keep_alive:
+                self.transport.close()
+
+    def response_done(self):
+        self.active = None
+        if self.closed:
+            return
+        if not self.keep_alive:
+            self.transport.close()
+            return
+        if self.buf:
+            self.srv.loop.call_soon(self._process)
+
+    def _reset(self):
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+        self.transport.abort()
+
+    def drop(self, reset: bool):
+        if self.closed:
+            return
+        self.closed = True
+        self.srv.conns.discard(self)
+        if reset:
+            self._reset()
+        else:
+            self.transport.close()
+
+    # -- input ------------------------------------------------------------------
+    def _process(self):
+        while self.active is None and not self.closed:
+            buf = self.buf
+            if self._head is None:
+                i = buf.find(b"\r\n\r\n")
+                if i < 0:
+                    if len(buf) > MAX_HEAD:
+                        self.keep_alive = False
+                        self.simple(431, error_body(431, "request head too large"))
+                    return
+                head = bytes(buf[:i])
+                del buf[: i + 4]
+                try:
+                    self._head = self._parse_head(head)
+                except HttpError as e:
+                    self.keep_alive = False
+                    self.simple(e.status, error_body(e.status, e.message))
+                    return
+                self._sent_continue = False
+            method, path, headers, length = self._head
+            if len(buf) < length:
+                if headers.get("expect", "").lower() == "100-continue" and not self._sent_continue:
+                    self._sent_continue = True
+                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                return
+            body = bytes(buf[:length])
+            del buf[:length]
+            self._head = None
+            self._dispatch(method, path, headers, body)
+
+    def _parse_head(self, head: bytes):
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            raise HttpError(400, "malformed request line")
+        method, target, version = parts
+        headers = {}
+        for line in lines[1:]:
+            k, sep, v = line.partition(":")
+            if not sep:
+                raise HttpError(400, "malformed header line")
+            headers[k.strip().lower()] = v.strip()
+        conn = headers.get("connection", "").lower()
+        if version == "HTTP/1.0":
+            self.keep_alive = conn == "keep-alive"
+        else:
+            self.keep_alive = conn != "close"
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            raise HttpError(501, "chunked request bodies are not supported; send Content-Length")
+        try:
+            length = int(headers.get("content-length", "0"))
+        except ValueError:
+            raise HttpError(400, "bad Content-Length") from None
+        if length < 0 or length > MAX_BODY:
+            raise HttpError(413, "request body too large")
+        path = target.split("?", 1)[0]
+        return method, path, headers, length
+
+    def _dispatch(self, method, path, headers, body):
+        srv = self.srv
+        if path in ("/v1/chat/completions", "/v1/completions"):
+            if method != "POST":
+                self.simple(405, error_body(405, "method not allowed"), extra=b"allow: POST\r\n")
+                return
+            self._completion("chat" if path == "/v1/chat/completions" else "completions", headers, body)
+            return
+        if method not in ("GET", "HEAD"):
+            self.simple(405 if path in ("/health", "/v1/models", "/metrics") else 404,
+                        error_body(405 if path in ("/health", "/v1/models", "/metrics") else 404, "not found"))
+            return
+        if path == "/health":
+            self.simple(200, b"", ctype=b"text/plain")
+        elif path == "/v1/models":
+            self.simple(200, srv.models_body)
+        elif path == "/metrics":
+            self.simple(200, srv.metrics_text(), ctype=b"text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self.simple(404, error_body(404, f"no route {path}"))
+
+    def _completion(self, endpoint, headers, body):
+        srv = self.srv
+        arrival = perf_counter()
+        rid = headers.get("x-request-id") or srv.new_id(endpoint)
+        try:
+            _, prompt_tokens, max_tokens, stream, inc_usage, cont_usage, model = srv.parse_request(endpoint, body)
+        except HttpError as e:
+            self.simple(e.status, error_body(e.status, e.message), rid=rid)
+            if srv.truth:
+                srv.truth.record({"request_id": rid, "endpoint": endpoint, "stream": None, "arrival": arrival,
+                                  "first_token": None, "last_token": None, "prompt_tokens": 0,
+                                  "output_tokens": 0, "chunks": 0, "status": e.status, "outcome": "rejected",
+                                  "fault": None})
+            return
+        s = Stream(srv, self, rid, endpoint, stream, prompt_tokens, max_tokens, model, inc_usage, cont_usage,
+                   headers.get("x-sim-timestamps") == "1", arrival)
+        self.active = s
+        srv.active.add(s)
+        fault = srv.faults.draw_request() if srv.faults else None
+        if fault is not None:
+            name, param = fault
+            s.fault, s.fault_param = name, param
+            if name in HTTP_FAULTS:
+                st = HTTP_FAULTS[name]
+                s._send_simple(st, error_body(st, f"simulated {name}"),
+                               b"retry-after: 1\r\n" if st == 429 else b"")
+                s.finish(name)
+                return
+            if name in ("mid_stream_error", "cut_close", "cut_reset", "malformed_chunk"):
+                s.fault_k = max(0, min(int(param), max_tokens - 1))
+                if name == "malformed_chunk":
+                    s.fault_k = max(1, s.fault_k)
+        s.begin()

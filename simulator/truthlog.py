@@ -1,0 +1,51 @@
+"""The truth log: one JSON line per finished request (``--truth-log FILE``).
+
+Schema (all times are ``time.perf_counter()`` values of the simulator
+process, i.e. CLOCK_MONOTONIC on Linux, comparable with a client's
+``perf_counter`` on the same machine)::
+
+    request_id     str    X-Request-Id of the request (or the generated id)
+    endpoint       str    "chat" | "completions"
+    stream         bool
+    arrival        float  when the request body had been read completely
+    first_token    float|null  when the first content chunk was written
+                          (non-streaming: when the body was written)
+    last_token     float|null  when the last content chunk was written
+    prompt_tokens  int
+    output_tokens  int    tokens actually sent to the client
+    chunks         int    content chunks sent (0 for non-streaming)
+    status         int    HTTP status sent (0: none was sent)
+    outcome        str    "ok" | "client_disconnected" | "<fault name>" |
+                          "rejected" (HTTP 4xx) | "server_shutdown"
+    fault          str|null  the injected fault, if any
+
+Lines are buffered and flushed at least every second, and on shutdown.
+"""
+from __future__ import annotations
+
+import orjson
+
+
+class TruthLog:
+    def __init__(self, path: str | None):
+        self._f = open(path, "ab", buffering=1 << 16) if path else None
+        self._buf: list[bytes] = []
+
+    def __bool__(self):
+        return self._f is not None
+
+    def record(self, rec: dict) -> None:
+        if self._f is not None:
+            self._buf.append(orjson.dumps(rec) + b"\n")
+
+    def flush(self) -> None:
+        if self._f is not None and self._buf:
+            self._f.write(b"".join(self._buf))
+            self._buf.clear()
+            self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self.flush()
+            self._f.close()
+            self._f = None
