@@ -199,6 +199,7 @@ class Sampler:
             n = len(pool)
             parts: list[str] = []
             used: set[int] = set()
+            skips = 0
             while True:
                 room = target - cur - 2          # characters left for the next piece
                 if room < MIN_FRAGMENT:
@@ -218,6 +219,11 @@ class Sampler:
                 cx = pool[i]
                 text = cx.text
                 if len(text) <= room:
+                    # a whole passage that would leave lo a scrap away: try another one
+                    gap = lo - cur - len(text) - 2
+                    if 0 < gap < MIN_FRAGMENT + 2 and skips < 4:
+                        skips += 1
+                        continue
                     parts.append(text)
                     cur += len(text) + 2
                     continue
@@ -233,8 +239,10 @@ class Sampler:
                         if sp >= need and sp > 0 and room - sp <= WORD_SLACK:
                             cut = sp
                 piece = text[:cut].rstrip()
-                if len(piece) < need:
-                    piece = text[:cut]
+                if len(piece) < need:             # exact lengths: keep the size, blank the line breaks
+                    piece = text[:room]
+                    stripped = piece.rstrip()
+                    piece = stripped + " " * (len(piece) - len(stripped))
                 parts.append(piece)
                 cur += len(piece) + 2
                 break
