@@ -89,14 +89,15 @@ class ResultsWriter:
             self._writer.write_table(rows_to_table(rows))
             self.rows_written += len(rows)
 
-    def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True) -> dict:
-        """Close the records file, write summary.json and the final run.json; return the summary."""
+    def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, **summary_args) -> dict:
+        """Close the records file, write summary.json and the final run.json; return the summary.
+        `summary_args` go to metrics.summary.summarize (run_start, plan, objectives)."""
         self.flush()
         if not self.closed:
             self._writer.close()
             self.closed = True
         table = pq.read_table(self.records_path)
-        summary = {"run_id": self.run_id, "complete": complete, **summarize(table, window_start, window_end), **extra}
+        summary = {"run_id": self.run_id, "complete": complete, **summarize(table, window_start, window_end, **summary_args), **extra}
         write_json(os.path.join(self.path, "summary.json"), summary)
         self.run_info.update(ended_at=time.time(), complete=complete, records=self.rows_written)
         write_json(os.path.join(self.path, "run.json"), self.run_info)

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, pooled_itl
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p99.9", 99.9))
@@ -43,16 +43,21 @@ def _num(x) -> float | None:
 
 
 def section(df: pd.DataFrame, itl_s: np.ndarray, window_s: float, start: float, end: float) -> dict:
-    """One summary block (S) for the requests of `df` (already restricted to the window by send time)."""
+    """One summary block (S) for the requests of `df` (already restricted to the window by send time).
+
+    `df` carries a boolean column `good` (succeeded and met every SLO; equal to `ok` without SLOs).
+    """
     ok = df[df["ok"]]
     errors = df[~df["ok"] & (df["error"] != "stopped")]
     done_wall = ok["wall_send"] + ok["e2e_s"]
-    finished_in_window = ok[(done_wall >= start) & (done_wall <= end)]
+    finished = (done_wall >= start) & (done_wall <= end)
+    finished_in_window = ok[finished]
     prompt = finished_in_window["prompt_tokens"].clip(lower=0).sum()
     output = finished_in_window["output_tokens"].clip(lower=0).sum()
     per_s = (lambda x: float(x) / window_s) if window_s > 0 else (lambda x: None)
     speed = (1.0 / ok["tpot_s"]).replace([np.inf, -np.inf], np.nan)
-    return {
+    ended = len(ok) + len(errors)
+    out = {
         "requests": {
             "sent": int(len(df)),
             "ok": int(len(ok)),
@@ -70,6 +75,10 @@ def section(df: pd.DataFrame, itl_s: np.ndarray, window_s: float, start: float, 
             "output_tokens_per_s": per_s(output),
             "total_tokens_per_s": per_s(prompt + output),
         },
+        "goodput": {
+            "requests_per_s": per_s(int(finished_in_window["good"].sum())),
+            "good_fraction": (float(df["good"].sum()) / ended) if ended else None,
+        },
         "tokens": {
             "prompt": int(ok["prompt_tokens"].clip(lower=0).sum()),
             "output": int(ok["output_tokens"].clip(lower=0).sum()),
@@ -77,33 +86,124 @@ def section(df: pd.DataFrame, itl_s: np.ndarray, window_s: float, start: float, 
             "source": {str(k): int(v) for k, v in ok["tokens_source"].value_counts().sort_index().items()},
         },
     }
+    lag = (ok["t_send"] - ok["t_intended"]).to_numpy()
+    if np.isfinite(lag).any():  # open loop: latency from the intended send time as well
+        out["schedule_lag_ms"] = distribution(df["t_send"] - df["t_intended"])
+        out["ttft_from_intended_ms"] = distribution(ok["ttft_s"] + lag)
+        out["e2e_from_intended_ms"] = distribution(ok["e2e_s"] + lag)
+    return out
 
 
-def summarize(table: pa.Table, window_start: float, window_end: float) -> dict:
-    """The whole summary: definitions, window, overall and by_class (window in wall-clock seconds)."""
+def _stats_s(block: dict) -> dict[str, float]:
+    """A section's statistics as {'ttft.p95': seconds, ...} for SLO verdicts."""
+    out = {}
+    for metric in ("ttft", "tpot", "itl", "e2e"):
+        for key, value in block[f"{metric}_ms"].items():
+            if key != "count" and value is not None:
+                out[f"{metric}.{key}"] = value / 1000.0
+    return out
+
+
+def _percentile_stats(objectives, ok: pd.DataFrame, itl_s: np.ndarray) -> dict[str, float]:
+    """Any percentile an objective names, beyond the fixed set in `distribution`."""
+    from metrics.slo import METRICS
+
+    out = {}
+    for obj in objectives:
+        values = itl_s if obj.metric == "itl" else ok[METRICS[obj.metric]].to_numpy(dtype=float)
+        out[obj.key] = obj.statistic(np.asarray(values, dtype=float))
+    return out
+
+
+def summarize(table: pa.Table, window_start: float, window_end: float, run_start: float | None = None,
+              plan=None, objectives=()) -> dict:
+    """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
+    slo and capacity when the run had steps and objectives."""
     df = table.select(SCALAR_COLUMNS).to_pandas()
-    in_window = (df["wall_send"] >= window_start) & (df["wall_send"] <= window_end)
-    window_s = max(0.0, window_end - window_start)
-    mask = pa.array(in_window.to_numpy() & df["ok"].to_numpy())
-    chunk_times = table.column("chunk_times").filter(mask)
-    classes = df.loc[in_window, "request_class"].to_numpy()
-    sel = df[in_window]
-    itl_all = pooled_itl(chunk_times)
-    by_class = {}
-    ok_classes = sel.loc[sel["ok"], "request_class"].to_numpy()
-    for name in sorted(set(classes)):
-        class_mask = pa.array(ok_classes == name)
-        by_class[str(name)] = section(
-            sel[sel["request_class"] == name], pooled_itl(chunk_times.filter(class_mask)), window_s, window_start, window_end
-        )
-    return {
+    chunk_times = table.column("chunk_times")
+    if objectives:
+        from metrics.slo import good_mask
+
+        needs_lists = any(o.metric == "itl" for o in objectives)
+        df["good"] = good_mask(list(objectives), df, chunk_times.to_pylist() if needs_lists else None)
+    else:
+        df["good"] = df["ok"]
+
+    def block(mask: np.ndarray, start: float, end: float) -> dict:
+        ok_mask = pa.array(mask & df["ok"].to_numpy())
+        itl = pooled_itl(chunk_times.filter(ok_mask))
+        sub = df[mask]
+        out = section(sub, itl, max(0.0, end - start), start, end)
+        if objectives:
+            stats = {**_stats_s(out), **_percentile_stats(objectives, sub[sub["ok"]], itl)}
+            verdicts = slo_verdicts(objectives, stats)
+            out["slo"] = {"passed": all(v["passed"] for v in verdicts), "objectives": verdicts}
+        return out
+
+    wall = df["wall_send"].to_numpy()
+    in_window = (wall >= window_start) & (wall <= window_end)
+    classes = df["request_class"].to_numpy()
+    summary = {
         "definitions": DEFINITIONS,
-        "window": {"start": window_start, "end": window_end, "seconds": window_s},
+        "window": {"start": window_start, "end": window_end, "seconds": max(0.0, window_end - window_start)},
         "records": {"total": int(len(df)), "outside_window": int((~in_window).sum())},
-        "overall": section(sel, itl_all, window_s, window_start, window_end),
-        "by_class": by_class,
+        "overall": block(in_window, window_start, window_end),
+        "by_class": {
+            str(name): block(in_window & (classes == name), window_start, window_end)
+            for name in sorted(set(classes[in_window]))
+        },
         "concurrency": {"mean_in_flight": mean_in_flight(df, window_start, window_end)},
     }
+    if plan is not None and run_start is not None:
+        summary["by_step"] = by_step(df, plan, run_start, window_end, block)
+        if objectives:
+            summary["capacity"] = capacity(summary["by_step"], objectives)
+    if objectives:
+        summary["slo"] = summary["overall"]["slo"]
+    return summary
+
+
+def by_step(df: pd.DataFrame, plan, run_start: float, run_end: float, block) -> list[dict]:
+    """One block per load step, over the step's window (its warm-up excluded)."""
+    steps = df["step"].to_numpy()
+    wall = df["wall_send"].to_numpy()
+    out = []
+    for index, users in enumerate(plan.levels):
+        start, end = plan.window(index, run_start)
+        end = min(end, run_end)
+        if end <= start:
+            break  # the run stopped before this step was measured
+        mask = (steps == index) & (wall >= start) & (wall <= end)
+        out.append({"step": index, "users": users, "window": {"start": start, "end": end}, **block(mask, start, end)})
+    return out
+
+
+def capacity(steps: list[dict], objectives) -> dict:
+    """The highest step meeting every objective, below the first step that misses one."""
+    passing, failing = None, None
+    for step in steps:
+        if step["slo"]["passed"] and step["requests"]["ok"] > 0:
+            passing = step
+        else:
+            failing = step
+            break
+    slo_text = " and ".join(o.text for o in objectives)
+    if passing is None:
+        return {"slo": slo_text, "users": None, "sentence": f"{slo_text} is missed already at the first step"}
+    users = passing["users"]
+    upper = failing["users"] if failing else None
+    plus_minus = (upper - users) / 2 if upper else None
+    th = passing["throughput"]
+    bound = f" (±{plus_minus:g})" if plus_minus else " (the highest step tested)"
+    sentence = (
+        f"{slo_text} holds up to {users} users{bound}: {th['total_tokens_per_s']:,.0f} total tokens/s, "
+        f"{th['requests_per_s']:,.2f} requests/s"
+    )
+    return {
+        "slo": slo_text, "users": users, "next_failing_users": upper, "plus_minus": plus_minus,
+        "total_tokens_per_s": th["total_tokens_per_s"], "output_tokens_per_s": th["output_tokens_per_s"],
+        "requests_per_s": th["requests_per_s"], "sentence": sentence,
+    }  # fmt: skip
 
 
 def mean_in_flight(df: pd.DataFrame, start: float, end: float) -> float | None:
@@ -139,4 +239,27 @@ def format_table(summary: dict) -> str:
     errors = summary["overall"]["requests"]["by_error"]
     if errors:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+    if summary.get("by_step"):
+        lines += ["", format_steps(summary["by_step"])]
+    if summary.get("capacity"):
+        lines.append(summary["capacity"]["sentence"])
+    return "\n".join(lines)
+
+
+def format_steps(steps: list[dict]) -> str:
+    head = (
+        f"{'step':>4}{'users':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}{'tot tok/s':>11}"
+        f"{'TTFT mean':>11}{'p50':>8}{'p95':>8}{'p99':>8}{'TPOT p50':>10}{'E2E p50':>9}{'goodput':>9}{'SLO':>6}"
+    )
+    lines = ["Per step (warm-up of each step excluded; ms unless stated)", head, "-" * len(head)]
+    for s in steps:
+        t, th, r = s["ttft_ms"], s["throughput"], s["requests"]
+        slo = ("ok" if s["slo"]["passed"] else "MISS") if "slo" in s else "-"
+        good = s["goodput"]["good_fraction"]
+        lines.append(
+            f"{s['step']:>4}{s['users']:>7}{r['ok']:>7}{r['failed']:>6}{_fmt(th['requests_per_s'], 2):>8}"
+            f"{_fmt(th['output_tokens_per_s']):>11}{_fmt(th['total_tokens_per_s']):>11}{_fmt(t['mean']):>11}"
+            f"{_fmt(t['p50']):>8}{_fmt(t['p95']):>8}{_fmt(t['p99']):>8}{_fmt(s['tpot_ms']['p50'], 1):>10}"
+            f"{_fmt(s['e2e_ms']['p50']):>9}{_fmt(None if good is None else good * 100, 0) + '%':>9}{slo:>6}"
+        )
     return "\n".join(lines)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import itertools
 import random
 import secrets
+import time
 from functools import lru_cache
 
 import orjson
 
+from shapes.arrivals import ArrivalSchedule
 from suite.options import OptionError, Settings
 from workloads import Sampler, WorkloadError, load_spec
 
@@ -39,13 +41,23 @@ def load_workload(settings: Settings):
 class RunContext:
     """What every virtual user of this process shares during one run."""
 
-    def __init__(self, settings: Settings, run_id: str, worker_index: int, sink):
+    def __init__(self, settings: Settings, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1):
         self.settings = settings
         self.run_id = run_id
         self.sink = sink
         self.spec = load_workload(settings)
         seed = settings.seed + worker_index if settings.seed is not None else None
         self.sampler = Sampler(self.spec, seed)
+        self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
+        stepped = bool(settings.steps) or settings.find_capacity
+        self.step_s = settings.step_time_s if stepped else None
+        self.arrivals = None
+        if settings.request_rate:
+            t0 = time.perf_counter() - (time.time() - run_start)  # the run start on this process's clock
+            self.arrivals = ArrivalSchedule(
+                settings.request_rate, settings.arrival, settings.burstiness,
+                settings.seed or 0, processes, worker_index, t0,
+            )  # fmt: skip
         self.count_tokens = token_counter(settings.tokenizer) if settings.tokenizer else None
         self.tag = f"{run_id}-w{worker_index}-{secrets.token_hex(2)}"
         self._ids = itertools.count()
@@ -63,6 +75,9 @@ class RunContext:
             extras["min_tokens"] = settings.min_tokens
         extras.update(settings.extra_body)
         self.extras = extras
+
+    def step_at(self, wall: float) -> int:
+        return int((wall - self.run_start) // self.step_s) if self.step_s else -1
 
     def next_request_id(self) -> str:
         return f"{self.tag}-{next(self._ids)}"

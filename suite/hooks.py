@@ -9,6 +9,7 @@ Roles (FIELD_NOTES 6, 7, 11):
 from __future__ import annotations
 
 import logging
+import random
 import sys
 import time
 
@@ -19,6 +20,8 @@ from locust.runners import MasterRunner, WorkerRunner
 from metrics.results import ResultsWriter, new_run_id
 from metrics.shipping import LocalSink, MasterCollector, WorkerShipper
 from metrics.summary import format_table
+from shapes.capacity import CapacitySearch
+from shapes.steps import StepPlan
 from suite import events as llm_events
 from suite.context import RunContext, load_workload, token_counter
 from suite.embedded import EmbeddedSimulator
@@ -54,6 +57,8 @@ class Run:
         )
         self.writer.on_rows = lambda rows: llm_events.rows_recorded.fire(run=self, rows=rows)
         self.collector = None
+        self.plan = None  # shapes.steps.StepPlan of a step ramp
+        self.search = None  # shapes.capacity.CapacitySearch
         self.finished = False
         self.summary_extra: dict = {}  # features add sections of summary.json here (run_stopping)
 
@@ -69,11 +74,33 @@ class Run:
         if self.collector is not None:
             self.summary_extra["workers"] = self.collector.report()
         llm_events.run_stopping.fire(run=self)
-        summary = self.writer.finish(self.window_start, self.window_end, self.summary_extra, complete=complete)
+        plan = self.plan
+        if self.search is not None:
+            plan = StepPlan(self.search.levels, self.settings.step_time_s, self.settings.step_warmup_s)
+        summary = self.writer.finish(
+            self.window_start, self.window_end, self.summary_extra, complete=complete,
+            run_start=self.started, plan=plan, objectives=self.settings.slo,
+        )  # fmt: skip
         print("\n" + format_table(summary), flush=True)
+        self._set_exit_code(summary)
         print(f"results: {self.writer.path}", flush=True)
         llm_events.run_finished.fire(run=self, summary=summary)
         return summary
+
+    def _set_exit_code(self, summary: dict) -> None:
+        """A missed SLO fails a headless run (exit code 3); a capacity search fails only when no
+        level met the SLO."""
+        if "capacity" in summary and self.settings.find_capacity:
+            print(summary["capacity"]["sentence"], flush=True)
+            missed = summary["capacity"]["users"] is None
+        elif "slo" in summary:
+            missed = not summary["slo"]["passed"]
+            for v in summary["slo"]["objectives"]:
+                print(f"SLO {v['objective']}: {'met' if v['passed'] else 'MISSED'} (measured {v['value_ms']} ms)", flush=True)
+        else:
+            return
+        if missed:
+            self.environment.process_exit_code = 3
 
 
 def _role(runner) -> str:
@@ -119,6 +146,7 @@ def _on_init(environment, runner, **_kw) -> None:
             log.info("no --host given: started the built-in simulator at %s (profile %s)", sim.url, settings.sim_profile)
         if not settings.model and environment.parsed_options.headless:
             environment.parsed_options.model = resolve_model(environment.host, settings)
+        _choose_load_model(environment, settings)
     except OptionError as e:
         fail(str(e))
     except RuntimeError as e:
@@ -128,6 +156,19 @@ def _on_init(environment, runner, **_kw) -> None:
         events.worker_report.add_listener(
             lambda client_id, data: environment.llm_run and environment.llm_run.collector.on_worker_report(client_id, data)
         )
+
+
+def _choose_load_model(environment, settings: Settings) -> None:
+    """Keep the locustfile's shape only for step ramps and capacity searches; in open loop the
+    user count is the concurrency cap."""
+    opts = environment.parsed_options
+    if not (settings.steps or settings.find_capacity):
+        environment.shape_class = None
+    else:  # the shape ticks before test_start fires, so it must be ready now
+        _arm_shape(environment, settings)
+    if settings.request_rate and opts.headless:
+        opts.num_users = settings.max_concurrency
+        opts.spawn_rate = float(settings.max_concurrency)
 
 
 def _init_worker(environment, runner) -> None:
@@ -158,17 +199,51 @@ def _on_test_start(environment, **_kw) -> None:
     if role == "worker":
         run_id = getattr(opts, "llm_run_id", "") or new_run_id()
         sink = WorkerShipper(runner, run_id)
-        environment.llm_context = RunContext(settings, run_id, runner.worker_index, sink)
+        environment.llm_context = RunContext(
+            settings, run_id, runner.worker_index, sink,
+            getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1),
+        )  # fmt: skip
         return
+    if settings.seed is None:  # one seed for the run, recorded, shared with workers (arrival split)
+        settings.seed = random.randrange(2**31)
+        opts.seed = str(settings.seed)
     run = Run(environment, settings)
     environment.llm_run = run
-    opts.llm_run_id = run.run_id  # travels to workers in the spawn message
+    # these travel to workers in the spawn message
+    opts.llm_run_id = run.run_id
+    opts.llm_run_start = run.started
+    opts.llm_processes = runner.worker_count if role == "master" else 1
+    _start_shape(environment, run)
     if role == "master":
         run.collector = MasterCollector(runner, run.writer, run.run_id)
     else:
-        environment.llm_context = RunContext(settings, run.run_id, 0, LocalSink(run.writer))
+        environment.llm_context = RunContext(settings, run.run_id, 0, LocalSink(run.writer), run.started)
     llm_events.run_started.fire(run=run)
     log.info("run %s: results in %s", run.run_id, run.writer.path)
+
+
+def _arm_shape(environment, settings: Settings) -> None:
+    """Give the shape a fresh plan or search for the next run."""
+    shape = environment.shape_class
+    shape.plan = shape.search = None
+    if settings.find_capacity:
+        shape.search = CapacitySearch(
+            settings.slo, settings.step_time_s, settings.step_warmup_s, environment.parsed_options.run_time or None,
+            candidates=settings.steps or None, distributed=isinstance(environment.runner, MasterRunner),
+        )  # fmt: skip
+    elif settings.steps:
+        shape.plan = StepPlan(settings.steps, settings.step_time_s, settings.step_warmup_s)
+
+
+def _start_shape(environment, run: Run) -> None:
+    shape = environment.shape_class
+    if shape is None:
+        return
+    run.plan, run.search = shape.plan, shape.search
+    if run.search is not None:
+        run.search.run_start = run.started
+        search = run.search
+        llm_events.rows_recorded.add_listener(lambda run, rows: run.search is search and search.on_rows(rows))
 
 
 @events.test_stopping.add_listener
@@ -191,6 +266,8 @@ def _on_test_stop(environment, **_kw) -> None:
     run = environment.llm_run
     if run is not None:
         run.finish(complete=True)
+        if environment.shape_class is not None:
+            _arm_shape(environment, run.settings)  # web UI: ready for another run
 
 
 @events.quitting.add_listener

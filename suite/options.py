@@ -14,9 +14,16 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from users.stream import Timeouts
 
 SECRET_OPTIONS = ("api_key",)  # never written to run.json, logs or reports
+
+
+@dataclass(slots=True)
+class Timeouts:
+    connect: float = 10.0
+    first_token: float = 300.0  # headers and first body bytes
+    idle: float = 120.0  # longest gap between reads once the body flows
+    total: float = 900.0
 
 
 class OptionError(ValueError):
@@ -45,6 +52,22 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--timeout-first-token", dict(default="300s", help="Longest wait for the response and its first bytes")),
     ("--timeout-idle", dict(default="120s", help="Longest gap between two reads of a flowing stream")),
     ("--timeout-total", dict(default="900s", help="Longest whole request")),
+    # Load models (README "Load models")
+    ("--steps", dict(default="", help="Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'")),
+    ("--step-time", dict(default="60s", help="How long each step (or capacity-search level) is held")),
+    ("--step-warmup", dict(default="10s", help="Start of each step excluded from its statistics")),
+    ("--slo", dict(default="", help="Objectives, e.g. 'ttft.p95<5s,tpot.p95<80ms' (ttft|tpot|itl|e2e . mean|pNN); a miss fails a headless run")),
+    ("--find-capacity", dict(action="store_true", default=False, help="Search the highest user count (or rate) meeting --slo, within --run-time")),
+    ("--request-rate", dict(default="", help="Open loop: total requests per second across all workers; empty = closed loop")),
+    ("--arrival", dict(default="poisson", choices=["poisson", "gamma", "constant"], help="Open-loop arrival process")),
+    ("--burstiness", dict(default="1.0", help="Gamma shape for --arrival gamma (1 = Poisson, < 1 burstier)")),
+    ("--max-concurrency", dict(default="", help="Open loop: most requests in flight (the user count); default 512")),
+    # Observability (metrics/prometheus.py, metrics/server_metrics.py)
+    ("--prometheus-port", dict(default="0", include_in_web_ui=False, help="Serve client LLM metrics for Prometheus at http://HOST:PORT/metrics from the master (or local process); 0 = off")),
+    ("--prometheus-host", dict(default="127.0.0.1", include_in_web_ui=False, help="Interface for --prometheus-port; 0.0.0.0 to expose it beyond this machine")),
+    ("--prometheus-linger", dict(default="0s", include_in_web_ui=False, help="Keep serving /metrics this long before the process exits, so Prometheus scrapes the final counts")),
+    ("--server-metrics", dict(default="", help="Prometheus endpoints of the server side to scrape during the run, comma-separated (vLLM /metrics, DCGM, node exporter); kept in server_metrics.parquet")),
+    ("--server-metrics-interval", dict(default="5s", help="Scrape interval for --server-metrics")),
 ]
 
 
@@ -123,6 +146,15 @@ class Settings:
     sim_profile: str
     sim_timestamps: bool
     timeouts: Timeouts = field(default_factory=Timeouts)
+    steps: list[int] = field(default_factory=list)
+    step_time_s: float = 60.0
+    step_warmup_s: float = 10.0
+    slo: list = field(default_factory=list)  # metrics.slo.Objective
+    find_capacity: bool = False
+    request_rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int = 512
 
     @classmethod
     def from_options(cls, o) -> "Settings":
@@ -164,6 +196,7 @@ class Settings:
             sim_profile=o.sim_profile or "v100-7b-tp8",
             sim_timestamps=bool(o.sim_timestamps),
             timeouts=timeouts,
+            **_load_model(o),
         )
 
 
@@ -180,3 +213,43 @@ def public_options(parsed_options) -> dict:
     if getattr(parsed_options, "api_key", ""):
         out["api_key_set"] = True
     return out
+
+
+def _float(option: str, text, minimum: float = 0.0, exclusive: bool = True) -> float | None:
+    if text in ("", None):
+        return None
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise OptionError(f"--{option}: '{text}' is not a number") from None
+    if value < minimum or (exclusive and value == minimum) or math.isnan(value) or math.isinf(value):
+        raise OptionError(f"--{option}: {text} must be above {minimum:g}")
+    return value
+
+
+def _load_model(o) -> dict:
+    """Step, open-loop and SLO options, checked together (they constrain each other)."""
+    from metrics.slo import parse_slo
+    from shapes.steps import parse_steps
+
+    steps = parse_steps(o.steps)
+    step_time = parse_duration("step-time", o.step_time)
+    step_warmup = parse_duration("step-warmup", o.step_warmup)
+    if step_time <= 0:
+        raise OptionError("--step-time: must be above 0, e.g. 60s")
+    if (steps or o.find_capacity) and step_warmup >= step_time:
+        raise OptionError(f"--step-warmup: {step_warmup:g}s must be shorter than --step-time {step_time:g}s")
+    slo = parse_slo(o.slo)
+    if o.find_capacity and not slo:
+        raise OptionError("--find-capacity: needs --slo, e.g. --slo 'ttft.p95<5s'")
+    rate = _float("request-rate", o.request_rate)
+    if rate is not None and steps:
+        raise OptionError("--request-rate: cannot be combined with --steps (closed-loop user steps); pick one")
+    max_conc = _int("max-concurrency", o.max_concurrency, 1)
+    if max_conc is not None and rate is None:
+        raise OptionError("--max-concurrency: only applies with --request-rate (open loop); in a closed loop use -u")
+    return dict(
+        steps=steps, step_time_s=step_time, step_warmup_s=step_warmup, slo=slo,
+        find_capacity=bool(o.find_capacity), request_rate=rate, arrival=o.arrival,
+        burstiness=_float("burstiness", o.burstiness) or 1.0, max_concurrency=max_conc or 512,
+    )  # fmt: skip

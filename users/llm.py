@@ -48,9 +48,17 @@ class LLMUser(FastHttpUser):
 
     @task
     def send(self) -> None:
-        self.send_request(self.ctx.sampler.next())
+        ctx = self.ctx
+        if ctx.arrivals is None:  # closed loop
+            self.send_request(ctx.sampler.next())
+            return
+        t_intended = ctx.arrivals.take()  # open loop: the next scheduled send time of this process
+        delay = t_intended - time.perf_counter()
+        if delay > 0:
+            gevent.sleep(delay)
+        self.send_request(ctx.sampler.next(), t_intended=t_intended)
 
-    def send_request(self, request, t_intended: float = float("nan"), step: int = -1) -> RequestRecord:
+    def send_request(self, request, t_intended: float = float("nan")) -> RequestRecord:
         ctx = self.ctx
         rec = RequestRecord(
             request_id=ctx.next_request_id(),
@@ -60,13 +68,13 @@ class LLMUser(FastHttpUser):
             input_chars=request.input_chars,
             max_tokens=ctx.settings.max_tokens_override or request.max_tokens,
             stream=ctx.settings.stream,
-            step=step,
             t_intended=t_intended,
         )
         body = ctx.body(self.endpoint, request)
         headers = {**ctx.headers, "X-Request-Id": rec.request_id}
         ex = Exchange()
         rec.wall_send = time.time()
+        rec.step = ctx.step_at(rec.wall_send)
         try:
             self.stream.post(self.path, body, headers, ex)
         except gevent.GreenletExit:

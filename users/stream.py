@@ -21,15 +21,9 @@ from urllib.parse import urlsplit
 import gevent
 from geventhttpclient import HTTPClient
 
+from suite.options import Timeouts
+
 READ_SIZE = 65536  # one read takes everything that has arrived; events are split afterwards
-
-
-@dataclass(slots=True)
-class Timeouts:
-    connect: float = 10.0
-    first_token: float = 300.0  # headers and first body bytes
-    idle: float = 120.0  # longest gap between reads once the body flows
-    total: float = 900.0
 
 
 @dataclass(slots=True)

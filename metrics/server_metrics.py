@@ -1,0 +1,352 @@
+"""Server-side metrics in the results: scrape Prometheus endpoints while the run goes on.
+
+`--server-metrics URL[,URL...]` names endpoints in the Prometheus text format (vLLM's `/metrics`,
+SGLang's, a DCGM or node exporter, ...). The process that writes results (master or local) scrapes
+each one every `--server-metrics-interval` (default 5 s) in a greenlet: once when the run starts
+(before any request is sent: the baseline), then on the interval, and once more when the run stops
+(after the drain). Everything it read lands in `results/<run-id>/server_metrics.parquet`:
+
+  timestamp   float64  epoch seconds when the scrape's response arrived
+  source      string   the URL (any user:password@ removed)
+  metric      string   the sample name, canonical (vLLM's renamed metrics mapped, see ALIASES)
+  labels      string   the sample's labels as JSON with sorted keys (a histogram's `le` included)
+  value       float64
+  raw_metric  string   the sample name as the server sent it
+
+A scrape that fails (refused, timeout, HTTP error, unparsable text) is logged once per URL and
+counted; it never stops the run. summary.json gets a `server_metrics` section:
+
+  sources          the URLs
+  scrapes          successful scrapes (all sources together); failed_scrapes likewise
+  counter_deltas   increase during the run of vLLM's own counters, summed over their labels and
+                   over the sources (reset-aware: a restarted server's counter is not negative):
+                   vllm:request_success_total, vllm:prompt_tokens_total, vllm:generation_tokens_total
+                   (null when no source exposed it)
+  client_counts    the client's view of the same run, from every record (not only the window):
+                   requests_ok, prompt_tokens and output_tokens of successful requests, requests
+  by_source        per URL: scrapes, failed_scrapes, last_error, counter_deltas
+
+so `counter_deltas["vllm:generation_tokens_total"]` can be checked against
+`client_counts["output_tokens"]` (equal when every request succeeded and the server counts what
+it streamed; the server also counts tokens of requests the client cut off or saw fail).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit, urlunsplit
+
+import gevent
+import pyarrow as pa
+import pyarrow.parquet as pq
+from locust import events
+from locust.runners import WorkerRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from metrics.record import FIELD_NAMES
+from suite import events as llm_events
+
+log = logging.getLogger("llm.server_metrics")
+
+FILE_NAME = "server_metrics.parquet"
+SCHEMA = pa.schema(
+    [
+        ("timestamp", pa.float64()),
+        ("source", pa.string()),
+        ("metric", pa.string()),
+        ("labels", pa.string()),
+        ("value", pa.float64()),
+        ("raw_metric", pa.string()),
+    ]
+)
+FLUSH_ROWS = 50_000
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+# vLLM renamed metrics between releases; `metric` carries the current name, `raw_metric` the sent one.
+ALIASES = {
+    "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",  # renamed with the V1 engine
+    "vllm:time_per_output_token_seconds": "vllm:inter_token_latency_seconds",  # deprecated in 0.11
+}
+ALIAS_PREFIXES = (("vllm:gpu_prefix_cache_", "vllm:prefix_cache_"),)  # queries, hits (V1 early names)
+_SUFFIXES = ("", "_total", "_bucket", "_count", "_sum", "_created", "_gsum", "_gcount", "_info")
+
+DELTA_COUNTERS = ("vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+
+
+def canonical(name: str) -> str:
+    """The current name of a (possibly renamed) vLLM sample name; other names unchanged."""
+    for old, new in ALIAS_PREFIXES:
+        if name.startswith(old):
+            return new + name[len(old) :]
+    for suffix in _SUFFIXES:
+        if suffix and not name.endswith(suffix):
+            continue
+        base = name[: len(name) - len(suffix)] if suffix else name
+        if base in ALIASES:
+            return ALIASES[base] + suffix
+    return name
+
+
+def public_url(url: str) -> str:
+    """The URL without user:password@, as written to results and logs."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def parse_urls(text: str) -> list[str]:
+    from suite.options import OptionError
+
+    urls = [u.strip() for u in (text or "").split(",") if u.strip()]
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise OptionError(f"--server-metrics: '{public_url(url)}' needs a scheme and a host, e.g. http://127.0.0.1:8000/metrics")
+    return list(dict.fromkeys(urls))
+
+
+def parse_interval(text) -> float:
+    from suite.options import OptionError, parse_duration
+
+    value = parse_duration("server-metrics-interval", text if text not in (None, "") else "5s")
+    if value < 0.1:
+        raise OptionError("--server-metrics-interval: must be at least 100ms, e.g. 5s")
+    return value
+
+
+def parse_text(text: str, now: float, source: str) -> tuple[list[tuple], dict[str, float]]:
+    """Prometheus text -> rows (SCHEMA order) and the totals of DELTA_COUNTERS (summed over labels)."""
+    samples = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.append((s.name, s.labels, s.value))
+    present = {name for name, _, _ in samples}
+    rows, totals = [], {}
+    for raw, labels, value in samples:
+        name = canonical(raw)
+        if name != raw and name in present:
+            continue  # the server sends the old and the new name (deprecation period): keep the new one
+        value = float(value)
+        rows.append((now, source, name, json.dumps(labels, sort_keys=True, separators=(",", ":")), value, raw))
+        if name in DELTA_COUNTERS and math.isfinite(value):
+            totals[name] = totals.get(name, 0.0) + value
+    return rows, totals
+
+
+def increase(series: list[float]) -> float:
+    """Increase of a counter over successive readings; a drop is a reset (the counter restarted at 0)."""
+    total = 0.0
+    for a, b in zip(series, series[1:]):
+        total += b - a if b >= a else b
+    return total
+
+
+class _Source:
+    def __init__(self, url: str):
+        self.url = url
+        self.public = public_url(url)
+        self.scrapes = 0
+        self.failed = 0
+        self.last_error: str | None = None
+        self.logged = False
+        self.series: dict[str, list[float]] = {}
+
+    def deltas(self) -> dict:
+        return {name: (_int_if_whole(increase(s)) if len(s) >= 2 else None) for name, s in self.series.items()}
+
+
+def _int_if_whole(x: float):
+    return int(x) if float(x).is_integer() else x
+
+
+class ServerMetricsScraper:
+    """One run's scraping: baseline, periodic scrapes, final scrape, Parquet file, summary section."""
+
+    def __init__(self, urls: list[str], interval_s: float, results_path: str):
+        self.sources = [_Source(u) for u in urls]
+        self.interval_s = interval_s
+        self.timeout_s = max(1.0, min(10.0, interval_s))
+        self.path = os.path.join(results_path, FILE_NAME)
+        self._writer = pq.ParquetWriter(self.path, SCHEMA, compression="zstd")
+        self._pending: list[tuple] = []
+        self._loop = None
+        self.closed = False
+        self.client = {"requests": 0, "requests_ok": 0, "prompt_tokens": 0, "output_tokens": 0}
+
+    # -- scraping -----------------------------------------------------------------------------
+
+    def _fetch(self, url: str) -> str:
+        req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"})
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 - http(s) only, checked
+            body = resp.read(MAX_BODY_BYTES + 1)
+            charset = resp.headers.get_content_charset() or "utf-8"
+        if len(body) > MAX_BODY_BYTES:
+            raise ValueError(f"response larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB")
+        return body.decode(charset, errors="replace")
+
+    def _scrape_one(self, src: _Source) -> None:
+        try:
+            with gevent.Timeout(self.timeout_s + 1.0):
+                text = self._fetch(src.url)
+            rows, totals = parse_text(text, time.time(), src.public)
+        except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - a scrape never ends the run
+            src.failed += 1
+            src.last_error = _describe(e)
+            if not src.logged:
+                src.logged = True
+                log.warning("--server-metrics: scraping %s failed (%s); the run goes on, failures are counted", src.public, src.last_error)
+            return
+        src.scrapes += 1
+        for name, value in totals.items():
+            src.series.setdefault(name, []).append(value)
+        self._pending.extend(rows)
+
+    def scrape(self) -> None:
+        """Scrape every source once (concurrently), then write what arrived if enough piled up."""
+        if self.closed:
+            return
+        gevent.joinall([gevent.spawn(self._scrape_one, s) for s in self.sources], timeout=self.timeout_s + 5.0)
+        if len(self._pending) >= FLUSH_ROWS:
+            self._flush()
+
+    def _run(self) -> None:
+        next_at = time.monotonic() + self.interval_s
+        while not self.closed:
+            gevent.sleep(max(0.0, next_at - time.monotonic()))
+            if self.closed:
+                break
+            self.scrape()
+            next_at += self.interval_s
+            if next_at < time.monotonic():  # a slow scrape: skip the missed ticks, do not burst
+                next_at = time.monotonic() + self.interval_s
+
+    def start(self) -> None:
+        self.scrape()  # the baseline, before the first request (run_started precedes spawning)
+        self._loop = gevent.spawn(self._run)
+
+    # -- client side --------------------------------------------------------------------------
+
+    def add_rows(self, rows) -> None:
+        c = self.client
+        for row in rows:
+            c["requests"] += 1
+            if row[_OK]:
+                c["requests_ok"] += 1
+                if row[_PROMPT] is not None and row[_PROMPT] >= 0:
+                    c["prompt_tokens"] += int(row[_PROMPT])
+                if row[_OUTPUT] is not None and row[_OUTPUT] >= 0:
+                    c["output_tokens"] += int(row[_OUTPUT])
+
+    # -- end ----------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        if self._pending:
+            rows, self._pending = self._pending, []
+            cols = list(zip(*rows))
+            self._writer.write_table(pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, SCHEMA)], schema=SCHEMA))
+
+    def stop(self) -> dict:
+        """The last scrape, close the file; return the summary section."""
+        if not self.closed:
+            if self._loop is not None:
+                self._loop.kill(block=True, timeout=self.timeout_s + 6.0)
+            self.scrape()
+            self.closed = True
+            self._flush()
+            self._writer.close()
+        return self.section()
+
+    def section(self) -> dict:
+        per_source = {s.public: {"scrapes": s.scrapes, "failed_scrapes": s.failed, "last_error": s.last_error, "counter_deltas": s.deltas()} for s in self.sources}
+        deltas = {}
+        for name in DELTA_COUNTERS:
+            values = [s.deltas().get(name) for s in self.sources]
+            values = [v for v in values if v is not None]
+            deltas[name] = _int_if_whole(sum(values)) if values else None
+        return {
+            "sources": [s.public for s in self.sources],
+            "interval_s": self.interval_s,
+            "file": FILE_NAME,
+            "scrapes": sum(s.scrapes for s in self.sources),
+            "failed_scrapes": sum(s.failed for s in self.sources),
+            "counter_deltas": deltas,
+            "client_counts": dict(self.client),
+            "by_source": per_source,
+        }
+
+
+_I = {name: i for i, name in enumerate(FIELD_NAMES)}
+_OK, _PROMPT, _OUTPUT = _I["ok"], _I["prompt_tokens"], _I["output_tokens"]
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, gevent.Timeout):
+        return "timed out"
+    if isinstance(e, urllib.error.HTTPError):
+        return f"HTTP {e.code}"
+    if isinstance(e, urllib.error.URLError):
+        return str(e.reason)
+    return f"{type(e).__name__}: {e}"
+
+
+# -- wiring --------------------------------------------------------------------------------------
+
+_scrapers: dict[str, ServerMetricsScraper] = {}  # run_id -> scraper of a running run
+
+
+@events.init.add_listener
+def _on_init(environment, runner, **_kw) -> None:
+    """Check the options early (a headless run fails before any load on a typo)."""
+    if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
+        return
+    from suite.hooks import fail
+    from suite.options import OptionError
+
+    opts = environment.parsed_options
+    try:
+        parse_urls(getattr(opts, "server_metrics", ""))
+        parse_interval(getattr(opts, "server_metrics_interval", "5s"))
+    except OptionError as e:
+        fail(str(e))
+
+
+@llm_events.run_started.add_listener
+def _on_run_started(run, **_kw) -> None:
+    opts = run.environment.parsed_options
+    try:
+        urls = parse_urls(getattr(opts, "server_metrics", ""))
+        interval = parse_interval(getattr(opts, "server_metrics_interval", "5s"))
+    except ValueError as e:  # OptionError; in the web UI the form's values arrive here first
+        log.error("%s; server metrics are off for this run", e)
+        return
+    if not urls:
+        return
+    scraper = ServerMetricsScraper(urls, interval, run.writer.path)
+    _scrapers[run.run_id] = scraper
+    scraper.start()
+    log.info("scraping server metrics from %s every %gs", ", ".join(s.public for s in scraper.sources), interval)
+
+
+@llm_events.rows_recorded.add_listener
+def _on_rows(run, rows, **_kw) -> None:
+    scraper = _scrapers.get(run.run_id)
+    if scraper is not None:
+        scraper.add_rows(rows)
+
+
+@llm_events.run_stopping.add_listener
+def _on_run_stopping(run, **_kw) -> None:
+    scraper = _scrapers.pop(run.run_id, None)
+    if scraper is not None:
+        run.summary_extra["server_metrics"] = scraper.stop()

@@ -1,0 +1,109 @@
+"""Service-level objectives: `--slo "ttft.p95<5s,tpot.p95<80ms"`, per-request goodput, verdicts.
+
+An objective names a metric (ttft, tpot, itl, e2e), a statistic (mean or any percentile pNN[.N])
+and a threshold. It is judged twice:
+  - for the run (or a step): the statistic over the successful requests must be under the threshold;
+  - for each request (goodput): its own value must be under the threshold. For itl the request's
+    own value is the same statistic over its own chunk gaps (p95 of its gaps for itl.p95).
+Goodput counts the requests that succeeded and met every objective; the good fraction divides by
+every request that ended in the window, failures and timeouts included ("stopped" excluded).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from suite.options import OptionError, parse_duration
+
+METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}
+_EXPR = re.compile(r"^\s*(ttft|tpot|itl|e2e)\.(mean|p\d{1,2}(?:\.\d+)?)\s*<\s*(\S+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Objective:
+    metric: str  # ttft | tpot | itl | e2e
+    stat: str  # "mean" or "p95", "p99.9", ...
+    threshold_s: float
+    text: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.metric}.{self.stat}"
+
+    def percentile(self) -> float | None:
+        return None if self.stat == "mean" else float(self.stat[1:])
+
+    def statistic(self, values_s: np.ndarray) -> float:
+        v = values_s[~np.isnan(values_s)]
+        if v.size == 0:
+            return float("nan")
+        return float(v.mean()) if self.stat == "mean" else float(np.percentile(v, self.percentile()))
+
+
+def parse_slo(text: str) -> list[Objective]:
+    """'ttft.p95<5s,tpot.p95<80ms' -> objectives; a mistake is one line naming the part and the fix."""
+    out = []
+    for part in [p for p in (text or "").split(",") if p.strip()]:
+        m = _EXPR.match(part)
+        if not m:
+            raise OptionError(
+                f"--slo: cannot read '{part.strip()}'; write METRIC.STAT<THRESHOLD with METRIC one of "
+                "ttft, tpot, itl, e2e and STAT mean or pNN, e.g. 'ttft.p95<5s,tpot.p95<80ms'"
+            )
+        metric, stat, threshold = m.groups()
+        if stat != "mean" and not 0 < float(stat[1:]) < 100:
+            raise OptionError(f"--slo: '{part.strip()}': the percentile must be between 0 and 100")
+        try:
+            seconds = parse_duration("slo", threshold)
+        except OptionError:
+            raise OptionError(f"--slo: '{part.strip()}': threshold '{threshold}' is not a duration; write e.g. 5s or 80ms") from None
+        if seconds <= 0:
+            raise OptionError(f"--slo: '{part.strip()}': the threshold must be above 0")
+        out.append(Objective(metric, stat, seconds, part.strip()))
+    keys = [o.key for o in out]
+    if len(set(keys)) != len(keys):
+        raise OptionError("--slo: an objective is given twice; give each METRIC.STAT once")
+    return out
+
+
+def request_values(obj: Objective, df: pd.DataFrame, chunk_times) -> np.ndarray:
+    """Each request's own value of the objective's metric (seconds; NaN where undefined)."""
+    if obj.metric != "itl":
+        return df[METRICS[obj.metric]].to_numpy(dtype=float)
+    out = np.full(len(df), np.nan)
+    for i, times in enumerate(chunk_times):
+        if times is not None and len(times) > 1:
+            gaps = np.diff(np.asarray(times, dtype=float))
+            out[i] = gaps.mean() if obj.stat == "mean" else np.percentile(gaps, obj.percentile())
+    return out
+
+
+def good_mask(objectives: list[Objective], df: pd.DataFrame, chunk_times) -> np.ndarray:
+    """Requests that succeeded and met every objective's threshold (NaN metric values pass,
+    e.g. TPOT of a one-token reply, as in vLLM's goodput)."""
+    good = df["ok"].to_numpy(dtype=bool).copy()
+    for obj in objectives:
+        values = request_values(obj, df, chunk_times)
+        good &= ~(values >= obj.threshold_s)  # NaN compares False: passes
+    return good
+
+
+def verdicts(objectives: list[Objective], stats_s: dict[str, float]) -> list[dict]:
+    """Pass/fail of each objective given the run's (or a step's) statistics in seconds."""
+    out = []
+    for obj in objectives:
+        value = stats_s.get(obj.key, float("nan"))
+        out.append(
+            {
+                "objective": obj.text,
+                "metric": obj.key,
+                "threshold_ms": obj.threshold_s * 1000,
+                "value_ms": None if value != value else value * 1000,
+                "passed": bool(value == value and value < obj.threshold_s),
+            }
+        )
+    return out

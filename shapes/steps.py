@@ -1,0 +1,60 @@
+"""Step ramps: `--steps 5,10,20,50,80,120,160 --step-time 60s --step-warmup 10s`.
+
+The arithmetic form `--steps 1:160:10` means "from 1, add 10 every --step-time, up to 160"
+(160 is included even when the increments do not land on it). A plan is pure arithmetic on the
+run's start time, so every process (master and workers) stamps the same step on a record from
+its send time alone; no step message has to travel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from suite.options import OptionError
+
+
+def parse_steps(text: str) -> list[int]:
+    text = (text or "").strip()
+    if not text:
+        return []
+    m = re.fullmatch(r"(\d+):(\d+):(\d+)", text)
+    if m:
+        start, stop, add = map(int, m.groups())
+        if add <= 0 or stop < start or start <= 0:
+            raise OptionError(f"--steps: '{text}' must be FROM:TO:ADD with 0 < FROM <= TO and ADD > 0, e.g. 1:160:10")
+        levels = list(range(start, stop + 1, add))
+        if levels[-1] != stop:
+            levels.append(stop)
+        return levels
+    try:
+        levels = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise OptionError(f"--steps: '{text}' must be a list of user counts like 5,10,20 or FROM:TO:ADD like 1:160:10") from None
+    if any(x <= 0 for x in levels):
+        raise OptionError(f"--steps: '{text}': user counts must be above 0")
+    if any(b <= a for a, b in zip(levels, levels[1:])):
+        raise OptionError(f"--steps: '{text}' must be strictly increasing, e.g. 5,10,20,50")
+    return levels
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    levels: list[int]
+    step_s: float
+    warmup_s: float
+
+    def index_at(self, elapsed_s: float) -> int:
+        """The step running `elapsed_s` after the run started (-1 before, last index after)."""
+        if elapsed_s < 0:
+            return -1
+        return min(int(elapsed_s // self.step_s), len(self.levels) - 1)
+
+    def window(self, index: int, run_start: float) -> tuple[float, float]:
+        """Measurement window of a step (wall clock): its warm-up after the change excluded."""
+        begin = run_start + index * self.step_s
+        return begin + self.warmup_s, begin + self.step_s
+
+    @property
+    def duration_s(self) -> float:
+        return self.step_s * len(self.levels)
