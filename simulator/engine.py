@@ -243,3 +243,58 @@ class BatchEngine:
                     keep.append(s)
             self.running = keep
         return duration, emitted
+
+
+class Frontend:
+    """Latency of the API-server front end before a request reaches the queue.
+
+    ``frontend_latency_s`` is a fixed part.  With ``frontend_service_s`` > 0
+    a queueing part is added: the API server is one process (one CPU core)
+    that takes in requests (parsing, chat template, tokenisation: service
+    time ``frontend_service_s`` each) and also detokenises and streams every
+    generated token (``frontend_cpu_per_token_s`` each).  Its utilisation is
+    ``u = token_rate * frontend_cpu_per_token_s + request_rate *
+    frontend_service_s``, from rates averaged over the last
+    ``FRONTEND_TAU_S`` seconds, capped at ``FRONTEND_U_MAX``.  A request's
+    intake time is drawn as the sojourn time of an M/M/1 queue,
+    exponential with mean ``frontend_service_s / (1 - u)``: small at low
+    load, growing steeply -- and with an exponential tail -- as streaming
+    output saturates the server's CPU.
+    """
+
+    FRONTEND_TAU_S = 2.0
+    FRONTEND_U_MAX = 0.97
+
+    def __init__(self, profile, rng):
+        self.fixed = profile.frontend_latency_s
+        self.service = getattr(profile, "frontend_service_s", 0.0)
+        self.per_token = getattr(profile, "frontend_cpu_per_token_s", 0.0)
+        self.rng = rng
+        self.t = None
+        self.tok_rate = 0.0
+        self.req_rate = 0.0
+
+    def observe(self, now: float, tokens: int, requests: int) -> None:
+        """Account ``tokens`` streamed and ``requests`` taken in at ``now``."""
+        if not self.service:
+            return
+        if self.t is not None and now > self.t:
+            import math
+
+            k = math.exp(-(now - self.t) / self.FRONTEND_TAU_S)
+            self.tok_rate *= k
+            self.req_rate *= k
+        self.t = now if self.t is None or now > self.t else self.t
+        self.tok_rate += tokens / self.FRONTEND_TAU_S
+        self.req_rate += requests / self.FRONTEND_TAU_S
+
+    def utilisation(self) -> float:
+        u = self.tok_rate * self.per_token + self.req_rate * self.service
+        return u if u < self.FRONTEND_U_MAX else self.FRONTEND_U_MAX
+
+    def latency(self, now: float) -> float:
+        """Front-end latency of a request arriving at ``now``."""
+        if not self.service:
+            return self.fixed
+        self.observe(now, 0, 1)
+        return self.fixed + self.rng.expovariate((1.0 - self.utilisation()) / self.service)

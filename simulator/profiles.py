@@ -37,6 +37,9 @@ prefill_step_base_s         0.0        extra fixed cost of a step that prefills 
 frontend_latency_s          0.0        fixed latency between a request's arrival and its
                                        entry into the engine queue (API server, tokenizer);
                                        it adds to TTFT but takes no engine time
+frontend_service_s          0.0        API-server intake time per request; > 0 turns on the
+                                       front-end queue model (simulator.engine.Frontend)
+frontend_cpu_per_token_s    0.0        API-server CPU per streamed token (front-end load)
 admission                   fifo       ``fifo``: the queue head blocks the others when it
                                        does not fit; ``first_fit``: later requests that
                                        fit are admitted ahead of it
@@ -82,6 +85,8 @@ class Profile:
     per_context_token_s: float = 0.0
     prefill_step_base_s: float = 0.0
     frontend_latency_s: float = 0.0
+    frontend_service_s: float = 0.0
+    frontend_cpu_per_token_s: float = 0.0
     admission: str = "fifo"
     admission_lookahead: int = 64
     faults: dict = field(default_factory=dict)
@@ -91,6 +96,7 @@ _INT_FIELDS = {"admission_lookahead", "stream_interval", "max_model_len", "max_n
 _FLOAT_FIELDS = {
     "ttft_s", "itl_s", "tick_s", "step_base_s", "per_seq_s", "per_prefill_token_s",
     "per_context_token_s", "frontend_latency_s", "prefill_step_base_s",
+    "frontend_service_s", "frontend_cpu_per_token_s",
 }
 _STR_FIELDS = {"name", "description", "model"}
 _CHOICES = {"kind": ("batch", "fixed"), "scheduler": ("chunked", "prefill_first"), "admission": ("fifo", "first_fit")}

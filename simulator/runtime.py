@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from time import perf_counter
 
-from .engine import BatchEngine, Seq
+from .engine import BatchEngine, Frontend, Seq
 
 EARLY_TOLERANCE_S = 0.0002  # a timer that fires earlier than this re-arms
 MAX_BEHIND_S = 0.25  # further behind than this, the schedule restarts at "now"
@@ -32,10 +33,11 @@ def _delay_ms(delay: float) -> float:
 
 
 class BatchRunner:
-    def __init__(self, profile, loop):
+    def __init__(self, profile, loop, seed=0):
         self.p = profile
         self.loop = loop
         self.engine = BatchEngine(profile)
+        self.frontend = Frontend(profile, random.Random(seed + 1))
         self.pending = 0  # requests in their frontend latency / stall, not yet queued
         self._wake: asyncio.Future | None = None
         self._task = loop.create_task(self._run())
@@ -54,7 +56,7 @@ class BatchRunner:
     def submit(self, stream, extra_delay: float = 0.0) -> None:
         seq = Seq(stream.prompt_tokens, stream.max_tokens, stream)
         stream.seq = seq
-        delay = self.p.frontend_latency_s + extra_delay
+        delay = self.frontend.latency(perf_counter()) + extra_delay
         if delay > 0:
             self.pending += 1
             self.loop.call_later(delay, self._enqueue_later, seq)
@@ -113,6 +115,7 @@ class BatchRunner:
             duration, emitted = eng.step()
             t_end = t_start + duration
             await self._sleep_until(t_end)
+            self.frontend.observe(t_end, len(emitted), 0)
             for s in emitted:
                 s.owner.on_token(s.generated)
 
@@ -120,7 +123,7 @@ class BatchRunner:
 class FixedRunner:
     """Per-request constant TTFT / ITL, grouped into timer ticks."""
 
-    def __init__(self, profile, loop):
+    def __init__(self, profile, loop, seed=0):
         self.p = profile
         self.loop = loop
         self.q = profile.tick_s

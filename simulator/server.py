@@ -348,7 +348,7 @@ class SimServer:
         self.faults = faults or FaultPlan({}, seed)
         self.metrics = Metrics(self.model)
         self.fixed = profile.kind == "fixed"
-        self.runner = FixedRunner(profile, loop) if self.fixed else BatchRunner(profile, loop)
+        self.runner = (FixedRunner if self.fixed else BatchRunner)(profile, loop, seed)
         self.stream_interval = profile.stream_interval
         self.created = int(time.time())
         self.active: set[Stream] = set()

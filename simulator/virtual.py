@@ -25,7 +25,7 @@ import heapq
 import math
 import random
 
-from .engine import BatchEngine, Seq
+from .engine import BatchEngine, Frontend, Seq
 from .tokens import CHAT_TOKENS_PER_MESSAGE, estimate_tokens
 
 MIX = (
@@ -103,7 +103,7 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
         return _stats(done, users, warmup_s, duration_s, {})
 
     eng = BatchEngine(profile)
-    fl = profile.frontend_latency_s
+    fe = Frontend(profile, random.Random(seed + 1))
     pending: list = []  # (enqueue time, tie, Seq)
     tie = 0
 
@@ -113,7 +113,7 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
         r = _Req(t_arrival, prompt, out, cls)
         s = Seq(prompt, out, r)
         tie += 1
-        heapq.heappush(pending, (t_arrival + fl, tie, s))
+        heapq.heappush(pending, (t_arrival + fe.latency(t_arrival), tie, s))
 
     for u in range(users):
         new_request(ramp_s * u / max(users, 1))
@@ -137,6 +137,7 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
             wait_area += nw * dur
             busy += dur
         t += dur
+        fe.observe(t, len(emitted), 0)
         for s in emitted:
             r = s.owner
             if s.generated == 1:
