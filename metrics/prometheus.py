@@ -250,11 +250,16 @@ def _in_flight(env, users: float) -> float:
 
 
 def _target_rate(env) -> float:
-    """Open loop's target rate: `environment.llm_target_rate` or the shape's `target_rate`
-    (a number or a callable returning requests/s); 0 when neither exists (closed loop)."""
+    """Open loop's target rate: `environment.llm_target_rate` or the shape's `target_rate` (a
+    number or a callable returning requests/s, for shapes that change it), else --request-rate;
+    0 when none is set (closed loop)."""
     if env is None:
         return 0.0
-    for source in (getattr(env, "llm_target_rate", None), getattr(getattr(env, "shape_class", None), "target_rate", None)):
+    for source in (
+        getattr(env, "llm_target_rate", None),
+        getattr(getattr(env, "shape_class", None), "target_rate", None),
+        getattr(getattr(env, "parsed_options", None), "request_rate", None) or None,
+    ):
         value = _number(source)
         if value is not None:
             return value

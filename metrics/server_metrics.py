@@ -334,8 +334,8 @@ def _on_run_started(run, **_kw) -> None:
         return
     scraper = ServerMetricsScraper(urls, interval, run.writer.path)
     _scrapers[run.run_id] = scraper
-    scraper.start()
     log.info("scraping server metrics from %s every %gs", ", ".join(s.public for s in scraper.sources), interval)
+    scraper.start()
 
 
 @llm_events.rows_recorded.add_listener
