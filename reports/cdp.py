@@ -1,0 +1,261 @@
+"""Open a report in headless Chromium over the DevTools protocol (stdlib only) and check it rendered.
+
+    python -m reports.cdp results/<run-id>/report.html [--screenshot out.png]
+
+Starts `chromium --headless --remote-debugging-port=0` with no network features, opens the file
+(file://), and returns what the page did: every chart's count of drawn marks and its size, console
+errors, uncaught exceptions, and every URL the page requested. The test suite (tests/
+test_reports_browser.py) asserts on it; CI installs Debian's `chromium` package.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from urllib.parse import urlsplit
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-extensions", "--disable-default-apps",
+         "--mute-audio", "--hide-scrollbars"]  # fmt: skip
+
+CHECK_JS = """(() => {
+  const charts = [...document.querySelectorAll('svg.chart')].map(svg => {
+    const r = svg.getBoundingClientRect();
+    const marks = [...svg.querySelectorAll('.mark')].filter(m => {
+      const b = m.getBBox(); return (b.width > 0 || b.height > 0);
+    });
+    return {id: svg.dataset.chart, marks: marks.length, width: r.width, height: r.height,
+            title: (svg.querySelector('text.title') || {}).textContent || '',
+            axis_titles: [...svg.querySelectorAll('text.axis-title')].map(t => t.textContent)};
+  });
+  return {title: document.title, charts, tables: document.querySelectorAll('table').length,
+          height: document.documentElement.scrollHeight, width: document.documentElement.scrollWidth,
+          scripts: document.querySelectorAll('script').length,
+          external: [...document.querySelectorAll('[src],link[href]')].map(e => e.src || e.href)};
+})()"""
+
+
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class WebSocket:
+    """The smallest RFC 6455 client that CDP needs: text frames, masked writes, fragments, ping."""
+
+    def __init__(self, url: str, timeout: float = 30.0):
+        parts = urlsplit(url)
+        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(
+            f"GET {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection during the handshake")
+            head += chunk
+        status, self._buf = head.split(b"\r\n\r\n", 1)
+        if b" 101 " not in status.split(b"\r\n", 1)[0]:
+            raise ConnectionError(f"DevTools refused the websocket: {status[:80]!r}")
+
+    def _read(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("DevTools closed the connection")
+            self._buf += chunk
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def send(self, text: str) -> None:
+        payload = text.encode()
+        n = len(payload)
+        header = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else (bytes([0x80 | 126]) + struct.pack(">H", n) if n < 65536
+                                                                    else bytes([0x80 | 127]) + struct.pack(">Q", n)))
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(header + mask + masked)
+
+    def recv(self) -> str:
+        message = b""
+        while True:
+            b0, b1 = self._read(2)
+            opcode, n = b0 & 0x0F, b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._read(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._read(8))[0]
+            payload = self._read(n)
+            if opcode == 0x9:  # ping -> pong
+                self.sock.sendall(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
+                continue
+            if opcode == 0x8:
+                raise ConnectionError("DevTools closed the websocket")
+            message += payload
+            if b0 & 0x80:
+                return message.decode()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Browser:
+    """Headless Chromium with one page, driven over CDP; use as a context manager."""
+
+    def __init__(self, binary: str | None = None, user_data_dir: str | None = None, timeout: float = 30.0):
+        self.binary = binary or find_chromium()
+        if not self.binary:
+            raise FileNotFoundError("chromium is not installed: apt-get install -y chromium (CI does this in .ci/run)")
+        self.timeout = timeout
+        self._own_dir = user_data_dir is None
+        self.user_data_dir = user_data_dir or tempfile.mkdtemp(prefix="chromium-")
+        self.proc = None
+        self.ws = None
+        self.session = None
+        self._id = 0
+        self.events: list[dict] = []
+
+    def __enter__(self) -> "Browser":
+        self.proc = subprocess.Popen(
+            [self.binary, *FLAGS, f"--user-data-dir={self.user_data_dir}", "--remote-debugging-port=0",
+             "--remote-debugging-address=127.0.0.1", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        url, deadline, seen = None, time.monotonic() + self.timeout, []
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            m = re.search(r"DevTools listening on (ws://\S+)", line)
+            if m:
+                url = m.group(1)
+                break
+        if url is None:
+            self.__exit__(None, None, None)
+            raise RuntimeError("chromium did not start its DevTools endpoint: " + "".join(seen[-5:]).strip())
+        self._drain_stderr()
+        self.ws = WebSocket(url, self.timeout)
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.call(f"{domain}.enable", session=True)
+        return self
+
+    def _drain_stderr(self) -> None:
+        import threading
+
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def call(self, method: str, params: dict | None = None, session: bool = False) -> dict:
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = self.session
+        self.ws.send(json.dumps(msg))
+        while True:
+            reply = json.loads(self.ws.recv())
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error'].get('message')}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_event(self, method: str, timeout: float | None = None) -> dict:
+        for e in self.events:
+            if e.get("method") == method:
+                return e
+        self.ws.sock.settimeout(timeout or self.timeout)
+        while True:
+            e = json.loads(self.ws.recv())
+            self.events.append(e)
+            if e.get("method") == method:
+                return e
+
+    def page(self, method: str, params: dict | None = None) -> dict:
+        return self.call(method, params, session=True)
+
+    def __exit__(self, *exc) -> None:
+        if self.ws is not None:
+            self.ws.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self._own_dir:
+            shutil.rmtree(self.user_data_dir, ignore_errors=True)
+
+
+def check_report(html_path: str, screenshot: str | None = None, binary: str | None = None,
+                 user_data_dir: str | None = None, width: int = 1280) -> dict:
+    """Open the report from disk; return the page's checks, console errors and requested URLs."""
+    url = "file://" + os.path.abspath(html_path)
+    with Browser(binary, user_data_dir) as b:
+        b.page("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+        b.page("Page.navigate", {"url": url})
+        b.wait_event("Page.loadEventFired")
+        result = b.page("Runtime.evaluate", {"expression": CHECK_JS, "returnByValue": True})
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"the check script failed: {result['exceptionDetails'].get('text')}")
+        page = result["result"]["value"]
+        if screenshot:
+            b.page("Emulation.setDeviceMetricsOverride",
+                   {"width": width, "height": min(int(page["height"]), 16000), "deviceScaleFactor": 1, "mobile": False})
+            shot = b.page("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+            with open(screenshot, "wb") as f:
+                f.write(base64.b64decode(shot["data"]))
+        time.sleep(0.2)  # late console messages
+        b.page("Runtime.evaluate", {"expression": "1", "returnByValue": True})  # flush pending events
+        events = b.events
+    errors = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            errors.append("console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+        elif m == "Runtime.exceptionThrown":
+            errors.append("exception: " + str(p.get("exceptionDetails", {}).get("text")))
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            errors.append("log: " + str(p["entry"].get("text")) + " " + str(p["entry"].get("url", "")))
+    requests = [e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"]
+    return {**page, "console_errors": errors, "requests": requests, "url": url}
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Check that a report renders in headless Chromium")
+    ap.add_argument("html")
+    ap.add_argument("--screenshot", default="")
+    args = ap.parse_args(argv)
+    out = check_report(args.html, args.screenshot or None)
+    for c in out["charts"]:
+        print(f"{c['id']:<28}{c['marks']:>6} marks  {c['width']:.0f}x{c['height']:.0f}  {c['title']}")
+    print(f"console errors: {out['console_errors'] or 'none'}")
+    print(f"requests: {out['requests']}")
+    bad = [c["id"] for c in out["charts"] if c["marks"] == 0]
+    return 1 if bad or out["console_errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

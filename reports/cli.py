@@ -1,0 +1,113 @@
+"""Command line of the reports package.
+
+    python -m reports build results/<run-id>            report.html + report.md into the folder
+    python -m reports show results/<run-id>             the summary tables in the terminal
+    python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--resamples N] [--seed S]
+
+Exit codes: 0 fine, 1 a --fail-on rule found a regression, 2 a usage or input error (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from reports.data import ReportError, load_run, steps_frame
+
+
+def _fmt(v, digits=0) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if isinstance(v, bool):
+        return "pass" if v else "MISS"
+    return f"{v:,.{digits}f}" if isinstance(v, (int, float)) else str(v)
+
+
+STEP_TEXT = [
+    ("step", ("step",), 0, 5), ("users", ("users",), 0, 7), ("ok", ("requests.ok",), 0, 8),
+    ("fail", ("requests.failed",), 0, 6), ("req/s", ("throughput.requests_per_s",), 2, 9),
+    ("out tok/s", ("throughput.output_tokens_per_s",), 0, 11), ("tot tok/s", ("throughput.total_tokens_per_s",), 0, 11),
+    ("TTFT mean", ("ttft_ms.mean",), 0, 11), ("p50", ("ttft_ms.p50",), 0, 8), ("p95", ("ttft_ms.p95",), 0, 8),
+    ("TPOT p50", ("tpot_ms.p50",), 1, 10), ("E2E p95", ("e2e_ms.p95",), 0, 9),
+    ("good req/s", ("goodput.requests_per_s",), 2, 11), ("SLO", ("slo.passed",), 0, 6),
+]  # fmt: skip
+
+
+def format_steps(summary: dict) -> str:
+    """The by_step table for a terminal, '' when the run had no steps."""
+    frame = steps_frame(summary)
+    if frame is None:
+        return ""
+    cols = [(label, next((n for n in names if n in frame.columns), None), d, w) for label, names, d, w in STEP_TEXT]
+    cols = [c for c in cols if c[1] is not None]
+    head = "".join(f"{label:>{w}}" for label, _, _, w in cols)
+    lines = ["Per load step (ms unless stated)", head, "-" * len(head)]
+    for rec in frame.to_dict("records"):  # one line per step
+        cells = []
+        for label, name, d, w in cols:
+            v = rec.get(name)
+            v = None if isinstance(v, float) and math.isnan(v) else v
+            cells.append(f"{_fmt(v, d):>{w}}")
+        lines.append("".join(cells))
+    return "\n".join(lines)
+
+
+def show_text(summary: dict) -> str:
+    from metrics.summary import format_table
+
+    table = format_table(summary)  # may already carry steps, SLO and capacity: add only what it lacks
+    parts = [table]
+    steps = format_steps(summary)
+    if steps and "per step" not in table.lower():
+        parts.append(steps)
+    slo = summary.get("slo")
+    if isinstance(slo, dict) and slo.get("objectives") and "SLO" not in table:
+        objs = ", ".join(
+            f"{o.get('objective')} ({_fmt(o.get('value_ms'), 1)} ms: {'pass' if o.get('passed') else 'MISS'})" for o in slo["objectives"]
+        )
+        parts.append(f"SLO: {'pass' if slo.get('passed') else 'FAIL'}: {objs}")
+    cap = summary.get("capacity")
+    if isinstance(cap, dict) and cap.get("sentence") and cap["sentence"] not in table:
+        parts.append(f"capacity: {cap['sentence']}")
+    if summary.get("complete") is False:
+        parts.append("note: the run was interrupted; results are partial")
+    return "\n\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reports", description="Reports of LLM load-test results folders.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="write report.html and report.md into a results folder")
+    b.add_argument("run_dir")
+    s = sub.add_parser("show", help="print the summary tables")
+    s.add_argument("run_dir")
+    c = sub.add_parser("compare", help="compare two runs; exit 1 on a regression named by --fail-on")
+    c.add_argument("base")
+    c.add_argument("new")
+    c.add_argument("--fail-on", default="", help="rules, e.g. 'ttft.p95>+10%%,output_tokens_per_s<-5%%,short.e2e.p99>+200ms'")
+    c.add_argument("--out", default="", help="folder for compare.md and compare.json (default: NEW)")
+    c.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    c.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "build":
+            from reports.build import build
+
+            paths = build(args.run_dir)
+            print(f"report: {paths['html']}\nsummary for CI: {paths['md']}")
+            return 0
+        if args.command == "show":
+            print(show_text(load_run(args.run_dir).summary))
+            return 0
+        from reports.compare import RuleError, run_compare
+
+        try:
+            return run_compare(args.base, args.new, args.fail_on, args.out or None, args.resamples, args.seed, args.confidence)
+        except RuleError as e:
+            sys.stderr.write(f"error: {e}\n")
+            return 2
+    except ReportError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
