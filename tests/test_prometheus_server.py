@@ -1,0 +1,158 @@
+"""A real Prometheus server (Debian's `prometheus` package) scrapes the suite and the simulator.
+
+The scrape configuration is deploy/prometheus/prometheus.yml with its compose targets replaced by
+127.0.0.1 ports and a 1 s interval. After a short run, Prometheus's HTTP API must give the same
+request count as the records, `histogram_quantile(0.95, ...)` of the client TTFT histogram within
+one bucket of the exact P95 in summary.json, and accept every query of the Grafana dashboard.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pandas as pd
+import pytest
+import yaml
+
+from metrics.prometheus import TTFT_BUCKETS
+from tests.test_prometheus import ROOT, free_port, locust, simulator, tail, wait_exit, wait_for  # noqa: F401 (fixture)
+
+PROMETHEUS = shutil.which("prometheus")
+pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="needs the prometheus binary (apt-get install prometheus; .ci/run does)")
+
+
+def scrape_config(client: str, server: str) -> dict:
+    """deploy/prometheus/prometheus.yml, pointed at local ports, scraping every second."""
+    with open(os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")) as f:
+        config = yaml.safe_load(f)
+    config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
+    targets = {"llm-loadtest": client, "llm-server": server}
+    jobs = {job["job_name"] for job in config["scrape_configs"]}
+    assert jobs == set(targets), jobs
+    for job in config["scrape_configs"]:
+        job["static_configs"] = [{"targets": [targets[job["job_name"]]]}]
+    return config
+
+
+class Prometheus:
+    def __init__(self, tmp_path, config: dict):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        conf = tmp_path / "prometheus.yml"
+        conf.write_text(yaml.safe_dump(config))
+        self.log = str(tmp_path / "prometheus.log")
+        cmd = [PROMETHEUS, f"--config.file={conf}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+               f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while True:
+            assert self.proc.poll() is None, "prometheus exited:\n" + tail(self.log)
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "prometheus not ready:\n" + tail(self.log)
+            time.sleep(0.2)
+
+    def query(self, expr: str, at: float | None = None) -> list:
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=5) as r:
+            body = json.loads(r.read())
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def scalar(self, expr: str, at: float | None = None) -> float | None:
+        result = self.query(expr, at)
+        return float(result[0]["value"][1]) if result else None
+
+    def targets_up(self) -> dict:
+        with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=5) as r:
+            body = json.loads(r.read())
+        return {t["labels"]["job"]: t["health"] for t in body["data"]["activeTargets"]}
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _bucket(value: float) -> int:
+    """Index of the histogram bucket holding `value` (le semantics)."""
+    return bisect.bisect_left(TTFT_BUCKETS, value)
+
+
+def test_prometheus_scrapes_client_and_server(tmp_path, simulator):
+    client_port = free_port()
+    prom = Prometheus(tmp_path, scrape_config(f"127.0.0.1:{client_port}", simulator.hostport))
+    results = tmp_path / "results"
+    log = str(tmp_path / "locust.log")
+    try:
+        proc = locust(
+            "--headless", "-u", "10", "-r", "10", "-t", "8s", "--host", simulator.url, "--max-tokens-override", "24",
+            "--results-dir", str(results), "--run-id", "prom", "--prometheus-port", str(client_port),
+            "--prometheus-linger", "6s", log_path=log,
+        )  # fmt: skip
+        try:
+            wait_for(str(results / "prom" / "summary.json"), proc, 45)
+            summary = json.loads((results / "prom" / "summary.json").read_text())
+            records = pd.read_parquet(results / "prom" / "requests.parquet", columns=["ok", "request_class"])
+            # The master lingers (--prometheus-linger 6s, scrape interval 1s): wait for the final counts.
+            # The simulator's counters are scraped on their own schedule: wait for both to be final.
+            output = summary["overall"]["tokens"]["output"]
+            deadline, at, count, gen = time.monotonic() + 8, None, None, None
+            while time.monotonic() < deadline:
+                now = time.time()
+                count = prom.scalar("sum(llm_requests_total)", now)
+                gen = prom.scalar("sum(vllm:generation_tokens_total)", now)
+                if count == len(records) and gen == output:
+                    at = now
+                    break
+                time.sleep(0.3)
+            assert at is not None, f"Prometheus saw {count} requests and {gen} server tokens; records: {len(records)}, {output}"
+            assert prom.targets_up() == {"llm-loadtest": "up", "llm-server": "up"}
+            rc = wait_exit(proc, 30, log)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert rc == 0, tail(log)
+
+        # per class and outcome, exactly the records
+        per_class = {r["metric"]["request_class"]: float(r["value"][1]) for r in prom.query("sum by (request_class) (llm_requests_total)", at)}
+        assert per_class == {k: float(v) for k, v in records.groupby("request_class").size().items()}
+        ok = prom.scalar('sum(llm_requests_total{outcome="ok"})', at)
+        assert ok == int(records["ok"].sum()) == prom.scalar("sum(llm_ttft_seconds_count)", at)
+
+        # P95 TTFT from the histogram (whole run: cumulative buckets) vs the exact P95 of the records
+        estimate = prom.scalar("histogram_quantile(0.95, sum by (le) (llm_ttft_seconds_bucket))", at)
+        exact = summary["overall"]["ttft_ms"]["p95"] / 1000.0
+        assert abs(_bucket(estimate) - _bucket(exact)) <= 1, (estimate, exact)
+        for cls, section in summary["by_class"].items():
+            est = prom.scalar(f'histogram_quantile(0.95, sum by (le) (llm_ttft_seconds_bucket{{request_class="{cls}"}}))', at)
+            assert abs(_bucket(est) - _bucket(section["ttft_ms"]["p95"] / 1000.0)) <= 1, (cls, est, section["ttft_ms"]["p95"])
+
+        assert prom.scalar("max_over_time(llm_users[30s])", at) == 10
+
+        # every query of the Grafana dashboard is valid PromQL, and the client panels have data
+        with open(os.path.join(ROOT, "deploy", "grafana", "dashboards", "llm-loadtest.json")) as f:
+            dashboard = json.load(f)
+        exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+        assert len(exprs) >= 12
+        for expr in exprs:
+            q = expr.replace("$__rate_interval", "4s").replace("$request_class", ".*")
+            result = prom.query(q, at)
+            if "llm_" in expr and "vllm:" not in expr and "cpu" not in expr and "target_rate" not in expr:
+                assert result, f"no data for dashboard query {q}"
+    finally:
+        prom.stop()
