@@ -1,0 +1,179 @@
+"""Compatibility corpus: stream shapes of real servers, replayed over a socket through the real client.
+
+Every `tests/corpus/<server>/<case>.json` describes one response a server sends, written by hand
+from that server's documented format (its `source` says where from), and the record fields the
+suite must make of it (`expect`). The bytes are beside it:
+
+  <case>.sse   an SSE body; it is sent with chunked encoding, one HTTP chunk per SSE event
+               (events end at a blank line), each after a pause, so each event has its own
+               arrival time and TTFT/E2E can be checked against the event they must come from;
+  <case>.body  a whole body sent at once with Content-Length (non-streaming answers, HTTP errors).
+
+Sidecar keys: server, shape, source, endpoint (chat | completions), stream (default true),
+status (default 200), content_type, headers (extra response headers), ending ("end": the
+terminating chunk, default; "close": the connection drops instead), expect.
+
+expect keys: ok, error, error_detail_contains, status, n_chunks, output_tokens, tokens_source,
+prompt_tokens, finish_reason, chunk_tokens, text (all generated text, reasoning included),
+first_token_event / last_token_event (0-based index of the SSE event that TTFT / E2E must be
+timed at), first_visible_event (first event with visible content), ttft_equals_e2e,
+retry_after.
+
+The path is the suite's own: users.stream.StreamClient reads the socket, metrics.sse parses,
+metrics.timing.fill_record fills the RequestRecord, with the same transport-error override as
+users.llm.LLMUser._finish.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from metrics.record import RequestRecord
+from metrics.sse import parse_response, parse_stream
+from metrics.timing import fill_record
+from tests.test_sse_reader import END, ScriptedServer, chunked
+from users.stream import Exchange, StreamClient, Timeouts
+
+CORPUS = Path(__file__).parent / "corpus"
+DELAY = 0.04  # pause before each event: arrivals are this far apart at least
+REASONS = {200: "OK", 400: "Bad Request", 422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error"}
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+SERVERS = {"vllm", "sglang", "tgi", "trtllm", "llamacpp", "openai"}
+
+
+def cases() -> list[Path]:
+    return sorted(CORPUS.glob("*/*.json"))
+
+
+def split_events(body: bytes) -> list[bytes]:
+    """SSE events, each with its terminating blank line (LF or CRLF)."""
+    parts, start = [], 0
+    for m in re.finditer(rb"\r\n\r\n|\n\n", body):
+        parts.append(body[start : m.end()])
+        start = m.end()
+    if start < len(body):
+        parts.append(body[start:])
+    return parts
+
+
+def head(meta: dict, framing: str) -> bytes:
+    status = meta.get("status", 200)
+    ctype = meta.get("content_type", "text/event-stream; charset=utf-8")
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'X')}", f"Content-Type: {ctype}", framing]
+    lines += [f"{k}: {v}" for k, v in meta.get("headers", {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def load(path: Path):
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    sse, body = path.with_suffix(".sse"), path.with_suffix(".body")
+    if sse.exists():
+        events = split_events(sse.read_bytes())
+        script = [(0, head(meta, "Transfer-Encoding: chunked"))] + [(DELAY, chunked(e)) for e in events]
+        script.append((DELAY, "close") if meta.get("ending") == "close" else (0, END))
+        return meta, events, script
+    data = body.read_bytes()
+    return meta, [], [(DELAY, head(meta, f"Content-Length: {len(data)}") + data)]
+
+
+def replay(meta: dict, script, count_tokens=None):
+    server = ScriptedServer(script)
+    client = StreamClient(f"http://127.0.0.1:{server.port}", Timeouts(connect=2, first_token=5, idle=5, total=20), {})
+    endpoint = meta.get("endpoint", "chat")
+    stream = meta.get("stream", True)
+    ex = Exchange()
+    try:
+        client.post(PATHS[endpoint], b'{"model": "m", "stream": true}', {"Content-Type": "application/json"}, ex)
+    finally:
+        client.close()
+    rec = RequestRecord("r1", "corpus", endpoint, "corpus", 10, 16, stream=stream)
+    rec.t_send = ex.t_send
+    parsed = parse_stream(ex.pieces) if stream else parse_response(ex.pieces)
+    fill_record(rec, ex.status, parsed, count_tokens, stream=stream)
+    if ex.error:  # as users.llm.LLMUser._finish: a transport-level ending overrides the bytes
+        rec.error, rec.error_detail, rec.ok = ex.error, ex.error_detail, False
+    return rec, parsed, ex, server
+
+
+@pytest.mark.parametrize("path", cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_corpus_case(path: Path):
+    meta, events, script = load(path)
+    want = meta["expect"]
+    rec, parsed, ex, server = replay(meta, script)
+
+    assert rec.ok == want["ok"], (rec.error, rec.error_detail)
+    assert rec.error == want.get("error", ""), rec.error_detail
+    if "error_detail_contains" in want:
+        assert want["error_detail_contains"] in rec.error_detail
+    assert rec.status == want.get("status", 200)
+    for key in ("n_chunks", "output_tokens", "tokens_source", "prompt_tokens", "finish_reason", "chunk_tokens"):
+        if key in want:
+            assert getattr(rec, key) == want[key], key
+    if "text" in want:
+        assert "".join(c.text for c in parsed.chunks) == want["text"]
+    if "retry_after" in want:
+        assert ex.retry_after == want["retry_after"]
+
+    if rec.n_chunks:
+        assert 0 < rec.ttft_s <= rec.e2e_s
+        assert len(rec.chunk_times) == rec.n_chunks
+        assert all(b >= a for a, b in zip(rec.chunk_times, rec.chunk_times[1:]))
+        if want.get("ttft_equals_e2e"):
+            assert rec.ttft_s == rec.e2e_s and math.isnan(rec.tpot_s)
+        elif rec.n_chunks > 1:
+            assert rec.ttft_s < rec.e2e_s
+        if rec.stream and rec.output_tokens > 1:
+            assert rec.tpot_s == pytest.approx((rec.e2e_s - rec.ttft_s) / (rec.output_tokens - 1))
+    else:
+        assert math.isnan(rec.ttft_s)
+
+    # TTFT and E2E must be timed at the events that carried the first and the last token:
+    # an event i is written DELAY after event i-1 was, so an earlier event (a role-only or empty
+    # chunk) cannot pass for it. sent_at[0] is the response head, sent_at[i + 1] event i.
+    sent = server.sent_at
+    for key, t in (("first_token_event", rec.ttft_s), ("last_token_event", rec.e2e_s)):
+        if key in want:
+            i = want[key]
+            arrival = ex.t_send + t
+            assert arrival > sent[i] + 0.75 * DELAY, f"{key}: timed before event {i} was sent"
+            assert arrival < sent[i + 1] + 2.0, key
+    if "first_visible_event" in want:
+        i = want["first_visible_event"]
+        first_visible = next(c.t for c in parsed.chunks if c.visible)
+        assert first_visible > sent[i] + 0.75 * DELAY
+        assert parsed.chunks[0].t < first_visible  # reasoning came first and counted for TTFT
+
+
+@pytest.mark.parametrize("path", cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_corpus_case_with_client_tokenizer(path: Path):
+    """With --tokenizer, the count falls back to the tokenizer only where the server sent no usage."""
+    meta, events, script = load(path)
+    want = meta["expect"]
+    words = lambda text: len(text.split())  # noqa: E731  a stand-in tokenizer
+    rec, parsed, _, _ = replay(meta, script, count_tokens=words)
+    if want.get("tokens_source") == "chunks" and rec.n_chunks:
+        assert rec.tokens_source == "tokenizer"
+        assert rec.output_tokens == words("".join(c.text for c in parsed.chunks))
+    elif "tokens_source" in want:
+        assert rec.tokens_source == want["tokens_source"]
+        assert rec.output_tokens == want["output_tokens"]
+
+
+def test_corpus_covers_every_server_and_shape():
+    metas = {p: json.loads(p.read_text(encoding="utf-8")) for p in cases()}
+    assert {p.parent.name for p in metas} >= SERVERS
+    raw = b"".join(p.with_suffix(".sse").read_bytes() for p in metas if p.with_suffix(".sse").exists())
+    for needle in (b'"role":"assistant","content":""}', b'"choices":[]', b'"reasoning":', b'"reasoning_content":"',
+                   b"data:{", b"\n:\n", b"event: ", b'"error":', b'"completion_tokens":0}'):
+        assert needle in raw, needle
+    assert any(m.get("stream") is False for m in metas.values())
+    assert any(m["expect"].get("tokens_source") == "chunks" and m["expect"]["ok"] for m in metas.values())  # no usage at all
+    assert any(len(m["expect"].get("chunk_tokens", [])) and max(m["expect"]["chunk_tokens"]) > 1 for m in metas.values())
+    for p, m in metas.items():
+        assert {"server", "shape", "source", "expect"} <= m.keys(), p
+        assert p.with_suffix(".sse").exists() or p.with_suffix(".body").exists(), p
