@@ -23,7 +23,6 @@ from importlib import metadata
 import pyarrow.parquet as pq
 
 from metrics.record import ARROW_SCHEMA, rows_to_table
-from metrics.summary import summarize
 
 FLUSH_ROWS = 5000
 FLUSH_SECONDS = 5.0
@@ -92,6 +91,8 @@ class ResultsWriter:
     def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, **summary_args) -> dict:
         """Close the records file, write summary.json and the final run.json; return the summary.
         `summary_args` go to metrics.summary.summarize (run_start, plan, objectives)."""
+        from metrics.summary import summarize  # pandas: only the writing process, only at the end
+
         self.flush()
         if not self.closed:
             self._writer.close()

@@ -71,6 +71,7 @@ def section(df: pd.DataFrame, itl_s: np.ndarray, window_s: float, start: float, 
         "e2e_ms": distribution(ok["e2e_s"]),
         "stream_tokens_per_s": {"mean": _num(speed.mean()), "p50": _num(speed.median())},
         "throughput": {
+            "sent_per_s": per_s(len(df)),
             "requests_per_s": per_s(len(finished_in_window)),
             "output_tokens_per_s": per_s(output),
             "total_tokens_per_s": per_s(prompt + output),

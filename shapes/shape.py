@@ -10,6 +10,9 @@ from locust import LoadTestShape
 
 
 class LLMShape(LoadTestShape):
+    # -u/-r/-t keep their meaning: the shape is removed for plain runs, and the capacity search
+    # reads --run-time as its budget
+    use_common_options = True
     plan = None  # shapes.steps.StepPlan: fixed levels
     search = None  # shapes.capacity.CapacitySearch: levels decided as the run goes
 

@@ -19,7 +19,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from metrics.results import ResultsWriter, new_run_id
 from metrics.shipping import LocalSink, MasterCollector, WorkerShipper
-from metrics.summary import format_table
+from shapes.arrivals import START_DELAY_S
 from shapes.capacity import CapacitySearch
 from shapes.steps import StepPlan
 from suite import events as llm_events
@@ -42,7 +42,8 @@ class Run:
         self.settings = settings
         self.run_id = settings.run_id or new_run_id()
         self.started = time.time()
-        self.window_start = self.started + settings.warmup_s
+        # open loop: the first arrival comes START_DELAY_S after the start, so the window does too
+        self.window_start = self.started + settings.warmup_s + (START_DELAY_S if settings.request_rate else 0.0)
         self.window_end: float | None = None
         spec = load_workload(settings)
         self.writer = ResultsWriter(
@@ -81,6 +82,8 @@ class Run:
             self.window_start, self.window_end, self.summary_extra, complete=complete,
             run_start=self.started, plan=plan, objectives=self.settings.slo,
         )  # fmt: skip
+        from metrics.summary import format_table  # pandas, loaded only by the writing process
+
         print("\n" + format_table(summary), flush=True)
         self._set_exit_code(summary)
         print(f"results: {self.writer.path}", flush=True)

@@ -1,0 +1,82 @@
+"""Starting the real pieces for tests: the simulator process and Locust processes (local, master,
+workers), and reading what they wrote. Every process is bounded in time and killed at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import pyarrow.parquet as pq
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py")]
+
+
+@contextmanager
+def simulator(*args: str, truth_log: str | None = None):
+    """A real simulator process on a free 127.0.0.1 port; yields its base URL."""
+    cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", *args]
+    if truth_log:
+        cmd += ["--truth-log", truth_log]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on " in line, f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}"
+        yield line.split("listening on ", 1)[1].split()[0]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def run_locust(*args: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
+    """One headless Locust process to completion."""
+    return subprocess.run(
+        [*LOCUST, "--headless", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def start_locust(*args: str, log_path: str | None = None) -> subprocess.Popen:
+    out = open(log_path, "w") if log_path else subprocess.DEVNULL
+    return subprocess.Popen([*LOCUST, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_results(results_dir: str, run_id: str):
+    path = os.path.join(results_dir, run_id)
+    table = pq.read_table(os.path.join(path, "requests.parquet"))
+    with open(os.path.join(path, "summary.json")) as f:
+        summary = json.load(f)
+    return table.to_pandas(), summary
+
+
+def read_truth(path: str) -> list[dict]:
+    deadline = time.monotonic() + 5
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def stop(proc: subprocess.Popen, timeout: float = 30) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        raise
