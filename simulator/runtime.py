@@ -146,9 +146,11 @@ class FixedRunner:
         base = stream.start_t
         stream.t_first = base + self.ttft + extra_delay
         stream.shift = 0.0
-        stream.next_count = 1
+        # streaming: the first token alone, then groups of stream_interval;
+        # non-streaming: one write when the last token is due
+        stream.next_count = 1 if stream.is_stream else stream.max_tokens
         self.active += 1
-        self._schedule(stream, stream.t_first)
+        self._schedule(stream, stream.t_first + (stream.next_count - 1) * self.itl)
 
     def cancel(self, stream) -> None:
         pass  # a finished/aborted stream is skipped when its tick fires

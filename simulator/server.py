@@ -141,8 +141,7 @@ class Stream:
         if self.done:
             return
         srv = self.srv
-        if self.fault == "slow_headers" and not self.submitted:
-            self.submitted = True
+        if self.fault == "slow_headers":
             srv.loop.call_later(self.fault_param, self._begin_now)
             return
         self._begin_now()
@@ -151,7 +150,6 @@ class Stream:
         if self.done:
             return
         self.start_t = perf_counter() if self.fault == "slow_headers" else self.arrival
-        self.submitted = True
         if self.is_stream:
             self.status = 200
             hdr = self.conn.headers_bytes(200, b"text/event-stream; charset=utf-8", None, self.rid,
@@ -168,6 +166,7 @@ class Stream:
                 if self.done:
                     return
         extra = self.fault_param if self.fault == "stall_first" else 0.0
+        self.submitted = True
         self.srv.runner.submit(self, extra)
 
     def on_token(self, generated):
