@@ -253,3 +253,18 @@ def _load_model(o) -> dict:
         find_capacity=bool(o.find_capacity), request_rate=rate, arrival=o.arrival,
         burstiness=_float("burstiness", o.burstiness) or 1.0, max_concurrency=max_conc or 512,
     )  # fmt: skip
+
+
+def markdown_table() -> str:
+    """The README's options table (tests/test_readme.py keeps the README equal to it)."""
+    lines = ["| option | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
+    for flag, kw in OPTIONS:
+        default = kw.get("default")
+        shown = "off" if kw.get("action") == "store_true" else (f"`{default}`" if default not in ("", None) else "")
+        text = kw["help"].replace("|", "\\|")
+        lines.append(f"| `{flag}` | `{env_var(flag)}` | {shown} | {text} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

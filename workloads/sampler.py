@@ -8,7 +8,6 @@ import random
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import accumulate
 
 from .spec import ClassSpec, Distribution, WorkloadSpec
 
@@ -134,6 +133,23 @@ def _draw(rng: random.Random, d: Distribution) -> int:
     return x
 
 
+def _deck(weights: list[float]) -> list[int]:
+    """How many of each class one shuffled deck holds.
+
+    Classes are dealt from shuffled decks rather than drawn independently: the order stays random,
+    but the realised shares match the weights within one deck at any point of a run (independent
+    draws over 300 requests miss a 40 % share by more than 5 points about 7 % of the time)."""
+    total = sum(weights)
+    for size in (10, 20, 50, 100, 1000):
+        exact = [w / total * size for w in weights]
+        if all(abs(x - round(x)) < 1e-6 for x in exact):
+            return [int(round(x)) for x in exact]
+    floors = [int(x) for x in exact]  # largest remainder over 1000
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - floors[i], reverse=True)[: size - sum(floors)]:
+        floors[i] += 1
+    return floors
+
+
 class Sampler:
     """Draws requests from a spec. Same seed, same sequence; ``seed=None`` is random."""
 
@@ -143,9 +159,8 @@ class Sampler:
         self.rng = random.Random(seed)
         self._classes = [_Class(c) for c in spec.classes.values() if c.weight > 0]
         weights = [c.weight for c in spec.classes.values() if c.weight > 0]
-        cum = list(accumulate(weights))
-        self._cum = [x / cum[-1] for x in cum]
-        self._cum[-1] = 1.0
+        self._deck_counts = _deck(weights)
+        self._deck: list[int] = []
         self.count = 0
 
     def __iter__(self):
@@ -160,8 +175,10 @@ class Sampler:
     def next(self) -> Request:
         rng = self.rng
         rand = rng.random
-        cls = self._classes[bisect_right(self._cum, rand())] if len(self._classes) > 1 \
-            else self._classes[0]
+        if not self._deck:
+            self._deck = [i for i, n in enumerate(self._deck_counts) for _ in range(n)]
+            rng.shuffle(self._deck)
+        cls = self._classes[self._deck.pop()]
         ic = cls.ic
         lo, hi = ic.min, ic.max
         target = _draw(rng, ic)

@@ -1,0 +1,27 @@
+"""The README's main job, exactly as written (results redirected through the option's env var):
+30 users, 60 s, no --host, against the built-in simulator."""
+
+import os
+import re
+import subprocess
+
+from tests.helpers import ROOT, read_results
+from tests.test_readme import readme
+
+
+def test_quickstart_main_job(tmp_path):
+    command = re.findall(r"```bash\n(.*?)\n```", readme().split("## Quickstart", 1)[1], re.S)[0]
+    locust_part = command.split("&&", 1)[1].strip()  # the packages are installed by .ci/run
+    env = {**os.environ, "LOCUST_RESULTS_DIR": str(tmp_path), "LOCUST_RUN_ID": "quick"}
+    proc = subprocess.run(locust_part, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "started the built-in simulator" in proc.stderr
+    for name in ("requests.parquet", "summary.json", "run.json"):
+        assert (tmp_path / "quick" / name).exists(), name
+    df, summary = read_results(str(tmp_path), "quick")
+    assert len(df) >= 300, len(df)
+    assert df["ok"].all(), df.loc[~df["ok"], "error"].value_counts()
+    shares = df["request_class"].value_counts(normalize=True)
+    for name, share in (("short", 0.4), ("medium", 0.4), ("long", 0.2)):
+        assert abs(shares[name] - share) <= 0.05, shares
+    assert "LLM results" in proc.stdout and "overall" in proc.stdout
