@@ -69,10 +69,10 @@ def simulator():
     sim.stop()
 
 
-def locust(*args: str, log_path: str) -> subprocess.Popen:
+def locust(*args: str, log_path: str, env: dict | None = None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "locust", "-f", "locustfile.py", *args]
     log = open(log_path, "w")
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
 
 def wait_exit(proc: subprocess.Popen, timeout: float, log_path: str) -> int:
@@ -351,3 +351,30 @@ def test_distributed_run_metrics_equal_records(tmp_path):
     live_cpu = [s for s in poller.during if s.get("llm_worker_cpu_percent")]
     assert live_cpu and set(by_label(live_cpu[-1], "llm_worker_cpu_percent", "worker")) == {"0"}
     assert "llm_master_cpu_percent" in final  # the worker has quit by now: no sample for it
+
+
+def test_web_ui_mode_serves_metrics(tmp_path):
+    """Web UI mode (a run started by --autostart), options from environment variables."""
+    port, web_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    results = tmp_path / "results"
+    log = str(tmp_path / "locust.log")
+    proc = locust(
+        "--autostart", "--autoquit", "4", "-u", "4", "-r", "4", "-t", "4s", "--web-host", "127.0.0.1",
+        "--web-port", str(web_port), "--sim-profile", "fixed", "--max-tokens-override", "16",
+        "--results-dir", str(results), "--run-id", "ui", log_path=log,
+        env={"LOCUST_PROMETHEUS_PORT": str(port), "LOCUST_PROMETHEUS_HOST": "127.0.0.1"},
+    )  # fmt: skip
+    poller = Poller(url)
+    try:
+        wait_for(str(results / "ui" / "summary.json"), proc, 40)
+        poller.close()
+        final = scrape(url)  # --autoquit keeps the process (and /metrics) up a few seconds
+        rc = wait_exit(proc, 30, log)
+    finally:
+        poller.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 0, tail(log)
+    _check_against_records(final, str(results / "ui"))
+    _check_during(poller.during, final)
