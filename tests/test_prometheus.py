@@ -378,3 +378,18 @@ def test_web_ui_mode_serves_metrics(tmp_path):
     assert rc == 0, tail(log)
     _check_against_records(final, str(results / "ui"))
     _check_during(poller.during, final)
+
+
+def test_grafana_dashboard_is_generated_and_uses_the_metrics():
+    """deploy/grafana/dashboards/llm-loadtest.json is what deploy/grafana/build_dashboard.py writes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_dashboard", os.path.join(ROOT, "deploy", "grafana", "build_dashboard.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with open(mod.OUT) as f:
+        assert json.load(f) == json.loads(json.dumps(mod.dashboard())), "re-run deploy/grafana/build_dashboard.py"
+    exprs = " ".join(t["expr"] for p in mod.dashboard()["panels"] for t in p.get("targets", []))
+    for name in [*HISTOGRAMS, "llm_requests_total", "llm_output_tokens_total", "llm_users", "llm_in_flight_requests",
+                 "llm_target_rate", "llm_worker_cpu_percent", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]:  # fmt: skip
+        assert name in exprs, name

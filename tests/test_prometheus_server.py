@@ -156,3 +156,10 @@ def test_prometheus_scrapes_client_and_server(tmp_path, simulator):
                 assert result, f"no data for dashboard query {q}"
     finally:
         prom.stop()
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus package)")
+def test_compose_scrape_config_is_valid():
+    out = subprocess.run(["promtool", "check", "config", os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")],
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -151,7 +151,7 @@ def dashboard() -> dict:
                     "label": "Request class",
                     "type": "query",
                     "datasource": DS,
-                    "query": {"query": "label_values(llm_requests_total, request_class)", "refId": "classes"},
+                    "query": "label_values(llm_requests_total, request_class)",
                     "definition": "label_values(llm_requests_total, request_class)",
                     "refresh": 2,
                     "multi": True,
