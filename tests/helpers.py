@@ -18,11 +18,14 @@ LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.p
 
 
 @contextmanager
-def simulator(*args: str, truth_log: str | None = None):
-    """A real simulator process on a free 127.0.0.1 port; yields its base URL."""
-    cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", *args]
+def simulator(*args: str, truth_log: str | None = None, host: str = "127.0.0.1", port: int = 0, wrap=None):
+    """A real simulator process (on a free 127.0.0.1 port by default); yields its base URL.
+    `wrap(cmd)` runs it elsewhere, e.g. inside a network namespace."""
+    cmd = [sys.executable, "-m", "simulator", "--host", host, "--port", str(port), *args]
     if truth_log:
         cmd += ["--truth-log", truth_log]
+    if wrap is not None:
+        cmd = wrap(cmd)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
@@ -44,9 +47,12 @@ def run_locust(*args: str, timeout: float = 180, env: dict | None = None) -> sub
     )  # fmt: skip
 
 
-def start_locust(*args: str, log_path: str | None = None) -> subprocess.Popen:
+def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subprocess.Popen:
     out = open(log_path, "w") if log_path else subprocess.DEVNULL
-    return subprocess.Popen([*LOCUST, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+    cmd = [*LOCUST, *args]
+    if wrap is not None:
+        cmd = wrap(cmd)
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def free_port() -> int:
