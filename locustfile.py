@@ -12,4 +12,5 @@ CompletionsUser from users.llm with the weights you want.
 import suite.hooks  # noqa: F401  options, results, distributed shipping, built-in simulator
 import metrics.prometheus, metrics.server_metrics  # noqa: F401,E401  /metrics for Prometheus; --server-metrics scraping
 from shapes.shape import LLMShape  # noqa: F401  step ramps and capacity search (inactive otherwise)
+import reports.plugin  # noqa: F401  report.html and report.md at the end of every run
 from users.llm import ConfiguredUser  # noqa: F401

@@ -111,3 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
+    except Exception:  # a bug or unreadable input: never exit 1, which means "regression"
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.write(f"error: python -m reports {args.command} failed (traceback above)\n")
+        return 2

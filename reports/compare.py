@@ -1,0 +1,542 @@
+"""`python -m reports compare BASE NEW`: side-by-side metrics, deltas, and whether they are beyond noise.
+
+Values are exact, computed from the per-request records as metrics/summary.py computes them (the
+same window, the same `distribution` function). Whether a difference is beyond noise is decided by
+a bootstrap confidence interval of the difference (NEW - BASE), which is "significant" only when
+it excludes 0.
+
+The bootstrap resamples *time blocks*, not single requests: the measurement window (of the run,
+or of a load step) is cut into K equal blocks, and each of B resamples (default 1000, seeded)
+draws K blocks with replacement (multinomial weights). A statistic of a resample is the statistic
+of the records in the drawn blocks, weighted by how often each block was drawn. Requests close in
+time share the server's state (queue, batch), so their latencies are correlated; whole blocks keep
+that correlation inside the resample and give honest (wider) intervals than resampling requests.
+The same method serves every metric:
+
+  latency percentiles  weighted quantile ('linear', as numpy) of the drawn blocks' values; values
+                       are sorted once and, above 20000 values, grouped into 20000 groups of
+                       consecutive ranks (the interval's precision, never the reported value)
+  latency mean         weighted mean
+  ITL                  every gap belongs to its request's block (gaps of one request stay together)
+  throughput           completions (and their tokens) per block by completion time; a resample's
+                       rate is its total over the window length
+  error_rate           failed / ended requests of the drawn blocks
+
+Both runs are resampled independently; the interval is the central `confidence` range of the B
+differences (percentile method).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from metrics.summary import distribution
+from metrics.timing import pooled_itl
+from reports.data import RunData, load_run, steps_frame
+
+LATENCY = ("ttft", "tpot", "itl", "e2e")
+STATS = ("mean", "p50", "p90", "p95", "p99")
+RATES = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
+METRIC_NAMES = [f"{m}.{s}" for m in LATENCY for s in STATS] + list(RATES) + ["error_rate"]
+UNITS = {**{f"{m}.{s}": "ms" for m in LATENCY for s in STATS}, "requests_per_s": "req/s",
+         "output_tokens_per_s": "tok/s", "total_tokens_per_s": "tok/s", "error_rate": "%"}  # fmt: skip
+MAX_GROUPS = 20_000  # exact up to this many values; above, rank groups of n / 20000 values
+
+
+class RuleError(ValueError):
+    """A --fail-on expression that cannot be read; the message names the rule and the fix."""
+
+
+# ---------------------------------------------------------------------------------------------
+# rules
+
+_RULE = re.compile(
+    r"^\s*(?:(?P<scope>[A-Za-z0-9_\-]+)\.)?(?P<metric>(?:ttft|tpot|itl|e2e)\.(?:mean|p50|p90|p95|p99)|requests_per_s|"
+    r"output_tokens_per_s|total_tokens_per_s|error_rate)\s*(?P<op>[<>])\s*(?P<sign>[+-]?)\s*(?P<value>\d+(?:\.\d*)?)\s*"
+    r"(?P<unit>%|ms|s|pp)?\s*$"
+)
+RULE_HELP = (
+    "write [CLASS.]METRIC>+N% or METRIC<-N%, with METRIC one of ttft|tpot|itl|e2e . mean|p50|p90|p95|p99, "
+    "requests_per_s, output_tokens_per_s, total_tokens_per_s, error_rate; N% is a relative change, "
+    "Nms/Ns an absolute one for latencies, Npp percentage points for error_rate; "
+    "e.g. 'ttft.p95>+10%,output_tokens_per_s<-5%,short.e2e.p99>+200ms'"
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    text: str
+    scope: str  # "overall", a class name, or "step:N"
+    metric: str
+    op: str  # ">" regression when the change is above the threshold, "<" below
+    threshold: float
+    relative: bool  # threshold in % of the base value, else in the metric's unit
+
+    def describe(self) -> str:
+        return self.text
+
+
+def parse_rules(text: str) -> list[Rule]:
+    rules = []
+    for part in [p.strip() for p in (text or "").split(",") if p.strip()]:
+        m = _RULE.match(part)
+        if not m:
+            hint = ""
+            stat = re.match(r"^\s*(?:\w+\.)?(ttft|tpot|itl|e2e)\s*[<>]", part)
+            if stat:
+                hint = f" (name a statistic, e.g. {stat.group(1)}.p95)"
+            raise RuleError(f"--fail-on: cannot read rule '{part}'{hint}; {RULE_HELP}")
+        metric, unit = m["metric"], m["unit"] or ""
+        value = float(m["value"]) * (-1 if m["sign"] == "-" else 1)
+        is_latency = metric.split(".")[0] in LATENCY
+        if unit in ("ms", "s") and not is_latency:
+            raise RuleError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use % for {metric}")
+        if unit == "pp" and metric != "error_rate":
+            raise RuleError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %")
+        if unit == "" and m["value"]:
+            raise RuleError(f"--fail-on: rule '{part}': give a unit for the threshold: % (relative)"
+                            f"{', ms or s' if is_latency else (', pp' if metric == 'error_rate' else '')}; {RULE_HELP}")
+        if unit == "s":
+            value *= 1000.0
+        scope = m["scope"] or "overall"
+        step = re.fullmatch(r"step(\d+)", scope)
+        rules.append(Rule(part, f"step:{int(step.group(1))}" if step else scope, metric, m["op"], value, unit == "%"))
+    return rules
+
+
+# ---------------------------------------------------------------------------------------------
+# data of one run
+
+
+@dataclass
+class Prepared:
+    run: RunData
+    wall: np.ndarray
+    done: np.ndarray
+    ok: np.ndarray
+    failed: np.ndarray  # failed and not "stopped"
+    cls: np.ndarray
+    step: np.ndarray
+    values: dict  # metric -> (sorted seconds of the successful records, the record of each value)
+    out_tok: np.ndarray
+    tot_tok: np.ndarray
+
+
+def prepare(path: str) -> Prepared:
+    run = load_run(path)
+    df = run.df
+    wall = df["wall_send"].to_numpy(dtype=float)
+    e2e = df["e2e_s"].to_numpy(dtype=float)
+    ok = df["ok"].to_numpy(dtype=bool)
+    err = df["error"].astype(str).to_numpy()
+    failed = ~ok & (err != "stopped")
+    ok_idx = np.nonzero(ok)[0]
+    times = pq.read_table(run.records_path, columns=["chunk_times"]).column("chunk_times").filter(pa.array(ok))
+    gaps = pooled_itl(times)
+    lengths = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False)
+    owner = np.repeat(ok_idx, np.clip(lengths - 1, 0, None))
+    if owner.size != gaps.size:  # pooled_itl's contract: one gap per consecutive pair in each list
+        raise AssertionError("ITL gaps and their owners disagree")
+    prompt = np.clip(df["prompt_tokens"].to_numpy(dtype=float), 0, None)
+    out = np.clip(df["output_tokens"].to_numpy(dtype=float), 0, None)
+    values = {"itl": _sorted(gaps, owner)}  # sorted once; a scope's subset of a sorted array stays sorted
+    for metric in ("ttft", "tpot", "e2e"):
+        v = df[f"{metric}_s"].to_numpy(dtype=float)
+        good = ok & ~np.isnan(v)
+        values[metric] = _sorted(v[good], np.nonzero(good)[0])
+    return Prepared(
+        run, wall, wall + e2e, ok, failed, df["request_class"].astype(str).to_numpy(), df["step"].to_numpy(),
+        values, out, out + prompt,
+    )  # fmt: skip
+
+
+def _sorted(v: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(v, kind="stable")
+    return v[order], owner[order]
+
+
+@dataclass
+class Scope:
+    key: str  # "overall" | class name | "step:N"
+    label: str
+    start: float
+    end: float
+    select: np.ndarray  # records of the scope sent in its window
+
+
+def scopes(p: Prepared) -> dict[str, Scope]:
+    start, end = p.run.window
+    inside = (p.wall >= start) & (p.wall <= end)
+    out = {"overall": Scope("overall", "overall", start, end, inside)}
+    for name in sorted(set(p.cls[inside].tolist())):
+        out[name] = Scope(name, f"class {name}", start, end, inside & (p.cls == name))
+    frame = steps_frame(p.run.summary)
+    if frame is not None and "window.start" in frame.columns:
+        for rec in frame.to_dict("records"):  # one per load step
+            idx = int(rec["step"])
+            s, e = float(rec["window.start"]), float(rec["window.end"])
+            users = rec.get("users")
+            label = f"step {idx}" + (f" ({users:g} users)" if isinstance(users, (int, float)) else "")
+            out[f"step:{idx}"] = Scope(f"step:{idx}", label, s, e, (p.step == idx) & (p.wall >= s) & (p.wall <= e))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the block bootstrap
+
+
+def n_blocks(window_s: float) -> int:
+    """Time blocks of the bootstrap in one stratum: about 2 s each, at least 10 and at most 40."""
+    return int(np.clip(round(window_s / 2.0), 10, 40))
+
+
+def block_of(t: np.ndarray, start: float, end: float, k: int) -> np.ndarray:
+    rel = (t - start) / max(end - start, 1e-9)
+    return np.clip(np.floor(rel * k), 0, k - 1).astype(np.int64)
+
+
+def assign_blocks(p: Prepared, sc: Scope) -> tuple[np.ndarray, list[int]]:
+    """Each record's bootstrap block (-1 outside the scope) and the number of blocks per stratum.
+
+    A run with load steps is stratified by step: its blocks are resampled within each step, so a
+    resample keeps the run's mix of load levels (resampling blocks across a ramp would mix 5-user
+    and 160-user periods at random and inflate every interval). Blocks are equal slices of each
+    stratum's span of send times."""
+    blocks = np.full(p.wall.size, -1, dtype=np.int64)
+    idx = np.nonzero(sc.select)[0]
+    if idx.size == 0:
+        return blocks, [1]
+    steps = p.step[idx]
+    stratified = not sc.key.startswith("step:") and bool((steps >= 0).all())
+    strata = np.unique(steps) if stratified else np.empty(0)
+    if strata.size <= 1:
+        k = n_blocks(sc.end - sc.start)
+        blocks[idx] = block_of(p.wall[idx], sc.start, sc.end, k)
+        return blocks, [k]
+    sizes, offset = [], 0
+    for st in strata.tolist():  # one stratum per load step (a handful)
+        members = idx[steps == st]
+        t = p.wall[members]
+        lo, hi = float(t.min()), float(t.max())
+        k = n_blocks(hi - lo)
+        blocks[members] = offset + block_of(t, lo, hi + 1e-9, k)
+        sizes.append(k)
+        offset += k
+    return blocks, sizes
+
+
+def boot_quantiles(values: np.ndarray, blocks: np.ndarray, weights: np.ndarray, qs: list[float]) -> np.ndarray:
+    """(B, len(qs)) bootstrap quantiles (numpy 'linear') of sorted `values` under block weights (B, K).
+
+    counts[k, g] is how many values of rank group g lie in block k; with cum = cumsum over groups,
+    the weighted count of values up to group g in resample b is weights[b] @ cum[:, g]. The group
+    holding a given rank is found by a binary search run for all resamples at once: log2(groups)
+    steps of a (B, K) product, never a (B, values) matrix."""
+    b_count, k = weights.shape
+    out = np.full((b_count, len(qs)), np.nan)
+    n = values.size
+    if n == 0:
+        return out
+    m = min(n, MAX_GROUPS)
+    group = (np.arange(n) * m) // n  # consecutive ranks; one value per group when n <= MAX_GROUPS
+    counts = np.bincount(blocks * m + group, minlength=k * m).reshape(k, m)
+    cum = np.cumsum(counts, axis=1, dtype=np.float64)
+    rep = np.bincount(group, weights=values, minlength=m) / np.bincount(group, minlength=m)
+    total = weights @ cum[:, -1]
+
+    def group_of(rank: np.ndarray) -> np.ndarray:
+        """Smallest group g with weighted cum(g) > rank, per resample."""
+        lo, hi = np.zeros(b_count, dtype=np.int64), np.full(b_count, m - 1, dtype=np.int64)
+        for _ in range(int(math.ceil(math.log2(m))) + 1):
+            mid = (lo + hi) // 2
+            c = np.einsum("bk,kb->b", weights, cum[:, mid])
+            right = c <= rank
+            lo, hi = np.where(right, mid + 1, lo), np.where(right, hi, mid)
+        return np.minimum(lo, m - 1)
+
+    for j, q in enumerate(qs):
+        h = (total - 1) * q / 100.0
+        lo = np.floor(h)
+        i_lo, i_hi = group_of(lo), group_of(np.minimum(lo + 1, total - 1))
+        val = rep[i_lo] + (h - lo) * (rep[i_hi] - rep[i_lo])
+        out[:, j] = np.where(total > 0, val, np.nan)
+    return out
+
+
+def boot_ratio(num_k: np.ndarray, den_k: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (weights @ num_k) / (weights @ den_k)
+
+
+def _weights(seed: int, key: str, role: str, b: int, sizes: list[int]) -> np.ndarray:
+    """(b, sum(sizes)) multinomial block counts, drawn within each stratum."""
+    rng = np.random.default_rng([seed, zlib.crc32(f"{role}|{key}".encode())])
+    return np.hstack([rng.multinomial(k, np.full(k, 1.0 / k), size=b) for k in sizes]).astype(float)
+
+
+def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tuple[dict, int]:
+    """Every metric of one scope: {metric: (exact value, bootstrap replicates)}, and the block count."""
+    blocks, sizes = assign_blocks(p, sc)
+    weights = _weights(seed, sc.key, role, resamples, sizes)
+    k = weights.shape[1]
+    out = {}
+    sel_ok = sc.select & p.ok
+    for metric in LATENCY:
+        sorted_s, owner = p.values[metric]
+        keep = sel_ok[owner]
+        vals_s, blk = sorted_s[keep], blocks[owner[keep]]
+        vals = vals_s * 1000.0
+        exact = distribution(vals_s)  # the summary's own function: the same numbers
+        sums = np.bincount(blk, weights=vals, minlength=k)
+        cnts = np.bincount(blk, minlength=k).astype(float)
+        out[f"{metric}.mean"] = (exact["mean"], boot_ratio(sums, cnts, weights))
+        qs = boot_quantiles(vals, blk, weights, [50, 90, 95, 99])
+        for j, stat in enumerate(("p50", "p90", "p95", "p99")):
+            out[f"{metric}.{stat}"] = (exact[stat], qs[:, j])
+    # throughput: completions inside the window, by completion time
+    window = sc.end - sc.start
+    fin = sc.select & p.ok & (p.done >= sc.start) & (p.done <= sc.end)
+    cblk = blocks[fin]  # a completion counts in its request's block
+    for name, w in (("requests_per_s", None), ("output_tokens_per_s", p.out_tok[fin]), ("total_tokens_per_s", p.tot_tok[fin])):
+        per_block = np.bincount(cblk, weights=w, minlength=k).astype(float)
+        value = float(per_block.sum() / window) if window > 0 else None
+        out[name] = (value, (weights @ per_block) / window if window > 0 else np.full(weights.shape[0], np.nan))
+    ended = sc.select & (p.ok | p.failed)
+    f_k = np.bincount(blocks[sc.select & p.failed], minlength=k).astype(float)
+    e_k = np.bincount(blocks[ended], minlength=k).astype(float)
+    rate = float(f_k.sum() / e_k.sum() * 100) if e_k.sum() else None
+    out["error_rate"] = (rate, boot_ratio(f_k, e_k, weights) * 100)
+    return out, k
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison
+
+
+def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict:
+    base, new = prepare(base_path), prepare(new_path)
+    sb, sn = scopes(base), scopes(new)
+    alpha = (1 - confidence) / 2 * 100
+    result = {
+        "base": {"path": base.run.path, "run_id": base.run.run_id},
+        "new": {"path": new.run.path, "run_id": new.run.run_id},
+        "method": {"bootstrap": "time blocks (see reports/compare.py)", "resamples": resamples, "seed": seed,
+                   "confidence": confidence, "significant": "the confidence interval of new - base excludes 0"},
+        "scopes": [],
+        "only_in_base": sorted(set(sb) - set(sn)),
+        "only_in_new": sorted(set(sn) - set(sb)),
+    }  # fmt: skip
+    for key in [k for k in sb if k in sn]:
+        a, b = sb[key], sn[key]
+        ma, ka = measure(base, a, seed, "base", resamples)
+        mb, kb = measure(new, b, seed, "new", resamples)
+        rows = []
+        for metric in METRIC_NAMES:
+            va, ra = ma[metric]
+            vb, rb = mb[metric]
+            row = {"metric": metric, "unit": UNITS[metric], "base": va, "new": vb, "delta": None, "delta_pct": None,
+                   "ci": [None, None], "significant": False, "base_ci": _ci(ra, alpha), "new_ci": _ci(rb, alpha)}  # fmt: skip
+            if va is not None and vb is not None:
+                row["delta"] = vb - va
+                row["delta_pct"] = _pct(va, vb)
+                d = rb - ra
+                d = d[np.isfinite(d)]
+                if d.size >= 0.9 * resamples:  # too many empty resamples: no interval
+                    lo, hi = np.percentile(d, [alpha, 100 - alpha])
+                    row["ci"] = [float(lo), float(hi)]
+                    row["significant"] = bool(lo > 0 or hi < 0)
+            rows.append(row)
+        result["scopes"].append({"scope": key, "label": b.label, "blocks": [ka, kb],
+                                 "requests": [int(a.select.sum()), int(b.select.sum())], "metrics": rows})
+    return result
+
+
+def _ci(reps: np.ndarray, alpha: float) -> list:
+    r = reps[np.isfinite(reps)]
+    return [float(x) for x in np.percentile(r, [alpha, 100 - alpha])] if r.size else [None, None]
+
+
+def _pct(a: float, b: float) -> float | None:
+    if a == 0:
+        return 0.0 if b == 0 else (math.inf if b > 0 else -math.inf)
+    return (b - a) / abs(a) * 100.0
+
+
+def judge(result: dict, rules: list[Rule]) -> list[dict]:
+    """Each rule's verdict: it fails when the change is beyond its threshold AND significant."""
+    by_scope = {s["scope"]: {r["metric"]: r for r in s["metrics"]} for s in result["scopes"]}
+    verdicts = []
+    for rule in rules:
+        scope = by_scope.get(rule.scope)
+        if scope is None:
+            known = ", ".join(sorted(k for k in by_scope if k != "overall")) or "none"
+            raise RuleError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
+                            f"(classes and steps in both: {known})")
+        row = scope[rule.metric]
+        change = row["delta_pct"] if rule.relative else row["delta"]
+        beyond = change is not None and (change > rule.threshold if rule.op == ">" else change < rule.threshold)
+        failed = bool(beyond and row["significant"])
+        if change is None:
+            reason = "no value in one of the runs"
+        elif failed:
+            reason = "regression: beyond the threshold and beyond noise"
+        elif beyond:
+            reason = "beyond the threshold but within noise (the interval includes 0)"
+        else:
+            reason = "within the threshold"
+        verdicts.append({"rule": rule.text, "scope": rule.scope, "metric": rule.metric, "failed": failed, "change": change,
+                         "relative": rule.relative, "significant": row["significant"], "ci": row["ci"],
+                         "base": row["base"], "new": row["new"], "reason": reason})  # fmt: skip
+    return verdicts
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def _v(x, unit: str) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "+inf" if x > 0 else "-inf"
+    digits = 3 if unit == "%" else (2 if abs(x) < 100 else 0)
+    return f"{x:,.{digits}f}"
+
+
+def _d(x, unit: str) -> str:
+    s = _v(x, unit)
+    return s if s in ("-", "+inf", "-inf") or s.startswith("-") else "+" + s
+
+
+def rows_for(scope: dict) -> list[list[str]]:
+    out = []
+    for r in scope["metrics"]:
+        u = r["unit"]
+        ci = r["ci"]
+        ci_text = f"[{_d(ci[0], u)}, {_d(ci[1], u)}]" if ci[0] is not None else "-"
+        pct = "-" if r["delta_pct"] is None else (_d(r["delta_pct"], "") if math.isfinite(r["delta_pct"]) else _v(r["delta_pct"], ""))
+        pct = pct if pct == "-" or "inf" in pct else pct + "%"
+        out.append([f"{r['metric']} ({u})", _v(r["base"], u), _v(r["new"], u), _d(r["delta"], u), pct, ci_text,
+                    "yes" if r["significant"] else ""])
+    return out
+
+
+HEADERS = ["metric", "base", "new", "delta", "delta %", "CI of delta", "beyond noise"]
+
+
+def text_table(rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
+    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([line(HEADERS), "-" * (sum(widths) + 2 * (len(widths) - 1))] + [line(r) for r in rows])
+
+
+def markdown(result: dict, verdicts: list[dict]) -> str:
+    m = result["method"]
+    lines = [f"## Compare: `{result['base']['run_id']}` (base) vs `{result['new']['run_id']}` (new)", ""]
+    if verdicts:
+        failed = [v for v in verdicts if v["failed"]]
+        lines.append(f"**{'REGRESSION: ' + ', '.join(_vname(v) for v in failed) if failed else 'No regression'}** "
+                     f"(rules: {', '.join('`' + v['rule'] + '`' for v in verdicts)})")
+        lines += ["", "| rule | change | beyond noise | verdict | why |", "| --- | ---: | --- | --- | --- |"]
+        for v in verdicts:
+            lines.append(f"| `{v['rule']}` | {_change(v)} | {'yes' if v['significant'] else 'no'} | "
+                         f"{'**FAIL**' if v['failed'] else 'pass'} | {v['reason']} |")
+        lines.append("")
+    lines += [f"Deltas are new - base. *Beyond noise*: the {m['confidence']:.0%} bootstrap interval of the difference excludes 0 "
+              f"({m['resamples']} resamples of time blocks, seed {m['seed']}). With many rows, about "
+              f"{1 - m['confidence']:.0%} of unchanged metrics are flagged by chance; gate on a few named rules.", ""]
+    for s in result["scopes"]:
+        lines += [f"### {s['label']}", "", f"requests in window: base {s['requests'][0]:,}, new {s['requests'][1]:,}; "
+                  f"time blocks: base {s['blocks'][0]}, new {s['blocks'][1]}", ""]
+        lines.append("| " + " | ".join(HEADERS) + " |")
+        lines.append("| --- | " + " | ".join("---:" for _ in HEADERS[1:]) + " |")
+        lines += ["| " + " | ".join(r) + " |" for r in rows_for(s)]
+        lines.append("")
+    for side in ("only_in_base", "only_in_new"):
+        if result[side]:
+            lines.append(f"_{side.replace('_', ' ')}: {', '.join(result[side])}_")
+    return "\n".join(lines) + "\n"
+
+
+def _vname(v: dict) -> str:
+    return v["metric"] if v["scope"] == "overall" else f"{v['scope']}.{v['metric']}"
+
+
+def _change(v: dict) -> str:
+    c = v["change"]
+    if c is None:
+        return "-"
+    if math.isinf(c):
+        return "+inf%" if c > 0 else "-inf%"
+    return f"{c:+.2f}%" if v["relative"] else f"{c:+,.2f}"
+
+
+def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = None, resamples: int = 1000,
+                seed: int = 0, confidence: float = 0.95) -> int:
+    rules = parse_rules(fail_on)  # a bad rule is an error before any work
+    if resamples < 100:
+        raise RuleError("--resamples: use at least 100 (default 1000)")
+    if not 0.5 <= confidence < 1:
+        raise RuleError("--confidence: give a level between 0.5 and 1, e.g. 0.95")
+    result = compare(base, new, resamples, seed, confidence)
+    verdicts = judge(result, rules)
+    result["rules"] = verdicts
+    result["regression"] = any(v["failed"] for v in verdicts)
+    out_dir = out_dir or result["new"]["path"]
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "compare.json"), "w", encoding="utf-8") as f:
+        json.dump(_json_safe(result), f, indent=2)
+        f.write("\n")
+    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
+        f.write(markdown(result, verdicts))
+    m = result["method"]
+    print(f"compare: base {result['base']['run_id']} ({result['base']['path']})\n"
+          f"         new  {result['new']['run_id']} ({result['new']['path']})\n"
+          f"delta = new - base; beyond noise = the {m['confidence']:.0%} bootstrap interval of the delta excludes 0 "
+          f"({m['resamples']} resamples of time blocks, seed {m['seed']})")
+    for s in result["scopes"]:
+        if s["scope"].startswith("step:"):
+            continue
+        print(f"\n{s['label']} (requests: base {s['requests'][0]:,}, new {s['requests'][1]:,})")
+        print(text_table(rows_for(s)))
+    steps = [s for s in result["scopes"] if s["scope"].startswith("step:")]
+    if steps:
+        flagged = [f"{s['label']} {r['metric']} {_d(r['delta_pct'], '')}%" for s in steps for r in s["metrics"]
+                   if r["significant"] and r["delta_pct"] is not None and math.isfinite(r["delta_pct"]) and abs(r["delta_pct"]) >= 5]
+        print(f"\n{len(steps)} load steps compared (tables in compare.md); beyond noise and >= 5 %: {', '.join(flagged) or 'none'}")
+    print(f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}")
+    if verdicts:
+        print("\nrules:")
+        for v in verdicts:
+            print(f"  {'FAIL' if v['failed'] else 'pass'}  {v['rule']}: {_change(v)} ({v['reason']})")
+        failed = [v for v in verdicts if v["failed"]]
+        if failed:
+            print(f"REGRESSION: {', '.join(_vname(v) for v in failed)}")
+            return 1
+        print("no regression")
+    return 0
+
+
+def _json_safe(x):
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
+        return x.item()
+    return x
+
+
+__all__ = ["compare", "judge", "parse_rules", "run_compare", "Rule", "RuleError", "boot_quantiles"]
