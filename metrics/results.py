@@ -20,11 +20,14 @@ import time
 from datetime import datetime, timezone
 from importlib import metadata
 
+import gevent
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from metrics.record import ARROW_SCHEMA, rows_to_table
+from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
 
 FLUSH_ROWS = 5000
+SLICE_ROWS = 250
 FLUSH_SECONDS = 5.0
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
 
@@ -69,6 +72,9 @@ class ResultsWriter:
         self._pending: list[tuple] = []
         self._last_flush = time.monotonic()
         self._writer = pq.ParquetWriter(self.records_path, ARROW_SCHEMA, compression="zstd")
+        # pyarrow initialises its conversion machinery on first use (~0.3 s): do it now, before
+        # load, not in the middle of a local run where it would stall every stream at once
+        rows_to_table([RequestRecord("warm-up", "", "", "", 0, 0, chunk_times=[0.0], chunk_tokens=[1]).as_row()])
         self.rows_written = 0
         self.closed = False
         self.on_rows = None  # called with every batch of rows as it arrives
@@ -82,10 +88,17 @@ class ResultsWriter:
             self.flush()
 
     def flush(self) -> None:
+        """Write pending rows as one row group. The conversion runs in slices with a yield to the
+        event loop between them: in a local run the users share this process, and one long
+        conversion would stall every open stream at once."""
         self._last_flush = time.monotonic()
         if self._pending and not self.closed:
             rows, self._pending = self._pending, []
-            self._writer.write_table(rows_to_table(rows))
+            slices = []
+            for i in range(0, len(rows), SLICE_ROWS):
+                slices.append(rows_to_table(rows[i : i + SLICE_ROWS]))
+                gevent.sleep(0)
+            self._writer.write_table(pa.concat_tables(slices))
             self.rows_written += len(rows)
 
     def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, **summary_args) -> dict:

@@ -22,6 +22,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ctx-per-slot", type=int, default=4096)
     ap.add_argument("--alias", default="tiny-llama")
+    ap.add_argument("--http-threads", type=int, default=0)
     args = ap.parse_args()
 
     import xllamacpp
@@ -38,7 +39,7 @@ def main() -> None:
     p.use_jinja = True
     p.cpuparams.n_threads = args.threads
     p.cpuparams_batch.n_threads = args.threads
-    p.n_threads_http = max(2, args.parallel + 1)
+    p.n_threads_http = args.http_threads or 4 * args.parallel + 4
     p.warmup = False
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
