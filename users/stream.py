@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import gevent
 from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed
 
 from suite.options import Timeouts
 
@@ -56,6 +57,7 @@ class StreamClient:
             network_timeout=timeouts.first_token,
             headers=headers,
         )
+        self._kept_alive = False  # the last exchange ended cleanly, so its connection was kept
 
     def close(self) -> None:
         self.http.close()
@@ -63,27 +65,40 @@ class StreamClient:
     def post(self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None = None) -> None:
         """Send and read to the end, filling `ex` as it goes (so a killed caller keeps what arrived)."""
         timeouts = self.timeouts
-        ex.t_send = t_send = time.perf_counter()
-        deadline = t_send + timeouts.total
-        try:
-            with gevent.Timeout(min(timeouts.total, timeouts.connect + timeouts.first_token), _HeaderTimeout):
-                resp = self.http.request("POST", self.prefix + path, body=body, headers=headers)
-        except _HeaderTimeout:
-            ex.error, ex.error_detail = "timeout", "no response headers within the connect + first-token timeout"
-            return
-        except (socket.timeout, TimeoutError) as e:
-            ex.error, ex.error_detail = "timeout", f"waiting for response headers: {e}"
-            return
-        except OSError as e:  # refused, reset, unreachable, DNS
-            ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
-            return
-        except Exception as e:  # the HTTP parser: connection closed before or inside the headers
-            ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
-            return
+        reused, self._kept_alive = self._kept_alive, False
+        for attempt in (1, 2):
+            ex.t_send = t_send = time.perf_counter()
+            deadline = t_send + timeouts.total
+            try:
+                with gevent.Timeout(min(timeouts.total, timeouts.connect + timeouts.first_token), _HeaderTimeout):
+                    resp = self.http.request("POST", self.prefix + path, body=body, headers=headers)
+            except _HeaderTimeout:
+                ex.error, ex.error_detail = "timeout", "no response headers within the connect + first-token timeout"
+                return
+            except (socket.timeout, TimeoutError) as e:
+                ex.error, ex.error_detail = "timeout", f"waiting for response headers: {e}"
+                return
+            except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError) as e:
+                # A kept-alive connection that the server had already closed (idle timeout, or a
+                # server that drops some keep-alive connections silently, like llama.cpp's):
+                # not a byte of an answer came back. Send once more on a new connection, and time
+                # the request from that send. A fresh connection closed like this is a failure.
+                if reused and attempt == 1:
+                    continue
+                ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
+                return
+            except OSError as e:  # refused, reset, unreachable, DNS
+                ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
+                return
+            except Exception as e:  # the HTTP parser: connection closed inside the headers
+                ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
+                return
+            break
         ex.status = resp.status_code
         if ex.status == 429:
             ex.retry_after = str(resp.get("retry-after") or "")
         self._read_body(resp, ex, deadline, cancel_after)
+        self._kept_alive = ex.complete and not ex.error
 
     def _read_body(self, resp, ex: Exchange, deadline: float, cancel_after: float | None) -> None:
         pieces = ex.pieces
