@@ -263,6 +263,14 @@ def time_charts(run: D.RunData, grid: D.TimeGrid, frame: pd.DataFrame | None) ->
     t_end = min(grid.n * grid.width, grid.span)
     if end - run.t0 < t_end:
         bands.append((end - run.t0, t_end, "after the window: drain"))
+    if frame is not None and "window.start" in frame.columns:  # each load step's own warm-up
+        ws = pd.to_numeric(frame["window.start"], errors="coerce").to_numpy(dtype=float) - run.t0
+        we = pd.to_numeric(frame["window.end"], errors="coerce").to_numpy(dtype=float) - run.t0
+        prev = max(0.0, start - run.t0)
+        for a, b in sorted(zip(ws.tolist(), we.tolist())):  # one per step
+            if a > prev + 1e-6:
+                bands.append((prev, a, "step warm-up: outside the step's window"))
+            prev = max(prev, b)
     x = grid.mid
     ot = D.over_time(run, grid)
     note = f"{grid.width:g} s bins by completion time"
@@ -272,14 +280,15 @@ def time_charts(run: D.RunData, grid: D.TimeGrid, frame: pd.DataFrame | None) ->
     def chart(cid, title, ylabel, series, **kw):
         return render(Chart(cid, title, y_label=ylabel, series=[rng] + series, **{**common, **kw}))
 
+    def lat(name, key):  # bins without a completion are skipped, not drawn as zero
+        v = ot[key]
+        return Series(name, x, v, connect=True, markers=int(np.isfinite(v).sum()) <= 60)
+
     charts = [
-        chart("ttft_over_time", "TTFT over time (P50, P95)", "TTFT (ms)",
-              [Series("TTFT p50", x, ot["ttft_p50"]), Series("TTFT p95", x, ot["ttft_p95"])],
+        chart("ttft_over_time", "TTFT over time (P50, P95)", "TTFT (ms)", [lat("TTFT p50", "ttft_p50"), lat("TTFT p95", "ttft_p95")],
               refs=[Ref("y", thr, f"SLO ttft.{st}") for st, thr in D.slo_threshold_ms(run.summary, "ttft")]),
-        chart("tpot_over_time", "TPOT over time (P50, P95)", "TPOT (ms per token)",
-              [Series("TPOT p50", x, ot["tpot_p50"]), Series("TPOT p95", x, ot["tpot_p95"])]),
-        chart("e2e_over_time", "End-to-end latency over time (P50, P95)", "E2E latency (ms)",
-              [Series("E2E p50", x, ot["e2e_p50"]), Series("E2E p95", x, ot["e2e_p95"])]),
+        chart("tpot_over_time", "TPOT over time (P50, P95)", "TPOT (ms per token)", [lat("TPOT p50", "tpot_p50"), lat("TPOT p95", "tpot_p95")]),
+        chart("e2e_over_time", "End-to-end latency over time (P50, P95)", "E2E latency (ms)", [lat("E2E p50", "e2e_p50"), lat("E2E p95", "e2e_p95")]),
         chart("requests_over_time", "Completed requests per second over time", "requests/s",
               [Series("requests/s", x, ot["requests_per_s"], fill=True)]),
         chart("tokens_over_time", "Token throughput over time", "tokens/s",
@@ -371,14 +380,23 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
     # output tokens per request, by where the count came from
     src = ok["tokens_source"].astype(str).to_numpy()
     tok = ok["output_tokens"].to_numpy()
-    _, _, width = D.int_hist(tok)
-    series = []
-    for i, name in enumerate(sorted(set(pd.unique(src)) - {""})):
-        left, counts, _ = D.int_hist(tok[src == name], max_bins=max(1, int(math.ceil((tok.max() + 1) / width))))
-        label = {"usage": "server usage", "tokenizer": "client tokenizer", "chunks": "chunk count"}.get(name, name)
-        series.append(Series(f"{label} ({counts.sum():,.0f} requests)", left, counts, step=True, fill=i == 0))
-    charts.append(render(Chart("output_tokens_hist", "Output tokens per request, by token source",
-                               f"output tokens per request (tokens; {width:g}-token bins)", "requests", series)))
+    sources = sorted(set(pd.unique(src)) - {""})
+    names = {"usage": "server usage", "tokenizer": "client tokenizer", "chunks": "chunk count"}
+    title = "Output tokens per request, by token source"
+    distinct = np.unique(tok[tok >= 0])
+    if 0 < distinct.size <= 24:
+        groups = [(f"{names.get(n, n)} ({int((src == n).sum()):,} requests)",
+                   np.array([float(((src == n) & (tok == v)).sum()) for v in distinct.tolist()])) for n in sources]  # <= 24 x sources
+        charts.append(render_bars("output_tokens_hist", title, [str(v) for v in distinct.tolist()], groups, "requests",
+                                  "output tokens per request (tokens)"))
+    else:
+        _, _, width = D.int_hist(tok)
+        series = []
+        for i, name in enumerate(sources):
+            left, counts, _ = D.int_hist(tok[src == name], max_bins=max(1, int(math.ceil((tok.max() + 1) / width))))
+            series.append(Series(f"{names.get(name, name)} ({counts.sum():,.0f} requests)", left, counts, step=True, fill=i == 0))
+        charts.append(render(Chart("output_tokens_hist", title, f"output tokens per request (tokens; {width:g}-token bins)",
+                                   "requests", series)))
     lists, sampled, total = D.sample_lists(run)
     sample_note = "" if sampled >= total else f"drawn from {sampled:,} of {total:,} requests (row-group sample)"
     values, what = D.tokens_per_chunk(lists, df)
@@ -389,7 +407,12 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
         share = counts[shown] / counts.sum() * 100
         charts.append(render_bars("tokens_per_chunk_hist", title, [str(v) for v in shown.tolist()], [("share of chunks", share)],
                                   "chunks (%)", "tokens in the chunk (tokens)", value_fmt=lambda v: f"{v:.2f} %",
-                                  note=f"{what}; {sample_note}".strip("; ")))
+                                  note=f"{what}; {sample_note}".strip("; "), y_max=100.0))
+    elif values.size and np.unique(np.round(values, 2)).size <= 24:
+        rounded, counts = np.unique(np.round(values.astype(float), 2), return_counts=True)
+        charts.append(render_bars("tokens_per_chunk_hist", title, [f"{v:g}" for v in rounded.tolist()],
+                                  [("share of requests", counts / counts.sum() * 100)], "requests (%)",
+                                  "tokens per chunk (tokens)", value_fmt=lambda v: f"{v:.2f} %", note=what, y_max=100.0))
     else:
         v = values.astype(float)
         lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 1.0)
@@ -414,10 +437,11 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
         for name, g in inside.groupby(inside["request_class"].astype(str), observed=True):
             xs, qs = D.cdf_points(g[key].to_numpy(dtype=float) * 1000)
             series.append(Series(str(name), xs, qs))
-        positive = all(np.all(s.x > 0) for s in series) and series
+        xs_all = np.concatenate([s.x for s in series]) if series else np.empty(0)
+        log_x = bool(xs_all.size) and xs_all.min() > 0 and xs_all.max() / xs_all.min() > 20
         charts.append(render(Chart(f"{key[:-2]}_cdf", f"{label} distribution by request class (CDF)",
-                                   f"{label} (ms{', log scale' if positive else ''})", "requests at or below (%)",
-                                   series, x_log=bool(positive))))
+                                   f"{label} (ms{', log scale' if log_x else ''})", "requests at or below (%)",
+                                   series, x_log=log_x, y_max=100.0)))
     return charts, sample_note
 
 
@@ -533,7 +557,7 @@ def build(path: str, summary: dict | None = None) -> dict[str, str]:
     opts = run.run.get("options") or {}
     vers = run.run.get("versions") or {}
     sections_html.append(
-        "<h2>Options and versions</h2><details open><summary>options</summary>"
+        "<h2>Options and versions</h2><details><summary>options</summary>"
         + html_table(["option", "value"], [[escape(k), escape(auto(v))] for k, v in sorted(opts.items())], left=2)
         + "</details><details open><summary>versions</summary>"
         + html_table(["package", "version"], [[escape(k), escape(str(v))] for k, v in vers.items()], left=2) + "</details>"

@@ -30,6 +30,7 @@ class Series:
     markers: bool = False
     step: bool = False  # draw as a step function (value holds until the next x)
     fill: bool = False  # shade the area under the line
+    connect: bool = False  # join points across NaN values (sparse time bins) instead of breaking
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Chart:
     x_log: bool = False
     y_log: bool = False
     y_zero: bool = True  # include 0 on a linear y axis
+    y_max: float | None = None  # cap of the y axis (e.g. 100 for a percentage)
     x_time: bool = False  # x values are seconds: ticks as m:ss when long
     bands: list[tuple[float, float, str]] = field(default_factory=list)  # (x0, x1, label): shaded spans
     note: str = ""
@@ -237,6 +239,10 @@ def render(chart: Chart) -> str:
         if chart.y_zero:
             y0 = min(0.0, y0)
         yt = nice_ticks(y0, y1 * 1.05 if y1 > 0 else y1 + 1)
+        if chart.y_max is not None:
+            yt = yt[yt <= chart.y_max]
+            if yt[-1] < chart.y_max:
+                yt = np.append(yt, chart.y_max)
         y0, y1 = float(yt[0]), float(yt[-1])
     if chart.x_log:
         xt = log_ticks(x0, x1)
@@ -257,7 +263,11 @@ def render(chart: Chart) -> str:
                        f"<title>{escape(label)}</title></rect>")
     _axes(out, chart, xs, ys, xt, yt, top)
     for s, color in zip(chart.series, colors):
-        px, py = xs(s.x), ys(np.clip(np.asarray(s.y, dtype=float), y0 if not chart.y_log else 0, None))
+        sx, sy = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
+        if s.connect:
+            keep = np.isfinite(sx) & np.isfinite(sy)
+            sx, sy = sx[keep], sy[keep]
+        px, py = xs(sx), ys(np.clip(sy, y0 if not chart.y_log else 0, None))
         d = _path(np.asarray(px), np.asarray(py), s.step)
         dash = ' stroke-dasharray="6 4"' if s.dash else ""
         if s.fill and d:
@@ -270,11 +280,11 @@ def render(chart: Chart) -> str:
             out.append(f'<path class="mark" d="{d}" fill="none" stroke="{color}" stroke-width="2"{dash}>'
                        f"<title>{escape(s.name)}</title></path>")
         if s.markers:
-            for x, y, vx, vy in zip(np.asarray(px).tolist(), np.asarray(py).tolist(), np.asarray(s.x).tolist(), np.asarray(s.y).tolist()):
+            for x, y, vx, vy in zip(np.asarray(px).tolist(), np.asarray(py).tolist(), sx.tolist(), sy.tolist()):
                 if math.isfinite(x) and math.isfinite(y):
                     out.append(f'<circle class="mark" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}">'
                                f"<title>{escape(s.name)}: {fmt_num(vx)} → {fmt_num(vy)}</title></circle>")
-    for r in chart.refs:
+    for i, r in enumerate(chart.refs):
         if r.axis == "y":
             y = float(ys(r.value))
             out.append(f'<line class="ref" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="{r.color}"/>'
@@ -282,13 +292,13 @@ def render(chart: Chart) -> str:
         else:
             x = float(xs(r.value))
             out.append(f'<line class="ref" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{r.color}"/>'
-                       f'<text x="{x + 4:.1f}" y="{top + 12}" class="ref-label" fill="{r.color}">{escape(r.label)}</text>')
+                       f'<text x="{x + 4:.1f}" y="{top + 12 + 14 * (i % 2)}" class="ref-label" fill="{r.color}">{escape(r.label)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
 
 def render_bars(chart_id: str, title: str, categories: list[str], groups: list[tuple[str, np.ndarray]], y_label: str,
-                x_label: str = "", y_log: bool = False, value_fmt=fmt_num, note: str = "") -> str:
+                x_label: str = "", y_log: bool = False, value_fmt=fmt_num, note: str = "", y_max: float | None = None) -> str:
     """Grouped bars: one group per category, one bar per (name, values) series."""
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(groups))]
     chart = Chart(chart_id, title, x_label, y_label, y_log=y_log, note=note)
@@ -304,6 +314,8 @@ def render_bars(chart_id: str, title: str, categories: list[str], groups: list[t
         y0, y1 = float(yt[0]), float(yt[-1])
     else:
         yt = nice_ticks(0.0, y1 * 1.08 if y1 > 0 else 1.0)
+        if y_max is not None and yt[-1] > y_max >= y1:
+            yt = np.append(yt[yt < y_max], y_max)
         y0, y1 = 0.0, float(yt[-1])
     ys = _Scale(y0, y1, bottom, top, y_log)
     slot = (WIDTH - RIGHT - LEFT) / len(categories)
