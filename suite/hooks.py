@@ -27,6 +27,7 @@ from suite.context import RunContext, load_workload, token_counter
 from suite.embedded import EmbeddedSimulator
 from suite.options import OptionError, Settings, add_arguments, check_host, public_options
 from suite.server import resolve_model
+from users.finisher import Finisher
 
 log = logging.getLogger("llm")
 
@@ -206,6 +207,7 @@ def _on_test_start(environment, **_kw) -> None:
             settings, run_id, runner.worker_index, sink,
             getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1),
         )  # fmt: skip
+        environment.llm_context.finisher = Finisher(environment.llm_context, environment)
         return
     if settings.seed is None:  # one seed for the run, recorded, shared with workers (arrival split)
         settings.seed = random.randrange(2**31)
@@ -221,6 +223,7 @@ def _on_test_start(environment, **_kw) -> None:
         run.collector = MasterCollector(runner, run.writer, run.run_id)
     else:
         environment.llm_context = RunContext(settings, run.run_id, 0, LocalSink(run.writer), run.started)
+        environment.llm_context.finisher = Finisher(environment.llm_context, environment)
     llm_events.run_started.fire(run=run)
     log.info("run %s: results in %s", run.run_id, run.writer.path)
 
@@ -261,11 +264,7 @@ def _on_test_stopping(environment, **_kw) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_kw) -> None:
-    if _role(environment.runner) == "worker":
-        if environment.llm_context is not None:
-            environment.llm_context.sink.send_final()
-            environment.llm_context = None
-        return
+    _close_context(environment)
     run = environment.llm_run
     if run is not None:
         run.finish(complete=True)
@@ -273,8 +272,20 @@ def _on_test_stop(environment, **_kw) -> None:
             _arm_shape(environment, run.settings)  # web UI: ready for another run
 
 
+def _close_context(environment) -> None:
+    """Users have stopped: every exchange they handed over becomes a record, and a worker sends
+    its last batches."""
+    ctx = getattr(environment, "llm_context", None)
+    if ctx is not None:
+        ctx.finisher.stop()
+        environment.llm_context = None
+        if _role(environment.runner) == "worker":
+            ctx.sink.send_final()
+
+
 @events.quitting.add_listener
 def _on_quitting(environment, **_kw) -> None:
+    _close_context(environment)
     run = getattr(environment, "llm_run", None)
     if run is not None and not run.finished:
         run.finish(complete=False)  # interrupted (Ctrl-C): partial results, marked incomplete

@@ -27,6 +27,7 @@ from metrics.record import RequestRecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "sk-test-secret-9f3c"
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 only, whatever *_proxy says
 
 
 # -- helpers shared with tests/test_prometheus_server.py and tests/test_server_metrics.py ---------
@@ -94,7 +95,7 @@ def tail(path: str, n: int = 40) -> str:
 
 def scrape(url: str, timeout: float = 2.0) -> dict:
     """/metrics -> {sample name: {frozenset(labels.items()): value}}."""
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+    with NO_PROXY.open(url, timeout=timeout) as r:
         text = r.read().decode()
     out: dict = {}
     for family in text_string_to_metric_families(text):

@@ -15,14 +15,13 @@ import shutil
 import subprocess
 import time
 import urllib.parse
-import urllib.request
 
 import pandas as pd
 import pytest
 import yaml
 
 from metrics.prometheus import TTFT_BUCKETS
-from tests.test_prometheus import ROOT, free_port, locust, simulator, tail, wait_exit, wait_for  # noqa: F401 (fixture)
+from tests.test_prometheus import NO_PROXY, ROOT, free_port, locust, simulator, tail, wait_exit, wait_for  # noqa: F401 (fixture)
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="needs the prometheus binary (apt-get install prometheus; .ci/run does)")
@@ -55,7 +54,7 @@ class Prometheus:
         while True:
             assert self.proc.poll() is None, "prometheus exited:\n" + tail(self.log)
             try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
+                with NO_PROXY.open(self.url + "/-/ready", timeout=1) as r:
                     if r.status == 200:
                         break
             except OSError:
@@ -65,7 +64,7 @@ class Prometheus:
 
     def query(self, expr: str, at: float | None = None) -> list:
         params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=5) as r:
+        with NO_PROXY.open(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=5) as r:
             body = json.loads(r.read())
         assert body["status"] == "success", body
         return body["data"]["result"]
@@ -75,7 +74,7 @@ class Prometheus:
         return float(result[0]["value"][1]) if result else None
 
     def targets_up(self) -> dict:
-        with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=5) as r:
+        with NO_PROXY.open(f"{self.url}/api/v1/targets", timeout=5) as r:
             body = json.loads(r.read())
         return {t["labels"]["job"]: t["health"] for t in body["data"]["activeTargets"]}
 

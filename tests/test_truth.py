@@ -6,19 +6,36 @@ receive times and the server's arrival and first/last-token write times are on o
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
-from tests.helpers import read_results, read_truth, run_locust, simulator
+from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
+
+
+SHORT_MIX = """
+name: short-replies
+templates: {templates}
+system_prompt: {{share: 0.3}}
+classes:
+  short:  {{weight: 0.4, input_chars: {{min: 20, max: 200}}, output_tokens: {{min: 8, max: 64}}}}
+  medium: {{weight: 0.4, input_chars: {{min: 201, max: 800}}, output_tokens: {{min: 16, max: 96}}}}
+  long:   {{weight: 0.2, input_chars: {{min: 801, max: 2000}}, output_tokens: {{min: 32, max: 128}}}}
+"""
 
 
 @pytest.fixture(scope="module")
 def run50(tmp_path_factory):
+    """50 users, the reference mix's inputs with shorter replies, the fixed profile (TTFT 100 ms,
+    ITL 20 ms)."""
     tmp = tmp_path_factory.mktemp("truth")
     truth = str(tmp / "truth.jsonl")
+    spec = tmp / "short.yaml"
+    spec.write_text(SHORT_MIX.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
     with simulator("--profile", "fixed", truth_log=truth) as url:
         proc = run_locust(
-            "--host", url, "-u", "50", "-r", "50", "-t", "12s", "--seed", "7", "--max-tokens-override", "48",
+            "--host", url, "-u", "50", "-r", "50", "-t", "12s", "--seed", "7", "--workload", str(spec),
             "--results-dir", str(tmp), "--run-id", "r50", "--stop-timeout", "20",
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -32,6 +32,7 @@ class Exchange:
     """What came back from one request: status, timed body pieces, and how it ended."""
 
     t_send: float = 0.0
+    t_end: float = 0.0  # when the exchange ended (last read, or the failure)
     status: int = 0
     pieces: list[tuple[float, bytes]] = field(default_factory=list)
     complete: bool = False  # the HTTP message ended normally
@@ -64,6 +65,12 @@ class StreamClient:
 
     def post(self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None = None) -> None:
         """Send and read to the end, filling `ex` as it goes (so a killed caller keeps what arrived)."""
+        try:
+            self._exchange(path, body, headers, ex, cancel_after)
+        finally:
+            ex.t_end = time.perf_counter()
+
+    def _exchange(self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None) -> None:
         timeouts = self.timeouts
         reused, self._kept_alive = self._kept_alive, False
         for attempt in (1, 2):

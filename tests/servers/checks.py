@@ -13,9 +13,12 @@ def check_all_succeeded(run: SuiteRun, min_requests: int) -> None:
     failed = rec[~rec["ok"]]
     assert failed.empty, f"{len(failed)} failed: {failed[['error', 'error_detail']].value_counts().head(5).to_dict()}"
     assert run.returncode == 0, run.output[-3000:]
-    overall = run.summary["overall"]
-    assert overall["requests"]["ok"] == len(rec) and overall["requests"]["failed"] == 0
-    assert run.summary["records"]["total"] == len(rec)
+    # the summary's statistics take the requests sent inside the window; a few can be sent after
+    # the run began to stop (users finishing a request in that instant start one more)
+    records = run.summary["records"]
+    assert records["total"] == len(rec) and records["outside_window"] <= 2 * len(rec) // 10 + 8
+    overall = run.summary["overall"]["requests"]
+    assert overall["ok"] == overall["sent"] == len(rec) - records["outside_window"] and overall["failed"] == 0
 
 
 def check_tokens_from_usage(run: SuiteRun, pinned_max_tokens: int | None) -> None:
@@ -29,8 +32,9 @@ def check_tokens_from_usage(run: SuiteRun, pinned_max_tokens: int | None) -> Non
         assert (rec["output_tokens"] == pinned_max_tokens).all(), rec["output_tokens"].value_counts().to_dict()
     # a chunk carries one token or more, never less: chunks <= tokens
     assert (rec["n_chunks"] >= 1).all() and (rec["n_chunks"] <= rec["output_tokens"]).all()
+    inside = rec[(rec["wall_send"] >= run.summary["window"]["start"]) & (rec["wall_send"] <= run.summary["window"]["end"])]
     tokens = run.summary["overall"]["tokens"]
-    assert tokens["output"] == int(rec["output_tokens"].sum()) and tokens["prompt"] == int(rec["prompt_tokens"].sum())
+    assert tokens["output"] == int(inside["output_tokens"].sum()) and tokens["prompt"] == int(inside["prompt_tokens"].sum())
 
 
 def check_timings(run: SuiteRun) -> None:

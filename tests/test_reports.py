@@ -1,0 +1,340 @@
+"""reports/: build, show and compare on real runs against the simulator, and on real Parquet files.
+
+Three short headless runs (module fixture): two of the same seeded workload against simulators of
+the same `fixed` profile, and one against a profile whose time to first token is 20 % longer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.helpers import ROOT, run_locust, simulator
+
+RUN_ARGS = ["-u", "20", "-r", "20", "-t", "6s", "--seed", "7", "--max-tokens-override", "32", "--stop-timeout", "10"]
+TIME_CHARTS = ["ttft_over_time", "tpot_over_time", "e2e_over_time", "requests_over_time", "tokens_over_time",
+               "concurrency_over_time", "errors_over_time"]  # fmt: skip
+CLASS_CHARTS = ["ttft_by_class", "tpot_by_class", "itl_by_class", "e2e_by_class"]
+DIST_CHARTS = ["output_tokens_hist", "tokens_per_chunk_hist", "itl_hist", "ttft_cdf", "e2e_cdf"]
+STEP_CHARTS = ["step_requests", "step_tokens", "step_ttft"]
+
+
+def reports_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def _locust(results: str, run_id: str, host: str, *extra: str) -> subprocess.CompletedProcess:
+    proc = run_locust("--host", host, "--results-dir", results, "--run-id", run_id, *RUN_ARGS, *extra, timeout=120)
+    assert os.path.isfile(os.path.join(results, run_id, "summary.json")), proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """base and same: the fixed profile, same seed; slow: the fixed profile with TTFT x 1.2."""
+    results = str(tmp_path_factory.mktemp("results"))
+    with open(os.path.join(ROOT, "simulator", "profiles", "fixed.yaml")) as f:
+        profile = yaml.safe_load(f)
+    profile["ttft_s"] = profile["ttft_s"] * 1.2
+    slow_profile = os.path.join(results, "fixed-slow-prefill.yaml")
+    with open(slow_profile, "w") as f:
+        yaml.safe_dump(profile, f)
+    out = {"results": results}
+    with simulator("--profile", "fixed") as url:
+        metrics = ["--server-metrics", url + "/metrics", "--server-metrics-interval", "1s"]
+        out["base_proc"] = _locust(results, "base", url, *metrics)
+        out["same_proc"] = _locust(results, "same", url, *metrics)
+    with simulator("--profile", slow_profile) as url:
+        _locust(results, "slow", url)
+    for name in ("base", "same", "slow"):
+        out[name] = os.path.join(results, name)
+    return out
+
+
+def charts_in(html: str) -> list[str]:
+    return re.findall(r'<svg class="chart" data-chart="([^"]+)"', html)
+
+
+# ---------------------------------------------------------------------------------------------
+# build
+
+
+def test_report_built_at_the_end_of_the_run(runs):
+    proc = runs["base_proc"]
+    log = proc.stdout + proc.stderr
+    html = os.path.join(runs["base"], "report.html")
+    assert os.path.isfile(html) and os.path.isfile(os.path.join(runs["base"], "report.md"))
+    assert f"report: {html}" in log, "the run logs one line with the report's path"
+
+
+def test_report_has_every_chart_and_the_contract(runs):
+    path = runs["base"]
+    with open(os.path.join(path, "report.html"), encoding="utf-8") as f:
+        html = f.read()
+    with open(os.path.join(path, "summary.json")) as f:
+        summary = json.load(f)
+    found = charts_in(html)
+    for cid in CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + ["server_queue", "server_kv_cache"]:
+        assert cid in found, f"chart {cid} missing"
+    assert len(found) == len(set(found))
+    # every chart: a title and two axis titles with units
+    for svg in re.findall(r'<svg class="chart".*?</svg>', html, flags=re.S):
+        assert re.search(r'class="title">[^<]+<', svg)
+        axis = re.findall(r'class="axis-title"[^>]*>([^<]*)<', svg)
+        assert len(axis) == 2 and all(axis), axis
+    # offline: no script, no external reference of any kind, a CSP that forbids fetches
+    assert "<script" not in html.lower()
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', html, flags=re.I)
+    assert "@import" not in html and "url(" not in html
+    assert "default-src 'none'" in html
+    # header, definitions, tables
+    for text in ("base", "sim-model", summary["definitions"]["ttft"][:40], "Metric definitions", "Failures", "overall"):
+        assert text in html
+    run = json.load(open(os.path.join(path, "run.json")))
+    assert run["host"] in html
+    # the report's table shows summary.json's numbers
+    p95 = summary["overall"]["ttft_ms"]["p95"]
+    assert f"{p95:,.0f}" in html
+    md = open(os.path.join(path, "report.md"), encoding="utf-8").read()
+    assert "| overall |" in md and f"{p95:,.0f}" in md and "Metric definitions" in md
+
+
+def test_show_prints_the_summary_table(runs):
+    proc = reports_cli("show", runs["base"])
+    assert proc.returncode == 0, proc.stderr
+    assert "LLM results" in proc.stdout and "overall" in proc.stdout
+    summary = json.load(open(os.path.join(runs["base"], "summary.json")))
+    assert f"{summary['overall']['ttft_ms']['p95']:,.0f}" in proc.stdout
+
+
+def test_build_and_show_errors_are_one_line(tmp_path):
+    proc = reports_cli("build", str(tmp_path / "nope"))
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
+    (tmp_path / "empty").mkdir()
+    proc = reports_cli("show", str(tmp_path / "empty"))
+    assert proc.returncode == 2 and "requests.parquet" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+def test_compare_same_setup_passes(runs):
+    for base, new in (("base", "same"), ("same", "base")):
+        out = os.path.join(runs["results"], f"cmp-{base}-{new}")
+        proc = reports_cli("compare", runs[base], runs[new], "--fail-on", "ttft.p95>+10%,output_tokens_per_s<-5%", "--out", out)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "no regression" in proc.stdout
+        result = json.load(open(os.path.join(out, "compare.json")))
+        assert result["regression"] is False and len(result["rules"]) == 2
+        assert os.path.isfile(os.path.join(out, "compare.md"))
+
+
+def test_compare_slower_prefill_fails_naming_the_metric(runs):
+    proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "ttft.p95>+10%")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "REGRESSION: ttft.p95" in proc.stdout
+    assert "FAIL  ttft.p95>+10%" in proc.stdout
+    # written into NEW by default
+    result = json.load(open(os.path.join(runs["slow"], "compare.json")))
+    (rule,) = result["rules"]
+    assert rule["failed"] and rule["significant"] and rule["change"] > 10
+    md = open(os.path.join(runs["slow"], "compare.md")).read()
+    assert "REGRESSION: ttft.p95" in md
+    # a throughput rule does not trip: closed loop, same users, throughput barely moves
+    proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "output_tokens_per_s<-20%")
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_compare_values_equal_the_summary(runs):
+    from reports.compare import compare
+
+    result = compare(runs["base"], runs["same"], resamples=200)
+    summary = json.load(open(os.path.join(runs["same"], "summary.json")))
+    scopes = {s["scope"]: {m["metric"]: m for m in s["metrics"]} for s in result["scopes"]}
+    assert set(scopes) == {"overall", *summary["by_class"]}
+    for scope, block in [("overall", summary["overall"]), *summary["by_class"].items()]:
+        for metric in ("ttft", "tpot", "itl", "e2e"):
+            for stat in ("mean", "p50", "p90", "p95", "p99"):
+                assert scopes[scope][f"{metric}.{stat}"]["new"] == pytest.approx(block[f"{metric}_ms"][stat], rel=1e-9)
+        for name in ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s"):
+            assert scopes[scope][name]["new"] == pytest.approx(block["throughput"][name], rel=1e-12)
+        r = block["requests"]
+        assert scopes[scope]["error_rate"]["new"] == pytest.approx(r["failed"] / (r["ok"] + r["failed"]) * 100)
+    # every interval holds its own delta
+    for s in result["scopes"]:
+        for m in s["metrics"]:
+            if m["ci"][0] is not None:
+                assert m["ci"][0] <= m["ci"][1]
+
+
+@pytest.mark.parametrize(
+    "rule, words",
+    [
+        ("ttft>+10%", "name a statistic"),
+        ("ttft.p97>+10%", "cannot read rule 'ttft.p97>+10%'"),
+        ("ttft.p95 > 10", "give a unit"),
+        ("output_tokens_per_s<-5ms", "ms applies to latencies only"),
+        ("latency.p95>+10%", "cannot read rule"),
+        ("ttft.p95=+10%", "cannot read rule"),
+        ("nosuchclass.ttft.p95>+10%", "'nosuchclass' is not a request class"),
+    ],
+)
+def test_bad_rule_is_one_line_exit_2(runs, rule, words):
+    proc = reports_cli("compare", runs["base"], runs["same"], "--fail-on", f"ttft.p95>+10%,{rule}")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --fail-on")
+    assert words in proc.stderr
+    assert "e.g." in proc.stderr or "classes and steps" in proc.stderr
+
+
+def test_class_qualified_and_absolute_rules(runs):
+    proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "short.ttft.p50>+10ms,long.e2e.p99>+50%,error_rate>+5pp")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "REGRESSION: short.ttft.p50" in proc.stdout
+    assert "long.e2e" not in proc.stdout.split("REGRESSION:")[1]
+
+
+def test_bootstrap_quantiles_equal_brute_force_resampling():
+    """boot_quantiles gives exactly numpy's percentile of the explicitly resampled blocks."""
+    from reports.compare import boot_quantiles
+
+    rng = np.random.default_rng(3)
+    values = np.sort(rng.lognormal(0, 1, 3000))
+    blocks = rng.integers(0, 12, values.size)
+    weights = rng.multinomial(12, np.full(12, 1 / 12), size=40).astype(float)
+    got = boot_quantiles(values, blocks, weights, [50, 90, 95, 99])
+    for b in range(weights.shape[0]):
+        rep = np.repeat(np.arange(values.size), weights[b, blocks].astype(int))  # each value as often as its block was drawn
+        want = np.percentile(values[rep], [50, 90, 95, 99])
+        np.testing.assert_allclose(got[b], want, rtol=1e-12)
+
+
+def test_bootstrap_identical_runs_are_not_significant(tmp_path):
+    """The same records as base and new: every difference is 0, nothing is significant."""
+    from bench.report_scale import synth_table, write_run
+    from reports.compare import compare
+
+    t0 = 1_700_000_000.0
+    table = synth_table(4000, seed=5, t0=t0, duration=120, steps=(4, 8))
+    write_run(str(tmp_path / "a"), table, t0, 120, steps=(4, 8), slo="ttft.p95<200ms")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    result = compare(str(tmp_path / "a"), str(tmp_path / "b"), resamples=300)
+    keys = {s["scope"] for s in result["scopes"]}
+    assert {"overall", "short", "medium", "long", "step:0", "step:1"} <= keys
+    for s in result["scopes"]:
+        for m in s["metrics"]:
+            assert m["delta"] in (0, 0.0, None)
+            assert not m["significant"], (s["scope"], m)
+
+
+# ---------------------------------------------------------------------------------------------
+# real parquet files: steps, SLO, capacity, server metrics, a missing summary, a failing build
+
+
+def _steps_run(folder, n=6000, seed=2, slow=1.0):
+    from bench.report_scale import synth_table, write_run
+
+    t0 = 1_700_000_000.0
+    steps = (5, 20, 50, 80)
+    table = synth_table(n, seed=seed, t0=t0, duration=240, steps=steps, slow=slow)
+    summary = write_run(str(folder), table, t0, 240, steps=steps, slo="ttft.p95<150ms")
+    ts = np.repeat(t0 + np.arange(0, 241, 5.0), 4)
+    metric = np.tile(["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "DCGM_FI_DEV_GPU_UTIL"], ts.size // 4)
+    value = np.where(metric == "vllm:kv_cache_usage_perc", 0.4, np.where(metric == "DCGM_FI_DEV_GPU_UTIL", 87.0, 12.0))
+    pq.write_table(pa.table({"timestamp": ts, "source": ["http://sim/metrics"] * ts.size, "metric": metric,
+                             "labels": ['{"gpu":"0"}'] * ts.size, "value": value, "raw_metric": metric}),
+                   os.path.join(folder, "server_metrics.parquet"))  # fmt: skip
+    return summary
+
+
+def test_steps_slo_capacity_and_server_metrics(tmp_path):
+    from reports.build import build
+
+    summary = _steps_run(tmp_path)
+    assert summary["by_step"] and summary["capacity"]["sentence"]
+    paths = build(str(tmp_path))
+    html = open(paths["html"], encoding="utf-8").read()
+    found = charts_in(html)
+    for cid in CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "server_gpu"]:
+        assert cid in found, cid
+    step_ttft = re.search(r'data-chart="step_ttft".*?</svg>', html, flags=re.S).group(0)
+    assert "SLO ttft.p95 &lt; 150 ms" in step_ttft and "capacity:" in step_ttft
+    assert summary["capacity"]["sentence"].split(":")[0] in html
+    md = open(paths["md"], encoding="utf-8").read()
+    assert "**Capacity:**" in md and "### Load steps" in md and "### SLO" in md
+    shown = reports_cli("show", str(tmp_path)).stdout
+    assert "step" in shown.lower() and summary["capacity"]["sentence"] in shown
+
+
+def test_build_without_summary_json(tmp_path):
+    from reports.build import build
+
+    _steps_run(tmp_path, n=2000)
+    os.remove(tmp_path / "summary.json")
+    html = open(build(str(tmp_path))["html"], encoding="utf-8").read()
+    assert "summary.json was missing" in html
+    assert "ttft_over_time" in charts_in(html)
+
+
+def test_a_failed_build_logs_and_keeps_the_results(tmp_path, caplog):
+    import reports.plugin
+
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "requests.parquet").write_bytes(b"PAR1 not really parquet")
+    (folder / "summary.json").write_text("{}")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    run = types.SimpleNamespace(writer=types.SimpleNamespace(path=str(folder)))
+    with caplog.at_level(logging.ERROR, logger="llm.reports"):
+        reports.plugin.build_report(run=run, summary={})
+    assert any("could not build the report" in r.getMessage() for r in caplog.records)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_in_flight_equals_brute_force(tmp_path):
+    """The vectorised in-flight mean and peak per bin against a direct count on a fine grid."""
+    from bench.report_scale import synth_table, write_run
+    from reports import data as D
+
+    t0 = 1_700_000_000.0
+    write_run(str(tmp_path), synth_table(600, seed=9, t0=t0, duration=60, steps=(3,), error_rate=0.05), t0, 60, steps=(3,), slo="")
+    run = D.load_run(str(tmp_path))
+    grid = D.time_grid(run)
+    mean, peak = D.in_flight(run, grid)
+    send = run.df["wall_send"].to_numpy()
+    finish = send + np.nan_to_num(run.df["e2e_s"].to_numpy(), nan=0.0)
+    for i in range(grid.n):  # a few bins, each checked on a fine grid
+        a, b = grid.edges[i], grid.edges[i + 1]
+        ts = np.linspace(a, b, 4001)[:-1] + (b - a) / 8000
+        counts = ((send[None, :] <= ts[:, None]) & (finish[None, :] > ts[:, None])).sum(axis=1)
+        assert mean[i] == pytest.approx(counts.mean(), abs=0.05 * max(1, counts.mean()))
+        assert peak[i] >= counts.max()
+
+
+def test_build_is_fast_on_a_large_run(tmp_path):
+    """200k records with ~50 chunks each: the report builds in seconds (bench/report_scale.py does 1M)."""
+    from bench.report_scale import synth_table, write_run
+    from reports.build import build
+
+    t0 = 1_700_000_000.0
+    write_run(str(tmp_path), synth_table(200_000, seed=4, t0=t0, duration=1800), t0, 1800)
+    t = time.perf_counter()
+    html = open(build(str(tmp_path))["html"], encoding="utf-8").read()
+    elapsed = time.perf_counter() - t
+    assert elapsed < 10, f"build took {elapsed:.1f}s for 200k records"
+    assert len(html) < 2_000_000, "what is drawn is binned: the page stays small"
+    assert "row-group sample" in html

@@ -1,0 +1,85 @@
+"""Turning finished exchanges into records, off the hot path.
+
+A user hands over the raw exchange (timed byte pieces) and goes straight on to its next request;
+this per-process greenlet parses, builds the record, ships it and fires the Locust events,
+yielding to the event loop after each one. Without it, streams that end together (same length,
+same start) make a burst of parsing during which every other open stream waits to be read, and
+the last tokens of the burst are stamped late.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import gevent
+from gevent.event import Event
+
+from metrics.record import RequestRecord
+from metrics.sse import parse_response, parse_stream
+from metrics.timing import fill_record
+from users.stream import Exchange
+
+
+class RequestFailed(Exception):
+    """Carries a failure class into Locust's statistics (the error table groups by message)."""
+
+
+class Finisher:
+    def __init__(self, ctx, environment):
+        self.ctx = ctx
+        self.environment = environment
+        self.queue: deque = deque()
+        self.ready = Event()
+        self.greenlet = gevent.spawn(self._run)
+
+    def submit(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool = False) -> None:
+        self.queue.append((path, rec, ex, stopped))
+        self.ready.set()
+
+    def _run(self) -> None:
+        while True:
+            self.ready.wait()
+            while self.queue:
+                self._finish(*self.queue.popleft())
+                gevent.sleep(0)  # let streams with data waiting be read first
+            self.ready.clear()
+
+    def drain(self) -> None:
+        """Finish everything handed over so far (the run is ending; records must be complete)."""
+        while self.queue:
+            self._finish(*self.queue.popleft())
+
+    def stop(self) -> None:
+        self.drain()
+        self.greenlet.kill(block=False)
+
+    def _finish(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool) -> None:
+        ctx = self.ctx
+        stream = ctx.settings.stream
+        rec.t_send = ex.t_send
+        parsed = parse_stream(ex.pieces) if stream else parse_response(ex.pieces)
+        fill_record(rec, ex.status, parsed, ctx.count_tokens, stream=stream)
+        if stopped or ex.error:  # a transport-level ending overrides what the bytes alone suggest
+            rec.error = "stopped" if stopped else ex.error
+            rec.error_detail = "in flight when the run ended" if stopped else ex.error_detail
+            rec.ok = False
+            if not rec.n_chunks or rec.e2e_s != rec.e2e_s:
+                rec.e2e_s = ex.t_end - ex.t_send
+        ctx.sink.add(rec)
+        if not stopped:  # not a server outcome: in the records, not in the live table
+            fire_events(self.environment, path, rec, sum(len(p) for _, p in ex.pieces))
+
+
+def fire_events(env, path: str, rec: RequestRecord, length: int) -> None:
+    exc = None if rec.ok else RequestFailed(f"{rec.error}: {rec.error_detail}" if rec.error_detail else rec.error)
+    e2e_ms = rec.e2e_s * 1000 if rec.e2e_s == rec.e2e_s else 0.0
+    env.events.request.fire(
+        request_type="POST", name=path, response_time=e2e_ms, response_length=length,
+        exception=exc, context={"request_class": rec.request_class},
+    )  # fmt: skip
+    if rec.ok:  # straight into the entries: LLM rows stay out of "Aggregated" (FIELD_NOTES 4)
+        stats = env.stats
+        stats.get(rec.request_class, "ttft").log(rec.ttft_s * 1000, 0)
+        stats.get(rec.request_class, "e2e").log(e2e_ms, 0)
+        if rec.tpot_s == rec.tpot_s:
+            stats.get(rec.request_class, "tpot").log(rec.tpot_s * 1000, 0)
