@@ -33,6 +33,7 @@ their slot and KV reservation.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 
 
@@ -267,8 +268,8 @@ class Frontend:
 
     def __init__(self, profile, rng):
         self.fixed = profile.frontend_latency_s
-        self.service = getattr(profile, "frontend_service_s", 0.0)
-        self.per_token = getattr(profile, "frontend_cpu_per_token_s", 0.0)
+        self.service = profile.frontend_service_s
+        self.per_token = profile.frontend_cpu_per_token_s
         self.rng = rng
         self.t = None
         self.tok_rate = 0.0
@@ -279,8 +280,6 @@ class Frontend:
         if not self.service:
             return
         if self.t is not None and now > self.t:
-            import math
-
             k = math.exp(-(now - self.t) / self.FRONTEND_TAU_S)
             self.tok_rate *= k
             self.req_rate *= k

@@ -29,6 +29,7 @@ assembled by concatenation.
 from __future__ import annotations
 
 import math
+import os
 import re
 
 CHAT_TOKENS_PER_MESSAGE = 4
@@ -73,6 +74,9 @@ class PromptCounter:
     def __init__(self, tokenizer_path: str | None = None):
         self._tok = None
         if tokenizer_path:
+            if not os.path.exists(tokenizer_path):
+                raise FileNotFoundError(f"no such file or directory: {tokenizer_path}")
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             from transformers import AutoTokenizer  # heavy import, only when asked
 
             self._tok = AutoTokenizer.from_pretrained(tokenizer_path, local_files_only=True)
