@@ -4,8 +4,9 @@ Schema (all times are ``time.perf_counter()`` values of the simulator
 process, i.e. CLOCK_MONOTONIC on Linux, comparable with a client's
 ``perf_counter`` on the same machine)::
 
-    request_id     str    X-Request-Id of the request (or the generated id)
-    endpoint       str    "chat" | "completions"
+    request_id     str    X-Request-Id of the request (or the generated id);
+                          null on a ``refuse`` line (no request was read)
+    endpoint       str    "chat" | "completions" (null on a ``refuse`` line)
     stream         bool
     arrival        float  when the request body had been read completely
     first_token    float|null  when the first content chunk was written

@@ -183,6 +183,8 @@ def metric(text, name, **labels):
 
 # ---------------------------------------------------------------- fixtures
 FAST_FIXED = {"kind": "fixed", "ttft_s": 0.01, "itl_s": 0.002, "max_model_len": 100000}
+BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 2, "kv_cache_tokens": 100000,
+         "max_num_batched_tokens": 512, "step_base_s": 0.01, "per_seq_s": 0.0, "per_prefill_token_s": 0.0}
 
 
 @pytest.fixture(scope="module")
@@ -426,8 +428,10 @@ def test_fixed_profile_timing(fixed):
         assert abs((r["last_token"] - r["first_token"]) / 19 - 0.02) < 0.0005
 
 
-def test_stream_interval(tmp_path):
-    sim = start_sim(tmp_path, profile=dict(FAST_FIXED, stream_interval=4))
+@pytest.mark.parametrize("kind", ["fixed", "batch"])
+def test_stream_interval(tmp_path, kind):
+    base = FAST_FIXED if kind == "fixed" else dict(BATCH, step_base_s=0.002)
+    sim = start_sim(tmp_path, profile=dict(base, stream_interval=4))
     try:
         c = Conn(sim.port)
         _, _, _, ev = c.request("POST", "/v1/chat/completions",
@@ -438,10 +442,6 @@ def test_stream_interval(tmp_path):
         assert sum(len(j["choices"][0]["delta"]["content"].split(" ")) - 1 for _, j in ce) == 10
     finally:
         sim.stop()
-
-
-BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 2, "kv_cache_tokens": 100000,
-         "max_num_batched_tokens": 512, "step_base_s": 0.01, "per_seq_s": 0.0, "per_prefill_token_s": 0.0}
 
 
 def test_batch_engine_queueing(tmp_path):
