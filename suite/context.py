@@ -7,6 +7,7 @@ once per process and per run, never at import: `--processes` forks after import 
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import secrets
 import time
@@ -17,6 +18,8 @@ import orjson
 from shapes.arrivals import ArrivalSchedule
 from suite.options import OptionError, Settings
 from workloads import Sampler, WorkloadError, load_spec
+
+log = logging.getLogger("llm")
 
 
 @lru_cache(maxsize=4)
@@ -52,7 +55,14 @@ class RunContext:
         stepped = bool(settings.steps) or settings.find_capacity
         self.step_s = settings.step_time_s if stepped else None
         self.arrivals = None
-        if settings.request_rate:
+        self.idle = False  # open loop: a worker that joined after the schedule was split
+        if settings.request_rate and worker_index >= processes:
+            self.idle = True
+            log.warning(
+                "this worker (index %d) joined an open-loop run after its schedule was split across %d "
+                "processes: it sends nothing (restart the run to include it)", worker_index, processes,
+            )  # fmt: skip
+        elif settings.request_rate:
             t0 = time.perf_counter() - (time.time() - run_start)  # the run start on this process's clock
             self.arrivals = ArrivalSchedule(
                 settings.request_rate, settings.arrival, settings.burstiness,

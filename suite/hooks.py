@@ -125,7 +125,9 @@ def fail(message: str) -> None:
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw) -> None:
     add_arguments(parser)
-    parser.set_defaults(stop_timeout=DEFAULT_STOP_TIMEOUT_S)
+    # in-flight streams may finish at the end; a worker that joins late or dies mid-run has its
+    # share of users moved (Locust's rebalancing)
+    parser.set_defaults(stop_timeout=DEFAULT_STOP_TIMEOUT_S, enable_rebalancing=True)
 
 
 @events.init.add_listener

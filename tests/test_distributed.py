@@ -120,3 +120,37 @@ def test_a_killed_worker_does_not_stop_the_run(tmp_path):
     assert set(df["request_id"]) <= truth_ids and df["request_id"].is_unique
     assert (df["wall_send"] > lost[0]["lost_at"]).any(), "the surviving worker kept sending after the loss"
     assert os.path.exists(tmp_path / "kill" / "requests.parquet")
+
+
+def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
+    truth = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    with simulator("--profile", "fixed", truth_log=truth) as url:
+        master = start_locust(
+            "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+            "--expect-workers", "1", "-u", "20", "-r", "20", "-t", "14s", "--host", url, "--results-dir", str(tmp_path),
+            "--run-id", "late", "--stop-timeout", "20", "--max-tokens-override", "17", "--seed", "3",
+            log_path=str(tmp_path / "late-master.log"),
+        )  # fmt: skip
+        first = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w0.log"))
+        log = tmp_path / "late-master.log"
+        deadline = time.monotonic() + 60
+        while "All users spawned" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+        late = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w1.log"))
+        try:
+            assert stop(master, timeout=120) == 0, log.read_text()[-3000:]
+        finally:
+            for p in (first, late):
+                if p.poll() is None:
+                    p.kill()
+    df, summary = read_results(str(tmp_path), "late")
+    assert len(summary["workers"]) == 2
+    per_worker = df.groupby("worker")
+    assert per_worker.ngroups == 2
+    assert (df["max_tokens"] == 17).all() and (df.loc[df["ok"], "output_tokens"] == 17).all()  # options reached it
+    starts = per_worker["wall_send"].min().sort_values()
+    assert starts.iloc[1] - starts.iloc[0] > 2.5  # the second worker began later ...
+    assert (df["worker"] == starts.index[1]).sum() > 20  # ... and took a share of the users
+    assert set(df["request_id"]) == {t["request_id"] for t in read_truth(truth)}

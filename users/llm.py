@@ -43,6 +43,9 @@ class LLMUser(FastHttpUser):
     @task
     def send(self) -> None:
         ctx = self.ctx
+        if ctx.idle:
+            gevent.sleep(1.0)
+            return
         if ctx.arrivals is None:  # closed loop
             self.send_request(ctx.sampler.next())
             return

@@ -1,0 +1,70 @@
+"""The report in a real browser: headless Chromium opens report.html from disk (file://), with
+its network features off, driven over the DevTools protocol (reports/cdp.py). Every chart must
+have drawn marks, the console must stay free of errors, the page must request nothing but itself,
+and a screenshot is saved next to the test's files.
+
+Chromium is required: CI installs Debian's `chromium` package (.ci/run). Without it these tests
+fail, they do not skip.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from reports.cdp import check_report, find_chromium
+from tests.helpers import run_locust, simulator
+from tests.test_reports import CLASS_CHARTS, DIST_CHARTS, STEP_CHARTS, TIME_CHARTS, _steps_run
+
+
+def _need_chromium() -> None:
+    if find_chromium() is None:
+        pytest.fail("chromium is not installed: run `apt-get update && apt-get install -y chromium` "
+                    "(CI does it in .ci/run); the report must be checked in a real browser")
+
+
+def _check(html: str, tmp_path, expected: list[str]) -> dict:
+    shot = str(tmp_path / "report.png")
+    page = check_report(html, screenshot=shot, user_data_dir=str(tmp_path / "chromium-profile"))
+    charts = {c["id"]: c for c in page["charts"]}
+    for cid in expected:
+        assert cid in charts, f"chart {cid} missing from the page"
+    for c in page["charts"]:
+        assert c["marks"] > 0, f"chart {c['id']} has no drawn data marks"
+        assert c["width"] > 200 and c["height"] > 100, c
+        assert c["title"].strip(), c
+        assert len(c["axis_titles"]) == 2 and all(t.strip() for t in c["axis_titles"]), c
+    assert page["console_errors"] == [], page["console_errors"]
+    assert page["requests"] == [page["url"]], f"the page fetched more than itself: {page['requests']}"
+    assert page["scripts"] == 0 and page["external"] == []
+    assert page["tables"] >= 3
+    with open(shot, "rb") as f:
+        png = f.read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000, "the screenshot is a real picture of the page"
+    return page
+
+
+def test_simulator_run_report_renders_offline(tmp_path):
+    """A stepped run with an SLO, injected faults and scraped server metrics: every chart kind."""
+    _need_chromium()
+    results = str(tmp_path / "results")
+    with simulator("--profile", "fixed", "--fault", "http_500=0.05", "--fault", "cut_close=0.03", "--seed", "1") as url:
+        proc = run_locust(
+            "--host", url, "--results-dir", results, "--run-id", "browser", "--steps", "4,12", "--step-time", "4s",
+            "--step-warmup", "1s", "--slo", "ttft.p95<115ms", "--max-tokens-override", "24", "--seed", "3",
+            "--server-metrics", url + "/metrics", "--server-metrics-interval", "1s", "--stop-timeout", "10", timeout=120,
+        )  # fmt: skip
+    html = os.path.join(results, "browser", "report.html")
+    assert os.path.isfile(html), proc.stdout[-2000:] + proc.stderr[-3000:]
+    _check(html, tmp_path, CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache"])
+
+
+def test_synthetic_large_report_renders(tmp_path):
+    """Real Parquet files of a four-step run with GPU metrics: the step and server charts."""
+    _need_chromium()
+    _steps_run(tmp_path, n=20_000)
+    from reports.build import build
+
+    html = build(str(tmp_path))["html"]
+    _check(html, tmp_path, CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "server_gpu"])
