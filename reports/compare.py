@@ -100,9 +100,9 @@ def parse_rules(text: str) -> list[Rule]:
         value = float(m["value"]) * (-1 if m["sign"] == "-" else 1)
         is_latency = metric.split(".")[0] in LATENCY
         if unit in ("ms", "s") and not is_latency:
-            raise RuleError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use % for {metric}")
+            raise RuleError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use %, e.g. '{metric}{m['op']}{m['sign'] or '+'}{m['value']}%'")
         if unit == "pp" and metric != "error_rate":
-            raise RuleError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %")
+            raise RuleError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %, e.g. '{metric}{m['op']}{m['sign'] or '+'}{m['value']}%'")
         if unit == "" and m["value"]:
             raise RuleError(f"--fail-on: rule '{part}': give a unit for the threshold: % (relative)"
                             f"{', ms or s' if is_latency else (', pp' if metric == 'error_rate' else '')}; {RULE_HELP}")
@@ -323,9 +323,16 @@ def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tup
 # comparison
 
 
-def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict:
+def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
+            rules: list[Rule] = ()) -> dict:
     base, new = prepare(base_path), prepare(new_path)
     sb, sn = scopes(base), scopes(new)
+    common = [k for k in sb if k in sn]
+    for rule in rules:  # before the bootstrap: a rule naming a missing class is a usage error
+        if rule.scope not in common:
+            known = ", ".join(k for k in common if k != "overall") or "none"
+            raise RuleError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
+                            f"(classes and steps in both: {known})")
     alpha = (1 - confidence) / 2 * 100
     result = {
         "base": {"path": base.run.path, "run_id": base.run.run_id},
@@ -336,7 +343,7 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
         "only_in_base": sorted(set(sb) - set(sn)),
         "only_in_new": sorted(set(sn) - set(sb)),
     }  # fmt: skip
-    for key in [k for k in sb if k in sn]:
+    for key in common:
         a, b = sb[key], sn[key]
         ma, ka = measure(base, a, seed, "base", resamples)
         mb, kb = measure(new, b, seed, "new", resamples)
@@ -488,7 +495,7 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
         raise RuleError("--resamples: use at least 100 (default 1000)")
     if not 0.5 <= confidence < 1:
         raise RuleError("--confidence: give a level between 0.5 and 1, e.g. 0.95")
-    result = compare(base, new, resamples, seed, confidence)
+    result = compare(base, new, resamples, seed, confidence, rules)
     verdicts = judge(result, rules)
     result["rules"] = verdicts
     result["regression"] = any(v["failed"] for v in verdicts)
