@@ -8,6 +8,12 @@ suite/hooks.py fires these on the process that writes results (the master, or a 
                                 every record passes here exactly once
   run_stopping(run)             load has stopped, before summary.json: add to run.summary_extra
   run_finished(run, summary)    summary.json is written (build reports, print, clean up)
+
+Fired on every process that runs users (a worker, or a local run), by users/finisher.py:
+
+  stream_parsed(rec, parsed)    one exchange became a record: the RequestRecord and its
+                                metrics.sse.ParsedStream (chunk arrival times, and `sim_t` with
+                                --sim-timestamps); off the hot path, only when someone listens
 """
 
 from locust.event import EventHook
@@ -16,3 +22,4 @@ run_started = EventHook()
 rows_recorded = EventHook()
 run_stopping = EventHook()
 run_finished = EventHook()
+stream_parsed = EventHook()

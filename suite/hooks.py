@@ -15,7 +15,7 @@ import time
 
 import gevent
 from locust import events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import MasterRunner
 
 from metrics.results import ResultsWriter, new_run_id
 from metrics.shipping import LocalSink, MasterCollector, WorkerShipper
@@ -33,6 +33,7 @@ log = logging.getLogger("llm")
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
+CONTEXT_WAIT_S = 30  # a late-joining worker's users wait this long for the run context
 
 
 class Run:
@@ -54,7 +55,7 @@ class Run:
                 "host": environment.host,
                 "options": public_options(environment.parsed_options),
                 "workload": {"hash": spec.spec_hash, **spec.to_dict()},
-                "role": _role(environment.runner),
+                "role": _role(environment),
             },
         )
         self.writer.on_rows = lambda rows: llm_events.rows_recorded.fire(run=self, rows=rows)
@@ -107,11 +108,15 @@ class Run:
             self.environment.process_exit_code = 3
 
 
-def _role(runner) -> str:
-    if isinstance(runner, MasterRunner):
-        return "master"
-    if isinstance(runner, WorkerRunner):
+def _role(environment) -> str:
+    """From the options, not the runner: a worker that joins a running test receives its spawn
+    message (and fires test_start) inside the WorkerRunner constructor, before
+    environment.runner is set and before init fires."""
+    opts = environment.parsed_options
+    if getattr(opts, "worker", False):
         return "worker"
+    if getattr(opts, "master", False):
+        return "master"
     return "local"
 
 
@@ -132,9 +137,10 @@ def _add_options(parser, **_kw) -> None:
 
 @events.init.add_listener
 def _on_init(environment, runner, **_kw) -> None:
-    environment.llm_context = None
-    environment.llm_run = None
-    role = _role(runner)
+    for name in ("llm_context", "llm_run"):  # a late-joining worker may have set them already
+        if not hasattr(environment, name):
+            setattr(environment, name, None)
+    role = _role(environment)
     if role == "worker":
         _init_worker(environment, runner)
         return
@@ -187,12 +193,13 @@ def _init_worker(environment, runner) -> None:
     events.report_to_master.add_listener(
         lambda client_id, data: environment.llm_context and environment.llm_context.sink.on_report(data)
     )
+    environment.llm_worker_ready = True
 
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_kw) -> None:
     runner = environment.runner
-    role = _role(runner)
+    role = _role(environment)
     opts = environment.parsed_options
     try:
         settings = Settings.from_options(opts)
@@ -203,13 +210,10 @@ def _on_test_start(environment, **_kw) -> None:
         log.error("%s", e)
         raise
     if role == "worker":
-        run_id = getattr(opts, "llm_run_id", "") or new_run_id()
-        sink = WorkerShipper(runner, run_id)
-        environment.llm_context = RunContext(
-            settings, run_id, runner.worker_index, sink,
-            getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1),
-        )  # fmt: skip
-        environment.llm_context.finisher = Finisher(environment.llm_context, environment)
+        if getattr(environment, "llm_worker_ready", False):
+            _open_worker_run(environment, settings)
+        else:  # joined a running test: finish once init has run (users wait for the context)
+            gevent.spawn(_open_worker_run_when_ready, environment, settings)
         return
     if settings.seed is None:  # one seed for the run, recorded, shared with workers (arrival split)
         settings.seed = random.randrange(2**31)
@@ -228,6 +232,24 @@ def _on_test_start(environment, **_kw) -> None:
         environment.llm_context.finisher = Finisher(environment.llm_context, environment)
     llm_events.run_started.fire(run=run)
     log.info("run %s: results in %s", run.run_id, run.writer.path)
+
+
+def _open_worker_run(environment, settings: Settings) -> None:
+    opts, runner = environment.parsed_options, environment.runner
+    run_id = getattr(opts, "llm_run_id", "") or new_run_id()
+    ctx = RunContext(
+        settings, run_id, runner.worker_index, WorkerShipper(runner, run_id),
+        getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1),
+    )  # fmt: skip
+    ctx.finisher = Finisher(ctx, environment)
+    environment.llm_context = ctx
+
+
+def _open_worker_run_when_ready(environment, settings: Settings) -> None:
+    deadline = time.monotonic() + CONTEXT_WAIT_S
+    while not getattr(environment, "llm_worker_ready", False) and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+    _open_worker_run(environment, settings)
 
 
 def _arm_shape(environment, settings: Settings) -> None:
@@ -281,7 +303,7 @@ def _close_context(environment) -> None:
     if ctx is not None:
         ctx.finisher.stop()
         environment.llm_context = None
-        if _role(environment.runner) == "worker":
+        if _role(environment) == "worker":
             ctx.sink.send_final()
 
 

@@ -50,8 +50,7 @@ def _run(server, tmp_path_factory, name, args, users=USERS, run_time="8s"):
     tmp = tmp_path_factory.mktemp(name)
     before = harness.scrape(server.url)
     run = harness.run_suite(server.url, name, tmp, users=users, run_time=run_time, args=args)
-    after = harness.scrape(server.url)
-    return run, after - before
+    return run, harness.scrape_settled(server.url, before, "vllm:request_success_total", len(run.records))
 
 
 @pytest.fixture(scope="module")

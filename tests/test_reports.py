@@ -343,3 +343,19 @@ def test_build_is_fast_on_a_large_run(tmp_path):
     assert elapsed < 10, f"build took {elapsed:.1f}s for 200k records"
     assert len(html) < 2_000_000, "what is drawn is binned: the page stays small"
     assert "row-group sample" in html
+
+
+def test_rule_fails_when_new_run_has_no_successful_request(tmp_path, capsys):
+    """A new run where every request failed has no TTFT at all: a ttft rule must not pass it."""
+    from bench.report_scale import synth_table, write_run
+    from reports.compare import run_compare
+
+    t0 = 1_700_000_000.0
+    write_run(str(tmp_path / "a"), synth_table(3000, seed=1, t0=t0, duration=60, steps=(4, 8)), t0, 60, steps=(4, 8), slo="")
+    write_run(str(tmp_path / "b"), synth_table(3000, seed=2, t0=t0, duration=60, steps=(4, 8), error_rate=1.0), t0, 60,
+              steps=(4, 8), slo="")  # fmt: skip
+    rc = run_compare(str(tmp_path / "a"), str(tmp_path / "b"), "step1.ttft.p95>+10%,error_rate>+1pp", resamples=200)
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "REGRESSION: step1.ttft.p95, error_rate" in out
+    assert "no successful request" in out

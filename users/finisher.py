@@ -17,7 +17,10 @@ from gevent.event import Event
 from metrics.record import RequestRecord
 from metrics.sse import parse_response, parse_stream
 from metrics.timing import fill_record
+from suite import events as llm_events
 from users.stream import Exchange
+
+_parsed_hook = llm_events.stream_parsed
 
 
 class RequestFailed(Exception):
@@ -65,6 +68,8 @@ class Finisher:
             rec.ok = False
             if not rec.n_chunks or rec.e2e_s != rec.e2e_s:
                 rec.e2e_s = ex.t_end - ex.t_send
+        if _parsed_hook._handlers:  # self-health token lag, client benchmarks
+            _parsed_hook.fire(rec=rec, parsed=parsed)
         ctx.sink.add(rec)
         if not stopped:  # not a server outcome: in the records, not in the live table
             fire_events(self.environment, path, rec, sum(len(p) for _, p in ex.pieces))

@@ -15,12 +15,14 @@ import time
 
 import gevent
 from locust import constant, task
+from locust.exception import StopUser
 from locust.contrib.fasthttp import FastHttpUser
 
 from metrics.record import RequestRecord
 from users.stream import Exchange, StreamClient
 
 
+CONTEXT_WAIT_S = 30
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
@@ -32,13 +34,24 @@ class LLMUser(FastHttpUser):
     wait_time = constant(0)  # closed loop: the next request as soon as the last one ended
 
     def on_start(self) -> None:
-        self.ctx = self.environment.llm_context
+        self.ctx = self._wait_for_context()
         self.endpoint = self.endpoint or self.ctx.settings.endpoint
         self.path = PATHS[self.endpoint]
         self.stream = StreamClient(self.host, self.ctx.settings.timeouts, {})
 
+    def _wait_for_context(self):
+        """The run context of this process; a worker that joined a running test builds it a moment
+        after its users are spawned."""
+        deadline = time.monotonic() + CONTEXT_WAIT_S
+        while getattr(self.environment, "llm_context", None) is None:
+            if time.monotonic() > deadline:
+                raise StopUser(f"no run context after {CONTEXT_WAIT_S}s")
+            gevent.sleep(0.01)
+        return self.environment.llm_context
+
     def on_stop(self) -> None:
-        self.stream.close()
+        if getattr(self, "stream", None) is not None:
+            self.stream.close()
 
     @task
     def send(self) -> None:

@@ -237,3 +237,14 @@ def write_workload(path: Path, *, input_chars: int, output_tokens: int, system_s
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def scrape_settled(url: str, before: Scrape, counter: str, expected: float, timeout: float = 15.0) -> Scrape:
+    """The delta since `before`, once `counter` has moved by `expected` (servers record a request's
+    metrics a moment after its last byte; vLLM's output loop does) or the timeout passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        delta = scrape(url) - before
+        if delta.total(counter) >= expected or time.monotonic() > deadline:
+            return delta
+        time.sleep(0.2)
