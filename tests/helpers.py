@@ -52,7 +52,8 @@ def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subproce
     cmd = [*LOCUST, *args]
     if wrap is not None:
         cmd = wrap(cmd)
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # tests watch the log as it is written
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def free_port() -> int:
