@@ -393,8 +393,11 @@ def judge(result: dict, rules: list[Rule]) -> list[dict]:
         change = row["delta_pct"] if rule.relative else row["delta"]
         beyond = change is not None and (change > rule.threshold if rule.op == ">" else change < rule.threshold)
         failed = bool(beyond and row["significant"])
-        if change is None:
-            reason = "no value in one of the runs"
+        if change is None and row["base"] is not None:  # e.g. not one successful request in NEW
+            failed = True
+            reason = "no value in the new run (no successful request to measure) while the base has one"
+        elif change is None:
+            reason = "no value in the base run: nothing to compare with"
         elif failed:
             reason = "regression: beyond the threshold and beyond noise"
         elif beyond:
@@ -476,7 +479,8 @@ def markdown(result: dict, verdicts: list[dict]) -> str:
 
 
 def _vname(v: dict) -> str:
-    return v["metric"] if v["scope"] == "overall" else f"{v['scope']}.{v['metric']}"
+    """The metric as a rule names it: ttft.p95, short.ttft.p95, step3.ttft.p95."""
+    return v["metric"] if v["scope"] == "overall" else f"{v['scope'].replace(':', '')}.{v['metric']}"
 
 
 def _change(v: dict) -> str:
