@@ -1,0 +1,521 @@
+"""The LLM view in Locust's web UI: routes, the LLM tab, the sampler. Imported by locustfile.py.
+
+Active only on the process that serves the web UI (the master, or a local run started without
+--headless); workers and headless runs do nothing here.
+
+Routes (under --web-base-path when given):
+
+  GET /llm                         the LLM view: cards, per-class table, charts over time (one
+                                   HTML page, inline CSS/JS/SVG, no network beyond this server)
+  GET /llm/stats                   the view's data as JSON (schema in webui/README.md); query:
+                                     since=N    only history points with seq > N
+                                     history=0  no history at all
+                                     seq=N      the retained snapshot number N (the last few are
+                                                kept; 404 when it is gone)
+  GET /llm/report/<run_id>         report.html of a run of this process (404 until it is built);
+                                   run_id `latest` redirects to the latest run
+  GET /llm/report/<run_id>/<file>  report.md, summary.json or run.json of that run
+
+Locust's own page gets an "LLM" tab (extended_tabs / extended_tables, rows added to
+/stats/requests as `extended_stats`), two links in its "Download Data" tab, and a small link box
+(LLM view, and the report once a run has finished) injected into its index page.
+
+Every 2 s while a run is on (longer when a computation takes long), a greenlet takes the
+records that arrived (suite.events.rows_recorded on this process: every record exactly once),
+and a worker thread computes the window's statistics (webui.live), so a local run's event loop
+is not held up by pandas. On a master, the window ends at the oldest latest worker report
+("watermark"), since workers ship records every 3 s: the newest seconds would otherwise look
+empty and every rate would saw-tooth. After the run, one final snapshot is kept, ending at the
+last record's end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections import OrderedDict
+
+import gevent
+import gevent.event
+from flask import Blueprint, Response, abort, jsonify, redirect, request, send_file, url_for
+from locust import events
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+
+from suite import events as llm_events
+from webui.live import WINDOW_S, LiveWindow
+
+log = logging.getLogger("llm.webui")
+
+INTERVAL_S = 2.0  # between snapshots while a run is on; the page polls at the same pace
+KEEP_SNAPSHOTS = 10  # retained by number for /llm/stats?seq=N
+WATERMARK_MAX_LAG_S = 10.0  # never let a silent worker hold the window further back than this
+REPORT_FILES = {"report.html": "text/html", "report.md": "text/markdown", "summary.json": "application/json",
+                "run.json": "application/json"}  # fmt: skip
+_RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm.html")
+
+# Server gauges shown from --server-metrics, by engine (first name found wins).
+SERVER_GAUGES = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+}
+
+# The LLM tab in Locust's own page (key, title): one row per class and one "All" row.
+TAB_KEY = "llm"
+TAB_COLUMNS = [
+    ("name", "Class"), ("ended", "Ended"), ("failed", "Failed"), ("ttft_p50", "TTFT P50 ms"),
+    ("ttft_p95", "TTFT P95 ms"), ("ttft_p99", "TTFT P99 ms"), ("tpot_p50", "TPOT P50 ms"), ("itl_p50", "ITL P50 ms"),
+    ("e2e_p95", "E2E P95 ms"), ("req_s", "Req/s"), ("out_tok_s", "Out tok/s"), ("total_tok_s", "Total tok/s"),
+    ("good_pct", "Good %"), ("errors", "Errors"), ("updated", "Window end (#)"),
+]  # fmt: skip
+
+
+class LiveView:
+    """The LLM view's state on the web UI process: the current run's window and snapshots."""
+
+    def __init__(self, environment):
+        self.environment = environment
+        self.run = None
+        self.window: LiveWindow | None = None
+        self.runs: "OrderedDict[str, str]" = OrderedDict()  # run_id -> results folder, runs of this process
+        self.finished: set[str] = set()
+        self.snapshots: "OrderedDict[int, dict]" = OrderedDict()
+        self.seq = 0
+        self.latest: dict | None = None
+        self.reports: dict[str, float] = {}  # worker client id -> time of its latest report
+        self._loop: gevent.Greenlet | None = None
+        self._stop: gevent.event.Event | None = None
+        self._busy = False
+        self._failed_once = False
+
+    # -- run events -------------------------------------------------------------------------------
+
+    def on_run_started(self, run) -> None:
+        self.run = run
+        self.window = LiveWindow(WINDOW_S, run.settings.slo, run_start=run.started)
+        self.runs[run.run_id] = run.writer.path
+        self.snapshots.clear()
+        self.latest = None
+        if self._loop is None or self._loop.dead:
+            self._stop = gevent.event.Event()
+            self._loop = gevent.spawn(self._sample_loop, self._stop)
+
+    def on_rows(self, run, rows) -> None:
+        if run is self.run and self.window is not None:
+            self.window.add_rows(rows)
+
+    def on_run_finished(self, run) -> None:
+        if run is not self.run or self.window is None:
+            return
+        self.finished.add(run.run_id)
+        if self._loop is not None:  # let a snapshot under way finish, then stop sampling
+            self._stop.set()
+            self._loop.join(timeout=120)
+            self._loop = None
+        end = min(time.time(), self.window.latest_end) if math.isfinite(self.window.latest_end) else time.time()
+        self.sample(end=end)
+
+    def on_worker_report(self, client_id, data) -> None:
+        self.reports[client_id] = time.time()
+
+    # -- sampling ---------------------------------------------------------------------------------
+
+    def _sample_loop(self, stop) -> None:
+        delay = 0.0
+        while not stop.wait(timeout=delay):
+            started = time.monotonic()
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - the view must never break a run
+                if not self._failed_once:
+                    self._failed_once = True
+                    log.exception("LLM view: computing the live statistics failed (logged once); the run goes on")
+            cost = time.monotonic() - started
+            delay = max(INTERVAL_S - cost, 2.0 * cost, 0.2)
+
+    def window_end(self, now: float) -> float:
+        """Now, or on a master the oldest of the live workers' latest reports (see module doc)."""
+        runner = self.environment.runner
+        if not isinstance(runner, MasterRunner):
+            return now
+        times = [self.reports[c.id] for c in list(runner.clients.values()) if c.state != STATE_MISSING and c.id in self.reports]
+        if not times:
+            return now
+        return max(min(min(times), now), now - WATERMARK_MAX_LAG_S)
+
+    def sample(self, end: float | None = None) -> dict | None:
+        """Take a snapshot (in a worker thread) and keep it; None when one is being taken."""
+        window, run = self.window, self.run
+        if window is None or self._busy:
+            return None
+        self._busy = True
+        try:
+            now = time.time()
+            end = self.window_end(now) if end is None else end
+            rows = window.take()
+            snap = gevent.get_hub().threadpool.apply(window.snapshot, (end, rows))
+            if window is not self.window:  # a new run started meanwhile
+                return None
+            snap.update(self._gauges(run, snap))
+            self.seq += 1
+            snap["seq"] = self.seq
+            snap["generated_at"] = now
+            snap["lag_s"] = max(0.0, now - snap["window"]["end"])
+            window.add_point(snap, seq=self.seq, users=snap["users"], in_flight=snap["in_flight"]["value"],
+                             **{f"server_{k}": v for k, v in (snap["server"] or {}).items() if k in SERVER_GAUGES})  # fmt: skip
+            self.latest = snap
+            self.snapshots[self.seq] = snap
+            while len(self.snapshots) > KEEP_SNAPSHOTS:
+                self.snapshots.popitem(last=False)
+            return snap
+        finally:
+            self._busy = False
+
+    def _gauges(self, run, snap: dict) -> dict:
+        env = self.environment
+        runner = env.runner
+        users = int(runner.user_count) if runner is not None else 0
+        workers = runner.worker_count if isinstance(runner, MasterRunner) else None
+        return {
+            "users": users,
+            "workers": workers,
+            "in_flight": in_flight(env, run, users, snap),
+            "health": client_health(env),
+            "server": server_gauges(env, run),
+        }
+
+    # -- answers ----------------------------------------------------------------------------------
+
+    def run_info(self) -> dict | None:
+        run = self.run
+        if run is None:
+            return None
+        path = run.writer.path
+        report = os.path.join(path, "report.html")
+        finished = run.run_id in self.finished or bool(getattr(run, "finished", False))
+        return {
+            "id": run.run_id,
+            "results_path": os.path.abspath(path),
+            "started": run.started,
+            "finished": finished,
+            "host": self.environment.host,
+            "model": getattr(self.environment.parsed_options, "model", "") or run.settings.model,
+            "slo": [o.text for o in run.settings.slo],
+            "report": "ready" if os.path.exists(report) else ("building" if finished else "after the run"),
+            "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
+            "summary_url": url_for("llm.report_file", run_id=run.run_id, name="summary.json")
+            if os.path.exists(os.path.join(path, "summary.json")) else None,
+        }  # fmt: skip
+
+    def stats(self, since: int = 0, history: bool = True, seq: int | None = None) -> dict | None:
+        if seq is not None:
+            snap = self.snapshots.get(seq)
+            if snap is None:
+                return None
+        else:
+            snap = self.latest or {"seq": 0, "window": None, "overall": None, "by_class": {}, "totals": None,
+                                   "users": None, "workers": None, "in_flight": None, "health": client_health(self.environment),
+                                   "server": None, "generated_at": None, "lag_s": None}  # fmt: skip
+        runner = self.environment.runner
+        out = {
+            **snap,
+            "state": runner.state if runner is not None else "missing",
+            "window_s": WINDOW_S,
+            "run": self.run_info(),
+        }
+        if history:
+            points = list(self.window.history) if self.window is not None else []
+            out["history"] = [p for p in points if p.get("seq", 0) > since]
+        return out
+
+    def tab_rows(self) -> list[dict]:
+        """The LLM tab's rows (Locust renders them as text)."""
+        snap = self.latest
+        if not snap or not snap.get("overall"):
+            return []
+        stamp = f"{time.strftime('%H:%M:%S', time.localtime(snap['window']['end']))} (#{snap['seq']})"
+        rows = [_tab_row(name, b, "") for name, b in snap["by_class"].items()]
+        rows.append(_tab_row("All", snap["overall"], stamp))
+        return rows
+
+
+def _r(x, digits: int):
+    return None if x is None else round(float(x), digits)
+
+
+def _tab_row(name: str, b: dict, stamp: str) -> dict:
+    r, th, gp = b["requests"], b["throughput"], b["goodput"]
+    return {
+        "name": name,
+        "ended": r["ended"],
+        "failed": r["failed"],
+        "ttft_p50": _r(b["ttft_ms"]["p50"], 1),
+        "ttft_p95": _r(b["ttft_ms"]["p95"], 1),
+        "ttft_p99": _r(b["ttft_ms"]["p99"], 1),
+        "tpot_p50": _r(b["tpot_ms"]["p50"], 2),
+        "itl_p50": _r(b["itl_ms"]["p50"], 2),
+        "e2e_p95": _r(b["e2e_ms"]["p95"], 1),
+        "req_s": _r(th["requests_per_s"], 2),
+        "out_tok_s": _r(th["output_tokens_per_s"], 1),
+        "total_tok_s": _r(th["total_tokens_per_s"], 1),
+        "good_pct": None if gp["good_fraction"] is None else round(100 * gp["good_fraction"], 1),
+        "errors": ", ".join(f"{k} {v}" for k, v in r["by_error"].items()) or "-",
+        "updated": stamp,
+    }
+
+
+# -- gauges and hooks -------------------------------------------------------------------------------
+
+
+def _number(value) -> float | None:
+    try:
+        value = float(value() if callable(value) else value)
+    except Exception:  # noqa: BLE001 - a misbehaving provider must not break the view
+        return None
+    return value if math.isfinite(value) else None
+
+
+def in_flight(env, run, users: int, snap: dict) -> dict:
+    """Requests in flight: `environment.llm_in_flight` (number or callable) where a feature counts
+    them; otherwise one per user in a closed loop; in open loop the mean concurrency of the window's
+    records (Little's law: the sum of their latencies over the window's length)."""
+    value = _number(getattr(env, "llm_in_flight", None))
+    if value is not None:
+        return {"value": value, "source": "counted"}
+    if run is not None and not run.settings.request_rate:
+        return {"value": float(users), "source": "users (closed loop: one request per user)"}
+    o, w = snap.get("overall"), snap.get("window")
+    if not o or not w or not w["seconds"]:
+        return {"value": None, "source": "unknown"}
+    e2e = o["e2e_ms"]
+    busy = (e2e["mean"] or 0.0) * e2e["count"] / 1000.0
+    return {"value": busy / w["seconds"], "source": "records (Little's law over the window)"}
+
+
+def client_health(env) -> dict:
+    """`environment.llm_health.snapshot()` (the client-health monitor), or state "unknown"."""
+    health = getattr(env, "llm_health", None)
+    if health is None or not hasattr(health, "snapshot"):
+        return {"state": "unknown"}
+    try:
+        data = health.snapshot()
+        data = json.loads(json.dumps(data, default=str))  # JSON-safe, and a copy
+    except Exception as e:  # noqa: BLE001
+        return {"state": "unknown", "error": f"{type(e).__name__}: {e}"}
+    if not isinstance(data, dict):
+        return {"state": "unknown"}
+    return {"state": str(data.get("state") or "unknown"), **{k: v for k, v in data.items() if k != "state"}}
+
+
+def server_gauges(env, run) -> dict | None:
+    """HOOK for --server-metrics: the server's latest running/waiting requests and KV-cache usage.
+
+    None when --server-metrics is off. The values come from the first provider found:
+      1. `environment.llm_server_gauges`: a mapping of metric name -> latest value (summed over
+         label sets and sources), or a callable returning one;
+      2. the run's scraper in metrics.server_metrics (`_scrapers[run_id]`) if it exposes `latest`
+         (same mapping, attribute or method), or `latest_rows` (rows of its SCHEMA from the latest
+         scrape of each source).
+    Metric names are matched as in SERVER_GAUGES (vLLM, SGLang, TGI).
+    """
+    opts = env.parsed_options
+    if not (getattr(opts, "server_metrics", "") or getattr(env, "llm_server_gauges", None) is not None):
+        return None
+    latest = _latest_server_values(env, run)
+    out = {"available": latest is not None}
+    for key, names in SERVER_GAUGES.items():
+        value = None
+        for name in names:
+            if latest and name in latest:
+                value = _number(latest[name])
+                break
+        out[key] = value
+    if out["kv_cache_usage"] is not None and out["kv_cache_usage"] > 1.0:
+        out["kv_cache_usage"] /= 100.0  # a percentage where a fraction was expected
+    return out
+
+
+def _latest_server_values(env, run) -> dict | None:
+    provider = getattr(env, "llm_server_gauges", None)
+    if provider is None and run is not None:
+        try:
+            from metrics import server_metrics
+
+            scraper = getattr(server_metrics, "_scrapers", {}).get(run.run_id)
+        except Exception:  # noqa: BLE001
+            scraper = None
+        if scraper is not None:
+            provider = getattr(scraper, "latest", None)
+            if provider is None and getattr(scraper, "latest_rows", None) is not None:
+                rows = scraper.latest_rows() if callable(scraper.latest_rows) else scraper.latest_rows
+                totals: dict[str, float] = {}
+                for row in rows or ():
+                    name, value = row[2], row[4]
+                    if isinstance(value, (int, float)) and math.isfinite(value):
+                        totals[name] = totals.get(name, 0.0) + float(value)
+                return totals
+    if provider is None:
+        return None
+    try:
+        values = provider() if callable(provider) else provider
+        return dict(values) if values is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# -- Flask ----------------------------------------------------------------------------------------------
+
+
+def install(environment, web_ui) -> LiveView:
+    """Routes, the LLM tab and the listeners, on the process that serves the web UI."""
+    view = LiveView(environment)
+    environment.llm_view = view
+    base = getattr(environment.parsed_options, "web_base_path", None) or None
+    bp = Blueprint("llm", __name__, url_prefix=base)
+    auth = web_ui.auth_required_if_enabled
+    with open(PAGE, encoding="utf-8") as f:
+        page = f.read()
+
+    @bp.route("/llm")
+    @auth
+    def page_view():
+        html = page.replace("__STATS_URL__", url_for("llm.stats")).replace("__LOCUST_URL__", url_for("locust.index"))
+        return Response(html, mimetype="text/html")
+
+    @bp.route("/llm/stats")
+    @auth
+    def stats():
+        seq = request.args.get("seq", type=int)
+        since = request.args.get("since", default=0, type=int)
+        history = request.args.get("history", "1") != "0"
+        out = view.stats(since=since, history=history, seq=seq)
+        if out is None:
+            abort(404, f"snapshot {seq} is no longer kept (the last {KEEP_SNAPSHOTS} are)")
+        response = jsonify(out)
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @bp.route("/llm/report/<run_id>")
+    @auth
+    def report(run_id):
+        if run_id == "latest":
+            if not view.runs:
+                abort(404, "no run has started in this process yet")
+            return redirect(url_for("llm.report", run_id=next(reversed(view.runs))))
+        return _send(view, run_id, "report.html")
+
+    @bp.route("/llm/report/<run_id>/<name>")
+    @auth
+    def report_file(run_id, name):
+        return _send(view, run_id, name)
+
+    web_ui.app.register_blueprint(bp)
+
+    args = web_ui.template_args
+    args["extended_tabs"] = [*(args.get("extended_tabs") or []), {"title": "LLM", "key": TAB_KEY}]
+    args["extended_tables"] = [*(args.get("extended_tables") or []),
+                               {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in TAB_COLUMNS]}]  # fmt: skip
+    args["extended_csv_files"] = [
+        *(args.get("extended_csv_files") or []),
+        {"href": "./llm", "title": "LLM view: live TTFT, tokens/s and goodput charts"},
+        {"href": "./llm/report/latest", "title": "LLM report of the latest run (report.html)"},
+    ]
+
+    @web_ui.app.after_request
+    def _extend(response):
+        endpoint = request.endpoint
+        if endpoint == "locust.request_stats" and response.is_json:
+            try:
+                data = response.get_json()
+                extended = [e for e in (data.get("extended_stats") or []) if e.get("key") != TAB_KEY]
+                data["extended_stats"] = [*extended, {"key": TAB_KEY, "data": view.tab_rows()}]
+                response.set_data(json.dumps(data))
+            except Exception:  # noqa: BLE001 - Locust's own statistics must still arrive
+                log.exception("LLM view: could not add the LLM tab's rows")
+        elif endpoint == "locust.index" and response.mimetype == "text/html" and response.status_code == 200:
+            html = response.get_data(as_text=True)
+            if "</body>" in html and "llm-view-links" not in html:
+                response.set_data(html.replace("</body>", _index_links(url_for("llm.page_view"), url_for("llm.stats")) + "</body>", 1))
+        return response
+
+    return view
+
+
+def _send(view: LiveView, run_id: str, name: str):
+    """A file of a run of this process; nothing else (no path from the request reaches the disk
+    except a known run's folder and a fixed file name)."""
+    if not _RUN_ID.match(run_id) or run_id in (".", "..") or run_id not in view.runs or name not in REPORT_FILES:
+        abort(404)
+    folder = os.path.realpath(view.runs[run_id])
+    path = os.path.realpath(os.path.join(folder, name))
+    if os.path.dirname(path) != folder or not os.path.isfile(path):
+        abort(404, f"{name} of run {run_id} is not there (yet)" if name == "report.html" else None)
+    response = send_file(path, mimetype=REPORT_FILES[name], max_age=0)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _index_links(page_url: str, stats_url: str) -> str:
+    """A small box on Locust's own page: the LLM view, and the report once a run has finished."""
+    return f"""
+<div id="llm-view-links" style="position:fixed;left:16px;bottom:12px;z-index:1300;display:flex;gap:8px;font:500 13px/1.2 Roboto,Helvetica,Arial,sans-serif">
+  <a id="llm-view-link" href="{page_url}" target="_blank" rel="noopener" style="background:#15803d;color:#fff;padding:7px 12px;border-radius:6px;text-decoration:none;box-shadow:0 1px 4px rgba(0,0,0,.25)">LLM view &#8599;</a>
+  <a id="llm-report-link" href="#" target="_blank" rel="noopener" hidden style="background:#fff;color:#15803d;border:1px solid #15803d;padding:6px 12px;border-radius:6px;text-decoration:none;box-shadow:0 1px 4px rgba(0,0,0,.25)">LLM report &#8599;</a>
+</div>
+<script>
+(function () {{
+  var link = document.getElementById('llm-report-link');
+  function poll() {{
+    fetch('{stats_url}?history=0', {{cache: 'no-store'}}).then(function (r) {{ return r.json(); }}).then(function (d) {{
+      var run = d.run;
+      if (run && run.report_url) {{ link.href = run.report_url; link.title = run.results_path; link.hidden = false; }}
+      else {{ link.hidden = true; }}
+    }}).catch(function () {{}});
+  }}
+  poll();
+  setInterval(poll, 3000);
+}})();
+</script>
+"""
+
+
+# -- wiring ---------------------------------------------------------------------------------------------
+
+
+@events.init.add_listener
+def _on_init(environment, runner, web_ui=None, **_kw) -> None:
+    if web_ui is None or isinstance(runner, WorkerRunner):
+        return
+    view = install(environment, web_ui)
+    if isinstance(runner, MasterRunner):
+        events.worker_report.add_listener(view.on_worker_report)
+
+
+def _view(run):
+    return getattr(run.environment, "llm_view", None)
+
+
+@llm_events.run_started.add_listener
+def _on_run_started(run, **_kw) -> None:
+    view = _view(run)
+    if view is not None:
+        view.on_run_started(run)
+
+
+@llm_events.rows_recorded.add_listener
+def _on_rows(run, rows, **_kw) -> None:
+    view = _view(run)
+    if view is not None:
+        view.on_rows(run, rows)
+
+
+@llm_events.run_finished.add_listener
+def _on_run_finished(run, summary=None, **_kw) -> None:
+    view = _view(run)
+    if view is not None:
+        view.on_run_finished(run)
