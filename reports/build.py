@@ -153,11 +153,11 @@ def failure_rows(run: D.RunData) -> list[list[str]]:
     start, end = run.window
     wall = df["wall_send"].to_numpy(dtype=float)
     inside = (wall >= start) & (wall <= end)
-    err = df["error"].astype(str)
+    err = df["error"]  # categorical: comparisons work on the codes
     failed = (~df["ok"].to_numpy(dtype=bool)) & (err != "").to_numpy()
     if not failed.any():
         return []
-    f = pd.DataFrame({"error": err[failed], "cls": df["request_class"].astype(str)[failed], "inside": inside[failed]})
+    f = pd.DataFrame({"error": err[failed].astype(str), "cls": df["request_class"][failed].astype(str), "inside": inside[failed]})
     ended = int((inside & (err != "stopped").to_numpy()).sum())
     counts = f.groupby("error").agg(all=("inside", "size"), window=("inside", "sum"))
     by_cls = f[f["inside"]].groupby(["error", "cls"]).size()
@@ -378,22 +378,23 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
     ok = df[df["ok"]]
     charts = []
     # output tokens per request, by where the count came from
-    src = ok["tokens_source"].astype(str).to_numpy()
+    src_col = ok["tokens_source"]
     tok = ok["output_tokens"].to_numpy()
-    sources = sorted(set(pd.unique(src)) - {""})
+    sources = sorted({str(x) for x in pd.unique(src_col)} - {""})
+    masks = {n: (src_col == n).to_numpy() for n in sources}
     names = {"usage": "server usage", "tokenizer": "client tokenizer", "chunks": "chunk count"}
     title = "Output tokens per request, by token source"
     distinct = np.unique(tok[tok >= 0])
     if 0 < distinct.size <= 24:
-        groups = [(f"{names.get(n, n)} ({int((src == n).sum()):,} requests)",
-                   np.array([float(((src == n) & (tok == v)).sum()) for v in distinct.tolist()])) for n in sources]  # <= 24 x sources
+        groups = [(f"{names.get(n, n)} ({int(masks[n].sum()):,} requests)",
+                   np.array([float((masks[n] & (tok == v)).sum()) for v in distinct.tolist()])) for n in sources]  # <= 24 x sources
         charts.append(render_bars("output_tokens_hist", title, [str(v) for v in distinct.tolist()], groups, "requests",
                                   "output tokens per request (tokens)"))
     else:
         _, _, width = D.int_hist(tok)
         series = []
         for i, name in enumerate(sources):
-            left, counts, _ = D.int_hist(tok[src == name], max_bins=max(1, int(math.ceil((tok.max() + 1) / width))))
+            left, counts, _ = D.int_hist(tok[masks[name]], max_bins=max(1, int(math.ceil((tok.max() + 1) / width))))
             series.append(Series(f"{names.get(name, name)} ({counts.sum():,.0f} requests)", left, counts, step=True, fill=i == 0))
         charts.append(render(Chart("output_tokens_hist", title, f"output tokens per request (tokens; {width:g}-token bins)",
                                    "requests", series)))
@@ -434,7 +435,7 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
     inside = ok[(ok["wall_send"] >= start) & (ok["wall_send"] <= end)]
     for key, label in (("ttft_s", "TTFT"), ("e2e_s", "E2E latency")):
         series = []
-        for name, g in inside.groupby(inside["request_class"].astype(str), observed=True):
+        for name, g in inside.groupby("request_class", observed=True):  # one group per class
             xs, qs = D.cdf_points(g[key].to_numpy(dtype=float) * 1000)
             series.append(Series(str(name), xs, qs))
         xs_all = np.concatenate([s.x for s in series]) if series else np.empty(0)

@@ -229,13 +229,13 @@ def over_time(run: RunData, grid: TimeGrid) -> dict[str, np.ndarray]:
 def errors_over_time(run: RunData, grid: TimeGrid) -> list[tuple[str, np.ndarray]]:
     """Failures per second in each time bin, by failure class (by the time the failure ended)."""
     df = run.df
-    err = df["error"].to_numpy(dtype=object)
-    failed = ~df["ok"].to_numpy(dtype=bool) & (err != "stopped") & (err != "")
+    err = df["error"]
+    failed = ~df["ok"].to_numpy(dtype=bool) & (err != "stopped").to_numpy() & (err != "").to_numpy()
     if not failed.any():
         return []
     wall = df["wall_send"].to_numpy(dtype=float)[failed]
     idx = grid.index(wall + np.nan_to_num(df["e2e_s"].to_numpy(dtype=float)[failed], nan=0.0))
-    codes, names = pd.factorize(pd.Series(err[failed]), sort=True)
+    codes, names = pd.factorize(err[failed].astype(str), sort=True)
     keep = idx >= 0
     counts = np.bincount(codes[keep] * grid.n + idx[keep], minlength=len(names) * grid.n).reshape(len(names), grid.n)
     return [(str(name), counts[i] / grid.widths) for i, name in enumerate(names)]
@@ -248,11 +248,11 @@ def in_flight(run: RunData, grid: TimeGrid) -> tuple[np.ndarray, np.ndarray]:
     evaluated at every bin edge from sorted sends and finishes with cumulative sums.
     """
     df = run.df
-    send = df["wall_send"].to_numpy(dtype=float)
+    send = df["wall_send"].to_numpy(dtype=float) - grid.t0  # seconds since the origin: exact cumsums
     finish = send + np.nan_to_num(df["e2e_s"].to_numpy(dtype=float), nan=0.0)
     good = np.isfinite(send)
     send, finish = np.sort(send[good]), np.sort(finish[good])
-    edges = grid.edges
+    edges = grid.edges - grid.t0
 
     def integral(sorted_t: np.ndarray) -> np.ndarray:
         k = np.searchsorted(sorted_t, edges, side="right")
@@ -261,17 +261,19 @@ def in_flight(run: RunData, grid: TimeGrid) -> tuple[np.ndarray, np.ndarray]:
 
     area = integral(send) - integral(finish)
     mean = np.diff(area) / grid.widths
-    # The peak in a bin: the larger of the level at the bin's start and the running level after
-    # each (+1 send, -1 finish) event inside it.
+    # The peak in a bin: the level at the bin's start, or the level just after one of the bin's
+    # sends (a peak always follows a send). After the i-th send (sorted) the level is i + 1 minus
+    # the finishes up to that moment (a finish at the same instant counts first).
     at_start = np.searchsorted(send, edges[:-1], side="right") - np.searchsorted(finish, edges[:-1], side="right")
-    times = np.concatenate([send, finish])
-    steps = np.concatenate([np.ones(send.size), -np.ones(finish.size)])
-    order = np.lexsort((steps, times))  # finishes before sends at equal times
-    level = np.cumsum(steps[order])
-    b = grid.index(times[order])
     peak = at_start.astype(float)
-    keep = b >= 0
-    np.maximum.at(peak, b[keep], level[keep])
+    if send.size:
+        level = np.arange(1, send.size + 1) - np.searchsorted(finish, send, side="right")
+        b = grid.index(send + grid.t0)
+        keep = b >= 0
+        if keep.any():
+            bk, lk = b[keep], level[keep]
+            starts = np.flatnonzero(np.r_[True, bk[1:] != bk[:-1]])  # sends are sorted: bins are runs
+            np.maximum.at(peak, bk[starts], np.maximum.reduceat(lk, starts))
     return mean, peak
 
 
@@ -302,7 +304,7 @@ def int_hist(values: np.ndarray, max_bins: int = 100) -> tuple[np.ndarray, np.nd
     return np.arange(counts.size) * float(width), counts, float(width)
 
 
-def sample_lists(run: RunData, max_requests: int = 100_000) -> tuple[pa.Table, int, int]:
+def sample_lists(run: RunData, max_requests: int = 40_000) -> tuple[pa.Table, int, int]:
     """chunk_times and chunk_tokens of the successful requests sent in the window, for drawing
     distributions. A big run is sampled by whole Parquet row groups spread evenly over the file
     (records are written in arrival order, so the sample spans the run); the exact statistics are
