@@ -87,3 +87,15 @@ def stop(proc: subprocess.Popen, timeout: float = 30) -> int:
         proc.kill()
         proc.wait(5)
         raise
+
+
+def wait_for_lines(path: str, n: int, timeout: float = 60) -> None:
+    """Until the file (a truth log) has at least n lines: the load has really begun."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                if sum(1 for _ in f) >= n:
+                    return
+        time.sleep(0.2)
+    raise AssertionError(f"{path}: fewer than {n} lines after {timeout}s")

@@ -10,12 +10,12 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import free_port, read_results, read_truth, simulator, start_locust, stop
+from tests.helpers import free_port, read_results, read_truth, simulator, start_locust, stop, wait_for_lines
 
 COMMON = ("--max-tokens-override", "40", "--seed", "11")
 
 
-def run_distributed(tmp, url, run_id, workers=2, seconds=15, extra=(), kill_worker_after=None):
+def run_distributed(tmp, url, run_id, workers=2, seconds=15, extra=(), kill_worker_after=None, truth_log=None):
     port = free_port()
     master = start_locust(
         "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
@@ -29,10 +29,7 @@ def run_distributed(tmp, url, run_id, workers=2, seconds=15, extra=(), kill_work
     ]
     try:
         if kill_worker_after is not None:  # seconds after the load began (process start-up varies)
-            log_file = tmp / f"{run_id}-master.log"
-            deadline = time.monotonic() + 60
-            while "All users spawned" not in log_file.read_text() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_for_lines(truth_log, 40)
             time.sleep(kill_worker_after)
             procs[0].send_signal(signal.SIGKILL)
         code = stop(master, timeout=seconds + 90)
@@ -107,7 +104,7 @@ def test_drain_keeps_streams_in_flight_at_the_end(tmp_path):
 def test_a_killed_worker_does_not_stop_the_run(tmp_path):
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", "fixed", truth_log=truth) as url:
-        code, log = run_distributed(tmp_path, url, "kill", seconds=16, kill_worker_after=6)
+        code, log = run_distributed(tmp_path, url, "kill", seconds=16, kill_worker_after=5, truth_log=truth)
     df, summary = read_results(str(tmp_path), "kill")
     assert summary["complete"] is True
     lost = [w for w in summary["workers"].values() if w["lost_at"] is not None]
@@ -134,9 +131,7 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
         )  # fmt: skip
         first = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w0.log"))
         log = tmp_path / "late-master.log"
-        deadline = time.monotonic() + 60
-        while "All users spawned" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for_lines(truth, 20)
         time.sleep(3)
         late = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w1.log"))
         try:

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.helpers import read_results, read_truth, run_locust, simulator, start_locust, stop
+from tests.helpers import read_results, read_truth, run_locust, simulator, start_locust, stop, wait_for_lines
 from tests.netns import topology, unavailable_reason
 
 SEED_ARGS = ("--seed", "5", "--max-tokens-override", "30")
@@ -56,10 +56,7 @@ def run_cluster(topo, tmp, run_id, seconds, kill_after=None):
         ]  # fmt: skip
         try:
             if kill_after is not None:
-                log = tmp / f"{run_id}-master.log"
-                deadline = time.monotonic() + 60
-                while "All users spawned" not in log.read_text() and time.monotonic() < deadline:
-                    time.sleep(0.2)
+                wait_for_lines(truth, 30)
                 time.sleep(kill_after)
                 workers[0].send_signal(signal.SIGKILL)
             code = stop(master, timeout=seconds + 90)
