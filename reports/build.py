@@ -195,6 +195,11 @@ def generic_section(name: str, obj) -> tuple[str, str]:
         keys = list(dict.fromkeys(k for r in rows for k in r))[:24]
         body = [[escape(auto(r.get(k))) for k in keys] for r in rows]
         return html_table(keys, body, left=1), md_table(keys, body)
+    if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):  # e.g. workers by id
+        rows = {str(k): D.flatten(v) for k, v in list(obj.items())[:200]}
+        keys = list(dict.fromkeys(k for r in rows.values() for k in r))[:24]
+        body = [[escape(name)] + [escape(auto(r.get(k))) for k in keys] for name, r in rows.items()]
+        return html_table([name] + keys, body, left=1), md_table([name] + keys, body)
     if isinstance(obj, dict):
         flat = D.flatten(obj)
         rows = [[escape(k), escape(auto(v))] for k, v in list(flat.items())[:200]]

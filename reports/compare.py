@@ -522,9 +522,12 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
         print(text_table(rows_for(s)))
     steps = [s for s in result["scopes"] if s["scope"].startswith("step:")]
     if steps:
-        flagged = [f"{s['label']} {r['metric']} {_d(r['delta_pct'], '')}%" for s in steps for r in s["metrics"]
-                   if r["significant"] and r["delta_pct"] is not None and math.isfinite(r["delta_pct"]) and abs(r["delta_pct"]) >= 5]
-        print(f"\n{len(steps)} load steps compared (tables in compare.md); beyond noise and >= 5 %: {', '.join(flagged) or 'none'}")
+        print(f"\n{len(steps)} load steps compared (full tables in compare.md); changes beyond noise and >= 5 %:")
+        for s in steps:
+            flagged = [f"{r['metric']} {_d(r['delta_pct'], '')}%" for r in s["metrics"] if r["significant"]
+                       and r["delta_pct"] is not None and math.isfinite(r["delta_pct"]) and abs(r["delta_pct"]) >= 5]
+            more = f" and {len(flagged) - 6} more" if len(flagged) > 6 else ""
+            print(f"  {s['label']}: {', '.join(flagged[:6]) + more if flagged else 'none'}")
     print(f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}")
     if verdicts:
         print("\nrules:")
