@@ -160,13 +160,16 @@ class LiveWindow:
             start = max(start, min(self.run_start, end))
         return start, end
 
-    def snapshot(self, end: float | None = None, rows=None) -> dict:
+    def snapshot(self, end: float | None = None, rows=None, final: bool = False) -> dict:
         """Statistics of the window ending at `end` (default now): {window, overall, by_class, totals}.
 
         `rows`: what `take()` returned, when the caller runs this in a worker thread while the
-        event loop goes on receiving rows; by default the rows received so far."""
+        event loop goes on receiving rows; by default the rows received so far. `final`: the run
+        is over and every record is in; the window ends at the last record's end (or now)."""
         self.absorb(rows)
         end = time.time() if end is None else float(end)
+        if final and math.isfinite(self.latest_end):
+            end = min(end, self.latest_end)
         start, end = self.bounds(end)
         self.prune(end - self.window_s - 60.0)  # keep a minute of slack for late batches
         table = self.select(start, end)

@@ -112,13 +112,12 @@ class LiveView:
     def on_run_finished(self, run) -> None:
         if run is not self.run or self.window is None:
             return
-        self.finished.add(run.run_id)
         if self._loop is not None:  # let a snapshot under way finish, then stop sampling
             self._stop.set()
             self._loop.join(timeout=120)
             self._loop = None
-        end = min(time.time(), self.window.latest_end) if math.isfinite(self.window.latest_end) else time.time()
-        self.sample(end=end)
+        self.sample(final=True)
+        self.finished.add(run.run_id)
 
     def on_worker_report(self, client_id, data) -> None:
         self.reports[client_id] = time.time()
@@ -148,17 +147,18 @@ class LiveView:
             return now
         return max(min(min(times), now), now - WATERMARK_MAX_LAG_S)
 
-    def sample(self, end: float | None = None) -> dict | None:
-        """Take a snapshot (in a worker thread) and keep it; None when one is being taken."""
+    def sample(self, final: bool = False) -> dict | None:
+        """Take a snapshot (in a worker thread) and keep it; None when one is being taken.
+        `final`: every record of the run is in (run_finished)."""
         window, run = self.window, self.run
         if window is None or self._busy:
             return None
         self._busy = True
         try:
             now = time.time()
-            end = self.window_end(now) if end is None else end
+            end = now if final else self.window_end(now)
             rows = window.take()
-            snap = gevent.get_hub().threadpool.apply(window.snapshot, (end, rows))
+            snap = gevent.get_hub().threadpool.apply(window.snapshot, (end, rows, final))
             if window is not self.window:  # a new run started meanwhile
                 return None
             snap.update(self._gauges(run, snap))
@@ -197,7 +197,7 @@ class LiveView:
             return None
         path = run.writer.path
         report = os.path.join(path, "report.html")
-        finished = run.run_id in self.finished or bool(getattr(run, "finished", False))
+        finished = run.run_id in self.finished  # the final snapshot is in
         return {
             "id": run.run_id,
             "results_path": os.path.abspath(path),
@@ -206,7 +206,7 @@ class LiveView:
             "host": self.environment.host,
             "model": getattr(self.environment.parsed_options, "model", "") or run.settings.model,
             "slo": [o.text for o in run.settings.slo],
-            "report": "ready" if os.path.exists(report) else ("building" if finished else "after the run"),
+            "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
             "summary_url": url_for("llm.report_file", run_id=run.run_id, name="summary.json")
             if os.path.exists(os.path.join(path, "summary.json")) else None,
