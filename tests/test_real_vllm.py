@@ -99,24 +99,44 @@ def test_completions_continuous_usage(completions):
     _check_counters(run, delta)
 
 
-def _within_one_bucket(ours_s: np.ndarray, server_buckets: dict[float, float]) -> list[str]:
+def _held_back(records) -> int:
+    """Requests whose first token arrived in the same read as later ones: not streamed as made."""
+    return int(sum((np.asarray(t) == t[0]).sum() > 1 for t in records["chunk_times"]))
+
+
+def _compare(ours_s: np.ndarray, server_buckets: dict[float, float], late_allowance: int = 0) -> list[str]:
+    """Per-bucket cumulative counts, one bucket of slack each way:
+    server_cum(b_{i-1}) - late_allowance <= ours_cum(b_i) <= server_cum(b_{i+1})."""
     bounds = list(server_buckets)
     server = [server_buckets[b] for b in bounds]
-    assert server[-1] == len(ours_s), (server[-1], len(ours_s))
+    assert server[-1] == len(ours_s), f"the histogram counted {server[-1]:.0f} requests, the run has {len(ours_s)}"
     ours = [int((ours_s <= b).sum()) for b in bounds]
     problems = []
     for i, b in enumerate(bounds):
-        low = server[i - 1] if i > 0 else 0
+        low = (server[i - 1] if i > 0 else 0) - late_allowance
         high = server[i + 1] if i + 1 < len(bounds) else server[-1]
         if not low <= ours[i] <= high:
             problems.append(f"le={b}: ours {ours[i]} not in [{low:.0f}, {high:.0f}] (server {server[i]:.0f})")
     return problems
 
 
-@pytest.mark.parametrize("metric, column", [("vllm:time_to_first_token_seconds", "ttft_s"),
-                                            ("vllm:e2e_request_latency_seconds", "e2e_s")])  # fmt: skip
 @pytest.mark.parametrize("which", ["chat", "completions"])
-def test_distributions_within_vllm_histograms(request, which, metric, column):
+def test_e2e_within_vllm_histogram(request, which):
     run, delta = request.getfixturevalue(which)
-    problems = _within_one_bucket(run.records[column].to_numpy(), delta.buckets(metric))
+    problems = _compare(run.records["e2e_s"].to_numpy(), delta.buckets("vllm:e2e_request_latency_seconds"))
     assert not problems, problems
+
+
+@pytest.mark.parametrize("which", ["chat", "completions"])
+def test_ttft_within_vllm_histogram(request, which):
+    """Our TTFT is never earlier than vLLM's own first token by more than a bucket (so a role-only
+    chunk or a wrong send time would show), and no later than a bucket, except for the requests
+    that vLLM did not stream as it made them: vLLM stamps its TTFT when the first token reaches
+    its API process's output loop, before the SSE is written, and on a busy 2-core machine it
+    sometimes writes a request's first tokens together with later ones (a raw socket client sees
+    the same; bench/RESULTS.md "Real servers"). Those requests are allowed to be late."""
+    run, delta = request.getfixturevalue(which)
+    held = _held_back(run.records)
+    assert held <= len(run.records) // 2, f"{held} of {len(run.records)} requests were not streamed token by token"
+    problems = _compare(run.records["ttft_s"].to_numpy(), delta.buckets("vllm:time_to_first_token_seconds"), late_allowance=held)
+    assert not problems, (problems, f"held back: {held}")
