@@ -203,7 +203,8 @@ class LiveWindow:
             **extra,
         }
         point = _clean(point)
-        self.history.append(point)
+        if not self.history or point["t"] > self.history[-1]["t"]:  # time runs forward on the charts
+            self.history.append(point)
         return point
 
 
