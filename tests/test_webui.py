@@ -304,3 +304,41 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
     assert final["totals"]["records"] == len(rows)
     summary = json.loads((results / "ui" / "summary.json").read_text())
     assert summary["records"]["total"] == len(rows)
+
+
+def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
+    from types import SimpleNamespace
+
+    from metrics import server_metrics
+    from webui.plugin import client_health, in_flight, server_gauges
+
+    opts = SimpleNamespace(server_metrics="")
+    env = SimpleNamespace(parsed_options=opts)
+    run = SimpleNamespace(run_id="r1", settings=SimpleNamespace(request_rate=None))
+    assert client_health(env) == {"state": "unknown"}
+    env.llm_health = SimpleNamespace(snapshot=lambda: {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]})
+    assert client_health(env) == {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
+    env.llm_health = SimpleNamespace(snapshot=lambda: 1 / 0)
+    assert client_health(env)["state"] == "unknown"
+
+    assert server_gauges(env, run) is None  # --server-metrics off
+    opts.server_metrics = "http://127.0.0.1:1/metrics"
+    assert server_gauges(env, run) == {"available": False, "running": None, "waiting": None, "kv_cache_usage": None}
+    scraper = SimpleNamespace(latest=lambda: {"vllm:num_requests_running": 12, "vllm:num_requests_waiting": 3.0,
+                                              "vllm:kv_cache_usage_perc": 0.42})  # fmt: skip
+    server_metrics._scrapers["r1"] = scraper
+    try:
+        assert server_gauges(env, run) == {"available": True, "running": 12.0, "waiting": 3.0, "kv_cache_usage": 0.42}
+        scraper.latest = {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
+        assert server_gauges(env, run) == {"available": True, "running": 5.0, "waiting": 0.0, "kv_cache_usage": 0.1}
+    finally:
+        server_metrics._scrapers.pop("r1", None)
+    env.llm_server_gauges = {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 55.0}  # a percentage
+    assert server_gauges(env, run) == {"available": True, "running": 2.0, "waiting": None, "kv_cache_usage": 0.55}
+
+    snap = {"overall": {"e2e_ms": {"mean": 500.0, "count": 120}}, "window": {"seconds": 30.0}}
+    assert in_flight(env, run, 8, snap) == {"value": 8.0, "source": "users (closed loop: one request per user)"}
+    run.settings.request_rate = 4.0  # open loop: Little's law over the window's records
+    assert in_flight(env, run, 64, snap)["value"] == 2.0
+    env.llm_in_flight = lambda: 17
+    assert in_flight(env, run, 64, snap) == {"value": 17.0, "source": "counted"}
