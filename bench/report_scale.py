@@ -14,7 +14,6 @@ tokenizer, and per-chunk token counts (continuous usage stats) on every successf
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys

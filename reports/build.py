@@ -55,15 +55,18 @@ def utc(ts) -> str:
         return "-"
 
 
-def html_table(headers: list[str], rows: list[list], left: int = 1, row_classes: list[str] | None = None) -> str:
-    """A table; the first `left` columns are left-aligned text, the rest right-aligned numbers."""
-    head = "".join(f'<th class="l">{escape(h)}</th>' if i < left else f"<th>{escape(h)}</th>" for i, h in enumerate(headers))
+def html_table(headers: list[str], rows: list[list], left: int = 1, row_classes: list[str] | None = None,
+               text: tuple[int, ...] = ()) -> str:
+    """A table; the first `left` columns (and those in `text`) are left-aligned text, the rest numbers."""
+    is_text = lambda i: i < left or i in text  # noqa: E731
+    head = "".join(f'<th class="l">{escape(h)}</th>' if is_text(i) else f"<th>{escape(h)}</th>" for i, h in enumerate(headers))
     body = []
     for r, row in enumerate(rows):
         cls = f' class="{row_classes[r]}"' if row_classes and row_classes[r] else ""
-        cells = "".join(f'<td class="l">{c}</td>' if i < left else f"<td>{c}</td>" for i, c in enumerate(row))
+        cells = "".join(f'<td class="l">{c}</td>' if is_text(i) else f"<td>{c}</td>" for i, c in enumerate(row))
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+    return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
 
 
 def md_table(headers: list[str], rows: list[list], left: int = 1) -> str:
@@ -293,7 +296,8 @@ def time_charts(run: D.RunData, grid: D.TimeGrid, frame: pd.DataFrame | None) ->
         chart("ttft_over_time", "TTFT over time (P50, P95)", "TTFT (ms)", [lat("TTFT p50", "ttft_p50"), lat("TTFT p95", "ttft_p95")],
               refs=[Ref("y", thr, f"SLO ttft.{st}") for st, thr in D.slo_threshold_ms(run.summary, "ttft")]),
         chart("tpot_over_time", "TPOT over time (P50, P95)", "TPOT (ms per token)", [lat("TPOT p50", "tpot_p50"), lat("TPOT p95", "tpot_p95")]),
-        chart("e2e_over_time", "End-to-end latency over time (P50, P95)", "E2E latency (ms)", [lat("E2E p50", "e2e_p50"), lat("E2E p95", "e2e_p95")]),
+        chart("e2e_over_time", "End-to-end latency over time (P50, P95)", "E2E latency (ms)",
+              [lat("E2E p50", "e2e_p50"), lat("E2E p95", "e2e_p95")]),
         chart("requests_over_time", "Completed requests per second over time", "requests/s",
               [Series("requests/s", x, ot["requests_per_s"], fill=True)]),
         chart("tokens_over_time", "Token throughput over time", "tokens/s",
@@ -532,7 +536,7 @@ def build(path: str, summary: dict | None = None) -> dict[str, str]:
     fr = failure_rows(run)
     fh = ["failure", "all records", "in window", "% of ended (window)", "by class (window)", "most common detail"]
     if fr:
-        sections_html.append("<h2>Failures</h2>" + html_table(fh, fr, left=1))
+        sections_html.append("<h2>Failures</h2>" + html_table(fh, fr, left=1, text=(4, 5)))
         md += ["### Failures", "", md_table(fh, [[_strip(c) for c in r] for r in fr]), ""]
     else:
         sections_html.append("<h2>Failures</h2><p>No failed request.</p>")
@@ -558,7 +562,8 @@ def build(path: str, summary: dict | None = None) -> dict[str, str]:
     defs = s.get("definitions") or {}
     drows = [[f"<code>{escape(k)}</code>", escape(str(v))] for k, v in defs.items()]
     sections_html.append("<h2>Metric definitions</h2>" + html_table(["metric", "definition"], drows, left=2))
-    md += ["<details><summary>Metric definitions</summary>", "", md_table(["metric", "definition"], [[f"`{k}`", str(v)] for k, v in defs.items()], left=2),
+    md += ["<details><summary>Metric definitions</summary>", "",
+           md_table(["metric", "definition"], [[f"`{k}`", str(v)] for k, v in defs.items()], left=2),
            "", "</details>", ""]
     opts = run.run.get("options") or {}
     vers = run.run.get("versions") or {}

@@ -99,10 +99,11 @@ def parse_rules(text: str) -> list[Rule]:
         metric, unit = m["metric"], m["unit"] or ""
         value = float(m["value"]) * (-1 if m["sign"] == "-" else 1)
         is_latency = metric.split(".")[0] in LATENCY
+        example = f"{metric}{m['op']}{m['sign'] or '+'}{m['value']}%"
         if unit in ("ms", "s") and not is_latency:
-            raise RuleError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use %, e.g. '{metric}{m['op']}{m['sign'] or '+'}{m['value']}%'")
+            raise RuleError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use %, e.g. '{example}'")
         if unit == "pp" and metric != "error_rate":
-            raise RuleError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %, e.g. '{metric}{m['op']}{m['sign'] or '+'}{m['value']}%'")
+            raise RuleError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %, e.g. '{example}'")
         if unit == "" and m["value"]:
             raise RuleError(f"--fail-on: rule '{part}': give a unit for the threshold: % (relative)"
                             f"{', ms or s' if is_latency else (', pp' if metric == 'error_rate' else '')}; {RULE_HELP}")
