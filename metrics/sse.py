@@ -63,34 +63,47 @@ def iter_data_lines(pieces: list[tuple[float, bytes]]):
         yield pieces[-1][0], carry[5:].strip()
 
 
-def _choice_text(choice: dict) -> tuple[str, bool]:
-    """Generated text of one choice and whether any of it is visible content."""
-    delta = choice.get("delta")
-    if delta is not None:
-        content = delta.get("content") or ""
-        reasoning = delta.get("reasoning") or delta.get("reasoning_content") or ""
-        return content + reasoning, bool(content)
-    text = choice.get("text") or ""
-    return text, bool(text)
+def data_payloads(pieces: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """Every `data:` line as (time, stripped payload); the list form of `iter_data_lines`."""
+    out = []
+    append = out.append
+    carry = b""
+    for t, data in pieces:
+        if carry:
+            data = carry + data
+        lines = data.split(b"\n")
+        carry = lines.pop()
+        for line in lines:
+            if line[:5] == b"data:":
+                append((t, line[5:].strip()))
+    if carry[:5] == b"data:" and pieces:
+        append((pieces[-1][0], carry[5:].strip()))
+    return out
 
 
 def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
+    """Chunks with their arrival times, usage, finish reason and errors of a streamed body.
+
+    Runs once per request after the stream (users/finisher.py), some hundred events per request,
+    so the loop is kept flat: one `orjson.loads` and a few dict lookups per event."""
     out = ParsedStream()
     if pieces:
         out.t_end = pieces[-1][0]
-    for t, payload in iter_data_lines(pieces):
+    chunks = out.chunks
+    loads = orjson.loads
+    for t, payload in data_payloads(pieces):
         if not payload:
             continue
         if payload == DONE:
             out.done = True
             continue
         try:
-            event = orjson.loads(payload)
+            event = loads(payload)
         except orjson.JSONDecodeError:
             if not out.error:
                 out.error, out.error_detail = "malformed_chunk", payload[:200].decode("utf-8", "replace")
             continue
-        if not isinstance(event, dict):
+        if type(event) is not dict:
             if not out.error:
                 out.error, out.error_detail = "malformed_chunk", payload[:200].decode("utf-8", "replace")
             continue
@@ -101,14 +114,28 @@ def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
         usage = event.get("usage")
         if usage:
             out.usage = usage
-        for choice in event.get("choices") or ():
-            if choice.get("finish_reason"):
-                out.finish_reason = choice["finish_reason"]
-            text, visible = _choice_text(choice)
-            if text:
-                tokens = usage.get("completion_tokens", -1) if usage else -1
-                out.chunks.append(Chunk(t, text, visible, tokens, event.get("sim_t", NAN)))
-            break  # choice 0 only: the suite sends n=1
+        choices = event.get("choices")
+        if not choices or type(choices) is not list:
+            continue
+        choice = choices[0]  # choice 0 only: the suite sends n=1
+        if type(choice) is not dict:
+            continue
+        finish = choice.get("finish_reason")
+        if finish:
+            out.finish_reason = finish
+        delta = choice.get("delta")
+        if type(delta) is dict:
+            text = delta.get("content") or ""
+            visible = bool(text)
+            reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+            if reasoning:
+                text += reasoning
+        else:
+            text = choice.get("text") or ""
+            visible = bool(text)
+        if text:
+            tokens = usage.get("completion_tokens", -1) if usage else -1
+            chunks.append(Chunk(t, text, visible, tokens, event.get("sim_t", NAN)))
     return out
 
 

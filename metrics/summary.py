@@ -116,8 +116,11 @@ def _percentile_stats(objectives, ok: pd.DataFrame, itl_s: np.ndarray) -> dict[s
     return out
 
 
+SCHEDULE_LAG_LIMIT_MS = 10.0  # open loop: sending 1 % of requests later than this is "behind schedule"
+
+
 def summarize(table: pa.Table, window_start: float, window_end: float, run_start: float | None = None,
-              plan=None, objectives=()) -> dict:
+              plan=None, objectives=(), target_rate: float | None = None) -> dict:
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
     slo and capacity when the run had steps and objectives."""
     df = table.select(SCALAR_COLUMNS).to_pandas()
@@ -161,7 +164,27 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
             summary["capacity"] = capacity(summary["by_step"], objectives)
     if objectives:
         summary["slo"] = summary["overall"]["slo"]
+    if target_rate:
+        summary["open_loop"] = open_loop(summary["overall"], target_rate)
     return summary
+
+
+def open_loop(overall: dict, target_rate: float) -> dict:
+    """Did the client keep to the arrival schedule? Lateness is measured per request
+    (t_send - t_intended); a late request still counts from its intended time in *_from_intended_ms."""
+    lag = overall.get("schedule_lag_ms") or {}
+    achieved = overall["throughput"]["sent_per_s"]
+    lag_p99 = lag.get("p99")
+    reasons = []
+    if lag_p99 is not None and lag_p99 > SCHEDULE_LAG_LIMIT_MS:
+        reasons.append(f"1 % of requests were sent more than {lag_p99:,.0f} ms after their scheduled time "
+                       f"(limit {SCHEDULE_LAG_LIMIT_MS:g} ms): all users busy (--max-concurrency) or the client saturated")
+    if achieved is not None and achieved < 0.95 * target_rate:
+        reasons.append(f"sent {achieved:,.2f} requests/s of the {target_rate:g} scheduled")
+    return {
+        "target_rate": target_rate, "sent_per_s": achieved, "schedule_lag_p99_ms": lag_p99,
+        "behind_schedule": bool(reasons), "reasons": reasons,
+    }  # fmt: skip
 
 
 def by_step(df: pd.DataFrame, plan, run_start: float, run_end: float, block) -> list[dict]:

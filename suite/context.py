@@ -14,6 +14,7 @@ import time
 from functools import lru_cache
 
 import orjson
+from gevent.event import Event
 
 from shapes.arrivals import ArrivalSchedule
 from suite.options import OptionError, Settings
@@ -54,6 +55,7 @@ class RunContext:
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
         stepped = bool(settings.steps) or settings.find_capacity
         self.step_s = settings.step_time_s if stepped else None
+        self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self.arrivals = None
         self.idle = False  # open loop: a worker that joined after the schedule was split
         if settings.request_rate and worker_index >= processes:

@@ -82,11 +82,13 @@ class Run:
             plan = StepPlan(self.search.levels, self.settings.step_time_s, self.settings.step_warmup_s)
         summary = self.writer.finish(
             self.window_start, self.window_end, self.summary_extra, complete=complete,
-            run_start=self.started, plan=plan, objectives=self.settings.slo,
+            run_start=self.started, plan=plan, objectives=self.settings.slo, target_rate=self.settings.request_rate,
         )  # fmt: skip
         from metrics.summary import format_table  # pandas, loaded only by the writing process
 
         print("\n" + format_table(summary), flush=True)
+        if summary.get("open_loop", {}).get("behind_schedule"):
+            log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary["open_loop"]["reasons"]))
         self._set_exit_code(summary)
         print(f"results: {self.writer.path}", flush=True)
         llm_events.run_finished.fire(run=self, summary=summary)
@@ -186,7 +188,7 @@ def _choose_load_model(environment, settings: Settings) -> None:
 def _init_worker(environment, runner) -> None:
     def on_drain(msg, **_kw):
         log.info("drain requested by the master: stopping users")
-        runner.stop()
+        runner.stop()  # fires test_stopping here too: open-loop users stop taking arrivals
 
     runner.register_message("llm_drain", on_drain)
     runner.register_message("llm_ack", lambda msg, **kw: environment.llm_context and environment.llm_context.sink.on_ack(msg.data))
@@ -278,6 +280,9 @@ def _start_shape(environment, run: Run) -> None:
 
 @events.test_stopping.add_listener
 def _on_test_stopping(environment, **_kw) -> None:
+    ctx = getattr(environment, "llm_context", None)
+    if ctx is not None:
+        ctx.stopping.set()
     run = environment.llm_run
     if run is None:
         return

@@ -9,6 +9,7 @@ the last tokens of the burst are stamped late.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 
 import gevent
@@ -27,8 +28,18 @@ class RequestFailed(Exception):
     """Carries a failure class into Locust's statistics (the error table groups by message)."""
 
 
+def keep_gc_out_of_the_hot_path() -> None:
+    """Move everything alive at the start of a run (Locust, the suite, imported modules: some
+    hundred thousand objects) out of the collector's reach. A full collection otherwise walks
+    them all, 50-150 ms during which no stream is read (bench/RESULTS.md "Client speed").
+    Objects made later are collected as usual; young collections stay short."""
+    gc.collect()
+    gc.freeze()
+
+
 class Finisher:
     def __init__(self, ctx, environment):
+        keep_gc_out_of_the_hot_path()
         self.ctx = ctx
         self.environment = environment
         self.queue: deque = deque()

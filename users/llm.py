@@ -57,15 +57,15 @@ class LLMUser(FastHttpUser):
     def send(self) -> None:
         ctx = self.ctx
         if ctx.idle:
-            gevent.sleep(1.0)
+            ctx.stopping.wait(1.0)
             return
         if ctx.arrivals is None:  # closed loop
             self.send_request(ctx.sampler.next())
             return
         t_intended = ctx.arrivals.take()  # open loop: the next scheduled send time of this process
         delay = t_intended - time.perf_counter()
-        if delay > 0:
-            gevent.sleep(delay)
+        if ctx.stopping.wait(max(delay, 0.0)):
+            return  # the run is ending: arrivals after it are not sent
         self.send_request(ctx.sampler.next(), t_intended=t_intended)
 
     def send_request(self, request, t_intended: float = float("nan")) -> RequestRecord:

@@ -1,44 +1,102 @@
 """The streaming hot path: send one request, stamp every socket read, nothing else.
 
 Locust's `FastResponse.iter_lines()`/`iter_content(n)` block until n bytes are buffered, which
-batches SSE events and distorts TTFT and ITL (FIELD_NOTES 1). This reader drives
-geventhttpclient's response object itself: one `recv` of whatever has arrived, one
-`perf_counter()`, feed the C HTTP parser (which undoes chunked encoding), keep the decoded bytes
-with their arrival time. Splitting events, JSON and token counting happen after the stream ends
-(metrics/sse.py), so the per-read cost stays a few microseconds.
+batches SSE events and distorts TTFT and ITL (FIELD_NOTES 1). This module is a small HTTP/1.1
+client of its own, built for one thing: timing a streamed body exactly and cheaply.
 
-geventhttpclient is pinned in requirements.txt because this module uses two attributes of its
-response object that are not public API (`_sock`, `_body_buffer`).
+  request    one `sendall` of head and body on a kept-alive connection (TCP_NODELAY), right
+             after `t_send` is stamped: nothing may yield to the event loop in between (a yield
+             there is a TTFT bias of one loop iteration, milliseconds under load; bench/RESULTS.md
+             "Client speed")
+  head       read in the user's greenlet (one wake-up per request)
+  body       read by a libev io watcher whose callback runs in the gevent hub: per arrival one
+             `recv` of whatever has arrived, one `perf_counter()`, two list appends and a check
+             of the chunked framing for the end of the message. No greenlet switch, no timer, no
+             exception and no Python object per read besides the bytes; the user's greenlet
+             sleeps until the message ends (or a timeout, checked by its wait).
+  afterwards the chunked framing is undone (`Exchange.pieces`, on first use, in the finisher),
+             then events are split and parsed (metrics/sse.py).
+
+TLS connections read the body in the user's greenlet instead (an SSL socket can hold decrypted
+bytes that the io watcher would not see), with the same framing and timing.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import gevent
-from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed
+from gevent import socket as gsocket
+from gevent.event import Event
 
 from suite.options import Timeouts
 
 READ_SIZE = 65536  # one read takes everything that has arrived; events are split afterwards
+HEAD_LIMIT = 65536  # a response head longer than this is not HTTP we can use
+USER_AGENT = "llm-loadtest"
+
+_perf_counter = time.perf_counter
+
+# body framings
+CHUNKED, LENGTH, UNTIL_CLOSE, NO_BODY = 0, 1, 2, 3
 
 
-@dataclass(slots=True)
 class Exchange:
-    """What came back from one request: status, timed body pieces, and how it ended."""
+    """What came back from one request: status, timed body pieces, and how it ended.
 
-    t_send: float = 0.0
-    t_end: float = 0.0  # when the exchange ended (last read, or the failure)
-    status: int = 0
-    pieces: list[tuple[float, bytes]] = field(default_factory=list)
-    complete: bool = False  # the HTTP message ended normally
-    error: str = ""  # connect_error | timeout | stream_truncated | cancelled (transport level)
-    error_detail: str = ""
-    retry_after: str = ""
+    While the body streams only the raw reads are kept (`times`, `datas`); `pieces` is the decoded
+    body as `(arrival time, bytes)` pairs, made on first use after the stream.
+    """
+
+    __slots__ = ("t_send", "t_end", "status", "complete", "error", "error_detail", "retry_after",
+                 "times", "datas", "framing", "_pieces")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.t_send = 0.0
+        self.t_end = 0.0  # when the exchange ended (last read, or the failure)
+        self.status = 0
+        self.complete = False  # the HTTP message ended normally
+        self.error = ""  # connect_error | timeout | stream_truncated | cancelled (transport level)
+        self.error_detail = ""
+        self.retry_after = ""
+        self.times: list[float] = []  # arrival time of every body read
+        self.datas: list[bytes] = []  # the bytes of that read, framing included
+        self.framing = LENGTH
+        self._pieces: list[tuple[float, bytes]] | None = None
+
+    @property
+    def pieces(self) -> list[tuple[float, bytes]]:
+        """The body (chunked framing undone), each piece with the arrival time of its read."""
+        if self._pieces is None:
+            if self.framing == CHUNKED:
+                self._pieces = dechunk(self.times, self.datas)
+            else:
+                self._pieces = [(t, d) for t, d in zip(self.times, self.datas) if d]
+        return self._pieces
+
+    @pieces.setter
+    def pieces(self, value: list[tuple[float, bytes]]) -> None:
+        self._pieces = value
+
+    def __repr__(self) -> str:
+        return f"Exchange(status={self.status}, complete={self.complete}, error={self.error!r}, reads={len(self.times)})"
+
+
+class _Closed(Exception):
+    """The connection ended before a complete response head."""
+
+    def __init__(self, got_bytes: bool):
+        self.got_bytes = got_bytes
+
+
+class _BadHead(Exception):
+    pass
+
+
+class _HeaderTimeout(Exception):
+    pass
 
 
 class StreamClient:
@@ -48,120 +106,433 @@ class StreamClient:
         parts = urlsplit(base_url)
         self.prefix = parts.path.rstrip("/")  # e.g. https://gateway/openai -> /openai
         self.timeouts = timeouts
-        self.http = HTTPClient(
-            parts.hostname,
-            port=parts.port,
-            ssl=parts.scheme == "https",
-            insecure=True,
-            concurrency=1,
-            connection_timeout=timeouts.connect,
-            network_timeout=timeouts.first_token,
-            headers=headers,
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if self.tls else 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.port != (443 if self.tls else 80):
+            host += f":{self.port}"
+        self._fixed_head = f"Host: {host}\r\nUser-Agent: {USER_AGENT}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers.items()
         )
-        self._kept_alive = False  # the last exchange ended cleanly, so its connection was kept
+        self.conn: _Connection | None = None
 
     def close(self) -> None:
-        self.http.close()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
     def post(self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None = None) -> None:
         """Send and read to the end, filling `ex` as it goes (so a killed caller keeps what arrived)."""
         try:
             self._exchange(path, body, headers, ex, cancel_after)
         finally:
-            ex.t_end = time.perf_counter()
+            ex.t_end = _perf_counter()
+
+    def _request_bytes(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return (
+            f"POST {self.prefix}{path} HTTP/1.1\r\n{self._fixed_head}{head}Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
+            + body
+        )
 
     def _exchange(self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None) -> None:
         timeouts = self.timeouts
-        reused, self._kept_alive = self._kept_alive, False
+        request = self._request_bytes(path, body, headers)
+        conn = self.conn
+        if conn is not None and not conn.idle_ok():
+            conn.close()  # the server closed it (or sent something) while it was idle
+            conn = self.conn = None
+        reused = conn is not None
         for attempt in (1, 2):
-            ex.t_send = t_send = time.perf_counter()
+            ex.t_send = t_send = _perf_counter()
             deadline = t_send + timeouts.total
             try:
                 with gevent.Timeout(min(timeouts.total, timeouts.connect + timeouts.first_token), _HeaderTimeout):
-                    resp = self.http.request("POST", self.prefix + path, body=body, headers=headers)
+                    if conn is None:
+                        conn = self.conn = _Connection(self.host, self.port, self.tls, timeouts.connect)
+                    conn.sock.sendall(request)
+                    status, head, rest, t_head = conn.read_head()
             except _HeaderTimeout:
                 ex.error, ex.error_detail = "timeout", "no response headers within the connect + first-token timeout"
+                self.close()
                 return
             except (socket.timeout, TimeoutError) as e:
                 ex.error, ex.error_detail = "timeout", f"waiting for response headers: {e}"
+                self.close()
                 return
-            except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError) as e:
+            except (_Closed, ConnectionResetError, BrokenPipeError) as e:
                 # A kept-alive connection that the server had already closed (idle timeout, or a
                 # server that drops some keep-alive connections silently, like llama.cpp's):
                 # not a byte of an answer came back. Send once more on a new connection, and time
                 # the request from that send. A fresh connection closed like this is a failure.
-                if reused and attempt == 1:
+                self.close()
+                conn = None
+                if reused and attempt == 1 and not (isinstance(e, _Closed) and e.got_bytes):
                     continue
-                ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
+                detail = "the connection closed before the response headers" if isinstance(e, _Closed) else f"{type(e).__name__}: {e}"
+                ex.error, ex.error_detail = "connect_error", detail[:200]
                 return
             except OSError as e:  # refused, reset, unreachable, DNS
+                self.close()
                 ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
                 return
-            except Exception as e:  # the HTTP parser: connection closed inside the headers
-                ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
+            except _BadHead as e:  # not HTTP
+                self.close()
+                ex.error, ex.error_detail = "connect_error", f"bad response head: {e}"[:200]
                 return
+            except BaseException:  # killed (the run ended) while waiting: the connection is mid-request
+                self.close()
+                raise
             break
-        ex.status = resp.status_code
-        if ex.status == 429:
-            ex.retry_after = str(resp.get("retry-after") or "")
-        self._read_body(resp, ex, deadline, cancel_after)
-        self._kept_alive = ex.complete and not ex.error
-
-    def _read_body(self, resp, ex: Exchange, deadline: float, cancel_after: float | None) -> None:
-        pieces = ex.pieces
-        t = time.perf_counter()
-        if resp._body_buffer:
-            pieces.append((t, bytes(resp._body_buffer)))
-            del resp._body_buffer[:]
-        sock = resp._sock
-        if sock is None:  # the whole message came with the headers
-            ex.complete = resp.message_complete
-            return
-        timeouts = self.timeouts
-        sock.settimeout(timeouts.first_token if not pieces else timeouts.idle)
-        limit = deadline if cancel_after is None else min(deadline, ex.t_send + cancel_after)
+        ex.status = status
+        if status == 429:
+            ex.retry_after = head.get("retry-after", "")
         try:
-            while not resp.message_complete:
+            framing, length = _framing(status, head)
+        except _BadHead as e:
+            self.close()
+            ex.error, ex.error_detail = "stream_truncated", f"bad response head: {e}"[:200]
+            return
+        ex.framing = framing
+        keep = head.get("connection", "").lower() != "close" and framing != UNTIL_CLOSE
+        limit = deadline if cancel_after is None else min(deadline, t_send + cancel_after)
+        try:
+            conn.read_body(ex, framing, length, rest, t_head, limit, limit == deadline, cancel_after, timeouts)
+        finally:  # also when the run kills this greenlet mid-stream
+            if not (ex.complete and keep and not ex.error):
+                self.close()
+
+
+def _framing(status: int, head: dict[str, str]) -> tuple[int, int]:
+    if status in (204, 304) or 100 <= status < 200:
+        return NO_BODY, 0
+    if "chunked" in head.get("transfer-encoding", "").lower():
+        return CHUNKED, 0
+    cl = head.get("content-length")
+    if cl is not None:
+        try:
+            return LENGTH, int(cl)
+        except ValueError:
+            raise _BadHead(f"content-length {cl!r}") from None
+    return UNTIL_CLOSE, 0
+
+
+class _Connection:
+    """A socket and the watcher that reads its bodies; reused for the requests of one user."""
+
+    __slots__ = ("sock", "raw", "tls", "watcher", "done", "times", "datas", "last_t", "need", "head",
+                 "framing", "remaining", "result", "_recv")  # fmt: skip
+
+    def __init__(self, host: str, port: int, tls: bool, connect_timeout: float):
+        sock = gsocket.create_connection((host, port), timeout=connect_timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls:
+            from gevent import ssl
+
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE  # like the old client (insecure=True): load tests hit self-signed gateways
+            sock = ctx.wrap_socket(sock, server_hostname=host)
+        sock.settimeout(None)  # the caller bounds every wait itself (no timer per read)
+        self.sock = sock
+        self.tls = tls
+        self.raw = None if tls else sock._sock  # the real non-blocking socket under gevent's
+        self._recv = None if tls else self.raw.recv
+        self.watcher = None if tls else gevent.get_hub().loop.io(sock.fileno(), 1)
+        self.done = Event()
+        self.result: tuple[str, str] | None = None
+
+    def close(self) -> None:
+        w = self.watcher
+        if w is not None:
+            w.stop()
+            w.close()
+            self.watcher = None
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def idle_ok(self) -> bool:
+        """A kept-alive connection must be silent while idle: readable means closed (or garbage)."""
+        try:
+            if self.tls:
+                return self.sock.pending() == 0 and not _readable(self.sock)
+            self.raw.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False
+
+    # -- head ---------------------------------------------------------------------------------
+    def read_head(self) -> tuple[int, dict[str, str], bytes, float]:
+        """Status, headers (lower-case names), the body bytes that came with them, and the arrival
+        time of the last read."""
+        sock = self.sock
+        buf = b""
+        t = 0.0
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > HEAD_LIMIT:
+                    raise _BadHead("response head longer than 64 KiB")
                 data = sock.recv(READ_SIZE)
-                t = time.perf_counter()
+                t = _perf_counter()
                 if not data:
-                    ex.error, ex.error_detail = "stream_truncated", "the server closed the connection mid-body"
+                    raise _Closed(bool(buf))
+                buf += data
+                continue
+            lines = buf[:end].decode("latin-1").split("\r\n")
+            rest = buf[end + 4 :]
+            parts = lines[0].split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+                raise _BadHead(repr(lines[0][:80]))
+            status = int(parts[1])
+            head = {}
+            for line in lines[1:]:
+                name, sep, value = line.partition(":")
+                if sep:
+                    name = name.strip().lower()
+                    value = value.strip()
+                    head[name] = f"{head[name]}, {value}" if name in head else value
+            if 100 <= status < 200 and status != 101:  # 100 Continue and friends: the real head follows
+                buf = rest
+                continue
+            if parts[0] == "HTTP/1.0" and head.get("connection", "").lower() != "keep-alive":
+                head["connection"] = "close"
+            return status, head, rest, t
+
+    # -- body ---------------------------------------------------------------------------------
+    def read_body(self, ex: Exchange, framing: int, length: int, rest: bytes, t_head: float, limit: float,
+                  is_deadline: bool, cancel_after: float | None, timeouts: Timeouts) -> None:  # fmt: skip
+        self.times, self.datas = ex.times, ex.datas
+        self.framing = framing
+        self.need, self.head, self.remaining = 0, b"", length
+        self.result = None
+        self.last_t = 0.0
+        if framing == NO_BODY or (framing == LENGTH and length <= 0):
+            ex.complete = True
+            return
+        if rest:  # body bytes that came with the head
+            self.times.append(t_head)
+            self.datas.append(rest)
+            self.last_t = t_head
+            try:
+                if self._feed(rest):
+                    ex.complete = True
+                    return
+            except ValueError as e:
+                ex.error, ex.error_detail = "stream_truncated", f"bad chunked framing: {e}"[:200]
+                return
+        if self.tls:
+            self._read_blocking(t_head, limit, timeouts)
+        else:
+            self._read_watched(t_head, limit, timeouts)
+        error, detail = self.result
+        if error == "timeout":
+            if detail == "quiet":
+                phase, limit_s = ("first token", timeouts.first_token) if self.last_t == 0.0 else ("idle gap", timeouts.idle)
+                detail = f"{phase} timeout {limit_s:g}s"
+            elif is_deadline:
+                detail = f"total timeout {timeouts.total:g}s"
+            else:
+                error, detail = "cancelled", f"cancelled after {cancel_after:g}s on purpose"
+        ex.error, ex.error_detail = error, detail
+        ex.complete = not error
+
+    def _next_timeout(self, t_head: float, limit: float, timeouts: Timeouts) -> tuple[float, str]:
+        """The next moment a timeout fires, and which: "quiet" (first token or idle gap) or "limit"."""
+        quiet = (t_head + timeouts.first_token) if self.last_t == 0.0 else (self.last_t + timeouts.idle)
+        return (quiet, "quiet") if quiet < limit else (limit, "limit")
+
+    def _read_watched(self, t_head: float, limit: float, timeouts: Timeouts) -> None:
+        """The user's greenlet sleeps; the watcher's callback reads in the hub until the end."""
+        done = self.done
+        done.clear()
+        watcher = self.watcher
+        watcher.start(self._on_readable)
+        try:
+            while self.result is None:
+                until, kind = self._next_timeout(t_head, limit, timeouts)
+                now = _perf_counter()
+                if now >= until:
+                    self.result = ("timeout", kind)
                     break
-                resp.feed(data)
-                buf = resp._body_buffer
-                if buf:
-                    if not pieces:
-                        sock.settimeout(timeouts.idle)
-                    pieces.append((t, bytes(buf)))
-                    del buf[:]
-                if t > limit and not resp.message_complete:
-                    if limit == deadline:
-                        ex.error, ex.error_detail = "timeout", f"total timeout {timeouts.total:g}s"
-                    else:
-                        ex.error, ex.error_detail = "cancelled", f"cancelled after {cancel_after:g}s on purpose"
+                done.wait(until - now)
+        finally:
+            watcher.stop()
+
+    def _read_blocking(self, t_head: float, limit: float, timeouts: Timeouts) -> None:
+        """TLS: read in the user's greenlet, with the same framing and timing."""
+        sock = self.sock
+        try:
+            while self.result is None:
+                until, kind = self._next_timeout(t_head, limit, timeouts)
+                now = _perf_counter()
+                if now >= until:
+                    self.result = ("timeout", kind)
                     break
-        except (socket.timeout, TimeoutError):
-            phase = "first token" if not pieces else "idle gap"
-            limit_s = timeouts.first_token if not pieces else timeouts.idle
-            ex.error, ex.error_detail = "timeout", f"{phase} timeout {limit_s:g}s"
+                sock.settimeout(until - now)
+                try:
+                    data = sock.recv(READ_SIZE)
+                except (socket.timeout, TimeoutError):
+                    continue
+                except OSError as e:
+                    self.result = ("stream_truncated", f"{type(e).__name__}: {e}"[:200])
+                    break
+                t = _perf_counter()
+                if not data:
+                    self.result = ("", "") if self.framing == UNTIL_CLOSE else ("stream_truncated", "the server closed the connection mid-body")
+                    break
+                self.times.append(t)
+                self.datas.append(data)
+                self.last_t = t
+                try:
+                    if self._feed(data):
+                        self.result = ("", "")
+                except ValueError as e:
+                    self.result = ("stream_truncated", f"bad chunked framing: {e}"[:200])
+        finally:
+            sock.settimeout(None)
+
+    def _end(self, error: str, detail: str) -> None:
+        """Hub side: the message ended (or failed); wake the user's greenlet."""
+        self.watcher.stop()
+        self.result = (error, detail)
+        self.done.set()
+
+    def _on_readable(self) -> None:
+        """Runs in the gevent hub for every arrival on the socket: the hot path."""
+        try:
+            data = self._recv(READ_SIZE)
+        except BlockingIOError:
+            return
         except OSError as e:  # connection reset
-            ex.error, ex.error_detail = "stream_truncated", f"{type(e).__name__}: {e}"[:200]
-        except Exception as e:  # the HTTP parser rejected the bytes
-            ex.error, ex.error_detail = "stream_truncated", f"{type(e).__name__}: {e}"[:200]
-        ex.complete = resp.message_complete
-        if not ex.complete:
-            _discard(resp, sock)
+            self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
+            return
+        t = _perf_counter()
+        if not data:
+            if self.framing == UNTIL_CLOSE:
+                self._end("", "")
+            else:
+                self._end("stream_truncated", "the server closed the connection mid-body")
+            return
+        self.times.append(t)
+        self.datas.append(data)
+        self.last_t = t
+        try:
+            if self._feed(data):
+                self._end("", "")
+        except Exception as e:  # noqa: BLE001 - the framing was not HTTP chunked encoding
+            self._end("stream_truncated", f"bad chunked framing: {type(e).__name__}: {e}"[:200])
+
+    def _feed(self, data: bytes) -> bool:
+        """Track the framing of one read; True when the message is complete."""
+        framing = self.framing
+        if framing == CHUNKED:
+            n = len(data)
+            need = self.need
+            if need >= n:  # inside the current chunk
+                self.need = need - n
+                return False
+            if self.head:
+                data = self.head + data[need:]
+                self.head = b""
+                pos, n = 0, len(data)
+            else:
+                pos = need
+            while True:
+                j = data.find(b"\r\n", pos)
+                if j < 0:
+                    self.head = data[pos:]
+                    self.need = 0
+                    if len(self.head) > 1024:
+                        raise ValueError("no chunk-size line")
+                    return False
+                try:
+                    size = int(data[pos:j], 16)
+                except ValueError:  # chunk extensions (rare): "1a;name=value"
+                    size = int(data[pos:j].split(b";", 1)[0], 16)
+                if size == 0:  # the last chunk; the message ends after trailers and a blank line
+                    if data.find(b"\r\n\r\n", pos) >= 0:
+                        return True
+                    self.head = data[pos:]
+                    self.need = 0
+                    return False
+                pos = j + size + 4
+                if pos >= n:
+                    self.need = pos - n
+                    return False
+        if framing == LENGTH:
+            self.remaining -= len(data)
+            return self.remaining <= 0
+        return False  # until close
 
 
-class _HeaderTimeout(Exception):
-    pass
+def _readable(sock) -> bool:
+    """Readable now, asked without yielding to the event loop (gevent's select would)."""
+    from gevent import monkey
+
+    r, _, _ = monkey.get_original("select", "select")([sock.fileno()], [], [], 0.0)
+    return bool(r)
 
 
-def _discard(resp, sock) -> None:
-    """Close a connection left mid-message: it cannot carry another request."""
-    pool = resp._pool
-    resp._sock = resp._pool = None
-    if pool is not None:
-        pool.release_socket(sock)
-    else:
-        sock.close()
+def dechunk(times: list[float], datas: list[bytes]) -> list[tuple[float, bytes]]:
+    """Undo chunked transfer encoding over timed reads: each read's payload bytes keep its time.
+
+    Runs after the stream. The common case, a read that starts at a chunk-size line and holds
+    whole chunks, takes one `find`, one `int` and one slice per chunk; a chunk or a size line
+    split across reads is carried over."""
+    out = []
+    append = out.append
+    need = 0  # bytes still to come of the current chunk: payload, then its CRLF
+    line = b""  # a chunk-size line split across reads
+    for t, d in zip(times, datas):
+        n = len(d)
+        if need >= n:  # all of this read is inside one chunk
+            k = need - 2  # payload bytes still to come (the rest is the CRLF)
+            if k > 0:
+                append((t, d if k >= n else d[:k]))
+            need -= n
+            continue
+        parts = []
+        pos = 0
+        if need:  # the end of a chunk begun in an earlier read
+            if need > 2:
+                parts.append(d[: need - 2])
+            pos = need
+            need = 0
+        if line:
+            d = line + d[pos:]
+            line, pos, n = b"", 0, len(d)
+        while pos < n:
+            j = d.find(b"\n", pos)
+            if j < 0:
+                line = d[pos:]
+                break
+            try:
+                size = int(d[pos:j], 16)  # int() ignores the CR and surrounding blanks
+            except ValueError:
+                try:
+                    size = int(d[pos:j].split(b";", 1)[0], 16)  # chunk extensions
+                except ValueError:
+                    size = 0  # not chunked framing: keep what was decoded
+            if size == 0:
+                if parts:
+                    append((t, parts[0] if len(parts) == 1 else b"".join(parts)))
+                return out
+            start = j + 1
+            end = start + size
+            if end + 2 <= n:
+                parts.append(d[start:end])
+                pos = end + 2
+            else:  # the chunk continues in the next read
+                if start < n:
+                    parts.append(d[start:end])
+                need = end + 2 - n
+                break
+        if parts:
+            append((t, parts[0] if len(parts) == 1 else b"".join(parts)))
+    return out
