@@ -82,10 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("run_dir")
     s = sub.add_parser("show", help="print the summary tables")
     s.add_argument("run_dir")
-    c = sub.add_parser("compare", help="compare two runs; exit 1 on a regression named by --fail-on")
-    c.add_argument("base")
-    c.add_argument("new")
-    c.add_argument("--fail-on", default="", help="rules, e.g. 'ttft.p95>+10%%,output_tokens_per_s<-5%%,short.e2e.p99>+200ms'")
+    c = sub.add_parser(
+        "compare", help="compare two runs; exit 1 on a regression named by --fail-on",
+        description="Side-by-side metrics of two results folders (overall, per class, per load step), deltas, and "
+        "bootstrap confidence intervals of each delta (time blocks resampled, see reports/compare.py). Writes "
+        "compare.md and compare.json into NEW (or --out). Exit 0: no rule failed; 1: a regression; 2: a usage error.",
+    )  # fmt: skip
+    c.add_argument("base", help="results folder of the baseline run")
+    c.add_argument("new", help="results folder of the run under test")
+    c.add_argument("--fail-on", default="", help=(
+        "comma-separated rules [CLASS.|stepN.]METRIC(>|<)(+|-)N(%%|ms|s|pp); METRIC: ttft|tpot|itl|e2e . "
+        "mean|p50|p90|p95|p99, requests_per_s, output_tokens_per_s, total_tokens_per_s, error_rate. A rule fails "
+        "only when the change is beyond N and the confidence interval of the change excludes 0. "
+        "E.g. 'ttft.p95>+10%%,output_tokens_per_s<-5%%,short.e2e.p99>+200ms,error_rate>+1pp'"))  # fmt: skip
     c.add_argument("--out", default="", help="folder for compare.md and compare.json (default: NEW)")
     c.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")

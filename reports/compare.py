@@ -66,7 +66,7 @@ _RULE = re.compile(
     r"(?P<unit>%|ms|s|pp)?\s*$"
 )
 RULE_HELP = (
-    "write [CLASS.]METRIC>+N% or METRIC<-N%, with METRIC one of ttft|tpot|itl|e2e . mean|p50|p90|p95|p99, "
+    "write [CLASS.|stepN.]METRIC>+N% or METRIC<-N%, with METRIC one of ttft|tpot|itl|e2e . mean|p50|p90|p95|p99, "
     "requests_per_s, output_tokens_per_s, total_tokens_per_s, error_rate; N% is a relative change, "
     "Nms/Ns an absolute one for latencies, Npp percentage points for error_rate; "
     "e.g. 'ttft.p95>+10%,output_tokens_per_s<-5%,short.e2e.p99>+200ms'"
