@@ -1,0 +1,251 @@
+"""How many streams can one client core measure accurately? The suite against a reference client.
+
+One simulator process with a `fixed` profile (TTFT 100 ms, ITL 20 ms, 256 tokens per request:
+`max_tokens` 256, `ignore_eos`) is pinned to one core (`taskset -c 1`); each client is pinned to
+the other (`taskset -c 0`) and runs N closed-loop streams for a warm-up and a measurement
+window. The clients, at every level, one after the other (interleaved, so a disturbance of the
+machine hits them alike):
+
+  suite     the real suite: a local headless `locust -f locustfile.py` process with
+            `--sim-timestamps` (plus bench/client_probe.py, a listener that keeps every chunk's
+            arrival time and `sim_t`)
+  aiohttp   bench/ref_aiohttp.py, asyncio + aiohttp in the style of `vllm bench serve`
+  uvloop    the same on uvloop
+
+Per client and level: achieved content tokens/s in the window, client CPU (utime + stime from
+/proc/<pid>/stat) in % of the core and in us per token, TTFT error (client TTFT minus the
+simulator's own `first_token - arrival` from its truth log, per request) and per-token lag
+(client arrival time minus the chunk's `sim_t`, every chunk), p50 and p99. A level is accurate
+when p99 TTFT error < 10 ms and p99 token lag < 5 ms; a client's capacity is its highest
+accurate level. Ratios are taken within one run: suite / reference.
+
+    /work/venv/bin/python bench/client_speed.py                                    # 50 .. 1000 streams
+    /work/venv/bin/python bench/client_speed.py --levels 100,300 --duration 10     # quick
+    /work/venv/bin/python bench/client_speed.py --clients suite --workers 2 --levels 400,800
+
+The suite runs as one worker process (`locust --worker`, on the client core) under a master
+(`locust --master`, which writes the results, on the simulator's core): what one worker core
+carries. `--mode local` runs one local headless process instead (it also writes the results
+while it streams). `--workers 2 --worker-cores 0,1` spreads the streams over two worker
+processes. Traffic stays on 127.0.0.1; every process is bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client_common import accurate, analyse, machine_pressure, read_truth  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+LEVELS = "50,100,200,300,400,500,600,800,1000"
+WORKLOAD = """\
+name: client-speed
+description: one class of short prompts; replies fixed at 256 tokens by --max-tokens-override
+classes:
+  only: {weight: 1, input_chars: {min: 100, max: 200}, output_tokens: {min: 256, max: 256}}
+"""
+
+
+def start_simulator(tmp: str, args) -> tuple[subprocess.Popen, str, str]:
+    prof = os.path.join(tmp, "client-speed.yaml")
+    with open(prof, "w") as f:
+        f.write(f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n")
+    truth = os.path.join(tmp, "truth.jsonl")
+    cmd = ["taskset", "-c", args.sim_core, PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0",
+           "--profile", prof, "--truth-log", truth]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if "listening on " not in line:
+        raise SystemExit(f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}")
+    return proc, line.split("listening on ", 1)[1].split()[0], truth
+
+
+def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str) -> tuple[list[list[str]], dict]:
+    spec = os.path.join(tmp, "workload.yaml")
+    if not os.path.exists(spec):
+        with open(spec, "w") as f:
+            f.write(WORKLOAD)
+    run_time = math.ceil(args.warmup + args.duration + args.margin)
+    common = [
+        "--host", url, "--endpoint", "completions", "--sim-timestamps", "--max-tokens-override", str(args.max_tokens),
+        "--ignore-eos", "--workload", spec, "--results-dir", os.path.join(tmp, "results"), "--run-id", tag,
+        "--stop-timeout", str(math.ceil(args.ttft + args.itl * args.max_tokens + 3)), "--loglevel", "WARNING",
+        "--model", "sim-model", *args.suite_args,
+    ]  # fmt: skip
+    locust = [PY, "-m", "locust", "-f", f"locustfile.py,{os.path.join('bench', 'client_probe.py')}"]
+    env = {"CLIENT_PROBE_WARMUP": str(args.warmup), "CLIENT_PROBE_DURATION": str(args.duration)}
+    rate = str(max(1.0, n / args.ramp))
+    env["CLIENT_PROBE_QUIT"] = "1"
+    if args.mode == "local":
+        env["CLIENT_PROBE_OUT"] = out
+        cmd = ["taskset", "-c", str(args.client_core), *locust, "--headless", "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]
+        return [cmd], env
+    # distributed: a master (no users, writes the results) + worker processes, each saving its own probe file
+    env["CLIENT_PROBE_OUT"] = out.replace(".npz", "-{pid}.npz")
+    port = str(_free_port())
+    master = [*_pin(args.master_core), *locust, "--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+              "--expect-workers", str(args.workers), "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]  # fmt: skip
+    cores = (args.worker_cores or str(args.client_core)).split(",")
+    workers = [[*_pin(cores[i % len(cores)]), *locust, "--worker", "--master-host", "127.0.0.1",
+                "--master-port", port, "--loglevel", "WARNING"] for i in range(args.workers)]  # fmt: skip
+    return [master, *workers], env
+
+
+def _pin(cores: str) -> list[str]:
+    return ["taskset", "-c", cores] if cores and cores != "any" else []
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_client(kind: str, args, url: str, n: int, tmp: str) -> list[str]:
+    tag = f"{kind}-{n}-{int(time.time() * 1000) % 10**8}"
+    out = os.path.join(tmp, f"{tag}.npz")
+    if kind == "suite":
+        cmds, env = suite_cmd(args, url, n, tmp, tag, out)
+    else:
+        ref = [PY, os.path.join("bench", "ref_aiohttp.py"), "--url", url, "--streams", str(n), "--max-tokens",
+               str(args.max_tokens), "--warmup", str(args.warmup), "--duration", str(args.duration), "--ramp",
+               str(args.ramp), "--out", out]  # fmt: skip
+        if kind == "uvloop":
+            ref.append("--uvloop")
+        cmds, env = [["taskset", "-c", str(args.client_core), *ref]], {}
+    limit = args.warmup + args.duration + args.margin + args.ttft + args.itl * args.max_tokens + 90
+    procs = []
+    log = open(os.path.join(tmp, f"{tag}.log"), "w")
+    for cmd in cmds:
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}))
+    deadline = time.monotonic() + limit
+    for p in procs:
+        try:
+            p.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+    log.close()
+    if kind == "suite" and args.mode == "worker":
+        prefix = os.path.basename(out).replace(".npz", "-")
+        return sorted(os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith(prefix) and f.endswith(".npz"))
+    if not os.path.exists(out):
+        with open(os.path.join(tmp, f"{tag}.log")) as f:
+            sys.stderr.write(f"{kind} at {n} streams wrote no results; its log:\n{f.read()[-3000:]}\n")
+        return []
+    return [out]
+
+
+def combine(results: list[dict]) -> dict:
+    """Several worker processes: tokens/s and CPU add up; errors and lags: the worst worker."""
+    if len(results) == 1:
+        return results[0]
+    out = {k: sum(r[k] for r in results) for k in ("tokens_per_s", "cpu_pct", "requests")}
+    out["cpu_us_per_token"] = sum(r["cpu_us_per_token"] * r["tokens_per_s"] for r in results) / out["tokens_per_s"]
+    for k in ("ttft_err_ms_p50", "ttft_err_ms_p99", "ttft_err_ms_mean", "lag_ms_p50", "lag_ms_p99", "lag_ms_max"):
+        out[k] = max(r[k] for r in results)
+    out["window_s"] = min(r["window_s"] for r in results)
+    out["processes"] = len(results)
+    return out
+
+
+def fmt_row(kind: str, n: int, r: dict, ok: bool, pressure: dict) -> str:
+    return (
+        f"{kind:8s} {n:6d} {r['tokens_per_s']:9.0f} {r['cpu_pct']:6.1f} {r['cpu_us_per_token']:7.1f}  "
+        f"{r['ttft_err_ms_p50']:7.2f} {r['ttft_err_ms_p99']:8.2f}  {r['lag_ms_p50']:6.2f} {r['lag_ms_p99']:8.2f}  "
+        f"{'yes' if ok else 'NO ':3s}  psi {pressure.get('cpu_some_avg10', float('nan')):5.1f} load {pressure.get('load1', float('nan')):4.2f}"
+    )
+
+
+HEADER = ("client   streams  tokens/s   cpu%  us/tok  ttft-err p50/p99 ms   lag p50/p99 ms  ok?   machine (before the run)\n"
+          + "-" * 118)  # fmt: skip
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--levels", default=LEVELS, help="concurrent streams, comma-separated")
+    ap.add_argument("--clients", default="suite,aiohttp,uvloop")
+    ap.add_argument("--duration", type=float, default=20.0, help="measurement window, s")
+    ap.add_argument("--warmup", type=float, default=8.0, help="from the client's start to the window, s")
+    ap.add_argument("--ramp", type=float, default=2.0, help="stream starts spread over this many seconds")
+    ap.add_argument("--margin", type=float, default=15.0, help="suite: --run-time beyond warm-up + window (start-up; a local run ends with its window)")
+    ap.add_argument("--ttft", type=float, default=0.1)
+    ap.add_argument("--itl", type=float, default=0.02)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--sim-core", default="1")
+    ap.add_argument("--client-core", default="0")
+    ap.add_argument("--mode", choices=["worker", "local"], default="worker",
+                    help="suite: worker = a master (on --master-core) and --workers worker processes; local = one headless process")
+    ap.add_argument("--workers", type=int, default=1, help="suite, worker mode: worker processes sharing the streams")
+    ap.add_argument("--worker-cores", default="", help="cores the worker processes are pinned to, in turn (default: --client-core; 'any' = unpinned)")
+    ap.add_argument("--master-core", default="1", help="core of the master process ('any' = unpinned)")
+    ap.add_argument("--give-up-after", type=int, default=2, help="stop raising a client's load after this many inaccurate levels in a row")
+    ap.add_argument("--suite-args", default="", help="extra options for the suite's locust command (quoted)")
+    ap.add_argument("--json", default="", help="write every result here")
+    args = ap.parse_args(argv)
+    args.suite_args = args.suite_args.split()
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    tmp = tempfile.mkdtemp(prefix="client-speed-")
+    sim, url, truth_path = start_simulator(tmp, args)
+    print(f"simulator {url} on core {args.sim_core}; clients on core {args.client_core}; window {args.duration:g} s after "
+          f"{args.warmup:g} s warm-up; TTFT {args.ttft * 1000:g} ms, ITL {args.itl * 1000:g} ms, {args.max_tokens} tokens; "
+          f"nproc {os.cpu_count()}; work dir {tmp}", flush=True)  # fmt: skip
+    print(HEADER, flush=True)
+    rows, failed_in_row = [], {c: 0 for c in clients}
+    try:
+        for n in levels:
+            for kind in clients:
+                if failed_in_row[kind] >= args.give_up_after:
+                    continue
+                pressure = machine_pressure()
+                files = run_client(kind, args, url, n, tmp)
+                if not files:
+                    failed_in_row[kind] += 1
+                    continue
+                time.sleep(1.5)  # the simulator flushes its truth log every second
+                truth = read_truth(truth_path)
+                r = combine([analyse(f, truth) for f in files])
+                ok = accurate(r)
+                failed_in_row[kind] = 0 if ok else failed_in_row[kind] + 1
+                rows.append({"client": kind, "streams": n, "accurate": ok, "pressure_before": pressure, **r})
+                print(fmt_row(kind, n, r, ok, pressure), flush=True)
+    finally:
+        sim.terminate()
+        try:
+            sim.wait(10)
+        except subprocess.TimeoutExpired:
+            sim.kill()
+    best = {}
+    for kind in clients:
+        good = [r for r in rows if r["client"] == kind and r["accurate"]]
+        best[kind] = max(good, key=lambda r: r["streams"]) if good else None
+    print("\nhighest accurate load (p99 TTFT error < 10 ms, p99 token lag < 5 ms):")
+    for kind, r in best.items():
+        print(f"  {kind:8s} " + (f"{r['streams']:5d} streams  {r['tokens_per_s']:8.0f} tokens/s  {r['cpu_us_per_token']:.1f} us/token"
+                                 if r else "none of the levels"))  # fmt: skip
+    if best.get("suite"):
+        for ref in ("uvloop", "aiohttp"):
+            if best.get(ref):
+                print(f"  suite / {ref}: {best['suite']['tokens_per_s'] / best[ref]['tokens_per_s']:.2f}x accurate tokens/s, "
+                      f"{best[ref]['cpu_us_per_token'] / best['suite']['cpu_us_per_token']:.2f}x less CPU per token")  # fmt: skip
+    print(f"machine after: {machine_pressure()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "rows": rows, "best": best}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
