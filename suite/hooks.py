@@ -9,6 +9,7 @@ Roles (FIELD_NOTES 6, 7, 11):
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 import time
@@ -26,7 +27,7 @@ from suite import events as llm_events
 from suite.context import RunContext, load_workload, token_counter
 from suite.embedded import EmbeddedSimulator
 from suite.options import OptionError, Settings, add_arguments, check_host, public_options
-from suite.server import resolve_model
+from suite.server import check_reachable, resolve_model
 from users.finisher import Finisher
 
 log = logging.getLogger("llm")
@@ -153,6 +154,7 @@ def _on_init(environment, runner, **_kw) -> None:
             token_counter(settings.tokenizer)
         if environment.host:
             environment.host = check_host(environment.host)
+            _check_reachable(environment, settings)
         else:
             sim = EmbeddedSimulator(settings.sim_profile)
             environment.llm_simulator = sim
@@ -170,6 +172,17 @@ def _on_init(environment, runner, **_kw) -> None:
         events.worker_report.add_listener(
             lambda client_id, data: environment.llm_run and environment.llm_run.collector.on_worker_report(client_id, data)
         )
+
+
+def _check_reachable(environment, settings: Settings) -> None:
+    """Headless: an unreachable --host fails at once (exit 2). Web UI: only a warning, since the
+    host can still be changed in the start form."""
+    try:
+        check_reachable(environment.host, settings.timeouts.connect)
+    except OptionError as e:
+        if environment.parsed_options.headless:
+            raise
+        log.warning("%s (the web UI starts anyway)", e)
 
 
 def _choose_load_model(environment, settings: Settings) -> None:
@@ -212,6 +225,9 @@ def _on_test_start(environment, **_kw) -> None:
         log.error("%s", e)
         raise
     if role == "worker":
+        own_key = os.environ.get("LOCUST_API_KEY", "")
+        if own_key:  # the worker's own key wins: the master's travels in clear text (README "Security")
+            settings.api_key = own_key
         if getattr(environment, "llm_worker_ready", False):
             _open_worker_run(environment, settings)
         else:  # joined a running test: finish once init has run (users wait for the context)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -30,11 +31,17 @@ class OptionError(ValueError):
     """A misconfiguration, as one line naming the option and the fix."""
 
 
+# Failure classes a retry may follow: those known from the HTTP exchange alone, before the body is
+# parsed (users/llm.py decides right after the stream ends, without parsing it).
+RETRYABLE = ("http_429", "http_4xx", "http_5xx", "connect_error", "timeout", "stream_truncated")
+
+
 # (flag, argparse keywords); the env var is derived by env_var(). Kept as data so the README table and tests can list them.
 OPTIONS: list[tuple[str, dict]] = [
     ("--endpoint", dict(default="chat", choices=["chat", "completions"], help="chat = /v1/chat/completions, completions = /v1/completions")),
     ("--model", dict(default="", help="Model id to request; empty = the first id from /v1/models")),
-    ("--api-key", dict(default="", is_secret=True, help="Bearer token sent as Authorization; never written anywhere")),
+    # not in the web UI: Locust renders a form field's value into the page (README "Security")
+    ("--api-key", dict(default="", is_secret=True, include_in_web_ui=False, help="Bearer token sent as Authorization; never written anywhere; not a web UI field (README: Security)")),
     ("--workload", dict(default="", help="Workload spec YAML; empty = workloads/default.yaml (the reference mix)")),
     ("--seed", dict(default="", help="Seed for the request sequence (each worker uses seed + worker index); empty = random, recorded in run.json")),
     ("--tokenizer", dict(default="", help="Tokenizer path or hub name for counting output tokens when the server sends no usage")),
@@ -68,6 +75,18 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--prometheus-linger", dict(default="0s", include_in_web_ui=False, help="Keep serving /metrics this long before the process exits, so Prometheus scrapes the final counts")),
     ("--server-metrics", dict(default="", help="Prometheus endpoints of the server side to scrape during the run, comma-separated (vLLM /metrics, DCGM, node exporter); kept in server_metrics.parquet")),
     ("--server-metrics-interval", dict(default="5s", help="Scrape interval for --server-metrics")),
+    # Failures, retries and cancellation (README "Failures, retries and cancellation")
+    ("--retry", dict(default="0", help="Retry a failed request up to N times; every attempt is its own record (request id suffix -r1, -r2, ...); 0 = off")),
+    ("--retry-on", dict(default="http_429,http_5xx,connect_error", help="Failure classes that are retried, comma-separated (" + ", ".join(RETRYABLE) + ")")),
+    ("--retry-max-wait", dict(default="30s", help="Longest wait before a retry: caps a 429's Retry-After and the backoff (0.5 s, doubling)")),
+    ("--cancel-rate", dict(default="0", help="Share of requests (0-1) the client aborts on purpose after --cancel-after, to test the server's abort handling; recorded as cancelled")),
+    ("--cancel-after", dict(default="1s", help="How long a request picked by --cancel-rate runs before the client aborts it")),
+    # Client self-health (metrics/health.py): is each load-generating process still accurate?
+    ("--health-cpu-limit", dict(default="70", include_in_web_ui=False, help="Self-health: a worker (or local) process above this CPU, % of one core, in 80 % of the seconds of --health-sustain marks the run client_bound")),
+    ("--health-loop-lag-limit", dict(default="10ms", include_in_web_ui=False, help="Self-health: event-loop lag p99 (a 0.1 s sleep waking late) above this, sustained while the process is busy, marks the run client_bound")),
+    ("--health-token-lag-limit", dict(default="5ms", include_in_web_ui=False, help="Self-health, with --sim-timestamps: p99 of chunk arrival minus the simulator's send time above this, sustained while busy, marks the run client_bound")),
+    ("--health-sustain", dict(default="5s", include_in_web_ui=False, help="Self-health: how long a limit must be passed (in 80 % of its one-second samples) to count")),
+    ("--health-target-cpu", dict(default="60", include_in_web_ui=False, help="Self-health advice: CPU per worker process, % of one core, to plan for (workers needed = ceil(workers x peak CPU / this))")),
 ]
 
 
@@ -114,7 +133,7 @@ def _int(option: str, text, minimum: int = 0) -> int | None:
     try:
         value = int(text)
     except (TypeError, ValueError):
-        raise OptionError(f"--{option}: '{text}' is not an integer") from None
+        raise OptionError(f"--{option}: '{text}' is not an integer; give a whole number") from None
     if value < minimum:
         raise OptionError(f"--{option}: {value} is below the minimum {minimum}")
     return value
@@ -124,6 +143,10 @@ def check_host(host: str) -> str:
     parts = urlsplit(host)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise OptionError(f"--host: '{host}' needs a scheme and a host name, e.g. http://127.0.0.1:8000")
+    try:
+        parts.port
+    except ValueError:
+        raise OptionError(f"--host: '{host}' has an invalid port; give 1-65535, e.g. http://127.0.0.1:8000") from None
     return host.rstrip("/")
 
 
@@ -155,6 +178,11 @@ class Settings:
     arrival: str = "poisson"
     burstiness: float = 1.0
     max_concurrency: int = 512
+    retry: int = 0  # retries per request (0 = off)
+    retry_on: tuple[str, ...] = ("http_429", "http_5xx", "connect_error")
+    retry_max_wait_s: float = 30.0
+    cancel_rate: float = 0.0
+    cancel_after_s: float = 1.0
 
     @classmethod
     def from_options(cls, o) -> "Settings":
@@ -175,6 +203,8 @@ class Settings:
         for name in ("connect", "first_token", "idle", "total"):
             if getattr(timeouts, name) <= 0:
                 raise OptionError(f"--timeout-{name.replace('_', '-')}: must be above 0")
+        if o.tokenizer and _looks_like_path(o.tokenizer) and not os.path.exists(os.path.expanduser(o.tokenizer)):
+            raise OptionError(f"--tokenizer: '{o.tokenizer}' does not exist; give a local tokenizer folder (or a hub name like org/name)")
         run_id = o.run_id or ""
         if run_id and not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
             raise OptionError(f"--run-id: '{run_id}' may only hold letters, digits, '.', '_' and '-'")
@@ -197,6 +227,7 @@ class Settings:
             sim_timestamps=bool(o.sim_timestamps),
             timeouts=timeouts,
             **_load_model(o),
+            **_failures(o),
         )
 
 
@@ -253,6 +284,30 @@ def _load_model(o) -> dict:
         find_capacity=bool(o.find_capacity), request_rate=rate, arrival=o.arrival,
         burstiness=_float("burstiness", o.burstiness) or 1.0, max_concurrency=max_conc or 512,
     )  # fmt: skip
+
+
+def _looks_like_path(text: str) -> bool:
+    return os.path.isabs(os.path.expanduser(text)) or text.startswith((".", "~"))
+
+
+def _failures(o) -> dict:
+    """Retry and cancellation options (README "Failures, retries and cancellation")."""
+    retry = _int("retry", getattr(o, "retry", "0"), 0) or 0
+    retry_on = tuple(c.strip() for c in str(getattr(o, "retry_on", "") or "").split(",") if c.strip())
+    for name in retry_on:
+        if name not in RETRYABLE:
+            raise OptionError(f"--retry-on: '{name}' is not a retryable failure class; choose from {', '.join(RETRYABLE)}")
+    if retry and not retry_on:
+        raise OptionError("--retry-on: empty while --retry is on; name the failure classes to retry, e.g. http_429,http_5xx")
+    max_wait = parse_duration("retry-max-wait", getattr(o, "retry_max_wait", "30s"))
+    text = getattr(o, "cancel_rate", "0")
+    rate = 0.0 if text in ("", None) else _float("cancel-rate", text, 0.0, exclusive=False)
+    if rate > 1:
+        raise OptionError(f"--cancel-rate: {text} is a share of requests; give a number from 0 to 1, e.g. 0.1")
+    cancel_after = parse_duration("cancel-after", getattr(o, "cancel_after", "1s"))
+    if rate and cancel_after <= 0:
+        raise OptionError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
+    return dict(retry=retry, retry_on=retry_on, retry_max_wait_s=max_wait, cancel_rate=rate, cancel_after_s=cancel_after)
 
 
 def markdown_table() -> str:

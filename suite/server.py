@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 from urllib.parse import urlsplit
 
 import orjson
+from gevent import socket as gsocket
 from geventhttpclient import HTTPClient
 
 from suite.options import OptionError, Settings
@@ -35,3 +37,20 @@ def resolve_model(host: str, settings: Settings) -> str:
         return str(models[0]["id"])
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
         raise OptionError(f"--model: not given, and GET {url} listed no model; pass --model NAME") from None
+
+
+def check_reachable(host: str, timeout: float) -> None:
+    """A TCP connection to the host's address opens within the connect timeout (nothing is sent:
+    an unreachable host is one clear line before any load, not a run of connect_error records)."""
+    parts = urlsplit(host)
+    address = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    try:
+        gsocket.create_connection(address, timeout=timeout).close()
+    except (socket.timeout, TimeoutError):
+        problem = f"no connection within --timeout-connect {timeout:g}s"
+    except OSError as e:
+        problem = e.strerror or type(e).__name__
+    else:
+        return
+    shown = f"[{address[0]}]:{address[1]}" if ":" in address[0] else f"{address[0]}:{address[1]}"
+    raise OptionError(f"--host: cannot connect to {shown} ({problem}); check the address and that the server is up")
