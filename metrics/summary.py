@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, pooled_itl
@@ -48,7 +49,9 @@ def section(df: pd.DataFrame, itl_s: np.ndarray, window_s: float, start: float, 
     `df` carries a boolean column `good` (succeeded and met every SLO; equal to `ok` without SLOs).
     """
     ok = df[df["ok"]]
-    errors = df[~df["ok"] & (df["error"] != "stopped")]
+    # "stopped" (in flight at the end) and "cancelled" (aborted on purpose, --cancel-rate) are not
+    # server failures: counted apart, outside the good fraction's denominator
+    errors = df[~df["ok"] & ~df["error"].isin(("stopped", "cancelled"))]
     done_wall = ok["wall_send"] + ok["e2e_s"]
     finished = (done_wall >= start) & (done_wall <= end)
     finished_in_window = ok[finished]
@@ -63,6 +66,8 @@ def section(df: pd.DataFrame, itl_s: np.ndarray, window_s: float, start: float, 
             "ok": int(len(ok)),
             "failed": int(len(errors)),
             "stopped": int((df["error"] == "stopped").sum()),
+            "cancelled": int((df["error"] == "cancelled").sum()),
+            "retries": int(df["retry"].sum()) if "retry" in df else 0,  # attempts after the first (--retry)
             "by_error": {str(k): int(v) for k, v in errors["error"].value_counts().sort_index().items()},
         },
         "ttft_ms": distribution(ok["ttft_s"]),
@@ -124,6 +129,8 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
     slo and capacity when the run had steps and objectives."""
     df = table.select(SCALAR_COLUMNS).to_pandas()
+    # a retry's request id is the first attempt's plus -rN (users/llm.py)
+    df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)
     chunk_times = table.column("chunk_times")
     if objectives:
         from metrics.slo import good_mask
