@@ -1,0 +1,42 @@
+"""Locustfile for bench/vllm_agreement.py: the suite, stopped after exactly N requests.
+
+`vllm bench serve` sends a fixed number of prompts (--num-prompts) at a fixed concurrency and ends
+when the last one has finished. Locust has no request-count limit, so this locustfile adds one
+without touching the suite: the users are the suite's own (users.llm.LLMUser, the same hot path,
+records and results), and a shared counter lets exactly AGREEMENT_REQUESTS requests start; the
+user that completes the last one quits the runner, which ends the run through the suite's usual
+stop/drain/finish path. As in vllm bench, the last requests drain at falling concurrency.
+
+    AGREEMENT_REQUESTS=200 locust -f bench/vllm_agreement_locustfile.py --headless -u 8 -r 1000 -t 10m ...
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import gevent
+from locust import task
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import suite.hooks  # noqa: E402,F401  options, results, event wiring
+from users.llm import LLMUser  # noqa: E402
+
+LIMIT = int(os.environ.get("AGREEMENT_REQUESTS", "100"))
+_state = {"started": 0, "finished": 0}
+
+
+class FixedCountUser(LLMUser):
+    """Closed loop like ConfiguredUser, until LIMIT requests have been started in this process."""
+
+    @task
+    def send(self) -> None:
+        if _state["started"] >= LIMIT:
+            gevent.sleep(0.05)  # done: wait for the last in-flight requests and the quit
+            return
+        _state["started"] += 1
+        self.send_request(self.ctx.sampler.next())
+        _state["finished"] += 1
+        if _state["finished"] == LIMIT:
+            gevent.spawn(self.environment.runner.quit)
