@@ -45,7 +45,8 @@ def auto(v) -> str:
     if isinstance(v, (float, np.floating)) and math.isfinite(v) and not float(v).is_integer():
         a = abs(float(v))
         return fmt(v, 0 if a >= 100 else (2 if a >= 1 else 4))
-    return fmt(v)
+    text = fmt(v)
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def utc(ts) -> str:
@@ -504,6 +505,10 @@ def build(path: str, summary: dict | None = None) -> dict[str, str]:
     if not s.get("complete", True):
         md += ["> **Interrupted run:** the results are partial.", ""]
 
+    warning = D.client_warning(s)
+    if warning:
+        sections_html.append(f'<div class="capacity warn"><b>Warning:</b> {escape(warning)}</div>')
+        md += [f"> **Warning:** {warning}", ""]
     cap = s.get("capacity")
     if isinstance(cap, dict) and cap.get("sentence"):
         sections_html.append(f'<div class="capacity"><b>Capacity:</b> {escape(cap["sentence"])}</div>')

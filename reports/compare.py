@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 
 from metrics.summary import distribution
 from metrics.timing import pooled_itl
-from reports.data import RunData, load_run, steps_frame
+from reports.data import RunData, client_warning, load_run, steps_frame
 
 LATENCY = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -343,6 +343,8 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
         "scopes": [],
         "only_in_base": sorted(set(sb) - set(sn)),
         "only_in_new": sorted(set(sn) - set(sb)),
+        "warnings": [f"{role} run: {w}" for role, w in (("base", client_warning(base.run.summary)),
+                                                          ("new", client_warning(new.run.summary))) if w],
     }  # fmt: skip
     for key in common:
         a, b = sb[key], sn[key]
@@ -463,6 +465,7 @@ def markdown(result: dict, verdicts: list[dict]) -> str:
             lines.append(f"| `{v['rule']}` | {_change(v)} | {'yes' if v['significant'] else 'no'} | "
                          f"{'**FAIL**' if v['failed'] else 'pass'} | {v['reason']} |")
         lines.append("")
+    lines += [f"> **Warning:** {w}" for w in result.get("warnings", [])] + ([""] if result.get("warnings") else [])
     lines += [f"Deltas are new - base. *Beyond noise*: the {m['confidence']:.0%} bootstrap interval of the difference excludes 0 "
               f"({m['resamples']} resamples of time blocks, seed {m['seed']}). With many rows, about "
               f"{1 - m['confidence']:.0%} of unchanged metrics are flagged by chance; gate on a few named rules.", ""]
@@ -530,6 +533,8 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
             more = f" and {len(flagged) - 6} more" if len(flagged) > 6 else ""
             print(f"  {s['label']}: {', '.join(flagged[:6]) + more if flagged else 'none'}")
     print(f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}")
+    for w in result["warnings"]:
+        print(f"\nwarning: {w}")
     if verdicts:
         print("\nrules:")
         for v in verdicts:

@@ -405,6 +405,19 @@ def first(frame: pd.DataFrame, *names: str) -> np.ndarray | None:
     return None
 
 
+def client_warning(summary: dict) -> str:
+    """One sentence when the load generator itself may have distorted the timings (client_bound)."""
+    cb = summary.get("client_bound")
+    if not isinstance(cb, dict):
+        return ""
+    advice = str(cb.get("advice") or "").strip()
+    if cb.get("bound"):
+        return "The load generator was client bound (out of CPU): its timings include client delay. " + advice
+    if cb.get("contended"):
+        return "The load generator's machine was contended (other processes took the CPU): timings may include client delay. " + advice
+    return ""
+
+
 def slo_objectives(summary: dict) -> list[dict]:
     slo = summary.get("slo")
     if isinstance(slo, dict):

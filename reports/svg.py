@@ -379,6 +379,7 @@ table{border-collapse:collapse;font-size:13px;margin:8px 0}th,td{border:1px soli
 th{background:#f4f6f8}td.l,th.l{text-align:left}tr.overall td{font-weight:600;background:#fafafa}
 .pass{color:#0a7a32;font-weight:600}.fail{color:#b00020;font-weight:600}
 .capacity{font-size:16px;background:#eef6ff;border-left:4px solid #0072B2;padding:8px 12px;margin:12px 0}
+.warn{background:#fff4e5;border-left-color:#D55E00}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.muted{color:#666;font-size:12px}
 svg.chart{background:#fff;border:1px solid #e3e3e3;max-width:100%;height:auto}
 svg .title{font-size:14px;font-weight:600;fill:#1a1a1a}svg .legend,svg .tick{font-size:11px;fill:#333}

@@ -359,3 +359,23 @@ def test_rule_fails_when_new_run_has_no_successful_request(tmp_path, capsys):
     assert rc == 1
     assert "REGRESSION: step1.ttft.p95, error_rate" in out
     assert "no successful request" in out
+
+
+def test_client_bound_warning_in_report_and_compare(tmp_path, capsys):
+    """summary.json's client_bound (metrics/health.py) surfaces as a warning in both tools."""
+    from bench.report_scale import synth_table, write_run
+    from metrics.results import write_json
+    from reports.build import build
+    from reports.compare import run_compare
+
+    t0 = 1_700_000_000.0
+    for name in ("a", "b"):
+        summary = write_run(str(tmp_path / name), synth_table(2000, seed=1, t0=t0, duration=60, steps=(4,)), t0, 60,
+                            steps=(4,), slo="")  # fmt: skip
+    summary["client_bound"] = {"bound": True, "contended": False, "workers": [{"worker": "local", "cpu_p95": 99.0, "samples": [1] * 900}],
+                               "advice": "this load needs about 2 worker processes"}  # fmt: skip
+    write_json(str(tmp_path / "b" / "summary.json"), summary)
+    html = open(build(str(tmp_path / "b"))["html"], encoding="utf-8").read()
+    assert "client bound (out of CPU)" in html and "about 2 worker processes" in html
+    assert run_compare(str(tmp_path / "a"), str(tmp_path / "b"), "ttft.p95>+10%", resamples=200) == 0
+    assert "warning: new run: The load generator was client bound" in capsys.readouterr().out
