@@ -10,14 +10,15 @@ and the seeded request sampler.
 from .errors import WorkloadError
 from .library import Library, Template, load_library
 from .sampler import Request, Sampler, derive_seed
-from .spec import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, ClassSpec, Distribution,
-                   SystemPromptSpec, TemplateFilter, WorkloadSpec, load_spec)
+from .session import Conversation
+from .spec import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, ClassSpec, Distribution, SessionSpec,
+                   SharedPrefixSpec, SystemPromptSpec, TemplateFilter, WorkloadSpec, load_spec)
 
 __all__ = [
     "WorkloadError", "WorkloadSpec", "ClassSpec", "Distribution", "SystemPromptSpec",
     "TemplateFilter", "Library", "Template", "Request", "Sampler", "load_spec",
     "load_library", "derive_seed", "class_weights", "DEFAULT_SPEC_PATH",
-    "DEFAULT_TEMPLATES_PATH",
+    "DEFAULT_TEMPLATES_PATH", "Conversation", "SessionSpec", "SharedPrefixSpec",
 ]
 
 

@@ -2,10 +2,20 @@
 
 One JSON object per line::
 
-    {"kind": "question"|"context"|"system", "domain": "finance", "lang": "en", "text": "..."}
+    {"kind": "question"|"context"|"system"|"prompt", "domain": "finance", "lang": "en", "text": "..."}
 
 Optional keys ``id``, ``source`` and ``tags`` are accepted and kept out of the
-way (for libraries imported from logs). Blank lines are skipped.
+way. Blank lines are skipped.
+
+Kind ``prompt`` is a whole prompt imported from a log (``python -m workloads
+import``), sent verbatim by classes with ``prompts: verbatim``. It may carry:
+
+    "system": "s0003"          id of a "system" line of the same file: the system prompt it was logged with
+    "history": [{"role": "user"|"assistant", "content": "..."}, ...]   earlier turns sent before ``text``
+    "count": 17                how often the prompt occurred in the log (sampling weight, default 1)
+    "output_tokens": 212       output length observed in the log (informational)
+
+Its input length is the system prompt + every history message + ``text``, in characters.
 """
 
 from __future__ import annotations
@@ -13,13 +23,15 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import WorkloadError
 
-KINDS = ("question", "context", "system")
+KINDS = ("question", "context", "system", "prompt")
 REQUIRED_KEYS = ("kind", "domain", "lang", "text")
 OPTIONAL_KEYS = ("id", "source", "tags")
+PROMPT_KEYS = ("system", "history", "count", "output_tokens")  # kind "prompt" only
+HISTORY_ROLES = ("user", "assistant")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +40,17 @@ class Template:
     domain: str
     lang: str
     text: str
+    # kind "prompt" only (imported from a log): the logged system prompt (resolved text), earlier
+    # turns as (role, content) pairs, and how often the prompt occurred
+    id: str = ""
+    system: str | None = None
+    history: tuple[tuple[str, str], ...] = ()
+    count: int = 1
+
+    @property
+    def input_chars(self) -> int:
+        """The whole input this template makes as a prompt: system + history + text."""
+        return (len(self.system) if self.system else 0) + sum(len(c) for _, c in self.history) + len(self.text)
 
 
 @dataclass(frozen=True)
@@ -39,15 +62,16 @@ class Library:
     contexts: tuple[Template, ...]
     systems: tuple[Template, ...]
     data: bytes = field(repr=False, default=b"")
+    prompts: tuple[Template, ...] = ()
 
     def all(self) -> tuple[Template, ...]:
-        return self.questions + self.contexts + self.systems
+        return self.questions + self.contexts + self.systems + self.prompts
 
     def counts(self) -> dict:
         """Counts by kind, by kind and language, by kind and domain."""
         out: dict = {"total": 0, "by_kind": {}, "by_lang": {}, "by_domain": {}}
         for kind, items in (("question", self.questions), ("context", self.contexts),
-                            ("system", self.systems)):
+                            ("system", self.systems), ("prompt", self.prompts)):
             out["by_kind"][kind] = len(items)
             out["by_lang"][kind] = dict(sorted(Counter(t.lang for t in items).items()))
             out["by_domain"][kind] = dict(sorted(Counter(t.domain for t in items).items()))
@@ -87,6 +111,7 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
         text = text[1:]
 
     buckets: dict[str, list[Template]] = {k: [] for k in KINDS}
+    prompt_refs: list[tuple[str, str | None]] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -99,10 +124,11 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
         if not isinstance(obj, dict):
             raise fail(f"{where}: expected a JSON object, got {type(obj).__name__}",
                        'write {"kind": ..., "domain": ..., "lang": ..., "text": ...}')
-        unknown = sorted(set(obj) - set(REQUIRED_KEYS) - set(OPTIONAL_KEYS))
+        allowed = REQUIRED_KEYS + OPTIONAL_KEYS + (PROMPT_KEYS if obj.get("kind") == "prompt" else ())
+        unknown = sorted(set(obj) - set(allowed))
         if unknown:
             raise fail(f"{where}: unknown key {unknown[0]!r}",
-                       f"allowed keys: {', '.join(REQUIRED_KEYS + OPTIONAL_KEYS)}")
+                       f"allowed keys: {', '.join(allowed)}")
         for key in REQUIRED_KEYS:
             if key not in obj:
                 raise fail(f"{where}: missing key {key!r}",
@@ -113,15 +139,46 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
         kind = obj["kind"]
         if kind not in KINDS:
             raise fail(f"{where}: unknown kind {kind!r}", f"kind is one of {', '.join(KINDS)}")
-        buckets[kind].append(Template(kind, obj["domain"].strip(), obj["lang"].strip(),
-                                      obj["text"].strip()))
+        tid = obj.get("id", "")
+        if not isinstance(tid, str):
+            raise fail(f"{where}: id must be a string", 'write e.g. "id": "p000001"')
+        domain, lang = obj["domain"].strip(), obj["lang"].strip()
+        if kind != "prompt":
+            buckets[kind].append(Template(kind, domain, lang, obj["text"].strip(), id=tid))
+            continue
+        # verbatim prompts keep their text exactly as logged (no strip): lengths must match the log
+        history = obj.get("history", [])
+        if not isinstance(history, list) or not all(
+                isinstance(m, dict) and set(m) == {"role", "content"} and m["role"] in HISTORY_ROLES
+                and isinstance(m["content"], str) for m in history):
+            raise fail(f"{where}: history must be a list of {{\"role\": \"user\"|\"assistant\", \"content\": \"...\"}}",
+                       "fix or drop the history of this prompt")
+        count = obj.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise fail(f"{where}: count must be a whole number >= 1", "give how often the prompt occurred")
+        sys_ref = obj.get("system")
+        if sys_ref is not None and (not isinstance(sys_ref, str) or not sys_ref):
+            raise fail(f"{where}: system must be the id of a system line", 'write e.g. "system": "s0001"')
+        prompt_refs.append((where, sys_ref))
+        buckets[kind].append(Template(kind, domain, lang, obj["text"], id=tid, system=sys_ref,
+                                      history=tuple((m["role"], m["content"]) for m in history),
+                                      count=count))
 
     if not any(buckets.values()):
         raise fail(f"template file {path} is empty",
                    "add question, context and system lines, one JSON object per line")
-    if not buckets["question"]:
-        raise fail(f"template file {path} has no questions",
+    if not buckets["question"] and not buckets["prompt"]:
+        raise fail(f"template file {path} has no questions (and no imported prompts)",
                    'add lines with "kind": "question"')
+    if prompt_refs:  # resolve system prompt ids to their text
+        by_id = {t.id: t.text for t in buckets["system"] if t.id}
+        prompts = []
+        for (where, ref), t in zip(prompt_refs, buckets["prompt"]):
+            if ref is not None and ref not in by_id:
+                raise fail(f"{where}: system {ref!r} is not the id of a system line in this file",
+                           "add the system line or drop the reference")
+            prompts.append(t if ref is None else replace(t, system=by_id[ref]))
+        buckets["prompt"] = prompts
     return Library(path=path, questions=tuple(buckets["question"]),
                    contexts=tuple(buckets["context"]), systems=tuple(buckets["system"]),
-                   data=data)
+                   data=data, prompts=tuple(buckets["prompt"]))

@@ -6,8 +6,9 @@ import hashlib
 import math
 import random
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 from .spec import ClassSpec, Distribution, WorkloadSpec
 
@@ -25,19 +26,31 @@ class Request:
     user: str
     max_tokens: int
     input_chars: int
+    # earlier turns sent before `user`, as (role, content) pairs: a logged prompt's history, or the
+    # previous turns of a conversation (user messages and the replies received)
+    history: tuple[tuple[str, str], ...] = ()
+    turns: int = 0  # conversation classes: the number of turns of this conversation; 0 = a single request
 
     def messages(self) -> list[dict[str, str]]:
-        """OpenAI chat messages, system first when present."""
-        if self.system is not None:
-            return [{"role": "system", "content": self.system},
-                    {"role": "user", "content": self.user}]
-        return [{"role": "user", "content": self.user}]
+        """OpenAI chat messages, system first when present, then the history, then the user message."""
+        if not self.history:
+            if self.system is not None:
+                return [{"role": "system", "content": self.system},
+                        {"role": "user", "content": self.user}]
+            return [{"role": "user", "content": self.user}]
+        out = [{"role": "system", "content": self.system}] if self.system is not None else []
+        out += [{"role": r, "content": c} for r, c in self.history]
+        out.append({"role": "user", "content": self.user})
+        return out
 
     def prompt(self) -> str:
-        """A single completion prompt: system + blank line + user."""
-        if self.system is not None:
-            return self.system + "\n\n" + self.user
-        return self.user
+        """A single completion prompt: system + blank line + (history, blank lines) + user."""
+        parts = [self.system] if self.system is not None else []
+        parts += [c for _, c in self.history]
+        if not parts:
+            return self.user
+        parts.append(self.user)
+        return "\n\n".join(parts)
 
 
 def derive_seed(seed: int | None, stream: int | str) -> int | None:
@@ -62,12 +75,25 @@ class _Class:
     """Precomputed lookup tables of one class."""
 
     __slots__ = ("name", "ic", "ot", "share", "q_texts", "q_lens", "q_keys",
-                 "s_min", "s_tiers", "pools", "all_pool")
+                 "s_min", "s_tiers", "pools", "all_pool", "verbatim", "v_prompts", "v_lens", "v_cum",
+                 "session", "prefix_share", "prefixes")
 
     def __init__(self, c: ClassSpec):
         self.name = c.name
         self.ic = c.input_chars
         self.ot = c.output_tokens
+        self.session = c.session
+        sp = c.shared_prefix
+        self.prefix_share = sp.share if sp is not None and sp.texts else 0.0
+        self.prefixes = sp.texts if sp is not None else ()
+        self.verbatim = c.prompts_mode == "verbatim"
+        if self.verbatim:  # whole imported prompts, by input length; weights = logged counts
+            ps = sorted(c.prompts, key=lambda t: (t.input_chars, t.id, t.text))
+            self.v_prompts = ps
+            self.v_lens = [t.input_chars for t in ps]
+            self.v_cum = list(accumulate(t.count for t in ps))
+            self.share = 0.0
+            return
         self.share = c.system_prompt.share if c.systems else 0.0
         qs = sorted(c.questions, key=lambda t: (len(t.text), t.text))
         self.q_texts = [t.text for t in qs]
@@ -121,6 +147,9 @@ def _draw(rng: random.Random, d: Distribution) -> int:
         return rng.randint(d.min, d.max)
     if kind == "fixed":
         return d.value  # type: ignore[return-value]
+    if kind == "empirical":
+        v = d.values  # type: ignore[assignment]
+        return v[int(rng.random() * len(v))]
     if kind == "normal":
         x = rng.gauss(d.mean, d.stddev)
     else:  # lognormal
@@ -131,6 +160,23 @@ def _draw(rng: random.Random, d: Distribution) -> int:
     if x > d.max:
         return d.max
     return x
+
+
+def draw_seconds(rng: random.Random, d: Distribution) -> float:
+    """A duration in seconds (fractions kept) from a seconds distribution (think times)."""
+    kind = d.dist
+    if kind == "fixed":
+        return float(d.value)  # type: ignore[arg-type]
+    if kind == "uniform":
+        return rng.uniform(d.min, d.max)
+    if kind == "empirical":
+        v = d.values  # type: ignore[assignment]
+        return float(v[int(rng.random() * len(v))])
+    if kind == "normal":
+        x = rng.gauss(d.mean, d.stddev)
+    else:  # lognormal
+        x = d.median * math.exp(d.sigma * rng.gauss(0.0, 1.0))  # type: ignore[operator]
+    return float(min(max(x, d.min), d.max))
 
 
 def _deck(weights: list[float]) -> list[int]:
@@ -158,6 +204,7 @@ class Sampler:
         self.seed = seed
         self.rng = random.Random(seed)
         self._classes = [_Class(c) for c in spec.classes.values() if c.weight > 0]
+        self._by_name = {c.name: c for c in self._classes}
         weights = [c.weight for c in spec.classes.values() if c.weight > 0]
         self._deck_counts = _deck(weights)
         self._deck: list[int] = []
@@ -173,12 +220,65 @@ class Sampler:
         return [self.next() for _ in range(n)]
 
     def next(self) -> Request:
-        rng = self.rng
-        rand = rng.random
+        """The next request; for a conversation class its first turn (``turns`` says how many)."""
         if not self._deck:
             self._deck = [i for i, n in enumerate(self._deck_counts) for _ in range(n)]
-            rng.shuffle(self._deck)
+            self.rng.shuffle(self._deck)
         cls = self._classes[self._deck.pop()]
+        self.count += 1
+        req = self._request(cls, True)
+        if cls.session is not None:
+            turns = _draw(self.rng, cls.session.turns)
+            req = Request(req.request_class, req.system, req.user, req.max_tokens, req.input_chars,
+                          req.history, max(1, turns))
+        return req
+
+    def next_turn(self, class_name: str) -> Request:
+        """A later turn's new user message for a conversation of this class (no system prompt, no
+        shared prefix: those came with the first turn)."""
+        return self._request(self._by_name[class_name], False)
+
+    def think_time(self, class_name: str) -> float:
+        """Seconds a conversation of this class waits between a reply and its next turn."""
+        session = self._by_name[class_name].session
+        return draw_seconds(self.rng, session.think_time_s) if session is not None else 0.0
+
+    def _request(self, cls: _Class, first: bool) -> Request:
+        rng = self.rng
+        rand = rng.random
+        prefix = None
+        if first and cls.prefix_share > 0.0 and rand() < cls.prefix_share:
+            prefix = cls.prefixes[int(rand() * len(cls.prefixes))]
+        if cls.verbatim:
+            return self._verbatim(cls, prefix)
+        req = self._spliced(cls, allow_system=first and prefix is None)
+        if prefix is not None:  # the shared prefix is the system prompt; the class range covers the rest
+            return Request(cls.name, prefix, req.user, req.max_tokens, len(prefix) + req.input_chars)
+        return req
+
+    def _verbatim(self, cls: _Class, prefix: str | None) -> Request:
+        rng = self.rng
+        lens = cls.v_lens
+        ic = cls.ic
+        if ic.dist == "empirical" and ic.values is None:  # as often as logged
+            i = bisect_right(cls.v_cum, rng.random() * cls.v_cum[-1])
+            i = min(i, len(lens) - 1)
+        else:  # the prompt nearest to a drawn length; a random one among equal lengths
+            target = _draw(rng, ic)
+            i = bisect_left(lens, target)
+            if i == len(lens) or (i > 0 and target - lens[i - 1] <= lens[i] - target):
+                i -= 1
+            lo, hi = bisect_left(lens, lens[i]), bisect_right(lens, lens[i])
+            i = lo + int(rng.random() * (hi - lo))
+        t = cls.v_prompts[i]
+        if prefix is not None:
+            chars = len(prefix) + t.input_chars - (len(t.system) if t.system else 0)
+            return Request(cls.name, prefix, t.text, _draw(rng, cls.ot), chars, t.history)
+        return Request(cls.name, t.system, t.text, _draw(rng, cls.ot), t.input_chars, t.history)
+
+    def _spliced(self, cls: _Class, allow_system: bool = True) -> Request:
+        rng = self.rng
+        rand = rng.random
         ic = cls.ic
         lo, hi = ic.min, ic.max
         target = _draw(rng, ic)
@@ -186,7 +286,7 @@ class Sampler:
 
         # question: random among those that fit the target (at least a handful),
         # leaving room for the shortest system prompt when one is drawn
-        use_system = cls.share > 0.0 and rand() < cls.share
+        use_system = allow_system and cls.share > 0.0 and rand() < cls.share
         smin = cls.s_min if use_system else 0
         budget = target - smin
         k = bisect_right(q_lens, budget)
@@ -273,5 +373,4 @@ class Sampler:
         else:
             user = question
 
-        self.count += 1
         return Request(cls.name, system, user, _draw(rng, cls.ot), slen + len(user))
