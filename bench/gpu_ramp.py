@@ -227,7 +227,7 @@ def ramp(url: str, model: Path, out: Path, steps: str, step_time: str, warmup: s
            "-t", f"{int(seconds) + 5}s", "--stop-timeout", str(stop_timeout), "--only-summary", *extra]  # fmt: skip
     log("suite: " + " ".join(cmd[2:]))
     with open(out / "suite.log", "w") as f:
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=seconds + stop_timeout + 240)
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=seconds + stop_timeout + 60)
     return proc.returncode
 
 
@@ -268,7 +268,14 @@ def device_flow(a) -> int:
     try:
         info["warmup"] = warm_up(f"http://127.0.0.1:{port}", str(model), out / "server.log")
         log(f"warm-up request: {info['warmup']}")
-        rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, a.step_time, a.step_warmup, a.stop_timeout, a.extra)
+        # one command has 10 minutes on the device: fit the steps into what is left of a.budget_s
+        left = a.budget_s - (time.monotonic() - t_start) - a.stop_timeout - 45
+        n_steps = len(a.steps.split(","))
+        step_s = min(float(a.step_time.rstrip("s")), max(20.0, left / n_steps))
+        info["step_time_s"] = step_s
+        rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, f"{step_s:g}s", a.step_warmup, a.stop_timeout, a.extra)
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
     finally:
         stop(server)
     info["suite_exit_code"] = rc
@@ -309,6 +316,7 @@ def main() -> int:
         p.add_argument("--step-time", default="60s" if name == "device" else "12s")
         p.add_argument("--step-warmup", default="10s" if name == "device" else "2s")
         p.add_argument("--stop-timeout", type=int, default=10)
+        p.add_argument("--budget-s", type=float, default=540.0, help="seconds the whole flow may take (the device allows 600 for the command)")
         p.add_argument("--server-python", default=sys.executable, help="python with torch and transformers[serving]")
         p.add_argument("extra", nargs="*", help="more suite options, after --")
     a = ap.parse_args()
