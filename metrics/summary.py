@@ -7,6 +7,7 @@ from the per-request records with numpy; no rounded histogram is involved.
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 
 import numpy as np
 import pandas as pd
@@ -43,18 +44,15 @@ def _num(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def section(df: pd.DataFrame, itl_s: np.ndarray, window_s: float, start: float, end: float) -> dict:
-    """One summary block (S) for the requests of `df` (already restricted to the window by send time).
-
-    `df` carries a boolean column `good` (succeeded and met every SLO; equal to `ok` without SLOs).
-    """
+def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarray, window_s: float) -> dict:
+    """One summary block (S). Latency and outcomes come from `df`, the requests sent inside the
+    window; throughput from `finished_in_window`, the successful requests that completed inside
+    it, whenever they were sent. Both carry a boolean column `good` (succeeded and met every SLO;
+    equal to `ok` without SLOs)."""
     ok = df[df["ok"]]
     # "stopped" (in flight at the end) and "cancelled" (aborted on purpose, --cancel-rate) are not
     # server failures: counted apart, outside the good fraction's denominator
     errors = df[~df["ok"] & ~df["error"].isin(("stopped", "cancelled"))]
-    done_wall = ok["wall_send"] + ok["e2e_s"]
-    finished = (done_wall >= start) & (done_wall <= end)
-    finished_in_window = ok[finished]
     prompt = finished_in_window["prompt_tokens"].clip(lower=0).sum()
     output = finished_in_window["output_tokens"].clip(lower=0).sum()
     per_s = (lambda x: float(x) / window_s) if window_s > 0 else (lambda x: None)
@@ -140,11 +138,16 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
     else:
         df["good"] = df["ok"]
 
-    def block(mask: np.ndarray, start: float, end: float) -> dict:
-        ok_mask = pa.array(mask & df["ok"].to_numpy())
-        itl = pooled_itl(chunk_times.filter(ok_mask))
+    ok_all = df["ok"].to_numpy()
+    done_wall = (df["wall_send"] + df["e2e_s"]).to_numpy()
+
+    def block(mask: np.ndarray, start: float, end: float, group: np.ndarray | bool = True) -> dict:
+        """Requests of `group` sent in [start, end] (mask) for latency; those of `group` that
+        completed in [start, end] for throughput."""
+        itl = pooled_itl(chunk_times.filter(pa.array(mask & ok_all)))
         sub = df[mask]
-        out = section(sub, itl, max(0.0, end - start), start, end)
+        finished = df[group & ok_all & (done_wall >= start) & (done_wall <= end)]
+        out = section(sub, finished, itl, max(0.0, end - start))
         if objectives:
             stats = {**_stats_s(out), **_percentile_stats(objectives, sub[sub["ok"]], itl)}
             verdicts = slo_verdicts(objectives, stats)
@@ -160,7 +163,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         "records": {"total": int(len(df)), "outside_window": int((~in_window).sum())},
         "overall": block(in_window, window_start, window_end),
         "by_class": {
-            str(name): block(in_window & (classes == name), window_start, window_end)
+            str(name): block(in_window & (classes == name), window_start, window_end, classes == name)
             for name in sorted(set(classes[in_window]))
         },
         "concurrency": {"mean_in_flight": mean_in_flight(df, window_start, window_end)},
@@ -210,14 +213,13 @@ def by_step(df: pd.DataFrame, plan, run_start: float, run_end: float, block) -> 
 
 
 def capacity(steps: list[dict], objectives) -> dict:
-    """The highest step meeting every objective, below the first step that misses one."""
-    passing, failing = None, None
-    for step in steps:
-        if step["slo"]["passed"] and step["requests"]["ok"] > 0:
-            passing = step
-        else:
-            failing = step
-            break
+    """The highest user level meeting every objective below the lowest level that misses one
+    (levels may come in any order: a capacity search bisects)."""
+    met = lambda step: step["slo"]["passed"] and step["requests"]["ok"] > 0  # noqa: E731
+    lowest_miss = min((st["users"] for st in steps if not met(st)), default=None)
+    below = [st for st in steps if met(st) and (lowest_miss is None or st["users"] < lowest_miss)]
+    passing = max(below, key=lambda st: st["users"], default=None)
+    failing = next((st for st in steps if st["users"] == lowest_miss), None)
     slo_text = " and ".join(o.text for o in objectives)
     if passing is None:
         return {"slo": slo_text, "users": None, "sentence": f"{slo_text} is missed already at the first step"}
@@ -226,9 +228,10 @@ def capacity(steps: list[dict], objectives) -> dict:
     plus_minus = (upper - users) / 2 if upper else None
     th = passing["throughput"]
     bound = f" (±{plus_minus:g})" if plus_minus else " (the highest step tested)"
+    measured = datetime.fromtimestamp(passing["window"]["end"], timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
         f"{slo_text} holds up to {users} users{bound}: {th['total_tokens_per_s']:,.0f} total tokens/s, "
-        f"{th['requests_per_s']:,.2f} requests/s"
+        f"{th['requests_per_s']:,.2f} requests/s, measured {measured}"
     )
     return {
         "slo": slo_text, "users": users, "next_failing_users": upper, "plus_minus": plus_minus,

@@ -237,7 +237,7 @@ def block(df, chunk_times: pa.Array, mask: np.ndarray, start: float, end: float,
     ok_mask = mask & df["ok"].to_numpy(dtype=bool)
     itl = pooled_itl(chunk_times.filter(pa.array(ok_mask))) if len(df) else np.empty(0)
     sub = df[mask]
-    out = section(sub, itl, max(0.0, end - start), start, end)
+    out = section(sub, sub[sub["ok"]], itl, max(0.0, end - start))  # the live window is cut by completion time
     requests = out["requests"]
     out["requests"] = {"ended": requests.pop("sent"), **requests}
     out["throughput"].pop("sent_per_s", None)

@@ -1,0 +1,592 @@
+"""Self-health of the load generator: is each client process still measuring accurately?
+
+A Python client that runs out of CPU does not slow down evenly: its timings stay within
+milliseconds up to about 70 % of a core, then jump to hundreds of milliseconds while mean TPOT
+still looks right (bench/RESULTS.md "Client speed"). Locust's own warning comes at 90 % CPU,
+sampled every 10 s, and never changes the result (FIELD_NOTES 10). So every process that runs
+users (each worker, or a local run) watches itself:
+
+  cpu        its own CPU, % of one core (psutil, every second)
+  loop lag   how late a greenlet that sleeps 0.1 s wakes up (10 probes a second): the delay every
+             read of every stream waits on top of the network
+  token lag  with --sim-timestamps: chunk arrival minus the simulator's send time (`sim_t`), for
+             every chunk, taken off the finisher's parsed streams (suite.events.stream_parsed)
+
+Each second gives one sample. A limit counts as passed when at least 80 % of the samples of the
+last --health-sustain seconds exceed it (4 of 5 by default): a lone stall does not count, a
+process that stays late does. The process is **client bound** when its CPU passes
+--health-cpu-limit, or when its loop lag or token lag passes its limit while the process itself
+is busy: it used the CPU or waited in the run queue for it (/proc/self/schedstat) at least half
+the CPU limit on average over those seconds. A process starved by others on a crowded machine is
+busy by this measure (it waits for a CPU all the time) even when it gets little CPU. Lag in a
+process that is mostly idle is not the client's own doing but other processes delaying its
+wake-ups: that is reported as **contended** (with the run-queue wait of the process and the
+host's CPU pressure) and does not mark the run client bound, since more workers would not help.
+
+Workers ship their samples and state to the master in every worker report (Locust's
+`report_to_master` / `worker_report`, every 3 s) and once more when they stop; a local run feeds
+its own board. The board (`environment.llm_health`, on the master or the local process) warns on
+the console once per worker when it first becomes client bound, and at the end writes
+`summary.json` -> `client_bound`:
+
+    {"bound": true, "workers": [{"worker", "index", "bound", "since", "reasons", "cpu_p95",
+      "cpu_peak", "loop_lag_p99_ms", "token_lag_p99_ms", "contended", ...}],
+     "workers_needed": 2, "advice": "...", "limits": {...}}
+
+`environment.llm_health.snapshot()` returns the same per-worker state plus each worker's recent
+samples, for a live view (web UI).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time
+from bisect import bisect_left
+from collections import deque
+
+import gevent
+import psutil
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from suite import events as llm_events
+from suite.options import OptionError, parse_duration
+
+log = logging.getLogger("llm.health")
+
+REPORT_KEY = "llm_health"
+FINAL_MESSAGE = "llm_health_final"
+PROBE_S = 0.1  # loop-lag probe period
+SUSTAIN_SHARE = 0.8  # share of the sustain window's samples that must pass a limit
+RECENT_SAMPLES = 300  # per worker, for snapshot(); older samples only count in the run totals
+# histogram bounds for run-wide lag percentiles: 20 us .. ~400 s in steps of 10 %
+LAG_BOUNDS = [2e-5 * 1.1**i for i in range(177)]
+
+
+class Limits:
+    """The accuracy limits (options --health-*), checked at test start."""
+
+    __slots__ = ("cpu_pct", "loop_lag_s", "token_lag_s", "sustain_s", "target_cpu_pct")
+
+    def __init__(self, cpu_pct=70.0, loop_lag_s=0.010, token_lag_s=0.005, sustain_s=5.0, target_cpu_pct=60.0):
+        self.cpu_pct = cpu_pct
+        self.loop_lag_s = loop_lag_s
+        self.token_lag_s = token_lag_s
+        self.sustain_s = sustain_s
+        self.target_cpu_pct = target_cpu_pct
+
+    @classmethod
+    def from_options(cls, o) -> "Limits":
+        def pct(name: str, text) -> float:
+            try:
+                value = float(text)
+            except (TypeError, ValueError):
+                raise OptionError(f"--{name}: '{text}' is not a number (percent of one core)") from None
+            if not 0 < value <= 1000:
+                raise OptionError(f"--{name}: {text} must be above 0 (percent of one core, e.g. 70)")
+            return value
+
+        limits = cls(
+            cpu_pct=pct("health-cpu-limit", getattr(o, "health_cpu_limit", 70)),
+            loop_lag_s=parse_duration("health-loop-lag-limit", getattr(o, "health_loop_lag_limit", "10ms")),
+            token_lag_s=parse_duration("health-token-lag-limit", getattr(o, "health_token_lag_limit", "5ms")),
+            sustain_s=parse_duration("health-sustain", getattr(o, "health_sustain", "5s")),
+            target_cpu_pct=pct("health-target-cpu", getattr(o, "health_target_cpu", 60)),
+        )
+        if limits.sustain_s < 1:
+            raise OptionError("--health-sustain: must be at least 1s")
+        return limits
+
+    def to_dict(self) -> dict:
+        return {
+            "cpu_pct": self.cpu_pct, "loop_lag_ms": self.loop_lag_s * 1000, "token_lag_ms": self.token_lag_s * 1000,
+            "sustain_s": self.sustain_s, "sustain_share": SUSTAIN_SHARE, "target_cpu_pct": self.target_cpu_pct,
+        }  # fmt: skip
+
+
+def _hist_pct(counts: list[int], q: float) -> float | None:
+    """Upper bound (ms) of the histogram bucket holding the q-quantile; None when empty."""
+    total = sum(counts)
+    if not total:
+        return None
+    rank = q * total
+    acc = 0
+    for i, c in enumerate(counts):
+        acc += c
+        if acc >= rank:
+            return round(LAG_BOUNDS[min(i, len(LAG_BOUNDS) - 1)] * 1000, 3)
+    return round(LAG_BOUNDS[-1] * 1000, 3)
+
+
+def _pct(values: list[float], q: float) -> float:
+    """Exact linear-interpolation percentile of a short list."""
+    s = sorted(values)
+    if not s:
+        return math.nan
+    k = (len(s) - 1) * q
+    f = int(k)
+    return s[f] if f + 1 >= len(s) else s[f] + (s[f + 1] - s[f]) * (k - f)
+
+
+def _host_pressure() -> float | None:
+    """The host's CPU pressure (PSI 'some avg10', %), where the kernel has it."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return float(f.readline().split()[1].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _run_delay_s() -> float | None:
+    """Seconds this process's main thread has waited for a CPU (/proc/self/schedstat)."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class HealthMonitor:
+    """One process that runs users, watching itself. Runs two small greenlets."""
+
+    def __init__(self, limits: Limits, token_lag: bool, name: str, index: int):
+        self.limits = limits
+        self.token_lag = token_lag
+        self.name = name
+        self.index = index
+        self.proc = psutil.Process()
+        self.window = max(1, int(round(limits.sustain_s)))
+        self.need = max(1, math.ceil(SUSTAIN_SHARE * self.window))
+        self.samples: deque = deque(maxlen=RECENT_SAMPLES)
+        self.unsent: list[dict] = []
+        self._probes: list[float] = []  # loop lags of the current second
+        self._tok_n = 0
+        self._tok_over = 0
+        self._tok_hist = [0] * (len(LAG_BOUNDS) + 1)  # current second
+        self.loop_hist = [0] * (len(LAG_BOUNDS) + 1)  # whole run
+        self.token_hist = [0] * (len(LAG_BOUNDS) + 1)
+        self.cpu_all: list[float] = []
+        self.demand_all: list[float] = []
+        self.bound_since: float | None = None
+        self.bound_reasons: list[str] = []
+        self.contended_since: float | None = None
+        self.peak = {}  # worst sample values while bound or contended
+        self.on_sample = None  # called with each new sample (a local run's board)
+        self._greenlets: list = []
+        self._last_cpu_t = 0.0
+        self._last_delay: float | None = None
+
+    # -- collection ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.proc.cpu_percent(None)  # starts psutil's interval
+        self._last_cpu_t = time.monotonic()
+        self._last_delay = _run_delay_s()
+        self._greenlets = [gevent.spawn(self._probe_loop)]
+
+    def stop(self) -> None:
+        for g in self._greenlets:
+            g.kill(block=False)
+        self._greenlets = []
+
+    def _probe_loop(self) -> None:
+        perf = time.perf_counter
+        next_sample = time.monotonic() + 1.0
+        while True:
+            t = perf()
+            gevent.sleep(PROBE_S)
+            lag = max(0.0, perf() - t - PROBE_S)
+            self._probes.append(lag)
+            self.loop_hist[bisect_left(LAG_BOUNDS, lag)] += 1
+            if time.monotonic() >= next_sample:
+                next_sample += 1.0
+                if next_sample < time.monotonic():  # fell far behind: resynchronise
+                    next_sample = time.monotonic() + 1.0
+                self._sample()
+
+    def on_parsed(self, rec, parsed, **_kw) -> None:
+        """Token lag of every chunk of a finished stream (needs --sim-timestamps)."""
+        limit = self.limits.token_lag_s
+        hist = self._tok_hist
+        bounds = LAG_BOUNDS
+        n = over = 0
+        for c in parsed.chunks:
+            lag = c.t - c.sim_t
+            if lag == lag:  # not nan: the server stamped it
+                n += 1
+                if lag > limit:
+                    over += 1
+                hist[bisect_left(bounds, lag)] += 1
+        self._tok_n += n
+        self._tok_over += over
+
+    def _sample(self) -> None:
+        now = time.monotonic()
+        cpu = self.proc.cpu_percent(None)
+        delay = _run_delay_s()
+        elapsed = max(1e-3, now - self._last_cpu_t)
+        runq = None
+        if delay is not None and self._last_delay is not None:
+            runq = round(100 * (delay - self._last_delay) / elapsed, 1)
+        self._last_cpu_t, self._last_delay = now, delay
+        probes, self._probes = self._probes, []
+        sample = {
+            "t": round(time.time(), 3),
+            "cpu": round(cpu, 1),
+            "loop_lag_p99_ms": round(_pct(probes, 0.99) * 1000, 2) if probes else None,
+            "loop_lag_max_ms": round(max(probes) * 1000, 2) if probes else None,
+            "runq_pct": runq,
+            "demand": round(cpu + (runq or 0.0), 1),  # CPU it used plus CPU it waited for
+            "host_pressure": _host_pressure(),
+        }
+        if self.token_lag:
+            n, over, hist = self._tok_n, self._tok_over, self._tok_hist
+            sample["tokens"] = n
+            sample["token_lag_p99_ms"] = _hist_pct(hist, 0.99)
+            sample["token_lag_over_share"] = round(over / n, 4) if n else None
+            for i, c in enumerate(hist):
+                if c:
+                    self.token_hist[i] += c
+            self._tok_n = self._tok_over = 0
+            self._tok_hist = [0] * (len(LAG_BOUNDS) + 1)
+        self.cpu_all.append(cpu)
+        self.demand_all.append(sample["demand"])
+        self.samples.append(sample)
+        self.unsent.append(sample)
+        self._judge(sample)
+        if self.on_sample is not None:
+            self.on_sample(self)
+
+    def _judge(self, latest: dict) -> None:
+        lim = self.limits
+        recent = list(self.samples)[-self.window :]
+        if len(recent) < self.window:
+            return
+        cpu_over = sum(1 for s in recent if s["cpu"] > lim.cpu_pct)
+        loop_over = sum(1 for s in recent if (s["loop_lag_p99_ms"] or 0) > lim.loop_lag_s * 1000)
+        # token lag p99 above the limit <=> more than 1 % of that second's chunks above it (exact)
+        tok_over = sum(1 for s in recent if (s.get("token_lag_over_share") or 0) > 0.01)
+        # busy: the process wanted the CPU (used it, or waited in the run queue for it) at least half
+        # the CPU limit on average; an idle process that is late was kept from the CPU by others
+        busy = sum(s["demand"] for s in recent) / len(recent) >= lim.cpu_pct / 2
+        reasons = []
+        if cpu_over >= self.need:
+            reasons.append("cpu")
+        lagging = []
+        if loop_over >= self.need:
+            lagging.append("loop_lag")
+        if tok_over >= self.need:
+            lagging.append("token_lag")
+        if lagging and (busy or reasons):
+            reasons += lagging
+        if reasons:
+            if self.bound_since is None:
+                self.bound_since = self._first_breach(recent)
+            for r in reasons:
+                if r not in self.bound_reasons:
+                    self.bound_reasons.append(r)
+        elif lagging and self.contended_since is None:
+            self.contended_since = self._first_breach(recent)
+        if reasons or lagging:
+            self._note_peak(recent)
+
+    def _breaches(self, s: dict) -> bool:
+        lim = self.limits
+        return (s["cpu"] > lim.cpu_pct or (s["loop_lag_p99_ms"] or 0) > lim.loop_lag_s * 1000
+                or (s.get("token_lag_over_share") or 0) > 0.01)  # fmt: skip
+
+    def _first_breach(self, recent: list[dict]) -> float:
+        return next((s["t"] for s in recent if self._breaches(s)), recent[-1]["t"])
+
+    def _note_peak(self, recent: list[dict]) -> None:
+        for key in ("cpu", "demand", "loop_lag_p99_ms", "token_lag_p99_ms", "runq_pct", "host_pressure"):
+            values = [s[key] for s in recent if s.get(key) is not None]
+            if values:
+                self.peak[key] = max(self.peak.get(key, values[0]), max(values))
+
+    # -- state --------------------------------------------------------------------------------
+    def state(self) -> dict:
+        """Where this process stands over the whole run (small: it rides in every worker report)."""
+        cpu = self.cpu_all
+        return {
+            "worker": self.name,
+            "index": self.index,
+            "bound": self.bound_since is not None,
+            "since": self.bound_since,
+            "reasons": list(self.bound_reasons),
+            "contended": self.contended_since is not None and self.bound_since is None,
+            "contended_since": self.contended_since,
+            "cpu_last": cpu[-1] if cpu else None,
+            "cpu_p95": round(_pct(cpu, 0.95), 1) if cpu else None,
+            "cpu_peak": max(cpu) if cpu else None,
+            "demand_p95": round(_pct(self.demand_all, 0.95), 1) if cpu else None,
+            "loop_lag_p99_ms": _hist_pct(self.loop_hist, 0.99),
+            "token_lag_p99_ms": _hist_pct(self.token_hist, 0.99) if self.token_lag else None,
+            "peak_while_late": dict(self.peak),
+            "samples": len(cpu),
+        }
+
+    def snapshot(self) -> dict:
+        return {**self.state(), "recent": list(self.samples)[-60:]}
+
+    def take_unsent(self) -> list[dict]:
+        out, self.unsent = self.unsent, []
+        return out
+
+
+class HealthBoard:
+    """The master's (or a local run's) view of every worker's health: warnings, summary, snapshot."""
+
+    def __init__(self):
+        self.limits = Limits()
+        self.workers: dict[str, dict] = {}  # key -> {"state": ..., "samples": deque}
+        self.warned: set[str] = set()
+        self.warned_contended: set[str] = set()
+        self.running = False
+        self.local: HealthMonitor | None = None
+
+    def reset(self, limits: Limits) -> None:
+        self.limits = limits
+        self.workers = {}
+        self.warned = set()
+        self.warned_contended = set()
+        self.running = True
+
+    def update(self, key: str, state: dict, samples: list[dict]) -> None:
+        entry = self.workers.setdefault(key, {"state": state, "samples": deque(maxlen=RECENT_SAMPLES)})
+        entry["state"] = state
+        entry["samples"].extend(samples)
+        if state.get("bound") and key not in self.warned:
+            self.warned.add(key)
+            log.warning("%s", self._bound_line(state))
+        elif state.get("contended") and key not in self.warned_contended and key not in self.warned:
+            self.warned_contended.add(key)
+            log.warning("%s", self._contended_line(state))
+
+    def on_local_sample(self, monitor: HealthMonitor) -> None:
+        self.update(monitor.name, monitor.state(), monitor.take_unsent())
+
+    def on_worker_report(self, client_id: str, data: dict, runner=None) -> None:
+        payload = data.pop(REPORT_KEY, None)
+        if payload:
+            self._ingest(client_id, payload, runner)
+
+    def _ingest(self, client_id: str, payload: dict, runner=None) -> None:
+        state = dict(payload["state"])
+        if runner is not None:
+            try:
+                state["index"] = runner.get_worker_index(client_id)
+            except Exception:  # noqa: BLE001 - an unknown worker keeps its own index
+                pass
+        state["worker"] = client_id
+        self.update(client_id, state, payload.get("samples", []))
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _describe(self, s: dict) -> str:
+        lim = self.limits
+        peak = s.get("peak_while_late") or {}
+        parts = []
+        if "cpu" in s.get("reasons", []) or peak.get("cpu") is not None:
+            cpu = f"CPU {peak.get('cpu', s.get('cpu_peak') or 0):.0f} %"
+            if (peak.get("runq_pct") or 0) >= 20:
+                cpu += f" + {peak['runq_pct']:.0f} % waiting for a CPU"
+            parts.append(f"{cpu} (limit {lim.cpu_pct:g} %)")
+        if peak.get("loop_lag_p99_ms") is not None:
+            parts.append(f"loop lag p99 {peak['loop_lag_p99_ms']:.1f} ms (limit {lim.loop_lag_s * 1000:g} ms)")
+        if peak.get("token_lag_p99_ms") is not None:
+            parts.append(f"token lag p99 {peak['token_lag_p99_ms']:.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
+        return ", ".join(parts)
+
+    def _name(self, s: dict) -> str:
+        return f"worker {s.get('index')} ({s.get('worker')})" if s.get("worker") != "local" else "the local process"
+
+    def _bound_line(self, s: dict) -> str:
+        since = time.strftime("%H:%M:%S", time.localtime(s["since"])) if s.get("since") else "now"
+        return (
+            f"client_bound: {self._name(s)} since {since}: {self._describe(s)} sustained over "
+            f"{self.limits.sustain_s:g} s; its TTFT/ITL are no longer accurate. {self.advice()}"
+        )
+
+    def _contended_line(self, s: dict) -> str:
+        peak = s.get("peak_while_late") or {}
+        host = f", host CPU pressure {peak['host_pressure']:.0f} %" if peak.get("host_pressure") is not None else ""
+        runq = f", waited for a CPU {peak['runq_pct']:.0f} % of the time" if peak.get("runq_pct") is not None else ""
+        return (
+            f"client contended: {self._name(s)} is late ({self._describe(s)}) while using little CPU{runq}{host}: "
+            "other processes on its machine take the CPU; timings may be inflated; a quieter machine helps, more workers do not"
+        )
+
+    def workers_needed(self) -> int:
+        """ceil(workers x peak CPU demand / target CPU): the worker processes this load needs."""
+        states = [e["state"] for e in self.workers.values()]
+        if not states:
+            return 0
+        # demand = CPU used + CPU waited for: on a crowded machine a saturated worker gets little CPU
+        peaks = [max(s.get("demand_p95") or s.get("cpu_p95") or 0, (s.get("peak_while_late") or {}).get("demand") or 0) for s in states]
+        peak = max(peaks)
+        return max(len(states), math.ceil(len(states) * peak / self.limits.target_cpu_pct))
+
+    def advice(self) -> str:
+        states = [e["state"] for e in self.workers.values()]
+        bound = [s for s in states if s.get("bound")]
+        if not bound:
+            if any(s.get("contended") for s in states):
+                return ("No worker ran out of CPU, but some were late while idle: other processes on their machines took "
+                        "the CPU. Run the load generator on a quieter machine for exact timings.")  # fmt: skip
+            return "Every worker stayed within the accuracy limits."
+        need = self.workers_needed()
+        saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
+        return (
+            f"{len(bound)} of {len(states)} worker processes passed the accuracy limits: this load needs "
+            f"{'at least ' if saturated else 'about '}{need} worker processes (ceil({len(states)} x peak CPU demand / "
+            f"{self.limits.target_cpu_pct:g} %)), e.g. --processes {need} or --expect-workers {need}, or less load per worker."
+        )
+
+    def summary(self) -> dict:
+        states = sorted((e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0))
+        keep = ("worker", "index", "bound", "since", "reasons", "cpu_p95", "cpu_peak", "demand_p95", "loop_lag_p99_ms",
+                "token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples")  # fmt: skip
+        return {
+            "bound": any(s.get("bound") for s in states),
+            "contended": any(s.get("contended") for s in states),
+            "workers": [{k: s.get(k) for k in keep} for s in states],
+            "workers_needed": self.workers_needed(),
+            "advice": self.advice(),
+            "limits": self.limits.to_dict(),
+            "definitions": {
+                "cpu": "CPU of the process, % of one core, sampled every second (psutil)",
+                "demand": "cpu plus the time its main thread waited in the run queue (/proc/self/schedstat), % of a second",
+                "loop_lag": "how late a greenlet sleeping 0.1 s wakes up; p99 over the run from a 10 %-step histogram (bucket upper bound)",
+                "token_lag": "chunk arrival minus the simulator's sim_t of that chunk (--sim-timestamps only); p99 as loop_lag",
+                "bound": f"CPU above its limit, or loop/token lag above its limit while the process is busy (mean CPU + run-queue "
+                         f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain window",
+                "contended": "loop/token lag above its limit while the process is mostly idle: other processes delayed its wake-ups",
+            },  # fmt: skip
+        }
+
+    def snapshot(self) -> dict:
+        """Live state for a UI: limits, verdict, advice and every worker's state and last minute of samples."""
+        if self.local is not None:
+            self.on_local_sample(self.local)  # fresh state between samples
+        return {
+            "running": self.running,
+            "bound": any(e["state"].get("bound") for e in self.workers.values()),
+            "limits": self.limits.to_dict(),
+            "workers_needed": self.workers_needed(),
+            "advice": self.advice(),
+            "workers": [
+                {**e["state"], "recent": list(e["samples"])[-60:]}
+                for e in sorted(self.workers.values(), key=lambda e: e["state"].get("index") or 0)
+            ],  # fmt: skip
+        }
+
+
+# --------------------------------------------------------------------------------------- wiring
+def _role(runner) -> str:
+    if isinstance(runner, MasterRunner):
+        return "master"
+    if isinstance(runner, WorkerRunner):
+        return "worker"
+    return "local"
+
+
+_monitor: HealthMonitor | None = None
+
+
+@events.init.add_listener
+def _on_init(environment, runner, **_kw) -> None:
+    role = _role(runner)
+    if role == "worker":
+        environment.llm_health = None  # a HealthMonitor from test_start on
+
+        def report(client_id, data):
+            m = _monitor
+            if m is not None:
+                data[REPORT_KEY] = {"state": m.state(), "samples": m.take_unsent()}
+
+        events.report_to_master.add_listener(report)
+        return
+    try:  # a wrong limit is a one-line error before any load, like every other option
+        Limits.from_options(environment.parsed_options)
+    except OptionError as e:
+        sys.stderr.write(f"error: {e}\n")
+        sys.stderr.flush()
+        sys.exit(2)
+    board = HealthBoard()
+    environment.llm_health = board
+    if role == "master":
+        events.worker_report.add_listener(lambda client_id, data: board.on_worker_report(client_id, data, runner))
+        runner.register_message(FINAL_MESSAGE, lambda msg, **kw: board._ingest(msg.node_id, msg.data, runner))
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    global _monitor
+    role = _role(environment.runner)
+    opts = environment.parsed_options
+    try:
+        limits = Limits.from_options(opts)
+    except OptionError as e:
+        log.error("%s", e)
+        raise
+    if role != "worker":
+        environment.llm_health.reset(limits)
+    if role == "master":
+        return
+    _stop_monitor()
+    token_lag = bool(getattr(opts, "sim_timestamps", False))
+    name = "local" if role == "local" else f"{os.uname().nodename}-{os.getpid()}"
+    index = environment.runner.worker_index if role == "worker" else 0
+    monitor = HealthMonitor(limits, token_lag, name, index)
+    if token_lag:
+        llm_events.stream_parsed.add_listener(monitor.on_parsed)
+    if role == "local":
+        board = environment.llm_health
+        board.local = monitor
+        monitor.on_sample = board.on_local_sample
+    else:
+        environment.llm_health = monitor
+    monitor.start()
+    _monitor = monitor
+
+
+@events.test_stopping.add_listener
+def _on_test_stopping(environment, **_kw) -> None:
+    """A worker's last word, sent before its final records so it reaches the summary."""
+    m = _monitor
+    if m is not None and _role(environment.runner) == "worker":
+        environment.runner.send_message(FINAL_MESSAGE, {"state": m.state(), "samples": m.take_unsent()})
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kw) -> None:
+    board = getattr(environment, "llm_health", None)
+    if isinstance(board, HealthBoard):
+        if board.local is not None:
+            board.on_local_sample(board.local)
+            board.local = None
+        board.running = False
+    _stop_monitor()
+
+
+def _stop_monitor() -> None:
+    global _monitor
+    m = _monitor
+    if m is not None:
+        m.stop()
+        try:
+            llm_events.stream_parsed.remove_listener(m.on_parsed)
+        except ValueError:
+            pass
+        _monitor = None
+
+
+@llm_events.run_stopping.add_listener
+def _on_run_stopping(run, **_kw) -> None:
+    board = getattr(run.environment, "llm_health", None)
+    if isinstance(board, HealthBoard):
+        if board.local is not None:
+            board.on_local_sample(board.local)
+        run.summary_extra["client_bound"] = board.summary()
