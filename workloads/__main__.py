@@ -1,6 +1,7 @@
 """Command line of the workloads package.
 
     python -m workloads check [FILE] [--samples N] [--seed S]
+    python -m workloads import LOGFILE --out DIR [--anonymize] [--sample N | --sample-frac F] ...
 
 Subcommands register themselves in ``SUBCOMMANDS`` (name -> (add_arguments,
 run)); a new one (e.g. ``import``) adds an entry and needs nothing else here.
@@ -15,6 +16,7 @@ from collections import Counter
 from typing import Callable
 
 from .errors import WorkloadError
+from .importer import import_args, run_import
 from .sampler import Sampler
 from .spec import load_spec
 
@@ -51,7 +53,9 @@ def check_run(args: argparse.Namespace) -> int:
     out(f"hash      {spec.spec_hash[:16]}  loaded in {spec.load_seconds * 1000:.1f} ms")
     counts = spec.library.counts()
     out(f"library   {spec.templates_path}")
-    for kind in ("question", "context", "system"):
+    for kind in ("question", "context", "system", "prompt"):
+        if kind == "prompt" and not counts["by_kind"][kind]:
+            continue
         out(f"  {kind + 's':<10}{counts['by_kind'][kind]:>5}  lang: {_fmt_counts(counts['by_lang'][kind])}")
         out(f"  {'':<15}domain: {_fmt_counts(counts['by_domain'][kind])}")
     dups = spec.library.duplicates()
@@ -91,6 +95,7 @@ def check_run(args: argparse.Namespace) -> int:
 
 SUBCOMMANDS: dict[str, tuple[Callable, Callable, str]] = {
     "check": (check_args, check_run, "summarise a spec and draw samples from it"),
+    "import": (import_args, run_import, "import a request log: template library, fitted workload spec, replay trace"),
 }
 
 

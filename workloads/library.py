@@ -112,6 +112,7 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
 
     buckets: dict[str, list[Template]] = {k: [] for k in KINDS}
     prompt_refs: list[tuple[str, str | None]] = []
+    raw_systems: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -145,6 +146,8 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
         domain, lang = obj["domain"].strip(), obj["lang"].strip()
         if kind != "prompt":
             buckets[kind].append(Template(kind, domain, lang, obj["text"].strip(), id=tid))
+            if kind == "system" and tid:
+                raw_systems[tid] = obj["text"]  # referenced by imported prompts: exactly as logged
             continue
         # verbatim prompts keep their text exactly as logged (no strip): lengths must match the log
         history = obj.get("history", [])
@@ -171,7 +174,7 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
         raise fail(f"template file {path} has no questions (and no imported prompts)",
                    'add lines with "kind": "question"')
     if prompt_refs:  # resolve system prompt ids to their text
-        by_id = {t.id: t.text for t in buckets["system"] if t.id}
+        by_id = raw_systems
         prompts = []
         for (where, ref), t in zip(prompt_refs, buckets["prompt"]):
             if ref is not None and ref not in by_id:

@@ -65,6 +65,8 @@ import yaml
 from .errors import WorkloadError
 from .library import Library, Template, load_library
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SPEC_PATH = os.path.join(PACKAGE_DIR, "default.yaml")
 DEFAULT_TEMPLATES_PATH = os.path.join(PACKAGE_DIR, "templates.jsonl")
@@ -571,7 +573,7 @@ def load_spec(path: str | None = None) -> WorkloadSpec:
     with open(path, "rb") as fh:
         spec_bytes = fh.read()
     try:
-        doc = yaml.safe_load(spec_bytes)
+        doc = yaml.load(spec_bytes, Loader=_YAML_LOADER)  # libyaml when present: long empirical lists load fast
     except yaml.YAMLError as exc:
         raise _yaml_error(ctx, exc) from None
     if doc is None:
