@@ -13,5 +13,6 @@ import suite.hooks  # noqa: F401  options, results, distributed shipping, built-
 import metrics.prometheus, metrics.server_metrics  # noqa: F401,E401  /metrics for Prometheus; --server-metrics scraping
 from shapes.shape import LLMShape  # noqa: F401  step ramps and capacity search (inactive otherwise)
 import reports.plugin  # noqa: F401  report.html and report.md at the end of every run
+import metrics.health  # noqa: F401  client self-health: CPU, loop lag, token lag; client_bound in summary.json
 import webui.plugin  # noqa: F401  the LLM view in the web UI (/llm, LLM tab)
 from users.llm import ConfiguredUser  # noqa: F401
