@@ -320,6 +320,20 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     assert client_health(env) == {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
     env.llm_health = SimpleNamespace(snapshot=lambda: 1 / 0)
     assert client_health(env)["state"] == "unknown"
+    # metrics.health's board: no state of its own; derived from its workers, samples left out
+    worker = {"worker": "w0", "index": 0, "bound": False, "contended": False, "reasons": [], "cpu_p95": 40.0,
+              "loop_lag_p99_ms": 1.2, "samples": 12, "recent": [{"t": 1.0, "cpu": 40.0}]}  # fmt: skip
+    board = {"running": True, "bound": False, "advice": "fine", "workers_needed": 1, "limits": {"cpu_pct": 70.0}, "workers": [worker]}
+    env.llm_health = SimpleNamespace(snapshot=lambda: board)
+    h = client_health(env)
+    assert h["state"] == "ok" and h["advice"] == "fine" and "recent" not in h["workers"][0] and h["workers"][0]["cpu_p95"] == 40.0
+    worker["contended"] = True
+    assert client_health(env)["state"] == "contended"
+    board["bound"], worker["bound"] = True, True
+    assert client_health(env)["state"] == "client bound"
+    board["workers"] = []
+    board["bound"] = False
+    assert client_health(env)["state"] == "unknown"  # no sample yet
 
     assert server_gauges(env, run) is None  # --server-metrics off
     opts.server_metrics = "http://127.0.0.1:1/metrics"

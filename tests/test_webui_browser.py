@@ -218,7 +218,7 @@ def test_llm_view_in_the_browser(tmp_path):
             assert {o["objective"] for o in data["overall"]["slo"]["objectives"]} == {"ttft.p95<2s", "tpot.p95<200ms"}
             assert data["workers"] == 1 and data["users"] == 6
             assert set(v["values"]) >= {"by_class.short.ttft_ms.p95", "by_class.long.throughput.output_tokens_per_s"}
-            time.sleep(3)  # a few more chart points for the picture
+            time.sleep(5)  # a few more chart points for the picture
             page.screenshot(shot)
             log.warning("LLM view screenshot: %s", shot)
             print(f"LLM view screenshot: {shot}")

@@ -297,19 +297,41 @@ def in_flight(env, run, users: int, snap: dict) -> dict:
     return {"value": busy / w["seconds"], "source": "records (Little's law over the window)"}
 
 
+HEALTH_WORKER_KEYS = ("worker", "index", "bound", "contended", "reasons", "cpu_last", "cpu_p95", "loop_lag_p99_ms",
+                      "token_lag_p99_ms", "samples")  # fmt: skip
+
+
 def client_health(env) -> dict:
-    """`environment.llm_health.snapshot()` (the client-health monitor), or state "unknown"."""
+    """The client-health monitor's live state (`environment.llm_health.snapshot()`, metrics/health.py),
+    condensed for the view: {state, bound, advice, workers_needed, limits, workers: [...]}, each
+    worker without its recent samples. `state` is the snapshot's own when it has one, else
+    "client bound" (a worker passed the accuracy limits), "contended" (late while idle: other
+    processes took the CPU), "ok", or "unknown" (no monitor, or no sample yet)."""
     health = getattr(env, "llm_health", None)
     if health is None or not hasattr(health, "snapshot"):
         return {"state": "unknown"}
     try:
         data = health.snapshot()
         data = json.loads(json.dumps(data, default=str))  # JSON-safe, and a copy
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - a misbehaving monitor must not break the view
         return {"state": "unknown", "error": f"{type(e).__name__}: {e}"}
     if not isinstance(data, dict):
         return {"state": "unknown"}
-    return {"state": str(data.get("state") or "unknown"), **{k: v for k, v in data.items() if k != "state"}}
+    workers = data.get("workers") if isinstance(data.get("workers"), list) else None
+    if data.get("state"):
+        state = str(data["state"])
+    elif data.get("bound"):
+        state = "client bound"
+    elif workers and any(w.get("contended") for w in workers):
+        state = "contended"
+    elif workers and any(w.get("samples") for w in workers):
+        state = "ok"
+    else:
+        state = "unknown"
+    out = {"state": state, **{k: v for k, v in data.items() if k not in ("state", "workers", "recent")}}
+    if workers is not None:
+        out["workers"] = [{k: w.get(k) for k in HEALTH_WORKER_KEYS if k in w} for w in workers if isinstance(w, dict)]
+    return out
 
 
 def server_gauges(env, run) -> dict | None:
