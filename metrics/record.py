@@ -61,6 +61,10 @@ class RequestRecord:
     chunk_times: list[float] = field(default_factory=list)
     # Tokens each token-bearing chunk carried, when the server said (continuous usage stats).
     chunk_tokens: list[int] = field(default_factory=list)
+    # Conversations (workload classes with `session`): turn number from 1, -1 for a single request,
+    # and the id shared by the turns of one conversation.
+    turn: int = -1
+    session_id: str = ""
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)
@@ -95,6 +99,8 @@ ARROW_SCHEMA = pa.schema(
         ("finish_reason", pa.string()),
         ("chunk_times", pa.list_(pa.float64())),
         ("chunk_tokens", pa.list_(pa.int32())),
+        ("turn", pa.int16()),
+        ("session_id", pa.string()),
     ]
 )
 assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"

@@ -168,6 +168,11 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         },
         "concurrency": {"mean_in_flight": mean_in_flight(df, window_start, window_end)},
     }
+    if "turn" in table.column_names:  # conversations: one block per turn number (turn 1 = first message)
+        turns = table.column("turn").to_numpy(zero_copy_only=False)
+        present = sorted(set(turns[in_window & (turns >= 1)].tolist()))
+        if present:
+            summary["by_turn"] = {str(t): block(in_window & (turns == t), window_start, window_end) for t in present}
     if plan is not None and run_start is not None:
         summary["by_step"] = by_step(df, plan, run_start, window_end, block)
         if objectives:

@@ -17,6 +17,7 @@ import orjson
 from gevent.event import Event
 
 from shapes.arrivals import ArrivalSchedule
+from shapes.replay import ReplaySchedule, load_trace
 from suite.options import OptionError, Settings
 from workloads import Sampler, WorkloadError, load_spec
 
@@ -57,6 +58,8 @@ class RunContext:
         self.step_s = settings.step_time_s if stepped else None
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self.arrivals = None
+        self.replay = None  # --replay: this process's share of the trace (shapes/replay.py)
+        self._sessions = itertools.count()
         self.idle = False  # open loop: a worker that joined after the schedule was split
         if settings.request_rate and worker_index >= processes:
             self.idle = True
@@ -64,6 +67,9 @@ class RunContext:
                 "this worker (index %d) joined an open-loop run after its schedule was split across %d "
                 "processes: it sends nothing (restart the run to include it)", worker_index, processes,
             )  # fmt: skip
+        elif settings.replay:
+            t0 = time.perf_counter() - (time.time() - run_start)  # the run start on this process's clock
+            self.replay = ReplaySchedule(load_trace(settings.replay), settings.time_scale, processes, worker_index, t0)
         elif settings.request_rate:
             t0 = time.perf_counter() - (time.time() - run_start)  # the run start on this process's clock
             self.arrivals = ArrivalSchedule(
@@ -93,6 +99,9 @@ class RunContext:
 
     def next_request_id(self) -> str:
         return f"{self.tag}-{next(self._ids)}"
+
+    def next_session_id(self) -> str:
+        return f"{self.tag}-s{next(self._sessions)}"
 
     def body(self, endpoint: str, request) -> bytes:
         """The JSON request body for one sampled request."""

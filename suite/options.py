@@ -87,6 +87,9 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--health-token-lag-limit", dict(default="5ms", include_in_web_ui=False, help="Self-health, with --sim-timestamps: p99 of chunk arrival minus the simulator's send time above this, sustained while busy, marks the run client_bound")),
     ("--health-sustain", dict(default="5s", include_in_web_ui=False, help="Self-health: how long a limit must be passed (in 80 % of its one-second samples) to count")),
     ("--health-target-cpu", dict(default="60", include_in_web_ui=False, help="Self-health advice: CPU per worker process, % of one core, to plan for (workers needed = ceil(workers x peak CPU / this))")),
+    # Replayed production traffic (shapes/replay.py; traces from `python -m workloads import`)
+    ("--replay", dict(default="", help="Replay a trace (JSONL from `python -m workloads import`): every request at its logged time, open loop, split across workers; the run ends with the trace")),
+    ("--time-scale", dict(default="", help="With --replay: multiply the trace's times by this (0.5 = twice as fast); default 1")),
 ]
 
 
@@ -178,6 +181,8 @@ class Settings:
     arrival: str = "poisson"
     burstiness: float = 1.0
     max_concurrency: int = 512
+    replay: str | None = None  # --replay trace file; request_rate is then the trace's mean rate
+    time_scale: float = 1.0
     retry: int = 0  # retries per request (0 = off)
     retry_on: tuple[str, ...] = ("http_429", "http_5xx", "connect_error")
     retry_max_wait_s: float = 30.0
@@ -276,14 +281,40 @@ def _load_model(o) -> dict:
     rate = _float("request-rate", o.request_rate)
     if rate is not None and steps:
         raise OptionError("--request-rate: cannot be combined with --steps (closed-loop user steps); pick one")
+    replay, time_scale = _replay(o, rate, steps)
+    if replay:
+        rate = replay[1]  # open loop at the trace's mean rate: window, user count and summary as for --request-rate
     max_conc = _int("max-concurrency", o.max_concurrency, 1)
     if max_conc is not None and rate is None:
-        raise OptionError("--max-concurrency: only applies with --request-rate (open loop); in a closed loop use -u")
+        raise OptionError("--max-concurrency: only applies with --request-rate or --replay (open loop); in a closed loop use -u")
     return dict(
         steps=steps, step_time_s=step_time, step_warmup_s=step_warmup, slo=slo,
         find_capacity=bool(o.find_capacity), request_rate=rate, arrival=o.arrival,
         burstiness=_float("burstiness", o.burstiness) or 1.0, max_concurrency=max_conc or 512,
+        replay=replay[0] if replay else None, time_scale=time_scale,
     )  # fmt: skip
+
+
+def _replay(o, rate, steps) -> tuple[tuple[str, float] | None, float]:
+    """--replay and --time-scale: ((trace path, mean rate) or None, time scale)."""
+    path = getattr(o, "replay", "") or ""
+    scale_text = getattr(o, "time_scale", "") or ""
+    scale = _float("time-scale", scale_text) if scale_text else 1.0
+    if not path:
+        if scale_text:
+            raise OptionError("--time-scale: only applies with --replay")
+        return None, 1.0
+    if rate is not None:
+        raise OptionError("--replay: the trace sets the send times; drop --request-rate")
+    if steps or getattr(o, "find_capacity", False):
+        raise OptionError("--replay: cannot be combined with --steps or --find-capacity; the trace is the load")
+    from shapes.replay import TraceError, load_trace
+
+    try:
+        trace = load_trace(path)
+    except TraceError as e:
+        raise OptionError(f"--replay: {e}") from None
+    return (path, trace.rate(scale)), scale
 
 
 def _looks_like_path(text: str) -> bool:

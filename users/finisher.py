@@ -46,8 +46,10 @@ class Finisher:
         self.ready = Event()
         self.greenlet = gevent.spawn(self._run)
 
-    def submit(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool = False) -> None:
-        self.queue.append((path, rec, ex, stopped))
+    def submit(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool = False, on_parsed=None) -> None:
+        """`on_parsed(rec, parsed)`, when given, is called once the record is built: a conversation
+        takes the reply text from the one parse (`reply_text`), never parsing the stream twice."""
+        self.queue.append((path, rec, ex, stopped, on_parsed))
         self.ready.set()
 
     def _run(self) -> None:
@@ -67,7 +69,7 @@ class Finisher:
         self.drain()
         self.greenlet.kill(block=False)
 
-    def _finish(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool) -> None:
+    def _finish(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool, on_parsed=None) -> None:
         ctx = self.ctx
         stream = ctx.settings.stream
         rec.t_send = ex.t_send
@@ -84,6 +86,13 @@ class Finisher:
         ctx.sink.add(rec)
         if not stopped:  # not a server outcome: in the records, not in the live table
             fire_events(self.environment, path, rec, sum(len(p) for _, p in ex.pieces))
+        if on_parsed is not None:
+            on_parsed(rec, parsed)
+
+
+def reply_text(parsed) -> str:
+    """The generated text of a parsed reply (what a conversation sends back as the assistant turn)."""
+    return "".join(c.text for c in parsed.chunks)
 
 
 def fire_events(env, path: str, rec: RequestRecord, length: int) -> None:

@@ -16,15 +16,19 @@ import time
 from email.utils import parsedate_to_datetime
 
 import gevent
+from gevent.event import Event
 from locust import constant, task
 from locust.exception import StopUser
 from locust.contrib.fasthttp import FastHttpUser
 
 from metrics.record import RequestRecord
+from users.finisher import reply_text
 from users.stream import Exchange, StreamClient
+from workloads.session import Conversation
 
 
 CONTEXT_WAIT_S = 30
+REPLY_WAIT_S = 60  # a conversation waits this long for the finisher to hand back a reply's text
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
@@ -61,16 +65,76 @@ class LLMUser(FastHttpUser):
         if ctx.idle:
             ctx.stopping.wait(1.0)
             return
+        if ctx.replay is not None:  # --replay: the trace's requests at their times (shapes/replay.py)
+            self.send_replayed()
+            return
         if ctx.arrivals is None:  # closed loop
-            self.send_request(ctx.sampler.next())
+            request = ctx.sampler.next()
+            if request.turns:
+                self.converse(request)
+            else:
+                self.send_request(request)
             return
         t_intended = ctx.arrivals.take()  # open loop: the next scheduled send time of this process
         delay = t_intended - time.perf_counter()
         if ctx.stopping.wait(max(delay, 0.0)):
             return  # the run is ending: arrivals after it are not sent
-        self.send_request(ctx.sampler.next(), t_intended=t_intended)
+        request = ctx.sampler.next()
+        if request.turns:  # an arrival starts a conversation
+            self.converse(request, t_intended)
+        else:
+            self.send_request(request, t_intended=t_intended)
 
-    def send_request(self, request, t_intended: float = float("nan")) -> RequestRecord:
+    def send_replayed(self) -> None:
+        ctx = self.ctx
+        replay = ctx.replay
+        item = replay.take()
+        if item is None:  # this process's share is all taken: the run ends once every process sent its last
+            if replay.sent >= len(replay):
+                replay.finished(self.environment)
+            ctx.stopping.wait(1.0)
+            return
+        t_intended, request = item
+        if ctx.stopping.wait(max(t_intended - time.perf_counter(), 0.0)):
+            return
+        replay.sending(self.environment)
+        self.send_request(request, t_intended=t_intended)
+
+    def converse(self, first, t_intended: float = float("nan")) -> None:
+        """A whole conversation (workloads/session.py) on this user: each turn carries the turns
+        before it with the replies actually received, `think_time_s` after the previous reply. In
+        open loop a later turn's intended send time is the previous reply's end plus the think time.
+        A turn that fails, or a run that ends, ends the conversation."""
+        ctx = self.ctx
+        conv = Conversation(ctx.sampler, first, ctx.next_session_id())
+        replies: dict = {}
+        got = Event()
+
+        def on_parsed(rec, parsed):
+            replies[rec.request_id] = reply_text(parsed) if rec.ok else None
+            got.set()
+
+        request = first
+        while True:
+            rec = self.send_request(request, t_intended, turn=conv.turn, session_id=conv.id, on_parsed=on_parsed)
+            deadline = time.monotonic() + REPLY_WAIT_S
+            while rec.request_id not in replies and time.monotonic() < deadline:
+                got.clear()
+                got.wait(1.0)
+            reply = replies.pop(rec.request_id, None)
+            replies.clear()  # failed attempts retried by send_request
+            if not reply or conv.done or ctx.stopping.is_set():
+                return
+            request = conv.advance(reply)
+            think = conv.think_time()
+            if t_intended == t_intended:  # open loop: the next turn is due a think time after this reply
+                t_intended = rec.t_send + rec.e2e_s + think if rec.e2e_s == rec.e2e_s else time.perf_counter() + think
+                think = t_intended - time.perf_counter()
+            if ctx.stopping.wait(max(think, 0.0)):
+                return
+
+    def send_request(self, request, t_intended: float = float("nan"), turn: int = -1, session_id: str = "",
+                     on_parsed=None) -> RequestRecord:
         """Send one sampled request; with --retry, again after a retryable failure. Every attempt
         is its own record (retries are counted, never hidden): the first keeps the request id, the
         retries add -r1, -r2, ... Returns the record of the last attempt."""
@@ -82,7 +146,8 @@ class LLMUser(FastHttpUser):
         attempt = 0
         while True:
             rec, ex = self._attempt(request, body, f"{request_id}-r{attempt}" if attempt else request_id,
-                                    float("nan") if attempt else t_intended, cancel_after)  # fmt: skip
+                                    float("nan") if attempt else t_intended, cancel_after,
+                                    turn, session_id, on_parsed)  # fmt: skip
             if attempt >= settings.retry:
                 return rec
             wait = retry_wait(settings, ex, attempt + 1)
@@ -90,7 +155,8 @@ class LLMUser(FastHttpUser):
                 return rec  # not retryable, or the run is ending: no new attempt
             attempt += 1
 
-    def _attempt(self, request, body: bytes, request_id: str, t_intended: float, cancel_after: float | None):
+    def _attempt(self, request, body: bytes, request_id: str, t_intended: float, cancel_after: float | None,
+                 turn: int = -1, session_id: str = "", on_parsed=None):
         ctx = self.ctx
         rec = RequestRecord(
             request_id=request_id,
@@ -101,6 +167,8 @@ class LLMUser(FastHttpUser):
             max_tokens=ctx.settings.max_tokens_override or request.max_tokens,
             stream=ctx.settings.stream,
             t_intended=t_intended,
+            turn=turn,
+            session_id=session_id,
         )
         headers = {**ctx.headers, "X-Request-Id": rec.request_id}
         ex = Exchange()
@@ -112,7 +180,7 @@ class LLMUser(FastHttpUser):
             # The run ended while this stream was in flight: keep what arrived, marked "stopped".
             ctx.finisher.submit(self.path, rec, ex, stopped=True)
             raise
-        ctx.finisher.submit(self.path, rec, ex)
+        ctx.finisher.submit(self.path, rec, ex, on_parsed=on_parsed)
         return rec, ex
 
 

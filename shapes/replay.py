@@ -1,0 +1,272 @@
+"""Trace replay: `--replay trace.jsonl [--time-scale F]` sends logged requests at their logged times.
+
+The trace (written by `python -m workloads import`, or by hand) is JSON lines: an optional header
+line `{"trace": {"templates": "templates.jsonl", ...}}`, then one request per line:
+
+    {"t": 12.25, "class": "short", "prompt": "p000017", "max_tokens": 212}     # a library prompt by id
+    {"t": 12.5, "text": "Hello?", "system": "You are ...", "max_tokens": 64}    # or inline
+    {"t": 13.0, "messages": [{"role": "user", "content": "..."}], "max_tokens": 64}
+
+`t` is seconds after the start of the trace; `prompt` ids refer to the kind "prompt" lines of the
+header's `templates` file (relative to the trace; default templates.jsonl beside it); `class`
+defaults to "replay"; `max_tokens` to 256.
+
+It is an open loop on one shared clock: the master fixes the start (`llm_run_start`), request i
+of the trace (in time order) goes to process i mod N, and is sent at start + 1 s + t x time-scale
+(0.5 = twice as fast), whatever the server does; the user count caps requests in flight
+(`--max-concurrency`, default 512). Records carry `t_intended`, so `summary.json` reports the
+schedule lag and latency from the intended send time, and `open_loop.target_rate` is the trace's
+mean rate: requests / (last t x time-scale), taken as at least 1 s.
+
+The run ends when every process has sent its last request (the master counts them), or at
+`-t`; requests still in flight get `--stop-timeout` to finish, as at any other end of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import gevent
+from locust import events
+
+from shapes.arrivals import START_DELAY_S
+from workloads import Request, WorkloadError, load_library
+
+log = logging.getLogger("llm")
+
+DEFAULT_MAX_TOKENS = 256
+DEFAULT_CLASS = "replay"
+DONE_MESSAGE = "llm_replay_done"
+DONE_POLL_S = 1.0
+
+
+class TraceError(ValueError):
+    """A trace that cannot be replayed (one line: FILE line N: problem)."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    path: str
+    times: tuple[float, ...]  # seconds after the trace start, sorted
+    requests: tuple[Request, ...]
+    header: dict
+
+    @property
+    def duration_s(self) -> float:
+        return self.times[-1] if self.times else 0.0
+
+    def rate(self, time_scale: float = 1.0) -> float:
+        """Mean requests/s of the replay: requests / (last t x time-scale), at least over 1 s."""
+        return len(self.times) / max(self.duration_s * time_scale, 1.0)
+
+
+def _entry_request(obj: dict, where: str, prompts: dict | None, path: str) -> Request:
+    cls = obj.get("class", DEFAULT_CLASS)
+    if not isinstance(cls, str) or not cls:
+        raise TraceError(f"{where}: class must be a non-empty string")
+    mt = obj.get("max_tokens", DEFAULT_MAX_TOKENS)
+    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+        raise TraceError(f"{where}: max_tokens must be a whole number >= 1")
+    if "prompt" in obj:
+        if prompts is None:
+            raise TraceError(f"{where}: refers to prompt {obj['prompt']!r} but there is no template library "
+                             f"(templates.jsonl beside {os.path.basename(path)}, or the header's templates)")
+        t = prompts.get(obj["prompt"])
+        if t is None:
+            raise TraceError(f"{where}: prompt {obj['prompt']!r} is not in the template library")
+        return Request(cls, t.system, t.text, mt, t.input_chars, t.history)
+    if "messages" in obj:
+        msgs = obj["messages"]
+        if not isinstance(msgs, list) or not msgs or not all(
+                isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role") in ("system", "user", "assistant")
+                for m in msgs):
+            raise TraceError(f"{where}: messages must be a list of {{role: system|user|assistant, content: text}}")
+        system = msgs[0]["content"] if msgs[0]["role"] == "system" else None
+        rest = msgs[1:] if system is not None else msgs
+        if not rest or rest[-1]["role"] != "user":
+            raise TraceError(f"{where}: the last message must be the user's")
+        history = tuple((m["role"], m["content"]) for m in rest[:-1])
+        text = rest[-1]["content"]
+    elif "text" in obj:
+        text, system, history = obj["text"], obj.get("system"), ()
+        if not isinstance(text, str) or not text or (system is not None and not isinstance(system, str)):
+            raise TraceError(f"{where}: text (and system) must be strings")
+    else:
+        raise TraceError(f"{where}: needs prompt (a library id), text or messages")
+    chars = (len(system) if system else 0) + sum(len(c) for _, c in history) + len(text)
+    return Request(cls, system, text, mt, chars, history)
+
+
+def _read_trace(path: str) -> Trace:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        raise TraceError(f"{path}: trace file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"{path}: cannot read ({e})") from None
+    header: dict = {}
+    rows = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise TraceError(f"{where}: malformed JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise TraceError(f"{where}: expected a JSON object")
+        if "trace" in obj and not rows:
+            if not isinstance(obj["trace"], dict):
+                raise TraceError(f"{where}: the header's trace must be an object")
+            header = obj["trace"]
+            continue
+        t = obj.get("t")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0 or t == float("inf"):
+            raise TraceError(f"{where}: t must be seconds >= 0 after the start of the trace")
+        rows.append((float(t), len(rows), obj, where))
+    if not rows:
+        raise TraceError(f"{path}: the trace holds no requests")
+    prompts = None
+    if any("prompt" in obj for _, _, obj, _ in rows):
+        lib_name = header.get("templates", "templates.jsonl")
+        lib_path = lib_name if os.path.isabs(lib_name) else os.path.join(os.path.dirname(os.path.abspath(path)), lib_name)
+        if os.path.exists(lib_path):
+            try:
+                lib = load_library(lib_path, origin=path)
+            except WorkloadError as e:
+                raise TraceError(str(e)) from None
+            prompts = {t.id: t for t in lib.prompts if t.id}
+    rows.sort(key=lambda r: (r[0], r[1]))  # by time; equal times keep the file order
+    requests = tuple(_entry_request(obj, where, prompts, path) for _, _, obj, where in rows)
+    return Trace(path=path, times=tuple(r[0] for r in rows), requests=requests, header=header)
+
+
+@lru_cache(maxsize=4)
+def _cached(path: str, mtime_ns: int, size: int) -> Trace:
+    return _read_trace(path)
+
+
+def load_trace(path: str) -> Trace:
+    """The parsed trace (cached while the file is unchanged). Raises TraceError."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise TraceError(f"{path}: trace file not found") from None
+    return _cached(os.path.abspath(path), st.st_mtime_ns, st.st_size)
+
+
+class ReplaySchedule:
+    """This process's share of a trace: requests index, index + N, ... at their scheduled times."""
+
+    def __init__(self, trace: Trace, time_scale: float, processes: int, index: int, t0: float):
+        """`t0` is the run's start on this process's perf_counter clock."""
+        self.processes = max(1, processes)
+        self.index = index % self.processes
+        start = t0 + START_DELAY_S
+        self.times = [start + t * time_scale for t in trace.times[self.index::self.processes]]
+        self.requests = trace.requests[self.index::self.processes]
+        self.taken = 0
+        self.sent = 0
+        self.reported = False
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def take(self) -> tuple[float, Request] | None:
+        """The next (send time, request) of this process, in order; None once the share is used up."""
+        i = self.taken
+        if i >= len(self.times):
+            return None
+        self.taken = i + 1
+        return self.times[i], self.requests[i]
+
+    def sending(self, environment) -> None:
+        """A request of the share is being sent; after the last one, tell whoever ends the run."""
+        self.sent += 1
+        if self.sent >= len(self.times):
+            self.finished(environment)
+
+    def finished(self, environment) -> None:
+        """Every request of this process's share was sent (or it had none)."""
+        if self.reported:
+            return
+        self.reported = True
+        opts = environment.parsed_options
+        if getattr(opts, "worker", False):
+            environment.runner.send_message(DONE_MESSAGE, {"sent": self.sent})
+        else:
+            log.info("replay: all %d requests of the trace were sent; the run ends", self.sent)
+            gevent.spawn(end_run, environment)
+
+
+def end_run(environment) -> None:
+    """Stop the run as -t would (headless: quit; web UI: stop and wait for the next start)."""
+    runner = environment.runner
+    if runner is None or runner.state in ("stopping", "stopped", "quitting"):
+        return
+    if getattr(environment.parsed_options, "headless", False):
+        runner.quit()
+    else:
+        runner.stop()
+
+
+# ------------------------------------------------------------------ master: count finished workers
+
+
+@events.init.add_listener
+def _on_init(environment, runner, **_kw) -> None:
+    if getattr(environment.parsed_options, "master", False) and runner is not None:
+        environment.llm_replay_done = set()
+        runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))
+
+
+def _worker_done(environment, msg) -> None:
+    done = environment.llm_replay_done
+    done.add(msg.node_id)
+    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
+    log.info("replay: worker %s sent its last request (%d of %d)", msg.node_id, len(done), expected)
+    if len(done) >= expected:
+        log.info("replay: every worker sent its share of the trace; the run ends")
+        gevent.spawn(end_run, environment)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    opts = environment.parsed_options
+    if not getattr(opts, "master", False) or not getattr(opts, "replay", ""):
+        return
+    environment.llm_replay_done = set()
+    gevent.spawn(_watch_lost_workers, environment, opts.replay, _time_scale(opts))
+
+
+def _time_scale(opts) -> float:
+    try:
+        return float(getattr(opts, "time_scale", "") or 1.0)
+    except ValueError:
+        return 1.0
+
+
+def _watch_lost_workers(environment, path: str, time_scale: float) -> None:
+    """A worker that died never reports: after the trace's last scheduled time, end the run once
+    every worker still connected has reported."""
+    trace = load_trace(path)
+    end_wall = float(getattr(environment.parsed_options, "llm_run_start", time.time())) + START_DELAY_S \
+        + trace.duration_s * time_scale
+    gevent.sleep(max(0.0, end_wall - time.time()) + DONE_POLL_S)
+    runner = environment.runner
+    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
+    while runner.state not in ("stopping", "stopped", "quitting"):
+        done = len(environment.llm_replay_done)
+        if done and done >= min(expected, runner.worker_count):
+            log.warning("replay: %d of %d workers reported the end of their share; the others are gone",
+                        done, expected)
+            end_run(environment)
+            return
+        gevent.sleep(DONE_POLL_S)
