@@ -112,7 +112,20 @@ def synth_table(n: int, seed: int = 1, t0: float = 1_700_000_000.0, duration: fl
         "chunk_times": pa.ListArray.from_arrays(off32, pa.array(times)),
         "chunk_tokens": pa.ListArray.from_arrays(off32, pa.array(tok_per_chunk)),
     }
-    return pa.Table.from_arrays([cols[f.name] for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+    return pa.Table.from_arrays([cols[f.name] if f.name in cols else _default(f.type, n) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+
+
+def _default(t: pa.DataType, n: int) -> pa.Array:
+    """A record field this benchmark does not model (e.g. added later): the record's default."""
+    if pa.types.is_integer(t):
+        return pa.array(np.full(n, -1), type=t)
+    if pa.types.is_floating(t):
+        return pa.array(np.full(n, np.nan), type=t)
+    if pa.types.is_boolean(t):
+        return pa.array(np.zeros(n, dtype=bool))
+    if pa.types.is_list(t):
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], type=t.value_type))
+    return pa.array(np.full(n, "", dtype=object), type=t)
 
 
 def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=STEP_USERS, slo: str = "ttft.p95<500ms",

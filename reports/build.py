@@ -21,7 +21,7 @@ from reports.svg import CSS, PALETTE, Chart, Ref, Series, render, render_bars, r
 
 LATENCY_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E latency"))
 KNOWN_SECTIONS = {"run_id", "complete", "definitions", "window", "records", "overall", "by_class", "by_step", "slo",
-                  "capacity", "note"}  # fmt: skip
+                  "capacity", "note", "by_turn"}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,9 +93,11 @@ SUMMARY_HEADERS = ["class", "sent", "ok", "failed", "TTFT mean", "TTFT p50", "TT
                    "stream tok/s p50", "req/s", "out tok/s", "total tok/s"]  # fmt: skip
 
 
-def summary_rows(summary: dict) -> tuple[list[str], list[list[str]], list[str]]:
-    sections = [(name, s) for name, s in (summary.get("by_class") or {}).items()] + [("overall", summary.get("overall") or {})]
-    headers = list(SUMMARY_HEADERS)
+def summary_rows(summary: dict, key: str = "by_class", label: str = "class") -> tuple[list[str], list[list[str]], list[str]]:
+    """Rows of a summary table: one per entry of summary[key] (classes, conversation turns) and overall."""
+    sections = [(str(name), s) for name, s in (summary.get(key) or {}).items() if isinstance(s, dict)]
+    sections += [("overall", summary.get("overall") or {})]
+    headers = [label] + SUMMARY_HEADERS[1:]
     goodput = any(_g(s, "goodput") for _, s in sections) and bool(D.slo_objectives(summary))
     lag = any(_g(s, "schedule_lag_ms") for _, s in sections)
     if goodput:
@@ -534,6 +536,10 @@ def build(path: str, summary: dict | None = None) -> dict[str, str]:
     sections_html.append("<h2>Summary</h2><p class=muted>Milliseconds unless stated; exact percentiles from every "
                          "request record in the measurement window (summary.json).</p>" + html_table(head, rows, row_classes=rcls))
     md += ["### Summary (ms unless stated)", "", md_table(head, [[_strip(c) for c in r] for r in rows]), ""]
+    if isinstance(s.get("by_turn"), dict) and s["by_turn"]:  # conversations: one row per turn number
+        th, tr, tc = summary_rows(s, "by_turn", "turn")
+        sections_html.append("<h2>By conversation turn</h2>" + html_table(th, tr, row_classes=tc))
+        md += ["### By conversation turn", "", md_table(th, [[_strip(c) for c in r] for r in tr]), ""]
     if frame is not None:
         sh, sr = step_rows(frame)
         sections_html.append("<h2>Load steps</h2>" + html_table(sh, sr, left=0))

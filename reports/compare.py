@@ -125,7 +125,7 @@ class Prepared:
     wall: np.ndarray
     done: np.ndarray
     ok: np.ndarray
-    failed: np.ndarray  # failed and not "stopped"
+    failed: np.ndarray  # failed, neither "stopped" nor "cancelled" (not server failures)
     cls: np.ndarray
     step: np.ndarray
     values: dict  # metric -> (sorted seconds of the successful records, the record of each value)
@@ -139,8 +139,7 @@ def prepare(path: str) -> Prepared:
     wall = df["wall_send"].to_numpy(dtype=float)
     e2e = df["e2e_s"].to_numpy(dtype=float)
     ok = df["ok"].to_numpy(dtype=bool)
-    err = df["error"].astype(str).to_numpy()
-    failed = ~ok & (err != "stopped")
+    failed = ~ok & ~df["error"].isin(("stopped", "cancelled")).to_numpy()  # as metrics.summary.section
     ok_idx = np.nonzero(ok)[0]
     times = pq.read_table(run.records_path, columns=["chunk_times"]).column("chunk_times").filter(pa.array(ok))
     gaps = pooled_itl(times)
@@ -172,15 +171,18 @@ class Scope:
     label: str
     start: float
     end: float
-    select: np.ndarray  # records of the scope sent in its window
+    select: np.ndarray  # records of the scope sent in its window: latency and outcomes
+    group: np.ndarray | bool = True  # records whose completions in the window count for throughput
 
 
 def scopes(p: Prepared) -> dict[str, Scope]:
+    """As metrics/summary.py cuts them: latency from the requests sent in the window; throughput
+    from the successful requests of the group (all, or the class) completed in it, whenever sent."""
     start, end = p.run.window
     inside = (p.wall >= start) & (p.wall <= end)
     out = {"overall": Scope("overall", "overall", start, end, inside)}
     for name in sorted(set(p.cls[inside].tolist())):
-        out[name] = Scope(name, f"class {name}", start, end, inside & (p.cls == name))
+        out[name] = Scope(name, f"class {name}", start, end, inside & (p.cls == name), p.cls == name)
     frame = steps_frame(p.run.summary)
     if frame is not None and "window.start" in frame.columns:
         for rec in frame.to_dict("records"):  # one per load step
@@ -201,39 +203,32 @@ def n_blocks(window_s: float) -> int:
     return int(np.clip(round(window_s / 2.0), 10, 40))
 
 
-def block_of(t: np.ndarray, start: float, end: float, k: int) -> np.ndarray:
-    rel = (t - start) / max(end - start, 1e-9)
-    return np.clip(np.floor(rel * k), 0, k - 1).astype(np.int64)
-
-
-def assign_blocks(p: Prepared, sc: Scope) -> tuple[np.ndarray, list[int]]:
-    """Each record's bootstrap block (-1 outside the scope) and the number of blocks per stratum.
+def block_starts(p: Prepared, sc: Scope) -> tuple[np.ndarray, list[int]]:
+    """The bootstrap's time blocks of a scope: their start times (sorted) and blocks per stratum.
 
     A run with load steps is stratified by step: its blocks are resampled within each step, so a
     resample keeps the run's mix of load levels (resampling blocks across a ramp would mix 5-user
-    and 160-user periods at random and inflate every interval). Blocks are equal slices of each
-    stratum's span of send times."""
-    blocks = np.full(p.wall.size, -1, dtype=np.int64)
+    and 160-user periods at random and inflate every interval). A stratum spans the send times of
+    its step's records in the scope, cut into equal blocks; without steps the scope's window is."""
     idx = np.nonzero(sc.select)[0]
-    if idx.size == 0:
-        return blocks, [1]
     steps = p.step[idx]
-    stratified = not sc.key.startswith("step:") and bool((steps >= 0).all())
+    stratified = idx.size > 0 and not sc.key.startswith("step:") and bool((steps >= 0).all())
     strata = np.unique(steps) if stratified else np.empty(0)
     if strata.size <= 1:
         k = n_blocks(sc.end - sc.start)
-        blocks[idx] = block_of(p.wall[idx], sc.start, sc.end, k)
-        return blocks, [k]
-    sizes, offset = [], 0
-    for st in strata.tolist():  # one stratum per load step (a handful)
-        members = idx[steps == st]
-        t = p.wall[members]
-        lo, hi = float(t.min()), float(t.max())
+        return np.linspace(sc.start, sc.end, k + 1)[:-1], [k]
+    spans = sorted((float(p.wall[idx[steps == st]].min()), float(p.wall[idx[steps == st]].max())) for st in strata.tolist())
+    starts, sizes = [], []
+    for lo, hi in spans:  # one stratum per load step (a handful)
         k = n_blocks(hi - lo)
-        blocks[members] = offset + block_of(t, lo, hi + 1e-9, k)
+        starts.append(np.linspace(lo, hi, k + 1)[:-1])
         sizes.append(k)
-        offset += k
-    return blocks, sizes
+    return np.maximum.accumulate(np.concatenate(starts)), sizes
+
+
+def block_at(starts: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The block of each time (before the first block: the first; after the last: the last)."""
+    return np.clip(np.searchsorted(starts, t, side="right") - 1, 0, starts.size - 1).astype(np.int64)
 
 
 def boot_quantiles(values: np.ndarray, blocks: np.ndarray, weights: np.ndarray, qs: list[float]) -> np.ndarray:
@@ -287,11 +282,13 @@ def _weights(seed: int, key: str, role: str, b: int, sizes: list[int]) -> np.nda
 
 def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tuple[dict, int]:
     """Every metric of one scope: {metric: (exact value, bootstrap replicates)}, and the block count."""
-    blocks, sizes = assign_blocks(p, sc)
+    starts, sizes = block_starts(p, sc)
     weights = _weights(seed, sc.key, role, resamples, sizes)
     k = weights.shape[1]
     out = {}
     sel_ok = sc.select & p.ok
+    blocks = np.full(p.wall.size, -1, dtype=np.int64)
+    blocks[sc.select] = block_at(starts, p.wall[sc.select])  # latency: by send time
     for metric in LATENCY:
         sorted_s, owner = p.values[metric]
         keep = sel_ok[owner]
@@ -306,8 +303,8 @@ def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tup
             out[f"{metric}.{stat}"] = (exact[stat], qs[:, j])
     # throughput: completions inside the window, by completion time
     window = sc.end - sc.start
-    fin = sc.select & p.ok & (p.done >= sc.start) & (p.done <= sc.end)
-    cblk = blocks[fin]  # a completion counts in its request's block
+    fin = sc.group & p.ok & (p.done >= sc.start) & (p.done <= sc.end)
+    cblk = block_at(starts, p.done[fin])  # throughput: by completion time
     for name, w in (("requests_per_s", None), ("output_tokens_per_s", p.out_tok[fin]), ("total_tokens_per_s", p.tot_tok[fin])):
         per_block = np.bincount(cblk, weights=w, minlength=k).astype(float)
         value = float(per_block.sum() / window) if window > 0 else None

@@ -361,7 +361,7 @@ def test_rule_fails_when_new_run_has_no_successful_request(tmp_path, capsys):
     assert "no successful request" in out
 
 
-def test_client_bound_warning_in_report_and_compare(tmp_path, capsys):
+def test_client_bound_warning_and_turns_in_report_and_compare(tmp_path, capsys):
     """summary.json's client_bound (metrics/health.py) surfaces as a warning in both tools."""
     from bench.report_scale import synth_table, write_run
     from metrics.results import write_json
@@ -374,8 +374,10 @@ def test_client_bound_warning_in_report_and_compare(tmp_path, capsys):
                             steps=(4,), slo="")  # fmt: skip
     summary["client_bound"] = {"bound": True, "contended": False, "workers": [{"worker": "local", "cpu_p95": 99.0, "samples": [1] * 900}],
                                "advice": "this load needs about 2 worker processes"}  # fmt: skip
+    summary["by_turn"] = {"1": summary["overall"], "2": summary["by_class"]["short"]}  # conversations (metrics/summary.py)
     write_json(str(tmp_path / "b" / "summary.json"), summary)
     html = open(build(str(tmp_path / "b"))["html"], encoding="utf-8").read()
     assert "client bound (out of CPU)" in html and "about 2 worker processes" in html
+    assert "By conversation turn" in html
     assert run_compare(str(tmp_path / "a"), str(tmp_path / "b"), "ttft.p95>+10%", resamples=200) == 0
     assert "warning: new run: The load generator was client bound" in capsys.readouterr().out
