@@ -164,14 +164,15 @@ def failure_rows(run: D.RunData) -> list[list[str]]:
     if not failed.any():
         return []
     f = pd.DataFrame({"error": err[failed].astype(str), "cls": df["request_class"][failed].astype(str), "inside": inside[failed]})
-    ended = int((inside & (err != "stopped").to_numpy()).sum())
+    not_failure = err.isin(("stopped", "cancelled")).to_numpy()  # as metrics.summary: counted apart
+    ended = int((inside & ~not_failure).sum())
     counts = f.groupby("error").agg(all=("inside", "size"), window=("inside", "sum"))
     by_cls = f[f["inside"]].groupby(["error", "cls"]).size()
     detail = _error_details(run, failed)
     rows = []
     for name, row in counts.sort_values("all", ascending=False).iterrows():
         per_cls = ", ".join(f"{c} {n}" for (e, c), n in by_cls.items() if e == name)
-        share = row["window"] / ended * 100 if ended and name != "stopped" else None
+        share = row["window"] / ended * 100 if ended and name not in ("stopped", "cancelled") else None
         rows.append([escape(str(name)), fmt(int(row["all"])), fmt(int(row["window"])), fmt(share, 2), escape(per_cls),
                      escape(detail.get(name, ""))])
     return rows

@@ -230,7 +230,7 @@ def errors_over_time(run: RunData, grid: TimeGrid) -> list[tuple[str, np.ndarray
     """Failures per second in each time bin, by failure class (by the time the failure ended)."""
     df = run.df
     err = df["error"]
-    failed = ~df["ok"].to_numpy(dtype=bool) & (err != "stopped").to_numpy() & (err != "").to_numpy()
+    failed = ~df["ok"].to_numpy(dtype=bool) & ~err.isin(("stopped", "cancelled", "")).to_numpy()
     if not failed.any():
         return []
     wall = df["wall_send"].to_numpy(dtype=float)[failed]
