@@ -1,9 +1,14 @@
 """Server-sent events, parsed after the stream has ended.
 
-While a stream is open the client only appends `(arrival_time, bytes)` pieces, one per socket
-read (see users/stream.py). Everything here runs afterwards: splitting lines, decoding JSON and
-picking out the generated text. An event's time is the arrival of the read that completed its
-line, which is when the client could first have seen it.
+While a stream is open the client only keeps the raw reads with their arrival times, one per
+socket read, HTTP chunked framing included (see users/stream.py). Everything here runs
+afterwards: undoing the chunked framing, splitting lines, decoding JSON and picking out the
+generated text. An event's time is the arrival of the read that completed its line, which is
+when the client could first have seen it.
+
+`parse_reads` does it all in one pass over the raw reads (what the finisher uses); it gives the
+same result as `parse_stream(dechunk(times, reads))`, with a fast path for the common read that
+holds exactly one chunk holding exactly one `data:` event.
 
 Tolerated, as servers send them: `data:` with or without a space, `\\r\\n` line ends, comment
 lines starting with `:` (keep-alives), `event:`/`id:`/`retry:` lines, blank lines.
@@ -63,6 +68,76 @@ def iter_data_lines(pieces: list[tuple[float, bytes]]):
         yield pieces[-1][0], carry[5:].strip()
 
 
+class Dechunker:
+    """Undoes HTTP chunked transfer encoding read by read; a chunk or a size line may span reads."""
+
+    __slots__ = ("need", "line", "done")
+
+    def __init__(self) -> None:
+        self.need = 0  # bytes still to come of the current chunk: payload, then its CRLF
+        self.line = b""  # a chunk-size line split across reads
+        self.done = False  # the last chunk (size 0) was seen
+
+    def feed(self, d: bytes) -> bytes:
+        """The payload bytes this read carried (b"" for framing only)."""
+        if self.done:
+            return b""
+        n = len(d)
+        need = self.need
+        if need >= n:  # all of this read is inside one chunk
+            self.need = need - n
+            k = need - 2  # payload bytes still to come (the rest is the CRLF)
+            return b"" if k <= 0 else (d if k >= n else d[:k])
+        parts = []
+        pos = 0
+        if need:  # the end of a chunk begun in an earlier read
+            if need > 2:
+                parts.append(d[: need - 2])
+            pos = need
+            self.need = 0
+        if self.line:
+            d = self.line + d[pos:]
+            self.line, pos, n = b"", 0, len(d)
+        while pos < n:
+            j = d.find(b"\n", pos)
+            if j < 0:
+                self.line = d[pos:]
+                break
+            try:
+                size = int(d[pos:j], 16)  # int() ignores the CR and surrounding blanks
+            except ValueError:
+                try:
+                    size = int(d[pos:j].split(b";", 1)[0], 16)  # chunk extensions
+                except ValueError:
+                    size = 0  # not chunked framing: keep what was decoded
+            if size == 0:
+                self.done = True
+                break
+            start = j + 1
+            end = start + size
+            if start < n:
+                parts.append(d[start:end])
+            if end + 2 <= n:
+                pos = end + 2
+            else:  # the chunk continues in the next read
+                self.need = end + 2 - n
+                break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def dechunk(times: list[float], reads: list[bytes]) -> list[tuple[float, bytes]]:
+    """Undo chunked transfer encoding over timed reads: each read's payload bytes keep its time."""
+    dec = Dechunker()
+    out = []
+    for t, d in zip(times, reads):
+        body = dec.feed(d)
+        if body:
+            out.append((t, body))
+        if dec.done:
+            break
+    return out
+
+
 def data_payloads(pieces: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
     """Every `data:` line as (time, stripped payload); the list form of `iter_data_lines`."""
     out = []
@@ -81,17 +156,76 @@ def data_payloads(pieces: list[tuple[float, bytes]]) -> list[tuple[float, bytes]
     return out
 
 
-def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
-    """Chunks with their arrival times, usage, finish reason and errors of a streamed body.
+def read_payloads(times: list[float], reads: list[bytes], chunked: bool) -> tuple[list[tuple[float, bytes]], float, int]:
+    """`data_payloads(dechunk(times, reads))` in one pass: every `data:` payload with its time, the
+    arrival of the last read that carried body bytes, and the body length."""
+    out = []
+    append = out.append
+    dec = Dechunker() if chunked else None
+    carry = b""
+    last_t = NAN
+    body_len = 0
+    for t, d in zip(times, reads):
+        if dec is not None:
+            if not (dec.need or dec.line or carry or dec.done):
+                # fast path: the read is one chunk holding one event, "<size>\r\ndata: ...\n\n\r\n"
+                n = len(d)
+                j = d.find(b"\r\n")
+                if 0 < j < 9 and d[n - 4 :] == b"\n\n\r\n" and d.startswith(b"data:", j + 2) and d.find(b"\n", j + 2) == n - 4:
+                    try:
+                        size = int(d[:j], 16)
+                    except ValueError:
+                        size = -1
+                    if size == n - j - 4:
+                        append((t, d[j + 7 : n - 4].strip()))
+                        last_t = t
+                        body_len += size
+                        continue
+            body = dec.feed(d)
+        else:
+            body = d
+        if body:
+            last_t = t
+            body_len += len(body)
+            if carry:
+                body = carry + body
+            lines = body.split(b"\n")
+            carry = lines.pop()
+            for line in lines:
+                if line[:5] == b"data:":
+                    append((t, line[5:].strip()))
+        if dec is not None and dec.done:
+            break
+    if carry[:5] == b"data:":
+        append((last_t, carry[5:].strip()))
+    return out, last_t, body_len
 
-    Runs once per request after the stream (users/finisher.py), some hundred events per request,
-    so the loop is kept flat: one `orjson.loads` and a few dict lookups per event."""
+
+def parse_reads(times: list[float], reads: list[bytes], chunked: bool) -> tuple[ParsedStream, int]:
+    """`parse_stream(dechunk(times, reads))` (or of the reads themselves when not chunked) in one
+    pass, and the body length."""
+    payloads, t_end, body_len = read_payloads(times, reads, chunked)
+    out = ParsedStream(t_end=t_end)
+    _parse_payloads(out, payloads)
+    return out, body_len
+
+
+def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
+    """Chunks with their arrival times, usage, finish reason and errors of a streamed body
+    (decoded pieces: chunked framing already undone)."""
     out = ParsedStream()
     if pieces:
         out.t_end = pieces[-1][0]
+    _parse_payloads(out, data_payloads(pieces))
+    return out
+
+
+def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> None:
+    """Runs once per request after the stream (users/finisher.py), some hundred events per request,
+    so the loop is kept flat: one `orjson.loads` and a few dict lookups per event."""
     chunks = out.chunks
     loads = orjson.loads
-    for t, payload in data_payloads(pieces):
+    for t, payload in payloads:
         if not payload:
             continue
         if payload == DONE:
@@ -136,7 +270,6 @@ def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
         if text:
             tokens = usage.get("completion_tokens", -1) if usage else -1
             chunks.append(Chunk(t, text, visible, tokens, event.get("sim_t", NAN)))
-    return out
 
 
 def _error_text(error) -> str:

@@ -16,10 +16,10 @@ import gevent
 from gevent.event import Event
 
 from metrics.record import RequestRecord
-from metrics.sse import parse_response, parse_stream
+from metrics.sse import parse_reads, parse_response
 from metrics.timing import fill_record
 from suite import events as llm_events
-from users.stream import Exchange
+from users.stream import CHUNKED, Exchange
 
 _parsed_hook = llm_events.stream_parsed
 
@@ -73,7 +73,11 @@ class Finisher:
         ctx = self.ctx
         stream = ctx.settings.stream
         rec.t_send = ex.t_send
-        parsed = parse_stream(ex.pieces) if stream else parse_response(ex.pieces)
+        if stream:  # straight from the raw reads, chunked framing undone on the way
+            parsed, length = parse_reads(ex.times, ex.datas, ex.framing == CHUNKED)
+        else:
+            parsed = parse_response(ex.pieces)
+            length = sum(len(p) for _, p in ex.pieces)
         fill_record(rec, ex.status, parsed, ctx.count_tokens, stream=stream)
         if stopped or ex.error:  # a transport-level ending overrides what the bytes alone suggest
             rec.error = "stopped" if stopped else ex.error
@@ -85,7 +89,7 @@ class Finisher:
             _parsed_hook.fire(rec=rec, parsed=parsed)
         ctx.sink.add(rec)
         if not stopped:  # not a server outcome: in the records, not in the live table
-            fire_events(self.environment, path, rec, sum(len(p) for _, p in ex.pieces))
+            fire_events(self.environment, path, rec, length)
         if on_parsed is not None:
             on_parsed(rec, parsed)
 

@@ -31,6 +31,7 @@ import gevent
 from gevent import socket as gsocket
 from gevent.event import Event
 
+from metrics.sse import dechunk
 from suite.options import Timeouts
 
 READ_SIZE = 65536  # one read takes everything that has arrived; events are split afterwards
@@ -477,62 +478,3 @@ def _readable(sock) -> bool:
 
     r, _, _ = monkey.get_original("select", "select")([sock.fileno()], [], [], 0.0)
     return bool(r)
-
-
-def dechunk(times: list[float], datas: list[bytes]) -> list[tuple[float, bytes]]:
-    """Undo chunked transfer encoding over timed reads: each read's payload bytes keep its time.
-
-    Runs after the stream. The common case, a read that starts at a chunk-size line and holds
-    whole chunks, takes one `find`, one `int` and one slice per chunk; a chunk or a size line
-    split across reads is carried over."""
-    out = []
-    append = out.append
-    need = 0  # bytes still to come of the current chunk: payload, then its CRLF
-    line = b""  # a chunk-size line split across reads
-    for t, d in zip(times, datas):
-        n = len(d)
-        if need >= n:  # all of this read is inside one chunk
-            k = need - 2  # payload bytes still to come (the rest is the CRLF)
-            if k > 0:
-                append((t, d if k >= n else d[:k]))
-            need -= n
-            continue
-        parts = []
-        pos = 0
-        if need:  # the end of a chunk begun in an earlier read
-            if need > 2:
-                parts.append(d[: need - 2])
-            pos = need
-            need = 0
-        if line:
-            d = line + d[pos:]
-            line, pos, n = b"", 0, len(d)
-        while pos < n:
-            j = d.find(b"\n", pos)
-            if j < 0:
-                line = d[pos:]
-                break
-            try:
-                size = int(d[pos:j], 16)  # int() ignores the CR and surrounding blanks
-            except ValueError:
-                try:
-                    size = int(d[pos:j].split(b";", 1)[0], 16)  # chunk extensions
-                except ValueError:
-                    size = 0  # not chunked framing: keep what was decoded
-            if size == 0:
-                if parts:
-                    append((t, parts[0] if len(parts) == 1 else b"".join(parts)))
-                return out
-            start = j + 1
-            end = start + size
-            if end + 2 <= n:
-                parts.append(d[start:end])
-                pos = end + 2
-            else:  # the chunk continues in the next read
-                if start < n:
-                    parts.append(d[start:end])
-                need = end + 2 - n
-                break
-        if parts:
-            append((t, parts[0] if len(parts) == 1 else b"".join(parts)))
-    return out
