@@ -119,17 +119,18 @@ class ResultsWriter:
 
 
 def _argv() -> list[str]:
-    """The command line with secret values blanked (an API key may be given as a flag)."""
+    """The command line with secret values blanked (an API key may be given as a flag, also
+    abbreviated as argparse allows: --api-k KEY)."""
     out, hide = [], False
     for arg in sys.argv:
+        flag, eq, _ = arg.partition("=")
+        secret = len(flag) > 2 and "--api-key".startswith(flag)
         if hide:
             out.append("***")
             hide = False
-        elif arg == "--api-key":
-            out.append(arg)
-            hide = True
-        elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
+        elif secret and eq:
+            out.append(f"{flag}=***")
         else:
             out.append(arg)
+            hide = secret
     return out
