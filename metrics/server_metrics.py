@@ -235,6 +235,15 @@ class ServerMetricsScraper:
         self.scrape()  # the baseline, before the first request (run_started precedes spawning)
         self._loop = gevent.spawn(self._run)
 
+    def latest(self) -> dict[str, float]:
+        """The newest value of every metric, summed over label sets and sources (live views)."""
+        out: dict[str, float] = {}
+        for src in self.sources:
+            for name, series in src.series.items():
+                if series:
+                    out[name] = out.get(name, 0.0) + series[-1]
+        return out
+
     # -- client side --------------------------------------------------------------------------
 
     def add_rows(self, rows) -> None:

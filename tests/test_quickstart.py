@@ -4,6 +4,7 @@
 import os
 import re
 import subprocess
+import sys
 
 from tests.helpers import ROOT, read_results
 from tests.test_readme import readme
@@ -13,6 +14,7 @@ def test_quickstart_main_job(tmp_path):
     command = re.findall(r"```bash\n(.*?)\n```", readme().split("## Quickstart", 1)[1], re.S)[0]
     locust_part = command.split("&&", 1)[1].strip()  # the packages are installed by .ci/run
     env = {**os.environ, "LOCUST_RESULTS_DIR": str(tmp_path), "LOCUST_RUN_ID": "quick"}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]  # the environment's `locust`
     proc = subprocess.run(locust_part, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "started the built-in simulator" in proc.stderr

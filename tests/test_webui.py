@@ -343,12 +343,12 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     server_metrics._scrapers["r1"] = scraper
     try:
         assert server_gauges(env, run) == {"available": True, "running": 12.0, "waiting": 3.0, "kv_cache_usage": 0.42}
-        scraper.latest = {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
+        scraper.latest = lambda: {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
         assert server_gauges(env, run) == {"available": True, "running": 5.0, "waiting": 0.0, "kv_cache_usage": 0.1}
+        scraper.latest = lambda: {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 55.0}  # a percentage
+        assert server_gauges(env, run) == {"available": True, "running": 2.0, "waiting": None, "kv_cache_usage": 0.55}
     finally:
         server_metrics._scrapers.pop("r1", None)
-    env.llm_server_gauges = {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 55.0}  # a percentage
-    assert server_gauges(env, run) == {"available": True, "running": 2.0, "waiting": None, "kv_cache_usage": 0.55}
 
     snap = {"overall": {"e2e_ms": {"mean": 500.0, "count": 120}}, "window": {"seconds": 30.0}}
     assert in_flight(env, run, 8, snap) == {"value": 8.0, "source": "users (closed loop: one request per user)"}

@@ -335,18 +335,9 @@ def client_health(env) -> dict:
 
 
 def server_gauges(env, run) -> dict | None:
-    """HOOK for --server-metrics: the server's latest running/waiting requests and KV-cache usage.
-
-    None when --server-metrics is off. The values come from the first provider found:
-      1. `environment.llm_server_gauges`: a mapping of metric name -> latest value (summed over
-         label sets and sources), or a callable returning one;
-      2. the run's scraper in metrics.server_metrics (`_scrapers[run_id]`) if it exposes `latest`
-         (same mapping, attribute or method), or `latest_rows` (rows of its SCHEMA from the latest
-         scrape of each source).
-    Metric names are matched as in SERVER_GAUGES (vLLM, SGLang, TGI).
-    """
-    opts = env.parsed_options
-    if not (getattr(opts, "server_metrics", "") or getattr(env, "llm_server_gauges", None) is not None):
+    """The server's latest running/waiting requests and KV-cache usage from --server-metrics;
+    None when it is off. Metric names are matched as in SERVER_GAUGES (vLLM, SGLang, TGI)."""
+    if not getattr(env.parsed_options, "server_metrics", ""):
         return None
     latest = _latest_server_values(env, run)
     out = {"available": latest is not None}
@@ -363,31 +354,11 @@ def server_gauges(env, run) -> dict | None:
 
 
 def _latest_server_values(env, run) -> dict | None:
-    provider = getattr(env, "llm_server_gauges", None)
-    if provider is None and run is not None:
-        try:
-            from metrics import server_metrics
+    """The run's --server-metrics scraper's newest values (metrics.server_metrics)."""
+    from metrics import server_metrics
 
-            scraper = getattr(server_metrics, "_scrapers", {}).get(run.run_id)
-        except Exception:  # noqa: BLE001
-            scraper = None
-        if scraper is not None:
-            provider = getattr(scraper, "latest", None)
-            if provider is None and getattr(scraper, "latest_rows", None) is not None:
-                rows = scraper.latest_rows() if callable(scraper.latest_rows) else scraper.latest_rows
-                totals: dict[str, float] = {}
-                for row in rows or ():
-                    name, value = row[2], row[4]
-                    if isinstance(value, (int, float)) and math.isfinite(value):
-                        totals[name] = totals.get(name, 0.0) + float(value)
-                return totals
-    if provider is None:
-        return None
-    try:
-        values = provider() if callable(provider) else provider
-        return dict(values) if values is not None else None
-    except Exception:  # noqa: BLE001
-        return None
+    scraper = server_metrics._scrapers.get(run.run_id) if run is not None else None
+    return scraper.latest() if scraper is not None else None
 
 
 # -- Flask ----------------------------------------------------------------------------------------------
