@@ -21,7 +21,7 @@ def test_quickstart_main_job(tmp_path):
     for name in ("requests.parquet", "summary.json", "run.json"):
         assert (tmp_path / "quick" / name).exists(), name
     df, summary = read_results(str(tmp_path), "quick")
-    assert len(df) >= 300, len(df)
+    assert len(df) >= 250, len(df)  # about 320 on an idle 2-core machine
     assert df["ok"].all(), df.loc[~df["ok"], "error"].value_counts()
     shares = df["request_class"].value_counts(normalize=True)
     for name, share in (("short", 0.4), ("medium", 0.4), ("long", 0.2)):
