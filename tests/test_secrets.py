@@ -8,6 +8,7 @@ Workers prefer their own LOCUST_API_KEY over the master's (which travels in clea
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
@@ -226,3 +228,60 @@ def test_web_ui_never_shows_the_key(tmp_path):
                 proc.wait(10)
         assert posted_keys(server) == {f"Bearer {key}"}  # the form's run kept the command line's key
     assert_nowhere([key], tmp_path / "results", {**pages, "log": log.read_text()})
+
+
+def readme_login_locustfile() -> str:
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read().split("## Security", 1)[1]
+    return re.search(r"```python\n(# login_locustfile\.py.*?)```", text, re.S).group(1)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def test_readme_login_locustfile_protects_the_web_ui(tmp_path):
+    """The README's --web-login locustfile: without a session every page, the LLM view included,
+    sends to the login page; wrong credentials are refused; right ones open it."""
+    path = tmp_path / "login_locustfile.py"
+    path.write_text(readme_login_locustfile())
+    web = free_port()
+    base = f"http://127.0.0.1:{web}"
+    env = {"LOCUST_UI_USER": "ops", "LOCUST_UI_PASSWORD": secrets.token_hex(8), "LOCUST_UI_SECRET": secrets.token_hex(16)}
+    log = tmp_path / "login.log"
+    jar = http.cookiejar.CookieJar()
+    plain = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+    session = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect(), urllib.request.HTTPCookieProcessor(jar))
+
+    def status(opener, path, data=None):
+        try:
+            with opener.open(urllib.request.Request(base + path, data=data), timeout=10) as r:
+                return r.status, r.headers.get("Location", ""), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("Location", ""), b""
+
+    with recording_server() as (_, url):
+        proc = start(["-f", str(path), "--web-login", "--host", url, "--model", "m", "--web-host", "127.0.0.1",
+                      "--web-port", str(web), "--results-dir", str(tmp_path / "results")], log, env=env)  # fmt: skip
+        try:
+            wait_until(lambda: status(plain, "/login")[0] == 200, 60, "the login page", proc)
+            for page in ("/", "/llm", "/llm/stats", "/stats/requests"):
+                code, location, _ = status(plain, page)
+                assert code == 302 and "/login" in location, (page, code, location)
+            wrong = urllib.parse.urlencode({"username": "ops", "password": "nope"}).encode()
+            code, location, _ = status(session, "/login_submit", wrong)
+            assert code == 302 and "/login" in location and status(session, "/llm/stats")[0] == 302
+            right = urllib.parse.urlencode({"username": "ops", "password": env["LOCUST_UI_PASSWORD"]}).encode()
+            assert status(session, "/login_submit", right)[0] == 302
+            code, _, body = status(session, "/llm/stats")
+            assert code == 200 and "overall" in json.loads(body)
+            code, _, body = status(session, "/")
+            assert code == 200 and b"templateArgs" in body
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
