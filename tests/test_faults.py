@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import free_port, read_results, read_truth, run_locust, simulator, start_locust, stop
 
-TIMEOUT_S = 2.0  # --timeout-first-token and --timeout-idle, far below the stalls
+TIMEOUT_S = 3.0  # --timeout-first-token and --timeout-idle: far below the stalls, far above a busy machine's hiccups
 STALL_S = 8.0
 SLOW_HEADERS_S = 0.3  # far below the head timeout (connect + first token): these end ok
 RATE = 0.1
@@ -119,7 +119,7 @@ def test_refused_connections_are_the_connect_errors(matrix):
     assert (extra["error"] == "connect_error").all(), extra[["request_id", "error", "error_detail"]].head()
     assert (df.loc[df["request_id"].isin(ids), "error"] != "connect_error").all()
     first_send = df["t_send"].min()  # the simulator stamps perf_counter too (same clock, same machine)
-    refused = [t for t in truth if t["fault"] == "refuse" and t["arrival"] > first_send - 0.05]
+    refused = [t for t in truth if t["fault"] == "refuse" and t["arrival"] > first_send]
     assert len(refused) >= 3
     assert len(extra) == len(refused)
 
