@@ -7,18 +7,20 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
 
 from metrics.record import ERROR_CLASSES
-from suite.options import RETRYABLE, Settings
+from suite.options import RETRYABLE, Settings, Timeouts
 from tests.helpers import LOCUST, ROOT, free_port, read_results, read_truth, run_locust, simulator, start_locust, wait_for_lines
 from users.llm import exchange_class, parse_retry_after, retry_wait
-from users.stream import Exchange
+from users.stream import Exchange, StreamClient
 
 RETRY_ID = re.compile(r"^(.*)-r(\d+)$")
 
@@ -229,3 +231,65 @@ def test_unreachable_host_in_the_web_ui_is_only_a_warning(tmp_path):
             proc.kill()
             out = proc.communicate()[0]
     assert f"--host: cannot connect to 127.0.0.1:{port}" in out and "the web UI starts anyway" in out
+
+
+@contextmanager
+def silent_listener():
+    """A 127.0.0.1 port whose accept queue is full: a new TCP connect gets no answer (the SYN is
+    dropped), as with a firewalled or dead host, so a connect can time out without leaving
+    this machine."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            fillers.append(s)
+        time.sleep(0.2)
+        probe = socket.socket()
+        probe.settimeout(0.5)
+        try:
+            probe.connect(("127.0.0.1", port))
+            pytest.skip("this kernel accepts connections beyond a full accept queue")
+        except (TimeoutError, socket.timeout):
+            pass
+        finally:
+            probe.close()
+        yield port
+    finally:
+        for s in fillers:
+            s.close()
+        server.close()
+
+
+def test_connect_timeout_is_a_timeout_within_the_limit():
+    from gevent import spawn
+
+    with silent_listener() as port:
+        client = StreamClient(f"http://127.0.0.1:{port}", Timeouts(connect=1.0, first_token=30, idle=30, total=60), {})
+        ex = Exchange()
+        t0 = time.perf_counter()
+        spawn(client.post, "/v1/chat/completions", b"{}", {}, ex).join(20)
+        elapsed = time.perf_counter() - t0
+    assert ex.error == "timeout" and ex.status == 0, (ex, ex.error_detail)
+    assert 0.9 < elapsed < 5.0, elapsed
+
+
+def test_host_that_does_not_answer_fails_within_the_connect_timeout(tmp_path):
+    with silent_listener() as port:
+        t0 = time.monotonic()
+        proc = run_locust("--host", f"http://127.0.0.1:{port}", "--model", "m", "-t", "30s", "--timeout-connect", "2s",
+                          "--results-dir", str(tmp_path), timeout=90)  # fmt: skip
+        elapsed = time.monotonic() - t0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, lines[-5:]
+    assert lines[-1] == (f"error: --host: cannot connect to 127.0.0.1:{port} (no connection within --timeout-connect 2s); "
+                         "check the address and that the server is up")  # fmt: skip
+    assert elapsed < 60 and not os.listdir(tmp_path)
