@@ -22,6 +22,8 @@ from suite import events as llm_events
 from users.stream import CHUNKED, Exchange
 
 _parsed_hook = llm_events.stream_parsed
+IDLE_BACKLOG = 16  # records waiting: below this the finisher runs only when no socket has data
+YIELD_S = 1e-5  # above it, a timer: the sockets are polled between two records
 
 
 class RequestFailed(Exception):
@@ -57,7 +59,16 @@ class Finisher:
             self.ready.wait()
             while self.queue:
                 self._finish(*self.queue.popleft())
-                gevent.sleep(0)  # let streams with data waiting be read first
+                # Let streams with data waiting be read first. gevent.sleep(0) does not: it
+                # resumes this greenlet before the loop polls the sockets again, so a backlog
+                # of records is parsed in one go while every open stream waits (bench/RESULTS.md
+                # "Client speed": first tokens 18 ms late at 300 streams). idle() resumes once the
+                # loop has no I/O pending; with a backlog, a timer still leaves one poll of the
+                # sockets between two records, so the backlog cannot grow without bound.
+                if len(self.queue) < IDLE_BACKLOG:
+                    gevent.idle()
+                else:
+                    gevent.sleep(YIELD_S)
             self.ready.clear()
 
     def drain(self) -> None:
