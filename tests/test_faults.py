@@ -161,3 +161,37 @@ def test_summary_counts_match_the_records(matrix):
         for w in summary["workers"].values():
             assert w["final_received"] and w["missing_batches"] == [] and w["lost_at"] is None
 
+
+
+NO_STREAM_EXPECTED = {
+    **EXPECTED, "mid_stream_error": "http_5xx",  # the simulator answers a non-streaming request with a 500
+    "cut_close": ("connect_error", "stream_truncated"), "cut_reset": ("connect_error", "stream_truncated"),
+    "stall_first": "", "stall_between": "",  # the whole answer is late, within the head timeout (connect + first token)
+}  # fmt: skip
+
+
+@pytest.mark.xfail(strict=False, reason="users/stream.py resends a request once, silently, when a kept-alive "
+                   "connection closes before any response byte (meant for stale connections); the simulator's "
+                   "non-streaming cut_close/cut_reset look the same, so the server sees the request twice")  # fmt: skip
+def test_no_stream_faults_are_classified_and_never_resent_silently(tmp_path):
+    truth_path = str(tmp_path / "truth.jsonl")
+    with simulator("--profile", "fixed", "--seed", "7", *fault_args(), truth_log=truth_path) as url:
+        proc = run_locust("--host", url, "--results-dir", str(tmp_path), "--run-id", "ns", "--no-stream",
+                          *LOAD[:5], "10s", *LOAD[6:], timeout=150)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    df, summary = read_results(str(tmp_path), "ns")
+    truth = request_lines(read_truth(truth_path))
+    seen = Counter(t["request_id"] for t in truth)
+    by_id = df.set_index("request_id")
+    wrong = []
+    for t in truth:
+        if seen[t["request_id"]] > 1:
+            continue
+        expected = NO_STREAM_EXPECTED[t["fault"]]
+        got = by_id.at[t["request_id"], "error"]
+        if got not in (expected if isinstance(expected, tuple) else (expected,)):
+            wrong.append((t["request_id"], t["fault"], got))
+    assert not wrong, wrong[:5]
+    assert set(seen) <= set(by_id.index), "records lost"
+    resent = [(rid, [t["fault"] for t in truth if t["request_id"] == rid]) for rid, n in seen.items() if n > 1]
+    assert not resent, f"{len(resent)} requests reached the server twice for one record: {resent[:3]}"
