@@ -95,6 +95,8 @@ def test_every_fault_was_injected(matrix):
 def test_every_request_in_the_truth_log_is_recorded_once_with_its_class(matrix):
     df, _, truth, _ = matrix
     assert df["request_id"].is_unique, "a record counted twice"
+    twice = [rid for rid, n in Counter(t["request_id"] for t in request_lines(truth)).items() if n > 1]
+    assert not twice, f"requests that reached the server twice for one record: {twice[:5]}"
     by_id = df.set_index("request_id")
     lost, wrong = [], []
     for t in request_lines(truth):
