@@ -118,7 +118,7 @@ class LLMUser(FastHttpUser):
         while True:
             rec = self.send_request(request, t_intended, turn=conv.turn, session_id=conv.id, on_parsed=on_parsed)
             deadline = time.monotonic() + REPLY_WAIT_S
-            while rec.request_id not in replies and time.monotonic() < deadline:
+            while rec.request_id not in replies and time.monotonic() < deadline and not ctx.stopping.is_set():
                 got.clear()
                 got.wait(1.0)
             reply = replies.pop(rec.request_id, None)
