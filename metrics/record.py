@@ -30,6 +30,9 @@ ERROR_CLASSES = (
     "cancelled",  # aborted on purpose by the client (--cancel-rate)
     "stopped",  # still in flight when the run ended; not a server failure
 )
+# Endings that are the client's doing, not the server's: kept in the records, counted apart,
+# never in a failure count or the good fraction's denominator.
+NOT_SERVER_FAILURES = ("stopped", "cancelled")
 
 
 @dataclass(slots=True)

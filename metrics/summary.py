@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metrics.record import NOT_SERVER_FAILURES
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, pooled_itl
 
@@ -52,7 +53,7 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
     ok = df[df["ok"]]
     # "stopped" (in flight at the end) and "cancelled" (aborted on purpose, --cancel-rate) are not
     # server failures: counted apart, outside the good fraction's denominator
-    errors = df[~df["ok"] & ~df["error"].isin(("stopped", "cancelled"))]
+    errors = df[~df["ok"] & ~df["error"].isin(NOT_SERVER_FAILURES)]
     prompt = finished_in_window["prompt_tokens"].clip(lower=0).sum()
     output = finished_in_window["output_tokens"].clip(lower=0).sum()
     per_s = (lambda x: float(x) / window_s) if window_s > 0 else (lambda x: None)

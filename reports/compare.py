@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from metrics.record import NOT_SERVER_FAILURES
 from metrics.summary import distribution
 from metrics.timing import pooled_itl
 from reports.data import RunData, client_warning, load_run, steps_frame
@@ -139,7 +140,7 @@ def prepare(path: str) -> Prepared:
     wall = df["wall_send"].to_numpy(dtype=float)
     e2e = df["e2e_s"].to_numpy(dtype=float)
     ok = df["ok"].to_numpy(dtype=bool)
-    failed = ~ok & ~df["error"].isin(("stopped", "cancelled")).to_numpy()  # as metrics.summary.section
+    failed = ~ok & ~df["error"].isin(NOT_SERVER_FAILURES).to_numpy()
     ok_idx = np.nonzero(ok)[0]
     times = pq.read_table(run.records_path, columns=["chunk_times"]).column("chunk_times").filter(pa.array(ok))
     gaps = pooled_itl(times)

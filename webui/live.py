@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metrics.record import ARROW_SCHEMA, FIELD_NAMES
+from metrics.record import ARROW_SCHEMA, FIELD_NAMES, NOT_SERVER_FAILURES
 
 WINDOW_S = 30.0
 HISTORY_POINTS = 10_800  # 6 h of points at one per 2 s
@@ -94,7 +94,7 @@ class LiveWindow:
         self._pending: list = []
         self._tables: list[pa.Table] = []
         self.latest_end = -math.inf  # the latest end time of any record received
-        self.totals = {"records": 0, "ok": 0, "failed": 0, "stopped": 0, "output_tokens": 0}
+        self.totals = {"records": 0, "ok": 0, "failed": 0, "stopped": 0, "cancelled": 0, "output_tokens": 0}
         self.history: deque = deque(maxlen=HISTORY_POINTS)
 
     # -- input ---------------------------------------------------------------------------------
@@ -121,13 +121,13 @@ class LiveWindow:
     def _count(self, table: pa.Table) -> None:
         ok = table.column("ok").to_numpy(zero_copy_only=False).astype(bool)
         error = np.asarray(table.column("error").to_pylist(), dtype=object)
-        stopped = ~ok & (error == "stopped")
         out = table.column("output_tokens").to_numpy(zero_copy_only=False)
         t = self.totals
         t["records"] += table.num_rows
         t["ok"] += int(ok.sum())
-        t["stopped"] += int(stopped.sum())
-        t["failed"] += int((~ok & ~stopped).sum())
+        t["stopped"] += int((~ok & (error == "stopped")).sum())
+        t["cancelled"] += int((~ok & (error == "cancelled")).sum())
+        t["failed"] += int((~ok & ~np.isin(error, NOT_SERVER_FAILURES)).sum())
         t["output_tokens"] += int(np.clip(out[ok], 0, None).sum())
         if table.num_rows:
             self.latest_end = max(self.latest_end, float(np.nanmax(table.column("ended").to_numpy())))
