@@ -52,7 +52,9 @@ def slope(ts: list[float], ys: list[float]) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=240.0, help="run time, s")
-    ap.add_argument("--warmup", type=float, default=45.0, help="samples before this are left out of the slope, s")
+    ap.add_argument("--warmup", type=float, default=None,
+                    help="samples before this are left out of the slope, s (default: the first half of the run: "
+                         "allocators reach their working size in steps during the first minute)")
     ap.add_argument("--interval", type=float, default=5.0, help="RSS sample interval, s")
     ap.add_argument("--users", type=int, default=50)
     ap.add_argument("--max-tokens", type=int, default=16)
@@ -60,6 +62,8 @@ def main(argv=None) -> int:
     ap.add_argument("--itl", type=float, default=0.002)
     ap.add_argument("--json", default="", help="write the samples and slopes here")
     args = ap.parse_args(argv)
+    if args.warmup is None:
+        args.warmup = args.duration / 2
     tmp = tempfile.mkdtemp(prefix="client-memory-")
     prof = os.path.join(tmp, "mem.yaml")
     with open(prof, "w") as f:
@@ -129,10 +133,10 @@ def main(argv=None) -> int:
         mb_per_s = slope(ts, ys)
         per_100k = mb_per_s / rate * 1e5 if rate else float("nan")
         growth = (ys[-1] - ys[0]) if ys else float("nan")
-        out[k] = {"first_mb": ys[0] if ys else None, "last_mb": ys[-1] if ys else None, "mb_per_min": mb_per_s * 60,
-                  "mb_per_100k_requests": per_100k}  # fmt: skip
-        print(f"  {k:6s}  {ys[0]:7.1f} -> {ys[-1]:7.1f} MB ({growth:+.1f})  slope {mb_per_s * 60:+.2f} MB/min  "
-              f"{per_100k:+.2f} MB per 100k requests")  # fmt: skip
+        out[k] = {"first_mb": ys[0] if ys else None, "last_mb": ys[-1] if ys else None, "min_mb": min(ys, default=None),
+                  "max_mb": max(ys, default=None), "mb_per_min": mb_per_s * 60, "mb_per_100k_requests": per_100k}  # fmt: skip
+        print(f"  {k:6s}  {ys[0]:7.1f} -> {ys[-1]:7.1f} MB ({growth:+.1f}; range {min(ys):.1f}-{max(ys):.1f})  "
+              f"slope {mb_per_s * 60:+.2f} MB/min  {per_100k:+.2f} MB per 100k requests")  # fmt: skip
     print(f"machine after: {out['pressure_after']}")
     if args.json:
         with open(args.json, "w") as f:

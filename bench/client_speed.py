@@ -17,7 +17,9 @@ Per client and level: achieved content tokens/s in the window, client CPU (utime
 simulator's own `first_token - arrival` from its truth log, per request) and per-token lag
 (client arrival time minus the chunk's `sim_t`, every chunk), p50 and p99. A level is accurate
 when p99 TTFT error < 10 ms and p99 token lag < 5 ms; a client's capacity is its highest
-accurate level. Ratios are taken within one run: suite / reference.
+accurate level. Ratios are taken within one run: suite / reference. With `--repeats K` every
+client runs K times per level, interleaved, and its least disturbed run counts (on a shared
+machine other processes only add lag).
 
     /work/venv/bin/python bench/client_speed.py                                    # 50 .. 1000 streams
     /work/venv/bin/python bench/client_speed.py --levels 100,300 --duration 10     # quick
@@ -160,6 +162,11 @@ def combine(results: list[dict]) -> dict:
     return out
 
 
+def score(r: dict) -> float:
+    """How far a run is from the accuracy limits (below 1 = accurate): the worse of the two."""
+    return max(abs(r["ttft_err_ms_p99"]) / 10.0, r["lag_ms_p99"] / 5.0) if r.get("requests") else math.inf
+
+
 def fmt_row(kind: str, n: int, r: dict, ok: bool, pressure: dict) -> str:
     return (
         f"{kind:8s} {n:6d} {r['tokens_per_s']:9.0f} {r['cpu_pct']:6.1f} {r['cpu_us_per_token']:7.1f}  "
@@ -177,8 +184,13 @@ def main(argv=None) -> int:
     ap.add_argument("--levels", default=LEVELS, help="concurrent streams, comma-separated")
     ap.add_argument("--clients", default="suite,aiohttp,uvloop")
     ap.add_argument("--duration", type=float, default=20.0, help="measurement window, s")
-    ap.add_argument("--warmup", type=float, default=8.0, help="from the client's start to the window, s")
-    ap.add_argument("--ramp", type=float, default=2.0, help="stream starts spread over this many seconds")
+    ap.add_argument("--warmup", type=float, default=12.0, help="from the client's start to the window, s")
+    ap.add_argument("--ramp", type=float, default=None,
+                    help="stream starts spread over this many seconds (default: one request's length, ttft + itl x tokens, "
+                         "so the closed loops do not run in lockstep)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="run every client this many times per level (interleaved) and keep its best run: on a shared "
+                         "machine other processes only ever add lag, so the best run is the closest to a quiet machine")
     ap.add_argument("--margin", type=float, default=15.0, help="suite: --run-time beyond warm-up + window (start-up; a local run ends with its window)")
     ap.add_argument("--ttft", type=float, default=0.1)
     ap.add_argument("--itl", type=float, default=0.02)
@@ -195,6 +207,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="", help="write every result here")
     args = ap.parse_args(argv)
     args.suite_args = args.suite_args.split()
+    if args.ramp is None:
+        args.ramp = args.ttft + args.itl * args.max_tokens
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     tmp = tempfile.mkdtemp(prefix="client-speed-")
@@ -206,21 +220,32 @@ def main(argv=None) -> int:
     rows, failed_in_row = [], {c: 0 for c in clients}
     try:
         for n in levels:
+            tries: dict[str, list[dict]] = {}
+            for rep in range(args.repeats):
+                for kind in clients:
+                    if failed_in_row[kind] >= args.give_up_after:
+                        continue
+                    pressure = machine_pressure()
+                    files = run_client(kind, args, url, n, tmp)
+                    if not files:
+                        continue
+                    time.sleep(1.5)  # the simulator flushes its truth log every second
+                    truth = read_truth(truth_path)
+                    r = combine([analyse(f, truth) for f in files])
+                    r.update(client=kind, streams=n, accurate=accurate(r), pressure_before=pressure, repeat=rep)
+                    tries.setdefault(kind, []).append(r)
+                    if args.repeats > 1:
+                        print("  try " + fmt_row(kind, n, r, r["accurate"], pressure), flush=True)
             for kind in clients:
-                if failed_in_row[kind] >= args.give_up_after:
+                if kind not in tries:
+                    if failed_in_row[kind] < args.give_up_after:
+                        failed_in_row[kind] += 1
                     continue
-                pressure = machine_pressure()
-                files = run_client(kind, args, url, n, tmp)
-                if not files:
-                    failed_in_row[kind] += 1
-                    continue
-                time.sleep(1.5)  # the simulator flushes its truth log every second
-                truth = read_truth(truth_path)
-                r = combine([analyse(f, truth) for f in files])
-                ok = accurate(r)
-                failed_in_row[kind] = 0 if ok else failed_in_row[kind] + 1
-                rows.append({"client": kind, "streams": n, "accurate": ok, "pressure_before": pressure, **r})
-                print(fmt_row(kind, n, r, ok, pressure), flush=True)
+                r = min(tries[kind], key=score)  # the least disturbed run
+                r["tries"] = len(tries[kind])
+                failed_in_row[kind] = 0 if r["accurate"] else failed_in_row[kind] + 1
+                rows.append(r)
+                print(fmt_row(kind, n, r, r["accurate"], r["pressure_before"]), flush=True)
     finally:
         sim.terminate()
         try:
