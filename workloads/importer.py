@@ -730,6 +730,8 @@ def _pcts(v, qs=(10, 50, 90, 99)) -> str:
 
 
 def import_args(p: argparse.ArgumentParser) -> None:
+    p.description = __doc__
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("logfile", help="request log: JSONL/JSON of OpenAI request bodies, ShareGPT JSON, or CSV/TSV (.gz too)")
     p.add_argument("--out", required=True, help="folder for templates.jsonl, workload.yaml and trace.jsonl")
     p.add_argument("--name", default=None, help="workload name (default: the --out folder's name)")
@@ -851,7 +853,7 @@ def _run_import(args: argparse.Namespace, out) -> int:
         lines.append(f"  {c['name']:<8}{c['weight']:>7.1%}{c['count']:>7}  {ic:<38}{_pcts(c['outputs'])}")
     allout = np.array([e.output_tokens for e in entries])
     alllen = np.array([e.input_chars for e in entries])
-    lines.append(f"  {'all':<8}{1:>7.0%}{n:>7}  {_pcts(alllen) + f' ({alllen.min()}-{alllen.max()})':<38}{_pcts(allout)}")
+    lines.append(f"  {'(total)':<8}{1:>7.0%}{n:>7}  {_pcts(alllen) + f' ({alllen.min()}-{alllen.max()})':<38}{_pcts(allout)}")
 
     with_trace = len(timed) >= 2
     name = args.name or os.path.basename(os.path.normpath(args.out)) or "imported"
