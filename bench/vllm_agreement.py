@@ -96,7 +96,7 @@ def run_vllm_bench(url: str, model: str, tokenizer: Path, a, tag: str) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     filename = f"{tag}.json"
     cmd = [
-        str(venvs.venv_python("vllm")), "-c", VLLM_BENCH,
+        *a.client_pin, str(venvs.venv_python("vllm")), "-c", VLLM_BENCH,
         "--backend", "openai-chat", "--base-url", url, "--endpoint", "/v1/chat/completions",
         "--model", model, "--tokenizer", str(tokenizer), "--dataset-name", "random",
         "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len), "--random-range-ratio", "0",
@@ -116,7 +116,7 @@ def run_vllm_bench(url: str, model: str, tokenizer: Path, a, tag: str) -> dict:
 def run_suite(url: str, model: str, workload: Path, a, tag: str) -> pd.DataFrame:
     results = OUT / "suite"
     cmd = [
-        sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "vllm_agreement_locustfile.py"), "--headless",
+        *a.client_pin, sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "vllm_agreement_locustfile.py"), "--headless",
         "--host", url, "-u", str(a.concurrency), "-r", "10000", "-t", "30m", "--only-summary",
         "--endpoint", "chat", "--model", model, "--workload", str(workload),
         "--max-tokens-override", str(a.output_len), "--ignore-eos", "--seed", str(a.seed),
@@ -171,22 +171,25 @@ ROWS += [("requests/s", "request_throughput"), ("output tokens/s", "output_throu
 
 
 def table(suite_runs: list[dict], bench_runs: list[dict]) -> str:
-    def mean(runs, key):
-        vals = [r[key] for r in runs if r.get(key) is not None]
-        return float(np.mean(vals)) if vals else float("nan")
+    """Medians over the rounds (robust to a round disturbed by other work on the machine), the
+    median of the per-round paired differences (round i of each tool ran back to back), and the
+    spread of each tool's rounds."""
 
-    def spread(runs, key):
-        vals = [r[key] for r in runs if r.get(key) is not None]
-        return (max(vals) - min(vals)) / np.mean(vals) * 100 if len(vals) > 1 and np.mean(vals) else float("nan")
+    def vals(runs, key):
+        return np.array([r[key] for r in runs if r.get(key) is not None], dtype=float)
 
-    lines = ["| figure | this suite | vllm bench serve | difference | run-to-run spread (suite / bench) |",
-             "| --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines = ["| figure | this suite | vllm bench serve | difference of medians | median paired difference | "
+             "spread of rounds (suite / bench) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
     for label, key in ROWS:
-        s, b = mean(suite_runs, key), mean(bench_runs, key)
-        diff = (s - b) / b * 100 if b else float("nan")
+        s, b = vals(suite_runs, key), vals(bench_runs, key)
+        if not len(s) or not len(b):
+            continue
+        ms, mb = float(np.median(s)), float(np.median(b))
+        paired = float(np.median((s[: len(b)] - b[: len(s)]) / b[: len(s)] * 100)) if mb else float("nan")
+        spread = lambda v: (v.max() - v.min()) / np.median(v) * 100 if len(v) > 1 and np.median(v) else float("nan")  # noqa: E731
         fmt = "{:.0f}" if key.startswith("total_") or key == "completed" else "{:.2f}"
-        lines.append(f"| {label} | {fmt.format(s)} | {fmt.format(b)} | {diff:+.1f} % | "
-                     f"{spread(suite_runs, key):.1f} % / {spread(bench_runs, key):.1f} % |")  # fmt: skip
+        lines.append(f"| {label} | {fmt.format(ms)} | {fmt.format(mb)} | {(ms - mb) / mb * 100 if mb else float('nan'):+.1f} % | "
+                     f"{paired:+.1f} % | {spread(s):.0f} % / {spread(b):.0f} % |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -202,7 +205,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="vLLM CPU threads (OMP) when this script starts the server")
+    ap.add_argument("--server-cpus", default="0", help="cores for the vLLM this script starts (taskset); empty = any")
+    ap.add_argument("--client-cpus", default="1", help="cores for both clients (taskset); empty = any")
     a = ap.parse_args()
+    a.client_pin = ["taskset", "-c", a.client_cpus] if a.client_cpus else []
 
     model_dir = Path(a.tokenizer) if a.tokenizer else venvs.ensure_model()
     venvs.ensure_venv("vllm")
@@ -214,7 +220,9 @@ def main() -> int:
     server = None
     url = a.host
     if not url:
-        server = harness.vllm(model_dir, threads=a.threads, max_num_seqs=max(16, a.concurrency)).start(timeout=600)
+        # no prefix caching: vllm bench's random prompts share no prefix, the suite's template text does
+        server = harness.vllm(model_dir, threads=a.threads, max_num_seqs=max(16, a.concurrency), cpus=a.server_cpus,
+                              extra=["--no-enable-prefix-caching"]).start(timeout=600)  # fmt: skip
         url = server.url
         print(f"vLLM ready in {server.ready_s:.1f} s at {url}", flush=True)
     try:
@@ -237,8 +245,8 @@ def main() -> int:
             server.stop()
     text = table(suite_runs, bench_runs)
     print(f"\nchat, {a.requests} requests, concurrency {a.concurrency}, {a.input_len} input / {a.output_len} output tokens, "
-          f"means of {a.rounds} rounds\n\n{text}")  # fmt: skip
-    (OUT / "agreement.json").write_text(json.dumps({"args": vars(a), "input_chars": chars, "suite": suite_runs, "vllm_bench": bench_runs}, indent=2))
+          f"medians of {a.rounds} rounds\n\n{text}")  # fmt: skip
+    (OUT / "agreement.json").write_text(json.dumps({"args": {k: v for k, v in vars(a).items() if k != "client_pin"}, "input_chars": chars, "suite": suite_runs, "vllm_bench": bench_runs}, indent=2))
     (OUT / "agreement.md").write_text(text + "\n")
     return 0
 

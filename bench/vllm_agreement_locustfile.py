@@ -16,7 +16,6 @@ import os
 import sys
 
 import gevent
-from locust import task
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,15 +27,18 @@ _state = {"started": 0, "finished": 0}
 
 
 class FixedCountUser(LLMUser):
-    """Closed loop like ConfiguredUser, until LIMIT requests have been started in this process."""
+    """Closed loop like ConfiguredUser, until LIMIT requests have been started in this process.
 
-    @task
-    def send(self) -> None:
+    The limit sits in send_request: Locust would run LLMUser's own task even if this class
+    declared another one (tasks of base classes are merged)."""
+
+    def send_request(self, request, *args, **kwargs):
         if _state["started"] >= LIMIT:
             gevent.sleep(0.05)  # done: wait for the last in-flight requests and the quit
-            return
+            return None
         _state["started"] += 1
-        self.send_request(self.ctx.sampler.next())
+        rec = super().send_request(request, *args, **kwargs)
         _state["finished"] += 1
         if _state["finished"] == LIMIT:
             gevent.spawn(self.environment.runner.quit)
+        return rec

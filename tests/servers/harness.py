@@ -132,10 +132,13 @@ def transformers_serve(model_dir: Path, blocks: int = 256, block_size: int = 32,
     return ServerProcess("transformers-serve", argv, env, port)
 
 
-def vllm(model_dir: Path, threads: int = 1, max_num_seqs: int = 64, kv_cache_gib: int = 1, extra: list[str] | None = None) -> ServerProcess:
+def vllm(model_dir: Path, threads: int = 1, max_num_seqs: int = 64, kv_cache_gib: int = 1, extra: list[str] | None = None,
+         cpus: str = "") -> ServerProcess:  # fmt: skip
+    """vLLM's CPU build; `cpus` (e.g. "0") pins all its processes to those cores (taskset)."""
     port = free_port()
     py = venvs.ensure_venv("vllm")
-    argv = [str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+    pin = ["taskset", "-c", cpus] if cpus else []
+    argv = [*pin, str(py), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
             "--served-model-name", "tiny-llama", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
             "--dtype", "float32", "--max-model-len", "4096", "--max-num-seqs", str(max_num_seqs),
             "--disable-uvicorn-access-log", "--generation-config", "vllm", *(extra or [])]  # fmt: skip
