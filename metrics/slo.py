@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from suite.options import OptionError, parse_duration
 
@@ -70,7 +69,7 @@ def parse_slo(text: str) -> list[Objective]:
     return out
 
 
-def request_values(obj: Objective, df: pd.DataFrame, chunk_times) -> np.ndarray:
+def request_values(obj: Objective, df, chunk_times) -> np.ndarray:
     """Each request's own value of the objective's metric (seconds; NaN where undefined)."""
     if obj.metric != "itl":
         return df[METRICS[obj.metric]].to_numpy(dtype=float)
@@ -82,7 +81,7 @@ def request_values(obj: Objective, df: pd.DataFrame, chunk_times) -> np.ndarray:
     return out
 
 
-def good_mask(objectives: list[Objective], df: pd.DataFrame, chunk_times) -> np.ndarray:
+def good_mask(objectives: list[Objective], df, chunk_times) -> np.ndarray:
     """Requests that succeeded and met every objective's threshold (NaN metric values pass,
     e.g. TPOT of a one-token reply, as in vLLM's goodput)."""
     good = df["ok"].to_numpy(dtype=bool).copy()

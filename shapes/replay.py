@@ -222,11 +222,6 @@ def end_run(environment) -> None:
 
 @events.init.add_listener
 def _on_init(environment, runner, **_kw) -> None:
-    if getattr(environment.parsed_options, "worker", False):
-        # A worker reads its options at test_start, on the master's clock: the first scheduled
-        # requests are due 1 s later. metrics.slo (imported by the option checks) pulls in pandas,
-        # half a second or more on a busy machine; import it now, so test_start stays short.
-        import metrics.slo  # noqa: F401
     if getattr(environment.parsed_options, "master", False) and runner is not None:
         environment.llm_replay_done = set()
         runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))

@@ -91,7 +91,7 @@ def test_step_ramp_records_steps_and_excludes_warmup(tmp_path):
     df, summary = read_results(str(tmp_path), "steps")
     steps = summary["by_step"]
     assert [s["users"] for s in steps] == [2, 6, 12]
-    assert set(df["step"]) <= {0, 1, 2} and set(df["step"]) >= {0, 1, 2}
+    assert set(df["step"]) >= {0, 1, 2} and df["step"].max() <= 3  # a request may leave as the run stops
     rates = [s["throughput"]["requests_per_s"] for s in steps]
     assert rates[0] < rates[1] < rates[2]  # closed loop, fixed latency: throughput follows users
     for s, users in zip(steps, (2, 6, 12)):
