@@ -21,9 +21,8 @@ Metrics (label `request_class` always; `step` only on records of a step shape, s
   llm_prompt_tokens_total   counter    prompt tokens of successful requests (where the server said)
   llm_output_tokens_total   counter    output tokens of successful requests
   llm_users                 gauge      running virtual users (all workers)
-  llm_in_flight_requests    gauge      requests in flight; estimated as the number of users (a
-                                       closed-loop user always has one request open, wait time 0)
-                                       unless the run provides a better count (see `_in_flight`)
+  llm_in_flight_requests    gauge      requests on the wire, counted by every load process (workers
+                                       report theirs every 3 s)
   llm_target_rate           gauge      open-loop target arrival rate in requests/s, 0 otherwise
   llm_worker_cpu_percent    gauge      CPU of each worker process (label `worker` = worker index;
                                        "local" in a local run), from Locust's heartbeats
@@ -208,7 +207,7 @@ class ClientMetrics:
         runner = getattr(env, "runner", None)
         users = float(runner.user_count) if runner is not None else 0.0
         yield _gauge("llm_users", "Running virtual users (all workers).", users)
-        yield _gauge("llm_in_flight_requests", "Requests in flight (closed loop: estimated as the number of users).", _in_flight(env, users))
+        yield _gauge("llm_in_flight_requests", "Requests on the wire (counted by each load process; workers report every 3 s).", _in_flight(env, users))
         yield _gauge("llm_target_rate", "Open-loop target arrival rate in requests/s; 0 when not open loop.", _target_rate(env))
         m = Metric("llm_worker_cpu_percent", "CPU usage of each load-generating process, percent of one core.", "gauge")
         if isinstance(runner, MasterRunner):
@@ -243,8 +242,8 @@ def _number(value) -> float | None:
 
 
 def _in_flight(env, users: float) -> float:
-    """`environment.llm_in_flight` (a number or a callable) where a feature counts sends minus
-    completions; otherwise the closed-loop estimate: one open request per user."""
+    """`environment.llm_in_flight` (set for each run by suite/hooks.py: sends minus ends, from every
+    load process); before a run starts, one per user."""
     value = _number(getattr(env, "llm_in_flight", None)) if env is not None else None
     return users if value is None else value
 

@@ -60,7 +60,8 @@ class WorkerShipper:
             self.rows += len(self.pending)
             self.pending = []
 
-    def on_report(self, data: dict) -> None:
+    def on_report(self, data: dict, in_flight: int) -> None:
+        data["llm_in_flight"] = in_flight
         self._cut()
         if self.unacked:
             data[REPORT_KEY] = {"run_id": self.run_id, "batches": list(self.unacked.items())}
@@ -97,6 +98,7 @@ class MasterCollector:
         self.writer = writer
         self.run_id = run_id
         self.workers: dict[str, WorkerState] = {}
+        self.in_flight: dict[str, int] = {}  # latest count reported by each worker
         self._watch = gevent.spawn(self._watch_workers)
 
     def _worker(self, client_id: str) -> WorkerState:
@@ -119,6 +121,8 @@ class MasterCollector:
             self.runner.send_message("llm_ack", {"run_id": self.run_id, "seqs": new}, client_id=client_id)
 
     def on_worker_report(self, client_id: str, data: dict) -> None:
+        if "llm_in_flight" in data:
+            self.in_flight[client_id] = data.pop("llm_in_flight")
         payload = data.pop(REPORT_KEY, None)
         if payload:
             self._ingest(client_id, payload)
@@ -135,6 +139,7 @@ class MasterCollector:
             for client in list(self.runner.clients.all):
                 if client.state == STATE_MISSING:
                     state = self._worker(client.id)
+                    self.in_flight.pop(client.id, None)
                     if state.lost_at is None and state.final is None:
                         state.lost_at = time.time()
                         log.warning(

@@ -61,12 +61,19 @@ def chunk_token_counts(parsed: ParsedStream) -> list[int]:
     return counts
 
 
+def status_class(status: int) -> str:
+    """The failure class of an HTTP status; "" for 200."""
+    if status == 200:
+        return ""
+    if status == 429:
+        return "http_429"
+    return "http_5xx" if status >= 500 else "http_4xx"
+
+
 def classify(status: int, parsed: ParsedStream) -> tuple[str, str]:
     """(error class, detail) of a completed HTTP exchange; ("", "") is a success."""
     if status != 200:
-        if status == 429:
-            return "http_429", ""
-        return ("http_5xx" if status >= 500 else "http_4xx"), ""
+        return status_class(status), ""
     if parsed.error:
         return parsed.error, parsed.error_detail
     if not parsed.finished:

@@ -56,6 +56,7 @@ class RunContext:
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
         stepped = bool(settings.steps) or settings.find_capacity
         self.step_s = settings.step_time_s if stepped else None
+        self.in_flight = 0  # requests of this process on the wire now
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self.arrivals = None
         self.replay = None  # --replay: this process's share of the trace (shapes/replay.py)

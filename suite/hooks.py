@@ -206,7 +206,8 @@ def _init_worker(environment, runner) -> None:
     runner.register_message("llm_drain", on_drain)
     runner.register_message("llm_ack", lambda msg, **kw: environment.llm_context and environment.llm_context.sink.on_ack(msg.data))
     events.report_to_master.add_listener(
-        lambda client_id, data: environment.llm_context and environment.llm_context.sink.on_report(data)
+        lambda client_id, data: environment.llm_context
+        and environment.llm_context.sink.on_report(data, environment.llm_context.in_flight)
     )
     environment.llm_worker_ready = True
 
@@ -244,10 +245,12 @@ def _on_test_start(environment, **_kw) -> None:
     opts.llm_processes = runner.worker_count if role == "master" else 1
     _start_shape(environment, run)
     if role == "master":
-        run.collector = MasterCollector(runner, run.writer, run.run_id)
+        run.collector = collector = MasterCollector(runner, run.writer, run.run_id)
+        environment.llm_in_flight = lambda: sum(collector.in_flight.values())
     else:
-        environment.llm_context = RunContext(settings, run.run_id, 0, LocalSink(run.writer), run.started)
-        environment.llm_context.finisher = Finisher(environment.llm_context, environment)
+        ctx = environment.llm_context = RunContext(settings, run.run_id, 0, LocalSink(run.writer), run.started)
+        ctx.finisher = Finisher(ctx, environment)
+        environment.llm_in_flight = lambda: ctx.in_flight
     llm_events.run_started.fire(run=run)
     log.info("run %s: results in %s", run.run_id, run.writer.path)
 

@@ -149,3 +149,4 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
     assert starts.iloc[1] - starts.iloc[0] > 2.5  # the second worker began later ...
     assert (df["worker"] == starts.index[1]).sum() > 20  # ... and took a share of the users
     assert set(df["request_id"]) == {t["request_id"] for t in read_truth(truth)}
+

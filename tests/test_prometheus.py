@@ -285,6 +285,9 @@ def _check_during(scrapes: list, final: dict) -> None:
     totals = [sum(s["llm_requests_total"].values()) for s in live]
     assert totals == sorted(totals) and totals[-1] <= sum(final["llm_requests_total"].values())
     assert any(s["llm_users"][frozenset()] > 0 for s in live)
+    # counted sends minus ends, never more than the users (closed loop), and seen above zero
+    assert all(0 <= s["llm_in_flight_requests"][frozenset()] <= max(s["llm_users"][frozenset()], 1) for s in live)
+    assert any(s["llm_in_flight_requests"][frozenset()] > 0 for s in live)
     for s in live:
         ok = sum(v for k, v in s["llm_requests_total"].items() if dict(k)["outcome"] == "ok")
         assert sum(s["llm_e2e_seconds_count"].values()) == ok

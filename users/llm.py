@@ -22,6 +22,7 @@ from locust.exception import StopUser
 from locust.contrib.fasthttp import FastHttpUser
 
 from metrics.record import RequestRecord
+from metrics.timing import status_class
 from users.finisher import reply_text
 from users.stream import Exchange, StreamClient
 from workloads.session import Conversation
@@ -174,12 +175,15 @@ class LLMUser(FastHttpUser):
         ex = Exchange()
         rec.wall_send = time.time()
         rec.step = ctx.step_at(rec.wall_send)
+        ctx.in_flight += 1
         try:
             self.stream.post(self.path, body, headers, ex, cancel_after)
         except gevent.GreenletExit:
             # The run ended while this stream was in flight: keep what arrived, marked "stopped".
             ctx.finisher.submit(self.path, rec, ex, stopped=True)
             raise
+        finally:
+            ctx.in_flight -= 1
         ctx.finisher.submit(self.path, rec, ex, on_parsed=on_parsed)
         return rec, ex
 
@@ -190,13 +194,7 @@ RETRY_BACKOFF_S = 0.5  # first wait before a retry (other than a 429 with Retry-
 def exchange_class(ex: Exchange) -> str:
     """The failure class an exchange shows before its body is parsed (metrics.timing.classify
     decides the final one); "" when the HTTP exchange itself succeeded."""
-    if ex.error:
-        return ex.error
-    if ex.status == 200:
-        return ""
-    if ex.status == 429:
-        return "http_429"
-    return "http_5xx" if ex.status >= 500 else "http_4xx"
+    return ex.error or status_class(ex.status)
 
 
 def parse_retry_after(value: str) -> float | None:

@@ -281,20 +281,10 @@ def _number(value) -> float | None:
 
 
 def in_flight(env, run, users: int, snap: dict) -> dict:
-    """Requests in flight: `environment.llm_in_flight` (number or callable) where a feature counts
-    them; otherwise one per user in a closed loop; in open loop the mean concurrency of the window's
-    records (Little's law: the sum of their latencies over the window's length)."""
+    """Requests on the wire: counted by every load process for each run (suite/hooks.py sets
+    `environment.llm_in_flight`; workers report theirs every 3 s)."""
     value = _number(getattr(env, "llm_in_flight", None))
-    if value is not None:
-        return {"value": value, "source": "counted"}
-    if run is not None and not run.settings.request_rate:
-        return {"value": float(users), "source": "users (closed loop: one request per user)"}
-    o, w = snap.get("overall"), snap.get("window")
-    if not o or not w or not w["seconds"]:
-        return {"value": None, "source": "unknown"}
-    e2e = o["e2e_ms"]
-    busy = (e2e["mean"] or 0.0) * e2e["count"] / 1000.0
-    return {"value": busy / w["seconds"], "source": "records (Little's law over the window)"}
+    return {"value": value, "source": "counted" if value is not None else "unknown"}
 
 
 HEALTH_WORKER_KEYS = ("worker", "index", "bound", "contended", "reasons", "cpu_last", "cpu_p95", "loop_lag_p99_ms",
