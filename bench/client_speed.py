@@ -62,7 +62,7 @@ def start_simulator(tmp: str, args) -> tuple[subprocess.Popen, str, str]:
     with open(prof, "w") as f:
         f.write(f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n")
     truth = os.path.join(tmp, "truth.jsonl")
-    cmd = ["taskset", "-c", args.sim_core, PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0",
+    cmd = [*_pin(args.sim_core), PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0",
            "--profile", prof, "--truth-log", truth]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
@@ -89,7 +89,7 @@ def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str) -> tuple[lis
     env["CLIENT_PROBE_QUIT"] = "1"
     if args.mode == "local":
         env["CLIENT_PROBE_OUT"] = out
-        cmd = ["taskset", "-c", str(args.client_core), *locust, "--headless", "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]
+        cmd = [*_pin(str(args.client_core)), *locust, "--headless", "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]
         return [cmd], env
     # distributed: a master (no users, writes the results) + worker processes, each saving its own probe file
     env["CLIENT_PROBE_OUT"] = out.replace(".npz", "-{pid}.npz")
@@ -103,7 +103,10 @@ def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str) -> tuple[lis
 
 
 def _pin(cores: str) -> list[str]:
-    return ["taskset", "-c", cores] if cores and cores != "any" else []
+    return [*NICE, "taskset", "-c", cores] if cores and cores != "any" else list(NICE)
+
+
+NICE: list[str] = []  # ["nice", "-n", N] with --nice
 
 
 def _free_port() -> int:
@@ -125,7 +128,7 @@ def run_client(kind: str, args, url: str, n: int, tmp: str) -> list[str]:
                str(args.ramp), "--out", out]  # fmt: skip
         if kind == "uvloop":
             ref.append("--uvloop")
-        cmds, env = [["taskset", "-c", str(args.client_core), *ref]], {}
+        cmds, env = [[*_pin(str(args.client_core)), *ref]], {}
     limit = args.warmup + args.duration + args.margin + args.ttft + args.itl * args.max_tokens + 90
     procs = []
     log = open(os.path.join(tmp, f"{tag}.log"), "w")
@@ -204,9 +207,14 @@ def main(argv=None) -> int:
     ap.add_argument("--master-core", default="1", help="core of the master process ('any' = unpinned)")
     ap.add_argument("--give-up-after", type=int, default=2, help="stop raising a client's load after this many inaccurate levels in a row")
     ap.add_argument("--suite-args", default="", help="extra options for the suite's locust command (quoted)")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run simulator and clients at this nice level (negative needs root): on a machine shared with "
+                         "other work their wake-ups then preempt it sooner; 0 = as they come")
     ap.add_argument("--json", default="", help="write every result here")
     args = ap.parse_args(argv)
     args.suite_args = args.suite_args.split()
+    if args.nice:
+        NICE[:] = ["nice", "-n", str(args.nice)]
     if args.ramp is None:
         args.ramp = args.ttft + args.itl * args.max_tokens
     levels = [int(x) for x in args.levels.split(",") if x.strip()]

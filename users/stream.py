@@ -23,7 +23,9 @@ bytes that the io watcher would not see), with the same framing and timing.
 
 from __future__ import annotations
 
+import os
 import socket
+import struct
 import time
 from urllib.parse import urlsplit
 
@@ -39,6 +41,14 @@ HEAD_LIMIT = 65536  # a response head longer than this is not HTTP we can use
 USER_AGENT = "llm-loadtest"
 
 _perf_counter = time.perf_counter
+_wall = time.time
+# Kernel receive timestamps (SO_TIMESTAMPNS): the time the bytes reached this machine, not the time
+# the event loop got round to reading them. LLM_KERNEL_TIMESTAMPS=0 turns them off (benchmarks).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if os.uname().sysname == "Linux" else None)
+KERNEL_STAMPS = SO_TIMESTAMPNS is not None and os.environ.get("LLM_KERNEL_TIMESTAMPS", "1") != "0"
+_TIMESPEC = struct.Struct("qq")
+ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
+MAX_STAMP_AGE_S = 1.0  # a stamp older than this (or from the future) means the wall clock jumped: use now
 
 # body framings
 CHUNKED, LENGTH, UNTIL_CLOSE, NO_BODY = 0, 1, 2, 3
@@ -223,7 +233,7 @@ class _Connection:
     """A socket and the watcher that reads its bodies; reused for the requests of one user."""
 
     __slots__ = ("sock", "raw", "tls", "watcher", "done", "times", "datas", "last_t", "need", "head",
-                 "framing", "remaining", "result", "_recv")  # fmt: skip
+                 "framing", "remaining", "result", "_recv", "_recvmsg", "_callback")  # fmt: skip
 
     def __init__(self, host: str, port: int, tls: bool, connect_timeout: float):
         sock = gsocket.create_connection((host, port), timeout=connect_timeout)
@@ -240,6 +250,16 @@ class _Connection:
         self.tls = tls
         self.raw = None if tls else sock._sock  # the real non-blocking socket under gevent's
         self._recv = None if tls else self.raw.recv
+        self._recvmsg = None
+        self._callback = self._on_readable
+        if KERNEL_STAMPS and not tls:
+            try:
+                self.raw.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            except OSError:
+                pass
+            else:
+                self._recvmsg = self.raw.recvmsg
+                self._callback = self._on_readable_stamped
         self.watcher = None if tls else gevent.get_hub().loop.io(sock.fileno(), 1)
         self.done = Event()
         self.result: tuple[str, str] | None = None
@@ -353,7 +373,7 @@ class _Connection:
         done = self.done
         done.clear()
         watcher = self.watcher
-        watcher.start(self._on_readable)
+        watcher.start(self._callback)
         try:
             while self.result is None:
                 until, kind = self._next_timeout(t_head, limit, timeouts)
@@ -414,6 +434,39 @@ class _Connection:
             self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
             return
         t = _perf_counter()
+        if not data:
+            if self.framing == UNTIL_CLOSE:
+                self._end("", "")
+            else:
+                self._end("stream_truncated", "the server closed the connection mid-body")
+            return
+        self.times.append(t)
+        self.datas.append(data)
+        self.last_t = t
+        try:
+            if self._feed(data):
+                self._end("", "")
+        except Exception as e:  # noqa: BLE001 - the framing was not HTTP chunked encoding
+            self._end("stream_truncated", f"bad chunked framing: {type(e).__name__}: {e}"[:200])
+
+    def _on_readable_stamped(self) -> None:
+        """`_on_readable` with the kernel's receive time of the read (SO_TIMESTAMPNS), moved onto
+        the perf_counter clock by its age: the event loop's own delay no longer counts. TCP
+        stamps a read with its last segment: bytes that waited for a late read are still stamped
+        late, as they would be without."""
+        try:
+            data, anc, _, _ = self._recvmsg(READ_SIZE, ANC_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as e:  # connection reset
+            self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
+            return
+        t = _perf_counter()
+        if anc:
+            sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
+            age = _wall() - sec - nsec * 1e-9
+            if 0.0 <= age < MAX_STAMP_AGE_S:
+                t -= age
         if not data:
             if self.framing == UNTIL_CLOSE:
                 self._end("", "")
