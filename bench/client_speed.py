@@ -26,8 +26,8 @@ machine other processes only add lag).
     /work/venv/bin/python bench/client_speed.py --clients suite --workers 2 --levels 400,800
 
 The suite runs as one worker process (`locust --worker`, on the client core) under a master
-(`locust --master`, which writes the results, on the simulator's core): what one worker core
-carries. `--mode local` runs one local headless process instead (it also writes the results
+(`locust --master`, which writes the results, on the simulator's core at a lower priority, so
+that its bursts do not delay the simulator): what one worker core carries. `--mode local` runs one local headless process instead (it also writes the results
 while it streams). `--workers 2 --worker-cores 0,1` spreads the streams over two worker
 processes. Traffic stays on 127.0.0.1; every process is bounded in time.
 """
@@ -41,10 +41,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import accurate, analyse, machine_pressure, read_truth  # noqa: E402
+from client_common import accurate, analyse, cpu_seconds, machine_pressure, read_truth  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -94,7 +95,7 @@ def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str) -> tuple[lis
     # distributed: a master (no users, writes the results) + worker processes, each saving its own probe file
     env["CLIENT_PROBE_OUT"] = out.replace(".npz", "-{pid}.npz")
     port = str(_free_port())
-    master = [*_pin(args.master_core), *locust, "--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+    master = [*_pin(args.master_core), "nice", "-n", str(args.master_nice), *locust, "--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
               "--expect-workers", str(args.workers), "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]  # fmt: skip
     cores = (args.worker_cores or str(args.client_core)).split(",")
     workers = [[*_pin(cores[i % len(cores)]), *locust, "--worker", "--master-host", "127.0.0.1",
@@ -117,7 +118,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_client(kind: str, args, url: str, n: int, tmp: str) -> list[str]:
+def run_client(kind: str, args, url: str, n: int, tmp: str, extra: dict) -> list[str]:
     tag = f"{kind}-{n}-{int(time.time() * 1000) % 10**8}"
     out = os.path.join(tmp, f"{tag}.npz")
     if kind == "suite":
@@ -134,6 +135,9 @@ def run_client(kind: str, args, url: str, n: int, tmp: str) -> list[str]:
     log = open(os.path.join(tmp, f"{tag}.log"), "w")
     for cmd in cmds:
         procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}))
+    if kind == "suite" and args.mode == "worker":  # the master's CPU over about the window (it is not timed)
+        sampler = threading.Thread(target=_master_cpu, args=(procs[0].pid, args, extra), daemon=True)
+        sampler.start()
     deadline = time.monotonic() + limit
     for p in procs:
         try:
@@ -150,6 +154,16 @@ def run_client(kind: str, args, url: str, n: int, tmp: str) -> list[str]:
             sys.stderr.write(f"{kind} at {n} streams wrote no results; its log:\n{f.read()[-3000:]}\n")
         return []
     return [out]
+
+
+def _master_cpu(pid: int, args, extra: dict) -> None:
+    try:
+        time.sleep(args.warmup + 4)  # start-up (imports, workers connecting) takes a few seconds
+        c0, t0 = cpu_seconds(pid), time.monotonic()
+        time.sleep(args.duration)
+        extra["master_cpu_pct"] = round(100 * (cpu_seconds(pid) - c0) / (time.monotonic() - t0), 1)
+    except (OSError, ValueError):
+        pass
 
 
 def combine(results: list[dict]) -> dict:
@@ -171,10 +185,11 @@ def score(r: dict) -> float:
 
 
 def fmt_row(kind: str, n: int, r: dict, ok: bool, pressure: dict) -> str:
+    master = f"  master cpu {r['master_cpu_pct']:.0f}%" if "master_cpu_pct" in r else ""
     return (
         f"{kind:8s} {n:6d} {r['tokens_per_s']:9.0f} {r['cpu_pct']:6.1f} {r['cpu_us_per_token']:7.1f}  "
         f"{r['ttft_err_ms_p50']:7.2f} {r['ttft_err_ms_p99']:8.2f}  {r['lag_ms_p50']:6.2f} {r['lag_ms_p99']:8.2f}  "
-        f"{'yes' if ok else 'NO ':3s}  psi {pressure.get('cpu_some_avg10', float('nan')):5.1f} load {pressure.get('load1', float('nan')):4.2f}"
+        f"{'yes' if ok else 'NO ':3s}  psi {pressure.get('cpu_some_avg10', float('nan')):5.1f} load {pressure.get('load1', float('nan')):4.2f}{master}"
     )
 
 
@@ -205,6 +220,10 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="suite, worker mode: worker processes sharing the streams")
     ap.add_argument("--worker-cores", default="", help="cores the worker processes are pinned to, in turn (default: --client-core; 'any' = unpinned)")
     ap.add_argument("--master-core", default="1", help="core of the master process ('any' = unpinned)")
+    ap.add_argument("--master-nice", type=int, default=10,
+                    help="the master shares the simulator's core at this lower priority: its bursts (decoding batches, "
+                         "writing row groups) must not delay the simulator's reads, which TTFT error would count; "
+                         "nothing the master does is timed")
     ap.add_argument("--give-up-after", type=int, default=2, help="stop raising a client's load after this many inaccurate levels in a row")
     ap.add_argument("--suite-args", default="", help="extra options for the suite's locust command (quoted)")
     ap.add_argument("--nice", type=int, default=0,
@@ -234,13 +253,17 @@ def main(argv=None) -> int:
                     if failed_in_row[kind] >= args.give_up_after:
                         continue
                     pressure = machine_pressure()
-                    files = run_client(kind, args, url, n, tmp)
+                    extra: dict = {}
+                    files = run_client(kind, args, url, n, tmp, extra)
                     if not files:
                         continue
                     time.sleep(1.5)  # the simulator flushes its truth log every second
                     truth = read_truth(truth_path)
-                    r = combine([analyse(f, truth) for f in files])
-                    r.update(client=kind, streams=n, accurate=accurate(r), pressure_before=pressure, repeat=rep)
+                    per_worker = [analyse(f, truth) for f in files]
+                    r = combine(per_worker)
+                    r.update(client=kind, streams=n, accurate=accurate(r), pressure_before=pressure, repeat=rep, **extra)
+                    if len(per_worker) > 1:
+                        r["per_worker"] = per_worker
                     tries.setdefault(kind, []).append(r)
                     if args.repeats > 1:
                         print("  try " + fmt_row(kind, n, r, r["accurate"], pressure), flush=True)
