@@ -94,7 +94,8 @@ class Finisher:
             rec.error = "stopped" if stopped else ex.error
             rec.error_detail = "in flight when the run ended" if stopped else ex.error_detail
             rec.ok = False
-            if not rec.n_chunks or rec.e2e_s != rec.e2e_s:
+            # censored where the request ended: a timeout or cancel at the moment the limit struck
+            if ex.error in ("timeout", "cancelled") or not rec.n_chunks or rec.e2e_s != rec.e2e_s:
                 rec.e2e_s = ex.t_end - ex.t_send
         if _parsed_hook._handlers:  # self-health token lag, client benchmarks
             _parsed_hook.fire(rec=rec, parsed=parsed)
