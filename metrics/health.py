@@ -50,7 +50,6 @@ from collections import deque
 import gevent
 import psutil
 from locust import events
-from locust.runners import MasterRunner, WorkerRunner
 
 from suite import events as llm_events
 from suite.options import OptionError, parse_duration
@@ -484,12 +483,11 @@ class HealthBoard:
 
 
 # --------------------------------------------------------------------------------------- wiring
-def _role(runner) -> str:
-    if isinstance(runner, MasterRunner):
-        return "master"
-    if isinstance(runner, WorkerRunner):
-        return "worker"
-    return "local"
+def _role(environment) -> str:
+    """From the options (as suite/hooks.py): a worker joining a running test fires test_start
+    before environment.runner is set."""
+    opts = environment.parsed_options
+    return "worker" if getattr(opts, "worker", False) else "master" if getattr(opts, "master", False) else "local"
 
 
 _monitor: HealthMonitor | None = None
@@ -497,9 +495,10 @@ _monitor: HealthMonitor | None = None
 
 @events.init.add_listener
 def _on_init(environment, runner, **_kw) -> None:
-    role = _role(runner)
+    role = _role(environment)
     if role == "worker":
-        environment.llm_health = None  # a HealthMonitor from test_start on
+        if not hasattr(environment, "llm_health"):  # a late joiner's test_start may have run already
+            environment.llm_health = None  # a HealthMonitor from test_start on
 
         def report(client_id, data):
             m = _monitor
@@ -524,21 +523,22 @@ def _on_init(environment, runner, **_kw) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment, **_kw) -> None:
     global _monitor
-    role = _role(environment.runner)
+    role = _role(environment)
     opts = environment.parsed_options
     try:
         limits = Limits.from_options(opts)
     except OptionError as e:
         log.error("%s", e)
         raise
-    if role != "worker":
+    if role != "worker" and isinstance(getattr(environment, "llm_health", None), HealthBoard):
         environment.llm_health.reset(limits)
     if role == "master":
         return
     _stop_monitor()
     token_lag = bool(getattr(opts, "sim_timestamps", False))
     name = "local" if role == "local" else f"{os.uname().nodename}-{os.getpid()}"
-    index = environment.runner.worker_index if role == "worker" else 0
+    runner = environment.runner
+    index = runner.worker_index if role == "worker" and runner is not None else 0
     monitor = HealthMonitor(limits, token_lag, name, index)
     if token_lag:
         llm_events.stream_parsed.add_listener(monitor.on_parsed)
@@ -556,7 +556,7 @@ def _on_test_start(environment, **_kw) -> None:
 def _on_test_stopping(environment, **_kw) -> None:
     """A worker's last word, sent before its final records so it reaches the summary."""
     m = _monitor
-    if m is not None and _role(environment.runner) == "worker":
+    if m is not None and _role(environment) == "worker":
         environment.runner.send_message(FINAL_MESSAGE, {"state": m.state(), "samples": m.take_unsent()})
 
 
