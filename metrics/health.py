@@ -149,7 +149,7 @@ def _run_delay_s() -> float | None:
 
 
 class HealthMonitor:
-    """One process that runs users, watching itself. Runs two small greenlets."""
+    """One process that runs users, watching itself (one small greenlet: a 0.1 s sleep, a sample a second)."""
 
     def __init__(self, limits: Limits, token_lag: bool, name: str, index: int):
         self.limits = limits
