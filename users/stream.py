@@ -10,12 +10,15 @@ client of its own, built for one thing: timing a streamed body exactly and cheap
              "Client speed")
   head       read in the user's greenlet (one wake-up per request)
   body       read by a libev io watcher whose callback runs in the gevent hub: per arrival one
-             `recv` of whatever has arrived, one `perf_counter()`, two list appends and a check
-             of the chunked framing for the end of the message. No greenlet switch, no timer, no
-             exception and no Python object per read besides the bytes; the user's greenlet
-             sleeps until the message ends (or a timeout, checked by its wait).
-  afterwards the chunked framing is undone (`Exchange.pieces`, on first use, in the finisher),
-             then events are split and parsed (metrics/sse.py).
+             `recvmsg` of whatever has arrived, stamped with the kernel's receive time
+             (SO_TIMESTAMPNS, moved onto the perf_counter clock; `perf_counter()` where the
+             kernel gives none), two list appends and a check of the chunked framing for the end
+             of the message. No greenlet switch, no timer, no exception and no Python object per
+             read besides the bytes; the user's greenlet sleeps until the message ends (or a
+             timeout, checked by its wait).
+  afterwards the finisher undoes the chunked framing and splits and parses the events in one
+             pass over the raw reads (metrics.sse.parse_reads; `Exchange.pieces` gives the
+             decoded body for other readers).
 
 TLS connections read the body in the user's greenlet instead (an SSL socket can hold decrypted
 bytes that the io watcher would not see), with the same framing and timing.
