@@ -81,10 +81,13 @@ def request_values(obj: Objective, df, chunk_times) -> np.ndarray:
     return out
 
 
-def good_mask(objectives: list[Objective], df, chunk_times) -> np.ndarray:
+def good_mask(objectives, df, chunk_times) -> np.ndarray:
     """Requests that succeeded and met every objective's threshold (NaN metric values pass,
-    e.g. TPOT of a one-token reply, as in vLLM's goodput)."""
+    e.g. TPOT of a one-token reply, as in vLLM's goodput); `ok` without objectives.
+    `chunk_times` is the records' Arrow column, read into Python only for an itl objective."""
     good = df["ok"].to_numpy(dtype=bool).copy()
+    if any(o.metric == "itl" for o in objectives):
+        chunk_times = chunk_times.to_pylist()
     for obj in objectives:
         values = request_values(obj, df, chunk_times)
         good &= ~(values >= obj.threshold_s)  # NaN compares False: passes

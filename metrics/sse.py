@@ -51,23 +51,6 @@ class ParsedStream:
         return self.done or bool(self.finish_reason)
 
 
-def iter_data_lines(pieces: list[tuple[float, bytes]]):
-    """Yield (time, payload) for every `data:` line; the payload is stripped bytes."""
-    carry = b""
-    for t, data in pieces:
-        if carry:
-            data = carry + data
-        lines = data.split(b"\n")
-        carry = lines.pop()
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield t, line[5:].strip()
-    # An unterminated last line is still an event if it is complete JSON or [DONE]:
-    # some servers close the connection right after the final event without a newline.
-    if carry.startswith(b"data:") and pieces:
-        yield pieces[-1][0], carry[5:].strip()
-
-
 class Dechunker:
     """Undoes HTTP chunked transfer encoding read by read; a chunk or a size line may span reads."""
 
@@ -139,7 +122,8 @@ def dechunk(times: list[float], reads: list[bytes]) -> list[tuple[float, bytes]]
 
 
 def data_payloads(pieces: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
-    """Every `data:` line as (time, stripped payload); the list form of `iter_data_lines`."""
+    """Every `data:` line as (time, stripped payload). An unterminated last line still counts:
+    some servers close the connection right after the final event without a newline."""
     out = []
     append = out.append
     carry = b""

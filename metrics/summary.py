@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.record import NOT_SERVER_FAILURES
+from metrics.slo import good_mask
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, pooled_itl
 
@@ -131,13 +132,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
     # a retry's request id is the first attempt's plus -rN (users/llm.py)
     df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)
     chunk_times = table.column("chunk_times")
-    if objectives:
-        from metrics.slo import good_mask
-
-        needs_lists = any(o.metric == "itl" for o in objectives)
-        df["good"] = good_mask(list(objectives), df, chunk_times.to_pylist() if needs_lists else None)
-    else:
-        df["good"] = df["ok"]
+    df["good"] = good_mask(objectives, df, chunk_times)
 
     ok_all = df["ok"].to_numpy()
     done_wall = (df["wall_send"] + df["e2e_s"]).to_numpy()

@@ -461,21 +461,7 @@ class _Connection:
         except OSError as e:  # connection reset
             self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
             return
-        t = _perf_counter()
-        if not data:
-            if self.framing == UNTIL_CLOSE:
-                self._end("", "")
-            else:
-                self._end("stream_truncated", "the server closed the connection mid-body")
-            return
-        self.times.append(t)
-        self.datas.append(data)
-        self.last_t = t
-        try:
-            if self._feed(data):
-                self._end("", "")
-        except Exception as e:  # noqa: BLE001 - the framing was not HTTP chunked encoding
-            self._end("stream_truncated", f"bad chunked framing: {type(e).__name__}: {e}"[:200])
+        self._arrived(data, _perf_counter())
 
     def _on_readable_stamped(self) -> None:
         """`_on_readable` with the kernel's receive time of the read (SO_TIMESTAMPNS), moved onto
@@ -495,6 +481,10 @@ class _Connection:
             age = _wall() - sec - nsec * 1e-9
             if 0.0 <= age < MAX_STAMP_AGE_S:
                 t -= age
+        self._arrived(data, t)
+
+    def _arrived(self, data: bytes, t: float) -> None:
+        """One read of the body, stamped `t`: keep it and track the framing to the message's end."""
         if not data:
             if self.framing == UNTIL_CLOSE:
                 self._end("", "")

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.record import ARROW_SCHEMA, FIELD_NAMES, NOT_SERVER_FAILURES
+from metrics.slo import good_mask
 
 WINDOW_S = 30.0
 HISTORY_POINTS = 10_800  # 6 h of points at one per 2 s
@@ -214,13 +215,7 @@ def compute(table: pa.Table, start: float, end: float, objectives=()) -> tuple[d
 
     df = table.select(SCALAR_COLUMNS).to_pandas()
     chunk_times = table.column("chunk_times").combine_chunks() if table.num_rows else pa.array([], ARROW_SCHEMA.field("chunk_times").type)
-    if objectives:
-        from metrics.slo import good_mask
-
-        needs_lists = any(o.metric == "itl" for o in objectives)
-        df["good"] = good_mask(list(objectives), df, chunk_times.to_pylist() if needs_lists else None)
-    else:
-        df["good"] = df["ok"]
+    df["good"] = good_mask(objectives, df, chunk_times)
     classes = df["request_class"].to_numpy()
     everything = np.ones(len(df), dtype=bool)
     overall = block(df, chunk_times, everything, start, end, objectives)
