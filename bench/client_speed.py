@@ -23,13 +23,17 @@ machine other processes only add lag).
 
     /work/venv/bin/python bench/client_speed.py                                    # 50 .. 1000 streams
     /work/venv/bin/python bench/client_speed.py --levels 100,300 --duration 10     # quick
-    /work/venv/bin/python bench/client_speed.py --clients suite --workers 2 --levels 400,800
+    /work/venv/bin/python bench/client_speed.py --clients suite,suite-x2 --worker-cores 0,1 \
+        --sim-core 2,3 --master-core 4 --levels 1000,2000             # two worker processes vs one
 
 The suite runs as one worker process (`locust --worker`, on the client core) under a master
 (`locust --master`, which writes the results, on the simulator's core at a lower priority, so
 that its bursts do not delay the simulator): what one worker core carries. `--mode local` runs one local headless process instead (it also writes the results
-while it streams). `--workers 2 --worker-cores 0,1` spreads the streams over two worker
-processes. Traffic stays on 127.0.0.1; every process is bounded in time.
+while it streams). The client `suite-xN` spreads the streams over N worker processes, pinned to
+`--worker-cores` in turn, so one run compares one worker with N. Two workers need more tokens/s
+than one simulator process sends: `--sim-core 2,3` starts one simulator process per listed core,
+sharing the port (`--reuse-port`; the kernel spreads the connections) and one truth log.
+Traffic stays on 127.0.0.1; every process is bounded in time.
 """
 
 from __future__ import annotations
@@ -58,21 +62,44 @@ classes:
 """
 
 
-def start_simulator(tmp: str, args) -> tuple[subprocess.Popen, str, str]:
+def start_simulators(tmp: str, args) -> tuple[list[subprocess.Popen], str, str]:
+    """One simulator process per core of `--sim-core` (one unpinned for 'any'), all on one port."""
     prof = os.path.join(tmp, "client-speed.yaml")
     with open(prof, "w") as f:
         f.write(f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n")
     truth = os.path.join(tmp, "truth.jsonl")
-    cmd = [*_pin(args.sim_core), PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0",
-           "--profile", prof, "--truth-log", truth]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    if "listening on " not in line:
-        raise SystemExit(f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}")
-    return proc, line.split("listening on ", 1)[1].split()[0], truth
+    cores = args.sim_core.split(",")
+    port = str(_free_port()) if len(cores) > 1 else "0"
+    procs, url = [], ""
+    for core in cores:
+        cmd = [*_pin(core), PY, "-m", "simulator", "--host", "127.0.0.1", "--port", port,
+               "--profile", prof, "--truth-log", truth, *(["--reuse-port"] if len(cores) > 1 else [])]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(proc)
+        line = proc.stdout.readline()
+        if "listening on " not in line:
+            stop_all(procs)
+            raise SystemExit(f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}")
+        url = line.split("listening on ", 1)[1].split()[0]
+    return procs, url, truth
 
 
-def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str) -> tuple[list[list[str]], dict]:
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def worker_count(kind: str) -> int:
+    """`suite` runs one worker process, `suite-xN` N of them."""
+    return int(kind.split("-x", 1)[1]) if kind.startswith("suite-x") else 1
+
+
+def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str, workers: int) -> tuple[list[list[str]], dict]:
     spec = os.path.join(tmp, "workload.yaml")
     if not os.path.exists(spec):
         with open(spec, "w") as f:
@@ -96,10 +123,10 @@ def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str) -> tuple[lis
     env["CLIENT_PROBE_OUT"] = out.replace(".npz", "-{pid}.npz")
     port = str(_free_port())
     master = [*_pin(args.master_core), "nice", "-n", str(args.master_nice), *locust, "--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-              "--expect-workers", str(args.workers), "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]  # fmt: skip
+              "--expect-workers", str(workers), "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]  # fmt: skip
     cores = (args.worker_cores or str(args.client_core)).split(",")
     workers = [[*_pin(cores[i % len(cores)]), *locust, "--worker", "--master-host", "127.0.0.1",
-                "--master-port", port, "--loglevel", "WARNING"] for i in range(args.workers)]  # fmt: skip
+                "--master-port", port, "--loglevel", "WARNING"] for i in range(workers)]  # fmt: skip
     return [master, *workers], env
 
 
@@ -121,8 +148,9 @@ def _free_port() -> int:
 def run_client(kind: str, args, url: str, n: int, tmp: str, extra: dict) -> list[str]:
     tag = f"{kind}-{n}-{int(time.time() * 1000) % 10**8}"
     out = os.path.join(tmp, f"{tag}.npz")
-    if kind == "suite":
-        cmds, env = suite_cmd(args, url, n, tmp, tag, out)
+    suite = kind.startswith("suite")
+    if suite:
+        cmds, env = suite_cmd(args, url, n, tmp, tag, out, worker_count(kind))
     else:
         ref = [PY, os.path.join("bench", "ref_aiohttp.py"), "--url", url, "--streams", str(n), "--max-tokens",
                str(args.max_tokens), "--warmup", str(args.warmup), "--duration", str(args.duration), "--ramp",
@@ -135,7 +163,7 @@ def run_client(kind: str, args, url: str, n: int, tmp: str, extra: dict) -> list
     log = open(os.path.join(tmp, f"{tag}.log"), "w")
     for cmd in cmds:
         procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}))
-    if kind == "suite" and args.mode == "worker":  # the master's CPU over about the window (it is not timed)
+    if suite and args.mode == "worker":  # the master's CPU over about the window (it is not timed)
         sampler = threading.Thread(target=_master_cpu, args=(procs[0].pid, args, extra), daemon=True)
         sampler.start()
     deadline = time.monotonic() + limit
@@ -146,7 +174,7 @@ def run_client(kind: str, args, url: str, n: int, tmp: str, extra: dict) -> list
             p.kill()
             p.wait(5)
     log.close()
-    if kind == "suite" and args.mode == "worker":
+    if suite and args.mode == "worker":
         prefix = os.path.basename(out).replace(".npz", "-")
         return sorted(os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith(prefix) and f.endswith(".npz"))
     if not os.path.exists(out):
@@ -213,11 +241,10 @@ def main(argv=None) -> int:
     ap.add_argument("--ttft", type=float, default=0.1)
     ap.add_argument("--itl", type=float, default=0.02)
     ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--sim-core", default="1")
+    ap.add_argument("--sim-core", default="1", help="core of the simulator; a comma-separated list starts one process per core ('any' = one, unpinned)")
     ap.add_argument("--client-core", default="0")
     ap.add_argument("--mode", choices=["worker", "local"], default="worker",
-                    help="suite: worker = a master (on --master-core) and --workers worker processes; local = one headless process")
-    ap.add_argument("--workers", type=int, default=1, help="suite, worker mode: worker processes sharing the streams")
+                    help="suite: worker = a master (on --master-core) and worker processes (one; N for suite-xN); local = one headless process")
     ap.add_argument("--worker-cores", default="", help="cores the worker processes are pinned to, in turn (default: --client-core; 'any' = unpinned)")
     ap.add_argument("--master-core", default="1", help="core of the master process ('any' = unpinned)")
     ap.add_argument("--master-nice", type=int, default=10,
@@ -239,7 +266,12 @@ def main(argv=None) -> int:
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     tmp = tempfile.mkdtemp(prefix="client-speed-")
-    sim, url, truth_path = start_simulator(tmp, args)
+    clients_bad = [c for c in clients if c not in ("suite", "aiohttp", "uvloop") and not (c.startswith("suite-x") and c[7:].isdigit())]
+    if clients_bad:
+        ap.error(f"--clients: unknown {', '.join(clients_bad)}; use suite, suite-xN (N worker processes), aiohttp, uvloop")
+    if args.mode == "local" and any(worker_count(c) > 1 for c in clients):
+        ap.error("--clients suite-xN needs --mode worker")
+    sims, url, truth_path = start_simulators(tmp, args)
     print(f"simulator {url} on core {args.sim_core}; clients on core {args.client_core}; window {args.duration:g} s after "
           f"{args.warmup:g} s warm-up; TTFT {args.ttft * 1000:g} ms, ITL {args.itl * 1000:g} ms, {args.max_tokens} tokens; "
           f"nproc {os.cpu_count()}; work dir {tmp}", flush=True)  # fmt: skip
@@ -278,11 +310,7 @@ def main(argv=None) -> int:
                 rows.append(r)
                 print(fmt_row(kind, n, r, r["accurate"], r["pressure_before"]), flush=True)
     finally:
-        sim.terminate()
-        try:
-            sim.wait(10)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        stop_all(sims)
     best = {}
     for kind in clients:
         good = [r for r in rows if r["client"] == kind and r["accurate"]]
@@ -296,6 +324,10 @@ def main(argv=None) -> int:
             if best.get(ref):
                 print(f"  suite / {ref}: {best['suite']['tokens_per_s'] / best[ref]['tokens_per_s']:.2f}x accurate tokens/s, "
                       f"{best[ref]['cpu_us_per_token'] / best['suite']['cpu_us_per_token']:.2f}x less CPU per token")  # fmt: skip
+    for kind in clients:
+        if worker_count(kind) > 1 and best.get(kind) and best.get("suite"):
+            print(f"  {kind} / suite: {best[kind]['tokens_per_s'] / best['suite']['tokens_per_s']:.2f}x accurate tokens/s "
+                  f"with {worker_count(kind)} worker processes")  # fmt: skip
     print(f"machine after: {machine_pressure()}")
     if args.json:
         with open(args.json, "w") as f:

@@ -3,7 +3,7 @@
     python -m simulator [--host 127.0.0.1] [--port 8000]  (0 = any free port)
                         [--profile v100-7b-tp8 | fixed | PATH.yaml]
                         [--model NAME] [--tokenizer PATH] [--truth-log FILE]
-                        [--seed N] [--fault NAME=RATE[:PARAM]] ...
+                        [--seed N] [--fault NAME=RATE[:PARAM]] ... [--reuse-port]
 
 On start it prints exactly one line to stdout and flushes it::
 
@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None, help="local tokenizer path for prompt token counts")
     p.add_argument("--truth-log", default=None, help="JSONL file, one line per finished request")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    p.add_argument("--reuse-port", action="store_true",
+                   help="share --port with other simulator processes (SO_REUSEPORT): the kernel spreads connections "
+                        "over them, so a client that needs more than one core's worth of tokens/s can be fed; each "
+                        "process models its own engine, and all may append to one --truth-log")
     p.add_argument("--fault", action="append", default=[], metavar="NAME=RATE[:PARAM]",
                    help="inject a fault (repeatable); see simulator.faults")
     return p
@@ -93,7 +97,7 @@ async def _serve(args, profile, counter, truth, faults) -> int:
     srv = SimServer(profile, loop, model=args.model, counter=counter, truth=truth, faults=faults, seed=args.seed)
     try:
         server = await loop.create_server(lambda: HttpConn(srv), args.host, args.port, backlog=4096,
-                                          reuse_address=True)
+                                          reuse_address=True, reuse_port=args.reuse_port or None)
     except OSError as e:
         truth.close()
         return _fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")

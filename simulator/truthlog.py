@@ -20,7 +20,9 @@ process, i.e. CLOCK_MONOTONIC on Linux, comparable with a client's
                           "rejected" (HTTP 4xx) | "server_shutdown"
     fault          str|null  the injected fault, if any
 
-Lines are buffered and flushed at least every second, and on shutdown.
+Lines are buffered and flushed at least every second, and on shutdown. The file is opened for
+appending and each flush is one write of whole lines, so several simulator processes sharing a
+port (``--reuse-port``) can share one truth log.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ import orjson
 
 class TruthLog:
     def __init__(self, path: str | None):
-        self._f = open(path, "ab", buffering=1 << 16) if path else None
+        # unbuffered: each flush is one write() of whole lines, atomic among appending processes
+        self._f = open(path, "ab", buffering=0) if path else None
         self._buf: list[bytes] = []
 
     def __bool__(self):
@@ -43,7 +46,6 @@ class TruthLog:
         if self._f is not None and self._buf:
             self._f.write(b"".join(self._buf))
             self._buf.clear()
-            self._f.flush()
 
     def close(self) -> None:
         if self._f is not None:
