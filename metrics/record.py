@@ -68,6 +68,9 @@ class RequestRecord:
     # and the id shared by the turns of one conversation.
     turn: int = -1
     session_id: str = ""
+    # Sent a second time on a new connection because the server closed a kept-alive connection
+    # the instant the request arrived, before running it (users/stream.py, STALE_CLOSE_S).
+    resent: bool = False
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)
@@ -104,9 +107,17 @@ ARROW_SCHEMA = pa.schema(
         ("chunk_tokens", pa.list_(pa.int32())),
         ("turn", pa.int16()),
         ("session_id", pa.string()),
+        ("resent", pa.bool_()),
     ]
 )
 assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
+
+
+# The per-request scalars the statistics read (metrics/summary.py, webui/live.py).
+SCALAR_COLUMNS = (
+    "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
+    "prompt_tokens", "output_tokens", "tokens_source", "worker", "resent",
+)  # fmt: skip
 
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:

@@ -14,18 +14,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metrics.record import NOT_SERVER_FAILURES
+from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS
 from metrics.slo import good_mask
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, pooled_itl
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p99.9", 99.9))
-SCALAR_COLUMNS = [
-    "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
-    "prompt_tokens", "output_tokens", "tokens_source", "worker",
-]  # fmt: skip
-
-
 def distribution(values_s) -> dict:
     """P = {count, mean, min, p50, p90, p95, p99, p99.9, max} in milliseconds; None when empty."""
     v = np.asarray(values_s, dtype=float)
@@ -68,6 +62,7 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             "stopped": int((df["error"] == "stopped").sum()),
             "cancelled": int((df["error"] == "cancelled").sum()),
             "retries": int(df["retry"].sum()) if "retry" in df else 0,  # attempts after the first (--retry)
+            "resent": int(df["resent"].sum()),  # sent again after a stale kept-alive connection
             "by_error": {str(k): int(v) for k, v in errors["error"].value_counts().sort_index().items()},
         },
         "ttft_ms": distribution(ok["ttft_s"]),
@@ -128,7 +123,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
               plan=None, objectives=(), target_rate: float | None = None) -> dict:
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
     slo and capacity when the run had steps and objectives."""
-    df = table.select(SCALAR_COLUMNS).to_pandas()
+    df = table.select(list(SCALAR_COLUMNS)).to_pandas()
     # a retry's request id is the first attempt's plus -rN (users/llm.py)
     df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)
     chunk_times = table.column("chunk_times")

@@ -9,6 +9,10 @@ counters, scraped before and after:
   llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total == sum of prompt_tokens
   (llama.cpp counts prompt tokens served from its prefix cache apart from the rest)
 
+llama.cpp closes about one kept-alive connection in ten the moment a request arrives on it; the
+client sends those once more (records marked `resent`), and the counters matching the records
+shows the server ran none of them twice.
+
 Needs .cache/venv-servers (tests/servers/venvs.py; .ci/run builds it, else the first test does).
 """
 

@@ -243,3 +243,67 @@ def test_connect_refused():
     ex = Exchange()
     client.post("/v1/completions", b"{}", {}, ex)
     assert ex.error == "connect_error"
+
+
+class KeepAliveServer:
+    """Answers requests on kept-alive connections, except the second request it reads, which it
+    drops (closes its connection without a byte) `drop_after` seconds after reading it."""
+
+    ANSWER = b'{"choices": [{"index": 0, "text": "hi", "finish_reason": "length"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+
+    def __init__(self, drop_after: float):
+        self.drop_after = drop_after
+        self.requests: list[int] = []  # the connection number of every request read
+        self.sock = _RealSocket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        _start_os_thread(self._serve, ())
+
+    def _serve(self):
+        for conn_no in range(2):
+            conn, _ = self.sock.accept()
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        conn.close()
+                        break
+                    buf += data
+                else:
+                    head, _, buf = buf.partition(b"\r\n\r\n")
+                    length = int([x.split(b":")[1] for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")][0])
+                    while len(buf) < length:
+                        buf += conn.recv(65536)
+                    buf = buf[length:]
+                    self.requests.append(conn_no)
+                    if len(self.requests) == 2:
+                        _real_sleep(self.drop_after)
+                        conn.close()
+                        break
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(self.ANSWER), self.ANSWER))  # fmt: skip
+                    continue
+                break
+
+
+@pytest.mark.parametrize("drop_after", [0.0, 0.3])
+def test_kept_alive_connection_dropped_is_resent_only_when_unread(drop_after):
+    """A server that closes a kept-alive connection the instant a request arrives (llama.cpp does)
+    did not run it: sent again once on a new connection, and the record says so. One that closes it
+    later may have run it: a connect_error, and the server sees the request once."""
+    server = KeepAliveServer(drop_after)
+    client = StreamClient(f"http://127.0.0.1:{server.port}", Timeouts(connect=2, first_token=3, idle=3, total=10), {})
+    first, second = Exchange(), Exchange()
+    client.post("/v1/completions", b'{"x": 1}', {"Content-Type": "application/json"}, first)
+    client.post("/v1/completions", b'{"x": 2}', {"Content-Type": "application/json"}, second)
+    client.close()
+    assert first.status == 200 and not first.error
+    if drop_after == 0.0:
+        assert second.resent and second.status == 200 and not second.error
+        assert server.requests == [0, 0, 1]  # dropped on the kept-alive connection, answered on a new one
+    else:
+        assert not second.resent and second.error == "connect_error" and second.status == 0
+        time.sleep(0.2)
+        assert server.requests == [0, 0]  # never sent twice

@@ -84,6 +84,7 @@ class Finisher:
         ctx = self.ctx
         stream = ctx.settings.stream
         rec.t_send = ex.t_send
+        rec.resent = ex.resent
         if stream:  # straight from the raw reads, chunked framing undone on the way
             parsed, length = parse_reads(ex.times, ex.datas, ex.framing == CHUNKED)
         else:

@@ -51,6 +51,11 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if os.uname().sysname == "
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None and os.environ.get("LLM_KERNEL_TIMESTAMPS", "1") != "0"
 _TIMESPEC = struct.Struct("qq")
 ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
+# A kept-alive connection that closes this soon after the request was sent, before any response
+# byte, was closed by a server that did not run the request (llama.cpp closes some kept-alive
+# connections 0.2-3 ms after a request arrives on them): it is sent once more on a new
+# connection, and the record says `resent`. Later, the server may have run it: a failure.
+STALE_CLOSE_S = 0.05
 MAX_STAMP_AGE_S = 1.0  # a stamp older than this (or from the future) means the wall clock jumped: use now
 
 # body framings
@@ -90,7 +95,7 @@ class Exchange:
     """
 
     __slots__ = ("t_send", "t_end", "status", "complete", "error", "error_detail", "retry_after",
-                 "times", "datas", "framing", "_pieces")  # fmt: skip
+                 "times", "datas", "framing", "resent", "_pieces")  # fmt: skip
 
     def __init__(self) -> None:
         self.t_send = 0.0
@@ -103,6 +108,7 @@ class Exchange:
         self.times: list[float] = []  # arrival time of every body read
         self.datas: list[bytes] = []  # the bytes of that read, framing included
         self.framing = LENGTH
+        self.resent = False  # sent again after a stale kept-alive connection (STALE_CLOSE_S)
         self._pieces: list[tuple[float, bytes]] | None = None
 
     @property
@@ -201,13 +207,15 @@ class StreamClient:
                 self.close()
                 return
             except (_Closed, ConnectionResetError, BrokenPipeError) as e:
-                # A kept-alive connection that the server had already closed (idle timeout, or a
-                # server that drops some keep-alive connections silently, like llama.cpp's):
-                # not a byte of an answer came back. Send once more on a new connection, and time
-                # the request from that send. A fresh connection closed like this is a failure.
+                # A kept-alive connection closed with not a byte of an answer: if that came at
+                # once, the server had closed it or dropped the request unread (STALE_CLOSE_S);
+                # send once more on a new connection, timed from that send. Otherwise (later, or
+                # a fresh connection) it may have run the request: a failure, never a silent resend.
                 self.close()
                 conn = None
-                if reused and attempt == 1 and not (isinstance(e, _Closed) and e.got_bytes):
+                stale = not (isinstance(e, _Closed) and e.got_bytes) and _perf_counter() - t_send < STALE_CLOSE_S
+                if reused and attempt == 1 and stale:
+                    ex.resent = True
                     continue
                 detail = "the connection closed before the response headers" if isinstance(e, _Closed) else f"{type(e).__name__}: {e}"
                 ex.error, ex.error_detail = "connect_error", detail[:200]

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metrics.record import ARROW_SCHEMA, FIELD_NAMES, NOT_SERVER_FAILURES
+from metrics.record import ARROW_SCHEMA, FIELD_NAMES, NOT_SERVER_FAILURES, SCALAR_COLUMNS
 from metrics.slo import good_mask
 
 WINDOW_S = 30.0
@@ -35,11 +35,8 @@ HISTORY_POINTS = 10_800  # 6 h of points at one per 2 s
 SLICE_ROWS = 2_000  # rows converted at a time (the caller may yield to the event loop between slices)
 MAX_TABLES = 64  # compact the window's tables beyond this many
 
-# The record fields the live statistics read (metrics.summary.SCALAR_COLUMNS plus chunk_times).
-LIVE_COLUMNS = (
-    "request_class", "worker", "step", "t_intended", "t_send", "wall_send", "ok", "error", "ttft_s", "e2e_s",
-    "tpot_s", "prompt_tokens", "output_tokens", "tokens_source", "chunk_times",
-)  # fmt: skip
+# The record fields the live statistics read: the summary's scalars plus chunk_times.
+LIVE_COLUMNS = (*SCALAR_COLUMNS, "chunk_times")
 _INDEX = [FIELD_NAMES.index(c) for c in LIVE_COLUMNS]
 _TYPES = [ARROW_SCHEMA.field(c).type for c in LIVE_COLUMNS]
 SCHEMA = pa.schema([*(pa.field(c, t) for c, t in zip(LIVE_COLUMNS, _TYPES)), pa.field("ended", pa.float64())])
@@ -211,9 +208,7 @@ class LiveWindow:
 
 def compute(table: pa.Table, start: float, end: float, objectives=()) -> tuple[dict, dict]:
     """(overall, by_class) blocks for the records of `table`, with metrics.summary's definitions."""
-    from metrics.summary import SCALAR_COLUMNS  # pandas: only on the process that writes results
-
-    df = table.select(SCALAR_COLUMNS).to_pandas()
+    df = table.select(list(SCALAR_COLUMNS)).to_pandas()
     chunk_times = table.column("chunk_times").combine_chunks() if table.num_rows else pa.array([], ARROW_SCHEMA.field("chunk_times").type)
     df["good"] = good_mask(objectives, df, chunk_times)
     classes = df["request_class"].to_numpy()
