@@ -1,0 +1,63 @@
+"""The results writer keeps every record and never stalls the streams of the process it runs in.
+
+In a local run the users and the writer share one process and one event loop: a row group's
+compression and write (tens of milliseconds) must run beside the loop, not on it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import gevent
+import pyarrow.parquet as pq
+from gevent import monkey
+
+import locust  # noqa: F401  patches the standard library like a real run
+from metrics.record import RequestRecord
+from metrics.results import ResultsWriter
+
+_real_sleep = monkey.get_original("time", "sleep")
+
+
+def rows(n: int, start: int = 0) -> list[tuple]:
+    now = time.time()
+    return [RequestRecord(f"r{i}", "w", "chat", "short", 10, 16, t_send=1.0, wall_send=now, status=200, ok=True,
+                          ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=16, n_chunks=16,
+                          chunk_times=[0.1 * (k + 1) for k in range(16)]).as_row()
+            for i in range(start, start + n)]  # fmt: skip
+
+
+def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_path):
+    writer = ResultsWriter(str(tmp_path), "run", {})
+    real_write = writer._writer.write_table
+    threads, ticks_during_write = [], []
+    ticks = [0]
+
+    def slow_write(table):  # a slow disk: 0.3 s per row group, in real (GIL-free) sleep
+        threads.append(threading.get_ident())
+        before = ticks[0]
+        _real_sleep(0.3)
+        real_write(table)
+        ticks_during_write.append(ticks[0] - before)
+
+    writer._writer.write_table = slow_write
+
+    def ticker():  # stands for the streams: it must keep running while a row group is written
+        while True:
+            gevent.sleep(0.005)
+            ticks[0] += 1
+
+    g = gevent.spawn(ticker)
+    try:
+        for k in range(3):
+            writer.add_rows(rows(700, 700 * k))
+            writer.flush()
+        summary = writer.finish(0.0, time.time() + 1, {})
+    finally:
+        g.kill()
+    assert threads and all(t != threading.get_ident() for t in threads)
+    assert min(ticks_during_write) >= 10, ticks_during_write  # ~60 expected; 0 if written on the loop
+    ids = pq.read_table(writer.records_path, columns=["request_id"]).column("request_id").to_pylist()
+    assert sorted(ids) == sorted(f"r{i}" for i in range(2100)) and writer.rows_written == 2100
+    assert summary["overall"]["requests"]["sent"] == 2100
