@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 
 import gevent
-import gevent.lock
+import gevent.event
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -71,9 +71,7 @@ class ResultsWriter:
         self.records_path = os.path.join(self.path, "requests.parquet")
         self.run_info = {"run_id": run_id, "started_at": time.time(), "argv": _argv(), "versions": package_versions(), **run_info}
         self._pending: list[tuple] = []
-        self._last_flush = time.monotonic()
         self._writer = pq.ParquetWriter(self.records_path, ARROW_SCHEMA, compression="zstd")
-        self._write_lock = gevent.lock.Semaphore()
         # pyarrow initialises its conversion machinery on first use (~0.3 s): do it now, before
         # load, not in the middle of a local run where it would stall every stream at once
         rows_to_table([RequestRecord("warm-up", "", "", "", 0, 0, chunk_times=[0.0], chunk_tokens=[1]).as_row()])
@@ -81,28 +79,38 @@ class ResultsWriter:
         self.closed = False
         self.on_rows = None  # called with every batch of rows as it arrives
         write_json(os.path.join(self.path, "run.json"), self.run_info)
+        # Row groups are written by a greenlet of the writer's own: whoever hands rows over (the
+        # finisher of a local run, the master's message handler) never blocks on a write, and a
+        # greenlet killed as the run stops cannot take rows with it or leave a write half done.
+        self._wake = gevent.event.Event()
+        self._stopping = False
+        self._flusher = gevent.spawn(self._flush_loop)
 
     def add_rows(self, rows: list) -> None:
         self._pending.extend(rows)
         if self.on_rows is not None:
             self.on_rows(rows)
-        if len(self._pending) >= FLUSH_ROWS or time.monotonic() - self._last_flush > FLUSH_SECONDS:
-            self.flush()
+        if len(self._pending) >= FLUSH_ROWS:
+            self._wake.set()
 
-    def flush(self) -> None:
+    def _flush_loop(self) -> None:
+        while not self._stopping:
+            self._wake.wait(FLUSH_SECONDS)
+            self._wake.clear()
+            self._flush()
+
+    def _flush(self) -> None:
         """Write pending rows as one row group. In a local run the users share this process, and
         nothing here may stall their streams: the conversion runs in slices with a yield to the
         event loop between them, and compressing and writing the row group (30-70 ms per 1,000
         records of 256 tokens) runs in an OS thread, pyarrow releasing the GIL meanwhile."""
-        self._last_flush = time.monotonic()
         if self._pending and not self.closed:
             rows, self._pending = self._pending, []
             slices = []
             for i in range(0, len(rows), SLICE_ROWS):
                 slices.append(rows_to_table(rows[i : i + SLICE_ROWS]))
                 gevent.sleep(0)
-            with self._write_lock:  # one row group at a time; finish() waits for the last
-                gevent.get_hub().threadpool.apply(self._writer.write_table, (pa.concat_tables(slices),))
+            gevent.get_hub().threadpool.apply(self._writer.write_table, (pa.concat_tables(slices),))
             self.rows_written += len(rows)
 
     def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, **summary_args) -> dict:
@@ -110,7 +118,10 @@ class ResultsWriter:
         `summary_args` go to metrics.summary.summarize (run_start, plan, objectives)."""
         from metrics.summary import summarize  # pandas: only the writing process, only at the end
 
-        self.flush()
+        self._stopping = True
+        self._wake.set()
+        self._flusher.join()  # a row group being written ends first
+        self._flush()  # the rest
         if not self.closed:
             self._writer.close()
             self.closed = True

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS
 from metrics.slo import good_mask
 from metrics.slo import verdicts as slo_verdicts
-from metrics.timing import DEFINITIONS, pooled_itl
+from metrics.timing import DEFINITIONS, arrived_tokens, pooled_itl
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p99.9", 99.9))
 def distribution(values_s) -> dict:
@@ -40,17 +40,18 @@ def _num(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarray, window_s: float) -> dict:
+def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarray, window_s: float,
+            tokens_in_window: tuple[float, float]) -> dict:
     """One summary block (S). Latency and outcomes come from `df`, the requests sent inside the
-    window; throughput from `finished_in_window`, the successful requests that completed inside
-    it, whenever they were sent. Both carry a boolean column `good` (succeeded and met every SLO;
-    equal to `ok` without SLOs)."""
+    window; request throughput from `finished_in_window`, the successful requests that completed
+    inside it, whenever they were sent; token throughput from `tokens_in_window`, (output, prompt)
+    tokens that arrived inside it (metrics.timing.arrived_tokens). Both frames carry a boolean
+    column `good` (succeeded and met every SLO; equal to `ok` without SLOs)."""
     ok = df[df["ok"]]
     # "stopped" (in flight at the end) and "cancelled" (aborted on purpose, --cancel-rate) are not
     # server failures: counted apart, outside the good fraction's denominator
     errors = df[~df["ok"] & ~df["error"].isin(NOT_SERVER_FAILURES)]
-    prompt = finished_in_window["prompt_tokens"].clip(lower=0).sum()
-    output = finished_in_window["output_tokens"].clip(lower=0).sum()
+    output, prompt = tokens_in_window
     per_s = (lambda x: float(x) / window_s) if window_s > 0 else (lambda x: None)
     speed = (1.0 / ok["tpot_s"]).replace([np.inf, -np.inf], np.nan)
     ended = len(ok) + len(errors)
@@ -131,6 +132,9 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
 
     ok_all = df["ok"].to_numpy()
     done_wall = (df["wall_send"] + df["e2e_s"]).to_numpy()
+    # tokens count where they arrived: of successful requests and of those still streaming at the end
+    delivered = ok_all | (df["error"] == "stopped").to_numpy()
+    token_columns = [df[c].to_numpy() for c in ("wall_send", "ttft_s", "e2e_s", "prompt_tokens", "output_tokens")]
 
     def block(mask: np.ndarray, start: float, end: float, group: np.ndarray | bool = True) -> dict:
         """Requests of `group` sent in [start, end] (mask) for latency; those of `group` that
@@ -138,7 +142,8 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         itl = pooled_itl(chunk_times.filter(pa.array(mask & ok_all)))
         sub = df[mask]
         finished = df[group & ok_all & (done_wall >= start) & (done_wall <= end)]
-        out = section(sub, finished, itl, max(0.0, end - start))
+        output, prompt = arrived_tokens([start, end], *token_columns, chunk_times, group & delivered)
+        out = section(sub, finished, itl, max(0.0, end - start), (float(output[0]), float(prompt[0])))
         if objectives:
             stats = {**_stats_s(out), **_percentile_stats(objectives, sub[sub["ok"]], itl)}
             verdicts = slo_verdicts(objectives, stats)

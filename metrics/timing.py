@@ -30,8 +30,10 @@ DEFINITIONS = {
     "tpot": "(t_last_token - t_first_token) / (output_tokens - 1), only when output_tokens > 1",
     "itl": "every gap between consecutive token-bearing chunks, pooled across successful requests "
     "(a chunk may carry several tokens)",
-    "throughput": "requests completed successfully inside the measurement window, and their output / "
-    "prompt+output tokens, divided by the window length (warm-up and the end-of-run drain excluded)",
+    "throughput": "per second of the measurement window (warm-up and the end-of-run drain excluded): requests "
+    "completed successfully inside it; output tokens that arrived inside it (with their chunk; a request's "
+    "output tokens spread evenly over its token-bearing chunks) and prompt tokens whose prefill ended inside "
+    "it (at the first token), of successful requests and of those still streaming when the run ended",
     "window": "from test start + --warmup to the moment the run began to stop; a request belongs to "
     "the latency statistics when it was sent inside the window",
     "percentiles": "exact, from the per-request records (numpy 'linear' interpolation); ms",
@@ -126,3 +128,51 @@ def pooled_itl(chunk_times: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 __all__ = ["DEFINITIONS", "NAN", "fill_record", "classify", "pooled_itl", "output_tokens"]
+
+
+def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens, chunk_times, mask) -> tuple[np.ndarray, np.ndarray]:
+    """Output and prompt tokens of the records in `mask` that arrived in each interval between
+    consecutive `edges` (wall-clock seconds; the last interval includes its end).
+
+    An output token arrives with its chunk (`wall_send + chunk_times`; a record's output tokens
+    are spread evenly over its token-bearing chunks; no chunks: all at `wall_send + e2e_s`); a
+    prompt token when its prefill ended, at the first token (`wall_send + ttft_s`).
+    So a reply longer than a load step counts in each step for what it delivered there. Arrays
+    are per record; `chunk_times` the records' Arrow list column (chunked or not)."""
+    edges = np.asarray(edges, dtype=float)
+    k = edges.size - 1
+    wall = np.asarray(wall_send, dtype=float)
+    out_tok = np.clip(np.nan_to_num(np.asarray(output_tokens, dtype=float)), 0, None)
+    prompt = np.clip(np.nan_to_num(np.asarray(prompt_tokens, dtype=float)), 0, None)
+    mask = np.asarray(mask, dtype=bool)
+
+    def add(totals: np.ndarray, t: np.ndarray, w: np.ndarray) -> None:
+        b = np.searchsorted(edges, t, side="right") - 1
+        b[t == edges[-1]] = k - 1
+        inside = (b >= 0) & (b < k)
+        totals += np.bincount(b[inside], weights=w[inside], minlength=k)
+
+    out, pre = np.zeros(k), np.zeros(k)
+    prefill = wall + np.asarray(ttft_s, dtype=float)  # NaN (no token came): never counted
+    add(pre, prefill[mask], prompt[mask])
+    chunks = chunk_times.chunks if isinstance(chunk_times, pa.ChunkedArray) else [chunk_times]
+    row = 0
+    for part in chunks:
+        rows = np.arange(row, row + len(part))
+        row += len(part)
+        off = part.offsets.to_numpy(zero_copy_only=False)
+        values = part.values.to_numpy(zero_copy_only=False)
+        lengths = np.diff(off)
+        sel = mask[rows]
+        none = sel & (lengths == 0)  # non-streaming, or no token arrived: the tokens came with the body
+        add(out, wall[rows[none]] + np.asarray(e2e_s, dtype=float)[rows[none]], out_tok[rows[none]])
+        has = sel & (lengths > 0)
+        r, starts, n = rows[has], off[:-1][has], lengths[has]
+        first, last = wall[r] + values[starts], wall[r] + values[starts + n - 1]
+        one = np.searchsorted(edges, first, side="right") == np.searchsorted(edges, last, side="right")
+        add(out, first[one], out_tok[r[one]])  # every chunk in one interval (most records)
+        r, starts, n = r[~one], starts[~one], n[~one]  # the few that straddle an edge: chunk by chunk
+        if r.size:
+            pos = np.repeat(starts - np.cumsum(n) + n, n) + np.arange(n.sum())
+            add(out, np.repeat(wall[r], n) + values[pos], np.repeat(out_tok[r] / n, n))
+    return out, pre

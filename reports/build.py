@@ -285,7 +285,7 @@ def time_charts(run: D.RunData, grid: D.TimeGrid, frame: pd.DataFrame | None) ->
             prev = max(prev, b)
     x = grid.mid
     ot = D.over_time(run, grid)
-    note = f"{grid.width:g} s bins by completion time"
+    note = f"{grid.width:g} s bins: requests and latency by completion time, tokens by arrival"
     rng = Series("", np.array([0.0, t_end]), np.array([np.nan, np.nan]))  # pins a shared time axis
     common = dict(x_label="time since start (s)", bands=bands, x_time=True, note=note)
 
@@ -562,7 +562,7 @@ def build(path: str, summary: dict | None = None) -> dict[str, str]:
     if charts_steps:
         sections_html.append("<h2>Load steps</h2><div class=charts>" + "".join(charts_steps) + "</div>")
     sections_html.append("<h2>Over time</h2><p class=muted>Shaded: outside the measurement window (warm-up, drain). "
-                         "Latency and throughput by completion time.</p><div class=charts>" + "".join(charts_time) + "</div>")
+                         "Latency and requests by completion time, tokens by arrival.</p><div class=charts>" + "".join(charts_time) + "</div>")
     sections_html.append("<h2>Distributions</h2><div class=charts>" + "".join(charts_dist) + "</div>")
 
     extra = [k for k in s if k not in KNOWN_SECTIONS]

@@ -18,8 +18,9 @@ The same method serves every metric:
                        consecutive ranks (the interval's precision, never the reported value)
   latency mean         weighted mean
   ITL                  every gap belongs to its request's block (gaps of one request stay together)
-  throughput           completions (and their tokens) per block by completion time; a resample's
-                       rate is its total over the window length
+  throughput           completions per block by completion time, tokens per block by arrival
+                       (as summary.json counts them); a resample's rate is its total over the
+                       window length
   error_rate           failed / ended requests of the drawn blocks
 
 Both runs are resampled independently; the interval is the central `confidence` range of the B
@@ -43,7 +44,7 @@ import pyarrow.parquet as pq
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.summary import distribution
 from metrics.timing import pooled_itl
-from reports.data import RunData, client_warning, load_run, steps_frame
+from reports.data import RunData, client_warning, load_run, steps_frame, tokens_by_interval
 
 LATENCY = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -130,8 +131,6 @@ class Prepared:
     cls: np.ndarray
     step: np.ndarray
     values: dict  # metric -> (sorted seconds of the successful records, the record of each value)
-    out_tok: np.ndarray
-    tot_tok: np.ndarray
 
 
 def prepare(path: str) -> Prepared:
@@ -148,8 +147,6 @@ def prepare(path: str) -> Prepared:
     owner = np.repeat(ok_idx, np.clip(lengths - 1, 0, None))
     if owner.size != gaps.size:  # pooled_itl's contract: one gap per consecutive pair in each list
         raise AssertionError("ITL gaps and their owners disagree")
-    prompt = np.clip(df["prompt_tokens"].to_numpy(dtype=float), 0, None)
-    out = np.clip(df["output_tokens"].to_numpy(dtype=float), 0, None)
     values = {"itl": _sorted(gaps, owner)}  # sorted once; a scope's subset of a sorted array stays sorted
     for metric in ("ttft", "tpot", "e2e"):
         v = df[f"{metric}_s"].to_numpy(dtype=float)
@@ -157,7 +154,7 @@ def prepare(path: str) -> Prepared:
         values[metric] = _sorted(v[good], np.nonzero(good)[0])
     return Prepared(
         run, wall, wall + e2e, ok, failed, df["request_class"].astype(str).to_numpy(), df["step"].to_numpy(),
-        values, out, out + prompt,
+        values,
     )  # fmt: skip
 
 
@@ -302,12 +299,13 @@ def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tup
         qs = boot_quantiles(vals, blk, weights, [50, 90, 95, 99])
         for j, stat in enumerate(("p50", "p90", "p95", "p99")):
             out[f"{metric}.{stat}"] = (exact[stat], qs[:, j])
-    # throughput: completions inside the window, by completion time
+    # throughput: completions inside the window by completion time, tokens by arrival
     window = sc.end - sc.start
     fin = sc.group & p.ok & (p.done >= sc.start) & (p.done <= sc.end)
-    cblk = block_at(starts, p.done[fin])  # throughput: by completion time
-    for name, w in (("requests_per_s", None), ("output_tokens_per_s", p.out_tok[fin]), ("total_tokens_per_s", p.tot_tok[fin])):
-        per_block = np.bincount(cblk, weights=w, minlength=k).astype(float)
+    completed = np.bincount(block_at(starts, p.done[fin]), minlength=k).astype(float)
+    edges = np.maximum.accumulate(np.concatenate([[sc.start], starts[1:], [sc.end]]))
+    out_tok, prompt_tok = tokens_by_interval(p.run, edges, sc.group)
+    for name, per_block in (("requests_per_s", completed), ("output_tokens_per_s", out_tok), ("total_tokens_per_s", out_tok + prompt_tok)):
         value = float(per_block.sum() / window) if window > 0 else None
         out[name] = (value, (weights @ per_block) / window if window > 0 else np.full(weights.shape[0], np.nan))
     ended = sc.select & (p.ok | p.failed)

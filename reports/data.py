@@ -7,6 +7,7 @@ from summary.json, which metrics/summary.py computed exactly from every record.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from metrics.timing import pooled_itl
+from metrics.timing import arrived_tokens, pooled_itl
 
 SCALARS = [
     "request_class", "step", "wall_send", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
@@ -45,6 +46,11 @@ class RunData:
     @property
     def records_path(self) -> str:
         return os.path.join(self.path, "requests.parquet")
+
+    @functools.cached_property
+    def chunk_times(self) -> pa.ChunkedArray:
+        """Every record's chunk arrival times (read once: the charts and each compared scope use them)."""
+        return pq.read_table(self.records_path, columns=["chunk_times"]).column("chunk_times")
 
     @property
     def window(self) -> tuple[float, float]:
@@ -194,8 +200,19 @@ def time_grid(run: RunData) -> TimeGrid:
     return TimeGrid(run.t0, width, int(math.ceil(span / width)) or 1, span)
 
 
+def tokens_by_interval(run: RunData, edges: np.ndarray, group: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(output, prompt) tokens of the run's records in `group` that arrived in each interval of
+    `edges`, as summary.json counts them (metrics.timing.arrived_tokens: successful requests and
+    those still streaming at the end, each token where it arrived)."""
+    df = run.df
+    delivered = df["ok"].to_numpy(dtype=bool) | (df["error"] == "stopped").to_numpy()
+    columns = [df[c].to_numpy(dtype=float) for c in ("wall_send", "ttft_s", "e2e_s", "prompt_tokens", "output_tokens")]
+    return arrived_tokens(edges, *columns, run.chunk_times, delivered & group)
+
+
 def over_time(run: RunData, grid: TimeGrid) -> dict[str, np.ndarray]:
-    """Per time bin, by completion time: throughput and latency percentiles of successful requests."""
+    """Per time bin: requests completed and tokens arrived (throughput), and latency percentiles
+    of the successful requests completed in it."""
     df = run.df
     ok = df["ok"].to_numpy(dtype=bool)
     wall = df["wall_send"].to_numpy(dtype=float)
@@ -203,15 +220,14 @@ def over_time(run: RunData, grid: TimeGrid) -> dict[str, np.ndarray]:
     idx = grid.index(wall + e2e)
     sel = ok & (idx >= 0)
     b = idx[sel]
-    out_tok = np.clip(df["output_tokens"].to_numpy(dtype=float)[sel], 0, None)
-    prompt_tok = np.clip(df["prompt_tokens"].to_numpy(dtype=float)[sel], 0, None)
     n = grid.n
     count = np.bincount(b, minlength=n).astype(float)
     w = grid.widths
+    out_tok, prompt_tok = tokens_by_interval(run, grid.edges)
     res = {
         "requests_per_s": count / w,
-        "output_tokens_per_s": np.bincount(b, weights=out_tok, minlength=n) / w,
-        "total_tokens_per_s": np.bincount(b, weights=out_tok + prompt_tok, minlength=n) / w,
+        "output_tokens_per_s": out_tok / w,
+        "total_tokens_per_s": (out_tok + prompt_tok) / w,
         "count": count,
     }
     frame = pd.DataFrame({"bin": b, "ttft": df["ttft_s"].to_numpy(dtype=float)[sel] * 1000,

@@ -15,6 +15,7 @@ from gevent import monkey
 
 import locust  # noqa: F401  patches the standard library like a real run
 from metrics.record import RequestRecord
+from metrics import results
 from metrics.results import ResultsWriter
 
 _real_sleep = monkey.get_original("time", "sleep")
@@ -28,7 +29,8 @@ def rows(n: int, start: int = 0) -> list[tuple]:
             for i in range(start, start + n)]  # fmt: skip
 
 
-def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_path):
+def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "FLUSH_ROWS", 500)
     writer = ResultsWriter(str(tmp_path), "run", {})
     real_write = writer._writer.write_table
     threads, ticks_during_write = [], []
@@ -48,16 +50,23 @@ def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_pa
             gevent.sleep(0.005)
             ticks[0] += 1
 
-    g = gevent.spawn(ticker)
-    try:
+    def hand_over():  # like the finisher of a local run; killed as the run stops, mid-write
         for k in range(3):
             writer.add_rows(rows(700, 700 * k))
-            writer.flush()
+            gevent.sleep(0.35)
+        writer.add_rows(rows(100, 2100))
+        gevent.sleep(10)
+
+    g = gevent.spawn(ticker)
+    giver = gevent.spawn(hand_over)
+    try:
+        gevent.sleep(1.2)
+        giver.kill()
         summary = writer.finish(0.0, time.time() + 1, {})
     finally:
         g.kill()
-    assert threads and all(t != threading.get_ident() for t in threads)
+    assert len(threads) >= 3 and all(t != threading.get_ident() for t in threads)
     assert min(ticks_during_write) >= 10, ticks_during_write  # ~60 expected; 0 if written on the loop
     ids = pq.read_table(writer.records_path, columns=["request_id"]).column("request_id").to_pylist()
-    assert sorted(ids) == sorted(f"r{i}" for i in range(2100)) and writer.rows_written == 2100
-    assert summary["overall"]["requests"]["sent"] == 2100
+    assert sorted(ids) == sorted(f"r{i}" for i in range(2200)) and writer.rows_written == 2200
+    assert summary["overall"]["requests"]["sent"] == 2200

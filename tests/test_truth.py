@@ -91,3 +91,54 @@ def test_summary_percentiles_are_exact_from_the_records(run50):
     # the fixed profile: TTFT 100 ms, ITL 20 ms
     assert 99 < summary["overall"]["ttft_ms"]["p50"] < 104
     assert 19.5 < summary["overall"]["itl_ms"]["p50"] < 20.5
+
+
+LONG_REPLIES = """
+name: long-replies
+templates: {templates}
+classes:
+  long: {{weight: 1, input_chars: {{min: 100, max: 400}}, output_tokens: {{min: 150, max: 200}}}}
+"""
+
+
+def test_step_token_throughput_counts_tokens_where_they_arrived(tmp_path):
+    """Replies of 3-4 s against steps of 4 s: each step's tokens/s must be the tokens the
+    simulator sent inside that step's window (truth log), not those of the requests that happened
+    to complete in it."""
+    truth_path = str(tmp_path / "truth.jsonl")
+    spec = tmp_path / "long.yaml"
+    spec.write_text(LONG_REPLIES.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
+    with simulator("--profile", "fixed", truth_log=truth_path) as url:
+        proc = run_locust("--host", url, "--steps", "4,8,16", "--step-time", "4s", "--step-warmup", "1s", "--seed", "3",
+                          "--workload", str(spec), "--results-dir", str(tmp_path), "--run-id", "tok",
+                          "--stop-timeout", "1")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, summary = read_results(str(tmp_path), "tok")
+    truth = {t["request_id"]: t for t in read_truth(truth_path)}
+    counted = df[df["ok"] | (df["error"] == "stopped")]
+    assert df["ok"].sum() >= 20 and (df["error"] == "stopped").sum() > 0
+    token_wall, first_wall, prompts = [], [], []
+    for rid, wall_send, t_send, prompt in counted[["request_id", "wall_send", "t_send", "prompt_tokens"]].itertuples(index=False):
+        t = truth[rid]
+        if not t["output_tokens"]:
+            continue
+        to_wall = wall_send - t_send  # the client's wall clock minus the shared monotonic clock
+        n = t["output_tokens"]
+        times = np.linspace(t["first_token"], t["last_token"], n) if n > 1 else np.array([t["first_token"]])
+        token_wall.append(times + to_wall)
+        first_wall.append(t["first_token"] + to_wall)
+        prompts.append(max(prompt, 0))
+    token_wall = np.concatenate(token_wall)
+    first_wall, prompts = np.array(first_wall), np.array(prompts)
+    late = 0.0
+    for s in summary["by_step"]:
+        start, end = s["window"]["start"], s["window"]["end"]
+        window_s = end - start
+        sent = ((token_wall >= start) & (token_wall <= end)).sum()
+        prefilled = prompts[(first_wall >= start) & (first_wall <= end)].sum()
+        got = s["throughput"]["output_tokens_per_s"] * window_s
+        assert got == pytest.approx(sent, rel=0.01), (s["step"], got, sent)
+        assert s["throughput"]["total_tokens_per_s"] * window_s == pytest.approx(sent + prefilled, rel=0.01)
+        done = df[df["ok"] & (df["wall_send"] + df["e2e_s"] >= start) & (df["wall_send"] + df["e2e_s"] <= end)]
+        late = max(late, abs(done["output_tokens"].sum() / sent - 1))
+    assert late > 0.05  # counting at completion would have been this far off in some step

@@ -10,7 +10,8 @@ the window; goodput against the run's SLO objectives; failures by class. Nothing
 Locust's rounded statistics.
 
 Differences from summary.json, all because the view is live: the window is cut by completion
-time (not send time) so that it holds what finished recently; --warmup is not applied; and the
+time (not send time) so that it holds what finished recently, and so are its tokens (a record
+exists once its request ended); --warmup is not applied; and the
 window is never longer than the time since the run started. `requests.ended` counts the records
 in the window ("sent" in summary.json).
 
@@ -227,7 +228,11 @@ def block(df, chunk_times: pa.Array, mask: np.ndarray, start: float, end: float,
     ok_mask = mask & df["ok"].to_numpy(dtype=bool)
     itl = pooled_itl(chunk_times.filter(pa.array(ok_mask))) if len(df) else np.empty(0)
     sub = df[mask]
-    out = section(sub, sub[sub["ok"]], itl, max(0.0, end - start))  # the live window is cut by completion time
+    # The live window holds the records that ended in it (a record exists once its request ended),
+    # so its tokens count at completion: (output, prompt) of its successful requests.
+    ok = sub[sub["ok"]]
+    tokens = (float(ok["output_tokens"].clip(lower=0).sum()), float(ok["prompt_tokens"].clip(lower=0).sum()))
+    out = section(sub, ok, itl, max(0.0, end - start), tokens)
     requests = out["requests"]
     out["requests"] = {"ended": requests.pop("sent"), **requests}
     out["throughput"].pop("sent_per_s", None)
