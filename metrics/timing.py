@@ -127,7 +127,7 @@ def pooled_itl(chunk_times: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return gaps[keep]
 
 
-__all__ = ["DEFINITIONS", "NAN", "fill_record", "classify", "pooled_itl", "output_tokens"]
+__all__ = ["DEFINITIONS", "NAN", "fill_record", "classify", "pooled_itl", "output_tokens", "arrived_tokens"]
 
 
 def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens, chunk_times, mask) -> tuple[np.ndarray, np.ndarray]:
