@@ -147,6 +147,11 @@ class Conn:
         return t_send, status, hdrs, self.read_body(hdrs)
 
 
+def vocabulary_pieces(text: str) -> int:
+    """Tokens in simulator output: one vocabulary piece each, " word" or "." (simulator/tokens.py)."""
+    return len(re.findall(r" \w+|\.", text))
+
+
 def chat(max_tokens=8, stream=True, **kw):
     body = {"model": "m", "messages": [{"role": "user", "content": "Hello there, how are you?"}],
             "max_tokens": max_tokens, "stream": stream}
@@ -251,7 +256,7 @@ def test_non_streaming(fast):
     _, status, _, body = c.request("POST", "/v1/completions", {"prompt": "abcdefgh", "max_tokens": 3})
     j = json.loads(body)
     assert status == 200 and j["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
-    assert len(j["choices"][0]["text"].split()) == 3
+    assert vocabulary_pieces(j["choices"][0]["text"]) == 3
     c.close()
 
 
@@ -440,8 +445,7 @@ def test_stream_interval(tmp_path, kind):
         c.close()
         ce = content_events(ev)
         assert [j["usage"]["completion_tokens"] for _, j in ce] == [1, 5, 9, 10]
-        text = "".join(j["choices"][0]["delta"]["content"] for _, j in ce)
-        assert len(re.findall(r" \w+|\.", text)) == 10  # one vocabulary piece per token: " word" or "."
+        assert vocabulary_pieces("".join(j["choices"][0]["delta"]["content"] for _, j in ce)) == 10
     finally:
         sim.stop()
 
