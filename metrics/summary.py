@@ -20,6 +20,8 @@ from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, arrived_tokens, pooled_itl
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p99.9", 99.9))
+
+
 def distribution(values_s) -> dict:
     """P = {count, mean, min, p50, p90, p95, p99, p99.9, max} in milliseconds; None when empty."""
     v = np.asarray(values_s, dtype=float)
@@ -138,7 +140,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
 
     def block(mask: np.ndarray, start: float, end: float, group: np.ndarray | bool = True) -> dict:
         """Requests of `group` sent in [start, end] (mask) for latency; those of `group` that
-        completed in [start, end] for throughput."""
+        completed in [start, end] for request throughput, and their tokens that arrived in it."""
         itl = pooled_itl(chunk_times.filter(pa.array(mask & ok_all)))
         sub = df[mask]
         finished = df[group & ok_all & (done_wall >= start) & (done_wall <= end)]

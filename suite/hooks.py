@@ -26,11 +26,13 @@ from shapes.steps import StepPlan
 from suite import events as llm_events
 from suite.context import RunContext, load_workload, token_counter
 from suite.embedded import EmbeddedSimulator
+from suite.locust_fixes import memoize_default_args
 from suite.options import OptionError, Settings, add_arguments, check_host, public_options
 from suite.server import check_reachable, resolve_model
 from users.finisher import Finisher
 
 log = logging.getLogger("llm")
+memoize_default_args()  # before the first spawn message reaches a worker
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
