@@ -98,18 +98,9 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
     return out
 
 
-def _stats_s(block: dict) -> dict[str, float]:
-    """A section's statistics as {'ttft.p95': seconds, ...} for SLO verdicts."""
-    out = {}
-    for metric in ("ttft", "tpot", "itl", "e2e"):
-        for key, value in block[f"{metric}_ms"].items():
-            if key != "count" and value is not None:
-                out[f"{metric}.{key}"] = value / 1000.0
-    return out
-
-
-def _percentile_stats(objectives, ok: pd.DataFrame, itl_s: np.ndarray) -> dict[str, float]:
-    """Any percentile an objective names, beyond the fixed set in `distribution`."""
+def objective_stats(objectives, ok: pd.DataFrame, itl_s: np.ndarray) -> dict[str, float]:
+    """The statistic each SLO objective names ({'ttft.p95': seconds, ...}), exact, from the
+    successful requests `ok` and the pooled ITL gaps."""
     from metrics.slo import METRICS
 
     out = {}
@@ -147,8 +138,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         output, prompt = arrived_tokens([start, end], *token_columns, chunk_times, group & delivered)
         out = section(sub, finished, itl, max(0.0, end - start), (float(output[0]), float(prompt[0])))
         if objectives:
-            stats = {**_stats_s(out), **_percentile_stats(objectives, sub[sub["ok"]], itl)}
-            verdicts = slo_verdicts(objectives, stats)
+            verdicts = slo_verdicts(objectives, objective_stats(objectives, sub[sub["ok"]], itl))
             out["slo"] = {"passed": all(v["passed"] for v in verdicts), "objectives": verdicts}
         return out
 

@@ -221,8 +221,8 @@ def compute(table: pa.Table, start: float, end: float, objectives=()) -> tuple[d
 
 def block(df, chunk_times: pa.Array, mask: np.ndarray, start: float, end: float, objectives=()) -> dict:
     """One class's (or the overall) statistics; `section` of summary.json, reshaped for a live window."""
-    from metrics.slo import METRICS, verdicts
-    from metrics.summary import section
+    from metrics.slo import verdicts
+    from metrics.summary import objective_stats, section
     from metrics.timing import pooled_itl
 
     ok_mask = mask & df["ok"].to_numpy(dtype=bool)
@@ -238,11 +238,6 @@ def block(df, chunk_times: pa.Array, mask: np.ndarray, start: float, end: float,
     out["throughput"].pop("sent_per_s", None)
     out["tokens"].pop("source", None)
     if objectives:
-        ok = sub[sub["ok"]]
-        stats = {}
-        for obj in objectives:
-            values = itl if obj.metric == "itl" else ok[METRICS[obj.metric]].to_numpy(dtype=float)
-            stats[obj.key] = obj.statistic(np.asarray(values, dtype=float))
-        judged = verdicts(objectives, stats)
+        judged = verdicts(objectives, objective_stats(objectives, ok, itl))
         out["slo"] = {"passed": all(v["passed"] for v in judged), "objectives": judged}
     return out
