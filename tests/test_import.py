@@ -347,14 +347,3 @@ def test_imported_workload_run_reproduces_the_log(tmp_path, capsys):
         assert abs(m_run / m_log - 1) < 0.05, (name, m_run, m_log)
     shares = ok["request_class"].value_counts(normalize=True)
     assert abs(shares["short"] - 0.5) < 0.05 and abs(shares["long"] - 0.1) < 0.04, shares
-
-
-def test_locust_default_args_are_parsed_once_with_the_same_result():
-    from locust import argument_parser
-
-    import suite.hooks  # noqa: F401  applies suite/locust_fixes.py, as the locustfile does
-
-    assert getattr(argument_parser.default_args_dict, "memoized", False)
-    first = argument_parser.default_args_dict()
-    first["host"] = "changed by a caller"  # each caller gets its own copy
-    assert argument_parser.default_args_dict()["host"] != "changed by a caller"

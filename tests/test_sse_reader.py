@@ -11,6 +11,7 @@ import math
 import socket
 import time
 
+import gevent
 import pytest
 from gevent import monkey  # noqa: F401  (locust patches at import; the reader expects gevent sockets)
 
@@ -33,7 +34,8 @@ END = b"0\r\n\r\n"
 
 
 class ScriptedServer:
-    """Accepts one connection per script; each script is a list of (delay_s, raw bytes | 'close' | 'reset')."""
+    """Accepts one connection per script; each script is a list of (delay_s, raw bytes | 'close' |
+    'reset' | 'mark'); 'mark' sets `marked`, for a test to act at that point of the script."""
 
     def __init__(self, script):
         self.script = script
@@ -43,6 +45,7 @@ class ScriptedServer:
         self.sock.listen(4)
         self.port = self.sock.getsockname()[1]
         self.sent_at: list[float] = []
+        self.marked = False
         _start_os_thread(self._serve, ())
 
     def _serve(self):
@@ -58,6 +61,9 @@ class ScriptedServer:
         for delay, item in self.script:
             if delay:
                 _real_sleep(delay)
+            if item == "mark":
+                self.marked = True
+                continue
             if item == "close":
                 conn.close()
                 return
@@ -78,8 +84,12 @@ _real_sleep = monkey.get_original("time", "sleep")
 _real_perf_counter = time.perf_counter
 
 
-def run_script(script, timeouts: Timeouts | None = None, stream: bool = True):
+def run_script(script, timeouts: Timeouts | None = None, stream: bool = True, during=None):
+    """Run one request against a scripted server; `during(server)`, if given, runs in a greenlet
+    of its own while the request is under way."""
     server = ScriptedServer(script)
+    if during is not None:
+        gevent.spawn(during, server)
     client = StreamClient(f"http://127.0.0.1:{server.port}", timeouts or Timeouts(connect=2, first_token=3, idle=3, total=10), {})
     ex = Exchange()
     rec = RequestRecord("r1", "t", "chat", "short", 10, 16)
@@ -133,6 +143,26 @@ def test_each_event_is_timed_when_it_arrives_not_batched():
     # arrival vs the server's own write time: under 5 ms on loopback
     lags = [t_recv - t_sent for t_recv, t_sent in zip([ex.t_send + t for t in rec.chunk_times], server.sent_at[1:])]
     assert max(lags) < 0.005, lags
+
+
+def test_first_token_with_the_head_is_stamped_on_arrival_not_when_the_loop_gets_to_it():
+    """A server sends its head with the first token while the client's event loop is held (here
+    40 ms by a blocking call, as a busy process would): the head's read is stamped by the kernel
+    like every later read, so TTFT is the arrival, not the moment the loop got round to it."""
+
+    def hold_the_loop(server):
+        while not server.marked:
+            gevent.sleep(0.0005)
+        _real_sleep(0.04)  # the head arrives 10 ms into this
+
+    script = [(0, "mark"), (0.01, HEAD + chunked(sse(content("a"))))]
+    script += [(0.05, chunked(sse(content(f"t{i}")))) for i in range(3)]
+    script.append((0, chunked(sse(content("", "length")) + b"data: [DONE]\n\n") + END))
+    rec, ex, server = run_script(script, during=hold_the_loop)
+    assert rec.ok and rec.n_chunks == 4
+    assert all(b >= a for a, b in zip(ex.times, ex.times[1:])), ex.times
+    lags = [t_recv - t_sent for t_recv, t_sent in zip([ex.t_send + t for t in rec.chunk_times], server.sent_at)]
+    assert -0.002 < min(lags) and max(lags) < 0.005, lags  # not the 30 ms the loop still held the head
 
 
 def test_multi_token_chunks_continuous_usage_and_tokens_per_chunk():
@@ -307,3 +337,25 @@ def test_kept_alive_connection_dropped_is_resent_only_when_unread(drop_after):
         assert not second.resent and second.error == "connect_error" and second.status == 0
         time.sleep(0.2)
         assert server.requests == [0, 0]  # never sent twice
+
+
+def test_kernel_stamps_move_onto_the_perf_counter_clock_and_a_wall_clock_step_is_caught():
+    import struct
+
+    from users import stream
+
+    def anc(wall: float):
+        sec = int(wall)
+        return [(socket.SOL_SOCKET, stream.SO_TIMESTAMPNS, struct.pack("qq", sec, int((wall - sec) * 1e9)))]
+
+    now = time.perf_counter()
+    wall_now = time.time()
+    assert stream.kernel_stamp(anc(wall_now - 0.25), now) == pytest.approx(now - 0.25, abs=1e-4)
+    assert stream.kernel_stamp([], now) == now  # no stamp: the read's own time
+    offset = stream._wall_minus_perf
+    stream._wall_minus_perf += 3600  # as if the wall clock had stepped an hour since the offset was measured
+    try:
+        assert stream.kernel_stamp(anc(wall_now - 0.25), now) == now  # implausible: the read's own time ...
+        assert stream._wall_minus_perf == pytest.approx(offset, abs=1e-3)  # ... and the offset measured again
+    finally:
+        stream.sync_clocks()

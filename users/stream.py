@@ -8,7 +8,8 @@ client of its own, built for one thing: timing a streamed body exactly and cheap
              after `t_send` is stamped: nothing may yield to the event loop in between (a yield
              there is a TTFT bias of one loop iteration, milliseconds under load; bench/RESULTS.md
              "Client speed")
-  head       read in the user's greenlet (one wake-up per request)
+  head       read in the user's greenlet (one wake-up per request), stamped like the body: a
+             server may send the first token with it
   body       read by a libev io watcher whose callback runs in the gevent hub: per arrival one
              `recvmsg` of whatever has arrived, stamped with the kernel's receive time
              (SO_TIMESTAMPNS, moved onto the perf_counter clock; `perf_counter()` where the
@@ -57,6 +58,38 @@ ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") el
 # connection, and the record says `resent`. Later, the server may have run it: a failure.
 STALE_CLOSE_S = 0.05
 MAX_STAMP_AGE_S = 1.0  # a stamp older than this (or from the future) means the wall clock jumped: use now
+_wall_minus_perf = 0.0  # the kernel's stamps are wall-clock times; minus this, perf_counter times
+
+
+def sync_clocks() -> None:
+    """Measure the wall clock minus perf_counter, from the tightest of five brackets. One offset
+    for all stamps, not a fresh pair of clock reads per stamp: another thread may take the GIL
+    between the two reads (the results writer's, for one), and each stamp would carry that gap.
+    Both clocks run at the kernel's one NTP-disciplined rate; only a step of the wall clock moves
+    the offset, and `kernel_stamp` measures again when a stamp shows one."""
+    global _wall_minus_perf
+    brackets = []
+    for _ in range(5):
+        w0 = _wall()
+        p = _perf_counter()
+        w1 = _wall()
+        brackets.append((w1 - w0, (w0 + w1) / 2 - p))
+    _wall_minus_perf = min(brackets)[1]
+
+
+def kernel_stamp(anc: list, now: float) -> float:
+    """The kernel's receive time of a read (its SO_TIMESTAMPNS message, if any) on perf_counter's
+    clock; `now` (perf_counter right after the read) where there is none or it is implausible."""
+    if anc:
+        sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
+        t = sec + nsec * 1e-9 - _wall_minus_perf
+        if 0.0 <= now - t < MAX_STAMP_AGE_S:
+            return t
+        sync_clocks()
+    return now
+
+
+sync_clocks()
 
 # body framings
 CHUNKED, LENGTH, UNTIL_CLOSE, NO_BODY = 0, 1, 2, 3
@@ -310,8 +343,12 @@ class _Connection:
             if end < 0:
                 if len(buf) > HEAD_LIMIT:
                     raise _BadHead("response head longer than 64 KiB")
-                data = sock.recv(READ_SIZE)
-                t = _perf_counter()
+                if self._recvmsg is None:
+                    data = sock.recv(READ_SIZE)
+                    t = _perf_counter()
+                else:  # stamped by the kernel like the body: the first token often comes with the head
+                    data, anc, _, _ = sock.recvmsg(READ_SIZE, ANC_SIZE)
+                    t = kernel_stamp(anc, _perf_counter())
                 if not data:
                     raise _Closed(bool(buf))
                 buf += data
@@ -447,10 +484,9 @@ class _Connection:
         self._arrived(data, _perf_counter())
 
     def _on_readable_stamped(self) -> None:
-        """`_on_readable` with the kernel's receive time of the read (SO_TIMESTAMPNS), moved onto
-        the perf_counter clock by its age: the event loop's own delay no longer counts. TCP
-        stamps a read with its last segment: bytes that waited for a late read are still stamped
-        late, as they would be without."""
+        """`_on_readable` with the kernel's receive time of the read (SO_TIMESTAMPNS): the event
+        loop's own delay no longer counts. TCP stamps a read with its last segment: bytes that
+        waited for a late read are still stamped late, as they would be without."""
         try:
             data, anc, _, _ = self._recvmsg(READ_SIZE, ANC_SIZE)
         except BlockingIOError:
@@ -458,13 +494,7 @@ class _Connection:
         except OSError as e:  # connection reset
             self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
             return
-        t = _perf_counter()
-        if anc:
-            sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-            age = _wall() - sec - nsec * 1e-9
-            if 0.0 <= age < MAX_STAMP_AGE_S:
-                t -= age
-        self._arrived(data, t)
+        self._arrived(data, kernel_stamp(anc, _perf_counter()))
 
     def _arrived(self, data: bytes, t: float) -> None:
         """One read of the body, stamped `t`: keep it and track the framing to the message's end."""

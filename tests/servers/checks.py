@@ -44,4 +44,4 @@ def check_timings(run: SuiteRun) -> None:
     tpot = (rec["e2e_s"] - rec["ttft_s"]) / (rec["output_tokens"] - 1)
     np.testing.assert_allclose(rec["tpot_s"], tpot, rtol=1e-9)
     for times, n in zip(rec["chunk_times"], rec["n_chunks"]):
-        assert len(times) == n and np.all(np.diff(times) >= 0)
+        assert len(times) == n and np.all(np.diff(times) >= 0), (n, list(times))
