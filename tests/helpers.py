@@ -53,7 +53,15 @@ def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subproce
     if wrap is not None:
         cmd = wrap(cmd)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # tests watch the log as it is written
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
+                            preexec_fn=_default_sigint)  # fmt: skip
+
+
+def _default_sigint() -> None:
+    """Ctrl-C reaches Locust as it would in a terminal. A shell without job control starts its
+    background jobs with SIGINT ignored, and that is inherited: tests run that way would see
+    Locust ignore the SIGINT a test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def free_port() -> int:
