@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS
 from metrics.slo import good_mask
 from metrics.slo import verdicts as slo_verdicts
-from metrics.timing import DEFINITIONS, arrived_tokens, pooled_itl
+from metrics.timing import DEFINITIONS, arrival_inputs, arrived_tokens, pooled_itl
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p99.9", 99.9))
 
@@ -125,9 +125,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
 
     ok_all = df["ok"].to_numpy()
     done_wall = (df["wall_send"] + df["e2e_s"]).to_numpy()
-    # tokens count where they arrived: of successful requests and of those still streaming at the end
-    delivered = ok_all | (df["error"] == "stopped").to_numpy()
-    token_columns = [df[c].to_numpy() for c in ("wall_send", "ttft_s", "e2e_s", "prompt_tokens", "output_tokens")]
+    token_columns, counted = arrival_inputs(df)  # tokens count where they arrived
 
     def block(mask: np.ndarray, start: float, end: float, group: np.ndarray | bool = True) -> dict:
         """Requests of `group` sent in [start, end] (mask) for latency; those of `group` that
@@ -135,7 +133,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         itl = pooled_itl(chunk_times.filter(pa.array(mask & ok_all)))
         sub = df[mask]
         finished = df[group & ok_all & (done_wall >= start) & (done_wall <= end)]
-        output, prompt = arrived_tokens([start, end], *token_columns, chunk_times, group & delivered)
+        output, prompt = arrived_tokens([start, end], *token_columns, chunk_times, group & counted)
         out = section(sub, finished, itl, max(0.0, end - start), (float(output[0]), float(prompt[0])))
         if objectives:
             verdicts = slo_verdicts(objectives, objective_stats(objectives, sub[sub["ok"]], itl))

@@ -127,9 +127,6 @@ def pooled_itl(chunk_times: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return gaps[keep]
 
 
-__all__ = ["DEFINITIONS", "NAN", "fill_record", "classify", "pooled_itl", "output_tokens", "arrived_tokens"]
-
-
 def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens, chunk_times, mask) -> tuple[np.ndarray, np.ndarray]:
     """Output and prompt tokens of the records in `mask` that arrived in each interval between
     consecutive `edges` (wall-clock seconds; the last interval includes its end).
@@ -144,6 +141,7 @@ def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens
     wall = np.asarray(wall_send, dtype=float)
     out_tok = np.clip(np.nan_to_num(np.asarray(output_tokens, dtype=float)), 0, None)
     prompt = np.clip(np.nan_to_num(np.asarray(prompt_tokens, dtype=float)), 0, None)
+    done = wall + np.asarray(e2e_s, dtype=float)
     mask = np.asarray(mask, dtype=bool)
 
     def add(totals: np.ndarray, t: np.ndarray, w: np.ndarray) -> None:
@@ -165,7 +163,7 @@ def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens
         lengths = np.diff(off)
         sel = mask[rows]
         none = sel & (lengths == 0)  # non-streaming, or no token arrived: the tokens came with the body
-        add(out, wall[rows[none]] + np.asarray(e2e_s, dtype=float)[rows[none]], out_tok[rows[none]])
+        add(out, done[rows[none]], out_tok[rows[none]])
         has = sel & (lengths > 0)
         r, starts, n = rows[has], off[:-1][has], lengths[has]
         first, last = wall[r] + values[starts], wall[r] + values[starts + n - 1]
@@ -176,3 +174,16 @@ def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens
             pos = np.repeat(starts - np.cumsum(n) + n, n) + np.arange(n.sum())
             add(out, np.repeat(wall[r], n) + values[pos], np.repeat(out_tok[r] / n, n))
     return out, pre
+
+
+ARRIVAL_COLUMNS = ("wall_send", "ttft_s", "e2e_s", "prompt_tokens", "output_tokens")
+
+
+def arrival_inputs(df) -> tuple[list[np.ndarray], np.ndarray]:
+    """From a records frame: `arrived_tokens`' per-record arrays, and which records' tokens count
+    for throughput: the successful ones and those still streaming when the run ended (`stopped`)."""
+    counted = df["ok"].to_numpy(dtype=bool) | (df["error"] == "stopped").to_numpy()
+    return [df[c].to_numpy(dtype=float) for c in ARRIVAL_COLUMNS], counted
+
+
+__all__ = ["DEFINITIONS", "NAN", "fill_record", "classify", "pooled_itl", "output_tokens", "arrived_tokens", "arrival_inputs"]

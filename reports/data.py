@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from metrics.timing import arrived_tokens, pooled_itl
+from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 
 SCALARS = [
     "request_class", "step", "wall_send", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
@@ -204,10 +204,8 @@ def tokens_by_interval(run: RunData, edges: np.ndarray, group: np.ndarray | bool
     """(output, prompt) tokens of the run's records in `group` that arrived in each interval of
     `edges`, as summary.json counts them (metrics.timing.arrived_tokens: successful requests and
     those still streaming at the end, each token where it arrived)."""
-    df = run.df
-    delivered = df["ok"].to_numpy(dtype=bool) | (df["error"] == "stopped").to_numpy()
-    columns = [df[c].to_numpy(dtype=float) for c in ("wall_send", "ttft_s", "e2e_s", "prompt_tokens", "output_tokens")]
-    return arrived_tokens(edges, *columns, run.chunk_times, delivered & group)
+    columns, counted = arrival_inputs(run.df)
+    return arrived_tokens(edges, *columns, run.chunk_times, counted & group)
 
 
 def over_time(run: RunData, grid: TimeGrid) -> dict[str, np.ndarray]:
