@@ -9,10 +9,11 @@ completions). To mix both in one run, write a locustfile that imports ChatComple
 CompletionsUser from users.llm with the weights you want.
 """
 
-import suite.hooks  # noqa: F401  options, results, distributed shipping, built-in simulator
-import metrics.prometheus, metrics.server_metrics  # noqa: F401,E401  /metrics for Prometheus; --server-metrics scraping
-from shapes.shape import LLMShape  # noqa: F401  step ramps and capacity search (inactive otherwise)
+import plugin.hooks  # noqa: F401  options, results, distributed shipping, built-in simulator
+import plugin.prometheus, plugin.server_metrics  # noqa: F401,E401  /metrics for Prometheus; --server-metrics scraping
+from plugin.shape import LLMShape  # noqa: F401  step ramps and capacity search (inactive otherwise)
+import plugin.replay  # noqa: F401  --replay: ends the run once every process sent its share
 import reports.plugin  # noqa: F401  report.html and report.md at the end of every run
-import metrics.health  # noqa: F401  client self-health: CPU, loop lag, token lag; client_bound in summary.json
+import plugin.health  # noqa: F401  client self-health: CPU, loop lag, token lag; client_bound in summary.json
 import webui.plugin  # noqa: F401  the LLM view in the web UI (/llm, LLM tab)
 from users.llm import ConfiguredUser  # noqa: F401

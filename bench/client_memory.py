@@ -1,7 +1,7 @@
 """Does memory stay flat over a long run? RSS of the master and of a worker, sampled as they run.
 
-Records leave a worker as the master acknowledges them (metrics/shipping.py) and the master
-streams them to disk in row groups (metrics/results.py), so neither process should grow with the
+Records leave a worker as the master acknowledges them (plugin/shipping.py) and the master
+streams them to disk in row groups (plugin/results.py), so neither process should grow with the
 number of requests. This benchmark runs a master and one worker against the simulator at a high
 request rate with short replies (default: 50 streams, 16 tokens at 2 ms ITL after a 10 ms TTFT,
 about 1,000 requests/s) for a few minutes, samples the RSS of both every few seconds

@@ -8,9 +8,9 @@ Loaded next to the real locustfile, so the suite runs unchanged:
 Why a listener and not a record column: the record (metrics/record.py) keeps chunk arrival
 times but not the simulator's `sim_t` of each chunk, and per-chunk server times are not in the
 simulator's truth log either. The finisher already holds the parsed stream (metrics.sse.Chunk
-keeps `sim_t`) when it builds the record, off the hot path, so it fires `suite.events.
+keeps `sim_t`) when it builds the record, off the hot path, so it fires `plugin.events.
 stream_parsed(rec, parsed)` when anyone listens; this module listens and keeps two floats per
-chunk. The self-health monitor (metrics/health.py) uses the same event for its token lag. No
+chunk. The self-health monitor (plugin/health.py) uses the same event for its token lag. No
 listener, no cost: the finisher checks for listeners before firing.
 
 The probe also measures its own process: the measurement window starts CLIENT_PROBE_WARMUP
@@ -34,7 +34,7 @@ from locust.runners import MasterRunner, WorkerRunner
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from client_common import cpu_seconds, save  # noqa: E402
 
-from suite import events as llm_events  # noqa: E402
+from plugin import events as llm_events  # noqa: E402
 
 OUT = os.environ.get("CLIENT_PROBE_OUT", "")
 WARMUP = float(os.environ.get("CLIENT_PROBE_WARMUP", "8"))
@@ -110,7 +110,7 @@ if OUT:
         gevent.spawn(probe.measure, environment, time.perf_counter())
 
     @events.test_stop.add_listener
-    def _stop(environment, **_kw):  # after the finisher drained (suite.hooks runs first)
+    def _stop(environment, **_kw):  # after the finisher drained (plugin.hooks runs first)
         probe.save()
 
     @events.quitting.add_listener

@@ -131,7 +131,7 @@ def _default(t: pa.DataType, n: int) -> pa.Array:
 def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=STEP_USERS, slo: str = "ttft.p95<500ms",
               run_id: str | None = None) -> dict:
     """A results folder as the suite writes it: requests.parquet, summary.json, run.json."""
-    from metrics.results import package_versions, write_json
+    from plugin.results import package_versions, write_json
     from metrics.summary import summarize
 
     os.makedirs(folder, exist_ok=True)

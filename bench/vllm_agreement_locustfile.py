@@ -19,7 +19,7 @@ import gevent
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import suite.hooks  # noqa: E402,F401  options, results, event wiring
+import plugin.hooks  # noqa: E402,F401  options, results, event wiring
 from users.llm import LLMUser  # noqa: E402
 
 LIMIT = int(os.environ.get("AGREEMENT_REQUESTS", "100"))

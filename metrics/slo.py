@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suite.options import OptionError, parse_duration
+from core.errors import InputError
+
+from core.durations import parse_duration
 
 METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}
 _EXPR = re.compile(r"^\s*(ttft|tpot|itl|e2e)\.(mean|p\d{1,2}(?:\.\d+)?)\s*<\s*(\S+)\s*$")
@@ -49,23 +51,23 @@ def parse_slo(text: str) -> list[Objective]:
     for part in [p for p in (text or "").split(",") if p.strip()]:
         m = _EXPR.match(part)
         if not m:
-            raise OptionError(
+            raise InputError(
                 f"--slo: cannot read '{part.strip()}'; write METRIC.STAT<THRESHOLD with METRIC one of "
                 "ttft, tpot, itl, e2e and STAT mean or pNN, e.g. 'ttft.p95<5s,tpot.p95<80ms'"
             )
         metric, stat, threshold = m.groups()
         if stat != "mean" and not 0 < float(stat[1:]) < 100:
-            raise OptionError(f"--slo: '{part.strip()}': the percentile must be between 0 and 100")
+            raise InputError(f"--slo: '{part.strip()}': the percentile must be between 0 and 100")
         try:
             seconds = parse_duration("slo", threshold)
-        except OptionError:
-            raise OptionError(f"--slo: '{part.strip()}': threshold '{threshold}' is not a duration; write e.g. 5s or 80ms") from None
+        except InputError:
+            raise InputError(f"--slo: '{part.strip()}': threshold '{threshold}' is not a duration; write e.g. 5s or 80ms") from None
         if seconds <= 0:
-            raise OptionError(f"--slo: '{part.strip()}': the threshold must be above 0")
+            raise InputError(f"--slo: '{part.strip()}': the threshold must be above 0")
         out.append(Objective(metric, stat, seconds, part.strip()))
     keys = [o.key for o in out]
     if len(set(keys)) != len(keys):
-        raise OptionError("--slo: an objective is given twice; give each METRIC.STAT once")
+        raise InputError("--slo: an objective is given twice; give each METRIC.STAT once")
     return out
 
 

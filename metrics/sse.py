@@ -205,7 +205,7 @@ def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
 
 
 def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> None:
-    """Runs once per request after the stream (users/finisher.py), some hundred events per request,
+    """Runs once per request after the stream (plugin/finisher.py), some hundred events per request,
     so the loop is kept flat: one `orjson.loads` and a few dict lookups per event."""
     chunks = out.chunks
     loads = orjson.loads

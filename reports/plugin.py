@@ -1,6 +1,6 @@
 """Builds report.html and report.md at the end of every run (headless, web UI, distributed master).
 
-Imported by locustfile.py. It listens on suite.events.run_finished, which fires on the process
+Imported by locustfile.py. It listens on plugin.events.run_finished, which fires on the process
 that writes results once summary.json is on disk; a failure to build is logged and never touches
 the results (records and summary.json are already written).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from suite import events as llm_events
+from plugin import events as llm_events
 
 log = logging.getLogger("llm.reports")
 

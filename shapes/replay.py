@@ -11,7 +11,7 @@ line `{"trace": {"templates": "templates.jsonl", ...}}`, then one request per li
 header's `templates` file (relative to the trace; default templates.jsonl beside it); `class`
 defaults to "replay"; `max_tokens` to 256.
 
-It is an open loop on one shared clock: the master fixes the start (`llm_run_start`), request i
+It is an open loop on one shared clock (plugin/replay.py ends the run): the master fixes the start (`llm_run_start`), request i
 of the trace (in time order) goes to process i mod N, and is sent at start + 1 s + t x time-scale
 (0.5 = twice as fast), whatever the server does; the user count caps requests in flight
 (`--max-concurrency`, default 512). Records carry `t_intended`, so `summary.json` reports the
@@ -25,24 +25,15 @@ The run ends when every process has sent its last request (the master counts the
 from __future__ import annotations
 
 import json
-import logging
 import os
-import time
 from dataclasses import dataclass
 from functools import lru_cache
-
-import gevent
-from locust import events
 
 from shapes.arrivals import START_DELAY_S
 from workloads import Request, WorkloadError, load_library
 
-log = logging.getLogger("llm")
-
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_CLASS = "replay"
-DONE_MESSAGE = "llm_replay_done"
-DONE_POLL_S = 1.0
 
 
 class TraceError(ValueError):
@@ -187,86 +178,14 @@ class ReplaySchedule:
         self.taken = i + 1
         return self.times[i], self.requests[i]
 
-    def sending(self, environment) -> None:
-        """A request of the share is being sent; after the last one, tell whoever ends the run."""
+    def sending(self) -> bool:
+        """A request of the share is being sent; True once it was the last one."""
         self.sent += 1
-        if self.sent >= len(self.times):
-            self.finished(environment)
+        return self.sent >= len(self.times)
 
-    def finished(self, environment) -> None:
-        """Every request of this process's share was sent (or it had none)."""
+    def mark_reported(self) -> bool:
+        """True the first time the end of this share is reported (it is reported once)."""
         if self.reported:
-            return
+            return False
         self.reported = True
-        opts = environment.parsed_options
-        if getattr(opts, "worker", False):
-            environment.runner.send_message(DONE_MESSAGE, {"sent": self.sent})
-        else:
-            log.info("replay: all %d requests of the trace were sent; the run ends", self.sent)
-            gevent.spawn(end_run, environment)
-
-
-def end_run(environment) -> None:
-    """Stop the run as -t would (headless: quit; web UI: stop and wait for the next start)."""
-    runner = environment.runner
-    if runner is None or runner.state in ("stopping", "stopped", "quitting"):
-        return
-    if getattr(environment.parsed_options, "headless", False):
-        runner.quit()
-    else:
-        runner.stop()
-
-
-# ------------------------------------------------------------------ master: count finished workers
-
-
-@events.init.add_listener
-def _on_init(environment, runner, **_kw) -> None:
-    if getattr(environment.parsed_options, "master", False) and runner is not None:
-        environment.llm_replay_done = set()
-        runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))
-
-
-def _worker_done(environment, msg) -> None:
-    done = environment.llm_replay_done
-    done.add(msg.node_id)
-    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
-    log.info("replay: worker %s sent its last request (%d of %d)", msg.node_id, len(done), expected)
-    if len(done) >= expected:
-        log.info("replay: every worker sent its share of the trace; the run ends")
-        gevent.spawn(end_run, environment)
-
-
-@events.test_start.add_listener
-def _on_test_start(environment, **_kw) -> None:
-    opts = environment.parsed_options
-    if not getattr(opts, "master", False) or not getattr(opts, "replay", ""):
-        return
-    environment.llm_replay_done = set()
-    gevent.spawn(_watch_lost_workers, environment, opts.replay, _time_scale(opts))
-
-
-def _time_scale(opts) -> float:
-    try:
-        return float(getattr(opts, "time_scale", "") or 1.0)
-    except ValueError:
-        return 1.0
-
-
-def _watch_lost_workers(environment, path: str, time_scale: float) -> None:
-    """A worker that died never reports: after the trace's last scheduled time, end the run once
-    every worker still connected has reported."""
-    trace = load_trace(path)
-    end_wall = float(getattr(environment.parsed_options, "llm_run_start", time.time())) + START_DELAY_S \
-        + trace.duration_s * time_scale
-    gevent.sleep(max(0.0, end_wall - time.time()) + DONE_POLL_S)
-    runner = environment.runner
-    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
-    while runner.state not in ("stopping", "stopped", "quitting"):
-        done = len(environment.llm_replay_done)
-        if done and done >= min(expected, runner.worker_count):
-            log.warning("replay: %d of %d workers reported the end of their share; the others are gone",
-                        done, expected)
-            end_run(environment)
-            return
-        gevent.sleep(DONE_POLL_S)
+        return True

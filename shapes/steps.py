@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from suite.options import OptionError
+from core.errors import InputError
 
 
 def parse_steps(text: str) -> list[int]:
@@ -22,7 +22,7 @@ def parse_steps(text: str) -> list[int]:
     if m:
         start, stop, add = map(int, m.groups())
         if add <= 0 or stop < start or start <= 0:
-            raise OptionError(f"--steps: '{text}' must be FROM:TO:ADD with 0 < FROM <= TO and ADD > 0, e.g. 1:160:10")
+            raise InputError(f"--steps: '{text}' must be FROM:TO:ADD with 0 < FROM <= TO and ADD > 0, e.g. 1:160:10")
         levels = list(range(start, stop + 1, add))
         if levels[-1] != stop:
             levels.append(stop)
@@ -30,11 +30,11 @@ def parse_steps(text: str) -> list[int]:
     try:
         levels = [int(x) for x in text.split(",")]
     except ValueError:
-        raise OptionError(f"--steps: '{text}' must be a list of user counts like 5,10,20 or FROM:TO:ADD like 1:160:10") from None
+        raise InputError(f"--steps: '{text}' must be a list of user counts like 5,10,20 or FROM:TO:ADD like 1:160:10") from None
     if any(x <= 0 for x in levels):
-        raise OptionError(f"--steps: '{text}': user counts must be above 0")
+        raise InputError(f"--steps: '{text}': user counts must be above 0")
     if any(b <= a for a, b in zip(levels, levels[1:])):
-        raise OptionError(f"--steps: '{text}' must be strictly increasing, e.g. 5,10,20,50")
+        raise InputError(f"--steps: '{text}' must be strictly increasing, e.g. 5,10,20,50")
     return levels
 
 

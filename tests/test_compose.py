@@ -7,7 +7,7 @@ import re
 import yaml
 from locust import argument_parser
 
-from suite.options import add_arguments
+from plugin.options import add_arguments
 from tests.helpers import ROOT
 
 

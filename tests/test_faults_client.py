@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from metrics.record import ERROR_CLASSES
-from suite.options import RETRYABLE, Settings, Timeouts
+from core.durations import Timeouts
+from plugin.options import RETRYABLE, Settings
 from tests.helpers import LOCUST, ROOT, free_port, read_results, read_truth, run_locust, simulator, start_locust, wait_for_lines
 from users.llm import exchange_class, parse_retry_after, retry_wait
 from users.stream import Exchange, StreamClient

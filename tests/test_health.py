@@ -1,4 +1,4 @@
-"""Client self-health (metrics/health.py): an overloaded worker marks its run client_bound, a light
+"""Client self-health (plugin/health.py): an overloaded worker marks its run client_bound, a light
 run does not.
 
 The overloaded run floods one worker process (master + 1 worker, `--processes 1`) with far more

@@ -1,4 +1,4 @@
-"""suite/locust_fixes.py, checked in a process of its own: the fixes patch Locust's module and the
+"""plugin/locust_fixes.py, checked in a process of its own: the fixes patch Locust's module and the
 hooks register command-line options, neither of which may leak into other tests' parsers."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def counted():
 argument_parser.default_args_dict = counted
 expected = original()
 
-import suite.hooks  # applies suite/locust_fixes.py, as the locustfile does
+import plugin.hooks  # applies plugin/locust_fixes.py, as the locustfile does
 
 assert getattr(argument_parser.default_args_dict, "memoized", False)
 first = argument_parser.default_args_dict()

@@ -1,4 +1,4 @@
-"""Client metrics for Prometheus (metrics/prometheus.py).
+"""Client metrics for Prometheus (plugin/prometheus.py).
 
 Unit tests feed records into the collector; the end-to-end tests run the suite (a local process,
 and a real master with one worker process) against the simulator with --prometheus-port, scrape
@@ -22,7 +22,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from metrics.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics, parse_port
+from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics, parse_port
 from metrics.record import RequestRecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -215,11 +215,11 @@ def test_gauges_without_a_runner_and_with_providers():
 
 
 def test_port_option():
-    from suite.options import OptionError
+    from core.errors import InputError
 
     assert parse_port("0") == 0 and parse_port("9646") == 9646 and parse_port("") == 0
     for bad in ("x", "70000", "-1"):
-        with pytest.raises(OptionError, match="--prometheus-port"):
+        with pytest.raises(InputError, match="--prometheus-port"):
             parse_port(bad)
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from metrics.prometheus import TTFT_BUCKETS
+from plugin.prometheus import TTFT_BUCKETS
 from tests.test_prometheus import NO_PROXY, ROOT, free_port, locust, simulator, tail, wait_exit, wait_for  # noqa: F401 (fixture)
 
 PROMETHEUS = shutil.which("prometheus")

@@ -4,7 +4,7 @@ commands are the ones .ci/run and the tests use."""
 import os
 import re
 
-from suite.options import markdown_table
+from plugin.options import markdown_table
 from tests.helpers import ROOT
 
 
@@ -16,7 +16,7 @@ def readme() -> str:
 def test_options_table_is_generated_from_the_options():
     text = readme()
     table = re.search(r"<!-- options-table:[^>]*-->\n(.*?)\n<!-- end options-table -->", text, re.S).group(1)
-    assert table == markdown_table(), "README options table is stale: regenerate it with `python -m suite.options`"
+    assert table == markdown_table(), "README options table is stale: regenerate it with `python -m plugin.options`"
 
 
 def test_quickstart_is_two_commands_and_ci_runs_the_test_command():

@@ -15,7 +15,8 @@ from locust import argument_parser
 
 from shapes.arrivals import START_DELAY_S
 from shapes.replay import ReplaySchedule, TraceError, load_trace
-from suite.options import OptionError, Settings, add_arguments
+from core.errors import InputError
+from plugin.options import Settings, add_arguments
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
 from tests.test_sessions import CaptureServer
 from workloads.__main__ import main as workloads_cli
@@ -108,7 +109,7 @@ def test_replay_options(tmp_path):
                          (("--time-scale", "2"), "only applies with --replay"),
                          (("--replay", path, "--time-scale", "0"), "--time-scale"),
                          (("--replay", str(tmp_path / "missing.jsonl")), "trace file not found")):
-        with pytest.raises(OptionError) as ei:
+        with pytest.raises(InputError) as ei:
             Settings.from_options(parse(*args))
         assert needle in str(ei.value), (args, str(ei.value))
 

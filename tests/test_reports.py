@@ -368,9 +368,9 @@ def test_rule_fails_when_new_run_has_no_successful_request(tmp_path, capsys):
 
 
 def test_client_bound_warning_and_turns_in_report_and_compare(tmp_path, capsys):
-    """summary.json's client_bound (metrics/health.py) surfaces as a warning in both tools."""
+    """summary.json's client_bound (plugin/health.py) surfaces as a warning in both tools."""
     from bench.report_scale import synth_table, write_run
-    from metrics.results import write_json
+    from plugin.results import write_json
     from reports.build import build
     from reports.compare import run_compare
 

@@ -1,5 +1,5 @@
 """The report in a real browser: headless Chromium opens report.html from disk (file://), with
-its network features off, driven over the DevTools protocol (reports/cdp.py). Every chart must
+its network features off, driven over the DevTools protocol (tests/cdp.py). Every chart must
 have drawn marks, the console must stay free of errors, the page must request nothing but itself,
 and a screenshot is saved next to the test's files.
 
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from reports.cdp import check_report, find_chromium
+from tests.cdp import check_report, find_chromium
 from tests.helpers import run_locust, simulator
 from tests.test_reports import CLASS_CHARTS, DIST_CHARTS, STEP_CHARTS, TIME_CHARTS, _steps_run
 

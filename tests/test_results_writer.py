@@ -15,8 +15,8 @@ from gevent import monkey
 
 import locust  # noqa: F401  patches the standard library like a real run
 from metrics.record import RequestRecord
-from metrics import results
-from metrics.results import ResultsWriter
+from plugin import results
+from plugin.results import ResultsWriter
 
 _real_sleep = monkey.get_original("time", "sleep")
 

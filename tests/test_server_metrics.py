@@ -1,4 +1,4 @@
-"""Server metrics in the results (metrics/server_metrics.py): parsing, aliases, deltas, and a run
+"""Server metrics in the results (plugin/server_metrics.py): parsing, aliases, deltas, and a run
 with --server-metrics against the simulator whose counters must match the client's records."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from metrics.server_metrics import (
+from plugin.server_metrics import (
     FILE_NAME,
     SCHEMA,
     ServerMetricsScraper,
@@ -81,14 +81,14 @@ def test_increase_is_reset_aware():
 
 
 def test_options():
-    from suite.options import OptionError
+    from core.errors import InputError
 
     assert parse_urls(" http://a:1/metrics, http://b:2/metrics ,http://a:1/metrics") == ["http://a:1/metrics", "http://b:2/metrics"]
     assert parse_urls("") == []
-    with pytest.raises(OptionError, match="--server-metrics"):
+    with pytest.raises(InputError, match="--server-metrics"):
         parse_urls("localhost:8000/metrics")
     assert parse_interval("5s") == 5.0 and parse_interval("") == 5.0 and parse_interval("250ms") == 0.25
-    with pytest.raises(OptionError, match="--server-metrics-interval"):
+    with pytest.raises(InputError, match="--server-metrics-interval"):
         parse_interval("10ms")
     assert public_url("http://user:pw@host:9/metrics") == "http://host:9/metrics"
 

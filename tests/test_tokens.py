@@ -10,7 +10,7 @@ import pytest
 from metrics.record import RequestRecord
 from metrics.sse import parse_stream
 from metrics.timing import fill_record
-from suite.context import token_counter
+from plugin.context import token_counter
 from tests.helpers import ROOT, read_results, run_locust, simulator
 from tests.servers.model import build_tokenizer
 from tests.test_sse_reader import END, HEAD, chunked, content, run_script, sse

@@ -307,7 +307,7 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
 def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     from types import SimpleNamespace
 
-    from metrics import server_metrics
+    from plugin import server_metrics
     from webui.plugin import client_health, in_flight, server_gauges
 
     opts = SimpleNamespace(server_metrics="")
@@ -318,7 +318,7 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     assert client_health(env) == {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
     env.llm_health = SimpleNamespace(snapshot=lambda: 1 / 0)
     assert client_health(env)["state"] == "unknown"
-    # metrics.health's board: no state of its own; derived from its workers, samples left out
+    # plugin.health's board: no state of its own; derived from its workers, samples left out
     worker = {"worker": "w0", "index": 0, "bound": False, "contended": False, "reasons": [], "cpu_p95": 40.0,
               "loop_lag_p99_ms": 1.2, "samples": 12, "recent": [{"t": 1.0, "cpu": 40.0}]}  # fmt: skip
     board = {"running": True, "bound": False, "advice": "fine", "workers_needed": 1, "limits": {"cpu_pct": 70.0}, "workers": [worker]}

@@ -1,6 +1,6 @@
 """The LLM view in a real browser: a master with the web UI and one worker against the built-in
 simulator; headless Chromium (Debian's `chromium`, driven over the DevTools protocol by
-reports/cdp.py) fills Locust's start form, starts the run, and reads the LLM view. What the page
+tests/cdp.py) fills Locust's start form, starts the run, and reads the LLM view. What the page
 shows must be what /llm/stats said for the same snapshot, within the page's rounding; the LLM tab
 of Locust's own page likewise; the report link appears when the run stops. A screenshot of the
 view is saved in the test's tmp dir (its path is logged).
@@ -46,7 +46,7 @@ PAGE_VALUES_JS = """(() => ({
 
 
 def _chromium() -> str:
-    from reports.cdp import find_chromium
+    from tests.cdp import find_chromium
 
     path = find_chromium()
     if not path:
@@ -76,7 +76,7 @@ def _until(fn, timeout: float, what: str, logs=()):
 
 
 class Page:
-    """One Chromium tab over CDP (reports.cdp.Browser), with the few verbs this test needs."""
+    """One Chromium tab over CDP (tests.cdp.Browser), with the few verbs this test needs."""
 
     def __init__(self, browser):
         self.b = browser
@@ -157,7 +157,7 @@ def _check_page_against_json(values: dict, data: dict) -> int:
 
 def test_llm_view_in_the_browser(tmp_path):
     chromium = _chromium()
-    from reports.cdp import Browser
+    from tests.cdp import Browser
 
     web, master_port = free_port(), free_port()
     base = f"http://127.0.0.1:{web}"

@@ -1,7 +1,7 @@
 """Virtual users: one closed-loop conversation partner each, on Locust's FastHttpUser.
 
 A user draws a request from the workload, streams it (users/stream.py) and hands what arrived to
-the process's finisher (users/finisher.py), which builds the RequestRecord (metrics/timing.py),
+the process's finisher (plugin/finisher.py), which builds the RequestRecord (metrics/timing.py),
 ships it, and fires Locust events so the live table is useful:
   - one HTTP row per endpoint (request_type POST) carrying end-to-end latency and the failure class;
   - LLM rows `ttft`, `tpot`, `e2e` per request class, logged straight into their stats entries so
@@ -23,7 +23,8 @@ from locust.contrib.fasthttp import FastHttpUser
 
 from metrics.record import RequestRecord
 from metrics.timing import status_class
-from users.finisher import reply_text
+from plugin import replay as replay_run
+from plugin.finisher import reply_text
 from users.stream import Exchange, StreamClient
 from workloads.session import Conversation
 
@@ -92,13 +93,13 @@ class LLMUser(FastHttpUser):
         item = replay.take()
         if item is None:  # this process's share is all taken: the run ends once every process sent its last
             if replay.sent >= len(replay):
-                replay.finished(self.environment)
+                replay_run.share_done(self.environment, replay)
             ctx.stopping.wait(1.0)
             return
         t_intended, request = item
         if ctx.stopping.wait(max(t_intended - time.perf_counter(), 0.0)):
             return
-        replay.sending(self.environment)
+        replay_run.sending(self.environment, replay)
         self.send_request(request, t_intended=t_intended)
 
     def converse(self, first, t_intended: float = float("nan")) -> None:

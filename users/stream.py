@@ -38,7 +38,7 @@ from gevent import socket as gsocket
 from gevent.event import Event
 
 from metrics.sse import dechunk
-from suite.options import Timeouts
+from core.durations import Timeouts
 
 READ_SIZE = 65536  # one read takes everything that has arrived; events are split afterwards
 HEAD_LIMIT = 65536  # a response head longer than this is not HTTP we can use

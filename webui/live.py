@@ -1,7 +1,7 @@
 """Live LLM statistics for the web UI: a sliding window over the exact merged records.
 
 The process that writes results (master, or a local run) hands every record batch that
-`suite.events.rows_recorded` delivers to `LiveWindow.add_rows`. A snapshot takes the records that
+`plugin.events.rows_recorded` delivers to `LiveWindow.add_rows`. A snapshot takes the records that
 *ended* inside the window (default the last 30 s; a record ends at wall_send + e2e_s, or at
 wall_send when it has no e2e) and computes, per request class and overall, the same statistics
 as summary.json with the same code (`metrics.summary.section`, `metrics.slo`): exact numpy

@@ -21,7 +21,7 @@ Locust's own page gets an "LLM" tab (extended_tabs / extended_tables, rows added
 (LLM view, and the report once a run has finished) injected into its index page.
 
 Every 2 s while a run is on (longer when a computation takes long), a greenlet takes the
-records that arrived (suite.events.rows_recorded on this process: every record exactly once),
+records that arrived (plugin.events.rows_recorded on this process: every record exactly once),
 and a worker thread computes the window's statistics (webui.live), so a local run's event loop
 is not held up by pandas. On a master, the window ends at the oldest latest worker report
 ("watermark"), since workers ship records every 3 s: the newest seconds would otherwise look
@@ -45,7 +45,7 @@ from flask import Blueprint, Response, abort, jsonify, redirect, request, send_f
 from locust import events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from suite import events as llm_events
+from plugin import events as llm_events
 from webui.live import WINDOW_S, LiveWindow
 
 log = logging.getLogger("llm.webui")
@@ -281,7 +281,7 @@ def _number(value) -> float | None:
 
 
 def in_flight(env, run, users: int, snap: dict) -> dict:
-    """Requests on the wire: counted by every load process for each run (suite/hooks.py sets
+    """Requests on the wire: counted by every load process for each run (plugin/hooks.py sets
     `environment.llm_in_flight`; workers report theirs every 3 s)."""
     value = _number(getattr(env, "llm_in_flight", None))
     return {"value": value, "source": "counted" if value is not None else "unknown"}
@@ -292,7 +292,7 @@ HEALTH_WORKER_KEYS = ("worker", "index", "bound", "contended", "reasons", "cpu_l
 
 
 def client_health(env) -> dict:
-    """The client-health monitor's live state (`environment.llm_health.snapshot()`, metrics/health.py),
+    """The client-health monitor's live state (`environment.llm_health.snapshot()`, plugin/health.py),
     condensed for the view: {state, bound, advice, workers_needed, limits, workers: [...]}, each
     worker without its recent samples. `state` is the snapshot's own when it has one, else
     "client bound" (a worker passed the accuracy limits), "contended" (late while idle: other
@@ -344,8 +344,8 @@ def server_gauges(env, run) -> dict | None:
 
 
 def _latest_server_values(env, run) -> dict | None:
-    """The run's --server-metrics scraper's newest values (metrics.server_metrics)."""
-    from metrics import server_metrics
+    """The run's --server-metrics scraper's newest values (plugin.server_metrics)."""
+    from plugin import server_metrics
 
     scraper = server_metrics._scrapers.get(run.run_id) if run is not None else None
     return scraper.latest() if scraper is not None else None

@@ -3,7 +3,7 @@
     python deploy/grafana/build_dashboard.py
 
 The JSON is generated so that the queries stay in one readable place; edit here, re-run, commit
-both. Client panels read the suite's metrics (metrics/prometheus.py); server panels read vLLM's
+both. Client panels read the suite's metrics (plugin/prometheus.py); server panels read vLLM's
 names (the simulator exposes the same), and stay empty for servers that do not expose them.
 """
 

@@ -10,7 +10,7 @@ users (each worker, or a local run) watches itself:
   loop lag   how late a greenlet that sleeps 0.1 s wakes up (10 probes a second): the delay every
              read of every stream waits on top of the network
   token lag  with --sim-timestamps: chunk arrival minus the simulator's send time (`sim_t`), for
-             every chunk, taken off the finisher's parsed streams (suite.events.stream_parsed)
+             every chunk, taken off the finisher's parsed streams (plugin.events.stream_parsed)
 
 Each second gives one sample. A limit counts as passed when at least 80 % of the samples of the
 last --health-sustain seconds exceed it (4 of 5 by default): a lone stall does not count, a
@@ -51,8 +51,10 @@ import gevent
 import psutil
 from locust import events
 
-from suite import events as llm_events
-from suite.options import OptionError, parse_duration
+from plugin import events as llm_events
+from core.errors import InputError
+
+from core.durations import parse_duration
 
 log = logging.getLogger("llm.health")
 
@@ -83,9 +85,9 @@ class Limits:
             try:
                 value = float(text)
             except (TypeError, ValueError):
-                raise OptionError(f"--{name}: '{text}' is not a number (percent of one core)") from None
+                raise InputError(f"--{name}: '{text}' is not a number (percent of one core)") from None
             if not 0 < value <= 1000:
-                raise OptionError(f"--{name}: {text} must be above 0 (percent of one core, e.g. 70)")
+                raise InputError(f"--{name}: {text} must be above 0 (percent of one core, e.g. 70)")
             return value
 
         limits = cls(
@@ -96,7 +98,7 @@ class Limits:
             target_cpu_pct=pct("health-target-cpu", getattr(o, "health_target_cpu", 60)),
         )
         if limits.sustain_s < 1:
-            raise OptionError("--health-sustain: must be at least 1s")
+            raise InputError("--health-sustain: must be at least 1s")
         return limits
 
     def to_dict(self) -> dict:
@@ -484,7 +486,7 @@ class HealthBoard:
 
 # --------------------------------------------------------------------------------------- wiring
 def _role(environment) -> str:
-    """From the options (as suite/hooks.py): a worker joining a running test fires test_start
+    """From the options (as plugin/hooks.py): a worker joining a running test fires test_start
     before environment.runner is set."""
     opts = environment.parsed_options
     return "worker" if getattr(opts, "worker", False) else "master" if getattr(opts, "master", False) else "local"
@@ -509,7 +511,7 @@ def _on_init(environment, runner, **_kw) -> None:
         return
     try:  # a wrong limit is a one-line error before any load, like every other option
         Limits.from_options(environment.parsed_options)
-    except OptionError as e:
+    except InputError as e:
         sys.stderr.write(f"error: {e}\n")
         sys.stderr.flush()
         sys.exit(2)
@@ -527,7 +529,7 @@ def _on_test_start(environment, **_kw) -> None:
     opts = environment.parsed_options
     try:
         limits = Limits.from_options(opts)
-    except OptionError as e:
+    except InputError as e:
         log.error("%s", e)
         raise
     if role != "worker" and isinstance(getattr(environment, "llm_health", None), HealthBoard):

@@ -1,6 +1,6 @@
 """Open a report in headless Chromium over the DevTools protocol (stdlib only) and check it rendered.
 
-    python -m reports.cdp results/<run-id>/report.html [--screenshot out.png]
+    python -m tests.cdp results/<run-id>/report.html [--screenshot out.png]
 
 Starts `chromium --headless --remote-debugging-port=0` with no network features, opens the file
 (file://), and returns what the page did: every chart's count of drawn marks and its size, console

@@ -2,7 +2,7 @@
 
 Every option is also a `locust.conf` key (Locust reads the same names) and, where it makes sense,
 a field of the web UI's start form. `Settings.from_options` turns the parsed values into checked,
-typed settings; a mistake is one line naming the option and the fix (`OptionError`), raised
+typed settings; a mistake is one line naming the option and the fix (`InputError`), raised
 before any load starts.
 """
 
@@ -15,20 +15,14 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from core.durations import Timeouts, parse_duration
+from core.errors import InputError
+from metrics.slo import parse_slo
+from shapes.replay import TraceError, load_trace
+from shapes.steps import parse_steps
+
 
 SECRET_OPTIONS = ("api_key",)  # never written to run.json, logs or reports
-
-
-@dataclass(slots=True)
-class Timeouts:
-    connect: float = 10.0
-    first_token: float = 300.0  # headers and first body bytes
-    idle: float = 120.0  # longest gap between reads once the body flows
-    total: float = 900.0
-
-
-class OptionError(ValueError):
-    """A misconfiguration, as one line naming the option and the fix."""
 
 
 # Failure classes a retry may follow: those known from the HTTP exchange alone, before the body is
@@ -69,7 +63,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--arrival", dict(default="poisson", choices=["poisson", "gamma", "constant"], help="Open-loop arrival process")),
     ("--burstiness", dict(default="1.0", help="Gamma shape for --arrival gamma (1 = Poisson, < 1 burstier)")),
     ("--max-concurrency", dict(default="", help="Open loop: most requests in flight (the user count); default 512")),
-    # Observability (metrics/prometheus.py, metrics/server_metrics.py)
+    # Observability (plugin/prometheus.py, plugin/server_metrics.py)
     ("--prometheus-port", dict(default="0", include_in_web_ui=False, help="Serve client LLM metrics for Prometheus at http://HOST:PORT/metrics from the master (or local process); 0 = off")),
     ("--prometheus-host", dict(default="127.0.0.1", include_in_web_ui=False, help="Interface for --prometheus-port; 0.0.0.0 to expose it beyond this machine")),
     ("--prometheus-linger", dict(default="0s", include_in_web_ui=False, help="Keep serving /metrics this long before the process exits, so Prometheus scrapes the final counts")),
@@ -81,7 +75,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--retry-max-wait", dict(default="30s", help="Longest wait before a retry: caps a 429's Retry-After and the backoff (0.5 s, doubling)")),
     ("--cancel-rate", dict(default="0", help="Share of requests (0-1) the client aborts on purpose after --cancel-after, to test the server's abort handling; recorded as cancelled")),
     ("--cancel-after", dict(default="1s", help="How long a request picked by --cancel-rate runs before the client aborts it")),
-    # Client self-health (metrics/health.py): is each load-generating process still accurate?
+    # Client self-health (plugin/health.py): is each load-generating process still accurate?
     ("--health-cpu-limit", dict(default="70", include_in_web_ui=False, help="Self-health: a worker (or local) process above this CPU, % of one core, in 80 % of the seconds of --health-sustain marks the run client_bound")),
     ("--health-loop-lag-limit", dict(default="10ms", include_in_web_ui=False, help="Self-health: event-loop lag p99 (a 0.1 s sleep waking late) above this, sustained while the process is busy, marks the run client_bound")),
     ("--health-token-lag-limit", dict(default="5ms", include_in_web_ui=False, help="Self-health, with --sim-timestamps: p99 of chunk arrival minus the simulator's send time above this, sustained while busy, marks the run client_bound")),
@@ -103,53 +97,26 @@ def add_arguments(parser) -> None:
         parser.add_argument(flag, env_var=env_var(flag), **kwargs)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(option: str, text: str | float) -> float:
-    """'250ms', '1.5s', '10m', '2h' or a plain number of seconds -> seconds (>= 0)."""
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        total, rest = 0.0, str(text).strip()
-        if not rest:
-            raise OptionError(f"--{option}: empty duration; give e.g. 30s, 500ms, 2m")
-        # compound forms like 1h30m
-        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", rest)
-        if parts and "".join(n + u for n, u in parts) == rest.replace(" ", ""):
-            total = sum(float(n) * _UNIT[u] for n, u in parts)
-        else:
-            m = _DURATION.match(rest)
-            if not m:
-                raise OptionError(f"--{option}: '{text}' is not a duration; give e.g. 30s, 500ms, 2m, 1h30m")
-            total = float(m.group(1)) * _UNIT[m.group(2)]
-        value = total
-    if value < 0 or math.isnan(value):
-        raise OptionError(f"--{option}: duration must not be negative; give e.g. 30s")
-    return value
-
-
 def _int(option: str, text, minimum: int = 0) -> int | None:
     if text in ("", None):
         return None
     try:
         value = int(text)
     except (TypeError, ValueError):
-        raise OptionError(f"--{option}: '{text}' is not an integer; give a whole number") from None
+        raise InputError(f"--{option}: '{text}' is not an integer; give a whole number") from None
     if value < minimum:
-        raise OptionError(f"--{option}: {value} is below the minimum {minimum}")
+        raise InputError(f"--{option}: {value} is below the minimum {minimum}")
     return value
 
 
 def check_host(host: str) -> str:
     parts = urlsplit(host)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise OptionError(f"--host: '{host}' needs a scheme and a host name, e.g. http://127.0.0.1:8000")
+        raise InputError(f"--host: '{host}' needs a scheme and a host name, e.g. http://127.0.0.1:8000")
     try:
         parts.port
     except ValueError:
-        raise OptionError(f"--host: '{host}' has an invalid port; give 1-65535, e.g. http://127.0.0.1:8000") from None
+        raise InputError(f"--host: '{host}' has an invalid port; give 1-65535, e.g. http://127.0.0.1:8000") from None
     return host.rstrip("/")
 
 
@@ -196,9 +163,9 @@ class Settings:
             try:
                 extra = json.loads(o.extra_body)
             except json.JSONDecodeError as e:
-                raise OptionError(f"--extra-body: not valid JSON ({e.msg} at column {e.colno}); give a JSON object like '{{\"top_k\": 1}}'") from None
+                raise InputError(f"--extra-body: not valid JSON ({e.msg} at column {e.colno}); give a JSON object like '{{\"top_k\": 1}}'") from None
             if not isinstance(extra, dict):
-                raise OptionError("--extra-body: must be a JSON object like '{\"top_k\": 1}'")
+                raise InputError("--extra-body: must be a JSON object like '{\"top_k\": 1}'")
         timeouts = Timeouts(
             connect=parse_duration("timeout-connect", o.timeout_connect),
             first_token=parse_duration("timeout-first-token", o.timeout_first_token),
@@ -207,12 +174,12 @@ class Settings:
         )
         for name in ("connect", "first_token", "idle", "total"):
             if getattr(timeouts, name) <= 0:
-                raise OptionError(f"--timeout-{name.replace('_', '-')}: must be above 0")
+                raise InputError(f"--timeout-{name.replace('_', '-')}: must be above 0")
         if o.tokenizer and _looks_like_path(o.tokenizer) and not os.path.exists(os.path.expanduser(o.tokenizer)):
-            raise OptionError(f"--tokenizer: '{o.tokenizer}' does not exist; give a local tokenizer folder (or a hub name like org/name)")
+            raise InputError(f"--tokenizer: '{o.tokenizer}' does not exist; give a local tokenizer folder (or a hub name like org/name)")
         run_id = o.run_id or ""
         if run_id and not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
-            raise OptionError(f"--run-id: '{run_id}' may only hold letters, digits, '.', '_' and '-'")
+            raise InputError(f"--run-id: '{run_id}' may only hold letters, digits, '.', '_' and '-'")
         return cls(
             endpoint=o.endpoint,
             model=o.model or "",
@@ -257,36 +224,33 @@ def _float(option: str, text, minimum: float = 0.0, exclusive: bool = True) -> f
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise OptionError(f"--{option}: '{text}' is not a number") from None
+        raise InputError(f"--{option}: '{text}' is not a number") from None
     if value < minimum or (exclusive and value == minimum) or math.isnan(value) or math.isinf(value):
-        raise OptionError(f"--{option}: {text} must be above {minimum:g}")
+        raise InputError(f"--{option}: {text} must be above {minimum:g}")
     return value
 
 
 def _load_model(o) -> dict:
     """Step, open-loop and SLO options, checked together (they constrain each other)."""
-    from metrics.slo import parse_slo
-    from shapes.steps import parse_steps
-
     steps = parse_steps(o.steps)
     step_time = parse_duration("step-time", o.step_time)
     step_warmup = parse_duration("step-warmup", o.step_warmup)
     if step_time <= 0:
-        raise OptionError("--step-time: must be above 0, e.g. 60s")
+        raise InputError("--step-time: must be above 0, e.g. 60s")
     if (steps or o.find_capacity) and step_warmup >= step_time:
-        raise OptionError(f"--step-warmup: {step_warmup:g}s must be shorter than --step-time {step_time:g}s")
+        raise InputError(f"--step-warmup: {step_warmup:g}s must be shorter than --step-time {step_time:g}s")
     slo = parse_slo(o.slo)
     if o.find_capacity and not slo:
-        raise OptionError("--find-capacity: needs --slo, e.g. --slo 'ttft.p95<5s'")
+        raise InputError("--find-capacity: needs --slo, e.g. --slo 'ttft.p95<5s'")
     rate = _float("request-rate", o.request_rate)
     if rate is not None and steps:
-        raise OptionError("--request-rate: cannot be combined with --steps (closed-loop user steps); pick one")
+        raise InputError("--request-rate: cannot be combined with --steps (closed-loop user steps); pick one")
     replay, time_scale = _replay(o, rate, steps)
     if replay:
         rate = replay[1]  # open loop at the trace's mean rate: window, user count and summary as for --request-rate
     max_conc = _int("max-concurrency", o.max_concurrency, 1)
     if max_conc is not None and rate is None:
-        raise OptionError("--max-concurrency: only applies with --request-rate or --replay (open loop); in a closed loop use -u")
+        raise InputError("--max-concurrency: only applies with --request-rate or --replay (open loop); in a closed loop use -u")
     return dict(
         steps=steps, step_time_s=step_time, step_warmup_s=step_warmup, slo=slo,
         find_capacity=bool(o.find_capacity), request_rate=rate, arrival=o.arrival,
@@ -302,18 +266,16 @@ def _replay(o, rate, steps) -> tuple[tuple[str, float] | None, float]:
     scale = _float("time-scale", scale_text) if scale_text else 1.0
     if not path:
         if scale_text:
-            raise OptionError("--time-scale: only applies with --replay")
+            raise InputError("--time-scale: only applies with --replay")
         return None, 1.0
     if rate is not None:
-        raise OptionError("--replay: the trace sets the send times; drop --request-rate")
+        raise InputError("--replay: the trace sets the send times; drop --request-rate")
     if steps or getattr(o, "find_capacity", False):
-        raise OptionError("--replay: cannot be combined with --steps or --find-capacity; the trace is the load")
-    from shapes.replay import TraceError, load_trace
-
+        raise InputError("--replay: cannot be combined with --steps or --find-capacity; the trace is the load")
     try:
         trace = load_trace(path)
     except TraceError as e:
-        raise OptionError(f"--replay: {e}") from None
+        raise InputError(f"--replay: {e}") from None
     return (path, trace.rate(scale)), scale
 
 
@@ -327,17 +289,17 @@ def _failures(o) -> dict:
     retry_on = tuple(c.strip() for c in str(getattr(o, "retry_on", "") or "").split(",") if c.strip())
     for name in retry_on:
         if name not in RETRYABLE:
-            raise OptionError(f"--retry-on: '{name}' is not a retryable failure class; choose from {', '.join(RETRYABLE)}")
+            raise InputError(f"--retry-on: '{name}' is not a retryable failure class; choose from {', '.join(RETRYABLE)}")
     if retry and not retry_on:
-        raise OptionError("--retry-on: empty while --retry is on; name the failure classes to retry, e.g. http_429,http_5xx")
+        raise InputError("--retry-on: empty while --retry is on; name the failure classes to retry, e.g. http_429,http_5xx")
     max_wait = parse_duration("retry-max-wait", getattr(o, "retry_max_wait", "30s"))
     text = getattr(o, "cancel_rate", "0")
     rate = 0.0 if text in ("", None) else _float("cancel-rate", text, 0.0, exclusive=False)
     if rate > 1:
-        raise OptionError(f"--cancel-rate: {text} is a share of requests; give a number from 0 to 1, e.g. 0.1")
+        raise InputError(f"--cancel-rate: {text} is a share of requests; give a number from 0 to 1, e.g. 0.1")
     cancel_after = parse_duration("cancel-after", getattr(o, "cancel_after", "1s"))
     if rate and cancel_after <= 0:
-        raise OptionError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
+        raise InputError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
     return dict(retry=retry, retry_on=retry_on, retry_max_wait_s=max_wait, cancel_rate=rate, cancel_after_s=cancel_after)
 
 

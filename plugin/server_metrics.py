@@ -49,8 +49,11 @@ from locust import events
 from locust.runners import WorkerRunner
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.durations import parse_duration
+from core.errors import InputError
 from metrics.record import FIELD_NAMES
-from suite import events as llm_events
+from plugin import events as llm_events
+from plugin.hooks import fail
 
 log = logging.getLogger("llm.server_metrics")
 
@@ -106,22 +109,21 @@ def public_url(url: str) -> str:
 
 
 def parse_urls(text: str) -> list[str]:
-    from suite.options import OptionError
 
     urls = [u.strip() for u in (text or "").split(",") if u.strip()]
     for url in urls:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise OptionError(f"--server-metrics: '{public_url(url)}' needs a scheme and a host, e.g. http://127.0.0.1:8000/metrics")
+            raise InputError(f"--server-metrics: '{public_url(url)}' needs a scheme and a host, e.g. http://127.0.0.1:8000/metrics")
     return list(dict.fromkeys(urls))
 
 
 def parse_interval(text) -> float:
-    from suite.options import OptionError, parse_duration
+
 
     value = parse_duration("server-metrics-interval", text if text not in (None, "") else "5s")
     if value < 0.1:
-        raise OptionError("--server-metrics-interval: must be at least 100ms, e.g. 5s")
+        raise InputError("--server-metrics-interval: must be at least 100ms, e.g. 5s")
     return value
 
 
@@ -322,14 +324,12 @@ def _on_init(environment, runner, **_kw) -> None:
     """Check the options early (a headless run fails before any load on a typo)."""
     if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
         return
-    from suite.hooks import fail
-    from suite.options import OptionError
 
     opts = environment.parsed_options
     try:
         parse_urls(getattr(opts, "server_metrics", ""))
         parse_interval(getattr(opts, "server_metrics_interval", "5s"))
-    except OptionError as e:
+    except InputError as e:
         fail(str(e))
 
 
@@ -339,7 +339,7 @@ def _on_run_started(run, **_kw) -> None:
     try:
         urls = parse_urls(getattr(opts, "server_metrics", ""))
         interval = parse_interval(getattr(opts, "server_metrics_interval", "5s"))
-    except ValueError as e:  # OptionError; in the web UI the form's values arrive here first
+    except ValueError as e:  # InputError; in the web UI the form's values arrive here first
         log.error("%s; server metrics are off for this run", e)
         return
     if not urls:

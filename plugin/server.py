@@ -9,7 +9,10 @@ import orjson
 from gevent import socket as gsocket
 from geventhttpclient import HTTPClient
 
-from suite.options import OptionError, Settings
+from core.errors import InputError
+
+
+from plugin.options import Settings
 
 
 def resolve_model(host: str, settings: Settings) -> str:
@@ -25,18 +28,18 @@ def resolve_model(host: str, settings: Settings) -> str:
         resp = client.get(url, headers=headers)
         status, body = resp.status_code, resp.read()
     except OSError as e:
-        raise OptionError(f"--host: cannot reach {host} ({type(e).__name__}: {e}); check the address and that the server is up") from None
+        raise InputError(f"--host: cannot reach {host} ({type(e).__name__}: {e}); check the address and that the server is up") from None
     except Exception as e:  # noqa: BLE001 - HTTP parse errors
-        raise OptionError(f"--host: {host} did not answer GET {url} ({type(e).__name__}); check the address") from None
+        raise InputError(f"--host: {host} did not answer GET {url} ({type(e).__name__}); check the address") from None
     finally:
         client.close()
     if status != 200:
-        raise OptionError(f"--model: not given, and GET {url} answered HTTP {status}; pass --model NAME")
+        raise InputError(f"--model: not given, and GET {url} answered HTTP {status}; pass --model NAME")
     try:
         models = orjson.loads(body)["data"]
         return str(models[0]["id"])
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        raise OptionError(f"--model: not given, and GET {url} listed no model; pass --model NAME") from None
+        raise InputError(f"--model: not given, and GET {url} listed no model; pass --model NAME") from None
 
 
 def check_reachable(host: str, timeout: float) -> None:
@@ -53,4 +56,4 @@ def check_reachable(host: str, timeout: float) -> None:
     else:
         return
     shown = f"[{address[0]}]:{address[1]}" if ":" in address[0] else f"{address[0]}:{address[1]}"
-    raise OptionError(f"--host: cannot connect to {shown} ({problem}); check the address and that the server is up")
+    raise InputError(f"--host: cannot connect to {shown} ({problem}); check the address and that the server is up")

@@ -59,8 +59,11 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 
+from core.durations import parse_duration
+from core.errors import InputError
 from metrics.record import ERROR_CLASSES, FIELD_NAMES
-from suite import events as llm_events
+from plugin import events as llm_events
+from plugin.hooks import fail
 
 log = logging.getLogger("llm.prometheus")
 
@@ -242,7 +245,7 @@ def _number(value) -> float | None:
 
 
 def _in_flight(env, users: float) -> float:
-    """`environment.llm_in_flight` (set for each run by suite/hooks.py: sends minus ends, from every
+    """`environment.llm_in_flight` (set for each run by plugin/hooks.py: sends minus ends, from every
     load process); before a run starts, one per user."""
     value = _number(getattr(env, "llm_in_flight", None)) if env is not None else None
     return users if value is None else value
@@ -291,14 +294,13 @@ class MetricsServer:
 
 
 def parse_port(value) -> int:
-    from suite.options import OptionError
 
     try:
         port = int(str(value).strip() or 0)
     except ValueError:
-        raise OptionError(f"--prometheus-port: '{value}' is not a port number; give e.g. 9646 (0 = off)") from None
+        raise InputError(f"--prometheus-port: '{value}' is not a port number; give e.g. 9646 (0 = off)") from None
     if not 0 <= port <= 65535:
-        raise OptionError(f"--prometheus-port: {port} is not a port number (1-65535, 0 = off)")
+        raise InputError(f"--prometheus-port: {port} is not a port number (1-65535, 0 = off)")
     return port
 
 
@@ -316,14 +318,13 @@ def _on_init(environment, runner, **_kw) -> None:
     global _server, _linger_s
     if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
         return
-    from suite.hooks import fail
-    from suite.options import OptionError, parse_duration
+
 
     opts = environment.parsed_options
     try:
         port = parse_port(getattr(opts, "prometheus_port", 0))
         _linger_s = parse_duration("prometheus-linger", getattr(opts, "prometheus_linger", "0s") or "0s")
-    except OptionError as e:
+    except InputError as e:
         fail(str(e))
     if not port:
         return

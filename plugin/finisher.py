@@ -18,7 +18,7 @@ from gevent.event import Event
 from metrics.record import RequestRecord
 from metrics.sse import parse_reads, parse_response
 from metrics.timing import fill_record
-from suite import events as llm_events
+from plugin import events as llm_events
 from users.stream import CHUNKED, Exchange
 
 _parsed_hook = llm_events.stream_parsed

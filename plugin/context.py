@@ -18,7 +18,8 @@ from gevent.event import Event
 
 from shapes.arrivals import ArrivalSchedule
 from shapes.replay import ReplaySchedule, load_trace
-from suite.options import OptionError, Settings
+from core.errors import InputError
+from plugin.options import Settings
 from workloads import Sampler, WorkloadError, load_spec
 
 log = logging.getLogger("llm")
@@ -32,7 +33,7 @@ def token_counter(tokenizer: str):
     try:
         tok = AutoTokenizer.from_pretrained(tokenizer)
     except Exception as e:  # noqa: BLE001 - any loading failure is a configuration mistake
-        raise OptionError(f"--tokenizer: cannot load '{tokenizer}' ({type(e).__name__}); give a local tokenizer folder") from None
+        raise InputError(f"--tokenizer: cannot load '{tokenizer}' ({type(e).__name__}); give a local tokenizer folder") from None
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 
 
@@ -40,7 +41,7 @@ def load_workload(settings: Settings):
     try:
         return load_spec(settings.workload)
     except WorkloadError as e:
-        raise OptionError(f"--workload: {e}") from None
+        raise InputError(f"--workload: {e}") from None
 
 
 class RunContext:

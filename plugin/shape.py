@@ -1,6 +1,6 @@
 """The locustfile's load shape: a step ramp (--steps) or a capacity search (--find-capacity).
 
-Locust runs a shape class whenever the locustfile has one; suite/hooks.py removes it at init for
+Locust runs a shape class whenever the locustfile has one; plugin/hooks.py removes it at init for
 plain runs (-u/-r/-t, and open loop), so those keep Locust's usual behaviour.
 """
 

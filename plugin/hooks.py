@@ -18,18 +18,19 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner
 
-from metrics.results import ResultsWriter, new_run_id
-from metrics.shipping import LocalSink, MasterCollector, WorkerShipper
+from plugin.results import ResultsWriter, new_run_id
+from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
 from shapes.arrivals import START_DELAY_S
 from shapes.capacity import CapacitySearch
 from shapes.steps import StepPlan
-from suite import events as llm_events
-from suite.context import RunContext, load_workload, token_counter
-from suite.embedded import EmbeddedSimulator
-from suite.locust_fixes import memoize_default_args
-from suite.options import OptionError, Settings, add_arguments, check_host, public_options
-from suite.server import check_reachable, resolve_model
-from users.finisher import Finisher
+from plugin import events as llm_events
+from plugin.context import RunContext, load_workload, token_counter
+from plugin.embedded import EmbeddedSimulator
+from plugin.locust_fixes import memoize_default_args
+from core.errors import InputError
+from plugin.options import Settings, add_arguments, check_host, public_options
+from plugin.server import check_reachable, resolve_model
+from plugin.finisher import Finisher
 
 log = logging.getLogger("llm")
 memoize_default_args()  # before the first spawn message reaches a worker
@@ -165,7 +166,7 @@ def _on_init(environment, runner, **_kw) -> None:
         if not settings.model and environment.parsed_options.headless:
             environment.parsed_options.model = resolve_model(environment.host, settings)
         _choose_load_model(environment, settings)
-    except OptionError as e:
+    except InputError as e:
         fail(str(e))
     except RuntimeError as e:
         fail(f"--sim-profile: the built-in simulator did not start: {e}")
@@ -181,7 +182,7 @@ def _check_reachable(environment, settings: Settings) -> None:
     host can still be changed in the start form."""
     try:
         check_reachable(environment.host, settings.timeouts.connect)
-    except OptionError as e:
+    except InputError as e:
         if environment.parsed_options.headless:
             raise
         log.warning("%s (the web UI starts anyway)", e)
@@ -224,7 +225,7 @@ def _on_test_start(environment, **_kw) -> None:
         if role != "worker" and not settings.model:
             opts.model = resolve_model(environment.host, settings)
             settings.model = opts.model
-    except OptionError as e:
+    except InputError as e:
         log.error("%s", e)
         raise
     if role == "worker":
