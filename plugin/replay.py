@@ -1,0 +1,105 @@
+"""Trace replay in a Locust run: each process sends its share of the trace (shapes/replay.py), says
+when it sent its last request, and the run ends once every process has.
+
+The master counts the workers that finished; a worker that died never reports, so after the
+trace's last scheduled time the master ends the run once every worker still connected has.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import gevent
+from locust import events
+
+from shapes.arrivals import START_DELAY_S
+from shapes.replay import ReplaySchedule, load_trace
+
+log = logging.getLogger("llm")
+
+DONE_MESSAGE = "llm_replay_done"
+DONE_POLL_S = 1.0
+
+
+def sending(environment, schedule: ReplaySchedule) -> None:
+    """A request of this process's share is being sent; after the last one, report the end."""
+    if schedule.sending():
+        share_done(environment, schedule)
+
+
+def share_done(environment, schedule: ReplaySchedule) -> None:
+    """Every request of this process's share was sent (or it had none)."""
+    if not schedule.mark_reported():
+        return
+    if getattr(environment.parsed_options, "worker", False):
+        environment.runner.send_message(DONE_MESSAGE, {"sent": schedule.sent})
+    else:
+        log.info("replay: all %d requests of the trace were sent; the run ends", schedule.sent)
+        gevent.spawn(end_run, environment)
+
+
+def end_run(environment) -> None:
+    """Stop the run as -t would (headless: quit; web UI: stop and wait for the next start)."""
+    runner = environment.runner
+    if runner is None or runner.state in ("stopping", "stopped", "quitting"):
+        return
+    if getattr(environment.parsed_options, "headless", False):
+        runner.quit()
+    else:
+        runner.stop()
+
+
+# ------------------------------------------------------------------ master: count finished workers
+
+
+@events.init.add_listener
+def _on_init(environment, runner, **_kw) -> None:
+    if getattr(environment.parsed_options, "master", False) and runner is not None:
+        environment.llm_replay_done = set()
+        runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))
+
+
+def _worker_done(environment, msg) -> None:
+    done = environment.llm_replay_done
+    done.add(msg.node_id)
+    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
+    log.info("replay: worker %s sent its last request (%d of %d)", msg.node_id, len(done), expected)
+    if len(done) >= expected:
+        log.info("replay: every worker sent its share of the trace; the run ends")
+        gevent.spawn(end_run, environment)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    opts = environment.parsed_options
+    if not getattr(opts, "master", False) or not getattr(opts, "replay", ""):
+        return
+    environment.llm_replay_done = set()
+    gevent.spawn(_watch_lost_workers, environment, opts.replay, _time_scale(opts))
+
+
+def _time_scale(opts) -> float:
+    try:
+        return float(getattr(opts, "time_scale", "") or 1.0)
+    except ValueError:
+        return 1.0
+
+
+def _watch_lost_workers(environment, path: str, time_scale: float) -> None:
+    """A worker that died never reports: after the trace's last scheduled time, end the run once
+    every worker still connected has reported."""
+    trace = load_trace(path)
+    end_wall = float(getattr(environment.parsed_options, "llm_run_start", time.time())) + START_DELAY_S \
+        + trace.duration_s * time_scale
+    gevent.sleep(max(0.0, end_wall - time.time()) + DONE_POLL_S)
+    runner = environment.runner
+    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
+    while runner.state not in ("stopping", "stopped", "quitting"):
+        done = len(environment.llm_replay_done)
+        if done and done >= min(expected, runner.worker_count):
+            log.warning("replay: %d of %d workers reported the end of their share; the others are gone",
+                        done, expected)
+            end_run(environment)
+            return
+        gevent.sleep(DONE_POLL_S)
