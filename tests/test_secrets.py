@@ -231,8 +231,8 @@ def test_web_ui_never_shows_the_key(tmp_path):
 
 
 def readme_login_locustfile() -> str:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        text = f.read().split("## Security", 1)[1]
+    with open(os.path.join(ROOT, "docs", "security.md"), encoding="utf-8") as f:
+        text = f.read().split("## The web UI", 1)[1]
     return re.search(r"```python\n(# login_locustfile\.py.*?)```", text, re.S).group(1)
 
 
@@ -242,7 +242,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def test_readme_login_locustfile_protects_the_web_ui(tmp_path):
-    """The README's --web-login locustfile: without a session every page, the LLM view included,
+    """docs/security.md's --web-login locustfile: without a session every page, the LLM view included,
     sends to the login page; wrong credentials are refused; right ones open it."""
     path = tmp_path / "login_locustfile.py"
     path.write_text(readme_login_locustfile())
