@@ -7,17 +7,10 @@ With ``--tokenizer PATH`` the prompt is counted with
 completions ``prompt`` is encoded as is; for chat, every message's text
 content is encoded and summed, plus the per-message overhead below.
 
-Without a tokenizer the count is an estimate, computed in one place,
-:func:`estimate_tokens`:
-
-* every CJK character (CJK Unified Ideographs and extension A, compatibility
-  ideographs, kana, hangul, CJK punctuation and full-width forms) counts
-  1 token;
-* all other characters count 1 token per 4 characters, rounded up;
-* a non-empty text counts at least 1 token.
-
-For chat requests each message adds ``CHAT_TOKENS_PER_MESSAGE`` (= 4) tokens
-of template overhead (role markers, separators), whatever the tokenizer.
+Without a tokenizer the count is the estimate of :mod:`core.text`
+(:func:`estimate_tokens`: one token per CJK character, one per four other characters).  For chat
+requests each message adds ``CHAT_TOKENS_PER_MESSAGE`` (= 4) tokens of template overhead (role
+markers, separators), whatever the tokenizer.
 
 Output tokens
 -------------
@@ -28,44 +21,12 @@ assembled by concatenation.
 """
 from __future__ import annotations
 
-import math
 import os
-import re
 
-CHAT_TOKENS_PER_MESSAGE = 4
+from core.text import CHAT_TOKENS_PER_MESSAGE, content_text, estimate_tokens
 
-# CJK ranges counted one token per character.
-_CJK_RE = re.compile(
-    "[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3130-\u318f"
-    "\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-    "\uff00-\uffef]"
-)
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimated token count of ``text`` (see module docstring)."""
-    if not text:
-        return 0
-    cjk = len(_CJK_RE.findall(text))
-    other = len(text) - cjk
-    return max(1, cjk + math.ceil(other / 4))
-
-
-def _message_text(content) -> str:
-    """Text of a chat message content (string or list of content parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for p in content:
-            if isinstance(p, dict) and isinstance(p.get("text"), str):
-                parts.append(p["text"])
-            elif isinstance(p, str):
-                parts.append(p)
-        return "".join(parts)
-    return str(content)
+__all__ = ["CHAT_TOKENS_PER_MESSAGE", "estimate_tokens", "PromptCounter", "VOCAB", "VOCAB_BYTES", "VOCAB_SIZE",
+           "token_text", "token_bytes"]  # the first two live in core.text (shared with the log importer)
 
 
 class PromptCounter:
@@ -102,7 +63,7 @@ class PromptCounter:
         total = 0
         for m in messages:
             if isinstance(m, dict):
-                total += self.count_text(_message_text(m.get("content")))
+                total += self.count_text(content_text(m.get("content")) or "")
             total += CHAT_TOKENS_PER_MESSAGE
         return max(1, total)
 
