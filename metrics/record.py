@@ -16,7 +16,7 @@ import pyarrow as pa
 
 NAN = math.nan
 
-# Failure classes. A request is "ok" only if none applies (DESIGN.md section 2).
+# Failure classes. A request is "ok" only if none applies (README.md, "Metric definitions").
 ERROR_CLASSES = (
     "http_429",  # rate limited
     "http_4xx",  # any other 4xx

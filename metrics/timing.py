@@ -1,7 +1,7 @@
 """The metric definitions: chunk arrival times -> TTFT, TPOT, ITL, E2E, output tokens.
 
 This is the one place that turns what a stream delivered into the numbers the suite reports
-(DESIGN.md section 2, README "Metric definitions"). Users fill a RequestRecord with it;
+(README "Metric definitions"). Users fill a RequestRecord with it;
 summaries and reports only aggregate the record fields it sets.
 """
 

@@ -1,7 +1,8 @@
 """Per-process run state that virtual users read: settings, sampler, tokenizer, model, record sink.
 
-Built at `test_start` (on a worker that is when the master's option values arrive, FIELD_NOTES 7),
-once per process and per run, never at import: `--processes` forks after import (FIELD_NOTES 11).
+Built at `test_start` (on a worker that is when the master's option values arrive: Locust sends them only in
+its spawn message), once per process and per run, never at import: `--processes` forks after
+the locustfile is imported, which would copy anything built there into every process.
 """
 
 from __future__ import annotations

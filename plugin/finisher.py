@@ -119,7 +119,7 @@ def fire_events(env, path: str, rec: RequestRecord, length: int) -> None:
         request_type="POST", name=path, response_time=e2e_ms, response_length=length,
         exception=exc, context={"request_class": rec.request_class},
     )  # fmt: skip
-    if rec.ok:  # straight into the entries: LLM rows stay out of "Aggregated" (FIELD_NOTES 4)
+    if rec.ok:  # straight into the entries: a request event would count LLM rows in "Aggregated" too
         stats = env.stats
         stats.get(rec.request_class, "ttft").log(rec.ttft_s * 1000, 0)
         stats.get(rec.request_class, "e2e").log(e2e_ms, 0)

@@ -3,7 +3,7 @@
 A Python client that runs out of CPU does not slow down evenly: its timings stay within
 milliseconds up to about 70 % of a core, then jump to hundreds of milliseconds while mean TPOT
 still looks right (bench/RESULTS.md "Client speed"). Locust's own warning comes at 90 % CPU,
-sampled every 10 s, and never changes the result (FIELD_NOTES 10). So every process that runs
+sampled every 10 s, and never changes the result. So every process that runs
 users (each worker, or a local run) watches itself:
 
   cpu        its own CPU, % of one core (psutil, every second)

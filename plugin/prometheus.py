@@ -28,7 +28,7 @@ Metrics (label `request_class` always; `step` only on records of a step shape, s
                                        "local" in a local run), from Locust's heartbeats
   llm_master_cpu_percent    gauge      CPU of the master process (distributed runs)
 
-The definitions are those of summary.json (DESIGN.md section 2); only the successful requests
+The definitions are those of summary.json (README "Metric definitions"); only the successful requests
 enter the latency histograms, as in the summary. No option value (and never the API key) is
 ever a label value: labels are request classes, steps, outcomes and worker indexes only.
 

@@ -11,8 +11,9 @@ The end of a run is a drain. The master, when the run begins to stop, asks every
 starting requests (`llm_drain`); the worker stops its users the Locust way (in-flight streams may
 finish within --stop-timeout, then are cut and recorded as `stopped`) and sends its last batches
 and its batch count (`llm_final`). The master waits for every live worker's final message, checks
-that no sequence number is missing, and only then lets the run end. Locust's own quit waits 0.5 s
-and loses records (FIELD_NOTES 6); this does not.
+that no sequence number is missing, and only then lets the run end. Locust's own quit waits only 0.5 s
+for the workers' last reports (while the workers first wait --stop-timeout) and loses records;
+this does not.
 """
 
 from __future__ import annotations

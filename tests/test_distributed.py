@@ -88,7 +88,8 @@ def test_percentiles_are_computed_from_the_merged_records(two_workers):
 
 def test_drain_keeps_streams_in_flight_at_the_end(tmp_path):
     """Long streams (40 tokens x 0.2 s) are in flight when the run time ends; the drain waits for
-    them. Locust's own quit would give up after 0.5 s and lose them (FIELD_NOTES 6)."""
+    them. Locust's own quit would give up after 0.5 s and lose them (the master waits only 0.5 s
+    for the workers' final reports)."""
     truth = str(tmp_path / "truth.jsonl")
     profile = tmp_path / "slow.yaml"
     profile.write_text("kind: fixed\nttft_s: 0.1\nitl_s: 0.2\n")

@@ -5,7 +5,8 @@ the process's finisher (plugin/finisher.py), which builds the RequestRecord (met
 ships it, and fires Locust events so the live table is useful:
   - one HTTP row per endpoint (request_type POST) carrying end-to-end latency and the failure class;
   - LLM rows `ttft`, `tpot`, `e2e` per request class, logged straight into their stats entries so
-    they stay out of the "Aggregated" row (FIELD_NOTES 4).
+    they stay out of the "Aggregated" row (a request event would count them in the total too,
+    multiplying the shown requests/s).
 Locust's rounded statistics are for the live view only; results come from the records.
 """
 

@@ -1,7 +1,8 @@
 """The streaming hot path: send one request, stamp every socket read, nothing else.
 
 Locust's `FastResponse.iter_lines()`/`iter_content(n)` block until n bytes are buffered, which
-batches SSE events and distorts TTFT and ITL (FIELD_NOTES 1). This module is a small HTTP/1.1
+batches SSE events and distorts TTFT and ITL (measured: TTFT 250 ms for a true 200 ms, 12
+distinct arrival times for 64 tokens). This module is a small HTTP/1.1
 client of its own, built for one thing: timing a streamed body exactly and cheaply.
 
   request    one `sendall` of head and body on a kept-alive connection (TCP_NODELAY), right
