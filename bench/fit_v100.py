@@ -3,7 +3,7 @@
 Runs the engine's virtual-time closed loop (``simulator.virtual``: the
 suite's default mix, no think time, the same step arithmetic as the real
 server) at 5, 10, 20, 50, 80, 120 and 160 users and prints a table next to
-the published 8xV100 measurement (/work/shared/REFERENCE_MEASUREMENTS.md),
+the published 8xV100 measurement (docs/reference-scenario.md; `PUBLISHED` below),
 with a +-25 % verdict on the fitted figures:
 
 * 5 users: mean TTFT 385 ms, ~55 output tokens/s per stream;
@@ -15,7 +15,7 @@ over requests; total tokens/s = (prompt + output tokens of requests finished
 in the window) / window.  The published E2E at high load contradicts its own
 throughput (Little's law), so E2E is shown but not fitted.
 
-    /work/venv/bin/python bench/fit_v100.py [--profile v100-7b-tp8] [--duration 900] [--seeds 3]
+    python bench/fit_v100.py [--profile v100-7b-tp8] [--duration 900] [--seeds 3]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The reference scenario end to end: the suite's step ramp against the built-in simulator's
 `v100-7b-tp8` profile, compared with the published 8xV100 measurement
-(../shared/REFERENCE_MEASUREMENTS.md), plus a capacity search for "P95 TTFT < 5 s".
+(docs/reference-scenario.md), plus a capacity search for "P95 TTFT < 5 s".
 
     python bench/reference_scenario.py                      # full: 60 s steps, ~10 min
     python bench/reference_scenario.py --step-time 30s      # quicker, noisier

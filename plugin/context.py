@@ -1,8 +1,8 @@
 """Per-process run state that virtual users read: settings, sampler, tokenizer, model, record sink.
 
-Built at `test_start` (on a worker that is when the master's option values arrive: Locust sends them only in
-its spawn message), once per process and per run, never at import: `--processes` forks after
-the locustfile is imported, which would copy anything built there into every process.
+Built at `test_start` (on a worker that is when the master's option values arrive: Locust sends
+them only in its spawn message), once per process and per run, never at import: `--processes`
+forks after the locustfile is imported, which would copy anything built there into every process.
 """
 
 from __future__ import annotations
