@@ -1,6 +1,6 @@
 """Records -> summary.json: exact percentiles, throughput over the window, per class and overall.
 
-`summary.json` is a public contract (README "Results"); pipelines parse it. Every figure comes
+`summary.json` is a public contract (docs/results.md); pipelines parse it. Every figure comes
 from the per-request records with numpy; no rounded histogram is involved.
 """
 
