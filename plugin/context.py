@@ -1,4 +1,4 @@
-"""Per-process run state that virtual users read: settings, sampler, tokenizer, model, record sink.
+"""Per-process run state that virtual users read: the plan, sampler, pacer, tokenizer, model, record sink.
 
 Built at `test_start` (on a worker that is when the master's option values arrive: Locust sends
 them only in its spawn message), once per process and per run, never at import: `--processes`
@@ -17,10 +17,11 @@ from functools import lru_cache
 import orjson
 from gevent.event import Event
 
+from core.errors import InputError
+from plugin.pacing import ClosedPacer, IdlePacer, OpenPacer, ReplayPacer
+from plugin.plan import OpenLoop, RunPlan, TraceReplay
 from shapes.arrivals import ArrivalSchedule
 from shapes.replay import ReplaySchedule, load_trace
-from core.errors import InputError
-from plugin.options import Settings
 from workloads import Sampler, WorkloadError, load_spec
 
 log = logging.getLogger("llm")
@@ -38,9 +39,9 @@ def token_counter(tokenizer: str):
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 
 
-def load_workload(settings: Settings):
+def load_workload(plan: RunPlan):
     try:
-        return load_spec(settings.workload)
+        return load_spec(plan.workload)
     except WorkloadError as e:
         raise InputError(f"--workload: {e}") from None
 
@@ -48,54 +49,54 @@ def load_workload(settings: Settings):
 class RunContext:
     """What every virtual user of this process shares during one run."""
 
-    def __init__(self, settings: Settings, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1):
-        self.settings = settings
+    def __init__(self, plan: RunPlan, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1,
+                 environment=None):  # fmt: skip
+        self.plan = plan
         self.run_id = run_id
         self.sink = sink
-        self.spec = load_workload(settings)
-        seed = settings.seed + worker_index if settings.seed is not None else None
+        self.spec = load_workload(plan)
+        seed = plan.seed + worker_index if plan.seed is not None else None
         self.sampler = Sampler(self.spec, seed)
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
-        stepped = bool(settings.steps) or settings.find_capacity
-        self.step_s = settings.step_time_s if stepped else None
+        self.step_s = plan.step_s
         self.in_flight = 0  # requests of this process on the wire now
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
-        self.arrivals = None
-        self.replay = None  # --replay: this process's share of the trace (shapes/replay.py)
         self._sessions = itertools.count()
-        self.idle = False  # open loop: a worker that joined after the schedule was split
-        if settings.request_rate and worker_index >= processes:
-            self.idle = True
-            log.warning(
-                "this worker (index %d) joined an open-loop run after its schedule was split across %d "
-                "processes: it sends nothing (restart the run to include it)", worker_index, processes,
-            )  # fmt: skip
-        elif settings.replay:
-            t0 = time.perf_counter() - (time.time() - run_start)  # the run start on this process's clock
-            self.replay = ReplaySchedule(load_trace(settings.replay), settings.time_scale, processes, worker_index, t0)
-        elif settings.request_rate:
-            t0 = time.perf_counter() - (time.time() - run_start)  # the run start on this process's clock
-            self.arrivals = ArrivalSchedule(
-                settings.request_rate, settings.arrival, settings.burstiness,
-                settings.seed or 0, processes, worker_index, t0,
-            )  # fmt: skip
-        self.count_tokens = token_counter(settings.tokenizer) if settings.tokenizer else None
+        self.pacer = self._pacer(plan, worker_index, processes, environment)
+        self.count_tokens = token_counter(plan.tokenizer) if plan.tokenizer else None
         self.tag = f"{run_id}-w{worker_index}-{secrets.token_hex(2)}"
         self._ids = itertools.count()
         self.rng = random.Random(seed)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if settings.api_key:
-            headers["Authorization"] = f"Bearer {settings.api_key}"
-        if settings.sim_timestamps:
+        if plan.api_key:
+            headers["Authorization"] = f"Bearer {plan.api_key}"
+        if plan.sim_timestamps:
             headers["X-Sim-Timestamps"] = "1"
         self.headers = headers
         extras = {}
-        if settings.ignore_eos:
+        if plan.ignore_eos:
             extras["ignore_eos"] = True
-        if settings.min_tokens is not None:
-            extras["min_tokens"] = settings.min_tokens
-        extras.update(settings.extra_body)
+        if plan.min_tokens is not None:
+            extras["min_tokens"] = plan.min_tokens
+        extras.update(plan.extra_body)
         self.extras = extras
+
+    def _pacer(self, plan: RunPlan, worker_index: int, processes: int, environment):
+        load = plan.load
+        if not isinstance(load, (OpenLoop, TraceReplay)):
+            return ClosedPacer(self.sampler)
+        if worker_index >= processes:
+            log.warning(
+                "this worker (index %d) joined an open-loop run after its schedule was split across %d "
+                "processes: it sends nothing (restart the run to include it)", worker_index, processes,
+            )  # fmt: skip
+            return IdlePacer(self.stopping)
+        t0 = time.perf_counter() - (time.time() - self.run_start)  # the run start on this process's clock
+        if isinstance(load, TraceReplay):
+            schedule = ReplaySchedule(load_trace(load.trace), load.time_scale, processes, worker_index, t0)
+            return ReplayPacer(schedule, self.stopping, environment)
+        arrivals = ArrivalSchedule(load.rate, load.arrival, load.burstiness, plan.seed or 0, processes, worker_index, t0)
+        return OpenPacer(self.sampler, arrivals, self.stopping)
 
     def step_at(self, wall: float) -> int:
         return int((wall - self.run_start) // self.step_s) if self.step_s else -1
@@ -108,7 +109,7 @@ class RunContext:
 
     def body(self, endpoint: str, request) -> bytes:
         """The JSON request body for one sampled request."""
-        s = self.settings
+        s = self.plan
         body: dict = {"model": s.model} if s.model else {}
         if endpoint == "chat":
             body["messages"] = request.messages()

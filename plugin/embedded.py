@@ -19,14 +19,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class EmbeddedSimulator:
-    def __init__(self, profile: str, extra_args: list[str] | None = None):
-        cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", profile]
+    def __init__(self, profile: str, extra_args: list[str] | None = None, port: int = 0):
+        """`port` 0 picks a free one; a restart with another profile asks for the same port, so the
+        address in the web form stays right."""
+        self.profile = profile
+        cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port), "--profile", profile]
         self.log = tempfile.NamedTemporaryFile("w+", prefix="simulator-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             cmd + (extra_args or []), cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True
         )
         atexit.register(self.stop)
         self.url = self._read_url()
+        self.port = int(self.url.rsplit(":", 1)[1])
         gevent.spawn(self.proc.stdout.read)  # keep its stdout drained so it never blocks on a full pipe
 
     def _read_url(self) -> str:

@@ -17,7 +17,7 @@ from gevent.event import Event
 
 from metrics.record import RequestRecord
 from metrics.sse import parse_reads, parse_response
-from metrics.timing import fill_record
+from metrics.timing import end_early, fill_record
 from plugin import events as llm_events
 from users.stream import CHUNKED, Exchange
 
@@ -82,9 +82,10 @@ class Finisher:
 
     def _finish(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool, on_parsed=None) -> None:
         ctx = self.ctx
-        stream = ctx.settings.stream
+        stream = ctx.plan.stream
         rec.t_send = ex.t_send
         rec.resent = ex.resent
+        rec.connect_s = ex.connect_s
         if stream:  # straight from the raw reads, chunked framing undone on the way
             parsed, length = parse_reads(ex.times, ex.datas, ex.framing == CHUNKED)
         else:
@@ -92,12 +93,8 @@ class Finisher:
             length = sum(len(p) for _, p in ex.pieces)
         fill_record(rec, ex.status, parsed, ctx.count_tokens, stream=stream)
         if stopped or ex.error:  # a transport-level ending overrides what the bytes alone suggest
-            rec.error = "stopped" if stopped else ex.error
-            rec.error_detail = "in flight when the run ended" if stopped else ex.error_detail
-            rec.ok = False
-            # censored where the request ended: a timeout or cancel at the moment the limit struck
-            if ex.error in ("timeout", "cancelled") or not rec.n_chunks or rec.e2e_s != rec.e2e_s:
-                rec.e2e_s = ex.t_end - ex.t_send
+            end_early(rec, "stopped" if stopped else ex.error, "in flight when the run ended" if stopped else ex.error_detail,
+                      ex.t_end, cause=ex.error)  # fmt: skip
         if _parsed_hook._handlers:  # self-health token lag, client benchmarks
             _parsed_hook.fire(rec=rec, parsed=parsed)
         ctx.sink.add(rec)

@@ -25,7 +25,7 @@ host's CPU pressure) and does not mark the run client bound, since more workers 
 
 Workers ship their samples and state to the master in every worker report (Locust's
 `report_to_master` / `worker_report`, every 3 s) and once more when they stop; a local run feeds
-its own board. The board (`environment.llm_health`, on the master or the local process) warns on
+its own board. The board (the `Health` plugin's, on the master or the local process) warns on
 the console once per worker when it first becomes client bound, and at the end writes
 `summary.json` -> `client_bound`:
 
@@ -33,7 +33,7 @@ the console once per worker when it first becomes client bound, and at the end w
       "cpu_peak", "loop_lag_p99_ms", "token_lag_p99_ms", "contended", ...}],
      "workers_needed": 2, "advice": "...", "limits": {...}}
 
-`environment.llm_health.snapshot()` returns the same per-worker state plus each worker's recent
+`Health.snapshot()` returns the same per-worker state plus each worker's recent
 samples, for a live view (web UI).
 """
 
@@ -42,19 +42,16 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from bisect import bisect_left
 from collections import deque
 
 import gevent
 import psutil
-from locust import events
 
+from metrics.percentiles import percentile
 from plugin import events as llm_events
-from core.errors import InputError
-
-from core.durations import parse_duration
+from plugin.state import Plugin, role_of
 
 log = logging.getLogger("llm.health")
 
@@ -80,26 +77,9 @@ class Limits:
         self.target_cpu_pct = target_cpu_pct
 
     @classmethod
-    def from_options(cls, o) -> "Limits":
-        def pct(name: str, text) -> float:
-            try:
-                value = float(text)
-            except (TypeError, ValueError):
-                raise InputError(f"--{name}: '{text}' is not a number (percent of one core)") from None
-            if not 0 < value <= 1000:
-                raise InputError(f"--{name}: {text} must be above 0 (percent of one core, e.g. 70)")
-            return value
-
-        limits = cls(
-            cpu_pct=pct("health-cpu-limit", getattr(o, "health_cpu_limit", 70)),
-            loop_lag_s=parse_duration("health-loop-lag-limit", getattr(o, "health_loop_lag_limit", "10ms")),
-            token_lag_s=parse_duration("health-token-lag-limit", getattr(o, "health_token_lag_limit", "5ms")),
-            sustain_s=parse_duration("health-sustain", getattr(o, "health_sustain", "5s")),
-            target_cpu_pct=pct("health-target-cpu", getattr(o, "health_target_cpu", 60)),
-        )
-        if limits.sustain_s < 1:
-            raise InputError("--health-sustain: must be at least 1s")
-        return limits
+    def from_plan(cls, limits) -> "Limits":
+        """From the plan's checked `HealthLimits` (plugin/plan.py validates the --health-* options)."""
+        return cls(limits.cpu_pct, limits.loop_lag_s, limits.token_lag_s, limits.sustain_s, limits.target_cpu_pct)
 
     def to_dict(self) -> dict:
         return {
@@ -120,16 +100,6 @@ def _hist_pct(counts: list[int], q: float) -> float | None:
         if acc >= rank:
             return round(LAG_BOUNDS[min(i, len(LAG_BOUNDS) - 1)] * 1000, 3)
     return round(LAG_BOUNDS[-1] * 1000, 3)
-
-
-def _pct(values: list[float], q: float) -> float:
-    """Exact linear-interpolation percentile of a short list."""
-    s = sorted(values)
-    if not s:
-        return math.nan
-    k = (len(s) - 1) * q
-    f = int(k)
-    return s[f] if f + 1 >= len(s) else s[f] + (s[f + 1] - s[f]) * (k - f)
 
 
 def _host_pressure() -> float | None:
@@ -236,7 +206,7 @@ class HealthMonitor:
         sample = {
             "t": round(time.time(), 3),
             "cpu": round(cpu, 1),
-            "loop_lag_p99_ms": round(_pct(probes, 0.99) * 1000, 2) if probes else None,
+            "loop_lag_p99_ms": round(percentile(probes, 99) * 1000, 2) if probes else None,
             "loop_lag_max_ms": round(max(probes) * 1000, 2) if probes else None,
             "runq_pct": runq,
             "demand": round(cpu + (runq or 0.0), 1),  # CPU it used plus CPU it waited for
@@ -320,9 +290,9 @@ class HealthMonitor:
             "contended": self.contended_since is not None and self.bound_since is None,
             "contended_since": self.contended_since,
             "cpu_last": cpu[-1] if cpu else None,
-            "cpu_p95": round(_pct(cpu, 0.95), 1) if cpu else None,
+            "cpu_p95": round(percentile(cpu, 95), 1) if cpu else None,
             "cpu_peak": max(cpu) if cpu else None,
-            "demand_p95": round(_pct(self.demand_all, 0.95), 1) if cpu else None,
+            "demand_p95": round(percentile(self.demand_all, 95), 1) if self.demand_all else None,
             "loop_lag_p99_ms": _hist_pct(self.loop_hist, 0.99),
             "token_lag_p99_ms": _hist_pct(self.token_hist, 0.99) if self.token_lag else None,
             "peak_while_late": dict(self.peak),
@@ -485,110 +455,83 @@ class HealthBoard:
 
 
 # --------------------------------------------------------------------------------------- wiring
-def _role(environment) -> str:
-    """From the options (as plugin/hooks.py): a worker joining a running test fires test_start
-    before environment.runner is set."""
-    opts = environment.parsed_options
-    return "worker" if getattr(opts, "worker", False) else "master" if getattr(opts, "master", False) else "local"
+class Health(Plugin):
+    """Self-health on every load process: a monitor per run where users run, a board where results
+    are written (the master gathers its workers' reports; a local run watches itself)."""
 
+    def __init__(self):
+        self.monitor: HealthMonitor | None = None  # this process's, while a run is on
+        self.board: HealthBoard | None = None  # master, local
 
-_monitor: HealthMonitor | None = None
+    def init(self, environment) -> None:
+        if role_of(environment) != "worker":
+            self.board = HealthBoard()
+        if role_of(environment) == "master":
+            runner = environment.runner
+            runner.register_message(FINAL_MESSAGE, lambda msg, **kw: self.board._ingest(msg.node_id, msg.data, runner))
 
+    def report_to_master(self, environment, data) -> None:
+        m = self.monitor
+        if m is not None:
+            data[REPORT_KEY] = {"state": m.state(), "samples": m.take_unsent()}
 
-@events.init.add_listener
-def _on_init(environment, runner, **_kw) -> None:
-    role = _role(environment)
-    if role == "worker":
-        if not hasattr(environment, "llm_health"):  # a late joiner's test_start may have run already
-            environment.llm_health = None  # a HealthMonitor from test_start on
+    def worker_report(self, environment, client_id, data) -> None:
+        self.board.on_worker_report(client_id, data, environment.runner)
 
-        def report(client_id, data):
-            m = _monitor
-            if m is not None:
-                data[REPORT_KEY] = {"state": m.state(), "samples": m.take_unsent()}
+    def test_start(self, environment) -> None:
+        role = role_of(environment)
+        limits = Limits.from_plan(environment.llm.plan.health)
+        if self.board is not None:
+            self.board.reset(limits)
+        if role == "master":
+            return
+        self._stop_monitor()
+        token_lag = environment.llm.plan.sim_timestamps
+        name = "local" if role == "local" else f"{os.uname().nodename}-{os.getpid()}"
+        runner = environment.runner
+        index = runner.worker_index if role == "worker" and runner is not None else 0
+        monitor = HealthMonitor(limits, token_lag, name, index)
+        if token_lag:
+            llm_events.stream_parsed.add_listener(monitor.on_parsed)
+        if role == "local":
+            self.board.local = monitor
+            monitor.on_sample = self.board.on_local_sample
+        monitor.start()
+        self.monitor = monitor
 
-        events.report_to_master.add_listener(report)
-        return
-    try:  # a wrong limit is a one-line error before any load, like every other option
-        Limits.from_options(environment.parsed_options)
-    except InputError as e:
-        sys.stderr.write(f"error: {e}\n")
-        sys.stderr.flush()
-        sys.exit(2)
-    board = HealthBoard()
-    environment.llm_health = board
-    if role == "master":
-        events.worker_report.add_listener(lambda client_id, data: board.on_worker_report(client_id, data, runner))
-        runner.register_message(FINAL_MESSAGE, lambda msg, **kw: board._ingest(msg.node_id, msg.data, runner))
+    def snapshot(self) -> dict | None:
+        """The live state the web UI shows: the board's (master, local) or the monitor's."""
+        source = self.board if self.board is not None else self.monitor
+        return source.snapshot() if source is not None else None
 
+    def test_stopping(self, environment) -> None:
+        """A worker's last word, sent before its final records so it reaches the summary."""
+        m = self.monitor
+        if m is not None and role_of(environment) == "worker":
+            environment.runner.send_message(FINAL_MESSAGE, {"state": m.state(), "samples": m.take_unsent()})
 
-@events.test_start.add_listener
-def _on_test_start(environment, **_kw) -> None:
-    global _monitor
-    role = _role(environment)
-    opts = environment.parsed_options
-    try:
-        limits = Limits.from_options(opts)
-    except InputError as e:
-        log.error("%s", e)
-        raise
-    if role != "worker" and isinstance(getattr(environment, "llm_health", None), HealthBoard):
-        environment.llm_health.reset(limits)
-    if role == "master":
-        return
-    _stop_monitor()
-    token_lag = bool(getattr(opts, "sim_timestamps", False))
-    name = "local" if role == "local" else f"{os.uname().nodename}-{os.getpid()}"
-    runner = environment.runner
-    index = runner.worker_index if role == "worker" and runner is not None else 0
-    monitor = HealthMonitor(limits, token_lag, name, index)
-    if token_lag:
-        llm_events.stream_parsed.add_listener(monitor.on_parsed)
-    if role == "local":
-        board = environment.llm_health
-        board.local = monitor
-        monitor.on_sample = board.on_local_sample
-    else:
-        environment.llm_health = monitor
-    monitor.start()
-    _monitor = monitor
+    def run_stopping(self, run) -> None:
+        board = self.board
+        if board is not None:
+            if board.local is not None:
+                board.on_local_sample(board.local)
+            run.summary_extra["client_bound"] = board.summary()
 
+    def test_stop(self, environment) -> None:
+        board = self.board
+        if board is not None:
+            if board.local is not None:
+                board.on_local_sample(board.local)
+                board.local = None
+            board.running = False
+        self._stop_monitor()
 
-@events.test_stopping.add_listener
-def _on_test_stopping(environment, **_kw) -> None:
-    """A worker's last word, sent before its final records so it reaches the summary."""
-    m = _monitor
-    if m is not None and _role(environment) == "worker":
-        environment.runner.send_message(FINAL_MESSAGE, {"state": m.state(), "samples": m.take_unsent()})
-
-
-@events.test_stop.add_listener
-def _on_test_stop(environment, **_kw) -> None:
-    board = getattr(environment, "llm_health", None)
-    if isinstance(board, HealthBoard):
-        if board.local is not None:
-            board.on_local_sample(board.local)
-            board.local = None
-        board.running = False
-    _stop_monitor()
-
-
-def _stop_monitor() -> None:
-    global _monitor
-    m = _monitor
-    if m is not None:
-        m.stop()
-        try:
-            llm_events.stream_parsed.remove_listener(m.on_parsed)
-        except ValueError:
-            pass
-        _monitor = None
-
-
-@llm_events.run_stopping.add_listener
-def _on_run_stopping(run, **_kw) -> None:
-    board = getattr(run.environment, "llm_health", None)
-    if isinstance(board, HealthBoard):
-        if board.local is not None:
-            board.on_local_sample(board.local)
-        run.summary_extra["client_bound"] = board.summary()
+    def _stop_monitor(self) -> None:
+        m = self.monitor
+        if m is not None:
+            m.stop()
+            try:
+                llm_events.stream_parsed.remove_listener(m.on_parsed)
+            except ValueError:
+                pass
+            self.monitor = None

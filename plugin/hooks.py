@@ -1,9 +1,15 @@
-"""Event wiring: what each Locust process does at init, test start, stop and quit.
+"""The one place that listens to Locust's events: what each process does at init, test start,
+stop and quit, and when each installed plugin is called.
 
-Roles (FIELD_NOTES 6, 7, 11):
+Roles:
   local   runs users and writes results (in-process sink)
   master  runs no users; collects worker batches, drains at stop, writes results
-  worker  runs users; ships batches to the master; receives option values at test start
+  worker  runs users; ships batches to the master; receives option values with each run (custom
+          options reach a worker only in the spawn message, so its plan is built at test start)
+
+Every run builds its plan (plugin/plan.py) before a user spawns: the shape's reset (stepped runs),
+the web form's check (webui/plugin.py) or test start, from the options as they are now. locustfile.py
+calls `install(...)` once with the plugins in the order their hooks run.
 """
 
 from __future__ import annotations
@@ -16,58 +22,73 @@ import time
 
 import gevent
 from locust import events
-from locust.runners import MasterRunner
 
-from plugin.results import ResultsWriter, new_run_id
-from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
-from shapes.arrivals import START_DELAY_S
-from shapes.capacity import CapacitySearch
-from shapes.steps import StepPlan
-from plugin import events as llm_events
+from core.errors import InputError
+from plugin import exit_codes
 from plugin.context import RunContext, load_workload, token_counter
 from plugin.embedded import EmbeddedSimulator
-from plugin.locust_fixes import memoize_default_args
-from core.errors import InputError
-from plugin.options import Settings, add_arguments, check_host, public_options
-from plugin.server import check_reachable, resolve_model
 from plugin.finisher import Finisher
+from plugin.locust_fixes import memoize_default_args
+from plugin.options import add_arguments, check_host, public_options
+from plugin.plan import OpenLoop, RunPlan, TraceReplay
+from plugin.results import ResultsWriter, new_run_id
+from plugin.server import check_reachable, resolve_model
+from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
+from plugin.state import Plugin, SuiteState, role_of, state_of
+from shapes.arrivals import START_DELAY_S
+from shapes.steps import StepPlan
 
 log = logging.getLogger("llm")
-memoize_default_args()  # before the first spawn message reaches a worker
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
 CONTEXT_WAIT_S = 30  # a late-joining worker's users wait this long for the run context
+WORKER_ERROR = "llm_worker_error"  # a worker could not build the run's plan: it tells the master
+
+_plugins: tuple[Plugin, ...] = ()
+
+
+def install(*plugins: Plugin) -> None:
+    """The plugins of every run, in the order their hooks are called. Called once by the locustfile."""
+    global _plugins
+    _plugins = tuple(plugins)
 
 
 class Run:
     """The results side of one test run, on the process that writes results."""
 
-    def __init__(self, environment, settings: Settings):
+    def __init__(self, environment, plan: RunPlan):
         self.environment = environment
-        self.settings = settings
-        self.run_id = settings.run_id or new_run_id()
+        self.plan = plan
+        self.run_id = plan.run_id or new_run_id()
         self.started = time.time()
         # open loop: the first arrival comes START_DELAY_S after the start, so the window does too
-        self.window_start = self.started + settings.warmup_s + (START_DELAY_S if settings.request_rate else 0.0)
+        self.window_start = self.started + plan.warmup_s + (START_DELAY_S if plan.request_rate else 0.0)
         self.window_end: float | None = None
-        spec = load_workload(settings)
+        spec = load_workload(plan)
         self.writer = ResultsWriter(
-            settings.results_dir,
+            plan.results_dir,
             self.run_id,
             {
                 "host": environment.host,
+                "plan": plan.record(),
                 "options": public_options(environment.parsed_options),
                 "workload": {"hash": spec.spec_hash, **spec.to_dict()},
-                "role": _role(environment),
+                "role": role_of(environment),
             },
         )
-        self.writer.on_rows = lambda rows: llm_events.rows_recorded.fire(run=self, rows=rows)
+        self.writer.on_rows = self._rows
         self.collector = None
-        self.plan = None  # shapes.steps.StepPlan of a step ramp
+        self.steps = None  # shapes.steps.StepPlan of a step ramp
         self.search = None  # shapes.capacity.CapacitySearch
         self.finished = False
-        self.summary_extra: dict = {}  # features add sections of summary.json here (run_stopping)
+        self.summary_extra: dict = {}  # plugins add sections of summary.json here (run_stopping)
+
+    def _rows(self, rows) -> None:
+        if self.search is not None:
+            self.search.on_rows(rows)
+        for p in _plugins:
+            p.rows_recorded(self, rows)
 
     def stopping(self) -> None:
         if self.window_end is None:
@@ -80,57 +101,78 @@ class Run:
         self.stopping()
         if self.collector is not None:
             self.summary_extra["workers"] = self.collector.report()
-        llm_events.run_stopping.fire(run=self)
-        plan = self.plan
+        for p in _plugins:
+            p.run_stopping(self)
+        steps = self.steps
         if self.search is not None:
-            plan = StepPlan(self.search.levels, self.settings.step_time_s, self.settings.step_warmup_s)
+            steps = StepPlan(self.search.levels, self.plan.load.step_s, self.plan.load.warmup_s)
         summary = self.writer.finish(
             self.window_start, self.window_end, self.summary_extra, complete=complete,
-            run_start=self.started, plan=plan, objectives=self.settings.slo, target_rate=self.settings.request_rate,
+            run_start=self.started, plan=steps, objectives=list(self.plan.slo), target_rate=self.plan.request_rate,
         )  # fmt: skip
         from metrics.summary import format_table  # pandas, loaded only by the writing process
 
         print("\n" + format_table(summary), flush=True)
-        if summary.get("open_loop", {}).get("behind_schedule"):
+        if (summary.get("open_loop") or {}).get("behind_schedule"):
             log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary["open_loop"]["reasons"]))
         self._set_exit_code(summary)
         print(f"results: {self.writer.path}", flush=True)
-        llm_events.run_finished.fire(run=self, summary=summary)
+        for p in _plugins:
+            p.run_finished(self, summary)
         return summary
 
     def _set_exit_code(self, summary: dict) -> None:
-        """A missed SLO fails a headless run (exit code 3); a capacity search fails only when no
-        level met the SLO."""
-        if "capacity" in summary and self.settings.find_capacity:
+        """A missed SLO fails a headless run; a capacity search fails only when no level met the SLO."""
+        if summary.get("capacity") and self.plan.find_capacity:
             print(summary["capacity"]["sentence"], flush=True)
             missed = summary["capacity"]["users"] is None
-        elif "slo" in summary:
+        elif summary.get("slo"):
             missed = not summary["slo"]["passed"]
             for v in summary["slo"]["objectives"]:
                 print(f"SLO {v['objective']}: {'met' if v['passed'] else 'MISSED'} (measured {v['value_ms']} ms)", flush=True)
         else:
             return
         if missed:
-            self.environment.process_exit_code = 3
-
-
-def _role(environment) -> str:
-    """From the options, not the runner: a worker that joins a running test receives its spawn
-    message (and fires test_start) inside the WorkerRunner constructor, before
-    environment.runner is set and before init fires."""
-    opts = environment.parsed_options
-    if getattr(opts, "worker", False):
-        return "worker"
-    if getattr(opts, "master", False):
-        return "master"
-    return "local"
+            exit_codes.raise_to(self.environment, exit_codes.SLO_MISSED)
 
 
 def fail(message: str) -> None:
-    """A misconfiguration: one line, exit code 2, before any load."""
+    """A misconfiguration: one line, the bad-input exit code, before any load."""
     sys.stderr.write(f"error: {message}\n")
     sys.stderr.flush()
-    sys.exit(2)
+    sys.exit(exit_codes.BAD_INPUT)
+
+
+def prepare_plan(environment) -> RunPlan:
+    """The plan for the run about to start, from the options as they are now (raises InputError).
+    Stepped runs arm the shape from it; the run's test start then uses this same plan."""
+    state = state_of(environment)
+    plan = RunPlan.from_options(environment.parsed_options)
+    load_workload(plan)
+    if plan.tokenizer:
+        token_counter(plan.tokenizer)
+    state.plan, state.prepared = plan, True
+    return plan
+
+
+def check_target(environment, plan: RunPlan, host: str) -> RunPlan:
+    """The target answers and serves a model (raises InputError): before any load, headless at
+    init and at every start from the web form. Returns the plan with the model filled in."""
+    host = check_host(host)
+    check_reachable(host, plan.timeouts.connect)
+    if not plan.model:
+        return plan.with_model(resolve_model(host, plan))
+    return plan
+
+
+def choose_shape(environment, plan: RunPlan) -> None:
+    """Stepped runs (steps, capacity search) run the locustfile's shape; every other run runs
+    Locust's usual way (the shape would take -u, -r and live edits of the user count away)."""
+    state = state_of(environment)
+    environment.shape_class = state.shape if plan.stepped and state.shape is not None else None
+
+
+# -- Locust's events ------------------------------------------------------------------------------
 
 
 @events.init_command_line_parser.add_listener
@@ -143,169 +185,187 @@ def _add_options(parser, **_kw) -> None:
 
 @events.init.add_listener
 def _on_init(environment, runner, **_kw) -> None:
-    for name in ("llm_context", "llm_run"):  # a late-joining worker may have set them already
-        if not hasattr(environment, name):
-            setattr(environment, name, None)
-    role = _role(environment)
+    memoize_default_args()  # before the first spawn message reaches a worker
+    role = role_of(environment)
+    state = state_of(environment)
+    if state is None:  # a late-joining worker's test_start may have made it already
+        state = environment.llm = SuiteState(role, _plugins)
+    state.shape = environment.shape_class
     if role == "worker":
-        _init_worker(environment, runner)
-        return
+        _init_worker(environment, runner, state)
+    else:
+        _init_results_side(environment, runner, state)
+    for p in _plugins:
+        p.init(environment)
+
+
+def _init_results_side(environment, runner, state: SuiteState) -> None:
+    opts = environment.parsed_options
     try:
-        settings = Settings.from_options(environment.parsed_options)
-        load_workload(settings)
-        if settings.tokenizer:
-            token_counter(settings.tokenizer)
+        plan = prepare_plan(environment)
         if environment.host:
             environment.host = check_host(environment.host)
-            _check_reachable(environment, settings)
+            if opts.headless:
+                plan = check_target(environment, plan, environment.host)
+                opts.model = plan.model
+            else:  # the web form may still change the host: its start checks it (webui/plugin.py)
+                try:
+                    check_reachable(environment.host, plan.timeouts.connect)
+                except InputError as e:
+                    log.warning("%s (the web UI starts anyway; a start from the form checks the host again)", e)
         else:
-            sim = EmbeddedSimulator(settings.sim_profile)
-            environment.llm_simulator = sim
-            environment.host = environment.parsed_options.host = sim.url
-            log.info("no --host given: started the built-in simulator at %s (profile %s)", sim.url, settings.sim_profile)
-        if not settings.model and environment.parsed_options.headless:
-            environment.parsed_options.model = resolve_model(environment.host, settings)
-        _choose_load_model(environment, settings)
+            sim = EmbeddedSimulator(plan.sim_profile)
+            state.simulator = sim
+            environment.host = opts.host = sim.url
+            log.info("no --host given: started the built-in simulator at %s (profile %s)", sim.url, plan.sim_profile)
+            if opts.headless and not plan.model:
+                opts.model = resolve_model(environment.host, plan)
+        choose_shape(environment, plan)
+        if isinstance(plan.load, (OpenLoop, TraceReplay)) and opts.headless:
+            cap = plan.load.max_concurrency or DEFAULT_MAX_CONCURRENCY
+            opts.num_users, opts.spawn_rate = cap, float(cap)
+        if opts.headless:
+            log.info("plan: %s", plan.summary_line())
     except InputError as e:
         fail(str(e))
     except RuntimeError as e:
         fail(f"--sim-profile: the built-in simulator did not start: {e}")
-    if role == "master":
-        runner.register_message("llm_final", lambda msg, **kw: environment.llm_run and environment.llm_run.collector.on_final(msg))
-        events.worker_report.add_listener(
-            lambda client_id, data: environment.llm_run and environment.llm_run.collector.on_worker_report(client_id, data)
-        )
+    if role_of(environment) == "master":
+        runner.register_message("llm_final", lambda msg, **kw: state.run and state.run.collector.on_final(msg))
+        runner.register_message(WORKER_ERROR, lambda msg, **kw: _worker_failed(environment, msg))
+        events.worker_report.add_listener(lambda client_id, data: _on_worker_report(environment, client_id, data))
 
 
-def _check_reachable(environment, settings: Settings) -> None:
-    """Headless: an unreachable --host fails at once (exit 2). Web UI: only a warning, since the
-    host can still be changed in the start form."""
-    try:
-        check_reachable(environment.host, settings.timeouts.connect)
-    except InputError as e:
-        if environment.parsed_options.headless:
-            raise
-        log.warning("%s (the web UI starts anyway)", e)
+DEFAULT_MAX_CONCURRENCY = 512
 
 
-def _choose_load_model(environment, settings: Settings) -> None:
-    """Keep the locustfile's shape only for step ramps and capacity searches; in open loop the
-    user count is the concurrency cap."""
-    opts = environment.parsed_options
-    if not (settings.steps or settings.find_capacity):
-        environment.shape_class = None
-    else:  # the shape ticks before test_start fires, so it must be ready now
-        _arm_shape(environment, settings)
-    if settings.request_rate and opts.headless:
-        opts.num_users = settings.max_concurrency
-        opts.spawn_rate = float(settings.max_concurrency)
+def _on_worker_report(environment, client_id, data) -> None:
+    state = state_of(environment)
+    if state.run is not None and state.run.collector is not None:
+        state.run.collector.on_worker_report(client_id, data)
+    for p in _plugins:
+        p.worker_report(environment, client_id, data)
 
 
-def _init_worker(environment, runner) -> None:
+def _worker_failed(environment, msg) -> None:
+    """A worker could not build the run's plan: the run cannot be what was asked. Say so and end it."""
+    state = state_of(environment)
+    message = f"worker {msg.node_id}: {msg.data.get('message')}"
+    log.error("%s; the run is stopped", message)
+    state.worker_errors.append(message)
+    exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
+    runner = environment.runner
+    if runner is not None and runner.state not in ("stopping", "stopped", "quitting"):
+        gevent.spawn(runner.quit if environment.parsed_options.headless else runner.stop)
+
+
+def _init_worker(environment, runner, state: SuiteState) -> None:
     def on_drain(msg, **_kw):
         log.info("drain requested by the master: stopping users")
         runner.stop()  # fires test_stopping here too: open-loop users stop taking arrivals
 
     runner.register_message("llm_drain", on_drain)
-    runner.register_message("llm_ack", lambda msg, **kw: environment.llm_context and environment.llm_context.sink.on_ack(msg.data))
-    events.report_to_master.add_listener(
-        lambda client_id, data: environment.llm_context
-        and environment.llm_context.sink.on_report(data, environment.llm_context.in_flight)
-    )
-    environment.llm_worker_ready = True
+    runner.register_message("llm_ack", lambda msg, **kw: state.context and state.context.sink.on_ack(msg.data))
+
+    def report(client_id, data):
+        if state.context is not None:
+            state.context.sink.on_report(data, state.context.in_flight)
+        for p in _plugins:
+            p.report_to_master(environment, data)
+
+    events.report_to_master.add_listener(report)
+    state.worker_ready = True
 
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_kw) -> None:
-    runner = environment.runner
-    role = _role(environment)
+    state = state_of(environment)
+    if state is None:  # a worker joining a running test: test_start fires before init
+        state = environment.llm = SuiteState(role_of(environment), _plugins)
     opts = environment.parsed_options
     try:
-        settings = Settings.from_options(opts)
-        if role != "worker" and not settings.model:
-            opts.model = resolve_model(environment.host, settings)
-            settings.model = opts.model
+        plan = state.plan if state.prepared else RunPlan.from_options(opts)
+        state.prepared = False
+        if state.role != "worker" and not plan.model:
+            plan = plan.with_model(resolve_model(environment.host, plan))
+            opts.model = plan.model
     except InputError as e:
+        if state.role == "worker":
+            log.error("cannot run: %s", e)
+            environment.runner.send_message(WORKER_ERROR, {"message": str(e)})
+            return
         log.error("%s", e)
         raise
-    if role == "worker":
+    if state.role == "worker":
         own_key = os.environ.get("LOCUST_API_KEY", "")
         if own_key:  # the worker's own key wins: the master's travels in clear text (README "Security")
-            settings.api_key = own_key
-        if getattr(environment, "llm_worker_ready", False):
-            _open_worker_run(environment, settings)
+            plan = plan.with_api_key(own_key)
+        state.plan = plan
+        if state.worker_ready:
+            _open_worker_run(environment, plan)
         else:  # joined a running test: finish once init has run (users wait for the context)
-            gevent.spawn(_open_worker_run_when_ready, environment, settings)
+            gevent.spawn(_open_worker_run_when_ready, environment, plan)
+        for p in _plugins:
+            p.test_start(environment)
         return
-    if settings.seed is None:  # one seed for the run, recorded, shared with workers (arrival split)
-        settings.seed = random.randrange(2**31)
-        opts.seed = str(settings.seed)
-    run = Run(environment, settings)
-    environment.llm_run = run
+    if plan.seed is None:  # one seed for the run, recorded, shared with workers (arrival split)
+        plan = plan.with_seed(random.randrange(2**31))
+        opts.seed = str(plan.seed)
+    state.plan = plan
+    run = Run(environment, plan)
+    state.run = run
+    state.worker_errors = []
     # these travel to workers in the spawn message
     opts.llm_run_id = run.run_id
     opts.llm_run_start = run.started
-    opts.llm_processes = runner.worker_count if role == "master" else 1
-    _start_shape(environment, run)
-    if role == "master":
-        run.collector = collector = MasterCollector(runner, run.writer, run.run_id)
-        environment.llm_in_flight = lambda: sum(collector.in_flight.values())
+    opts.llm_processes = environment.runner.worker_count if state.role == "master" else 1
+    shape = state.shape
+    if plan.stepped and shape is not None:
+        run.steps, run.search = shape.steps, shape.search
+        if run.search is not None:
+            run.search.run_start = run.started
+    if state.role == "master":
+        run.collector = MasterCollector(environment.runner, run.writer, run.run_id)
     else:
-        ctx = environment.llm_context = RunContext(settings, run.run_id, 0, LocalSink(run.writer), run.started)
+        ctx = state.context = RunContext(plan, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment)
         ctx.finisher = Finisher(ctx, environment)
-        environment.llm_in_flight = lambda: ctx.in_flight
-    llm_events.run_started.fire(run=run)
-    log.info("run %s: results in %s", run.run_id, run.writer.path)
+    for p in _plugins:
+        p.test_start(environment)
+    for p in _plugins:
+        p.run_started(run)
+    log.info("run %s: %s; results in %s", run.run_id, plan.summary_line(), run.writer.path)
 
 
-def _open_worker_run(environment, settings: Settings) -> None:
+def _open_worker_run(environment, plan: RunPlan) -> None:
     opts, runner = environment.parsed_options, environment.runner
+    state = state_of(environment)
     run_id = getattr(opts, "llm_run_id", "") or new_run_id()
     ctx = RunContext(
-        settings, run_id, runner.worker_index, WorkerShipper(runner, run_id),
-        getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1),
+        plan, run_id, runner.worker_index, WorkerShipper(runner, run_id),
+        getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1), environment,
     )  # fmt: skip
     ctx.finisher = Finisher(ctx, environment)
-    environment.llm_context = ctx
+    state.context = ctx
 
 
-def _open_worker_run_when_ready(environment, settings: Settings) -> None:
+def _open_worker_run_when_ready(environment, plan: RunPlan) -> None:
+    state = state_of(environment)
     deadline = time.monotonic() + CONTEXT_WAIT_S
-    while not getattr(environment, "llm_worker_ready", False) and time.monotonic() < deadline:
+    while not state.worker_ready and time.monotonic() < deadline:
         gevent.sleep(0.01)
-    _open_worker_run(environment, settings)
-
-
-def _arm_shape(environment, settings: Settings) -> None:
-    """Give the shape a fresh plan or search for the next run."""
-    shape = environment.shape_class
-    shape.plan = shape.search = None
-    if settings.find_capacity:
-        shape.search = CapacitySearch(
-            settings.slo, settings.step_time_s, settings.step_warmup_s, environment.parsed_options.run_time or None,
-            candidates=settings.steps or None, distributed=isinstance(environment.runner, MasterRunner),
-        )  # fmt: skip
-    elif settings.steps:
-        shape.plan = StepPlan(settings.steps, settings.step_time_s, settings.step_warmup_s)
-
-
-def _start_shape(environment, run: Run) -> None:
-    shape = environment.shape_class
-    if shape is None:
-        return
-    run.plan, run.search = shape.plan, shape.search
-    if run.search is not None:
-        run.search.run_start = run.started
-        search = run.search
-        llm_events.rows_recorded.add_listener(lambda run, rows: run.search is search and search.on_rows(rows))
+    _open_worker_run(environment, plan)
 
 
 @events.test_stopping.add_listener
 def _on_test_stopping(environment, **_kw) -> None:
-    ctx = getattr(environment, "llm_context", None)
-    if ctx is not None:
-        ctx.stopping.set()
-    run = environment.llm_run
+    state = state_of(environment)
+    if state is None:
+        return
+    for p in _plugins:
+        p.test_stopping(environment)
+    if state.context is not None:
+        state.context.stopping.set()
+    run = state.run
     if run is None:
         return
     run.stopping()
@@ -315,31 +375,40 @@ def _on_test_stopping(environment, **_kw) -> None:
 
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_kw) -> None:
+    state = state_of(environment)
+    if state is None:
+        return
     _close_context(environment)
-    run = environment.llm_run
+    for p in _plugins:
+        p.test_stop(environment)
+    run = state.run
     if run is not None:
-        run.finish(complete=True)
-        if environment.shape_class is not None:
-            _arm_shape(environment, run.settings)  # web UI: ready for another run
+        run.finish(complete=not state.worker_errors)
+        state.run = None
 
 
 def _close_context(environment) -> None:
     """Users have stopped: every exchange they handed over becomes a record, and a worker sends
     its last batches."""
-    ctx = getattr(environment, "llm_context", None)
+    state = state_of(environment)
+    ctx = state.context
     if ctx is not None:
         ctx.finisher.stop()
-        environment.llm_context = None
-        if _role(environment) == "worker":
+        state.context = None
+        if state.role == "worker":
             ctx.sink.send_final()
 
 
 @events.quitting.add_listener
 def _on_quitting(environment, **_kw) -> None:
+    state = state_of(environment)
+    if state is None:
+        return
     _close_context(environment)
-    run = getattr(environment, "llm_run", None)
+    run = state.run
     if run is not None and not run.finished:
         run.finish(complete=False)  # interrupted (Ctrl-C): partial results, marked incomplete
-    sim = getattr(environment, "llm_simulator", None)
-    if sim is not None:
-        gevent.spawn(sim.stop).join(10)
+    for p in _plugins:
+        p.quitting(environment)
+    if state.simulator is not None:
+        gevent.spawn(state.simulator.stop).join(10)

@@ -54,16 +54,16 @@ import logging
 import math
 
 import numpy as np
-from locust import events
-from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+import gevent
+from locust.runners import STATE_MISSING, MasterRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 
 from core.durations import parse_duration
 from core.errors import InputError
 from metrics.record import ERROR_CLASSES, FIELD_NAMES
-from plugin import events as llm_events
 from plugin.hooks import fail
+from plugin.state import Plugin, role_of
 
 log = logging.getLogger("llm.prometheus")
 
@@ -245,30 +245,18 @@ def _number(value) -> float | None:
 
 
 def _in_flight(env, users: float) -> float:
-    """`environment.llm_in_flight` (set for each run by plugin/hooks.py: sends minus ends, from every
-    load process); before a run starts, one per user."""
-    value = _number(getattr(env, "llm_in_flight", None)) if env is not None else None
+    """Requests on the wire (plugin/state.py `in_flight`: every load process counts its own;
+    workers report theirs every 3 s); before a run starts, one per user."""
+    state = getattr(env, "llm", None) if env is not None else None
+    value = _number(state.in_flight()) if state is not None else None
     return users if value is None else value
 
 
 def _target_rate(env) -> float:
-    """Open loop's target rate: `environment.llm_target_rate` or the shape's `target_rate` (a
-    number or a callable returning requests/s, for shapes that change it), else --request-rate;
-    0 when none is set (closed loop)."""
-    if env is None:
-        return 0.0
-    for source in (
-        getattr(env, "llm_target_rate", None),
-        getattr(getattr(env, "shape_class", None), "target_rate", None),
-        getattr(getattr(env, "parsed_options", None), "request_rate", None) or None,
-    ):
-        value = _number(source)
-        if value is not None:
-            return value
-    return 0.0
-
-
-# -- serving -----------------------------------------------------------------------------------
+    """Open loop's target rate (requests/s) from the run's plan; 0 when not open loop."""
+    state = getattr(env, "llm", None) if env is not None else None
+    plan = state.plan if state is not None else None
+    return _number(plan.request_rate) or 0.0 if plan is not None else 0.0
 
 
 class MetricsServer:
@@ -304,50 +292,38 @@ def parse_port(value) -> int:
     return port
 
 
-_server: MetricsServer | None = None
-_linger_s = 0.0
+class Prometheus(Plugin):
+    """Client metrics at http://HOST:PORT/metrics on the process that writes results (--prometheus-port)."""
 
+    def __init__(self):
+        self.server: MetricsServer | None = None
+        self.linger_s = 0.0
 
-def server() -> MetricsServer | None:
-    """The running server of this process (None when off)."""
-    return _server
+    def init(self, environment) -> None:
+        if role_of(environment) == "worker" or environment.parsed_options is None:
+            return
+        opts = environment.parsed_options
+        try:
+            port = parse_port(getattr(opts, "prometheus_port", 0))
+            self.linger_s = parse_duration("prometheus-linger", getattr(opts, "prometheus_linger", "0s") or "0s")
+        except InputError as e:
+            fail(str(e))
+        if not port:
+            return
+        host = getattr(opts, "prometheus_host", "") or "127.0.0.1"
+        try:
+            self.server = MetricsServer(environment, host, port)
+        except OSError as e:
+            fail(f"--prometheus-port: cannot listen on {host}:{port} ({e.strerror or e}); choose another port")
+        log.info("Prometheus metrics on %s", self.server.url)
 
+    def rows_recorded(self, run, rows) -> None:
+        if self.server is not None:
+            self.server.metrics.observe_rows(rows)
 
-@events.init.add_listener
-def _on_init(environment, runner, **_kw) -> None:
-    global _server, _linger_s
-    if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
-        return
-
-
-    opts = environment.parsed_options
-    try:
-        port = parse_port(getattr(opts, "prometheus_port", 0))
-        _linger_s = parse_duration("prometheus-linger", getattr(opts, "prometheus_linger", "0s") or "0s")
-    except InputError as e:
-        fail(str(e))
-    if not port:
-        return
-    host = getattr(opts, "prometheus_host", "") or "127.0.0.1"
-    try:
-        _server = MetricsServer(environment, host, port)
-    except OSError as e:
-        fail(f"--prometheus-port: cannot listen on {host}:{port} ({e.strerror or e}); choose another port")
-    log.info("Prometheus metrics on %s", _server.url)
-
-
-@llm_events.rows_recorded.add_listener
-def _on_rows(run, rows, **_kw) -> None:
-    if _server is not None:
-        _server.metrics.observe_rows(rows)
-
-
-@events.quit.add_listener
-def _on_quit(**_kw) -> None:
-    """Last thing before the process exits: keep /metrics up --prometheus-linger longer, so a
-    scraper (scrape interval below the linger) reads the final counts of a headless run."""
-    if _server is not None and _linger_s > 0:
-        import gevent
-
-        log.info("serving final metrics on %s for %gs (--prometheus-linger)", _server.url, _linger_s)
-        gevent.sleep(_linger_s)
+    def quitting(self, environment) -> None:
+        """Last thing before the process exits: keep /metrics up --prometheus-linger longer, so a
+        scraper (scrape interval below the linger) reads the final counts of a headless run."""
+        if self.server is not None and self.linger_s > 0:
+            log.info("serving final metrics on %s for %gs (--prometheus-linger)", self.server.url, self.linger_s)
+            gevent.sleep(self.linger_s)

@@ -11,9 +11,9 @@ import logging
 import time
 
 import gevent
-from locust import events
 
 from shapes.arrivals import START_DELAY_S
+from plugin.state import Plugin, role_of
 from shapes.replay import ReplaySchedule, load_trace
 
 log = logging.getLogger("llm")
@@ -53,15 +53,23 @@ def end_run(environment) -> None:
 # ------------------------------------------------------------------ master: count finished workers
 
 
-@events.init.add_listener
-def _on_init(environment, runner, **_kw) -> None:
-    if getattr(environment.parsed_options, "master", False) and runner is not None:
-        environment.llm_replay_done = set()
-        runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))
+class ReplayEnd(Plugin):
+    """On the master of a replayed trace: end the run once every worker sent its share."""
+
+    def init(self, environment) -> None:
+        if role_of(environment) == "master":
+            environment.runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))
+
+    def test_start(self, environment) -> None:
+        state = environment.llm
+        if state.role != "master" or state.plan.replay is None:
+            return
+        state.replay_done = set()
+        gevent.spawn(_watch_lost_workers, environment, state.plan.load)
 
 
 def _worker_done(environment, msg) -> None:
-    done = environment.llm_replay_done
+    done = environment.llm.replay_done
     done.add(msg.node_id)
     expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
     log.info("replay: worker %s sent its last request (%d of %d)", msg.node_id, len(done), expected)
@@ -70,33 +78,17 @@ def _worker_done(environment, msg) -> None:
         gevent.spawn(end_run, environment)
 
 
-@events.test_start.add_listener
-def _on_test_start(environment, **_kw) -> None:
-    opts = environment.parsed_options
-    if not getattr(opts, "master", False) or not getattr(opts, "replay", ""):
-        return
-    environment.llm_replay_done = set()
-    gevent.spawn(_watch_lost_workers, environment, opts.replay, _time_scale(opts))
-
-
-def _time_scale(opts) -> float:
-    try:
-        return float(getattr(opts, "time_scale", "") or 1.0)
-    except ValueError:
-        return 1.0
-
-
-def _watch_lost_workers(environment, path: str, time_scale: float) -> None:
+def _watch_lost_workers(environment, load) -> None:
     """A worker that died never reports: after the trace's last scheduled time, end the run once
     every worker still connected has reported."""
-    trace = load_trace(path)
+    trace = load_trace(load.trace)
     end_wall = float(getattr(environment.parsed_options, "llm_run_start", time.time())) + START_DELAY_S \
-        + trace.duration_s * time_scale
+        + trace.duration_s * load.time_scale
     gevent.sleep(max(0.0, end_wall - time.time()) + DONE_POLL_S)
     runner = environment.runner
     expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
     while runner.state not in ("stopping", "stopped", "quitting"):
-        done = len(environment.llm_replay_done)
+        done = len(environment.llm.replay_done)
         if done and done >= min(expected, runner.worker_count):
             log.warning("replay: %d of %d workers reported the end of their share; the others are gone",
                         done, expected)

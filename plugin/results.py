@@ -11,7 +11,6 @@ all its records in memory.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import secrets
@@ -25,6 +24,7 @@ import gevent.event
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.files import write_json
 from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
 
 FLUSH_ROWS = 5000
@@ -47,20 +47,6 @@ def package_versions() -> dict:
     return out
 
 
-def write_json(path: str, data: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, ensure_ascii=False, allow_nan=False, default=_jsonable)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def _jsonable(x):
-    if hasattr(x, "item"):  # numpy scalars
-        return x.item()
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
-
-
 class ResultsWriter:
     """Owns one results folder: appends records, writes run.json and, at the end, summary.json."""
 
@@ -78,6 +64,7 @@ class ResultsWriter:
         self.rows_written = 0
         self.closed = False
         self.on_rows = None  # called with every batch of rows as it arrives
+        self.summary = None  # metrics.schema.Summary, once finish() has written summary.json
         write_json(os.path.join(self.path, "run.json"), self.run_info)
         # Row groups are written by a greenlet of the writer's own: whoever hands rows over (the
         # finisher of a local run, the master's message handler) never blocks on a write, and a
@@ -114,8 +101,10 @@ class ResultsWriter:
             self.rows_written += len(rows)
 
     def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, **summary_args) -> dict:
-        """Close the records file, write summary.json and the final run.json; return the summary.
-        `summary_args` go to metrics.summary.summarize (run_start, plan, objectives)."""
+        """Close the records file, write summary.json and the final run.json; return the summary
+        in its JSON form (the typed one is `self.summary`, a metrics.schema.Summary).
+        `summary_args` go to metrics.summary.summarize (run_start, plan, objectives, target_rate);
+        `extra` holds the plugins' sections."""
         from metrics.summary import summarize  # pandas: only the writing process, only at the end
 
         self._stopping = True
@@ -126,11 +115,12 @@ class ResultsWriter:
             self._writer.close()
             self.closed = True
         table = pq.read_table(self.records_path)
-        summary = {"run_id": self.run_id, "complete": complete, **summarize(table, window_start, window_end, **summary_args), **extra}
-        write_json(os.path.join(self.path, "summary.json"), summary)
+        summary = summarize(table, window_start, window_end, **summary_args)
+        self.summary = summary.with_sections(run_id=self.run_id, complete=complete, **extra)
+        write_json(os.path.join(self.path, "summary.json"), self.summary.model_dump())
         self.run_info.update(ended_at=time.time(), complete=complete, records=self.rows_written)
         write_json(os.path.join(self.path, "run.json"), self.run_info)
-        return summary
+        return self.summary.model_dump()
 
 
 def _argv() -> list[str]:

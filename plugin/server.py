@@ -12,16 +12,16 @@ from geventhttpclient import HTTPClient
 from core.errors import InputError
 
 
-from plugin.options import Settings
+from plugin.plan import RunPlan
 
 
-def resolve_model(host: str, settings: Settings) -> str:
+def resolve_model(host: str, plan: RunPlan) -> str:
     """The first model id from GET /v1/models, for runs that did not name one with --model."""
     parts = urlsplit(host)
-    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
     client = HTTPClient(
         parts.hostname, port=parts.port, ssl=parts.scheme == "https", insecure=True,
-        connection_timeout=settings.timeouts.connect, network_timeout=settings.timeouts.connect,
+        connection_timeout=plan.timeouts.connect, network_timeout=plan.timeouts.connect,
     )  # fmt: skip
     url = parts.path.rstrip("/") + "/v1/models"
     try:

@@ -45,15 +45,10 @@ from urllib.parse import urlsplit, urlunsplit
 import gevent
 import pyarrow as pa
 import pyarrow.parquet as pq
-from locust import events
-from locust.runners import WorkerRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.durations import parse_duration
-from core.errors import InputError
 from metrics.record import FIELD_NAMES
-from plugin import events as llm_events
-from plugin.hooks import fail
+from plugin.state import Plugin
 
 log = logging.getLogger("llm.server_metrics")
 
@@ -106,25 +101,6 @@ def public_url(url: str) -> str:
         host = f"[{host}]"
     netloc = host + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def parse_urls(text: str) -> list[str]:
-
-    urls = [u.strip() for u in (text or "").split(",") if u.strip()]
-    for url in urls:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InputError(f"--server-metrics: '{public_url(url)}' needs a scheme and a host, e.g. http://127.0.0.1:8000/metrics")
-    return list(dict.fromkeys(urls))
-
-
-def parse_interval(text) -> float:
-
-
-    value = parse_duration("server-metrics-interval", text if text not in (None, "") else "5s")
-    if value < 0.1:
-        raise InputError("--server-metrics-interval: must be at least 100ms, e.g. 5s")
-    return value
 
 
 def parse_text(text: str, now: float, source: str) -> tuple[list[tuple], dict[str, float]]:
@@ -316,49 +292,31 @@ def _describe(e: BaseException) -> str:
 
 # -- wiring --------------------------------------------------------------------------------------
 
-_scrapers: dict[str, ServerMetricsScraper] = {}  # run_id -> scraper of a running run
+class ServerMetrics(Plugin):
+    """Scrapes the server side's Prometheus endpoints during each run (--server-metrics, checked
+    with the rest of the plan) into server_metrics.parquet and summary.json."""
 
+    def __init__(self):
+        self.scraper: ServerMetricsScraper | None = None
 
-@events.init.add_listener
-def _on_init(environment, runner, **_kw) -> None:
-    """Check the options early (a headless run fails before any load on a typo)."""
-    if isinstance(runner, WorkerRunner) or environment.parsed_options is None:
-        return
+    def run_started(self, run) -> None:
+        plan = run.plan
+        if not plan.server_metrics:
+            return
+        scraper = self.scraper = ServerMetricsScraper(list(plan.server_metrics), plan.server_metrics_interval_s, run.writer.path)
+        log.info("scraping server metrics from %s every %gs", ", ".join(s.public for s in scraper.sources),
+                 plan.server_metrics_interval_s)  # fmt: skip
+        scraper.start()
 
-    opts = environment.parsed_options
-    try:
-        parse_urls(getattr(opts, "server_metrics", ""))
-        parse_interval(getattr(opts, "server_metrics_interval", "5s"))
-    except InputError as e:
-        fail(str(e))
+    def rows_recorded(self, run, rows) -> None:
+        if self.scraper is not None:
+            self.scraper.add_rows(rows)
 
+    def run_stopping(self, run) -> None:
+        scraper, self.scraper = self.scraper, None
+        if scraper is not None:
+            run.summary_extra["server_metrics"] = scraper.stop()
 
-@llm_events.run_started.add_listener
-def _on_run_started(run, **_kw) -> None:
-    opts = run.environment.parsed_options
-    try:
-        urls = parse_urls(getattr(opts, "server_metrics", ""))
-        interval = parse_interval(getattr(opts, "server_metrics_interval", "5s"))
-    except ValueError as e:  # InputError; in the web UI the form's values arrive here first
-        log.error("%s; server metrics are off for this run", e)
-        return
-    if not urls:
-        return
-    scraper = ServerMetricsScraper(urls, interval, run.writer.path)
-    _scrapers[run.run_id] = scraper
-    log.info("scraping server metrics from %s every %gs", ", ".join(s.public for s in scraper.sources), interval)
-    scraper.start()
-
-
-@llm_events.rows_recorded.add_listener
-def _on_rows(run, rows, **_kw) -> None:
-    scraper = _scrapers.get(run.run_id)
-    if scraper is not None:
-        scraper.add_rows(rows)
-
-
-@llm_events.run_stopping.add_listener
-def _on_run_stopping(run, **_kw) -> None:
-    scraper = _scrapers.pop(run.run_id, None)
-    if scraper is not None:
-        run.summary_extra["server_metrics"] = scraper.stop()
+    def latest(self) -> dict | None:
+        """The running scraper's newest values (the web UI's server gauges); None when off."""
+        return self.scraper.latest() if self.scraper is not None else None

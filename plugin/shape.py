@@ -1,20 +1,49 @@
 """The locustfile's load shape: a step ramp (--steps) or a capacity search (--find-capacity).
 
-Locust runs a shape class whenever the locustfile has one; plugin/hooks.py removes it at init for
-plain runs (-u/-r/-t, and open loop), so those keep Locust's usual behaviour.
+Locust runs it only for stepped runs (plugin/hooks.py `choose_shape`, at init and at every start
+from the web form); every other run keeps Locust's usual -u/-r/-t behaviour. Locust resets a shape
+at every start before its first tick: that is where this run's plan is built, from the options as
+they are now (the web form's values included), so each run ramps as its own form said.
 """
 
 from __future__ import annotations
 
+import logging
+
 from locust import LoadTestShape
+from locust.runners import MasterRunner
+
+from plugin.hooks import prepare_plan
+from plugin.plan import CapacitySearchModel, StepRamp
+from shapes.capacity import CapacitySearch
+from shapes.steps import StepPlan
+
+log = logging.getLogger("llm")
 
 
 class LLMShape(LoadTestShape):
-    # -u/-r/-t keep their meaning: the shape is removed for plain runs, and the capacity search
-    # reads --run-time as its budget
+    # -u/-r/-t stay in the web form: -t bounds a ramp and is a capacity search's time budget
     use_common_options = True
-    plan = None  # shapes.steps.StepPlan: fixed levels
-    search = None  # shapes.capacity.CapacitySearch: levels decided as the run goes
+    steps: StepPlan | None = None  # fixed levels
+    search: CapacitySearch | None = None  # levels decided as the run goes
+    run_time_s: float | None = None
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        self.steps = self.search = None
+        environment = self.runner.environment
+        plan = prepare_plan(environment)  # the options were checked when this start was accepted
+        self.run_time_s = plan.run_time_s
+        load = plan.load
+        if isinstance(load, CapacitySearchModel):
+            self.search = CapacitySearch(
+                list(plan.slo), load.step_s, load.warmup_s, plan.run_time_s,
+                candidates=list(load.candidates) if load.candidates else None,
+                distributed=isinstance(self.runner, MasterRunner),
+            )  # fmt: skip
+        elif isinstance(load, StepRamp):
+            self.steps = StepPlan(list(load.levels), load.step_s, load.warmup_s)
+        log.info("shape: %s", plan.summary_line())
 
     def tick(self):
         elapsed = self.get_run_time()
@@ -22,12 +51,12 @@ class LLMShape(LoadTestShape):
             index = int(elapsed // self.search.step_s)
             users = self.search.level_for(index)
             previous = self.search.levels[index - 1] if index > 0 and users is not None else 0
-        elif self.plan is not None:
-            if elapsed >= self.plan.duration_s:
+        elif self.steps is not None:
+            if elapsed >= self.steps.duration_s or (self.run_time_s is not None and elapsed >= self.run_time_s):
                 return None
-            index = self.plan.index_at(elapsed)
-            users = self.plan.levels[index]
-            previous = self.plan.levels[index - 1] if index > 0 else 0
+            index = self.steps.index_at(elapsed)
+            users = self.steps.levels[index]
+            previous = self.steps.levels[index - 1] if index > 0 else 0
         else:
             return None
         if users is None:

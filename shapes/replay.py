@@ -30,14 +30,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shapes.arrivals import START_DELAY_S
-from workloads import Request, WorkloadError, load_library
+from core.errors import InputError
+from workloads import Request, load_library
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_CLASS = "replay"
-
-
-class TraceError(ValueError):
-    """A trace that cannot be replayed (one line: FILE line N: problem)."""
 
 
 @dataclass(frozen=True)
@@ -59,36 +56,36 @@ class Trace:
 def _entry_request(obj: dict, where: str, prompts: dict | None, path: str) -> Request:
     cls = obj.get("class", DEFAULT_CLASS)
     if not isinstance(cls, str) or not cls:
-        raise TraceError(f"{where}: class must be a non-empty string")
+        raise InputError(f"{where}: class must be a non-empty string")
     mt = obj.get("max_tokens", DEFAULT_MAX_TOKENS)
     if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
-        raise TraceError(f"{where}: max_tokens must be a whole number >= 1")
+        raise InputError(f"{where}: max_tokens must be a whole number >= 1")
     if "prompt" in obj:
         if prompts is None:
-            raise TraceError(f"{where}: refers to prompt {obj['prompt']!r} but there is no template library "
+            raise InputError(f"{where}: refers to prompt {obj['prompt']!r} but there is no template library "
                              f"(templates.jsonl beside {os.path.basename(path)}, or the header's templates)")
         t = prompts.get(obj["prompt"])
         if t is None:
-            raise TraceError(f"{where}: prompt {obj['prompt']!r} is not in the template library")
+            raise InputError(f"{where}: prompt {obj['prompt']!r} is not in the template library")
         return Request(cls, t.system, t.text, mt, t.input_chars, t.history)
     if "messages" in obj:
         msgs = obj["messages"]
         if not isinstance(msgs, list) or not msgs or not all(
                 isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role") in ("system", "user", "assistant")
                 for m in msgs):
-            raise TraceError(f"{where}: messages must be a list of {{role: system|user|assistant, content: text}}")
+            raise InputError(f"{where}: messages must be a list of {{role: system|user|assistant, content: text}}")
         system = msgs[0]["content"] if msgs[0]["role"] == "system" else None
         rest = msgs[1:] if system is not None else msgs
         if not rest or rest[-1]["role"] != "user":
-            raise TraceError(f"{where}: the last message must be the user's")
+            raise InputError(f"{where}: the last message must be the user's")
         history = tuple((m["role"], m["content"]) for m in rest[:-1])
         text = rest[-1]["content"]
     elif "text" in obj:
         text, system, history = obj["text"], obj.get("system"), ()
         if not isinstance(text, str) or not text or (system is not None and not isinstance(system, str)):
-            raise TraceError(f"{where}: text (and system) must be strings")
+            raise InputError(f"{where}: text (and system) must be strings")
     else:
-        raise TraceError(f"{where}: needs prompt (a library id), text or messages")
+        raise InputError(f"{where}: needs prompt (a library id), text or messages")
     chars = (len(system) if system else 0) + sum(len(c) for _, c in history) + len(text)
     return Request(cls, system, text, mt, chars, history)
 
@@ -98,9 +95,9 @@ def _read_trace(path: str) -> Trace:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
     except FileNotFoundError:
-        raise TraceError(f"{path}: trace file not found") from None
+        raise InputError(f"{path}: trace file not found") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"{path}: cannot read ({e})") from None
+        raise InputError(f"{path}: cannot read ({e})") from None
     header: dict = {}
     rows = []
     for n, line in enumerate(lines, start=1):
@@ -110,29 +107,26 @@ def _read_trace(path: str) -> Trace:
         try:
             obj = json.loads(line)
         except ValueError as e:
-            raise TraceError(f"{where}: malformed JSON ({e})") from None
+            raise InputError(f"{where}: malformed JSON ({e})") from None
         if not isinstance(obj, dict):
-            raise TraceError(f"{where}: expected a JSON object")
+            raise InputError(f"{where}: expected a JSON object")
         if "trace" in obj and not rows:
             if not isinstance(obj["trace"], dict):
-                raise TraceError(f"{where}: the header's trace must be an object")
+                raise InputError(f"{where}: the header's trace must be an object")
             header = obj["trace"]
             continue
         t = obj.get("t")
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0 or t == float("inf"):
-            raise TraceError(f"{where}: t must be seconds >= 0 after the start of the trace")
+            raise InputError(f"{where}: t must be seconds >= 0 after the start of the trace")
         rows.append((float(t), len(rows), obj, where))
     if not rows:
-        raise TraceError(f"{path}: the trace holds no requests")
+        raise InputError(f"{path}: the trace holds no requests")
     prompts = None
     if any("prompt" in obj for _, _, obj, _ in rows):
         lib_name = header.get("templates", "templates.jsonl")
         lib_path = lib_name if os.path.isabs(lib_name) else os.path.join(os.path.dirname(os.path.abspath(path)), lib_name)
         if os.path.exists(lib_path):
-            try:
-                lib = load_library(lib_path, origin=path)
-            except WorkloadError as e:
-                raise TraceError(str(e)) from None
+            lib = load_library(lib_path, origin=path)
             prompts = {t.id: t for t in lib.prompts if t.id}
     rows.sort(key=lambda r: (r[0], r[1]))  # by time; equal times keep the file order
     requests = tuple(_entry_request(obj, where, prompts, path) for _, _, obj, where in rows)
@@ -145,11 +139,11 @@ def _cached(path: str, mtime_ns: int, size: int) -> Trace:
 
 
 def load_trace(path: str) -> Trace:
-    """The parsed trace (cached while the file is unchanged). Raises TraceError."""
+    """The parsed trace (cached while the file is unchanged). Raises InputError."""
     try:
         st = os.stat(path)
     except OSError:
-        raise TraceError(f"{path}: trace file not found") from None
+        raise InputError(f"{path}: trace file not found") from None
     return _cached(os.path.abspath(path), st.st_mtime_ns, st.st_size)
 
 

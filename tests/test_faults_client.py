@@ -18,7 +18,7 @@ import pytest
 
 from metrics.record import ERROR_CLASSES
 from core.durations import Timeouts
-from plugin.options import RETRYABLE, Settings
+from plugin.plan import RETRYABLE, RunPlan
 from tests.helpers import LOCUST, ROOT, free_port, read_results, read_truth, run_locust, simulator, start_locust, wait_for_lines
 from users.llm import exchange_class, parse_retry_after, retry_wait
 from users.stream import Exchange, StreamClient
@@ -42,9 +42,8 @@ def exchange(status=0, error="", retry_after=""):
 
 
 def settings(**kw):
-    s = Settings.__new__(Settings)
-    s.retry, s.retry_on, s.retry_max_wait_s = kw.get("retry", 2), kw.get("retry_on", ("http_429", "http_5xx", "connect_error")), kw.get("max_wait", 30.0)
-    return s
+    return RunPlan(retry=kw.get("retry", 2), retry_on=kw.get("retry_on", ("http_429", "http_5xx", "connect_error")),
+                   retry_max_wait_s=kw.get("max_wait", 30.0))
 
 
 def test_retry_waits():

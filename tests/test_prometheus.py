@@ -201,10 +201,11 @@ def test_counts_labels_and_bucket_edges():
 
 
 def test_gauges_without_a_runner_and_with_providers():
+    from types import SimpleNamespace
+
     class Env:
         runner = None
-        llm_target_rate = staticmethod(lambda: 12.5)
-        llm_in_flight = 7
+        llm = SimpleNamespace(in_flight=lambda: 7, plan=SimpleNamespace(request_rate=12.5))
         shape_class = None
         parsed_options = None
 

@@ -14,9 +14,10 @@ import pytest
 from locust import argument_parser
 
 from shapes.arrivals import START_DELAY_S
-from shapes.replay import ReplaySchedule, TraceError, load_trace
+from shapes.replay import ReplaySchedule, load_trace
 from core.errors import InputError
-from plugin.options import Settings, add_arguments
+from plugin.options import add_arguments
+from plugin.plan import RunPlan
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
 from tests.test_sessions import CaptureServer
 from workloads.__main__ import main as workloads_cli
@@ -72,7 +73,7 @@ def test_trace_with_library_ids_inline_text_and_messages(tmp_path):
     ([{"t": 1, "messages": [{"role": "assistant", "content": "x"}]}], "last message must be the user's"),
 ])
 def test_bad_traces(tmp_path, rows, needle):
-    with pytest.raises(TraceError) as ei:
+    with pytest.raises(InputError) as ei:
         load_trace(write_trace(tmp_path / "t.jsonl", rows))
     assert needle in str(ei.value) and "\n" not in str(ei.value)
 
@@ -101,8 +102,8 @@ def parse(*args):
 
 def test_replay_options(tmp_path):
     path = write_trace(tmp_path / "t.jsonl", [{"t": t, "text": "x"} for t in (0, 10, 20)])
-    s = Settings.from_options(parse("--replay", path, "--time-scale", "0.5", "--max-concurrency", "8"))
-    assert s.replay == path and s.time_scale == 0.5 and s.max_concurrency == 8
+    s = RunPlan.from_options(parse("--replay", path, "--time-scale", "0.5", "--max-concurrency", "8"))
+    assert s.replay == path and s.load.kind == "replay" and s.load.time_scale == 0.5 and s.load.max_concurrency == 8
     assert s.request_rate == pytest.approx(3 / 10)  # the trace's mean rate: open loop everywhere else
     for args, needle in ((("--replay", path, "--request-rate", "5"), "drop --request-rate"),
                          (("--replay", path, "--steps", "1,2"), "--steps"),
@@ -110,7 +111,7 @@ def test_replay_options(tmp_path):
                          (("--replay", path, "--time-scale", "0"), "--time-scale"),
                          (("--replay", str(tmp_path / "missing.jsonl")), "trace file not found")):
         with pytest.raises(InputError) as ei:
-            Settings.from_options(parse(*args))
+            RunPlan.from_options(parse(*args))
         assert needle in str(ei.value), (args, str(ei.value))
 
 

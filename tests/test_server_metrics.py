@@ -17,9 +17,7 @@ from plugin.server_metrics import (
     ServerMetricsScraper,
     canonical,
     increase,
-    parse_interval,
     parse_text,
-    parse_urls,
     public_url,
 )
 from tests.test_prometheus import _rec, free_port, locust, simulator, tail, wait_exit  # noqa: F401 (fixture)
@@ -81,15 +79,25 @@ def test_increase_is_reset_aware():
 
 
 def test_options():
-    from core.errors import InputError
+    from argparse import Namespace
 
-    assert parse_urls(" http://a:1/metrics, http://b:2/metrics ,http://a:1/metrics") == ["http://a:1/metrics", "http://b:2/metrics"]
-    assert parse_urls("") == []
+    from core.errors import InputError
+    from plugin.plan import RunPlan
+
+    def plan(urls="", interval="5s"):
+        return RunPlan.from_options(Namespace(server_metrics=urls, server_metrics_interval=interval))
+
+    assert plan(" http://a:1/metrics, http://b:2/metrics ,http://a:1/metrics").server_metrics == ("http://a:1/metrics", "http://b:2/metrics")
+    assert plan("").server_metrics == ()
     with pytest.raises(InputError, match="--server-metrics"):
-        parse_urls("localhost:8000/metrics")
-    assert parse_interval("5s") == 5.0 and parse_interval("") == 5.0 and parse_interval("250ms") == 0.25
+        plan("localhost:8000/metrics")
+    with pytest.raises(InputError, match="'htp://h:9/metrics' needs") as e:  # a typo: the password is not shown
+        plan("htp://u:secret@h:9/metrics")
+    assert "secret" not in str(e.value)
+    assert plan(interval="5s").server_metrics_interval_s == 5.0 and plan(interval="").server_metrics_interval_s == 5.0
+    assert plan(interval="250ms").server_metrics_interval_s == 0.25
     with pytest.raises(InputError, match="--server-metrics-interval"):
-        parse_interval("10ms")
+        plan(interval="10ms")
     assert public_url("http://user:pw@host:9/metrics") == "http://host:9/metrics"
 
 

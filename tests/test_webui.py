@@ -307,22 +307,25 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
 def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     from types import SimpleNamespace
 
-    from plugin import server_metrics
+    from plugin.health import Health
+    from plugin.server_metrics import ServerMetrics
+    from plugin.state import SuiteState
     from webui.plugin import client_health, in_flight, server_gauges
 
-    opts = SimpleNamespace(server_metrics="")
-    env = SimpleNamespace(parsed_options=opts)
-    run = SimpleNamespace(run_id="r1", settings=SimpleNamespace(request_rate=None))
+    health, scraping = Health(), ServerMetrics()
+    env = SimpleNamespace(llm=SuiteState("local", (health, scraping)))
+    env.llm.plan = SimpleNamespace(server_metrics=())
+    run = SimpleNamespace(run_id="r1")
     assert client_health(env) == {"state": "unknown"}
-    env.llm_health = SimpleNamespace(snapshot=lambda: {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]})
+    health.snapshot = lambda: {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
     assert client_health(env) == {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
-    env.llm_health = SimpleNamespace(snapshot=lambda: 1 / 0)
+    health.snapshot = lambda: 1 / 0
     assert client_health(env)["state"] == "unknown"
     # plugin.health's board: no state of its own; derived from its workers, samples left out
     worker = {"worker": "w0", "index": 0, "bound": False, "contended": False, "reasons": [], "cpu_p95": 40.0,
               "loop_lag_p99_ms": 1.2, "samples": 12, "recent": [{"t": 1.0, "cpu": 40.0}]}  # fmt: skip
     board = {"running": True, "bound": False, "advice": "fine", "workers_needed": 1, "limits": {"cpu_pct": 70.0}, "workers": [worker]}
-    env.llm_health = SimpleNamespace(snapshot=lambda: board)
+    health.snapshot = lambda: board
     h = client_health(env)
     assert h["state"] == "ok" and h["advice"] == "fine" and "recent" not in h["workers"][0] and h["workers"][0]["cpu_p95"] == 40.0
     worker["contended"] = True
@@ -334,21 +337,17 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     assert client_health(env)["state"] == "unknown"  # no sample yet
 
     assert server_gauges(env, run) is None  # --server-metrics off
-    opts.server_metrics = "http://127.0.0.1:1/metrics"
+    env.llm.plan = SimpleNamespace(server_metrics=("http://127.0.0.1:1/metrics",))
     assert server_gauges(env, run) == {"available": False, "running": None, "waiting": None, "kv_cache_usage": None}
-    scraper = SimpleNamespace(latest=lambda: {"vllm:num_requests_running": 12, "vllm:num_requests_waiting": 3.0,
-                                              "vllm:kv_cache_usage_perc": 0.42})  # fmt: skip
-    server_metrics._scrapers["r1"] = scraper
-    try:
-        assert server_gauges(env, run) == {"available": True, "running": 12.0, "waiting": 3.0, "kv_cache_usage": 0.42}
-        scraper.latest = lambda: {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
-        assert server_gauges(env, run) == {"available": True, "running": 5.0, "waiting": 0.0, "kv_cache_usage": 0.1}
-        scraper.latest = lambda: {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 55.0}  # a percentage
-        assert server_gauges(env, run) == {"available": True, "running": 2.0, "waiting": None, "kv_cache_usage": 0.55}
-    finally:
-        server_metrics._scrapers.pop("r1", None)
+    scraper = scraping.scraper = SimpleNamespace(latest=lambda: {"vllm:num_requests_running": 12, "vllm:num_requests_waiting": 3.0,
+                                                                  "vllm:kv_cache_usage_perc": 0.42})  # fmt: skip
+    assert server_gauges(env, run) == {"available": True, "running": 12.0, "waiting": 3.0, "kv_cache_usage": 0.42}
+    scraper.latest = lambda: {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
+    assert server_gauges(env, run) == {"available": True, "running": 5.0, "waiting": 0.0, "kv_cache_usage": 0.1}
+    scraper.latest = lambda: {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 55.0}  # a percentage
+    assert server_gauges(env, run) == {"available": True, "running": 2.0, "waiting": None, "kv_cache_usage": 0.55}
 
     snap = {"overall": {"e2e_ms": {"mean": 500.0, "count": 120}}, "window": {"seconds": 30.0}}
     assert in_flight(env, run, 8, snap) == {"value": None, "source": "unknown"}  # no run counting yet
-    env.llm_in_flight = lambda: 17
+    env.llm.context = SimpleNamespace(in_flight=17)
     assert in_flight(env, run, 64, snap) == {"value": 17.0, "source": "counted"}

@@ -24,7 +24,6 @@ from locust.contrib.fasthttp import FastHttpUser
 
 from metrics.record import RequestRecord
 from metrics.timing import status_class
-from plugin import replay as replay_run
 from plugin.finisher import reply_text
 from users.stream import Exchange, StreamClient
 from workloads.session import Conversation
@@ -44,19 +43,21 @@ class LLMUser(FastHttpUser):
 
     def on_start(self) -> None:
         self.ctx = self._wait_for_context()
-        self.endpoint = self.endpoint or self.ctx.settings.endpoint
+        self.endpoint = self.endpoint or self.ctx.plan.endpoint
         self.path = PATHS[self.endpoint]
-        self.stream = StreamClient(self.host, self.ctx.settings.timeouts, {})
+        plan = self.ctx.plan
+        self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request")
 
     def _wait_for_context(self):
         """The run context of this process; a worker that joined a running test builds it a moment
         after its users are spawned."""
         deadline = time.monotonic() + CONTEXT_WAIT_S
-        while getattr(self.environment, "llm_context", None) is None:
+        state = self.environment.llm
+        while state.context is None:
             if time.monotonic() > deadline:
                 raise StopUser(f"no run context after {CONTEXT_WAIT_S}s")
             gevent.sleep(0.01)
-        return self.environment.llm_context
+        return state.context
 
     def on_stop(self) -> None:
         if getattr(self, "stream", None) is not None:
@@ -64,44 +65,14 @@ class LLMUser(FastHttpUser):
 
     @task
     def send(self) -> None:
-        ctx = self.ctx
-        if ctx.idle:
-            ctx.stopping.wait(1.0)
+        item = self.ctx.pacer.next()  # waits until the load model says the next request is due
+        if item is None:
             return
-        if ctx.replay is not None:  # --replay: the trace's requests at their times (shapes/replay.py)
-            self.send_replayed()
-            return
-        if ctx.arrivals is None:  # closed loop
-            request = ctx.sampler.next()
-            if request.turns:
-                self.converse(request)
-            else:
-                self.send_request(request)
-            return
-        t_intended = ctx.arrivals.take()  # open loop: the next scheduled send time of this process
-        delay = t_intended - time.perf_counter()
-        if ctx.stopping.wait(max(delay, 0.0)):
-            return  # the run is ending: arrivals after it are not sent
-        request = ctx.sampler.next()
-        if request.turns:  # an arrival starts a conversation
+        t_intended, request = item
+        if request.turns:  # a conversation: its later turns follow its replies
             self.converse(request, t_intended)
         else:
             self.send_request(request, t_intended=t_intended)
-
-    def send_replayed(self) -> None:
-        ctx = self.ctx
-        replay = ctx.replay
-        item = replay.take()
-        if item is None:  # this process's share is all taken: the run ends once every process sent its last
-            if replay.sent >= len(replay):
-                replay_run.share_done(self.environment, replay)
-            ctx.stopping.wait(1.0)
-            return
-        t_intended, request = item
-        if ctx.stopping.wait(max(t_intended - time.perf_counter(), 0.0)):
-            return
-        replay_run.sending(self.environment, replay)
-        self.send_request(request, t_intended=t_intended)
 
     def converse(self, first, t_intended: float = float("nan")) -> None:
         """A whole conversation (workloads/session.py) on this user: each turn carries the turns
@@ -142,18 +113,18 @@ class LLMUser(FastHttpUser):
         is its own record (retries are counted, never hidden): the first keeps the request id, the
         retries add -r1, -r2, ... Returns the record of the last attempt."""
         ctx = self.ctx
-        settings = ctx.settings
+        plan = ctx.plan
         request_id = ctx.next_request_id()
         body = ctx.body(self.endpoint, request)
-        cancel_after = settings.cancel_after_s if settings.cancel_rate and cancel_draw(ctx) < settings.cancel_rate else None
+        cancel_after = plan.cancel_after_s if plan.cancel_rate and cancel_draw(ctx) < plan.cancel_rate else None
         attempt = 0
         while True:
             rec, ex = self._attempt(request, body, f"{request_id}-r{attempt}" if attempt else request_id,
                                     float("nan") if attempt else t_intended, cancel_after,
                                     turn, session_id, on_parsed)  # fmt: skip
-            if attempt >= settings.retry:
+            if attempt >= plan.retry:
                 return rec
-            wait = retry_wait(settings, ex, attempt + 1)
+            wait = retry_wait(plan, ex, attempt + 1)
             if wait is None or ctx.stopping.is_set() or ctx.stopping.wait(wait):
                 return rec  # not retryable, or the run is ending: no new attempt
             attempt += 1
@@ -167,8 +138,8 @@ class LLMUser(FastHttpUser):
             endpoint=self.endpoint,
             request_class=request.request_class,
             input_chars=request.input_chars,
-            max_tokens=ctx.settings.max_tokens_override or request.max_tokens,
-            stream=ctx.settings.stream,
+            max_tokens=ctx.plan.max_tokens_override or request.max_tokens,
+            stream=ctx.plan.stream,
             t_intended=t_intended,
             turn=turn,
             session_id=session_id,
@@ -214,17 +185,17 @@ def parse_retry_after(value: str) -> float | None:
     return max(0.0, seconds) if seconds == seconds else None
 
 
-def retry_wait(settings, ex: Exchange, n: int) -> float | None:
+def retry_wait(plan, ex: Exchange, n: int) -> float | None:
     """Seconds to wait before retry number n (1, 2, ...) after the attempt `ex`; None: no retry.
     A 429's Retry-After is honoured up to --retry-max-wait; otherwise 0.5 s, doubling, capped."""
     error = exchange_class(ex)
-    if not error or error not in settings.retry_on:
+    if not error or error not in plan.retry_on:
         return None
     if error == "http_429":
         after = parse_retry_after(ex.retry_after)
         if after is not None:
-            return min(after, settings.retry_max_wait_s)
-    return min(RETRY_BACKOFF_S * 2 ** (n - 1), settings.retry_max_wait_s)
+            return min(after, plan.retry_max_wait_s)
+    return min(RETRY_BACKOFF_S * 2 ** (n - 1), plan.retry_max_wait_s)
 
 
 def cancel_draw(ctx) -> float:

@@ -4,7 +4,7 @@ The process that writes results (master, or a local run) hands every record batc
 `plugin.events.rows_recorded` delivers to `LiveWindow.add_rows`. A snapshot takes the records that
 *ended* inside the window (default the last 30 s; a record ends at wall_send + e2e_s, or at
 wall_send when it has no e2e) and computes, per request class and overall, the same statistics
-as summary.json with the same code (`metrics.summary.section`, `metrics.slo`): exact numpy
+as summary.json with the same code (`metrics.summary.Measure`): exact numpy
 percentiles of TTFT, TPOT, pooled ITL and E2E; requests, output and total tokens per second over
 the window; goodput against the run's SLO objectives; failures by class. Nothing comes from
 Locust's rounded statistics.
@@ -29,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.record import ARROW_SCHEMA, FIELD_NAMES, NOT_SERVER_FAILURES, SCALAR_COLUMNS
-from metrics.slo import good_mask
 
 WINDOW_S = 30.0
 HISTORY_POINTS = 10_800  # 6 h of points at one per 2 s
@@ -208,36 +207,31 @@ class LiveWindow:
 
 
 def compute(table: pa.Table, start: float, end: float, objectives=()) -> tuple[dict, dict]:
-    """(overall, by_class) blocks for the records of `table`, with metrics.summary's definitions."""
+    """(overall, by_class) blocks for the records of `table`, computed as summary.json's blocks
+    (metrics.summary.Measure), reshaped for a live window."""
+    from metrics.summary import Measure  # pandas: loaded by the web UI's process at its first snapshot
+
     df = table.select(list(SCALAR_COLUMNS)).to_pandas()
     chunk_times = table.column("chunk_times").combine_chunks() if table.num_rows else pa.array([], ARROW_SCHEMA.field("chunk_times").type)
-    df["good"] = good_mask(objectives, df, chunk_times)
+    m = Measure(df, chunk_times, objectives)
     classes = df["request_class"].to_numpy()
-    everything = np.ones(len(df), dtype=bool)
-    overall = block(df, chunk_times, everything, start, end, objectives)
-    by_class = {str(c): block(df, chunk_times, classes == c, start, end, objectives) for c in sorted(set(classes))}
+    overall = block(m, np.ones(len(df), dtype=bool), start, end)
+    by_class = {str(c): block(m, classes == c, start, end) for c in sorted(set(classes))}
     return overall, by_class
 
 
-def block(df, chunk_times: pa.Array, mask: np.ndarray, start: float, end: float, objectives=()) -> dict:
-    """One class's (or the overall) statistics; `section` of summary.json, reshaped for a live window."""
-    from metrics.slo import verdicts
-    from metrics.summary import objective_stats, section
-    from metrics.timing import pooled_itl
+def block(m, mask: np.ndarray, start: float, end: float) -> dict:
+    """One class's (or the overall) statistics: summary.json's block (`m`, a metrics.summary.Measure)
+    of the records in `mask`.
 
-    ok_mask = mask & df["ok"].to_numpy(dtype=bool)
-    itl = pooled_itl(chunk_times.filter(pa.array(ok_mask))) if len(df) else np.empty(0)
-    sub = df[mask]
-    # The live window holds the records that ended in it (a record exists once its request ended),
-    # so its tokens count at completion: (output, prompt) of its successful requests.
-    ok = sub[sub["ok"]]
+    The live window holds the records that ended in it (a record exists once its request ended),
+    so its tokens count at completion: (output, prompt) of its successful requests. `requests.ended`
+    stands for summary.json's `requests.sent`; no `sent_per_s` and no token sources."""
+    ok = m.df[mask & m.ok]
     tokens = (float(ok["output_tokens"].clip(lower=0).sum()), float(ok["prompt_tokens"].clip(lower=0).sum()))
-    out = section(sub, ok, itl, max(0.0, end - start), tokens)
+    out = m.block(mask, start, end, group=mask, tokens=tokens).model_dump()
     requests = out["requests"]
     out["requests"] = {"ended": requests.pop("sent"), **requests}
     out["throughput"].pop("sent_per_s", None)
     out["tokens"].pop("source", None)
-    if objectives:
-        judged = verdicts(objectives, objective_stats(objectives, ok, itl))
-        out["slo"] = {"passed": all(v["passed"] for v in judged), "objectives": judged}
     return out

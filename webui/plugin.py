@@ -1,4 +1,4 @@
-"""The LLM view in Locust's web UI: routes, the LLM tab, the sampler. Imported by locustfile.py.
+"""The LLM view in Locust's web UI: routes, the LLM tab, the sampler. Installed by locustfile.py.
 
 Active only on the process that serves the web UI (the master, or a local run started without
 --headless); workers and headless runs do nothing here.
@@ -21,7 +21,7 @@ Locust's own page gets an "LLM" tab (extended_tabs / extended_tables, rows added
 (LLM view, and the report once a run has finished) injected into its index page.
 
 Every 2 s while a run is on (longer when a computation takes long), a greenlet takes the
-records that arrived (plugin.events.rows_recorded on this process: every record exactly once),
+records that arrived (the plugin's rows_recorded hook on this process: every record exactly once),
 and a worker thread computes the window's statistics (webui.live), so a local run's event loop
 is not held up by pandas. On a master, the window ends at the oldest latest worker report
 ("watermark"), since workers ship records every 3 s: the newest seconds would otherwise look
@@ -42,11 +42,13 @@ from collections import OrderedDict
 import gevent
 import gevent.event
 from flask import Blueprint, Response, abort, jsonify, redirect, request, send_file, url_for
-from locust import events
-from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner
 
-from plugin import events as llm_events
+from plugin.health import Health
+from plugin.server_metrics import ServerMetrics
+from plugin.state import Plugin, role_of
 from webui.live import WINDOW_S, LiveWindow
+from webui.start_check import install_start_check
 
 log = logging.getLogger("llm.webui")
 
@@ -204,7 +206,7 @@ class LiveView:
             "started": run.started,
             "finished": finished,
             "host": self.environment.host,
-            "model": getattr(self.environment.parsed_options, "model", "") or run.settings.model,
+            "model": getattr(self.environment.parsed_options, "model", "") or run.plan.model,
             "slo": [o.text for o in run.settings.slo],
             "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
@@ -281,9 +283,9 @@ def _number(value) -> float | None:
 
 
 def in_flight(env, run, users: int, snap: dict) -> dict:
-    """Requests on the wire: counted by every load process for each run (plugin/hooks.py sets
-    `environment.llm_in_flight`; workers report theirs every 3 s)."""
-    value = _number(getattr(env, "llm_in_flight", None))
+    """Requests on the wire: counted by every load process for each run (plugin/state.py; workers
+    report theirs every 3 s)."""
+    value = _number(env.llm.in_flight())
     return {"value": value, "source": "counted" if value is not None else "unknown"}
 
 
@@ -292,13 +294,13 @@ HEALTH_WORKER_KEYS = ("worker", "index", "bound", "contended", "reasons", "cpu_l
 
 
 def client_health(env) -> dict:
-    """The client-health monitor's live state (`environment.llm_health.snapshot()`, plugin/health.py),
+    """The client-health monitor's live state (`Health.snapshot()`, plugin/health.py),
     condensed for the view: {state, bound, advice, workers_needed, limits, workers: [...]}, each
     worker without its recent samples. `state` is the snapshot's own when it has one, else
     "client bound" (a worker passed the accuracy limits), "contended" (late while idle: other
     processes took the CPU), "ok", or "unknown" (no monitor, or no sample yet)."""
-    health = getattr(env, "llm_health", None)
-    if health is None or not hasattr(health, "snapshot"):
+    health = env.llm.plugin(Health)
+    if health is None:
         return {"state": "unknown"}
     try:
         data = health.snapshot()
@@ -327,7 +329,7 @@ def client_health(env) -> dict:
 def server_gauges(env, run) -> dict | None:
     """The server's latest running/waiting requests and KV-cache usage from --server-metrics;
     None when it is off. Metric names are matched as in SERVER_GAUGES (vLLM, SGLang, TGI)."""
-    if not getattr(env.parsed_options, "server_metrics", ""):
+    if env.llm.plan is None or not env.llm.plan.server_metrics:
         return None
     latest = _latest_server_values(env, run)
     out = {"available": latest is not None}
@@ -344,10 +346,8 @@ def server_gauges(env, run) -> dict | None:
 
 
 def _latest_server_values(env, run) -> dict | None:
-    """The run's --server-metrics scraper's newest values (plugin.server_metrics)."""
-    from plugin import server_metrics
-
-    scraper = server_metrics._scrapers.get(run.run_id) if run is not None else None
+    """The run's --server-metrics scraper's newest values (plugin/server_metrics.py)."""
+    scraper = env.llm.plugin(ServerMetrics)
     return scraper.latest() if scraper is not None else None
 
 
@@ -357,7 +357,6 @@ def _latest_server_values(env, run) -> dict | None:
 def install(environment, web_ui) -> LiveView:
     """Routes, the LLM tab and the listeners, on the process that serves the web UI."""
     view = LiveView(environment)
-    environment.llm_view = view
     base = getattr(environment.parsed_options, "web_base_path", None) or None
     bp = Blueprint("llm", __name__, url_prefix=base)
     auth = web_ui.auth_required_if_enabled
@@ -470,35 +469,31 @@ def _index_links(page_url: str, stats_url: str) -> str:
 # -- wiring ---------------------------------------------------------------------------------------------
 
 
-@events.init.add_listener
-def _on_init(environment, runner, web_ui=None, **_kw) -> None:
-    if web_ui is None or isinstance(runner, WorkerRunner):
-        return
-    view = install(environment, web_ui)
-    if isinstance(runner, MasterRunner):
-        events.worker_report.add_listener(view.on_worker_report)
+class WebUI(Plugin):
+    """The LLM view and the start form's check, on the process that serves the web UI."""
 
+    def __init__(self):
+        self.view: LiveView | None = None
 
-def _view(run):
-    return getattr(run.environment, "llm_view", None)
+    def init(self, environment) -> None:
+        web_ui = environment.web_ui
+        if web_ui is None or role_of(environment) == "worker":
+            return
+        self.view = install(environment, web_ui)
+        install_start_check(environment, web_ui)
 
+    def worker_report(self, environment, client_id, data) -> None:
+        if self.view is not None:
+            self.view.on_worker_report(client_id, data)
 
-@llm_events.run_started.add_listener
-def _on_run_started(run, **_kw) -> None:
-    view = _view(run)
-    if view is not None:
-        view.on_run_started(run)
+    def run_started(self, run) -> None:
+        if self.view is not None:
+            self.view.on_run_started(run)
 
+    def rows_recorded(self, run, rows) -> None:
+        if self.view is not None:
+            self.view.on_rows(run, rows)
 
-@llm_events.rows_recorded.add_listener
-def _on_rows(run, rows, **_kw) -> None:
-    view = _view(run)
-    if view is not None:
-        view.on_rows(run, rows)
-
-
-@llm_events.run_finished.add_listener
-def _on_run_finished(run, summary=None, **_kw) -> None:
-    view = _view(run)
-    if view is not None:
-        view.on_run_finished(run)
+    def run_finished(self, run, summary) -> None:
+        if self.view is not None:
+            self.view.on_run_finished(run)

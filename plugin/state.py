@@ -1,0 +1,108 @@
+"""The suite's state on a Locust environment, and the protocol of the features that plug into a run.
+
+One object, `environment.llm` (a `SuiteState`), holds everything a process knows about the suite:
+its role, the current run's plan, the results side of the run (master or local), the users' side
+(worker or local), the built-in simulator, and the installed plugins.
+
+A plugin is a feature of a run (self-health, Prometheus, server scraping, reports, the web UI's
+LLM view). It overrides the hooks it needs; plugin/hooks.py calls every plugin's hook in the order
+locustfile.py installs them, never in import order:
+
+  init(environment)                 every process, at Locust's init (routes, messages, servers)
+  test_start(environment)           every process, once the run's plan is built (state.plan)
+  run_started(run)                  results process: the results folder exists
+  rows_recorded(run, rows)          results process: records arrived (each exactly once)
+  run_stopping(run)                 results process: load stopped; add sections to run.summary_extra
+  run_finished(run, summary)        results process: summary.json is written
+  test_stopping(environment)        every process, as the run begins to stop
+  test_stop(environment)            every process, once users have stopped
+  report_to_master(environment, data)           worker: add to the report it sends every 3 s
+  worker_report(environment, client_id, data)   master: a worker's report arrived
+  quitting(environment)             every process, before it exits
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+
+class Plugin:
+    """A feature of a run. Every hook is optional; see the module's docstring for when each runs."""
+
+    def init(self, environment) -> None: ...
+
+    def test_start(self, environment) -> None: ...
+
+    def run_started(self, run) -> None: ...
+
+    def rows_recorded(self, run, rows) -> None: ...
+
+    def run_stopping(self, run) -> None: ...
+
+    def run_finished(self, run, summary: dict) -> None: ...
+
+    def test_stopping(self, environment) -> None: ...
+
+    def test_stop(self, environment) -> None: ...
+
+    def report_to_master(self, environment, data: dict) -> None: ...
+
+    def worker_report(self, environment, client_id: str, data: dict) -> None: ...
+
+    def quitting(self, environment) -> None: ...
+
+
+P = TypeVar("P", bound=Plugin)
+
+
+def role_of(environment) -> str:
+    """From the options, not the runner: a worker that joins a running test receives its spawn
+    message (and fires test_start) inside the WorkerRunner constructor, before environment.runner
+    is set and before init fires."""
+    opts = environment.parsed_options
+    if getattr(opts, "worker", False):
+        return "worker"
+    if getattr(opts, "master", False):
+        return "master"
+    return "local"
+
+
+class SuiteState:
+    """What the suite keeps on one Locust environment (`environment.llm`)."""
+
+    def __init__(self, role: str, plugins: tuple[Plugin, ...]):
+        self.role = role  # local | master | worker
+        self.plugins = plugins
+        self.plan = None  # plugin.plan.RunPlan of the current (or next) run
+        self.prepared = False  # the plan was built for the run about to start (shape or web form)
+        self.run = None  # plugin.hooks.Run: the results side (master, local)
+        self.context = None  # plugin.context.RunContext: the users' side (worker, local)
+        self.simulator = None  # plugin.embedded.EmbeddedSimulator when no --host was given
+        self.shape = None  # the locustfile's LLMShape, used only by stepped runs
+        self.worker_ready = False  # a worker's init has run (a late joiner's test_start may come first)
+        self.worker_errors: list[str] = []  # master: workers that could not build the plan
+        self.replay_done: set[str] = set()  # master: workers that sent their share of a replayed trace
+
+    def plugin(self, kind: type[P]) -> P | None:
+        """The installed plugin of this type (the web UI reads the health board through it)."""
+        for p in self.plugins:
+            if isinstance(p, kind):
+                return p
+        return None
+
+    def in_flight(self) -> int | None:
+        """Requests on the wire now: this process's users, or every worker's last report."""
+        if self.context is not None:
+            return self.context.in_flight
+        run = self.run
+        if run is not None and run.collector is not None:
+            return sum(run.collector.in_flight.values())
+        return None
+
+    def call(self, hook: str, *args) -> None:
+        for p in self.plugins:
+            getattr(p, hook)(*args)
+
+
+def state_of(environment) -> SuiteState | None:
+    return getattr(environment, "llm", None)
