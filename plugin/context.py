@@ -22,7 +22,7 @@ from plugin.pacing import ClosedPacer, IdlePacer, OpenPacer, ReplayPacer
 from plugin.plan import OpenLoop, RunPlan, TraceReplay
 from shapes.arrivals import ArrivalSchedule
 from shapes.replay import ReplaySchedule, load_trace
-from workloads import Sampler, WorkloadError, load_spec
+from workloads import Sampler, load_spec
 
 log = logging.getLogger("llm")
 
@@ -42,7 +42,7 @@ def token_counter(tokenizer: str):
 def load_workload(plan: RunPlan):
     try:
         return load_spec(plan.workload)
-    except WorkloadError as e:
+    except InputError as e:
         raise InputError(f"--workload: {e}") from None
 
 
