@@ -11,9 +11,10 @@ from collections import Counter
 
 import pytest
 
+from core.errors import InputError
 from tests.helpers import ROOT, read_results, run_locust
 from tests.test_sessions import CaptureServer
-from workloads import Sampler, WorkloadError, load_spec
+from workloads import Sampler, load_spec
 
 SPEC = """
 name: prefix
@@ -107,7 +108,7 @@ def test_verbatim_classes_take_a_prefix_too(tmp_path):
 ])
 def test_validation(tmp_path, raw, needle):
     p = write(tmp_path, f"shared_prefix: {raw}\nclasses:\n  a: {{weight: 1, input_chars: {{min: 20, max: 200}}, output_tokens: 5}}\n")
-    with pytest.raises(WorkloadError) as ei:
+    with pytest.raises(InputError) as ei:
         load_spec(p)
     assert needle in str(ei.value) and "shared_prefix" in str(ei.value)
 

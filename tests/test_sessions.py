@@ -13,8 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from core.errors import InputError
 from tests.helpers import read_results, run_locust
-from workloads import Conversation, Sampler, WorkloadError, load_spec
+from workloads import Conversation, Sampler, load_spec
 
 
 class CaptureServer:
@@ -161,7 +162,7 @@ def test_session_validation(tmp_path, session, needle):
         assert {r.turns for r in s.sample(100)} == {1, 2, 5}
         assert {s.think_time("c") for _ in range(50)} == {0.5, 2.0}
         return
-    with pytest.raises(WorkloadError) as ei:
+    with pytest.raises(InputError) as ei:
         load_spec(p)
     assert needle in str(ei.value) and "classes.c.session" in str(ei.value)
 

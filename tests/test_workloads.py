@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 
 import workloads
-from workloads import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, Request, Sampler, WorkloadError,
-                       WorkloadSpec, load_spec)
+from core.errors import InputError
+from workloads import DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, Request, Sampler, WorkloadSpec, load_spec
 from workloads.__main__ import main as cli_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -381,7 +381,7 @@ BAD_SPECS = {
 def test_bad_spec(tmp_path, case):
     text, field = BAD_SPECS[case]
     p = write(tmp_path, text, name=f"{case}.yaml")
-    with pytest.raises(WorkloadError) as ei:
+    with pytest.raises(InputError) as ei:
         load_spec(p)
     msg = str(ei.value)
     assert "\n" not in msg
@@ -392,20 +392,20 @@ def test_bad_spec(tmp_path, case):
 
 def test_malformed_yaml_has_line_number(tmp_path):
     p = write(tmp_path, "name: x\nclasses:\n  a: {weight: 1\n  b: 2\n")
-    with pytest.raises(WorkloadError, match=r"line \d+"):
+    with pytest.raises(InputError, match=r"line \d+"):
         load_spec(p)
 
 
 def test_unknown_field_lists_allowed(tmp_path):
     p = write(tmp_path, _cls(", wieght: 3"))
-    with pytest.raises(WorkloadError) as ei:
+    with pytest.raises(InputError) as ei:
         load_spec(p)
     assert "allowed fields: weight, input_chars, output_tokens, system_prompt, templates" in str(ei.value)
 
 
 def test_weight_message_format(tmp_path):
     p = write(tmp_path, BAD_SPECS["weights_sum"][0])
-    with pytest.raises(WorkloadError) as ei:
+    with pytest.raises(InputError) as ei:
         load_spec(p)
     assert str(ei.value) == f"{p}: classes.short.weight: weights sum to 0.9, must sum to 1.0 (adjust the weights)"
 
@@ -419,7 +419,7 @@ def test_weights_tolerance(tmp_path):
 
 
 def test_missing_spec_file(tmp_path):
-    with pytest.raises(WorkloadError, match="not found"):
+    with pytest.raises(InputError, match="not found"):
         load_spec(str(tmp_path / "nope.yaml"))
 
 
@@ -443,7 +443,7 @@ def test_bad_library(tmp_path, case):
     (tmp_path / "lib.jsonl").write_text(content, encoding="utf-8")
     p = write(tmp_path, "templates: lib.jsonl\n"
                         "classes:\n  a: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n")
-    with pytest.raises(WorkloadError) as ei:
+    with pytest.raises(InputError) as ei:
         load_spec(p)
     msg = str(ei.value)
     assert "\n" not in msg
@@ -457,7 +457,7 @@ def test_min_unreachable_without_contexts(tmp_path):
         encoding="utf-8")
     p = write(tmp_path, "templates: lib.jsonl\n"
                         "classes:\n  a: {weight: 1, input_chars: {min: 500, max: 900}, output_tokens: 5}\n")
-    with pytest.raises(WorkloadError, match=r"classes\.a\.input_chars\.min"):
+    with pytest.raises(InputError, match=r"classes\.a\.input_chars\.min"):
         load_spec(p)
 
 
@@ -468,7 +468,7 @@ def test_no_system_prompts_in_library(tmp_path):
         encoding="utf-8")
     p = write(tmp_path, "templates: lib.jsonl\nsystem_prompt: {share: 0.2}\n"
                         "classes:\n  a: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n")
-    with pytest.raises(WorkloadError, match=r"classes\.a\.system_prompt\.share"):
+    with pytest.raises(InputError, match=r"classes\.a\.system_prompt\.share"):
         load_spec(p)
 
 

@@ -5,17 +5,18 @@ and the seeded request sampler.
     sampler = Sampler(spec, seed=42)
     req = sampler.next()                 # Request(request_class, system, user, max_tokens, input_chars)
     req.messages()                       # OpenAI chat messages
+
+Every mistake in a spec or a template library raises `core.errors.InputError` (one line).
 """
 
-from .errors import WorkloadError
 from .library import Library, Template, load_library
 from .sampler import Request, Sampler, derive_seed
 from .session import Conversation
-from .spec import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, ClassSpec, Distribution, SessionSpec,
-                   SharedPrefixSpec, SystemPromptSpec, TemplateFilter, WorkloadSpec, load_spec)
+from .spec import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, ClassSpec, Distribution, SecondsDistribution, SessionSpec,
+                   SharedPrefixSpec, SystemPromptSpec, TemplateFilter, WorkloadFile, WorkloadSpec, load_spec)
 
 __all__ = [
-    "WorkloadError", "WorkloadSpec", "ClassSpec", "Distribution", "SystemPromptSpec",
+    "WorkloadSpec", "WorkloadFile", "ClassSpec", "Distribution", "SecondsDistribution", "SystemPromptSpec",
     "TemplateFilter", "Library", "Template", "Request", "Sampler", "load_spec",
     "load_library", "derive_seed", "class_weights", "DEFAULT_SPEC_PATH",
     "DEFAULT_TEMPLATES_PATH", "Conversation", "SessionSpec", "SharedPrefixSpec",

@@ -15,7 +15,8 @@ import time
 from collections import Counter
 from typing import Callable
 
-from .errors import WorkloadError
+from core.errors import InputError
+
 from .importer import import_args, run_import
 from .sampler import Sampler
 from .spec import load_spec
@@ -43,7 +44,7 @@ def check_args(p: argparse.ArgumentParser) -> None:
 def check_run(args: argparse.Namespace) -> int:
     try:
         spec = load_spec(args.file)
-    except WorkloadError as exc:
+    except InputError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_BAD_SPEC
     out = print

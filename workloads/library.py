@@ -25,7 +25,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from .errors import WorkloadError
+from core.errors import InputError
 
 KINDS = ("question", "context", "system", "prompt")
 REQUIRED_KEYS = ("kind", "domain", "lang", "text")
@@ -92,8 +92,8 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
     """
     origin = origin or path
 
-    def fail(problem: str, fix: str) -> WorkloadError:
-        return WorkloadError(origin, field_name, problem, fix)
+    def fail(problem: str, fix: str) -> InputError:
+        return InputError(f"{origin}: {field_name}: {problem} ({fix})")
 
     if not os.path.exists(path):
         raise fail(f"template file {path} not found",

@@ -10,7 +10,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
 
-from .spec import ClassSpec, Distribution, WorkloadSpec
+from .spec import ClassSpec, WorkloadSpec
 
 SEP = "\n\n"              # between context passages, and before the question
 MIN_FRAGMENT = 24          # never splice a context piece shorter than this (unless needed for min)
@@ -71,18 +71,31 @@ class _Ctx:
         self.cjk = sum(1 for ch in text if ord(ch) > 0x2E80) > len(text) // 4
 
 
+class _Dist:
+    """A plain, slotted copy of a validated distribution (the spec's are pydantic models, validated
+    once at load): what the per-request draws read."""
+
+    __slots__ = ("dist", "min", "max", "mean", "stddev", "median", "sigma", "value", "values")
+
+    def __init__(self, d):
+        for name in self.__slots__:
+            setattr(self, name, getattr(d, name, None))
+
+
 class _Class:
     """Precomputed lookup tables of one class."""
 
     __slots__ = ("name", "ic", "ot", "share", "q_texts", "q_lens", "q_keys",
                  "s_min", "s_tiers", "pools", "all_pool", "verbatim", "v_prompts", "v_lens", "v_cum",
-                 "session", "prefix_share", "prefixes")
+                 "turns", "think", "prefix_share", "prefixes")
 
     def __init__(self, c: ClassSpec):
         self.name = c.name
-        self.ic = c.input_chars
-        self.ot = c.output_tokens
-        self.session = c.session
+        self.ic = _Dist(c.input_chars)
+        self.ot = _Dist(c.output_tokens)
+        # conversations: the number of turns and the think time; None for single requests
+        self.turns = _Dist(c.session.turns) if c.session is not None else None
+        self.think = _Dist(c.session.think_time_s) if c.session is not None else None
         sp = c.shared_prefix
         self.prefix_share = sp.share if sp is not None and sp.texts else 0.0
         self.prefixes = sp.texts if sp is not None else ()
@@ -141,7 +154,7 @@ class _Class:
         self.pools = pools
 
 
-def _draw(rng: random.Random, d: Distribution) -> int:
+def _draw(rng: random.Random, d: _Dist) -> int:
     kind = d.dist
     if kind == "uniform":
         return rng.randint(d.min, d.max)
@@ -162,7 +175,7 @@ def _draw(rng: random.Random, d: Distribution) -> int:
     return x
 
 
-def draw_seconds(rng: random.Random, d: Distribution) -> float:
+def draw_seconds(rng: random.Random, d: _Dist) -> float:
     """A duration in seconds (fractions kept) from a seconds distribution (think times)."""
     kind = d.dist
     if kind == "fixed":
@@ -227,8 +240,8 @@ class Sampler:
         cls = self._classes[self._deck.pop()]
         self.count += 1
         req = self._request(cls, True)
-        if cls.session is not None:
-            turns = _draw(self.rng, cls.session.turns)
+        if cls.turns is not None:
+            turns = _draw(self.rng, cls.turns)
             req = Request(req.request_class, req.system, req.user, req.max_tokens, req.input_chars,
                           req.history, max(1, turns))
         return req
@@ -240,8 +253,8 @@ class Sampler:
 
     def think_time(self, class_name: str) -> float:
         """Seconds a conversation of this class waits between a reply and its next turn."""
-        session = self._by_name[class_name].session
-        return draw_seconds(self.rng, session.think_time_s) if session is not None else 0.0
+        think = self._by_name[class_name].think
+        return draw_seconds(self.rng, think) if think is not None else 0.0
 
     def _request(self, cls: _Class, first: bool) -> Request:
         rng = self.rng
