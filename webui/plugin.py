@@ -99,7 +99,7 @@ class LiveView:
 
     def on_run_started(self, run) -> None:
         self.run = run
-        self.window = LiveWindow(WINDOW_S, run.settings.slo, run_start=run.started)
+        self.window = LiveWindow(WINDOW_S, run.plan.slo, run_start=run.started)
         self.runs[run.run_id] = run.writer.path
         self.snapshots.clear()
         self.latest = None
@@ -207,7 +207,7 @@ class LiveView:
             "finished": finished,
             "host": self.environment.host,
             "model": getattr(self.environment.parsed_options, "model", "") or run.plan.model,
-            "slo": [o.text for o in run.settings.slo],
+            "slo": [o.text for o in run.plan.slo],
             "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
             "summary_url": url_for("llm.report_file", run_id=run.run_id, name="summary.json")
