@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from core.errors import InputError
@@ -93,12 +93,15 @@ def _field(model: type[BaseModel], part: Any) -> FieldInfo | None:
     return fields.get(part) or next((f for f in fields.values() if f.alias is not None and f.alias == part), None)
 
 
-def _resolve(model: Any, loc: Sequence[Any]) -> tuple[list[Any], type[BaseModel] | None, FieldInfo | None]:
+def _resolve(model: Any, loc: Sequence[Any]) -> tuple[list[Any], type[BaseModel] | None, FieldInfo | None, Any]:
     """`loc` without the parts that name no field (a tagged union's tag, a mapping key's '[key]'),
-    the model holding the last part and that part's field (None for a key the model lacks)."""
+    the model holding the last part, that part's field (None for a key the model lacks) and the
+    type expected there."""
     tp, owner, info, clean = model, None, None, []
     for part in loc:
         tp = _bare(tp)
+        while _is_model(tp) and issubclass(tp, RootModel):  # its locations skip 'root'
+            tp = _bare(tp.model_fields["root"].annotation)
         if part == "[key]":
             continue
         if get_origin(tp) in (Union, types.UnionType):
@@ -123,10 +126,10 @@ def _resolve(model: Any, loc: Sequence[Any]) -> tuple[list[Any], type[BaseModel]
         origin = get_origin(tp)
         tp = args[-1] if isinstance(origin, type) and issubclass(origin, Mapping) and args else \
             args[0] if origin in (list, tuple, set, frozenset) and args else None
-    return clean, owner, info
+    return clean, owner, info, _bare(tp)
 
 
-def _fix(kind: str, owner: type[BaseModel] | None, info: FieldInfo | None) -> str:
+def _fix(kind: str, owner: type[BaseModel] | None, info: FieldInfo | None, expected: Any) -> str:
     if owner is not None and kind == "extra_forbidden":
         return "allowed fields: " + ", ".join(f.alias or n for n, f in owner.model_fields.items())
     if owner is not None and kind == "missing":
@@ -134,6 +137,8 @@ def _fix(kind: str, owner: type[BaseModel] | None, info: FieldInfo | None) -> st
     for meta in info.metadata if info is not None else ():
         if isinstance(meta, Fix):
             return meta.text
+    if _is_model(expected) and not issubclass(expected, RootModel):
+        return "give a mapping of " + ", ".join(f.alias or n for n, f in expected.model_fields.items())
     return ""
 
 
@@ -153,7 +158,7 @@ def describe(error: ValidationError, field_name: Callable[[Sequence[Any]], str] 
         loc += cause.at
     if kind == "union_tag_invalid":  # the tag names a kind that does not exist: point at the tag's field
         loc.append(str(ctx.get("discriminator", "")).strip("'"))
-    loc, owner, info = _resolve(model, loc)
+    loc, owner, info, expected = _resolve(model, loc)
     where = field_name(loc) if loc else "input"
     got = first.get("input")
     if isinstance(cause, FieldError):
@@ -164,7 +169,7 @@ def describe(error: ValidationError, field_name: Callable[[Sequence[Any]], str] 
     else:
         problem = _WORDING.get(kind)
         problem = problem.format_map(ctx) if problem is not None else str(cause) if cause is not None else first["msg"]
-        fix = _fix(kind, owner, info)
+        fix = _fix(kind, owner, info, expected)
         if kind != "missing" and isinstance(got, (str, int, float, bool)):
             if problem.startswith(("is ", "must ")):
                 problem = f"{got!r} {problem}"

@@ -20,8 +20,10 @@ import asyncio
 import signal
 import sys
 
-from .faults import FaultError, FaultPlan, parse_fault_option
-from .profiles import ProfileError, load_profile
+from core.errors import InputError
+
+from .faults import FaultPlan, parse_fault_option
+from .profiles import load_profile
 from .tokens import PromptCounter
 from .truthlog import TruthLog
 
@@ -65,14 +67,9 @@ def main(argv=None) -> int:
         return _fail(f"--port must be in 0..65535, got {args.port}")
     try:
         profile = load_profile(args.profile)
-    except ProfileError as e:
-        return _fail(str(e))
-    faults = dict(profile.faults)
-    try:
-        for f in args.fault:
-            name, rp = parse_fault_option(f)
-            faults[name] = rp
-    except FaultError as e:
+        faults = profile.faults.plan()
+        faults.update(parse_fault_option(f) for f in args.fault)  # the command line wins
+    except InputError as e:
         return _fail(str(e))
     try:
         counter = PromptCounter(args.tokenizer)

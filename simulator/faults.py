@@ -38,8 +38,14 @@ an HTTP 500, ``cut_*`` close the connection without a response,
 from __future__ import annotations
 
 import random
+from typing import Annotated, Any
 
-# name -> (default parameter, parameter kind)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, RootModel, model_validator
+
+from core.errors import InputError
+from core.validation import FieldError, Fix, build, dotted
+
+# name -> (default parameter, parameter kind: "k" tokens, "s" seconds, None: takes none)
 FAULTS = {
     "refuse": (None, None),
     "slow_headers": (2.0, "s"),
@@ -56,56 +62,81 @@ FAULTS = {
 HTTP_FAULTS = {"http_429": 429, "http_500": 500, "http_503": 503}
 
 
-class FaultError(ValueError):
-    pass
+def _rate(v: float) -> float:
+    if not 0.0 <= v <= 1.0:
+        raise FieldError(f"rate {v:g} is outside [0, 1]", "give the probability per request, 0 to 1")
+    return v
 
 
-def _check(name, rate, param):
-    if name not in FAULTS:
-        raise FaultError(f"unknown fault '{name}' (known: {', '.join(FAULTS)})")
+class FaultSetting(BaseModel):
+    """One fault: its rate and parameter (checked against the fault's kind by `FaultTable`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rate: Annotated[float, Field(strict=True), AfterValidator(_rate), Fix("give the probability per request, 0 to 1")] = 0.0
+    param: Annotated[float | None, Field(strict=True), Fix("give k (tokens) or s (seconds) as a number")] = None
+
+
+def _shorthand(v: Any) -> Any:
+    """Unknown names are refused by name; ``NAME: RATE`` is short for ``NAME: {rate: RATE}``."""
+    if not isinstance(v, dict):
+        return v
+    for name in v:
+        if name not in FAULTS:
+            raise FieldError(f"unknown fault {name!r}", f"known: {', '.join(FAULTS)}", at=(name,))
+    return {n: {"rate": x} if isinstance(x, (int, float)) and not isinstance(x, bool) else x for n, x in v.items()}
+
+
+class FaultTable(RootModel[Annotated[dict[str, FaultSetting], BeforeValidator(_shorthand)]]):
+    """``{name: {rate: p, param: x}}`` or ``{name: p}``: a profile's ``faults`` and the ``--fault`` options."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="after")
+    def _params(self):
+        for name, f in self.root.items():
+            kind = FAULTS[name][1]
+            if f.param is None:
+                continue
+            if kind is None:
+                raise FieldError(f"fault {name!r} takes no parameter", "drop the parameter", at=(name, "param"))
+            if kind == "k" and not float(f.param).is_integer():
+                raise FieldError(f"{f.param:g} is not a whole number of tokens", "give k as a whole number", at=(name, "param"))
+            if f.param < 0:
+                raise FieldError(f"parameter {f.param:g} is negative", "give a parameter >= 0", at=(name, "param"))
+        return self
+
+    def plan(self) -> dict:
+        """``{name: (rate, param)}``, the default parameter where none is given."""
+        out = {}
+        for name, f in self.root.items():
+            default, kind = FAULTS[name]
+            param = default if f.param is None else int(f.param) if kind == "k" else float(f.param)
+            out[name] = (f.rate, param)
+        return out
+
+
+def _number(text: str) -> Any:
+    """A number written on the command line; anything else is left for the validation to name."""
     try:
-        rate = float(rate)
-    except (TypeError, ValueError):
-        raise FaultError(f"fault '{name}': rate must be a number, got {rate!r}") from None
-    if not 0.0 <= rate <= 1.0:
-        raise FaultError(f"fault '{name}': rate must be in [0, 1], got {rate}")
-    default, kind = FAULTS[name]
-    if param is None or param == "":
-        param = default
-    elif kind is None:
-        raise FaultError(f"fault '{name}' takes no parameter")
-    else:
+        return int(text)
+    except ValueError:
         try:
-            param = int(param) if kind == "k" else float(param)
-        except (TypeError, ValueError):
-            raise FaultError(f"fault '{name}': parameter must be {'an integer' if kind == 'k' else 'a number'}, got {param!r}") from None
-        if param < 0:
-            raise FaultError(f"fault '{name}': parameter must be >= 0")
-    return name, (rate, param)
+            return float(text)
+        except ValueError:
+            return text
 
 
 def parse_fault_option(text: str):
-    """``NAME=RATE[:PARAM]`` -> ``(name, (rate, param))``."""
+    """``NAME=RATE[:PARAM]`` -> ``(name, (rate, param))``; a mistake is an `InputError` naming ``--fault``."""
     if "=" not in text:
-        raise FaultError(f"--fault {text!r}: expected NAME=RATE[:PARAM]")
+        raise InputError(f"--fault {text!r}: expected NAME=RATE[:PARAM] (e.g. http_500=0.01 or cut_close=0.1:5)")
     name, _, rest = text.partition("=")
     rate, _, param = rest.partition(":")
-    return _check(name.strip(), rate.strip(), param.strip() or None)
-
-
-def parse_fault_mapping(data: dict) -> dict:
-    """Profile ``faults:`` mapping ``{name: {rate, param}}`` or ``{name: rate}``."""
-    out = {}
-    for name, val in data.items():
-        if isinstance(val, dict):
-            extra = set(val) - {"rate", "param"}
-            if extra:
-                raise FaultError(f"fault '{name}': unknown key '{sorted(extra)[0]}'")
-            n, rp = _check(name, val.get("rate", 0.0), val.get("param"))
-        else:
-            n, rp = _check(name, val, None)
-        out[n] = rp
-    return out
+    name, param = name.strip(), param.strip()
+    raw = {name: {"rate": _number(rate.strip()), **({"param": _number(param)} if param else {})}}
+    table = build(FaultTable, raw, field_name=lambda loc: f"--fault {text!r}: {dotted(loc)}")
+    return name, table.plan()[name]
 
 
 class FaultPlan:

@@ -51,101 +51,75 @@ faults                      {}         ``{name: {rate: p, param: x}}``, see simu
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.errors import InputError
+from core.validation import FieldError, Fix, build, dotted
+
+from .faults import FaultTable
 
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 
+# numbers are numbers: strict, so neither true nor "5" passes for one
+Count = Annotated[int, Field(strict=True, gt=0), Fix("give a whole number > 0")]
+Seconds = Annotated[float, Field(strict=True, ge=0), Fix("give seconds as a number >= 0")]
+Cost = Annotated[float, Field(strict=True, ge=0), Fix("give a number >= 0")]
 
-class ProfileError(ValueError):
-    """A profile that cannot be used; the message names the field."""
 
+class Profile(BaseModel):
+    """An engine profile (the fields are the table above); validated once, when it is loaded."""
 
-@dataclass
-class Profile:
-    name: str = "custom"
-    kind: str = "batch"
-    description: str = ""
-    model: str = "sim-model"
-    stream_interval: int = 1
-    max_model_len: int = 4096
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Fix("quote the text")] = "custom"
+    kind: Annotated[Literal["batch", "fixed"], Fix("kind is batch or fixed")] = "batch"
+    description: Annotated[str, Fix("quote the text")] = ""
+    model: Annotated[str, Fix("give the served model id")] = "sim-model"
+    stream_interval: Count = 1
+    max_model_len: Count = 4096
     # fixed
-    ttft_s: float = 0.1
-    itl_s: float = 0.02
-    tick_s: float = 0.001
+    ttft_s: Seconds = 0.1
+    itl_s: Seconds = 0.02
+    tick_s: Annotated[float, Field(strict=True, gt=0), Fix("give seconds as a number > 0")] = 0.001
     # batch
-    scheduler: str = "chunked"
-    max_num_seqs: int = 128
-    kv_cache_tokens: int = 524288
-    max_num_batched_tokens: int = 2048
-    step_base_s: float = 0.01
-    per_seq_s: float = 0.0001
-    per_prefill_token_s: float = 0.0001
-    per_context_token_s: float = 0.0
-    prefill_step_base_s: float = 0.0
-    frontend_latency_s: float = 0.0
-    frontend_service_s: float = 0.0
-    frontend_cpu_per_token_s: float = 0.0
-    admission: str = "fifo"
-    admission_lookahead: int = 64
-    faults: dict = field(default_factory=dict)
+    scheduler: Annotated[Literal["chunked", "prefill_first"], Fix("scheduler is chunked or prefill_first")] = "chunked"
+    max_num_seqs: Count = 128
+    kv_cache_tokens: Count = 524288
+    max_num_batched_tokens: Count = 2048
+    step_base_s: Seconds = 0.01
+    per_seq_s: Seconds = 0.0001
+    per_prefill_token_s: Seconds = 0.0001
+    per_context_token_s: Seconds = 0.0
+    prefill_step_base_s: Seconds = 0.0
+    frontend_latency_s: Seconds = 0.0
+    frontend_service_s: Seconds = 0.0
+    frontend_cpu_per_token_s: Cost = 0.0
+    admission: Annotated[Literal["fifo", "first_fit"], Fix("admission is fifo or first_fit")] = "fifo"
+    admission_lookahead: Count = 64
+    faults: Annotated[FaultTable, Fix("write {NAME: {rate: p, param: x}} or {NAME: p}, see simulator.faults")] = \
+        Field(default_factory=lambda: FaultTable({}))
 
-
-_INT_FIELDS = {"admission_lookahead", "stream_interval", "max_model_len", "max_num_seqs", "kv_cache_tokens", "max_num_batched_tokens"}
-_FLOAT_FIELDS = {
-    "ttft_s", "itl_s", "tick_s", "step_base_s", "per_seq_s", "per_prefill_token_s",
-    "per_context_token_s", "frontend_latency_s", "prefill_step_base_s",
-    "frontend_service_s", "frontend_cpu_per_token_s",
-}
-_STR_FIELDS = {"name", "description", "model"}
-_CHOICES = {"kind": ("batch", "fixed"), "scheduler": ("chunked", "prefill_first"), "admission": ("fifo", "first_fit")}
-_POSITIVE = {"admission_lookahead", "stream_interval", "max_model_len", "max_num_seqs", "kv_cache_tokens", "max_num_batched_tokens", "tick_s"}
+    @model_validator(mode="after")
+    def _fits(self):
+        if self.kind == "batch" and self.kv_cache_tokens < self.max_model_len:
+            raise FieldError(f"{self.kv_cache_tokens} is below max_model_len ({self.max_model_len})",
+                             "a batch engine holds at least one whole sequence: raise kv_cache_tokens or lower max_model_len",
+                             at="kv_cache_tokens")
+        return self
 
 
 def available_profiles() -> list[str]:
     return sorted(f[:-5] for f in os.listdir(PROFILE_DIR) if f.endswith(".yaml"))
 
 
-def profile_from_dict(data: dict, name: str = "custom") -> Profile:
+def profile_from_dict(data: Any, name: str = "custom") -> Profile:
+    """A validated profile; a mistake is an `InputError` naming the profile and the field."""
     if not isinstance(data, dict):
-        raise ProfileError(f"profile {name}: top level must be a mapping")
-    known = {f.name for f in fields(Profile)}
-    kw = {"name": name}
-    for key, val in data.items():
-        if key not in known:
-            raise ProfileError(f"profile {name}: unknown field '{key}'")
-        if key in _INT_FIELDS:
-            if isinstance(val, bool) or not isinstance(val, int):
-                raise ProfileError(f"profile {name}: field '{key}' must be an integer, got {val!r}")
-        elif key in _FLOAT_FIELDS:
-            if isinstance(val, bool) or not isinstance(val, (int, float)):
-                raise ProfileError(f"profile {name}: field '{key}' must be a number, got {val!r}")
-            val = float(val)
-            if val < 0:
-                raise ProfileError(f"profile {name}: field '{key}' must be >= 0, got {val!r}")
-        elif key in _STR_FIELDS:
-            if not isinstance(val, str):
-                raise ProfileError(f"profile {name}: field '{key}' must be a string, got {val!r}")
-        elif key in _CHOICES:
-            if val not in _CHOICES[key]:
-                raise ProfileError(f"profile {name}: field '{key}' must be one of {'/'.join(_CHOICES[key])}, got {val!r}")
-        elif key == "faults":
-            if not isinstance(val, dict):
-                raise ProfileError(f"profile {name}: field 'faults' must be a mapping")
-            from .faults import FaultError, parse_fault_mapping
-
-            try:
-                val = parse_fault_mapping(val)
-            except FaultError as e:
-                raise ProfileError(f"profile {name}: field 'faults': {e}") from None
-        if key in _POSITIVE and val <= 0:
-            raise ProfileError(f"profile {name}: field '{key}' must be > 0, got {val!r}")
-        kw[key] = val
-    p = Profile(**kw)
-    if p.kind == "batch" and p.kv_cache_tokens < p.max_model_len:
-        raise ProfileError(f"profile {name}: field 'kv_cache_tokens' must be >= max_model_len ({p.max_model_len})")
-    return p
+        raise InputError(f"profile {name}: the file must be a mapping of fields (see simulator/profiles.py)")
+    return build(Profile, {"name": name, **data}, field_name=lambda loc: f"profile {name}: {dotted(loc)}")
 
 
 def load_profile(spec: str) -> Profile:
@@ -155,12 +129,12 @@ def load_profile(spec: str) -> Profile:
     else:
         path, name = os.path.join(PROFILE_DIR, spec + ".yaml"), spec
         if not os.path.exists(path):
-            raise ProfileError(f"unknown profile '{spec}' (available: {', '.join(available_profiles())})")
+            raise InputError(f"--profile: unknown profile '{spec}' (available: {', '.join(available_profiles())}, or a YAML path)")
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f) or {}
     except OSError as e:
-        raise ProfileError(f"profile {spec}: cannot read: {e.strerror}") from None
+        raise InputError(f"profile {spec}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise ProfileError(f"profile {spec}: invalid YAML: {str(e).splitlines()[0]}") from None
+        raise InputError(f"profile {spec}: invalid YAML: {str(e).splitlines()[0]}") from None
     return profile_from_dict(data, name)
