@@ -1,0 +1,92 @@
+"""Helpers of the tests/test_edges_*.py tests: runs that go wrong (killed, interrupted, a full
+disk, a lost master), watched from outside with real processes and signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+
+from tests.helpers import LOCUST, ROOT, read_truth
+
+PYTHON = sys.executable
+
+
+def slow_profile(tmp, ttft: float = 0.1, itl: float = 0.1) -> str:
+    """A simulator profile whose streams take ttft + tokens x itl seconds, whatever the load."""
+    path = tmp / f"slow-{ttft:g}-{itl:g}.yaml"
+    path.write_text(f"kind: fixed\nmodel: sim-model\nttft_s: {ttft}\nitl_s: {itl}\nmax_model_len: 1048576\n")
+    return str(path)
+
+
+def launch(*args: str, log_path, cwd: str = ROOT) -> subprocess.Popen:
+    """A Locust process of the suite (locustfile by absolute path) started from `cwd`, SIGINT at
+    its default (a terminal's Ctrl-C reaches it), its output in `log_path`."""
+    out = open(log_path, "w")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ROOT}
+    return subprocess.Popen([*LOCUST, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+
+
+def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"not within {timeout:g}s: {what}")
+
+
+def wait_for_text(path, text: str, timeout: float) -> None:
+    wait_for(lambda: os.path.exists(path) and text in open(path, errors="replace").read(), timeout, f"{text!r} in {path}")
+
+
+def truth_count(path: str) -> int:
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for _ in f)
+
+
+def ended(proc: subprocess.Popen, timeout: float) -> int | None:
+    """The exit code, or None (the process is killed) when it did not exit within `timeout`."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        return None
+
+
+def kill_all(*procs: subprocess.Popen) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait(5)
+
+
+def truth_ids(path: str) -> list[str]:
+    return [t["request_id"] for t in read_truth(path) if t.get("request_id")]
+
+
+def reports(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def summary_of(folder) -> dict:
+    with open(os.path.join(folder, "summary.json")) as f:
+        return json.load(f)
+
+
+def record_ids(path) -> list[str]:
+    return pq.read_table(str(path), columns=["request_id"]).column("request_id").to_pylist()
+
+
+def records(path):
+    return pq.read_table(str(path)).to_pandas()

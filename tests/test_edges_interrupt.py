@@ -1,0 +1,101 @@
+"""Interrupted runs are marked as such: SIGINT (Ctrl-C) and SIGTERM (`docker compose stop`,
+Kubernetes) end a run with `complete: false`, a reason and exit code 130, and every request the
+server saw has exactly one record, the streams cut by the interruption recorded as `stopped`."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+
+from plugin import exit_codes
+from tests.edges import ended, kill_all, launch, records, slow_profile, summary_of, truth_count, truth_ids, wait_for
+from tests.helpers import free_port, simulator
+
+LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "4")
+
+
+def exactly_once(truth: list[str], df) -> None:
+    seen = Counter(df["request_id"])
+    twice = [k for k, n in seen.items() if n > 1]
+    assert not twice, f"{len(twice)} requests recorded twice"
+    missing = set(truth) - set(seen)
+    assert not missing, f"{len(missing)} of {len(set(truth))} requests the server saw have no record"
+    assert set(seen) <= set(truth), "records of requests the server never saw"
+
+
+def test_ctrl_c_on_a_local_run_records_every_stream_and_exits_130(tmp_path):
+    truth = str(tmp_path / "truth.jsonl")
+    log_path = tmp_path / "local.log"
+    with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:  # 3 s streams
+        proc = launch("--headless", "--host", url, "-u", "10", "-r", "10", "-t", "40s", "--results-dir", str(tmp_path),
+                      "--run-id", "sigint", *LOAD, log_path=log_path)  # fmt: skip
+        try:
+            wait_for(lambda: truth_count(truth) >= 10, 40, "load began")
+            time.sleep(1.0)  # streams of the second round are in flight
+            proc.send_signal(signal.SIGINT)
+            code = ended(proc, 30)
+        finally:
+            kill_all(proc)
+        time.sleep(1.5)  # the simulator notices the cut streams and logs them
+    log = log_path.read_text()
+    assert code == exit_codes.INTERRUPTED, log[-3000:]
+    summary = summary_of(tmp_path / "sigint")
+    assert summary["complete"] is False and "SIGINT" in summary["reason"], summary.get("reason")
+    df = records(tmp_path / "sigint" / "requests.parquet")
+    exactly_once(truth_ids(truth), df)
+    assert (df["error"] == "stopped").sum() >= 5, df["error"].value_counts()
+    assert "interrupted" in log
+
+
+def test_sigterm_on_a_worker_then_the_master_loses_nothing_and_exits_130(tmp_path):
+    truth = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:
+        master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                        "--expect-workers", "2", "-u", "16", "-r", "16", "-t", "40s", "--host", url,
+                        "--results-dir", str(tmp_path), "--run-id", "term", "--stop-timeout", "20", *LOAD,
+                        log_path=tmp_path / "master.log")  # fmt: skip
+        workers = [launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                          log_path=tmp_path / f"w{i}.log") for i in range(2)]  # fmt: skip
+        try:
+            wait_for(lambda: truth_count(truth) >= 16, 40, "load began")
+            time.sleep(1.0)
+            workers[0].send_signal(signal.SIGTERM)
+            worker_code = ended(workers[0], 20)
+            time.sleep(2.0)
+            master.send_signal(signal.SIGTERM)
+            code = ended(master, 40)
+            other = ended(workers[1], 20)
+        finally:
+            kill_all(master, *workers)
+        time.sleep(1.5)
+    log = (tmp_path / "master.log").read_text()
+    assert worker_code == exit_codes.INTERRUPTED, (tmp_path / "w0.log").read_text()[-3000:]
+    assert code == exit_codes.INTERRUPTED, log[-3000:]
+    assert other == exit_codes.INTERRUPTED, (tmp_path / "w1.log").read_text()[-3000:]
+    summary = summary_of(tmp_path / "term")
+    assert summary["complete"] is False and "SIGTERM" in summary["reason"], summary.get("reason")
+    df = records(tmp_path / "term" / "requests.parquet")
+    exactly_once(truth_ids(truth), df)
+    assert (df["error"] == "stopped").sum() >= 8, df["error"].value_counts()
+    assert df["worker"].nunique() == 2
+
+
+def test_a_server_that_never_sends_a_token_is_not_a_success(tmp_path):
+    """Headers at once, then no token until the run ends: every request is cut at the end
+    (`stopped`), none failed, none succeeded. The drain is announced when it starts."""
+    with simulator("--profile", "fixed", "--fault", "stall_first=1.0:60") as url:
+        proc = launch("--headless", "--host", url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "2",
+                      "--results-dir", str(tmp_path), "--run-id", "mute", *LOAD, log_path=tmp_path / "mute.log")  # fmt: skip
+        try:
+            code = ended(proc, 40)
+        finally:
+            kill_all(proc)
+    log = (tmp_path / "mute.log").read_text()
+    assert code == exit_codes.INCOMPLETE, log[-3000:]
+    assert "stopping: waiting up to 2 s for 4 streams in flight (--stop-timeout)" in log, log[-3000:]
+    reason = [ln for ln in log.splitlines() if "run incomplete" in ln]
+    assert len(reason) == 1 and "no request succeeded" in reason[0], log[-3000:]
+    summary = summary_of(tmp_path / "mute")
+    assert summary["complete"] is False and "no request succeeded" in summary["reason"]

@@ -1,0 +1,156 @@
+"""The results folder when a run goes wrong: a writer killed with SIGKILL, a disk that fills up
+mid-run, a run id used twice; and the exit codes documented in one table."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from plugin import exit_codes
+from tests.edges import (
+    ended, kill_all, launch, record_ids, records, reports, slow_profile, summary_of, truth_count, truth_ids,
+    wait_for, wait_for_text,
+)  # fmt: skip
+from tests.helpers import ROOT, run_locust, simulator
+
+LOAD = ("--headless", "--model", "sim-model", "--max-tokens-override", "20", "--seed", "3")
+
+
+# -- 1. a writer killed with SIGKILL leaves records that can be read --------------------------------
+
+
+def test_sigkilled_run_leaves_readable_records_and_reports_builds_them(tmp_path):
+    """kill -9 eight seconds into a run: everything written before (a flush every 5 s) is readable,
+    and `python -m reports build` makes requests.parquet and summary.json (complete: false) from it."""
+    truth = str(tmp_path / "truth.jsonl")
+    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:
+        proc = launch(*LOAD, "--host", url, "-u", "8", "-r", "8", "-t", "60s", "--results-dir", str(tmp_path),
+                      "--run-id", "killed", log_path=tmp_path / "killed.log")  # fmt: skip
+        try:
+            wait_for(lambda: truth_count(truth) >= 10, 30, "load began")
+            time.sleep(8)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        finally:
+            kill_all(proc)
+        served = set(truth_ids(truth))
+    folder = tmp_path / "killed"
+    assert not (folder / "summary.json").exists()
+    built = reports("build", str(folder))
+    assert built.returncode == 0, built.stdout + built.stderr
+    summary = summary_of(folder)
+    assert summary["complete"] is False and "recovered" in summary["reason"], summary.get("reason")
+    ids = record_ids(folder / "requests.parquet")
+    assert len(ids) >= 40, f"only {len(ids)} of {len(served)} served requests recoverable"
+    assert len(set(ids)) == len(ids) and set(ids) <= served
+    assert summary["records"]["total"] == len(ids)
+    assert (folder / "report.html").exists()
+    with open(folder / "run.json") as f:
+        assert json.load(f)["complete"] is False
+
+
+# -- 3. a full disk: said at once, rows kept, the table printed, exit 5 ----------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (root needed): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(folder) -> None:
+    """Fill the file system of `folder` up to the last byte (ENOSPC)."""
+    with open(os.path.join(folder, "filler"), "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def test_full_disk_is_said_at_once_and_the_run_ends_with_its_table_and_exit_5(tmp_path, small_disk):
+    truth = str(tmp_path / "truth.jsonl")
+    log_path = tmp_path / "full.log"
+    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.02), truth_log=truth) as url:
+        proc = launch(*LOAD, "--host", url, "-u", "6", "-r", "6", "-t", "14s", "--results-dir", str(small_disk),
+                      "--run-id", "full", "--stop-timeout", "10", log_path=log_path)  # fmt: skip
+        try:
+            wait_for(lambda: os.path.exists(small_disk / "full" / "run.json") and truth_count(truth) >= 5, 30, "load began")
+            fill(small_disk)
+            wait_for_text(log_path, "No space left on device", 12)
+            assert proc.poll() is None, "said only at the end"
+            code = ended(proc, 60)
+        finally:
+            kill_all(proc)
+        served = len(truth_ids(truth))
+    log = log_path.read_text()
+    assert code == exit_codes.RESULTS_NOT_WRITTEN, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    line = next(ln for ln in log.splitlines() if "No space left on device" in ln)
+    assert "ERROR" in line and "kept in memory" in line, line
+    table = re.search(r"^overall\s+(\d+)\s+(\d+)", log, re.M)
+    assert table, "no console table: " + log[-3000:]
+    assert int(table.group(1)) + int(table.group(2)) == served  # every record, from memory
+    assert "results not written" in log
+
+
+# -- 7. a run id in use is refused before load -------------------------------------------------------
+
+
+def test_an_existing_run_id_is_refused_before_load_unless_overwrite(tmp_path):
+    truth = str(tmp_path / "truth.jsonl")
+    with simulator("--profile", "fixed", truth_log=truth) as url:
+        args = (*LOAD, "--host", url, "-u", "2", "-r", "2", "-t", "2s", "--results-dir", str(tmp_path), "--run-id", "same")
+        first = run_locust(*args, timeout=60)
+        assert first.returncode == 0, first.stderr[-3000:]
+        before = record_ids(tmp_path / "same" / "requests.parquet")
+        time.sleep(1.5)  # the simulator's truth log is flushed every second
+        served = truth_count(truth)
+        again = run_locust(*args, timeout=60)
+        time.sleep(1.5)
+        assert again.returncode == exit_codes.BAD_INPUT, again.stderr[-3000:]
+        errors = [ln for ln in again.stderr.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "--run-id" in errors[0] and "--overwrite" in errors[0], again.stderr[-2000:]
+        assert truth_count(truth) == served, "the refused run sent requests"
+        assert record_ids(tmp_path / "same" / "requests.parquet") == before, "the earlier run was touched"
+        replaced = run_locust(*args, "--overwrite", timeout=60)
+        assert replaced.returncode == 0, replaced.stderr[-3000:]
+    after = record_ids(tmp_path / "same" / "requests.parquet")
+    assert after and not set(after) & set(before), "--overwrite did not replace the earlier run"
+
+
+# -- 8. the exit codes, one table, the same in the docs --------------------------------------------
+
+
+def test_docs_failures_has_the_exit_code_table():
+    with open(os.path.join(ROOT, "docs", "failures.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert exit_codes.markdown_table() in text, "docs/failures.md: paste the output of python -m plugin.exit_codes"
+    codes = [int(c) for c in re.findall(r"^\| (\d+) \|", text, re.M)]
+    assert sorted(codes) == sorted(code for code, _, _ in exit_codes.TABLE)
+
+
+def test_severity_orders_every_code_of_the_table():
+    class Env:
+        process_exit_code = None
+
+    env = Env()
+    for code in (exit_codes.REQUEST_FAILURES, exit_codes.SLO_MISSED, exit_codes.INCOMPLETE, exit_codes.INTERRUPTED,
+                 exit_codes.RESULTS_NOT_WRITTEN):  # fmt: skip
+        exit_codes.raise_to(env, code)
+        assert env.process_exit_code == code
+    exit_codes.raise_to(env, exit_codes.SLO_MISSED)
+    assert env.process_exit_code == exit_codes.RESULTS_NOT_WRITTEN

@@ -1,0 +1,131 @@
+"""Master and workers when one of them goes wrong: a master killed mid-run, a worker that cannot
+start the run, a worker killed mid-run. Nothing is lost without being counted, nothing exits 0."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import signal
+import time
+
+import pyarrow.parquet as pq
+
+from plugin import exit_codes
+from tests.edges import (
+    ended, kill_all, launch, record_ids, reports, slow_profile, summary_of, truth_count, truth_ids, wait_for,
+    wait_for_text,
+)  # fmt: skip
+from tests.helpers import ROOT, free_port, simulator
+
+LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "6")
+
+
+def master_args(port: int, url: str, tmp, run_id: str, workers: int, seconds: int, *extra: str) -> tuple:
+    return (
+        "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+        "--expect-workers", str(workers), "-u", "12", "-r", "12", "-t", f"{seconds}s", "--host", url,
+        "--results-dir", str(tmp), "--run-id", run_id, "--stop-timeout", "20", *LOAD, *extra,
+    )  # fmt: skip
+
+
+def worker_args(port: int, *extra: str) -> tuple:
+    return ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *extra)
+
+
+# -- 2. a lost master: the worker stops its users, keeps its records, exits non-zero ----------------
+
+
+def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(tmp_path):
+    truth = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    own = tmp_path / "worker-results"
+    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:  # 1.5 s streams
+        master = launch(*master_args(port, url, tmp_path, "orphan", 1, 60), log_path=tmp_path / "master.log")
+        worker = launch(*worker_args(port, "--results-dir", str(own)), log_path=tmp_path / "worker.log")
+        try:
+            wait_for(lambda: truth_count(truth) >= 20, 40, "load began")
+            time.sleep(4)
+            master.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            code = ended(worker, 25)
+            stopped_after = time.monotonic() - killed
+        finally:
+            kill_all(master, worker)
+        time.sleep(2.0)
+        served = set(truth_ids(truth))
+    log = (tmp_path / "worker.log").read_text()
+    assert code is not None, "the worker kept loading the server after its master died: " + log[-2000:]
+    assert code != 0 and stopped_after < 15, (code, stopped_after, log[-3000:])
+    kept = glob.glob(str(own / "orphan" / "worker-*.unshipped.parquet"))
+    assert len(kept) == 1, log[-3000:]
+    assert kept[0] in log  # the log says where
+    unshipped = set(record_ids(kept[0]))
+    assert unshipped
+    built = reports("build", str(tmp_path / "orphan"))  # what the master had written
+    assert built.returncode == 0, built.stdout + built.stderr
+    at_master = set(record_ids(tmp_path / "orphan" / "requests.parquet"))
+    missing = served - (at_master | unshipped)
+    assert not missing, f"{len(missing)} of {len(served)} served requests in neither the master's records nor the worker's"
+    assert (at_master | unshipped) <= served
+
+
+# -- 5. a worker that cannot start the run ends it at once, exit 4 ----------------------------------
+
+
+def test_a_worker_without_the_workload_file_stops_the_run_with_exit_4(tmp_path):
+    here, there = tmp_path / "master", tmp_path / "worker"
+    here.mkdir()
+    there.mkdir()
+    shutil.copy(os.path.join(ROOT, "workloads", "default.yaml"), here / "mine.yaml")
+    port = free_port()
+    with simulator("--profile", "fixed") as url:
+        master = launch(*master_args(port, url, tmp_path, "noload", 1, 30, "--workload", "mine.yaml"),
+                        log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
+        worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", cwd=str(there))
+        try:
+            code = ended(master, 25)
+            ended(worker, 15)
+        finally:
+            kill_all(master, worker)
+    log = (tmp_path / "master.log").read_text()
+    assert code == exit_codes.INCOMPLETE, log[-3000:]
+    lines = [ln for ln in log.splitlines() if "--workload" in ln and "mine.yaml" in ln]
+    assert lines and "worker" in lines[0], log[-3000:]
+    summary = summary_of(tmp_path / "noload")
+    assert summary["complete"] is False and "--workload" in summary["reason"]
+
+
+# -- 6. a worker killed mid-run: what it took with it is counted ------------------------------------
+
+
+def test_a_killed_worker_counts_a_lower_bound_of_the_requests_it_lost(tmp_path):
+    truth = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:  # 3 s streams
+        master = launch(*master_args(port, url, tmp_path, "lost", 2, 14), log_path=tmp_path / "master.log")
+        workers = [launch(*worker_args(port), log_path=tmp_path / f"w{i}.log") for i in range(2)]
+        try:
+            wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
+            time.sleep(4.5)  # a report (every 3 s) has told the master what is in flight
+            workers[0].send_signal(signal.SIGKILL)
+            code = ended(master, 60)
+        finally:
+            kill_all(master, *workers)
+        time.sleep(1.5)
+        served = truth_ids(truth)
+    log = (tmp_path / "master.log").read_text()
+    assert code == exit_codes.INCOMPLETE, log[-3000:]
+    summary = summary_of(tmp_path / "lost")
+    assert summary["complete"] is False and "lost" in summary["reason"], summary.get("reason")
+    lost = [(cid, w) for cid, w in summary["workers"].items() if w["lost_at"] is not None]
+    assert len(lost) == 1, summary["workers"]
+    cid, w = lost[0]
+    assert w["lost_requests_min"] >= 1 and w["in_flight_when_lost"] >= 1, w
+    at_master = set(record_ids(tmp_path / "lost" / "requests.parquet"))
+    really_lost = len(set(served) - at_master)
+    assert w["lost_requests_min"] <= really_lost, (w, really_lost)  # a lower bound ...
+    assert summary["lost_work"]["requests_min"] == w["lost_requests_min"]
+    line = re.search(rf"worker {re.escape(cid)}.*at least (\d+) requests? lost", log)
+    assert line and int(line.group(1)) == w["lost_requests_min"], log[-3000:]
