@@ -129,8 +129,9 @@ def _default(t: pa.DataType, n: int) -> pa.Array:
 
 
 def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=STEP_USERS, slo: str = "ttft.p95<500ms",
-              run_id: str | None = None) -> dict:
-    """A results folder as the suite writes it: requests.parquet, summary.json, run.json."""
+              run_id: str | None = None):
+    """A results folder as the suite writes it: requests.parquet, summary.json, run.json; returns
+    the summary (metrics.schema.Summary)."""
     from plugin.results import package_versions, write_json
     from metrics.summary import summarize
 
@@ -145,8 +146,8 @@ def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=ST
         summary = summarize(table, start, end, run_start=t0, plan=plan, objectives=parse_slo(slo) if slo else ())
     except (ImportError, TypeError):  # an older metrics.summary without steps and objectives
         summary = summarize(table, start, end)
-    summary = {"run_id": run_id, "complete": True, **summary}
-    write_json(os.path.join(folder, "summary.json"), summary)
+    summary = summary.with_sections(run_id=run_id, complete=True)
+    write_json(os.path.join(folder, "summary.json"), summary.model_dump())
     write_json(os.path.join(folder, "run.json"), {
         "run_id": run_id, "started_at": t0, "ended_at": t0 + duration, "host": "http://synthetic:8000",
         "argv": ["locust", "--synthetic"], "versions": package_versions(), "role": "local", "records": table.num_rows,

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.errors import InputError
-
 from core.durations import parse_duration
+from core.errors import InputError
+from metrics.percentiles import mean, percentile, percentile_by_group
+from metrics.schema import Verdict
+from metrics.timing import itl_gaps
 
 METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}
 _EXPR = re.compile(r"^\s*(ttft|tpot|itl|e2e)\.(mean|p\d{1,2}(?:\.\d+)?)\s*<\s*(\S+)\s*$")
@@ -38,11 +40,9 @@ class Objective:
     def percentile(self) -> float | None:
         return None if self.stat == "mean" else float(self.stat[1:])
 
-    def statistic(self, values_s: np.ndarray) -> float:
-        v = values_s[~np.isnan(values_s)]
-        if v.size == 0:
-            return float("nan")
-        return float(v.mean()) if self.stat == "mean" else float(np.percentile(v, self.percentile()))
+    def statistic(self, values_s) -> float | None:
+        """The objective's statistic of `values_s` (seconds; NaN left out); None without a value."""
+        return mean(values_s) if self.stat == "mean" else percentile(values_s, self.percentile())
 
 
 def parse_slo(text: str) -> list[Objective]:
@@ -72,42 +72,46 @@ def parse_slo(text: str) -> list[Objective]:
 
 
 def request_values(obj: Objective, df, chunk_times) -> np.ndarray:
-    """Each request's own value of the objective's metric (seconds; NaN where undefined)."""
+    """Each request's own value of the objective's metric (seconds; NaN where undefined). For itl,
+    the statistic of the request's own chunk gaps (metrics.timing.itl_gaps)."""
     if obj.metric != "itl":
         return df[METRICS[obj.metric]].to_numpy(dtype=float)
-    out = np.full(len(df), np.nan)
-    for i, times in enumerate(chunk_times):
-        if times is not None and len(times) > 1:
-            gaps = np.diff(np.asarray(times, dtype=float))
-            out[i] = gaps.mean() if obj.stat == "mean" else np.percentile(gaps, obj.percentile())
-    return out
+    gaps, rows = itl_gaps(chunk_times)
+    n = len(df)
+    if obj.stat == "mean":
+        count = np.bincount(rows, minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(count > 0, np.bincount(rows, weights=gaps, minlength=n) / np.maximum(count, 1), np.nan)
+    return percentile_by_group(gaps, rows, n, obj.percentile())
 
 
 def good_mask(objectives, df, chunk_times) -> np.ndarray:
     """Requests that succeeded and met every objective's threshold (NaN metric values pass,
     e.g. TPOT of a one-token reply, as in vLLM's goodput); `ok` without objectives.
-    `chunk_times` is the records' Arrow column, read into Python only for an itl objective."""
+    `chunk_times` is the records' Arrow column, in the order of `df`'s rows."""
     good = df["ok"].to_numpy(dtype=bool).copy()
-    if any(o.metric == "itl" for o in objectives):
-        chunk_times = chunk_times.to_pylist()
     for obj in objectives:
         values = request_values(obj, df, chunk_times)
         good &= ~(values >= obj.threshold_s)  # NaN compares False: passes
     return good
 
 
-def verdicts(objectives: list[Objective], stats_s: dict[str, float]) -> list[dict]:
+def objective_stats(objectives, ok, itl_s: np.ndarray) -> dict[str, float | None]:
+    """The statistic each objective names ({'ttft.p95': seconds, ...}), exact, from the
+    successful requests `ok` (a frame of record columns) and the pooled ITL gaps."""
+    return {
+        obj.key: obj.statistic(itl_s if obj.metric == "itl" else ok[METRICS[obj.metric]].to_numpy(dtype=float))
+        for obj in objectives
+    }
+
+
+def verdicts(objectives: list[Objective], stats_s: dict[str, float | None]) -> list[Verdict]:
     """Pass/fail of each objective given the run's (or a step's) statistics in seconds."""
     out = []
     for obj in objectives:
-        value = stats_s.get(obj.key, float("nan"))
-        out.append(
-            {
-                "objective": obj.text,
-                "metric": obj.key,
-                "threshold_ms": obj.threshold_s * 1000,
-                "value_ms": None if value != value else value * 1000,
-                "passed": bool(value == value and value < obj.threshold_s),
-            }
-        )
+        value = stats_s.get(obj.key)
+        out.append(Verdict(
+            objective=obj.text, metric=obj.key, threshold_ms=round(obj.threshold_s * 1000, 9),
+            value_ms=None if value is None else value * 1000, passed=value is not None and value < obj.threshold_s,
+        ))  # fmt: skip
     return out

@@ -109,22 +109,43 @@ def fill_record(
         rec.e2e_s = parsed.t_end - rec.t_send
 
 
-def pooled_itl(chunk_times: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """All gaps between consecutive chunks within each request, in seconds (ITL)."""
+def itl_gaps(chunk_times: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The ITL: every gap between consecutive token-bearing chunks of each request, in seconds,
+    and the row (position in `chunk_times`, the records' Arrow list column) each gap belongs to."""
     if isinstance(chunk_times, pa.ChunkedArray):
-        parts = [pooled_itl(c) for c in chunk_times.chunks]
-        return np.concatenate(parts) if parts else np.empty(0)
+        gaps, rows, offset = [], [], 0
+        for part in chunk_times.chunks:
+            g, r = itl_gaps(part)
+            gaps.append(g)
+            rows.append(r + offset)
+            offset += len(part)
+        if not gaps:
+            return np.empty(0), np.empty(0, dtype=np.int64)
+        return np.concatenate(gaps), np.concatenate(rows)
     values = pc.list_flatten(chunk_times).to_numpy(zero_copy_only=False)
-    if values.size < 2:
-        return np.empty(0)
-    gaps = np.diff(values)
     lengths = pc.list_value_length(chunk_times).fill_null(0).to_numpy(zero_copy_only=False)
-    # A gap is within a request unless it starts a new list: drop the first gap of every list
-    # after the first (the positions where one request's values end and the next begin).
-    boundaries = np.cumsum(lengths)[:-1] - 1
-    keep = np.ones(gaps.size, dtype=bool)
-    keep[boundaries[(boundaries >= 0) & (boundaries < gaps.size)]] = False
-    return gaps[keep]
+    owner = np.repeat(np.arange(len(chunk_times), dtype=np.int64), lengths)
+    within = owner[1:] == owner[:-1]  # a gap between two chunks of the same request
+    return np.diff(values)[within], owner[1:][within]
+
+
+def pooled_itl(chunk_times: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """All gaps between consecutive chunks within each request, in seconds (ITL, pooled)."""
+    return itl_gaps(chunk_times)[0]
+
+
+# Endings decided by the client at a moment of its choosing: E2E is censored there.
+CENSORED_ENDINGS = ("timeout", "cancelled")
+
+
+def end_early(rec: RequestRecord, error: str, detail: str, t_end: float, cause: str = "") -> None:
+    """A transport-level ending (the run stopped, a --timeout-* limit struck, a cancel, a broken
+    connection) overrides what the bytes alone suggest: `rec` fails with `error`. Its E2E is
+    censored where the request ended (`t_end` - t_send) when `cause` is a limit or a cancel, or
+    when no token-bearing chunk timed it."""
+    rec.error, rec.error_detail, rec.ok = error, detail, False
+    if cause in CENSORED_ENDINGS or not rec.n_chunks or rec.e2e_s != rec.e2e_s:
+        rec.e2e_s = t_end - rec.t_send
 
 
 def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens, chunk_times, mask) -> tuple[np.ndarray, np.ndarray]:
@@ -186,4 +207,4 @@ def arrival_inputs(df) -> tuple[list[np.ndarray], np.ndarray]:
     return [df[c].to_numpy(dtype=float) for c in ARRIVAL_COLUMNS], counted
 
 
-__all__ = ["DEFINITIONS", "NAN", "fill_record", "classify", "pooled_itl", "output_tokens", "arrived_tokens", "arrival_inputs"]
+__all__ = ["DEFINITIONS", "NAN", "fill_record", "end_early", "classify", "pooled_itl", "itl_gaps", "output_tokens", "arrived_tokens", "arrival_inputs"]

@@ -10,67 +10,18 @@ Exit codes: 0 fine, 1 a --fail-on rule found a regression, 2 a usage or input er
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
-from reports.data import ReportError, load_run, steps_frame
+from metrics.schema import Summary
+from reports.data import ReportError, load_run
 
 
-def _fmt(v, digits=0) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if isinstance(v, bool):
-        return "pass" if v else "MISS"
-    return f"{v:,.{digits}f}" if isinstance(v, (int, float)) else str(v)
-
-
-STEP_TEXT = [
-    ("step", ("step",), 0, 5), ("users", ("users",), 0, 7), ("ok", ("requests.ok",), 0, 8),
-    ("fail", ("requests.failed",), 0, 6), ("req/s", ("throughput.requests_per_s",), 2, 9),
-    ("out tok/s", ("throughput.output_tokens_per_s",), 0, 11), ("tot tok/s", ("throughput.total_tokens_per_s",), 0, 11),
-    ("TTFT mean", ("ttft_ms.mean",), 0, 11), ("p50", ("ttft_ms.p50",), 0, 8), ("p95", ("ttft_ms.p95",), 0, 8),
-    ("TPOT p50", ("tpot_ms.p50",), 1, 10), ("E2E p95", ("e2e_ms.p95",), 0, 9),
-    ("good req/s", ("goodput.requests_per_s",), 2, 11), ("SLO", ("slo.passed",), 0, 6),
-]  # fmt: skip
-
-
-def format_steps(summary: dict) -> str:
-    """The by_step table for a terminal, '' when the run had no steps."""
-    frame = steps_frame(summary)
-    if frame is None:
-        return ""
-    cols = [(label, next((n for n in names if n in frame.columns), None), d, w) for label, names, d, w in STEP_TEXT]
-    cols = [c for c in cols if c[1] is not None]
-    head = "".join(f"{label:>{w}}" for label, _, _, w in cols)
-    lines = ["Per load step (ms unless stated)", head, "-" * len(head)]
-    for rec in frame.to_dict("records"):  # one line per step
-        cells = []
-        for label, name, d, w in cols:
-            v = rec.get(name)
-            v = None if isinstance(v, float) and math.isnan(v) else v
-            cells.append(f"{_fmt(v, d):>{w}}")
-        lines.append("".join(cells))
-    return "\n".join(lines)
-
-
-def show_text(summary: dict) -> str:
+def show_text(summary: Summary) -> str:
+    """The console table of the run (metrics.summary.format_table: classes, steps, SLO, capacity)."""
     from metrics.summary import format_table
 
-    table = format_table(summary)  # may already carry steps, SLO and capacity: add only what it lacks
-    parts = [table]
-    steps = format_steps(summary)
-    if steps and "per step" not in table.lower():
-        parts.append(steps)
-    slo = summary.get("slo")
-    if isinstance(slo, dict) and slo.get("objectives") and "SLO" not in table:
-        objs = ", ".join(
-            f"{o.get('objective')} ({_fmt(o.get('value_ms'), 1)} ms: {'pass' if o.get('passed') else 'MISS'})" for o in slo["objectives"]
-        )
-        parts.append(f"SLO: {'pass' if slo.get('passed') else 'FAIL'}: {objs}")
-    cap = summary.get("capacity")
-    if isinstance(cap, dict) and cap.get("sentence") and cap["sentence"] not in table:
-        parts.append(f"capacity: {cap['sentence']}")
-    if summary.get("complete") is False:
+    parts = [format_table(summary)]
+    if not summary.complete:
         parts.append("note: the run was interrupted; results are partial")
     return "\n\n".join(parts)
 

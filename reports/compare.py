@@ -38,13 +38,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from core.files import write_atomic
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.summary import distribution
-from metrics.timing import pooled_itl
-from reports.data import RunData, client_warning, load_run, steps_frame, tokens_by_interval
+from metrics.timing import itl_gaps
+from reports.data import RunData, client_warning, load_run, tokens_by_interval
 
 LATENCY = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -141,13 +140,8 @@ def prepare(path: str) -> Prepared:
     ok = df["ok"].to_numpy(dtype=bool)
     failed = ~ok & ~df["error"].isin(NOT_SERVER_FAILURES).to_numpy()
     ok_idx = np.nonzero(ok)[0]
-    times = pq.read_table(run.records_path, columns=["chunk_times"]).column("chunk_times").filter(pa.array(ok))
-    gaps = pooled_itl(times)
-    lengths = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False)
-    owner = np.repeat(ok_idx, np.clip(lengths - 1, 0, None))
-    if owner.size != gaps.size:  # pooled_itl's contract: one gap per consecutive pair in each list
-        raise AssertionError("ITL gaps and their owners disagree")
-    values = {"itl": _sorted(gaps, owner)}  # sorted once; a scope's subset of a sorted array stays sorted
+    gaps, rows = itl_gaps(run.chunk_times.filter(pa.array(ok)))
+    values = {"itl": _sorted(gaps, ok_idx[rows])}  # sorted once; a scope's subset of a sorted array stays sorted
     for metric in ("ttft", "tpot", "e2e"):
         v = df[f"{metric}_s"].to_numpy(dtype=float)
         good = ok & ~np.isnan(v)
@@ -181,14 +175,10 @@ def scopes(p: Prepared) -> dict[str, Scope]:
     out = {"overall": Scope("overall", "overall", start, end, inside)}
     for name in sorted(set(p.cls[inside].tolist())):
         out[name] = Scope(name, f"class {name}", start, end, inside & (p.cls == name), p.cls == name)
-    frame = steps_frame(p.run.summary)
-    if frame is not None and "window.start" in frame.columns:
-        for rec in frame.to_dict("records"):  # one per load step
-            idx = int(rec["step"])
-            s, e = float(rec["window.start"]), float(rec["window.end"])
-            users = rec.get("users")
-            label = f"step {idx}" + (f" ({users:g} users)" if isinstance(users, (int, float)) else "")
-            out[f"step:{idx}"] = Scope(f"step:{idx}", label, s, e, (p.step == idx) & (p.wall >= s) & (p.wall <= e))
+    for st in p.run.summary.by_step or []:
+        s, e = st.window.start, st.window.end
+        out[f"step:{st.step}"] = Scope(f"step:{st.step}", f"step {st.step} ({st.users:g} users)", s, e,
+                                       (p.step == st.step) & (p.wall >= s) & (p.wall <= e))  # fmt: skip
     return out
 
 
@@ -295,10 +285,10 @@ def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tup
         exact = distribution(vals_s)  # the summary's own function: the same numbers
         sums = np.bincount(blk, weights=vals, minlength=k)
         cnts = np.bincount(blk, minlength=k).astype(float)
-        out[f"{metric}.mean"] = (exact["mean"], boot_ratio(sums, cnts, weights))
+        out[f"{metric}.mean"] = (exact.mean, boot_ratio(sums, cnts, weights))
         qs = boot_quantiles(vals, blk, weights, [50, 90, 95, 99])
         for j, stat in enumerate(("p50", "p90", "p95", "p99")):
-            out[f"{metric}.{stat}"] = (exact[stat], qs[:, j])
+            out[f"{metric}.{stat}"] = (exact.stat(stat), qs[:, j])
     # throughput: completions inside the window by completion time, tokens by arrival
     window = sc.end - sc.start
     fin = sc.group & p.ok & (p.done >= sc.start) & (p.done <= sc.end)
@@ -505,11 +495,8 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
     result["regression"] = any(v["failed"] for v in verdicts)
     out_dir = out_dir or result["new"]["path"]
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "compare.json"), "w", encoding="utf-8") as f:
-        json.dump(_json_safe(result), f, indent=2)
-        f.write("\n")
-    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(result, verdicts))
+    write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(_json_safe(result), indent=2) + "\n")
+    write_atomic(os.path.join(out_dir, "compare.md"), markdown(result, verdicts))
     m = result["method"]
     print(f"compare: base {result['base']['run_id']} ({result['base']['path']})\n"
           f"         new  {result['new']['run_id']} ({result['new']['path']})\n"

@@ -19,6 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.errors import InputError
+from metrics.percentiles import percentile_by_group
+from metrics.record import NOT_SERVER_FAILURES
+from metrics.schema import Summary, load_summary
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 
 SCALARS = [
@@ -37,7 +41,7 @@ class ReportError(Exception):
 class RunData:
     path: str
     run_id: str
-    summary: dict
+    summary: Summary
     run: dict
     df: pd.DataFrame  # the scalar columns of every record
     t0: float  # time origin of the charts: the run's start (wall clock)
@@ -54,12 +58,7 @@ class RunData:
 
     @property
     def window(self) -> tuple[float, float]:
-        w = self.summary.get("window") or {}
-        start, end = w.get("start"), w.get("end")
-        if start is None or end is None:
-            wall = self.df["wall_send"].to_numpy()
-            return (float(np.nanmin(wall)), float(np.nanmax(wall))) if wall.size else (0.0, 0.0)
-        return float(start), float(end)
+        return self.summary.window.start, self.summary.window.end
 
 
 def read_json(path: str) -> dict:
@@ -90,18 +89,23 @@ def load_run(path: str) -> RunData:
     for name in SCALARS:  # an older or partial file: add what is missing, empty
         if name not in df.columns:
             df[name] = np.nan if name.endswith("_s") or name == "wall_send" else ("" if name in STRINGS else 0)
-    summary = read_json(os.path.join(path, "summary.json"))
     run = read_json(os.path.join(path, "run.json"))
-    if not summary.get("overall"):
-        summary = _summary_from_records(records, df, run, summary)
+    summary_path = os.path.join(path, "summary.json")
+    if os.path.isfile(summary_path):
+        try:
+            summary = load_summary(summary_path)
+        except InputError as e:
+            raise ReportError(str(e)) from None
+    else:
+        summary = _summary_from_records(records, df, run)
     t0 = run.get("started_at")
     if t0 is None or not math.isfinite(float(t0)):
         t0 = float(np.nanmin(df["wall_send"])) if len(df) else 0.0
     server = _server_metrics(os.path.join(path, "server_metrics.parquet"))
-    return RunData(path, run.get("run_id") or summary.get("run_id") or os.path.basename(path), summary, run, df, float(t0), server)
+    return RunData(path, run.get("run_id") or summary.run_id or os.path.basename(path), summary, run, df, float(t0), server)
 
 
-def _summary_from_records(records: str, df: pd.DataFrame, run: dict, partial: dict) -> dict:
+def _summary_from_records(records: str, df: pd.DataFrame, run: dict) -> Summary:
     """No summary.json (an interrupted writer): compute one with metrics.summary over every record."""
     from metrics.summary import summarize
 
@@ -110,9 +114,11 @@ def _summary_from_records(records: str, df: pd.DataFrame, run: dict, partial: di
         start = end = 0.0
     else:
         start, end = float(np.nanmin(wall)), float(np.nanmax(wall))
-    out = summarize(pq.read_table(records), start, end)
-    out["note"] = "summary.json was missing: computed over every record, no warm-up excluded"
-    return {**partial, **out}
+    summary = summarize(pq.read_table(records), start, end)
+    summary.run_id = str(run.get("run_id") or "")
+    summary.complete = bool(run.get("complete", True))
+    summary.note = "summary.json was missing: computed over every record, no warm-up excluded"
+    return summary
 
 
 def _server_metrics(path: str) -> pd.DataFrame | None:
@@ -159,34 +165,58 @@ def bin_width(span_s: float, max_bins: int = 120) -> float:
 
 @dataclass
 class TimeGrid:
+    """Time bins of the charts: `n` bins of `width` seconds from `t0` (wall clock); the last bin
+    ends at `t0 + span`. A partial last bin narrower than half a bin is merged into the one before
+    (a rate over a sliver of a bin, a few requests over a few milliseconds, would draw a spike)."""
+
     t0: float  # origin (wall clock)
     width: float
     n: int
-    span: float = math.inf  # seconds covered: the last bin may be partial
-
-    @property
-    def widths(self) -> np.ndarray:
-        """Each bin's covered seconds (rates divide by it, so a partial last bin is not low)."""
-        return np.clip(np.minimum(self.width, self.span - np.arange(self.n) * self.width), 1e-9, None)
+    span: float = math.inf  # seconds covered: the last bin may be partial (or up to 1.5 bins wide)
 
     @property
     def edges(self) -> np.ndarray:
-        return self.t0 + np.minimum(np.arange(self.n + 1) * self.width, self.span)
+        """Bin edges (wall clock), n + 1 of them; the last at the end of the span."""
+        e = np.arange(self.n + 1) * self.width
+        if math.isfinite(self.span):
+            e[-1] = self.span
+        return self.t0 + e
+
+    @property
+    def end_s(self) -> float:
+        """Seconds from t0 to the grid's end."""
+        return float(self.edges[-1] - self.t0)
+
+    @property
+    def widths(self) -> np.ndarray:
+        """Each bin's covered seconds (rates divide by it)."""
+        return np.clip(np.diff(self.edges - self.t0), 1e-9, None)
 
     @property
     def left(self) -> np.ndarray:
-        return np.arange(self.n) * self.width
+        return self.edges[:-1] - self.t0
 
     @property
     def mid(self) -> np.ndarray:
-        return np.arange(self.n) * self.width + self.widths / 2
+        return self.left + self.widths / 2
 
     def index(self, wall: np.ndarray) -> np.ndarray:
         """Bin of each wall-clock time; -1 outside the grid or NaN."""
-        rel = (np.asarray(wall, dtype=float) - self.t0) / self.width
-        idx = np.where(np.isfinite(rel), np.floor(rel), -1).astype(np.int64)
-        idx[(idx < 0) | (idx >= self.n)] = -1
-        return idx
+        wall = np.asarray(wall, dtype=float)
+        edges = self.edges
+        idx = np.searchsorted(edges, wall, side="right") - 1
+        idx[wall == edges[-1]] = self.n - 1  # the last edge belongs to the last bin
+        idx[~np.isfinite(wall) | (idx < 0) | (idx >= self.n)] = -1
+        return idx.astype(np.int64)
+
+
+def grid_for(t0: float, span: float) -> TimeGrid:
+    """Round bins over [t0, t0 + span]; a last bin narrower than half a bin joins the one before."""
+    span = max(1.0, span)
+    width = bin_width(span)
+    full, rest = divmod(span, width)
+    n = int(full) + (1 if rest >= width / 2 else 0)
+    return TimeGrid(t0, width, max(1, n), span)
 
 
 def time_grid(run: RunData) -> TimeGrid:
@@ -195,9 +225,7 @@ def time_grid(run: RunData) -> TimeGrid:
     done = wall + np.nan_to_num(df["e2e_s"].to_numpy(dtype=float), nan=0.0)
     end = float(np.nanmax(done)) if done.size else run.t0 + 1.0
     end = max(end, run.window[1])
-    span = max(1.0, end - run.t0)
-    width = bin_width(span)
-    return TimeGrid(run.t0, width, int(math.ceil(span / width)) or 1, span)
+    return grid_for(run.t0, end - run.t0)
 
 
 def tokens_by_interval(run: RunData, edges: np.ndarray, group: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -228,15 +256,10 @@ def over_time(run: RunData, grid: TimeGrid) -> dict[str, np.ndarray]:
         "total_tokens_per_s": (out_tok + prompt_tok) / w,
         "count": count,
     }
-    frame = pd.DataFrame({"bin": b, "ttft": df["ttft_s"].to_numpy(dtype=float)[sel] * 1000,
-                          "tpot": df["tpot_s"].to_numpy(dtype=float)[sel] * 1000, "e2e": e2e[sel] * 1000})
-    grouped = frame.groupby("bin")
-    for q, name in ((0.5, "p50"), (0.95, "p95")):
-        qs = grouped[["ttft", "tpot", "e2e"]].quantile(q)
-        for metric in ("ttft", "tpot", "e2e"):
-            arr = np.full(n, np.nan)
-            arr[qs.index.to_numpy(dtype=np.int64)] = qs[metric].to_numpy()
-            res[f"{metric}_{name}"] = arr
+    for metric in ("ttft", "tpot", "e2e"):
+        values = df[f"{metric}_s"].to_numpy(dtype=float)[sel] * 1000
+        for q, name in ((50, "p50"), (95, "p95")):
+            res[f"{metric}_{name}"] = percentile_by_group(values, b, n, q)
     return res
 
 
@@ -244,7 +267,7 @@ def errors_over_time(run: RunData, grid: TimeGrid) -> list[tuple[str, np.ndarray
     """Failures per second in each time bin, by failure class (by the time the failure ended)."""
     df = run.df
     err = df["error"]
-    failed = ~df["ok"].to_numpy(dtype=bool) & ~err.isin(("stopped", "cancelled", "")).to_numpy()
+    failed = ~df["ok"].to_numpy(dtype=bool) & ~err.isin((*NOT_SERVER_FAILURES, "")).to_numpy()
     if not failed.any():
         return []
     wall = df["wall_send"].to_numpy(dtype=float)[failed]
@@ -376,10 +399,11 @@ def cdf_points(values: np.ndarray, points: int = 200) -> tuple[np.ndarray, np.nd
 
 
 # ---------------------------------------------------------------------------------------------
-# summary.json sections written by other features; read tolerantly (they may grow)
+# summary.json, read as fields
 
 
 def flatten(obj, prefix: str = "") -> dict:
+    """A plugin's summary section (nested dicts and lists) as {"a.b.c": value} for a table."""
     out = {}
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -391,64 +415,21 @@ def flatten(obj, prefix: str = "") -> dict:
     return out
 
 
-def steps_frame(summary: dict) -> pd.DataFrame | None:
-    """by_step as a flat table, one row per step, sorted by step index; None when absent."""
-    steps = summary.get("by_step")
-    if not steps:
-        return None
-    if isinstance(steps, dict):
-        steps = [{"step": k, **v} for k, v in steps.items() if isinstance(v, dict)]
-    rows = [flatten(s) for s in steps if isinstance(s, dict)]
-    if not rows:
-        return None
-    frame = pd.DataFrame(rows)
-    if "users" not in frame.columns:
-        for alt in ("target_users", "user_count", "concurrency.target", "rate", "request_rate"):
-            if alt in frame.columns:
-                frame["users"] = frame[alt]
-                break
-    if "step" not in frame.columns:
-        frame["step"] = np.arange(len(frame))
-    return frame.reset_index(drop=True)
-
-
-def first(frame: pd.DataFrame, *names: str) -> np.ndarray | None:
-    for n in names:
-        if n in frame.columns:
-            return pd.to_numeric(frame[n], errors="coerce").to_numpy(dtype=float)
-    return None
-
-
-def client_warning(summary: dict) -> str:
+def client_warning(summary: Summary) -> str:
     """One sentence when the load generator itself may have distorted the timings (client_bound)."""
-    cb = summary.get("client_bound")
-    if not isinstance(cb, dict):
+    cb = summary.client_bound
+    if cb is None:
         return ""
-    advice = str(cb.get("advice") or "").strip()
-    if cb.get("bound"):
+    advice = cb.advice.strip()
+    if cb.bound:
         return "The load generator was client bound (out of CPU): its timings include client delay. " + advice
-    if cb.get("contended"):
+    if cb.contended:
         return "The load generator's machine was contended (other processes took the CPU): timings may include client delay. " + advice
     return ""
 
 
-def slo_objectives(summary: dict) -> list[dict]:
-    slo = summary.get("slo")
-    if isinstance(slo, dict):
-        slo = slo.get("objectives", [])
-    return [o for o in (slo or []) if isinstance(o, dict)]
-
-
-def slo_threshold_ms(summary: dict, metric: str) -> list[tuple[str, float]]:
+def slo_threshold_ms(summary: Summary, metric: str) -> list[tuple[str, float]]:
     """(statistic, threshold ms) of every objective on `metric` (e.g. 'ttft')."""
-    out = []
-    for o in slo_objectives(summary):
-        key = str(o.get("metric") or o.get("objective") or "")
-        if not key.startswith(metric + "."):
-            continue
-        thr = o.get("threshold_ms")
-        if thr is None and o.get("threshold_s") is not None:
-            thr = float(o["threshold_s"]) * 1000
-        if thr is not None:
-            out.append((key.split(".", 1)[1].split("<")[0], float(thr)))
-    return out
+    if summary.slo is None:
+        return []
+    return [(v.metric.split(".", 1)[1], v.threshold_ms) for v in summary.slo.objectives if v.metric.startswith(metric + ".")]

@@ -338,9 +338,10 @@ def render_bars(chart_id: str, title: str, categories: list[str], groups: list[t
     return "\n".join(out)
 
 
-def render_stacked(chart_id: str, title: str, x_left: np.ndarray, width: float, stacks: list[tuple[str, np.ndarray]],
+def render_stacked(chart_id: str, title: str, x_left: np.ndarray, width, stacks: list[tuple[str, np.ndarray]],
                    x_label: str, y_label: str, x_time: bool = True, note: str = "") -> str:
-    """Stacked columns over equal bins starting at x_left (e.g. errors per class per time bin)."""
+    """Stacked columns over bins starting at x_left, `width` wide (one width for all, or one per
+    bin), e.g. errors per class per time bin."""
     colors = [PALETTE[(i + 1) % len(PALETTE)] for i in range(len(stacks))]
     chart = Chart(chart_id, title, x_label, y_label, x_time=x_time, note=note)
     out, top = _frame(chart, [(n, c, False) for (n, _), c in zip(stacks, colors)])
@@ -350,21 +351,22 @@ def render_stacked(chart_id: str, title: str, x_left: np.ndarray, width: float, 
         return "\n".join(out)
     totals = np.sum([np.asarray(v, dtype=float) for _, v in stacks], axis=0)
     yt = nice_ticks(0.0, max(float(totals.max()), 1e-9) * 1.08)
-    x0, x1 = float(x_left[0]), float(x_left[-1] + width)
+    widths = np.broadcast_to(np.asarray(width, dtype=float), np.shape(x_left))
+    x0, x1 = float(x_left[0]), float(x_left[-1] + widths[-1])
     xt = nice_ticks(x0, x1, time_axis=x_time)
     xt = xt[(xt >= x0 - 1e-9) & (xt <= x1 + 1e-9)]
     xs = _Scale(x0, x1, LEFT, WIDTH - RIGHT, False)
     ys = _Scale(0.0, float(yt[-1]), bottom, top, False)
     _axes(out, chart, xs, ys, xt if len(xt) >= 2 else np.array([x0, x1]), yt, top)
     acc = np.zeros(len(x_left))
-    pw = max(1.0, float(xs(x0 + width)) - float(xs(x0)) - 0.5)
+    pw = np.maximum(1.0, xs(x_left + widths) - xs(x_left) - 0.5)
     for (name, values), color in zip(stacks, colors):
         v = np.asarray(values, dtype=float)
         nz = np.nonzero(v > 0)[0]
         ya, yb = ys(acc + v), ys(acc)
         px = xs(x_left)
         for i in nz.tolist():  # one rect per non-empty (bin, class): bounded by the bin count
-            out.append(f'<rect class="mark" x="{px[i]:.1f}" y="{ya[i]:.1f}" width="{pw:.1f}" height="{max(0.5, yb[i] - ya[i]):.1f}" '
+            out.append(f'<rect class="mark" x="{px[i]:.1f}" y="{ya[i]:.1f}" width="{pw[i]:.1f}" height="{max(0.5, yb[i] - ya[i]):.1f}" '
                        f'fill="{color}"><title>{escape(name)} at {fmt_num(float(x_left[i]))} s: {fmt_num(float(v[i]))}</title></rect>')
         acc = acc + v
     out.append("</svg>")

@@ -276,7 +276,7 @@ def test_steps_slo_capacity_and_server_metrics(tmp_path):
     from reports.build import build
 
     summary = _steps_run(tmp_path)
-    assert summary["by_step"] and summary["capacity"]["sentence"]
+    assert summary.by_step and summary.capacity.sentence
     paths = build(str(tmp_path))
     html = open(paths["html"], encoding="utf-8").read()
     found = charts_in(html)
@@ -284,11 +284,11 @@ def test_steps_slo_capacity_and_server_metrics(tmp_path):
         assert cid in found, cid
     step_ttft = re.search(r'data-chart="step_ttft".*?</svg>', html, flags=re.S).group(0)
     assert "SLO ttft.p95 &lt; 150 ms" in step_ttft and "capacity:" in step_ttft
-    assert html_escape(summary["capacity"]["sentence"]) in html
+    assert html_escape(summary.capacity.sentence) in html
     md = open(paths["md"], encoding="utf-8").read()
     assert "**Capacity:**" in md and "### Load steps" in md and "### SLO" in md
     shown = reports_cli("show", str(tmp_path)).stdout
-    assert "step" in shown.lower() and summary["capacity"]["sentence"] in shown
+    assert "step" in shown.lower() and summary.capacity.sentence in shown
 
 
 def test_build_without_summary_json(tmp_path):
@@ -311,7 +311,7 @@ def test_a_failed_build_logs_and_keeps_the_results(tmp_path, caplog):
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     run = types.SimpleNamespace(writer=types.SimpleNamespace(path=str(folder)))
     with caplog.at_level(logging.ERROR, logger="llm.reports"):
-        reports.plugin.build_report(run=run, summary={})
+        reports.plugin.Reports().run_finished(run=run, summary={})
     assert any("could not build the report" in r.getMessage() for r in caplog.records)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
@@ -370,7 +370,7 @@ def test_rule_fails_when_new_run_has_no_successful_request(tmp_path, capsys):
 def test_client_bound_warning_and_turns_in_report_and_compare(tmp_path, capsys):
     """summary.json's client_bound (plugin/health.py) surfaces as a warning in both tools."""
     from bench.report_scale import synth_table, write_run
-    from plugin.results import write_json
+    from core.files import write_json
     from reports.build import build
     from reports.compare import run_compare
 
@@ -378,10 +378,12 @@ def test_client_bound_warning_and_turns_in_report_and_compare(tmp_path, capsys):
     for name in ("a", "b"):
         summary = write_run(str(tmp_path / name), synth_table(2000, seed=1, t0=t0, duration=60, steps=(4,)), t0, 60,
                             steps=(4,), slo="")  # fmt: skip
-    summary["client_bound"] = {"bound": True, "contended": False, "workers": [{"worker": "local", "cpu_p95": 99.0, "samples": [1] * 900}],
-                               "advice": "this load needs about 2 worker processes"}  # fmt: skip
-    summary["by_turn"] = {"1": summary["overall"], "2": summary["by_class"]["short"]}  # conversations (metrics/summary.py)
-    write_json(str(tmp_path / "b" / "summary.json"), summary)
+    summary = summary.with_sections(
+        client_bound={"bound": True, "contended": False, "workers": [{"worker": "local", "cpu_p95": 99.0, "samples": [1] * 900}],
+                      "advice": "this load needs about 2 worker processes"},
+        by_turn={"1": summary.overall, "2": summary.by_class["short"]},  # conversations (metrics/summary.py)
+    )  # fmt: skip
+    write_json(str(tmp_path / "b" / "summary.json"), summary.model_dump())
     html = open(build(str(tmp_path / "b"))["html"], encoding="utf-8").read()
     assert "client bound (out of CPU)" in html and "about 2 worker processes" in html
     assert "By conversation turn" in html

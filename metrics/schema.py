@@ -1,0 +1,300 @@
+"""summary.json as a typed contract: the models metrics/summary.py fills and every reader reads.
+
+The file is public (docs/results.md); pipelines, the report, `python -m reports compare` and the
+web UI read it. It is written from `Summary` and read back into `Summary`, so a reader names
+fields (`summary.overall.ttft_ms.p95`), never string paths with fallbacks.
+
+Rules of the contract:
+  - `schema_version` says which shape the file has; a reader refuses a version it does not know
+    with one line naming the file and what to do. Version 1 was the untyped file (no
+    `schema_version` key); 2 is the first typed one, with the same key names.
+  - A value that does not exist (a percentile of no request, a rate over an empty window) is
+    `None` (JSON null), never NaN: a NaN given to a model becomes None.
+  - Times are wall-clock seconds (`window.start`), latencies milliseconds (`*_ms`), rates per
+    second (`*_per_s`).
+  - Sections that plugins add at the end of a run (`run.summary_extra`: `workers`, `client_bound`,
+    `server_metrics`, or a new one) keep their own shape; the known ones are typed loosely here
+    and a new one is kept as it is (an extra key of `Summary`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from core.errors import InputError
+from core.validation import describe
+from metrics.record import NOT_SERVER_FAILURES
+
+SCHEMA_VERSION = 2
+
+
+def _none_for_nan(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+# A number that may be missing: None, never NaN or an infinity (JSON has neither).
+Num = Annotated[float | None, BeforeValidator(_none_for_nan)]
+
+
+class _Model(BaseModel):
+    """Fields by name in code, the published key names (aliases such as "p99.9") in the file; an
+    unknown key is an error (a typo in the code that fills a model must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+
+class _Section(BaseModel):
+    """A section written by a plugin: its known keys typed, any other key kept as it is."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99_9", 99.9))
+
+
+class Distribution(_Model):
+    """P = {count, mean, min, p50, p90, p95, p99, p99.9, max} in milliseconds; None when count is 0."""
+
+    count: int = 0
+    mean: Num = None
+    min: Num = None
+    p50: Num = None
+    p90: Num = None
+    p95: Num = None
+    p99: Num = None
+    p99_9: Num = Field(default=None, alias="p99.9")
+    max: Num = None
+
+    def stat(self, name: str) -> float | None:
+        """A statistic by its published name: 'mean', 'p95', 'p99.9', ..."""
+        return getattr(self, name.replace(".", "_"))
+
+
+class Requests(_Model):
+    sent: int  # the requests sent inside the window (their outcome below)
+    ok: int
+    failed: int  # server failures: neither stopped nor cancelled
+    stopped: int  # in flight when the run ended: not a server failure
+    cancelled: int  # aborted on purpose by the client (--cancel-rate): not a server failure
+    retries: int  # attempts after the first (--retry)
+    resent: int  # sent again after a stale kept-alive connection
+    by_error: dict[str, int]  # server failures by class
+
+    def count(self, error: str) -> int:
+        """The requests of one failure class: server failures from by_error, or stopped, or cancelled."""
+        if error in NOT_SERVER_FAILURES:  # each counted in a field of its own
+            return getattr(self, error)
+        return self.by_error.get(error, 0)
+
+    @property
+    def ended(self) -> int:
+        """Requests that ended with a server outcome: the good fraction's and error rate's denominator."""
+        return self.ok + self.failed
+
+
+class StreamSpeed(_Model):
+    mean: Num = None  # tokens per second of one stream (1 / TPOT)
+    p50: Num = None
+
+
+class Throughput(_Model):
+    sent_per_s: Num = None
+    requests_per_s: Num = None
+    output_tokens_per_s: Num = None
+    total_tokens_per_s: Num = None
+
+
+class Goodput(_Model):
+    requests_per_s: Num = None
+    good_fraction: Num = None  # succeeded and met every SLO, of the requests that ended
+
+
+class Tokens(_Model):
+    prompt: int
+    output: int
+    prompt_known: int
+    source: dict[str, int]
+
+
+class Verdict(_Model):
+    """One SLO objective judged on a run or a step."""
+
+    objective: str  # as given: "ttft.p95<5s"
+    metric: str  # "ttft.p95"
+    threshold_ms: float
+    value_ms: Num = None
+    passed: bool
+
+
+class Slo(_Model):
+    passed: bool
+    objectives: list[Verdict]
+
+
+class Block(_Model):
+    """The statistics of one scope: the run, a request class, a conversation turn or a load step."""
+
+    requests: Requests
+    ttft_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    e2e_ms: Distribution
+    stream_tokens_per_s: StreamSpeed
+    throughput: Throughput
+    goodput: Goodput
+    tokens: Tokens
+    # open loop only: lateness of the sends, and latency counted from the intended send time
+    schedule_lag_ms: Distribution | None = None
+    ttft_from_intended_ms: Distribution | None = None
+    e2e_from_intended_ms: Distribution | None = None
+    slo: Slo | None = None  # with --slo
+
+    def latency(self, metric: str) -> Distribution:
+        """ttft | tpot | itl | e2e -> its distribution."""
+        return getattr(self, f"{metric}_ms")
+
+
+class Span(_Model):
+    start: float
+    end: float
+
+
+class Step(Block):
+    """A load step's block, over the step's own window (its warm-up excluded)."""
+
+    step: int
+    users: int
+    window: Span
+
+
+class Window(_Model):
+    start: float
+    end: float
+    seconds: float
+
+
+class Records(_Model):
+    total: int
+    outside_window: int
+    # every record's failure class, inside the window or not, stopped and cancelled included
+    by_error: dict[str, int] = {}
+
+
+class Concurrency(_Model):
+    mean_in_flight: Num = None
+
+
+class Capacity(_Model):
+    slo: str
+    users: int | None = None  # None: the SLO was missed already at the first step
+    next_failing_users: int | None = None
+    plus_minus: Num = None
+    total_tokens_per_s: Num = None
+    output_tokens_per_s: Num = None
+    requests_per_s: Num = None
+    sentence: str
+
+
+class OpenLoop(_Model):
+    target_rate: float
+    sent_per_s: Num = None
+    schedule_lag_p99_ms: Num = None
+    behind_schedule: bool
+    reasons: list[str]
+
+
+class ClientBound(_Section):
+    """plugin/health.py: was the load generator itself the bottleneck?"""
+
+    bound: bool = False
+    contended: bool = False
+    advice: str = ""
+    workers: list[dict[str, Any]] = []
+
+
+class Summary(_Model):
+    model_config = ConfigDict(extra="allow", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    schema_version: Literal[2] = SCHEMA_VERSION
+    run_id: str = ""
+    complete: bool = True  # False: the run was interrupted, the results are partial
+    note: str | None = None  # e.g. computed by the report because summary.json was missing
+    definitions: dict[str, str]
+    window: Window
+    records: Records
+    overall: Block
+    by_class: dict[str, Block]
+    by_turn: dict[str, Block] | None = None  # conversations: one block per turn number ("1" = first message)
+    by_step: list[Step] | None = None  # step or capacity-search runs
+    concurrency: Concurrency
+    slo: Slo | None = None  # the overall verdict, with --slo
+    capacity: Capacity | None = None  # steps and --slo
+    open_loop: OpenLoop | None = None  # --request-rate
+    # sections added by plugins at the end of a run
+    client_bound: ClientBound | None = None  # plugin/health.py
+    workers: dict[str, dict[str, Any]] | None = None  # plugin/shipping.py: per-worker record accounting
+    server_metrics: dict[str, Any] | None = None  # plugin/server_metrics.py
+
+    def blocks(self, by: str = "by_class") -> list[tuple[str, Block]]:
+        """(name, block) of every class (or turn) and then ("overall", the overall block)."""
+        return [*(getattr(self, by) or {}).items(), ("overall", self.overall)]
+
+    def plugin_sections(self) -> dict[str, Any]:
+        """Sections a plugin added that the model does not name."""
+        return dict(self.model_extra or {})
+
+    def with_sections(self, **sections) -> "Summary":
+        """A copy with more top-level sections (run_id, complete, the plugins' sections), validated."""
+        return Summary.model_validate({**self.model_dump(), **sections})
+
+
+def as_summary(data: Summary | dict) -> Summary:
+    """A Summary from itself or from its JSON form (a dict, as json.load gives it)."""
+    return data if isinstance(data, Summary) else Summary.model_validate(data)
+
+
+def parse_summary(data: dict, path: str) -> Summary:
+    """summary.json's content -> Summary; InputError with one line naming the file otherwise."""
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a summary.json (a JSON object was expected)")
+    version = data.get("schema_version")
+    if version is None:
+        raise InputError(
+            f"{path}: written by an older version of the suite (no schema_version; this version reads "
+            f"schema {SCHEMA_VERSION}): report it with that version, or move summary.json aside and this version "
+            "recomputes it from requests.parquet (all records: no warm-up cut, no steps or SLO)"
+        )
+    if version != SCHEMA_VERSION:
+        raise InputError(
+            f"{path}: schema_version {version!r}, this version of the suite reads {SCHEMA_VERSION}: "
+            "use the version that wrote it"
+        )
+    try:
+        return Summary.model_validate(data)
+    except ValidationError as e:
+        raise InputError(f"{path}: {describe(e)}") from None
+
+
+def load_summary(path: str) -> Summary:
+    """Read summary.json; InputError with one line naming the file and the problem."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot be read ({e.strerror})") from None
+    return parse_summary(data, path)
+
+
+__all__ = [
+    "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
+    "Verdict", "Slo", "Window", "Records", "Capacity", "OpenLoop", "ClientBound", "as_summary", "load_summary",
+    "parse_summary",
+]  # fmt: skip

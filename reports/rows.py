@@ -1,0 +1,323 @@
+"""The report's content as data: one row model that every format renders (reports/templates/).
+
+Everything the report says is built here once, from summary.json's fields (metrics/schema.py)
+and the results folder's records and run.json, as plain text in cells and tables. A template
+decides only how it looks: the HTML page escapes the text and colours a verdict, the Markdown
+summary bolds a failure. No number is formatted in a template.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+
+from metrics.record import NOT_SERVER_FAILURES
+from metrics.schema import Step, Summary
+from reports import data as D
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+
+@dataclass
+class Cell:
+    text: str  # as shown, plain text (a template escapes it for its format)
+    status: str = ""  # "pass" | "fail" | "": a verdict, coloured in HTML, a failure bold in Markdown
+    code: bool = False  # a name shown as code (metric definitions)
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[Cell]]
+    left: int = 1  # the first `left` columns are text (left-aligned); the others numbers, unless in `text`
+    text: tuple[int, ...] = ()
+    row_classes: list[str] = field(default_factory=list)  # e.g. "overall" (bold in HTML)
+
+    def is_text(self, i: int) -> bool:
+        return i < self.left or i in self.text
+
+    def row_class(self, r: int) -> str:
+        return self.row_classes[r] if r < len(self.row_classes) else ""
+
+
+@dataclass
+class Extra:
+    """A summary section with no view of its own (a plugin's, concurrency, open_loop): a table of
+    its flattened fields, or one line of text."""
+
+    key: str
+    table: Table | None = None
+    text: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.key.replace("_", " ").capitalize()
+
+
+@dataclass
+class ChartGroup:
+    title: str
+    charts: list[str]  # inline SVG, escaped by reports/svg.py
+    note: str = ""
+
+
+@dataclass
+class Report:
+    title: str
+    run_id: str
+    path: str  # the results folder
+    header: list[tuple[str, str]]  # (field, value) of the run
+    complete: bool
+    warning: str  # the load generator may have distorted the timings
+    capacity: str  # the capacity sentence of a step run with an SLO
+    slo_passed: bool | None  # the run's SLO verdict; None without --slo
+    slo: Table | None
+    summary: Table
+    turns: Table | None
+    steps: Table | None
+    failures: Table | None  # None: no failed request
+    charts: list[ChartGroup]
+    extras: list[Extra]
+    definitions: Table
+    options: Table
+    versions: Table
+    built_at: str = ""
+    build_s: float = 0.0
+    files: dict[str, str] = field(default_factory=dict)  # format name -> path of the file written
+
+    @property
+    def header_line(self) -> list[tuple[str, str]]:
+        """The header fields the short (Markdown) summary shows."""
+        return [(k, v) for k, v in self.header if k in ("host", "model", "started", "measurement window", "records")]
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting: the one place numbers become text
+
+
+def fmt(v, digits: int = 0) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):,.{digits}f}"
+    return str(v)
+
+
+def auto(v) -> str:
+    """A number with sensible digits for its size (sections we have no view for)."""
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and not float(v).is_integer():
+        a = abs(float(v))
+        return fmt(v, 0 if a >= 100 else (2 if a >= 1 else 4))
+    text = fmt(v)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def utc(ts) -> str:
+    try:
+        return datetime.fromtimestamp(float(ts), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "-"
+
+
+def cells(*texts: str) -> list[Cell]:
+    return [Cell(t) for t in texts]
+
+
+def verdict(passed: bool, fail_text: str = "FAIL") -> Cell:
+    return Cell("pass", "pass") if passed else Cell(fail_text, "fail")
+
+
+# ---------------------------------------------------------------------------------------------
+# tables from summary.json
+
+SUMMARY_HEADERS = ["class", "sent", "ok", "failed", "TTFT mean", "TTFT p50", "TTFT p90", "TTFT p95", "TTFT p99",
+                   "TPOT p50", "TPOT p95", "ITL p50", "ITL p95", "E2E p50", "E2E p95", "E2E p99",
+                   "stream tok/s p50", "req/s", "out tok/s", "total tok/s"]  # fmt: skip
+
+
+def summary_table(summary: Summary, by: str = "by_class", label: str = "class") -> Table:
+    """One row per class (or conversation turn) and one for the whole run."""
+    blocks = summary.blocks(by)
+    goodput = summary.slo is not None
+    lag = any(b.schedule_lag_ms is not None for _, b in blocks)
+    headers = [label, *SUMMARY_HEADERS[1:]]
+    if goodput:
+        headers += ["goodput req/s", "good %"]
+    if lag:
+        headers += ["TTFT p95 from intended", "schedule lag p95"]
+    rows = []
+    for name, b in blocks:
+        r, t = b.requests, b.throughput
+        row = [name, fmt(r.sent), fmt(r.ok), fmt(r.failed),
+               *(fmt(b.ttft_ms.stat(k)) for k in ("mean", "p50", "p90", "p95", "p99")),
+               fmt(b.tpot_ms.p50, 1), fmt(b.tpot_ms.p95, 1), fmt(b.itl_ms.p50, 1), fmt(b.itl_ms.p95, 1),
+               *(fmt(b.e2e_ms.stat(k)) for k in ("p50", "p95", "p99")),
+               fmt(b.stream_tokens_per_s.p50, 1),
+               fmt(t.requests_per_s, 2), fmt(t.output_tokens_per_s), fmt(t.total_tokens_per_s)]  # fmt: skip
+        if goodput:
+            gf = b.goodput.good_fraction
+            row += [fmt(b.goodput.requests_per_s, 2), fmt(None if gf is None else gf * 100, 1)]
+        if lag:
+            row += [fmt(b.ttft_from_intended_ms.p95 if b.ttft_from_intended_ms else None),
+                    fmt(b.schedule_lag_ms.p95 if b.schedule_lag_ms else None, 1)]  # fmt: skip
+        rows.append(cells(*row))
+    return Table(headers, rows, row_classes=["overall" if n == "overall" else "" for n, _ in blocks])
+
+
+# (header, the step's value, digits)
+STEP_COLUMNS = [
+    ("step", lambda s: s.step, 0), ("users", lambda s: s.users, 0), ("sent", lambda s: s.requests.sent, 0),
+    ("ok", lambda s: s.requests.ok, 0), ("failed", lambda s: s.requests.failed, 0),
+    ("req/s", lambda s: s.throughput.requests_per_s, 2), ("out tok/s", lambda s: s.throughput.output_tokens_per_s, 0),
+    ("total tok/s", lambda s: s.throughput.total_tokens_per_s, 0), ("TTFT mean", lambda s: s.ttft_ms.mean, 0),
+    ("TTFT p50", lambda s: s.ttft_ms.p50, 0), ("TTFT p95", lambda s: s.ttft_ms.p95, 0),
+    ("TPOT p50", lambda s: s.tpot_ms.p50, 1), ("TPOT p95", lambda s: s.tpot_ms.p95, 1),
+    ("ITL p95", lambda s: s.itl_ms.p95, 1), ("E2E p50", lambda s: s.e2e_ms.p50, 0), ("E2E p95", lambda s: s.e2e_ms.p95, 0),
+    ("stream tok/s p50", lambda s: s.stream_tokens_per_s.p50, 1), ("goodput req/s", lambda s: s.goodput.requests_per_s, 2),
+]  # fmt: skip
+
+
+def steps_table(steps: list[Step]) -> Table:
+    """One row per load step, in the order the steps ran."""
+    with_slo = any(s.slo is not None for s in steps)
+    rows = []
+    for s in steps:
+        row = cells(*(fmt(value(s), digits) for _, value, digits in STEP_COLUMNS))
+        if with_slo:
+            row.append(verdict(s.slo.passed, "miss") if s.slo is not None else Cell("-"))
+        rows.append(row)
+    return Table([h for h, _, _ in STEP_COLUMNS] + (["SLO"] if with_slo else []), rows, left=0)
+
+
+def slo_table(summary: Summary) -> Table | None:
+    if summary.slo is None:
+        return None
+    rows = [[Cell(v.objective), Cell(fmt(v.value_ms, 1)), Cell(fmt(v.threshold_ms, 1)), verdict(v.passed)]
+            for v in summary.slo.objectives]  # fmt: skip
+    return Table(["objective", "value (ms)", "threshold (ms)", "verdict"], rows)
+
+
+FAILURE_HEADERS = ["failure", "all records", "in window", "% of ended (window)", "by class (window)", "most common detail"]
+
+
+def failures_table(summary: Summary, details: dict[str, str]) -> Table | None:
+    """Each failure class (stopped and cancelled too, counted apart): every record, those sent in
+    the window, their share of the requests that ended there (server failures only), per class;
+    from summary.json. `details`: the most common message of each class (from the records)."""
+    every = summary.records.by_error
+    if not every:
+        return None
+    overall = summary.overall.requests
+    rows = []
+    for name, count in sorted(every.items(), key=lambda kv: (-kv[1], kv[0])):
+        window = overall.count(name)
+        share = window / overall.ended * 100 if overall.ended and name not in NOT_SERVER_FAILURES else None
+        per_class = ", ".join(f"{c} {b.requests.count(name)}" for c, b in summary.by_class.items() if b.requests.count(name))
+        rows.append(cells(name, fmt(count), fmt(window), fmt(share, 2), per_class, details.get(name, "")))
+    return Table(FAILURE_HEADERS, rows, left=1, text=(4, 5))
+
+
+def error_details(run: D.RunData) -> dict[str, str]:
+    """The most common error_detail of each failure class (read for failures only)."""
+    import pyarrow.parquet as pq
+
+    failed = (~run.df["ok"].to_numpy(dtype=bool)) & (run.df["error"] != "").to_numpy()
+    if not failed.any():
+        return {}
+    try:
+        t = pq.read_table(run.records_path, columns=["error", "error_detail"], read_dictionary=["error", "error_detail"])
+    except (KeyError, ValueError, OSError):
+        return {}
+    f = t.to_pandas()[failed]
+    f = f[f["error_detail"].astype(str) != ""]
+    if f.empty:
+        return {}
+    top = f.groupby(["error", "error_detail"], observed=True).size().reset_index(name="n")
+    top = top.sort_values("n", ascending=False).drop_duplicates("error")
+    return {str(e): str(d)[:200] for e, d in zip(top["error"], top["error_detail"])}
+
+
+def extra_section(key: str, obj) -> Extra:
+    """A section we have no special view for (a plugin's workers, client_bound, ...)."""
+    if isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
+        rows = [D.flatten(x) for x in obj[:200]]
+        keys = list(dict.fromkeys(k for r in rows for k in r))[:24]
+        return Extra(key, Table(keys, [cells(*(auto(r.get(k)) for k in keys)) for r in rows]))
+    if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):  # e.g. workers by id
+        rows = {str(k): D.flatten(v) for k, v in list(obj.items())[:200]}
+        keys = list(dict.fromkeys(k for r in rows.values() for k in r))[:24]
+        return Extra(key, Table([key] + keys, [cells(name, *(auto(r.get(k)) for k in keys)) for name, r in rows.items()]))
+    if isinstance(obj, dict):
+        flat = D.flatten(obj)
+        return Extra(key, Table(["field", "value"], [cells(k, auto(v)) for k, v in list(flat.items())[:200]], left=2))
+    return Extra(key, text=auto(obj))
+
+
+# Summary fields with a view of their own; every other section is shown as an Extra.
+OWN_VIEW = {"schema_version", "run_id", "complete", "note", "definitions", "window", "records", "overall", "by_class",
+            "by_turn", "by_step", "slo", "capacity"}  # fmt: skip
+
+
+def extras(summary: Summary) -> list[Extra]:
+    data = summary.model_dump()
+    return [extra_section(k, v) for k, v in data.items() if k not in OWN_VIEW and v is not None]
+
+
+def header(run: D.RunData) -> list[tuple[str, str]]:
+    info, summary = run.run, run.summary
+    opts = info.get("options") or {}
+    start, end = run.window
+    rows = [
+        ("run id", run.run_id),
+        ("host", str(info.get("host") or opts.get("host") or "-")),
+        ("model", str(opts.get("model") or info.get("model") or "-")),
+        ("started", utc(info.get("started_at"))),
+        ("ended", utc(info.get("ended_at"))),
+        ("measurement window", f"{utc(start)} + {end - start:,.1f} s" if end > start else "-"),
+        ("records", f"{len(run.df):,} ({summary.records.outside_window:,} outside the window)"),
+        ("complete", "yes" if summary.complete else "no: interrupted, partial results"),
+        ("role", str(info.get("role") or "-")),
+        ("command", " ".join(str(a) for a in info.get("argv") or []) or "-"),
+    ]
+    wl = info.get("workload")
+    if isinstance(wl, dict):
+        rows.append(("workload", f"{wl.get('name') or wl.get('path') or ''} hash {str(wl.get('hash', ''))[:12]}".strip()))
+    if summary.note:
+        rows.append(("note", summary.note))
+    return rows
+
+
+def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
+    """The report of one results folder: its tables from summary.json, the given charts."""
+    s = run.summary
+    opts = run.run.get("options") or {}
+    versions = run.run.get("versions") or {}
+    return Report(
+        title=f"LLM load test report: {run.run_id}",
+        run_id=run.run_id,
+        path=run.path,
+        header=header(run),
+        complete=s.complete,
+        warning=D.client_warning(s),
+        capacity=s.capacity.sentence if s.capacity is not None else "",
+        slo_passed=s.slo.passed if s.slo is not None else None,
+        slo=slo_table(s),
+        summary=summary_table(s),
+        turns=summary_table(s, "by_turn", "turn") if s.by_turn else None,
+        steps=steps_table(s.by_step) if s.by_step else None,
+        failures=failures_table(s, error_details(run)),
+        charts=charts,
+        extras=extras(s),
+        definitions=Table(["metric", "definition"], [[Cell(k, code=True), Cell(str(v))] for k, v in s.definitions.items()], left=2),
+        options=Table(["option", "value"], [cells(k, auto(v)) for k, v in sorted(opts.items())], left=2),
+        versions=Table(["package", "version"], [cells(k, str(v)) for k, v in versions.items()], left=2),
+    )
