@@ -298,7 +298,7 @@ def _on_test_start(environment, **_kw) -> None:
         raise
     if state.role == "worker":
         own_key = os.environ.get("LOCUST_API_KEY", "")
-        if own_key:  # the worker's own key wins: the master's travels in clear text (README "Security")
+        if own_key:  # the worker's own key wins: the master's travels in clear text (docs/security.md)
             plan = plan.with_api_key(own_key)
         state.plan = plan
         if state.worker_ready:

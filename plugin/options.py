@@ -17,12 +17,12 @@ from plugin.plan import RETRYABLE
 SECRET_OPTIONS = ("api_key",)  # never written to run.json, logs or reports
 
 
-# (flag, argparse keywords); the env var is derived by env_var(). Kept as data so the README table and tests can list them.
+# (flag, argparse keywords); the env var is derived by env_var(). Kept as data so docs/options.md and tests can list them.
 OPTIONS: list[tuple[str, dict]] = [
     ("--endpoint", dict(default="chat", choices=["chat", "completions"], help="chat = /v1/chat/completions, completions = /v1/completions")),
     ("--model", dict(default="", help="Model id to request; empty = the first id from /v1/models")),
-    # not in the web UI: Locust renders a form field's value into the page (README "Security")
-    ("--api-key", dict(default="", is_secret=True, include_in_web_ui=False, help="Bearer token sent as Authorization; never written anywhere; not a web UI field (README: Security)")),
+    # not in the web UI: Locust renders a form field's value into the page (docs/security.md)
+    ("--api-key", dict(default="", is_secret=True, include_in_web_ui=False, help="Bearer token sent as Authorization; never written anywhere; not a web UI field (docs/security.md)")),
     ("--workload", dict(default="", help="Workload spec YAML; empty = workloads/default.yaml (the reference mix)")),
     ("--seed", dict(default="", help="Seed for the request sequence (each worker uses seed + worker index); empty = random, recorded in run.json")),
     ("--tokenizer", dict(default="", help="Tokenizer path or hub name for counting output tokens when the server sends no usage")),
@@ -41,7 +41,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--timeout-idle", dict(default="120s", help="Longest gap between two reads of a flowing stream")),
     ("--timeout-total", dict(default="900s", help="Longest whole request")),
     ("--connection", dict(default="keep-alive", choices=["keep-alive", "per-request"], help="keep-alive = each user reuses one connection (OpenAI SDKs, browsers, gateways); per-request = a new connection for every request, closed after it (some benchmark clients)")),
-    # Load models (README "Load models")
+    # Load models (docs/load-models.md)
     ("--steps", dict(default="", help="Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'")),
     ("--step-time", dict(default="60s", help="How long each step (or capacity-search level) is held")),
     ("--step-warmup", dict(default="10s", help="Start of each step excluded from its statistics")),
@@ -57,7 +57,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--prometheus-linger", dict(default="0s", include_in_web_ui=False, help="Keep serving /metrics this long before the process exits, so Prometheus scrapes the final counts")),
     ("--server-metrics", dict(default="", help="Prometheus endpoints of the server side to scrape during the run, comma-separated (vLLM /metrics, DCGM, node exporter); kept in server_metrics.parquet")),
     ("--server-metrics-interval", dict(default="5s", help="Scrape interval for --server-metrics")),
-    # Failures, retries and cancellation (README "Failures, retries and cancellation")
+    # Failures, retries and cancellation (docs/failures.md)
     ("--retry", dict(default="0", help="Retry a failed request up to N times; every attempt is its own record (request id suffix -r1, -r2, ...); 0 = off")),
     ("--retry-on", dict(default="http_429,http_5xx,connect_error", help="Failure classes that are retried, comma-separated (" + ", ".join(RETRYABLE) + ")")),
     ("--retry-max-wait", dict(default="30s", help="Longest wait before a retry: caps a 429's Retry-After and the backoff (0.5 s, doubling)")),
@@ -112,7 +112,7 @@ def public_options(parsed_options) -> dict:
 
 
 def markdown_table() -> str:
-    """The README's options table (tests/test_readme.py keeps the README equal to it)."""
+    """The options table of docs/options.md (tests/test_readme.py keeps the page equal to it)."""
     lines = ["| option | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
     for flag, kw in OPTIONS:
         default = kw.get("default")
