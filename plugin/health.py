@@ -8,7 +8,9 @@ users (each worker, or a local run) watches itself:
 
   cpu        its own CPU, % of one core (psutil, every second)
   loop lag   how late a greenlet that sleeps 0.1 s wakes up (10 probes a second): the delay every
-             read of every stream waits on top of the network
+             read of every stream waits on top of the network. A loop blocked for seconds (one
+             huge parse) cannot sample meanwhile: each second and each probe it missed counts,
+             late by what was left of the stall at its moment, so a stall is never one sample
   token lag  with --sim-timestamps: chunk arrival minus the simulator's send time (`sim_t`), for
              every chunk, taken off the finisher's parsed streams (plugin.events.stream_parsed)
 
@@ -60,6 +62,8 @@ FINAL_MESSAGE = "llm_health_final"
 PROBE_S = 0.1  # loop-lag probe period
 SUSTAIN_SHARE = 0.8  # share of the sustain window's samples that must pass a limit
 RECENT_SAMPLES = 300  # per worker, for snapshot(); older samples only count in the run totals
+MAX_MISSED_SAMPLES = 3600  # a stall longer than an hour is counted as an hour of late samples
+MAX_MISSED_PROBES = MAX_MISSED_SAMPLES * 10
 # histogram bounds for run-wide lag percentiles: 20 us .. ~400 s in steps of 10 %
 LAG_BOUNDS = [2e-5 * 1.1**i for i in range(177)]
 
@@ -165,17 +169,29 @@ class HealthMonitor:
     def _probe_loop(self) -> None:
         perf = time.perf_counter
         next_sample = time.monotonic() + 1.0
+        hist = self.loop_hist
         while True:
             t = perf()
             gevent.sleep(PROBE_S)
             lag = max(0.0, perf() - t - PROBE_S)
             self._probes.append(lag)
-            self.loop_hist[bisect_left(LAG_BOUNDS, lag)] += 1
-            if time.monotonic() >= next_sample:
-                next_sample += 1.0
-                if next_sample < time.monotonic():  # fell far behind: resynchronise
-                    next_sample = time.monotonic() + 1.0
-                self._sample()
+            hist[bisect_left(LAG_BOUNDS, lag)] += 1
+            # The loop was blocked for longer than a probe period: the probes that could not run
+            # meanwhile were late too, each by what was left of the stall at its moment.
+            for k in range(1, min(int(lag / PROBE_S), MAX_MISSED_PROBES) + 1):
+                hist[bisect_left(LAG_BOUNDS, lag - k * PROBE_S)] += 1
+            now = time.monotonic()
+            if now >= next_sample:
+                # Every sample moment that passed while the loop was blocked is a sample of its own,
+                # late by as much as the loop was at that moment: a stall of 20 s is 20 late
+                # samples, not one (which the sustained limits would ignore).
+                missed = min(int(now - next_sample), MAX_MISSED_SAMPLES)
+                blocked_since = now - lag
+                stalled = [max(0.0, next_sample + i - blocked_since) for i in range(missed)]
+                next_sample += missed + 1.0
+                if next_sample < now:  # fell behind by more than MAX_MISSED_SAMPLES: resynchronise
+                    next_sample = now + 1.0
+                self._sample(stalled)
 
     def on_parsed(self, rec, parsed, **_kw) -> None:
         """Token lag of every chunk of a finished stream (needs --sim-timestamps)."""
@@ -193,7 +209,9 @@ class HealthMonitor:
         self._tok_n += n
         self._tok_over += over
 
-    def _sample(self) -> None:
+    def _sample(self, stalled: list[float] = ()) -> None:
+        """One sample of the last second; `stalled`: the loop lags of the sample moments missed
+        before it (the loop was blocked), each a sample of its own with the CPU of the interval."""
         now = time.monotonic()
         cpu = self.proc.cpu_percent(None)
         delay = _run_delay_s()
@@ -203,6 +221,14 @@ class HealthMonitor:
             runq = round(100 * (delay - self._last_delay) / elapsed, 1)
         self._last_cpu_t, self._last_delay = now, delay
         probes, self._probes = self._probes, []
+        wall = time.time()
+        for i, late in enumerate(stalled):
+            self._add_sample({
+                "t": round(wall - (len(stalled) - i) , 3), "cpu": round(cpu, 1),
+                "loop_lag_p99_ms": round(late * 1000, 2), "loop_lag_max_ms": round(late * 1000, 2),
+                "runq_pct": runq, "demand": round(cpu + (runq or 0.0), 1), "host_pressure": None,
+                **({"tokens": 0, "token_lag_p99_ms": None, "token_lag_over_share": None} if self.token_lag else {}),
+            })  # fmt: skip
         sample = {
             "t": round(time.time(), 3),
             "cpu": round(cpu, 1),
@@ -222,13 +248,16 @@ class HealthMonitor:
                     self.token_hist[i] += c
             self._tok_n = self._tok_over = 0
             self._tok_hist = [0] * (len(LAG_BOUNDS) + 1)
-        self.cpu_all.append(cpu)
+        self._add_sample(sample)
+        if self.on_sample is not None:
+            self.on_sample(self)
+
+    def _add_sample(self, sample: dict) -> None:
+        self.cpu_all.append(sample["cpu"])
         self.demand_all.append(sample["demand"])
         self.samples.append(sample)
         self.unsent.append(sample)
         self._judge(sample)
-        if self.on_sample is not None:
-            self.on_sample(self)
 
     def _judge(self, latest: dict) -> None:
         lim = self.limits
