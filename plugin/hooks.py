@@ -123,8 +123,7 @@ class Run:
 
     def _set_exit_code(self, summary: dict) -> None:
         """A missed SLO fails a headless run; a capacity search fails only when no level met the SLO."""
-        if summary.get("capacity") and self.plan.find_capacity:
-            print(summary["capacity"]["sentence"], flush=True)
+        if summary.get("capacity") and self.plan.find_capacity:  # format_table printed its sentence
             missed = summary["capacity"]["users"] is None
         elif summary.get("slo"):
             missed = not summary["slo"]["passed"]  # format_table printed each objective's verdict
