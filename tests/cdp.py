@@ -1,11 +1,13 @@
-"""Open a report in headless Chromium over the DevTools protocol (stdlib only) and check it rendered.
+"""Open a report in headless Chromium over the DevTools protocol and check it rendered.
 
     python -m tests.cdp results/<run-id>/report.html [--screenshot out.png]
 
 Starts `chromium --headless --remote-debugging-port=0` with no network features, opens the file
 (file://), and returns what the page did: every chart's count of drawn marks and its size, console
 errors, uncaught exceptions, and every URL the page requested. The test suite (tests/
-test_reports_browser.py) asserts on it; CI installs Debian's `chromium` package.
+test_reports_browser.py, tests/test_webui_browser.py) asserts on it; CI installs Debian's
+`chromium` package. The WebSocket under the DevTools protocol is the maintained
+`websocket-client` library (requirements-dev.txt).
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ import json
 import os
 import re
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-from urllib.parse import urlsplit
+
+import websocket
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-extensions", "--disable-default-apps",
@@ -50,71 +51,6 @@ def find_chromium() -> str | None:
         if path:
             return path
     return None
-
-
-class WebSocket:
-    """The smallest RFC 6455 client that CDP needs: text frames, masked writes, fragments, ping."""
-
-    def __init__(self, url: str, timeout: float = 30.0):
-        parts = urlsplit(url)
-        self.sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(
-            f"GET {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
-        )
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = self.sock.recv(4096)
-            if not chunk:
-                raise ConnectionError("DevTools closed the connection during the handshake")
-            head += chunk
-        status, self._buf = head.split(b"\r\n\r\n", 1)
-        if b" 101 " not in status.split(b"\r\n", 1)[0]:
-            raise ConnectionError(f"DevTools refused the websocket: {status[:80]!r}")
-
-    def _read(self, n: int) -> bytes:
-        while len(self._buf) < n:
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("DevTools closed the connection")
-            self._buf += chunk
-        out, self._buf = self._buf[:n], self._buf[n:]
-        return out
-
-    def send(self, text: str) -> None:
-        payload = text.encode()
-        n = len(payload)
-        header = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else (bytes([0x80 | 126]) + struct.pack(">H", n) if n < 65536
-                                                                    else bytes([0x80 | 127]) + struct.pack(">Q", n)))
-        mask = os.urandom(4)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self.sock.sendall(header + mask + masked)
-
-    def recv(self) -> str:
-        message = b""
-        while True:
-            b0, b1 = self._read(2)
-            opcode, n = b0 & 0x0F, b1 & 0x7F
-            if n == 126:
-                n = struct.unpack(">H", self._read(2))[0]
-            elif n == 127:
-                n = struct.unpack(">Q", self._read(8))[0]
-            payload = self._read(n)
-            if opcode == 0x9:  # ping -> pong
-                self.sock.sendall(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
-                continue
-            if opcode == 0x8:
-                raise ConnectionError("DevTools closed the websocket")
-            message += payload
-            if b0 & 0x80:
-                return message.decode()
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
 
 class Browser:
@@ -153,7 +89,8 @@ class Browser:
             self.__exit__(None, None, None)
             raise RuntimeError("chromium did not start its DevTools endpoint: " + "".join(seen[-5:]).strip())
         self._drain_stderr()
-        self.ws = WebSocket(url, self.timeout)
+        # no Origin header: Chromium refuses DevTools connections from an origin it was not told to allow
+        self.ws = websocket.create_connection(url, timeout=self.timeout, suppress_origin=True)
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
@@ -171,31 +108,44 @@ class Browser:
         if session:
             msg["sessionId"] = self.session
         self.ws.send(json.dumps(msg))
-        while True:
-            reply = json.loads(self.ws.recv())
-            if reply.get("id") == self._id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error'].get('message')}")
-                return reply.get("result", {})
-            self.events.append(reply)
+        try:
+            while True:
+                reply = json.loads(self.ws.recv())
+                if reply.get("id") == self._id:
+                    if "error" in reply:
+                        raise RuntimeError(f"{method}: {reply['error'].get('message')}")
+                    return reply.get("result", {})
+                self.events.append(reply)
+        except websocket.WebSocketTimeoutException:
+            raise TimeoutError(f"{method}: no reply from Chromium within {self.timeout:g} s") from None
 
     def wait_event(self, method: str, timeout: float | None = None) -> dict:
+        """The first event `method` received so far, or the next one; TimeoutError after `timeout`."""
         for e in self.events:
             if e.get("method") == method:
                 return e
-        self.ws.sock.settimeout(timeout or self.timeout)
-        while True:
-            e = json.loads(self.ws.recv())
-            self.events.append(e)
-            if e.get("method") == method:
-                return e
+        deadline = time.monotonic() + (timeout or self.timeout)
+        try:
+            while True:
+                self.ws.settimeout(max(0.01, deadline - time.monotonic()))
+                e = json.loads(self.ws.recv())
+                self.events.append(e)
+                if e.get("method") == method:
+                    return e
+        except websocket.WebSocketTimeoutException:
+            raise TimeoutError(f"no {method} event from Chromium within {timeout or self.timeout:g} s") from None
+        finally:
+            self.ws.settimeout(self.timeout)
 
     def page(self, method: str, params: dict | None = None) -> dict:
         return self.call(method, params, session=True)
 
     def __exit__(self, *exc) -> None:
         if self.ws is not None:
-            self.ws.close()
+            try:
+                self.ws.close(timeout=2)
+            except (OSError, websocket.WebSocketException):
+                pass
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
