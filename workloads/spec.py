@@ -83,7 +83,6 @@ DEFAULT_SPEC_PATH = os.path.join(PACKAGE_DIR, "default.yaml")
 DEFAULT_TEMPLATES_PATH = os.path.join(PACKAGE_DIR, "templates.jsonl")
 
 WEIGHT_TOLERANCE = 1e-6
-DISTS = ("uniform", "normal", "lognormal", "fixed", "empirical")
 EMPIRICAL_MAX = 2**31 - 1  # max of an empirical distribution without values or max
 CLASS_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -108,22 +107,8 @@ def _seconds(v: float) -> float:
     return v
 
 
-def _finite(v: float) -> float:
-    if not math.isfinite(v):
-        raise FieldError(f"{v:g} is not a finite number", "give a number")
-    return v
-
-
-def _share(what: str):
+def _within(name: str, lo: float, hi: float, fix: str):
     def check(v: float) -> float:
-        if not 0.0 <= v <= 1.0:
-            raise FieldError(f"share {v:g} is outside [0, 1]", f"give the fraction of {what}, 0 to 1")
-        return v
-    return AfterValidator(check)
-
-
-def _within(name: str, lo: int, hi: int, fix: str):
-    def check(v: int) -> int:
         if not lo <= v <= hi:
             raise FieldError(f"{name} {v} is outside [{lo}, {hi}]", fix)
         return v
@@ -150,11 +135,11 @@ def _integral(v: Any) -> Any:
 
 
 # numbers are numbers: strict, so neither true nor "5" passes for one
-Length = Annotated[int, Field(strict=True), BeforeValidator(_integral), AfterValidator(_length),
-                   Fix("give a whole number >= 1")]  # characters, tokens, turns
+Whole = Annotated[int, Field(strict=True), BeforeValidator(_integral)]
+Length = Annotated[Whole, AfterValidator(_length), Fix("give a whole number >= 1")]  # characters, tokens, turns
 Number = Annotated[float, Field(strict=True)]
 Seconds = Annotated[Number, AfterValidator(_seconds), Fix("give seconds as a number >= 0")]
-Real = Annotated[Number, AfterValidator(_finite), Fix("give a number")]
+Real = Annotated[float, Field(strict=True, allow_inf_nan=False), Fix("give a number")]
 Names = Annotated[tuple[str, ...], BeforeValidator(_names)]
 V = TypeVar("V")
 
@@ -358,7 +343,8 @@ class TemplatesSource(_Model):
 
 
 class SystemPromptSpec(_Model):
-    share: Annotated[Number, _share("requests with a system prompt"), Fix("give share as a number in [0, 1]")] = 0.0
+    share: Annotated[Number, _within("share", 0, 1, "give the fraction of requests with a system prompt, 0 to 1"),
+                     Fix("give share as a number in [0, 1]")] = 0.0
     text: Annotated[str | None, Fix("give the system prompt text, or drop text to use the library")] = None
 
     @field_validator("text")
@@ -395,10 +381,11 @@ class SharedPrefixSpec(_Model):
     """A `share` of requests gets one of `count` long system prompts of `chars` characters; `texts`
     are those prompts, made once when the spec is loaded."""
 
-    share: Annotated[Number, _share("requests with a shared prefix"), Fix("give share as a number in [0, 1]")] = 0.0
-    count: Annotated[int, Field(strict=True), BeforeValidator(_integral), _within("count", 1, 1000, "give 1 to 1000 prefixes"),
+    share: Annotated[Number, _within("share", 0, 1, "give the fraction of requests with a shared prefix, 0 to 1"),
+                     Fix("give share as a number in [0, 1]")] = 0.0
+    count: Annotated[Whole, _within("count", 1, 1000, "give 1 to 1000 prefixes"),
                      Fix("give the number of distinct prefixes")] = 4
-    chars: Annotated[int, Field(strict=True), BeforeValidator(_integral), _within("chars", 20, 1_000_000, "give e.g. 1500"),
+    chars: Annotated[Whole, _within("chars", 20, 1_000_000, "give e.g. 1500"),
                      Fix("give the prefix length in characters")] = 1500
     _texts: tuple[str, ...] = PrivateAttr(default=())
 
