@@ -389,3 +389,137 @@ def test_client_bound_warning_and_turns_in_report_and_compare(tmp_path, capsys):
     assert "By conversation turn" in html
     assert run_compare(str(tmp_path / "a"), str(tmp_path / "b"), "ttft.p95>+10%", resamples=200) == 0
     assert "warning: new run: The load generator was client bound" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# summary.json as a typed contract; the report's figures are the summary's
+
+
+def _small_run(folder, error_rate=0.05, slo="", steps=(4, 8), n=2000):
+    from bench.report_scale import synth_table, write_run
+
+    t0 = 1_700_000_000.0
+    return write_run(str(folder), synth_table(n, seed=3, t0=t0, duration=60, steps=steps, error_rate=error_rate), t0, 60,
+                     steps=steps, slo=slo)  # fmt: skip
+
+
+@pytest.mark.parametrize("version, words", [(None, "no schema_version"), (7, "schema_version 7")])
+def test_a_summary_of_another_schema_is_refused_in_one_line(tmp_path, version, words):
+    _small_run(tmp_path)
+    path = tmp_path / "summary.json"
+    data = json.loads(path.read_text())
+    if version is None:
+        del data["schema_version"]
+    else:
+        data["schema_version"] = version
+    path.write_text(json.dumps(data))
+    for command in ("build", "show"):
+        proc = reports_cli(command, str(tmp_path))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.startswith(f"error: {path}: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert words in proc.stderr
+    proc = reports_cli("compare", str(tmp_path), str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and str(path) in proc.stderr
+
+
+def test_a_summary_with_a_wrong_field_names_it(tmp_path):
+    _small_run(tmp_path)
+    path = tmp_path / "summary.json"
+    data = json.loads(path.read_text())
+    data["overall"]["requests"]["ok"] = "many"
+    path.write_text(json.dumps(data))
+    proc = reports_cli("show", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{path}: overall.requests.ok: 'many' must be a whole number" in proc.stderr
+
+
+def test_summary_json_has_null_never_nan_and_reads_back_equal(tmp_path):
+    """Every request failed: no latency at all. The file says null, and reads back as the model."""
+    from metrics.schema import load_summary
+
+    summary = _small_run(tmp_path, error_rate=1.0, slo="ttft.p95<100ms")
+    text = (tmp_path / "summary.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    data = json.loads(text)
+    assert data["schema_version"] == 2
+    assert data["overall"]["ttft_ms"] == {"count": 0, "mean": None, "min": None, "p50": None, "p90": None, "p95": None,
+                                          "p99": None, "p99.9": None, "max": None}  # fmt: skip
+    assert data["slo"]["objectives"][0]["value_ms"] is None and data["slo"]["passed"] is False
+    assert load_summary(str(tmp_path / "summary.json")) == summary
+
+
+def test_failure_table_shows_the_summary_numbers(tmp_path):
+    """Counts and shares come from summary.json (records.by_error, each block's requests), not
+    from a second count over the records."""
+    from reports.build import build
+
+    summary = _small_run(tmp_path, error_rate=0.05)
+    overall = summary.overall.requests
+    assert summary.records.by_error and overall.failed > 0
+    md = open(build(str(tmp_path))["md"], encoding="utf-8").read()
+    table = md.split("### Failures\n\n")[1].split("\n\n")[0].splitlines()[2:]  # the rows, below the header
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table}
+    assert set(rows) == set(summary.records.by_error)
+    for name, cells in rows.items():
+        assert cells[1] == f"{summary.records.by_error[name]:,}"
+        assert cells[2] == f"{overall.count(name):,}"
+        assert cells[3] == f"{overall.count(name) / overall.ended * 100:,.2f}"
+        shown = dict(part.rsplit(" ", 1) for part in cells[4].split(", ") if part)
+        assert shown == {c: str(b.requests.count(name)) for c, b in summary.by_class.items() if b.requests.count(name)}
+
+
+def test_slo_values_print_rounded(tmp_path):
+    """The console table and both report files show an SLO's measured value to 0.1 ms."""
+    from metrics.summary import format_table
+    from reports.build import build
+
+    summary = _steps_run(tmp_path, n=3000)
+    (verdict,) = summary.slo.objectives
+    assert verdict.value_ms != round(verdict.value_ms, 1)  # the raw value has more digits
+    table = format_table(summary)
+    assert f"SLO ttft.p95<150ms: {'met' if verdict.passed else 'MISSED'} (measured {verdict.value_ms:,.1f} ms, threshold 150.0 ms)" in table
+    paths = build(str(tmp_path))
+    for path in paths.values():
+        text = open(path, encoding="utf-8").read()
+        assert f"{verdict.value_ms:,.1f}" in text
+        assert not re.search(r"\d\.\d{4,} ?ms", re.sub(r"<svg.*?</svg>", "", text, flags=re.S)), path
+
+
+def test_throughput_charts_end_without_a_spike(tmp_path):
+    """A last time bin a few milliseconds wide would divide a completion or two by almost nothing
+    (86 or 1,611 requests/s over a real 1-2): it joins the bin before."""
+    from bench.report_scale import write_run
+    from metrics.record import RequestRecord, rows_to_table
+    from reports import data as D
+
+    t0 = 1_700_000_000.0
+    records = [RequestRecord(f"r{i}", "w", "chat", "short", 10, 2, t_send=0.0, wall_send=t0 + 9.75 + i * 0.5, status=200,
+                             ok=True, ttft_s=0.25, e2e_s=0.5, prompt_tokens=10, output_tokens=2, n_chunks=2,
+                             chunk_times=[0.25, 0.5]).as_row() for i in range(40)]  # fmt: skip
+    records.append(RequestRecord("last", "w", "chat", "short", 10, 2, t_send=0.0, wall_send=t0 + 29.504, status=200, ok=True,
+                                 ttft_s=0.25, e2e_s=0.5, prompt_tokens=10, output_tokens=2, n_chunks=2,
+                                 chunk_times=[0.25, 0.5]).as_row())  # ends 4 ms after a bin edge  # fmt: skip
+    write_run(str(tmp_path), rows_to_table(records), t0, 30, steps=(), slo="")
+    run = D.load_run(str(tmp_path))
+    grid = D.time_grid(run)
+    assert grid.width == 1.0 and grid.end_s == pytest.approx(30.004)
+    assert grid.n == 30 and grid.widths[-1] == pytest.approx(1.004)  # merged, not a 4 ms bin of its own
+    ot = D.over_time(run, grid)
+    assert ot["requests_per_s"][11:29].tolist() == [2.0] * 18  # two completions a second
+    assert ot["requests_per_s"][-1] == pytest.approx(3 / 1.004)  # two, and the last one, over 1.004 s (not 1 over 4 ms)
+    assert ot["output_tokens_per_s"][-1] == pytest.approx(6 / 1.004)
+    assert ot["count"].sum() == 41  # every completion still counted
+
+
+@pytest.mark.parametrize("span, n, last", [(30.004, 30, 1.004), (30.4, 30, 1.4), (30.6, 31, 0.6), (30.0, 30, 1.0), (0.5, 1, 1.0)])
+def test_time_grid_last_bin_is_at_least_half_a_bin(span, n, last):
+    from reports.data import grid_for
+
+    grid = grid_for(100.0, span)
+    assert grid.n == n and grid.widths[-1] == pytest.approx(last)
+    assert grid.edges[0] == 100.0 and grid.edges[-1] == pytest.approx(100.0 + max(1.0, span))
+    # every time of the span falls in one bin; the end in the last
+    t = 100.0 + np.linspace(0, max(1.0, span), 1001)
+    idx = grid.index(t)
+    assert (idx >= 0).all() and idx[-1] == n - 1 and (np.diff(idx) >= 0).all()
+    assert grid.index(np.array([99.0, 100.0 + max(1.0, span) + 0.01, np.nan])).tolist() == [-1, -1, -1]
