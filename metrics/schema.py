@@ -224,6 +224,7 @@ class Summary(_Model):
     schema_version: Literal[2] = SCHEMA_VERSION
     run_id: str = ""
     complete: bool = True  # False: the run was interrupted, the results are partial
+    reason: str | None = None  # why the run is incomplete, when it is
     note: str | None = None  # e.g. computed by the report because summary.json was missing
     definitions: dict[str, str]
     window: Window
@@ -240,6 +241,7 @@ class Summary(_Model):
     client_bound: ClientBound | None = None  # plugin/health.py
     workers: dict[str, dict[str, Any]] | None = None  # plugin/shipping.py: per-worker record accounting
     server_metrics: dict[str, Any] | None = None  # plugin/server_metrics.py
+    lost_work: dict[str, Any] | None = None  # a master's workers lost mid-run: the requests lost, at least
 
     def blocks(self, by: str = "by_class") -> list[tuple[str, Block]]:
         """(name, block) of every class (or turn) and then ("overall", the overall block)."""

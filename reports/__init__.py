@@ -5,7 +5,8 @@
     python -m reports compare BASE NEW --fail-on 'ttft.p95>+10%,output_tokens_per_s<-5%'
     python -m tests.cdp results/<run-id>/report.html --screenshot page.png   (headless Chromium check)
 
-Modules: data (reading and vectorised binning), svg (inline charts), build (the page and the
-Markdown), compare (time-block bootstrap, rules), plugin (builds the report at the end of every
-run), cdp (a stdlib DevTools client for the browser test), cli.
+Modules: data (reading a results folder, summary.json as metrics.schema.Summary, vectorised
+binning), rows (the report's content as one row model), templates/ (report.html.j2 and
+report.md.j2 render it), svg (inline charts), build (the charts and the formats registry),
+compare (time-block bootstrap, rules), plugin (builds the report at the end of every run), cli.
 """

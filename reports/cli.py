@@ -22,7 +22,7 @@ def show_text(summary: Summary) -> str:
 
     parts = [format_table(summary)]
     if not summary.complete:
-        parts.append("note: the run was interrupted; results are partial")
+        parts.append(f"note: the run was interrupted{f' ({summary.reason})' if summary.reason else ''}; results are partial")
     return "\n\n".join(parts)
 
 

@@ -73,6 +73,7 @@ class Report:
     path: str  # the results folder
     header: list[tuple[str, str]]  # (field, value) of the run
     complete: bool
+    reason: str  # why the run is incomplete, when it is
     warning: str  # the load generator may have distorted the timings
     capacity: str  # the capacity sentence of a step run with an SLO
     slo_passed: bool | None  # the run's SLO verdict; None without --slo
@@ -263,7 +264,7 @@ def extra_section(key: str, obj) -> Extra:
 
 
 # Summary fields with a view of their own; every other section is shown as an Extra.
-OWN_VIEW = {"schema_version", "run_id", "complete", "note", "definitions", "window", "records", "overall", "by_class",
+OWN_VIEW = {"schema_version", "run_id", "complete", "reason", "note", "definitions", "window", "records", "overall", "by_class",
             "by_turn", "by_step", "slo", "capacity"}  # fmt: skip
 
 
@@ -284,7 +285,7 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
         ("ended", utc(info.get("ended_at"))),
         ("measurement window", f"{utc(start)} + {end - start:,.1f} s" if end > start else "-"),
         ("records", f"{len(run.df):,} ({summary.records.outside_window:,} outside the window)"),
-        ("complete", "yes" if summary.complete else "no: interrupted, partial results"),
+        ("complete", "yes" if summary.complete else f"no: {summary.reason or 'interrupted'}, partial results"),
         ("role", str(info.get("role") or "-")),
         ("command", " ".join(str(a) for a in info.get("argv") or []) or "-"),
     ]
@@ -307,6 +308,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         path=run.path,
         header=header(run),
         complete=s.complete,
+        reason=s.reason or "",
         warning=D.client_warning(s),
         capacity=s.capacity.sentence if s.capacity is not None else "",
         slo_passed=s.slo.passed if s.slo is not None else None,

@@ -523,3 +523,16 @@ def test_time_grid_last_bin_is_at_least_half_a_bin(span, n, last):
     idx = grid.index(t)
     assert (idx >= 0).all() and idx[-1] == n - 1 and (np.diff(idx) >= 0).all()
     assert grid.index(np.array([99.0, 100.0 + max(1.0, span) + 0.01, np.nan])).tolist() == [-1, -1, -1]
+
+
+def test_an_incomplete_run_says_why_in_every_output(tmp_path):
+    from core.files import write_json
+    from reports.build import build
+
+    summary = _small_run(tmp_path).with_sections(complete=False, reason="the writer could not finish")
+    write_json(str(tmp_path / "summary.json"), summary.model_dump())
+    paths = build(str(tmp_path))
+    assert "no: the writer could not finish, partial results" in open(paths["html"], encoding="utf-8").read()
+    assert "> **Interrupted run:** the results are partial (the writer could not finish)." in open(paths["md"], encoding="utf-8").read()
+    shown = reports_cli("show", str(tmp_path))
+    assert "note: the run was interrupted (the writer could not finish); results are partial" in shown.stdout
