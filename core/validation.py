@@ -24,7 +24,6 @@ from core.errors import InputError
 M = TypeVar("M", bound=BaseModel)
 
 
-
 @dataclass(frozen=True)
 class Fix:
     """Field metadata: the fix shown after a problem pydantic finds with the field's value (a wrong
