@@ -13,11 +13,12 @@ import random
 import numpy as np
 import pytest
 
+from core.errors import InputError
 from simulator.tokens import CHAT_TOKENS_PER_MESSAGE, estimate_tokens
 from tests.helpers import read_results, run_locust, simulator
 from workloads import Sampler, load_spec
 from workloads.__main__ import main as cli
-from workloads.importer import Anonymizer, parse_time, read_log
+from workloads.importer import READERS, Anonymizer, Entry, Parsed, parse_time, read_log
 
 
 def write_jsonl(path, rows):
@@ -152,6 +153,28 @@ def test_gzip_and_unusable_logs(tmp_path, capsys):
     empty.write_text('{"foo": 1}\n', encoding="utf-8")
     rc, _, err = do_import(tmp_path / "e", empty, capsys=capsys)
     assert rc == 2 and "no usable requests" in err and "\n" not in err.strip()
+
+
+def test_one_reader_per_format_chosen_by_content(tmp_path, monkeypatch):
+    """Each format is a registered reader; the first (by order) that claims a file reads it, so a new
+    format is one more registration."""
+    from workloads.importer.readers import registry
+
+    assert {"csv", "sharegpt", "openai_requests"} <= set(READERS)
+    jsonl_sharegpt = write_jsonl(tmp_path / "sg.jsonl", [{"conversations": [{"from": "human", "value": "hello?"}]}])
+    assert read_log(jsonl_sharegpt).format == "sharegpt (turns: first)"
+    log = tmp_path / "custom.log"
+    log.write_text("Q: what is two plus two?\nQ: and three?\n", encoding="utf-8")
+    with pytest.raises(InputError, match="--prompt-column"):  # not JSON: the CSV reader claims it, finds no prompt column
+        read_log(str(log))
+
+    def read_q(source):
+        lines = [ln[3:] for ln in source.text.splitlines() if ln.startswith("Q: ")]
+        return Parsed([Entry(text=t) for t in lines], "q-lines", lines=len(lines))
+
+    monkeypatch.setitem(READERS, "q_lines", registry.Reader("q_lines", 5, lambda src: src.text.startswith("Q: "), read_q))
+    parsed = read_log(str(log))
+    assert parsed.format == "q-lines" and [e.text for e in parsed.entries] == ["what is two plus two?", "and three?"]
 
 
 def test_time_parsing():
