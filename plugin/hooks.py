@@ -32,7 +32,7 @@ from plugin.locust_fixes import memoize_default_args
 from plugin.options import add_arguments, check_host, public_options
 from plugin.plan import OpenLoop, RunPlan, TraceReplay
 from plugin.results import ResultsWriter, new_run_id
-from plugin.server import check_reachable, resolve_model
+from plugin.server import check_reachable, check_server, resolve_model
 from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
 from plugin.state import Plugin, SuiteState, role_of, state_of
 from shapes.arrivals import START_DELAY_S
@@ -153,13 +153,10 @@ def prepare_plan(environment) -> RunPlan:
 
 
 def check_target(environment, plan: RunPlan, host: str) -> RunPlan:
-    """The target answers and serves a model (raises InputError): before any load, headless at
-    init and at every start from the web form. Returns the plan with the model filled in."""
-    host = check_host(host)
-    check_reachable(host, plan.timeouts.connect)
-    if not plan.model:
-        return plan.with_model(resolve_model(host, plan))
-    return plan
+    """The target answers and serves the model (raises InputError; plugin/server.py): before any
+    load, headless at init and at every start from the web form. Returns the plan with the model
+    filled in."""
+    return check_server(check_host(host), plan)
 
 
 def choose_shape(environment, plan: RunPlan) -> None:

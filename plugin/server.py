@@ -1,7 +1,15 @@
-"""Questions asked of the target server before load starts."""
+"""Questions asked of the target server before load starts.
+
+`check_server` is the one check of a target, for a headless start and for every start from the web
+form (plugin.hooks.check_target calls it): the host answers a TCP connect; GET HOST/v1/models tells
+the `/v1` mistake apart (a --host that already ends in /v1: every request would go to /v1/v1/...);
+a --model the server does not list is refused; an unnamed model is the first the server lists.
+Every problem is one line naming the option and the fix, before any request is sent.
+"""
 
 from __future__ import annotations
 
+import logging
 import socket
 from urllib.parse import urlsplit
 
@@ -10,36 +18,91 @@ from gevent import socket as gsocket
 from geventhttpclient import HTTPClient
 
 from core.errors import InputError
-
-
 from plugin.plan import RunPlan
+from plugin.server_metrics import public_url
+
+log = logging.getLogger("llm")
+
+MODELS = "/v1/models"
+
+
+def check_server(host: str, plan: RunPlan) -> RunPlan:
+    """The target answers, is addressed without a doubled /v1, and serves the plan's model (raises
+    InputError). Returns the plan with the model filled in when it named none."""
+    check_reachable(host, plan.timeouts.connect)
+    shown = public_url(host)
+    status, body = _get(host, MODELS, plan)
+    if status == 200:
+        models = _model_ids(body)
+        if plan.model:
+            if models and plan.model not in models:
+                raise InputError(f"--model: '{plan.model}' is not served by {shown}; it serves: {', '.join(models)}")
+            return plan
+        if not models:
+            raise InputError(f"--model: not given, and GET {shown}{MODELS} listed no model; pass --model NAME")
+        return plan.with_model(models[0])
+    _refuse_v1_mistake(host, status, plan)
+    if status in (401, 403):
+        raise InputError(f"--api-key: GET {shown}{MODELS} answered HTTP {status}; give the server's key (--api-key or LOCUST_API_KEY)")
+    if not plan.model:
+        raise InputError(f"--model: not given, and GET {shown}{MODELS} answered HTTP {status}; pass --model NAME")
+    log.warning("GET %s%s answered HTTP %s: cannot check that it serves --model %s", shown, MODELS, status, plan.model)
+    return plan
+
+
+def _refuse_v1_mistake(host: str, status: int, plan: RunPlan) -> None:
+    """The suite adds /v1/... to --host: a host that ends in /v1 doubles it, and a server whose
+    /models answers where /v1/models does not serves its API elsewhere."""
+    shown = public_url(host)
+    if urlsplit(host).path.rstrip("/").lower().endswith("/v1"):
+        raise InputError(f"--host: drop /v1 from {shown} (the suite adds /v1/...)")
+    if status == 404 and _get(host, "/models", plan)[0] == 200:
+        raise InputError(
+            f"--host: {shown}{MODELS} is not found but {shown}/models answers; the suite adds /v1/... to --host, "
+            "so give the address under which /v1/chat/completions is served"
+        )
 
 
 def resolve_model(host: str, plan: RunPlan) -> str:
     """The first model id from GET /v1/models, for runs that did not name one with --model."""
+    shown = public_url(host)
+    status, body = _get(host, MODELS, plan)
+    if status != 200:
+        _refuse_v1_mistake(host, status, plan)
+        raise InputError(f"--model: not given, and GET {shown}{MODELS} answered HTTP {status}; pass --model NAME")
+    models = _model_ids(body)
+    if not models:
+        raise InputError(f"--model: not given, and GET {shown}{MODELS} listed no model; pass --model NAME")
+    return models[0]
+
+
+def _get(host: str, path: str, plan: RunPlan) -> tuple[int, bytes]:
+    """GET HOST+path within the connect timeout: (status, body), or InputError when nothing answers."""
     parts = urlsplit(host)
     headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
     client = HTTPClient(
         parts.hostname, port=parts.port, ssl=parts.scheme == "https", insecure=True,
         connection_timeout=plan.timeouts.connect, network_timeout=plan.timeouts.connect,
     )  # fmt: skip
-    url = parts.path.rstrip("/") + "/v1/models"
+    url = parts.path.rstrip("/") + path
     try:
         resp = client.get(url, headers=headers)
-        status, body = resp.status_code, resp.read()
+        return resp.status_code, resp.read()
     except OSError as e:
-        raise InputError(f"--host: cannot reach {host} ({type(e).__name__}: {e}); check the address and that the server is up") from None
+        raise InputError(f"--host: cannot reach {public_url(host)} ({type(e).__name__}: {e}); check the address and that the server is up") from None
     except Exception as e:  # noqa: BLE001 - HTTP parse errors
-        raise InputError(f"--host: {host} did not answer GET {url} ({type(e).__name__}); check the address") from None
+        raise InputError(f"--host: {public_url(host)} did not answer GET {url} ({type(e).__name__}); check the address") from None
     finally:
         client.close()
-    if status != 200:
-        raise InputError(f"--model: not given, and GET {url} answered HTTP {status}; pass --model NAME")
+
+
+def _model_ids(body: bytes) -> list[str]:
+    """The ids an OpenAI-style model list names ([] when it is not one)."""
     try:
-        models = orjson.loads(body)["data"]
-        return str(models[0]["id"])
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        raise InputError(f"--model: not given, and GET {url} listed no model; pass --model NAME") from None
+        data = orjson.loads(body)["data"]
+        return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return []
 
 
 def check_reachable(host: str, timeout: float) -> None:

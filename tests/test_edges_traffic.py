@@ -83,3 +83,122 @@ def test_a_loop_blocked_for_seconds_counts_as_lag_for_every_second_it_missed():
     state = monitor.state()
     assert state["bound"] and "loop_lag" in state["reasons"], state
     assert state["loop_lag_p99_ms"] > 1000  # the run-wide figure counts the probes it missed
+
+
+# -- mistakes told at the start, before any load ---------------------------------------------------
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.helpers import ROOT, free_port, read_results, run_locust, simulator  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with simulator("--profile", "fixed") as url:
+        yield url
+
+
+def test_host_ending_in_v1_is_told_apart(sim):
+    """`--host http://...:8000/v1` sends every request to /v1/v1/...: the start says to drop /v1
+    (before: with --model, a run of 404s; without, the hint was "pass --model")."""
+    for model in (["--model", "sim-model"], []):
+        proc = run_locust("--host", sim + "/v1", *model, "-u", "1", "-t", "3s", timeout=60)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert f"--host: drop /v1 from {sim}/v1 (the suite adds /v1/...)" in proc.stderr
+
+
+def test_model_not_served_is_refused_at_the_start(sim):
+    proc = run_locust("--host", sim, "--model", "no-such-model", "-u", "1", "-t", "3s", timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"--model: 'no-such-model' is not served by {sim}; it serves: sim-model" in proc.stderr
+
+
+MODELS_AT_ROOT = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ok = self.path == "/api/models"
+        body = b'{"data": [{"id": "m"}]}' if ok else b"not found"
+        self.send_response(200 if ok else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+print("ready", flush=True)
+s.serve_forever()
+"""
+
+
+@contextmanager
+def models_at_root():
+    """A server whose API is at /api/models, not /api/v1/models."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", MODELS_AT_ROOT, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield f"http://127.0.0.1:{port}/api"
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+def test_the_web_forms_check_tells_the_same(sim):
+    """The web UI's start check (webui/start_check.py) goes through plugin.hooks.check_target,
+    like a headless start: the same lines, and /v1/models missing where /models answers."""
+    import locust  # noqa: F401
+    from core.errors import InputError
+    from plugin.hooks import check_target
+    from plugin.plan import RunPlan
+
+    with pytest.raises(InputError, match="is not served by"):
+        check_target(None, RunPlan(model="no-such-model"), sim)
+    with pytest.raises(InputError, match=r"drop /v1 from"):
+        check_target(None, RunPlan(model="sim-model"), sim + "/v1")
+    assert check_target(None, RunPlan(model="sim-model"), sim).model == "sim-model"
+    assert check_target(None, RunPlan(), sim).model == "sim-model"
+    with models_at_root() as host:
+        with pytest.raises(InputError, match=r"--host: .*/api/v1/models is not found but .*/api/models answers"):
+            check_target(None, RunPlan(model="m"), host)
+
+
+# -- --timeout-first-token counts from the request's write ----------------------------------------
+
+
+def _timed_request(script, timeouts):
+    import gevent
+
+    import locust  # noqa: F401
+    from tests.test_sse_reader import ScriptedServer
+    from users.stream import Exchange, StreamClient
+
+    server = ScriptedServer(script)
+    client = StreamClient(f"http://127.0.0.1:{server.port}", timeouts, {})
+    ex = Exchange()
+    t0 = time.perf_counter()
+    gevent.spawn(client.post, "/v1/chat/completions", b'{"x": 1}', {"Content-Type": "application/json"}, ex).join(30)
+    client.close()
+    return ex, time.perf_counter() - t0
+
+
+def test_first_token_timeout_counts_from_the_write_not_from_connect_or_headers():
+    """--timeout-first-token 1s against a server that says nothing: a timeout after 1 s (before:
+    connect + first token, 11 s, and here the answer at 3 s was taken). Headers at 0.6 s and the
+    first token 0.6 s after them: 1.2 s after the write, past the limit (before: the limit began
+    again at the headers)."""
+    from core.durations import Timeouts
+    from tests.test_sse_reader import HEAD, chunked, content, sse
+
+    body = chunked(sse(content("a", "stop")) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    limits = Timeouts(connect=10, first_token=1.0, idle=30, total=60)
+    ex, elapsed = _timed_request([(3.0, HEAD + body)], limits)
+    assert ex.error == "timeout" and "first token timeout 1s (no response headers)" in ex.error_detail and 0.9 < elapsed < 2.0, (ex.error_detail, elapsed)
+    ex, elapsed = _timed_request([(0.6, HEAD), (0.6, body)], limits)
+    assert ex.error == "timeout" and "first token timeout 1s" in ex.error_detail and elapsed < 1.15, (ex.error_detail, elapsed)
+    ex, _ = _timed_request([(0.3, HEAD), (0.3, body)], limits)
+    assert ex.error == "" and ex.complete

@@ -202,13 +202,19 @@ class StreamClient:
             ex.t_send = t_send = _perf_counter()
             deadline = t_send + timeouts.total
             try:
-                with gevent.Timeout(min(timeouts.total, timeouts.connect + timeouts.first_token), _HeaderTimeout):
-                    if conn is None:
+                if conn is None:
+                    try:  # within --timeout-connect (the socket's timeout, TLS handshake included)
                         conn = self.conn = _Connection(self.host, self.port, self.tls, timeouts.connect)
+                    except (socket.timeout, TimeoutError):
+                        ex.error, ex.error_detail = "timeout", f"connect timeout {timeouts.connect:g}s"
+                        return
+                # --timeout-first-token counts from the write: the head and the first body bytes
+                # must both come within it (read_body); the connect has its own limit, above
+                with gevent.Timeout(min(timeouts.total, timeouts.first_token), _HeaderTimeout):
                     conn.sock.sendall(request)
                     status, head, rest, t_head = conn.read_head()
             except _HeaderTimeout:
-                ex.error, ex.error_detail = "timeout", "no response headers within the connect + first-token timeout"
+                ex.error, ex.error_detail = "timeout", f"first token timeout {timeouts.first_token:g}s (no response headers)"
                 self.close()
                 return
             except (socket.timeout, TimeoutError) as e:
@@ -396,10 +402,11 @@ class _Connection:
             except ValueError as e:
                 ex.error, ex.error_detail = "stream_truncated", f"bad chunked framing: {e}"[:200]
                 return
+        # the first token's limit counts from the write (t_send), not from the head's arrival
         if self.tls:
-            self._read_blocking(t_head, limit, timeouts)
+            self._read_blocking(ex.t_send, limit, timeouts)
         else:
-            self._read_watched(t_head, limit, timeouts)
+            self._read_watched(ex.t_send, limit, timeouts)
         error, detail = self.result
         if error == "timeout":
             if detail == "quiet":
@@ -412,12 +419,12 @@ class _Connection:
         ex.error, ex.error_detail = error, detail
         ex.complete = not error
 
-    def _next_timeout(self, t_head: float, limit: float, timeouts: Timeouts) -> tuple[float, str]:
+    def _next_timeout(self, t_send: float, limit: float, timeouts: Timeouts) -> tuple[float, str]:
         """The next moment a timeout fires, and which: "quiet" (first token or idle gap) or "limit"."""
-        quiet = (t_head + timeouts.first_token) if self.last_t == 0.0 else (self.last_t + timeouts.idle)
+        quiet = (t_send + timeouts.first_token) if self.last_t == 0.0 else (self.last_t + timeouts.idle)
         return (quiet, "quiet") if quiet < limit else (limit, "limit")
 
-    def _read_watched(self, t_head: float, limit: float, timeouts: Timeouts) -> None:
+    def _read_watched(self, t_send: float, limit: float, timeouts: Timeouts) -> None:
         """The user's greenlet sleeps; the watcher's callback reads in the hub until the end."""
         done = self.done
         done.clear()
@@ -425,7 +432,7 @@ class _Connection:
         watcher.start(self._callback)
         try:
             while self.result is None:
-                until, kind = self._next_timeout(t_head, limit, timeouts)
+                until, kind = self._next_timeout(t_send, limit, timeouts)
                 now = _perf_counter()
                 if now >= until:
                     self.result = ("timeout", kind)
@@ -434,12 +441,12 @@ class _Connection:
         finally:
             watcher.stop()
 
-    def _read_blocking(self, t_head: float, limit: float, timeouts: Timeouts) -> None:
+    def _read_blocking(self, t_send: float, limit: float, timeouts: Timeouts) -> None:
         """TLS: read in the user's greenlet, with the same framing and timing."""
         sock = self.sock
         try:
             while self.result is None:
-                until, kind = self._next_timeout(t_head, limit, timeouts)
+                until, kind = self._next_timeout(t_send, limit, timeouts)
                 now = _perf_counter()
                 if now >= until:
                     self.result = ("timeout", kind)
