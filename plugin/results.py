@@ -1,19 +1,32 @@
 """The results folder, written by one process only (the master, or the single local process).
 
 results/<run-id>/
-  requests.parquet   one row per request (metrics/record.py ARROW_SCHEMA), streamed in row groups
+  requests.parquet   one row per request (metrics/record.py ARROW_SCHEMA), written at the end
+  requests.parts/    during the run: one closed Parquet file per flush (every 5 s, or 5,000 rows)
   run.json           options without secrets, package versions, workload hash, start/end, workers
-  summary.json       metrics/summary.py
+  summary.json       metrics/summary.py, written at the end
 
-Records are appended as they arrive and flushed to Parquet row groups, so a long run never holds
-all its records in memory.
+Every flush is a whole Parquet file of its own, written under a temporary name and renamed, so
+whatever was flushed stays readable when the process dies (kill -9, out of memory, a power cut
+of the process): `recover(folder)` (`python -m reports build FOLDER` calls it) turns the parts
+into requests.parquet and a summary.json marked `complete: false`. At a clean end the parts are
+joined into requests.parquet (row group by row group: never all records in memory) and removed.
+
+A write that fails (disk full, permissions) is logged at once as an error; the rows stay in memory
+and every later flush tries again. If the records still cannot be written at the end, the summary
+is computed from what is on disk plus what is in memory, the console table is printed from it,
+and the run exits with exit_codes.RESULTS_NOT_WRITTEN.
 """
 
 from __future__ import annotations
 
+import glob
+import json
+import logging
 import os
 import platform
 import secrets
+import shutil
 import sys
 import time
 from datetime import datetime, timezone
@@ -21,15 +34,23 @@ from importlib import metadata
 
 import gevent
 import gevent.event
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.errors import InputError
 from core.files import write_json
 from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
+from plugin import exit_codes
+
+log = logging.getLogger("llm")
 
 FLUSH_ROWS = 5000
 SLICE_ROWS = 250
 FLUSH_SECONDS = 5.0
+RECORDS = "requests.parquet"
+PARTS = "requests.parts"
+UNSHIPPED = ".unshipped.parquet"  # a worker's records its lost master never acknowledged
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
 
 
@@ -47,17 +68,56 @@ def package_versions() -> dict:
     return out
 
 
+def _in_use(path: str) -> bool:
+    return os.path.isdir(path) and any(os.scandir(path))
+
+
+def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
+    """A named run's folder must be free: refused (InputError, one line) when it holds anything,
+    unless `overwrite`. Called before any load; the writer claims the folder atomically later."""
+    if not run_id:
+        return
+    path = os.path.join(results_dir, run_id)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(f"--run-id: {path} exists and is not a folder; choose another --run-id")
+    if not _in_use(path):
+        return
+    if not overwrite:
+        raise InputError(f"--run-id: {path} already holds a run; choose another --run-id, or add --overwrite to replace it")
+    if not os.path.exists(os.path.join(path, "run.json")):
+        raise InputError(f"--overwrite: {path} is not a results folder (no run.json); remove it yourself or choose another --run-id")
+
+
+def claim_folder(results_dir: str, run_id: str, overwrite: bool) -> str:
+    """Create the run's folder, atomically: two writers with one run id cannot both have it."""
+    path = os.path.join(results_dir, run_id)
+    os.makedirs(results_dir, exist_ok=True)
+    if overwrite and _in_use(path):
+        check_folder(results_dir, run_id, overwrite)
+        shutil.rmtree(path)
+        log.warning("--overwrite: removed the earlier run in %s", path)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if _in_use(path):
+            raise InputError(f"--run-id: {path} already holds a run (another writer?); choose another --run-id") from None
+    return path
+
+
 class ResultsWriter:
     """Owns one results folder: appends records, writes run.json and, at the end, summary.json."""
 
-    def __init__(self, results_dir: str, run_id: str, run_info: dict):
+    def __init__(self, results_dir: str, run_id: str, run_info: dict, overwrite: bool = False):
         self.run_id = run_id
-        self.path = os.path.join(results_dir, run_id)
-        os.makedirs(self.path, exist_ok=True)
-        self.records_path = os.path.join(self.path, "requests.parquet")
+        self.path = claim_folder(results_dir, run_id, overwrite)
+        self.records_path = os.path.join(self.path, RECORDS)
+        self.parts_path = os.path.join(self.path, PARTS)
+        os.makedirs(self.parts_path, exist_ok=True)
         self.run_info = {"run_id": run_id, "started_at": time.time(), "argv": _argv(), "versions": package_versions(), **run_info}
         self._pending: list[tuple] = []
-        self._writer = pq.ParquetWriter(self.records_path, ARROW_SCHEMA, compression="zstd")
+        self._written_callbacks: list = []  # called once the rows handed over with them are on disk
+        self._parts = 0
+        self._tag = secrets.token_hex(2)  # part names of this writer
         # pyarrow initialises its conversion machinery on first use (~0.3 s): do it now, before
         # load, not in the middle of a local run where it would stall every stream at once
         rows_to_table([RequestRecord("warm-up", "", "", "", 0, 0, chunk_times=[0.0], chunk_tokens=[1]).as_row()])
@@ -65,20 +125,30 @@ class ResultsWriter:
         self.closed = False
         self.on_rows = None  # called with every batch of rows as it arrives
         self.summary = None  # metrics.schema.Summary, once finish() has written summary.json
+        self.write_error: str | None = None  # the last write that failed; None once one succeeds again
+        self.not_written: list[str] = []  # at the end: what could not be written
         write_json(os.path.join(self.path, "run.json"), self.run_info)
-        # Row groups are written by a greenlet of the writer's own: whoever hands rows over (the
+        # Parts are written by a greenlet of the writer's own: whoever hands rows over (the
         # finisher of a local run, the master's message handler) never blocks on a write, and a
         # greenlet killed as the run stops cannot take rows with it or leave a write half done.
         self._wake = gevent.event.Event()
         self._stopping = False
         self._flusher = gevent.spawn(self._flush_loop)
 
-    def add_rows(self, rows: list) -> None:
+    def add_rows(self, rows: list, on_written=None) -> None:
+        """Hand rows over; `on_written()` is called once they are on disk (the master acknowledges
+        a worker's batch only then, so a batch lost with the master is still on the worker)."""
         self._pending.extend(rows)
+        if on_written is not None:
+            self._written_callbacks.append(on_written)
         if self.on_rows is not None:
             self.on_rows(rows)
         if len(self._pending) >= FLUSH_ROWS:
             self._wake.set()
+
+    @property
+    def rows_in_memory(self) -> int:
+        return len(self._pending)
 
     def _flush_loop(self) -> None:
         while not self._stopping:
@@ -87,40 +157,192 @@ class ResultsWriter:
             self._flush()
 
     def _flush(self) -> None:
-        """Write pending rows as one row group. In a local run the users share this process, and
+        """Write pending rows as one part file. In a local run the users share this process, and
         nothing here may stall their streams: the conversion runs in slices with a yield to the
-        event loop between them, and compressing and writing the row group (30-70 ms per 1,000
-        records of 256 tokens) runs in an OS thread, pyarrow releasing the GIL meanwhile."""
-        if self._pending and not self.closed:
-            rows, self._pending = self._pending, []
+        event loop between them, and compressing and writing (30-70 ms per 1,000 records of 256
+        tokens) runs in an OS thread, pyarrow releasing the GIL meanwhile. A failed write keeps
+        the rows (and their callbacks) for the next flush."""
+        if not self._pending or self.closed:
+            return
+        rows, self._pending = self._pending, []
+        callbacks, self._written_callbacks = self._written_callbacks, []
+        try:
             slices = []
             for i in range(0, len(rows), SLICE_ROWS):
                 slices.append(rows_to_table(rows[i : i + SLICE_ROWS]))
                 gevent.sleep(0)
-            gevent.get_hub().threadpool.apply(self._writer.write_table, (pa.concat_tables(slices),))
-            self.rows_written += len(rows)
+            name = os.path.join(self.parts_path, f"part-{self._parts + 1:06d}-{self._tag}.parquet")
+            gevent.get_hub().threadpool.apply(self._write_part, (pa.concat_tables(slices), name))
+        except OSError as e:
+            self._pending[:0] = rows
+            self._written_callbacks[:0] = callbacks
+            self._write_failed(e)
+            return
+        self._parts += 1
+        self.rows_written += len(rows)
+        if self.write_error is not None:
+            log.warning("results: writing records again; %d records that were kept in memory are on disk", len(rows))
+            self.write_error = None
+        for callback in callbacks:
+            callback()
 
-    def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, **summary_args) -> dict:
-        """Close the records file, write summary.json and the final run.json; return the summary
-        in its JSON form (the typed one is `self.summary`, a metrics.schema.Summary).
-        `summary_args` go to metrics.summary.summarize (run_start, plan, objectives, target_rate);
-        `extra` holds the plugins' sections."""
-        from metrics.summary import summarize  # pandas: only the writing process, only at the end
+    @staticmethod
+    def _write_part(table: pa.Table, path: str) -> None:
+        """One part file, whole or not at all: written under a temporary name, then renamed."""
+        tmp = path + ".tmp"
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise
 
+    def _write_failed(self, e: OSError) -> None:
+        text = f"{e.strerror or e}"
+        if text != self.write_error:  # said once per kind of failure, at once
+            log.error(
+                "results: cannot write records to %s (%s); %d records kept in memory, tried again every %gs; "
+                "if they cannot be written by the end, the console table comes from memory and the run exits %d",
+                self.parts_path, text, len(self._pending), FLUSH_SECONDS, exit_codes.RESULTS_NOT_WRITTEN,
+            )  # fmt: skip
+        self.write_error = text
+
+    # -- the end of the run --------------------------------------------------------------------
+
+    def close_records(self) -> pa.Table:
+        """Write what is pending, join the parts into requests.parquet; return every record (from
+        disk, or from disk and memory when the records could not all be written)."""
         self._stopping = True
         self._wake.set()
-        self._flusher.join()  # a row group being written ends first
+        self._flusher.join()  # a part being written ends first
         self._flush()  # the rest
-        if not self.closed:
-            self._writer.close()
-            self.closed = True
-        table = pq.read_table(self.records_path)
+        self.closed = True
+        if self._pending:
+            self.not_written.append(f"{len(self._pending)} records ({self.write_error})")
+            memory = rows_to_table(self._pending)
+            return pa.concat_tables([*_read_parts(self.parts_path), memory]) if self._parts else memory
+        try:
+            join_parts(self.parts_path, self.records_path)
+        except OSError as e:
+            self.not_written.append(f"{RECORDS} ({e.strerror or e}; the records are in {self.parts_path})")
+            return pa.concat_tables(_read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
+        return pq.read_table(self.records_path)
+
+    def write_summary(self, summary, complete: bool, reason: str | None) -> None:
+        """summary.json and the final run.json; a failure is noted in `not_written`, not raised."""
+        self.summary = summary
+        self.run_info.update(ended_at=time.time(), complete=complete, reason=reason, records=self.rows_written)
+        for name, data in (("summary.json", summary.model_dump()), ("run.json", self.run_info)):
+            try:
+                write_json(os.path.join(self.path, name), data)
+            except OSError as e:
+                self.not_written.append(f"{name} ({e.strerror or e})")
+
+    def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, reason: str | None = None,
+               **summary_args) -> dict:  # fmt: skip
+        """Close the records, write summary.json and the final run.json; return the summary in its
+        JSON form (the typed one is `self.summary`). `summary_args` go to metrics.summary.summarize
+        (run_start, plan, objectives, target_rate); `extra` holds the plugins' sections."""
+        from metrics.summary import summarize  # pandas: only the writing process, only at the end
+
+        table = self.close_records()
         summary = summarize(table, window_start, window_end, **summary_args)
-        self.summary = summary.with_sections(run_id=self.run_id, complete=complete, **extra)
-        write_json(os.path.join(self.path, "summary.json"), self.summary.model_dump())
-        self.run_info.update(ended_at=time.time(), complete=complete, records=self.rows_written)
-        write_json(os.path.join(self.path, "run.json"), self.run_info)
-        return self.summary.model_dump()
+        summary = summary.with_sections(run_id=self.run_id, complete=complete, reason=reason, **extra)
+        self.write_summary(summary, complete, reason)
+        return summary.model_dump()
+
+
+def _part_files(parts_path: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(parts_path, "part-*.parquet")))
+
+
+def _read_parts(parts_path: str) -> list[pa.Table]:
+    return [pq.read_table(p, schema=ARROW_SCHEMA) for p in _part_files(parts_path)]
+
+
+def join_parts(parts_path: str, records_path: str) -> int:
+    """The part files, in order, as one requests.parquet (a row group per part), written under a
+    temporary name and renamed; the parts are removed once it is in place. Returns the rows."""
+    tmp = records_path + ".tmp"
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression="zstd") as writer:
+            for part in _part_files(parts_path):
+                table = pq.read_table(part, schema=ARROW_SCHEMA)
+                writer.write_table(table)
+                rows += table.num_rows
+        os.replace(tmp, records_path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    shutil.rmtree(parts_path, ignore_errors=True)
+    return rows
+
+
+# -- a run that did not finish ---------------------------------------------------------------------
+
+
+def needs_recovery(path: str) -> bool:
+    """A results folder whose writer stopped before the end: parts on disk and no summary.json."""
+    return os.path.isdir(os.path.join(path, PARTS)) and not os.path.isfile(os.path.join(path, "summary.json"))
+
+
+def recover(path: str) -> dict:
+    """Make a readable run of a folder whose writer was killed: requests.parquet from every part
+    flushed (and any `worker-*.unshipped.parquet` a worker kept in the folder, each request once),
+    summary.json and run.json marked `complete: false` with the reason. Returns the summary."""
+    from metrics.summary import summarize
+
+    run_file = os.path.join(path, "run.json")
+    try:
+        with open(run_file, encoding="utf-8") as f:
+            run = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        run = {}
+    parts = _part_files(os.path.join(path, PARTS))
+    tables = [pq.read_table(p, schema=ARROW_SCHEMA) for p in parts]
+    unshipped = sorted(glob.glob(os.path.join(path, "worker-*" + UNSHIPPED)))
+    tables += [pq.read_table(p, schema=ARROW_SCHEMA) for p in unshipped]
+    table = pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
+    if unshipped:  # a batch may be both on the master's disk and on the worker's: keep it once
+        _, first = np.unique(table.column("request_id").to_numpy(zero_copy_only=False), return_index=True)
+        table = table.take(pa.array(np.sort(first)))
+    tmp = os.path.join(path, RECORDS + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, os.path.join(path, RECORDS))
+    shutil.rmtree(os.path.join(path, PARTS), ignore_errors=True)
+
+    plan = run.get("plan") or {}
+    started = run.get("started_at")
+    wall = table.column("wall_send").to_numpy(zero_copy_only=False)
+    start = float(started) + float(plan.get("warmup_s") or 0.0) if started else (float(wall.min()) if len(wall) else 0.0)
+    end = float(wall.max()) if len(wall) else start
+    reason = (
+        f"recovered from {len(parts)} flushed part files after the writer stopped before the end (killed or "
+        f"crashed); records of its last seconds are missing"
+        + (f"; {len(unshipped)} worker file(s) of unshipped records added" if unshipped else "")
+    )
+    summary = summarize(table, start, max(start, end)).with_sections(run_id=str(run.get("run_id") or os.path.basename(path)),
+                                                                     complete=False, reason=reason)  # fmt: skip
+    write_json(os.path.join(path, "summary.json"), summary.model_dump())
+    if run:
+        run.update(complete=False, reason=reason, records=table.num_rows)
+        write_json(run_file, run)
+    return summary.model_dump()
+
+
+def write_unshipped(folder: str, name: str, rows: list) -> str:
+    """A worker's records that no master acknowledged, in `folder/<name>.unshipped.parquet`."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name + UNSHIPPED)
+    tmp = path + ".tmp"
+    pq.write_table(rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd")
+    os.replace(tmp, path)
+    return path
 
 
 def _argv() -> list[str]:

@@ -1,6 +1,8 @@
 """Command line of the reports package.
 
     python -m reports build results/<run-id>            report.html + report.md into the folder
+                                                        (a run whose writer was killed is recovered first:
+                                                        requests.parquet and summary.json, complete: false)
     python -m reports show results/<run-id>             the summary tables in the terminal
     python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--resamples N] [--seed S]
 
@@ -24,6 +26,16 @@ def show_text(summary: Summary) -> str:
     if not summary.complete:
         parts.append(f"note: the run was interrupted{f' ({summary.reason})' if summary.reason else ''}; results are partial")
     return "\n\n".join(parts)
+
+
+def recover_if_unfinished(run_dir: str) -> None:
+    """A folder whose writer stopped before the end (killed, crashed) holds the records it flushed
+    as part files and no summary.json: make requests.parquet and summary.json from them first."""
+    from plugin.results import needs_recovery, recover
+
+    if needs_recovery(run_dir):
+        summary = recover(run_dir)
+        print(f"{run_dir}: the run did not finish; {summary['records']['total']} records recovered ({summary['reason']})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     args = ap.parse_args(argv)
     try:
+        if args.command in ("build", "show"):
+            recover_if_unfinished(args.run_dir)
         if args.command == "build":
             from reports.build import build
 

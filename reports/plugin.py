@@ -17,6 +17,9 @@ log = logging.getLogger("llm.reports")
 
 class Reports(Plugin):
     def run_finished(self, run, summary) -> None:
+        if run.writer.not_written:  # the records or summary.json are not on disk: nothing to build from
+            log.warning("report: not built, the results could not be written (%s)", ", ".join(run.writer.not_written))
+            return
         t = time.perf_counter()
         try:
             from reports.build import build  # pandas and the templates: only at the end of a run

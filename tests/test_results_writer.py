@@ -32,18 +32,18 @@ def rows(n: int, start: int = 0) -> list[tuple]:
 def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "FLUSH_ROWS", 500)
     writer = ResultsWriter(str(tmp_path), "run", {})
-    real_write = writer._writer.write_table
+    real_write = writer._write_part
     threads, ticks_during_write = [], []
     ticks = [0]
 
-    def slow_write(table):  # a slow disk: 0.3 s per row group, in real (GIL-free) sleep
+    def slow_write(table, path):  # a slow disk: 0.3 s per part file, in real (GIL-free) sleep
         threads.append(threading.get_ident())
         before = ticks[0]
         _real_sleep(0.3)
-        real_write(table)
+        real_write(table, path)
         ticks_during_write.append(ticks[0] - before)
 
-    writer._writer.write_table = slow_write
+    writer._write_part = slow_write
 
     def ticker():  # stands for the streams: it must keep running while a row group is written
         while True:
