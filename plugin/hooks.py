@@ -10,6 +10,15 @@ Roles:
 Every run builds its plan (plugin/plan.py) before a user spawns: the shape's reset (stepped runs),
 the web form's check (webui/plugin.py) or test start, from the options as they are now. locustfile.py
 calls `install(...)` once with the plugins in the order their hooks run.
+
+When a run goes wrong (docs/failures.md "When a run goes wrong"):
+  SIGINT / SIGTERM   the run stops at once: streams in flight are cut and recorded as `stopped`,
+                     a master first collects its workers' last records; summary.json says
+                     `complete: false` and why; exit code 130 (exit_codes.INTERRUPTED)
+  a lost master      a worker whose master stays silent for MASTER_SILENT_S stops its users, keeps
+                     the records the master never acknowledged in its own --results-dir and exits 4
+  a run that did not run as asked (a worker failed or was lost, no record, no successful request)
+                     `complete: false`, one line saying why, exit code 4 (exit_codes.INCOMPLETE)
 """
 
 from __future__ import annotations
@@ -17,11 +26,14 @@ from __future__ import annotations
 import logging
 import os
 import random
+import secrets
+import signal
 import sys
 import time
 
 import gevent
 from locust import events
+from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS, STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
 
 from core.errors import InputError
 from plugin import exit_codes
@@ -31,7 +43,7 @@ from plugin.finisher import Finisher
 from plugin.locust_fixes import memoize_default_args
 from plugin.options import add_arguments, check_host, public_options
 from plugin.plan import OpenLoop, RunPlan, TraceReplay
-from plugin.results import ResultsWriter, new_run_id
+from plugin.results import ResultsWriter, check_folder, new_run_id, write_unshipped
 from plugin.server import check_reachable, check_server, resolve_model
 from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
 from plugin.state import Plugin, SuiteState, role_of, state_of
@@ -44,6 +56,10 @@ DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a 
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
 CONTEXT_WAIT_S = 30  # a late-joining worker's users wait this long for the run context
 WORKER_ERROR = "llm_worker_error"  # a worker could not build the run's plan: it tells the master
+# a worker whose master has been silent this long (Locust's master declares a worker missing after
+# HEARTBEAT_LIVENESS missed heartbeats; Locust's own worker waits 60 s) stops its users
+MASTER_SILENT_S = HEARTBEAT_LIVENESS * HEARTBEAT_INTERVAL + 2.0
+INTERRUPT_WAIT_S = 15  # an interrupted master waits this long for a stop under way to end the run
 
 _plugins: tuple[Plugin, ...] = ()
 
@@ -76,6 +92,7 @@ class Run:
                 "workload": {"hash": spec.spec_hash, **spec.to_dict()},
                 "role": role_of(environment),
             },
+            overwrite=plan.overwrite,
         )
         self.writer.on_rows = self._rows
         self.collector = None
@@ -94,32 +111,80 @@ class Run:
         if self.window_end is None:
             self.window_end = time.time()
 
-    def finish(self, complete: bool = True) -> dict | None:
+    def finish(self) -> dict | None:
+        """Write the results, print the console table and set the exit code; once per run."""
         if self.finished:
             return None
         self.finished = True
         self.stopping()
         if self.collector is not None:
             self.summary_extra["workers"] = self.collector.report()
+            lost = self.collector.lost_workers()
+            if lost:
+                self.summary_extra["lost_work"] = {"requests_min": sum(lost.values()), "workers": lost}
         for p in _plugins:
             p.run_stopping(self)
         steps = self.steps
         if self.search is not None:
             steps = StepPlan(self.search.levels, self.plan.load.step_s, self.plan.load.warmup_s)
-        summary = self.writer.finish(
-            self.window_start, self.window_end, self.summary_extra, complete=complete,
-            run_start=self.started, plan=steps, objectives=list(self.plan.slo), target_rate=self.plan.request_rate,
-        )  # fmt: skip
-        from metrics.summary import format_table  # pandas, loaded only by the writing process
+        from metrics.summary import format_table, summarize  # pandas, loaded only by the writing process
+
+        writer = self.writer
+        table = writer.close_records()  # from memory too, when the disk refused them
+        typed = summarize(table, self.window_start, self.window_end, run_start=self.started, plan=steps,
+                          objectives=list(self.plan.slo), target_rate=self.plan.request_rate)  # fmt: skip
+        code, reasons = self.verdict(typed)
+        complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
+        reason = "; ".join(reasons) or None
+        typed = typed.with_sections(run_id=self.run_id, complete=complete, reason=reason, **self.summary_extra)
+        writer.write_summary(typed, complete, reason)
+        summary = typed.model_dump()
 
         print("\n" + format_table(summary), flush=True)
         if (summary.get("open_loop") or {}).get("behind_schedule"):
             log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary["open_loop"]["reasons"]))
+        lost = self.summary_extra.get("lost_work")
+        if lost:
+            log.warning("lost work: at least %d requests lost with %d lost worker(s) (summary.json lost_work)",
+                        lost["requests_min"], len(lost["workers"]))  # fmt: skip
         self._set_exit_code(summary)
-        print(f"results: {self.writer.path}", flush=True)
+        if code == exit_codes.INTERRUPTED:
+            log.error("run interrupted (exit %d): %s; the results are partial (complete: false)", code, reason)
+        elif code == exit_codes.INCOMPLETE:
+            log.error("run incomplete (exit %d): %s", code, reason)
+        if code != exit_codes.DONE:
+            exit_codes.raise_to(self.environment, code)
+        if writer.not_written:
+            log.error("results not written (exit %d): %s could not be written in %s; the table above is from memory",
+                      exit_codes.RESULTS_NOT_WRITTEN, ", ".join(writer.not_written), writer.path)  # fmt: skip
+            exit_codes.raise_to(self.environment, exit_codes.RESULTS_NOT_WRITTEN)
+        else:
+            print(f"results: {writer.path}", flush=True)
         for p in _plugins:
             p.run_finished(self, summary)
         return summary
+
+    def verdict(self, summary) -> tuple[int, list[str]]:
+        """Did the run do what was asked? (exit code, reasons): INTERRUPTED by a signal; INCOMPLETE
+        when a worker failed to start or was lost, nothing was recorded, or nothing succeeded."""
+        state = state_of(self.environment)
+        code, reasons = exit_codes.DONE, []
+        if state is not None and state.interrupted:
+            code = exit_codes.INTERRUPTED
+            reasons.append(state.interrupted)
+        incomplete = list(state.worker_errors) if state is not None else []
+        if self.collector is not None:
+            incomplete += [f"worker {cid} lost mid-run: at least {n} requests lost with it"
+                           for cid, n in self.collector.lost_workers().items()]  # fmt: skip
+        r = summary.overall.requests
+        if summary.records.total == 0:
+            incomplete.append("no request was recorded")
+        elif r.ok == 0:
+            incomplete.append(f"no request succeeded in the measured window ({r.sent} sent: {r.failed} failed, "
+                              f"{r.stopped} cut at the end, {r.cancelled} cancelled)")  # fmt: skip
+        if incomplete and code == exit_codes.DONE:
+            code = exit_codes.INCOMPLETE
+        return code, reasons + incomplete
 
     def _set_exit_code(self, summary: dict) -> None:
         """A missed SLO fails a headless run; a capacity search fails only when no level met the SLO."""
@@ -145,6 +210,7 @@ def prepare_plan(environment) -> RunPlan:
     Stepped runs arm the shape from it; the run's test start then uses this same plan."""
     state = state_of(environment)
     plan = RunPlan.from_options(environment.parsed_options)
+    check_folder(plan.results_dir, plan.run_id, plan.overwrite)
     load_workload(plan)
     if plan.tokenizer:
         token_counter(plan.tokenizer)
@@ -156,6 +222,7 @@ def check_target(environment, plan: RunPlan, host: str) -> RunPlan:
     """The target answers and serves the model (raises InputError; plugin/server.py): before any
     load, headless at init and at every start from the web form. Returns the plan with the model
     filled in."""
+    check_folder(plan.results_dir, plan.run_id, plan.overwrite)
     return check_server(check_host(host), plan)
 
 
@@ -189,8 +256,31 @@ def _on_init(environment, runner, **_kw) -> None:
         _init_worker(environment, runner, state)
     else:
         _init_results_side(environment, runner, state)
+    _watch_signals(state)
+    # Locust fires `quitting` in reverse order of the listeners: this one, added after the runner's
+    # own, runs before it (a master's runner would otherwise end the run as if it had finished)
+    environment.events.quitting.add_listener(lambda environment, **kw: _interrupt(environment))
     for p in _plugins:
         p.init(environment)
+
+
+def _watch_signals(state: SuiteState) -> None:
+    """Note which signal ends the process, for the interrupted run's reason. SIGINT keeps Python's
+    KeyboardInterrupt (Locust's Ctrl-C handling); SIGTERM gets a watcher beside Locust's own."""
+
+    def on_sigint(signum, frame):
+        state.signal = "SIGINT"
+        raise KeyboardInterrupt
+
+    def on_sigterm():
+        state.signal = state.signal or "SIGTERM"
+
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, on_sigint)
+        state.sigterm_watcher = gevent.signal_handler(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread (a test's environment): nothing to watch
+        pass
 
 
 def _init_results_side(environment, runner, state: SuiteState) -> None:
@@ -244,9 +334,11 @@ def _on_worker_report(environment, client_id, data) -> None:
 def _worker_failed(environment, msg) -> None:
     """A worker could not build the run's plan: the run cannot be what was asked. Say so and end it."""
     state = state_of(environment)
-    message = f"worker {msg.node_id}: {msg.data.get('message')}"
+    message = f"worker {msg.node_id} could not start the run: {msg.data.get('message')}"
     log.error("%s; the run is stopped", message)
     state.worker_errors.append(message)
+    if state.run is not None and state.run.collector is not None:
+        state.run.collector.failed.add(msg.node_id)  # it has no records to wait for
     exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
     runner = environment.runner
     if runner is not None and runner.state not in ("stopping", "stopped", "quitting"):
@@ -255,10 +347,20 @@ def _worker_failed(environment, msg) -> None:
 
 def _init_worker(environment, runner, state: SuiteState) -> None:
     def on_drain(msg, **_kw):
+        if msg.data.get("now"):  # the master was interrupted: cut the streams in flight at once
+            environment.stop_timeout = 0
+            state.interrupted = state.interrupted or "the master was interrupted"
+            exit_codes.raise_to(environment, exit_codes.INTERRUPTED)
+            if runner.state in (STATE_CLEANUP, STATE_STOPPING):  # a stop under way waits --stop-timeout
+                runner.user_greenlets.kill(block=True, timeout=5)
+                return
+        if runner.state in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
+            return
         log.info("drain requested by the master: stopping users")
         runner.stop()  # fires test_stopping here too: open-loop users stop taking arrivals
 
-    runner.register_message("llm_drain", on_drain)
+    # concurrent: a second, hurried drain must reach the worker while the first one still waits
+    runner.register_message("llm_drain", on_drain, concurrent=True)
     runner.register_message("llm_ack", lambda msg, **kw: state.context and state.context.sink.on_ack(msg.data))
 
     def report(client_id, data):
@@ -268,7 +370,47 @@ def _init_worker(environment, runner, state: SuiteState) -> None:
             p.report_to_master(environment, data)
 
     events.report_to_master.add_listener(report)
+    state.own_results_dir = getattr(environment.parsed_options, "results_dir", None)  # before the master's arrives
     state.worker_ready = True
+    gevent.spawn(_watch_master, environment, runner, state)
+
+
+def _watch_master(environment, runner, state: SuiteState) -> None:
+    """A worker's users stop when its master stays silent (killed, network cut) for MASTER_SILENT_S
+    during a run; Locust's own worker would keep loading the server for 60 s, then exit 0."""
+    while True:
+        gevent.sleep(0.5)
+        ctx, last = state.context, runner.last_heartbeat_timestamp
+        if ctx is None or ctx.stopping.is_set() or last is None:
+            continue
+        silent = time.time() - last
+        if silent >= MASTER_SILENT_S:
+            _master_lost(environment, runner, state, silent)
+            return
+
+
+def _master_lost(environment, runner, state: SuiteState, silent: float) -> None:
+    state.master_lost = True
+    log.error("master silent for %.0f s (its heartbeat comes every %g s): stopping users now; records it has not "
+              "acknowledged are kept on this machine", silent, HEARTBEAT_INTERVAL)  # fmt: skip
+    exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
+    environment.stop_timeout = 0  # nobody collects what they would finish: cut them, record them
+    runner.stop()  # test_stop: the records are kept (_close_context)
+    runner.quit()
+
+
+def _keep_unshipped(environment, ctx, state: SuiteState) -> None:
+    """A worker without its master: every record not acknowledged, on this machine's disk."""
+    rows = ctx.sink.unshipped()
+    folder = os.path.join(state.own_results_dir or ctx.plan.results_dir, ctx.run_id)
+    name = f"worker-{environment.runner.worker_index}-{secrets.token_hex(3)}"
+    try:
+        path = write_unshipped(folder, name, rows)
+    except OSError as e:
+        log.error("could not keep %d unshipped records in %s (%s): they are lost", len(rows), folder, e.strerror or e)
+        return
+    log.error("kept %d records the master never acknowledged in %s (copy it into the master's results folder "
+              "of the run and run python -m reports build there)", len(rows), path)  # fmt: skip
 
 
 @events.test_start.add_listener
@@ -283,10 +425,13 @@ def _on_test_start(environment, **_kw) -> None:
         if state.role != "worker" and not plan.model:
             plan = plan.with_model(resolve_model(environment.host, plan))
             opts.model = plan.model
+        if state.role == "worker":  # what the worker reads from its own disk: the workload, a tokenizer
+            load_workload(plan)
+            if plan.tokenizer:
+                token_counter(plan.tokenizer)
     except InputError as e:
         if state.role == "worker":
-            log.error("cannot run: %s", e)
-            environment.runner.send_message(WORKER_ERROR, {"message": str(e)})
+            _worker_cannot_run(environment, e)
             return
         log.error("%s", e)
         raise
@@ -306,8 +451,15 @@ def _on_test_start(environment, **_kw) -> None:
         plan = plan.with_seed(random.randrange(2**31))
         opts.seed = str(plan.seed)
     state.plan = plan
-    run = Run(environment, plan)
+    try:
+        run = Run(environment, plan)
+    except InputError as e:  # the run's folder was taken since the check (another writer, same --run-id)
+        log.error("%s", e)
+        exit_codes.raise_to(environment, exit_codes.BAD_INPUT)
+        gevent.spawn(environment.runner.quit if opts.headless else environment.runner.stop)
+        return
     state.run = run
+    state.interrupted = None
     state.worker_errors = []
     # these travel to workers in the spawn message
     opts.llm_run_id = run.run_id
@@ -330,14 +482,35 @@ def _on_test_start(environment, **_kw) -> None:
     log.info("run %s: %s; results in %s", run.run_id, plan.summary_line(), run.writer.path)
 
 
+def _worker_cannot_run(environment, error: Exception) -> None:
+    """Tell the master, which stops the run (its summary and exit code say why)."""
+    log.error("cannot run: %s", error)
+    exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
+
+    def send():
+        deadline = time.monotonic() + CONTEXT_WAIT_S
+        while environment.runner is None and time.monotonic() < deadline:  # a late joiner: not yet set
+            gevent.sleep(0.05)
+        environment.runner.send_message(WORKER_ERROR, {"message": str(error)})
+
+    if environment.runner is not None:
+        send()
+    else:
+        gevent.spawn(send)
+
+
 def _open_worker_run(environment, plan: RunPlan) -> None:
     opts, runner = environment.parsed_options, environment.runner
     state = state_of(environment)
     run_id = getattr(opts, "llm_run_id", "") or new_run_id()
-    ctx = RunContext(
-        plan, run_id, runner.worker_index, WorkerShipper(runner, run_id),
-        getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1), environment,
-    )  # fmt: skip
+    try:
+        ctx = RunContext(
+            plan, run_id, runner.worker_index, WorkerShipper(runner, run_id),
+            getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1), environment,
+        )  # fmt: skip
+    except InputError as e:
+        _worker_cannot_run(environment, e)
+        return
     ctx.finisher = Finisher(ctx, environment)
     state.context = ctx
 
@@ -363,8 +536,12 @@ def _on_test_stopping(environment, **_kw) -> None:
     if run is None:
         return
     run.stopping()
+    wait = float(environment.stop_timeout or 0)
+    in_flight = state.in_flight()
+    if wait and in_flight and not state.interrupted:  # a run that seems to hang at its end says why
+        log.info("stopping: waiting up to %g s for %d streams in flight (--stop-timeout)", wait, in_flight)
     if run.collector is not None:
-        run.collector.drain(timeout=float(environment.stop_timeout or 0) + DRAIN_MARGIN_S)
+        run.collector.drain(timeout=wait + DRAIN_MARGIN_S, now=bool(state.interrupted))
 
 
 @events.test_stop.add_listener
@@ -377,20 +554,56 @@ def _on_test_stop(environment, **_kw) -> None:
         p.test_stop(environment)
     run = state.run
     if run is not None:
-        run.finish(complete=not state.worker_errors)
+        run.finish()
         state.run = None
 
 
 def _close_context(environment) -> None:
     """Users have stopped: every exchange they handed over becomes a record, and a worker sends
-    its last batches."""
+    its last batches (or, its master lost, keeps them on its own disk)."""
     state = state_of(environment)
     ctx = state.context
     if ctx is not None:
         ctx.finisher.stop()
         state.context = None
         if state.role == "worker":
-            ctx.sink.send_final()
+            if state.master_lost or not ctx.sink.send_final():
+                _keep_unshipped(environment, ctx, state)
+
+
+def _interrupt(environment) -> None:
+    """The process quits while a run is on (SIGINT, SIGTERM): the run ends here, before Locust's
+    own quitting (which would end it as if finished, and drop the streams in flight). Users stop at
+    once, their streams in flight recorded as `stopped`; a master first collects its workers'
+    last records. The summary says `complete: false` and why; the exit code is 130."""
+    state = state_of(environment)
+    if state is None or state.interrupted:
+        return
+    run, runner = state.run, environment.runner
+    if not ((run is not None and not run.finished) or (state.role == "worker" and state.context is not None)):
+        return  # no run on: nothing to mark
+    if state.signal is None:
+        gevent.sleep(0)  # the SIGTERM watcher's greenlet may not have run yet
+    started = run.started if run is not None else state.context.run_start
+    planned = state.plan.run_time_s if state.plan is not None else None
+    state.interrupted = (f"interrupted by {state.signal or 'a request to quit'} {time.time() - started:.0f} s into the run"
+                         + (f" of {planned:g} s" if planned else ""))  # fmt: skip
+    exit_codes.raise_to(environment, exit_codes.INTERRUPTED)
+    log.warning("%s: stopping users now; streams in flight are recorded as stopped (complete: false)", state.interrupted)
+    environment.stop_timeout = 0
+    if runner.state not in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
+        runner.stop()  # test_stopping (a master's hurried drain), test_stop: the run is finished there
+    elif state.role == "master":  # a drain under way: hurry it, then let it finish the run
+        run.collector.ask_to_stop(now=True)
+        deadline = time.monotonic() + INTERRUPT_WAIT_S
+        while not run.finished and time.monotonic() < deadline:
+            gevent.sleep(0.1)
+    else:  # a stop under way waits --stop-timeout for the users: cut them now
+        runner.user_greenlets.kill(block=True, timeout=5)
+    _close_context(environment)
+    if run is not None and not run.finished:
+        run.finish()
+        state.run = None
 
 
 @events.quitting.add_listener
@@ -398,10 +611,11 @@ def _on_quitting(environment, **_kw) -> None:
     state = state_of(environment)
     if state is None:
         return
+    _interrupt(environment)  # when the listener added at init did not run (a test's environment)
     _close_context(environment)
     run = state.run
     if run is not None and not run.finished:
-        run.finish(complete=False)  # interrupted (Ctrl-C): partial results, marked incomplete
+        run.finish()
     for p in _plugins:
         p.quitting(environment)
     if state.simulator is not None:

@@ -135,6 +135,7 @@ class RunPlan(_Frozen):
     warmup_s: float = 0.0
     results_dir: str = "results"
     run_id: str = ""
+    overwrite: bool = False  # replace an existing results folder of the same run id
     sim_profile: str = "v100-7b-tp8"
     sim_timestamps: bool = False
     timeouts: Timeouts = Field(default_factory=Timeouts)
@@ -251,6 +252,8 @@ class RunPlan(_Frozen):
     def _run_id(cls, value):
         if value and not re.fullmatch(r"[A-Za-z0-9._-]+", value):
             raise InputError(f"--run-id: '{value}' may only hold letters, digits, '.', '_' and '-'")
+        if value in (".", ".."):
+            raise InputError(f"--run-id: '{value}' names a folder above the run's; give a name such as nightly-01")
         return value
 
     @field_validator("retry_on", mode="before")
@@ -313,6 +316,7 @@ class RunPlan(_Frozen):
             max_tokens_override=opt("max_tokens_override"), ignore_eos=bool(opt("ignore_eos", False)),
             min_tokens=opt("min_tokens"), extra_body=opt("extra_body"), stream=not opt("no_stream", False),
             warmup_s=opt("warmup", "0s") or "0s", results_dir=opt("results_dir") or "results", run_id=opt("run_id"),
+            overwrite=bool(opt("overwrite", False)),
             sim_profile=opt("sim_profile") or "v100-7b-tp8", sim_timestamps=bool(opt("sim_timestamps", False)),
             timeouts=timeouts, connection=opt("connection", "keep-alive") or "keep-alive",
             run_time_s=float(run_time) if run_time else None,

@@ -4,8 +4,14 @@ Local run: records go straight to the ResultsWriter.
 
 Distributed run (master + workers, also `--processes N`): a worker keeps finished records as
 rows, cuts them into numbered batches at every worker report (every 3 s, Locust's
-`report_to_master`), and re-sends each batch until the master acknowledges it. The master writes
-a batch once (deduplicated by worker and sequence number) and acknowledges it.
+`report_to_master`), and sends each batch again when no acknowledgement came within
+RESEND_AFTER_S. The master writes a batch once (deduplicated by worker and sequence number) and
+acknowledges it once it is on disk: a batch lost with a killed master is still on its worker,
+which keeps it on its own disk when it finds its master gone (plugin/hooks.py).
+
+Every report also carries the worker's requests in flight and the rows it has cut so far: when a
+worker is lost mid-run, the master counts a lower bound of the requests lost with it (those in
+flight at its last report, and rows cut but never received) and says so.
 
 The end of a run is a drain. The master, when the run begins to stop, asks every worker to stop
 starting requests (`llm_drain`); the worker stops its users the Locust way (in-flight streams may
@@ -28,6 +34,7 @@ from locust.runners import STATE_MISSING
 log = logging.getLogger(__name__)
 
 REPORT_KEY = "llm_batches"
+RESEND_AFTER_S = 15.0  # a batch not acknowledged this long after it was sent is sent again
 
 
 class LocalSink:
@@ -48,6 +55,7 @@ class WorkerShipper:
         self.run_id = run_id
         self.pending: list[tuple] = []
         self.unacked: dict[int, list] = {}
+        self.sent_at: dict[int, float] = {}
         self.seq = 0
         self.rows = 0
 
@@ -62,22 +70,39 @@ class WorkerShipper:
             self.pending = []
 
     def on_report(self, data: dict, in_flight: int) -> None:
-        data["llm_in_flight"] = in_flight
         self._cut()
-        if self.unacked:
-            data[REPORT_KEY] = {"run_id": self.run_id, "batches": list(self.unacked.items())}
+        data["llm_in_flight"] = in_flight
+        data["llm_rows"] = {"run_id": self.run_id, "rows": self.rows}
+        now = time.monotonic()
+        due = [(seq, rows) for seq, rows in self.unacked.items() if now - self.sent_at.get(seq, -1e9) >= RESEND_AFTER_S]
+        if due:
+            for seq, _ in due:
+                self.sent_at[seq] = now
+            data[REPORT_KEY] = {"run_id": self.run_id, "batches": due}
 
     def on_ack(self, data: dict) -> None:
         if data.get("run_id") == self.run_id:
             for seq in data["seqs"]:
                 self.unacked.pop(seq, None)
+                self.sent_at.pop(seq, None)
 
-    def send_final(self) -> None:
+    def unshipped(self) -> list[tuple]:
+        """Every row the master has not acknowledged (as written to its disk), in order."""
         self._cut()
-        self.runner.send_message(
-            "llm_final",
-            {"run_id": self.run_id, "batches": list(self.unacked.items()), "last_seq": self.seq, "rows": self.rows},
-        )
+        return [row for _, rows in sorted(self.unacked.items()) for row in rows]
+
+    def send_final(self) -> bool:
+        """The last batches and the count; False when the message could not be sent."""
+        self._cut()
+        try:
+            self.runner.send_message(
+                "llm_final",
+                {"run_id": self.run_id, "batches": list(self.unacked.items()), "last_seq": self.seq, "rows": self.rows},
+            )
+        except Exception as e:  # noqa: BLE001 - a lost master: the caller keeps the rows
+            log.error("could not send the last records to the master: %s", e)
+            return False
+        return True
 
 
 @dataclass
@@ -85,10 +110,23 @@ class WorkerState:
     client_id: str
     index: int
     first_seen: float = field(default_factory=time.time)
-    seqs: set = field(default_factory=set)
+    seqs: set = field(default_factory=set)  # batches received
+    written: set = field(default_factory=set)  # batches on disk (acknowledged)
     rows: int = 0
     final: dict | None = None
     lost_at: float | None = None
+    in_flight: int = 0  # requests in flight at the worker's last report
+    rows_cut: int = 0  # rows the worker had cut into batches at its last report
+
+    @property
+    def lost_requests_min(self) -> int:
+        """A lost worker (no final batches): requests whose records cannot have reached the
+        master. Those in flight at its last report finished (or were cut) after it, and their
+        records would have come in a later batch; rows it cut but never delivered. Records it
+        finished after its last report and before it died are not counted: a lower bound."""
+        if self.final is not None or self.lost_at is None:
+            return 0
+        return self.in_flight + max(0, self.rows_cut - self.rows)
 
 
 class MasterCollector:
@@ -99,7 +137,10 @@ class MasterCollector:
         self.writer = writer
         self.run_id = run_id
         self.workers: dict[str, WorkerState] = {}
-        self.in_flight: dict[str, int] = {}  # latest count reported by each worker
+        self.in_flight: dict[str, int] = {}  # latest count reported by each live worker
+        self.failed: set[str] = set()  # workers that could not start the run (they send no final)
+        self._acks: dict[str, list[int]] = {}
+        self._ack_pending = False
         self._watch = gevent.spawn(self._watch_workers)
 
     def _worker(self, client_id: str) -> WorkerState:
@@ -111,19 +152,40 @@ class MasterCollector:
         if payload.get("run_id") != self.run_id:
             return  # a batch of an earlier run, re-sent late
         state = self._worker(client_id)
-        new = []
         for seq, rows in payload["batches"]:
             if seq not in state.seqs:
                 state.seqs.add(seq)
                 state.rows += len(rows)
-                self.writer.add_rows(rows)
-            new.append(seq)
-        if new:
-            self.runner.send_message("llm_ack", {"run_id": self.run_id, "seqs": new}, client_id=client_id)
+                self.writer.add_rows(rows, on_written=lambda s=state, q=seq: self._written(s, q))
+            elif seq in state.written:  # sent again: the acknowledgement was lost
+                self._ack(client_id, seq)
+
+    def _written(self, state: WorkerState, seq: int) -> None:
+        state.written.add(seq)
+        self._ack(state.client_id, seq)
+
+    def _ack(self, client_id: str, seq: int) -> None:
+        self._acks.setdefault(client_id, []).append(seq)
+        if not self._ack_pending:  # one message per worker for everything one flush wrote
+            self._ack_pending = True
+            gevent.spawn(self._send_acks)
+
+    def _send_acks(self) -> None:
+        self._ack_pending = False
+        acks, self._acks = self._acks, {}
+        for client_id, seqs in acks.items():
+            try:
+                self.runner.send_message("llm_ack", {"run_id": self.run_id, "seqs": seqs}, client_id=client_id)
+            except Exception as e:  # noqa: BLE001 - a worker gone: it re-sends or has left
+                log.debug("ack to %s not sent: %s", client_id, e)
 
     def on_worker_report(self, client_id: str, data: dict) -> None:
         if "llm_in_flight" in data:
             self.in_flight[client_id] = data.pop("llm_in_flight")
+            self._worker(client_id).in_flight = self.in_flight[client_id]
+        cut = data.pop("llm_rows", None)
+        if cut and cut.get("run_id") == self.run_id:
+            self._worker(client_id).rows_cut = cut["rows"]
         payload = data.pop(REPORT_KEY, None)
         if payload:
             self._ingest(client_id, payload)
@@ -139,39 +201,52 @@ class MasterCollector:
         while True:
             for client in list(self.runner.clients.all):
                 if client.state == STATE_MISSING:
-                    state = self._worker(client.id)
-                    self.in_flight.pop(client.id, None)
-                    if state.lost_at is None and state.final is None:
-                        state.lost_at = time.time()
-                        log.warning(
-                            "worker %s (index %s) lost at %s; its %d acknowledged records are kept",
-                            client.id, state.index, time.strftime("%H:%M:%S"), state.rows,
-                        )  # fmt: skip
+                    self._lost(client.id)
             gevent.sleep(1.0)
 
-    def drain(self, timeout: float) -> None:
+    def _lost(self, client_id: str) -> None:
+        state = self._worker(client_id)
+        self.in_flight.pop(client_id, None)
+        if state.lost_at is None and state.final is None:
+            state.lost_at = time.time()
+            log.warning(
+                "worker %s (index %s) lost at %s: at least %d requests lost with it (%d in flight at its last "
+                "report, %d finished but never received); its %d received records are kept",
+                client_id, state.index, time.strftime("%H:%M:%S"), state.lost_requests_min, state.in_flight,
+                max(0, state.rows_cut - state.rows), state.rows,
+            )  # fmt: skip
+
+    def drain(self, timeout: float, now: bool = False) -> None:
         """Ask live workers to stop and wait for their final batches (bounded by `timeout`)."""
-        live = [c.id for c in self.runner.clients.all if c.state != STATE_MISSING]
-        for client_id in live:
-            self._worker(client_id)
-            self.runner.send_message("llm_drain", {"run_id": self.run_id}, client_id=client_id)
+        self.ask_to_stop(now)
+        live = [c.id for c in self.runner.clients.all if c.state != STATE_MISSING and c.id not in self.failed]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            waiting = [cid for cid in live if self.workers[cid].final is None and not self._gone(cid)]
+            waiting = [cid for cid in live if self._worker(cid).final is None and not self._gone(cid)]
             if not waiting:
                 break
             gevent.sleep(0.05)
         else:
             log.error("drain: no final records from %s within %.0fs", ", ".join(waiting), timeout)
 
+    def ask_to_stop(self, now: bool = False) -> None:
+        """Ask every live worker to stop its users and send its last batches; `now` (an
+        interrupted run): cut the streams in flight at once instead of waiting --stop-timeout."""
+        for client in list(self.runner.clients.all):
+            if client.state != STATE_MISSING and client.id not in self.failed:
+                self._worker(client.id)
+                self.runner.send_message("llm_drain", {"run_id": self.run_id, "now": now}, client_id=client.id)
+
     def _gone(self, client_id: str) -> bool:
         client = self.runner.clients[client_id] if client_id in self.runner.clients else None
         if client is None or client.state == STATE_MISSING:
-            state = self.workers[client_id]
-            if state.lost_at is None:
-                state.lost_at = time.time()
+            self._lost(client_id)
             return True
         return False
+
+    def lost_workers(self) -> dict[str, int]:
+        """Workers lost mid-run (no final batches) -> the lower bound of requests lost with each."""
+        return {cid: s.lost_requests_min for cid, s in self.workers.items() if s.lost_at is not None and s.final is None}
 
     def report(self) -> dict:
         """Per-worker accounting for summary.json: nothing lost, nothing twice."""
@@ -188,5 +263,8 @@ class MasterCollector:
                 "records_reported_by_worker": s.final["rows"] if s.final else None,
                 "missing_batches": missing,
                 "lost_at": s.lost_at,
+                "in_flight_when_lost": s.in_flight if s.lost_at is not None and s.final is None else 0,
+                "lost_requests_min": s.lost_requests_min,
+                "failed_to_start": cid in self.failed,
             }
         return out

@@ -82,6 +82,11 @@ class SuiteState:
         self.worker_ready = False  # a worker's init has run (a late joiner's test_start may come first)
         self.worker_errors: list[str] = []  # master: workers that could not build the plan
         self.replay_done: set[str] = set()  # master: workers that sent their share of a replayed trace
+        self.interrupted: str | None = None  # why the current run was interrupted (SIGINT, SIGTERM)
+        self.signal: str | None = None  # the signal that ends this process, once one came
+        self.sigterm_watcher = None  # kept alive: gevent stops watching when it is collected
+        self.master_lost = False  # worker: its master went silent mid-run
+        self.own_results_dir: str | None = None  # worker: its own --results-dir (for records its master lost)
 
     def plugin(self, kind: type[P]) -> P | None:
         """The installed plugin of this type (the web UI reads the health board through it)."""
