@@ -11,6 +11,7 @@ every request that ended in the window, failures and timeouts included ("stopped
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -40,9 +41,11 @@ class Objective:
     def percentile(self) -> float | None:
         return None if self.stat == "mean" else float(self.stat[1:])
 
-    def statistic(self, values_s) -> float | None:
-        """The objective's statistic of `values_s` (seconds; NaN left out); None without a value."""
-        return mean(values_s) if self.stat == "mean" else percentile(values_s, self.percentile())
+    def statistic(self, values_s) -> float:
+        """The objective's statistic of `values_s` (seconds; NaN left out); NaN without a value,
+        which is never under a threshold (`value < threshold` is False)."""
+        value = mean(values_s) if self.stat == "mean" else percentile(values_s, self.percentile())
+        return math.nan if value is None else value
 
 
 def parse_slo(text: str) -> list[Objective]:
@@ -96,7 +99,7 @@ def good_mask(objectives, df, chunk_times) -> np.ndarray:
     return good
 
 
-def objective_stats(objectives, ok, itl_s: np.ndarray) -> dict[str, float | None]:
+def objective_stats(objectives, ok, itl_s: np.ndarray) -> dict[str, float]:
     """The statistic each objective names ({'ttft.p95': seconds, ...}), exact, from the
     successful requests `ok` (a frame of record columns) and the pooled ITL gaps."""
     return {
@@ -105,13 +108,14 @@ def objective_stats(objectives, ok, itl_s: np.ndarray) -> dict[str, float | None
     }
 
 
-def verdicts(objectives: list[Objective], stats_s: dict[str, float | None]) -> list[Verdict]:
-    """Pass/fail of each objective given the run's (or a step's) statistics in seconds."""
+def verdicts(objectives: list[Objective], stats_s: dict[str, float]) -> list[Verdict]:
+    """Pass/fail of each objective given the run's (or a step's) statistics in seconds (NaN: no
+    value, a miss; the verdict says None)."""
     out = []
     for obj in objectives:
-        value = stats_s.get(obj.key)
+        value = stats_s.get(obj.key, math.nan)
         out.append(Verdict(
             objective=obj.text, metric=obj.key, threshold_ms=round(obj.threshold_s * 1000, 9),
-            value_ms=None if value is None else value * 1000, passed=value is not None and value < obj.threshold_s,
+            value_ms=value * 1000, passed=bool(value < obj.threshold_s),
         ))  # fmt: skip
     return out
