@@ -1,6 +1,6 @@
 """Command line of the reports package.
 
-    python -m reports build results/<run-id>            report.html + report.md into the folder
+    python -m reports build results/<run-id> [--format html,md]   report.html + report.md into the folder
                                                         (a run whose writer was killed is recovered first:
                                                         requests.parquet and summary.json, complete: false)
     python -m reports show results/<run-id>             the summary tables in the terminal
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="write report.html and report.md into a results folder")
     b.add_argument("run_dir")
+    b.add_argument("--format", default="html,md", help="comma-separated report formats to write: html, md (default: both)")
     s = sub.add_parser("show", help="print the summary tables")
     s.add_argument("run_dir")
     c = sub.add_parser(
@@ -67,10 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("build", "show"):
             recover_if_unfinished(args.run_dir)
         if args.command == "build":
-            from reports.build import build
+            from reports.build import FORMATS, build
 
-            paths = build(args.run_dir)
-            print(f"report: {paths['html']}\nsummary for CI: {paths['md']}")
+            names = [n.strip() for n in args.format.split(",") if n.strip()]
+            unknown = [n for n in names if n not in FORMATS] or ([] if names else [args.format])
+            if unknown:
+                raise ReportError(f"--format: '{unknown[0]}' is not a report format; give {', '.join(FORMATS)} "
+                                  f"or several, e.g. --format {','.join(FORMATS)}")  # fmt: skip
+            paths = build(args.run_dir, formats={n: FORMATS[n] for n in names})
+            labels = {"html": "report", "md": "summary for CI"}
+            print("\n".join(f"{labels.get(name, name)}: {path}" for name, path in paths.items()))
             return 0
         if args.command == "show":
             print(show_text(load_run(args.run_dir).summary))

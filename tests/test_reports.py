@@ -536,3 +536,15 @@ def test_an_incomplete_run_says_why_in_every_output(tmp_path):
     assert "> **Interrupted run:** the results are partial (the writer could not finish)." in open(paths["md"], encoding="utf-8").read()
     shown = reports_cli("show", str(tmp_path))
     assert "note: the run was interrupted (the writer could not finish); results are partial" in shown.stdout
+
+
+def test_build_writes_the_formats_asked_for(tmp_path):
+    _small_run(tmp_path)
+    proc = reports_cli("build", str(tmp_path), "--format", "md")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"summary for CI: {tmp_path / 'report.md'}\n"
+    assert (tmp_path / "report.md").is_file() and not (tmp_path / "report.html").exists()
+    assert "_Charts:" not in (tmp_path / "report.md").read_text()  # no page to point at
+    proc = reports_cli("build", str(tmp_path), "--format", "html,pdf")
+    assert proc.returncode == 2 and proc.stderr == "error: --format: 'pdf' is not a report format; give html, md or several, e.g. --format html,md\n"
+    assert not (tmp_path / "report.html").exists()
