@@ -79,6 +79,7 @@ def test_a_worker_without_the_workload_file_stops_the_run_with_exit_4(tmp_path):
     here.mkdir()
     there.mkdir()
     shutil.copy(os.path.join(ROOT, "workloads", "default.yaml"), here / "mine.yaml")
+    shutil.copy(os.path.join(ROOT, "workloads", "templates.jsonl"), here / "templates.jsonl")
     port = free_port()
     with simulator("--profile", "fixed") as url:
         master = launch(*master_args(port, url, tmp_path, "noload", 1, 30, "--workload", "mine.yaml"),
