@@ -10,6 +10,8 @@ run, write a locustfile like this one that imports ChatCompletionsUser and Compl
 users.llm with the weights you want.
 """
 
+from plugin.console import Console
+from plugin.failfast import FailFast
 from plugin.health import Health
 from plugin.hooks import install
 from plugin.prometheus import Prometheus
@@ -27,4 +29,6 @@ install(
     ReplayEnd(),  # --replay: the run ends once every process sent its share
     Reports(),  # report.html and report.md at the end of every run
     WebUI(),  # the LLM view in the web UI (/llm, LLM tab) and the start form's check
+    FailFast(),  # a headless run whose requests all fail from the start stops with one line
+    Console(),  # a progress line every 10 s; Locust's own end-of-run tables left out
 )

@@ -29,6 +29,7 @@ ERROR_CLASSES = (
     "no_tokens",  # the stream ended properly but carried no generated text
     "cancelled",  # aborted on purpose by the client (--cancel-rate)
     "stopped",  # still in flight when the run ended; not a server failure
+    "response_too_large",  # the body passed --max-response-size and was cut there
 )
 # Endings that are the client's doing, not the server's: kept in the records, counted apart,
 # never in a failure count or the good fraction's denominator.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
+from urllib.parse import urlsplit
 
 import gevent
 from gevent.event import Event
@@ -44,6 +45,7 @@ class Finisher:
         keep_gc_out_of_the_hot_path()
         self.ctx = ctx
         self.environment = environment
+        self.prefix = urlsplit(environment.host or "").path.rstrip("/") if environment is not None else ""
         self.queue: deque = deque()
         self.ready = Event()
         self.greenlet = gevent.spawn(self._run)
@@ -92,6 +94,8 @@ class Finisher:
             parsed = parse_response(ex.pieces)
             length = sum(len(p) for _, p in ex.pieces)
         fill_record(rec, ex.status, parsed, ctx.count_tokens, stream=stream)
+        if rec.status != 200 and rec.status and not rec.error_detail:
+            rec.error_detail = http_detail(rec.status, self.prefix + path, ex)
         if stopped or ex.error:  # a transport-level ending overrides what the bytes alone suggest
             end_early(rec, "stopped" if stopped else ex.error, "in flight when the run ended" if stopped else ex.error_detail,
                       ex.t_end, cause=ex.error)  # fmt: skip
@@ -104,13 +108,33 @@ class Finisher:
             on_parsed(rec, parsed)
 
 
+HTTP_DETAIL_BYTES = 200  # of an HTTP failure's body, kept in its record's error_detail
+
+
+def http_detail(status: int, path: str, ex: Exchange) -> str:
+    """What an HTTP failure's record keeps: the status, the path it was sent to and the first
+    bytes of the body (whitespace folded): 'HTTP 404 on POST /v1/v1/chat/completions: {...}'."""
+    head = b""
+    for _, piece in ex.pieces:
+        head += piece[: HTTP_DETAIL_BYTES - len(head)]
+        if len(head) >= HTTP_DETAIL_BYTES:
+            break
+    text = " ".join(head.decode("utf-8", "replace").split())
+    return f"HTTP {status} on POST {path}: {text}" if text else f"HTTP {status} on POST {path}"
+
+
 def reply_text(parsed) -> str:
     """The generated text of a parsed reply (what a conversation sends back as the assistant turn)."""
     return "".join(c.text for c in parsed.chunks)
 
 
 def fire_events(env, path: str, rec: RequestRecord, length: int) -> None:
-    exc = None if rec.ok else RequestFailed(f"{rec.error}: {rec.error_detail}" if rec.error_detail else rec.error)
+    if rec.ok:
+        exc = None
+    elif rec.error.startswith("http_"):  # the status only: Locust's error table keeps one row per message
+        exc = RequestFailed(f"{rec.error}: HTTP {rec.status}")
+    else:
+        exc = RequestFailed(f"{rec.error}: {rec.error_detail}" if rec.error_detail else rec.error)
     e2e_ms = rec.e2e_s * 1000 if rec.e2e_s == rec.e2e_s else 0.0
     env.events.request.fire(
         request_type="POST", name=path, response_time=e2e_ms, response_length=length,

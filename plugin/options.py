@@ -41,6 +41,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--timeout-first-token", dict(default="300s", help="Longest wait from the request's write to the response head and the first body bytes (the connect has --timeout-connect)")),
     ("--timeout-idle", dict(default="120s", help="Longest gap between two reads of a flowing stream")),
     ("--timeout-total", dict(default="900s", help="Longest whole request")),
+    ("--max-response-size", dict(default="64MB", help="Longest response body the client reads (MB = 2^20 bytes); a longer one is cut there and recorded as response_too_large, so one huge reply cannot stall every other stream")),
     ("--connection", dict(default="keep-alive", choices=["keep-alive", "per-request"], help="keep-alive = each user reuses one connection (OpenAI SDKs, browsers, gateways); per-request = a new connection for every request, closed after it (some benchmark clients)")),
     # Load models (docs/load-models.md)
     ("--steps", dict(default="", help="Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'")),
@@ -65,6 +66,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--cancel-rate", dict(default="0", help="Share of requests (0-1) the client aborts on purpose after --cancel-after, to test the server's abort handling; recorded as cancelled")),
     ("--cancel-after", dict(default="1s", help="How long a request picked by --cancel-rate runs before the client aborts it")),
     # Client self-health (plugin/health.py): is each load-generating process still accurate?
+    ("--locust-tables", dict(action="store_true", default=False, include_in_web_ui=False, help="Headless: also print Locust's own end-of-run tables (its rounded live statistics) after the suite's exact table")),
     ("--health-cpu-limit", dict(default="70", include_in_web_ui=False, help="Self-health: a worker (or local) process above this CPU, % of one core, in 80 % of the seconds of --health-sustain marks the run client_bound")),
     ("--health-loop-lag-limit", dict(default="10ms", include_in_web_ui=False, help="Self-health: event-loop lag p99 (a 0.1 s sleep waking late) above this, sustained while the process is busy, marks the run client_bound")),
     ("--health-token-lag-limit", dict(default="5ms", include_in_web_ui=False, help="Self-health, with --sim-timestamps: p99 of chunk arrival minus the simulator's send time above this, sustained while busy, marks the run client_bound")),

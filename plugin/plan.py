@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.durations import Timeouts, parse_duration
+from core.sizes import parse_size
 from core.errors import InputError
 from core.validation import build
 from metrics.slo import Objective, parse_slo
@@ -35,6 +36,7 @@ from shapes.steps import parse_steps
 # parsed (users/llm.py decides right after the stream ends, without parsing it).
 RETRYABLE = ("http_429", "http_4xx", "http_5xx", "connect_error", "timeout", "stream_truncated")
 DEFAULT_MAX_CONCURRENCY = 512
+DEFAULT_MAX_RESPONSE_BYTES = 64 << 20  # --max-response-size 64MB
 
 
 class _Frozen(BaseModel):
@@ -111,7 +113,7 @@ class HealthLimits(_Frozen):
 _FLAG = {
     "warmup_s": "warmup", "stream": "no-stream", "retry_max_wait_s": "retry-max-wait",
     "cancel_after_s": "cancel-after", "server_metrics_interval_s": "server-metrics-interval",
-    "run_time_s": "run-time",
+    "run_time_s": "run-time", "max_response_bytes": "max-response-size",
 }  # fmt: skip
 
 
@@ -140,6 +142,7 @@ class RunPlan(_Frozen):
     sim_timestamps: bool = False
     timeouts: Timeouts = Field(default_factory=Timeouts)
     connection: Literal["keep-alive", "per-request"] = "keep-alive"
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a longer body is cut: response_too_large
     run_time_s: float | None = None  # Locust's -t
     load: LoadModel = Field(default_factory=ClosedLoop)
     slo: tuple[Objective, ...] = ()
@@ -247,6 +250,11 @@ class RunPlan(_Frozen):
             raise InputError("--server-metrics-interval: must be at least 100ms, e.g. 5s")
         return value
 
+    @field_validator("max_response_bytes", mode="before")
+    @classmethod
+    def _size(cls, value):
+        return parse_size("max-response-size", value)
+
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value):
@@ -319,6 +327,7 @@ class RunPlan(_Frozen):
             overwrite=bool(opt("overwrite", False)),
             sim_profile=opt("sim_profile") or "v100-7b-tp8", sim_timestamps=bool(opt("sim_timestamps", False)),
             timeouts=timeouts, connection=opt("connection", "keep-alive") or "keep-alive",
+            max_response_bytes=opt("max_response_size", "64MB") or "64MB",
             run_time_s=float(run_time) if run_time else None,
             load=_load_model(o), slo=tuple(parse_slo(opt("slo"))),
             retry=opt("retry", "0") or "0", retry_on=opt("retry_on", "http_429,http_5xx,connect_error"),

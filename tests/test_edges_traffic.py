@@ -202,3 +202,125 @@ def test_first_token_timeout_counts_from_the_write_not_from_connect_or_headers()
     assert ex.error == "timeout" and "first token timeout 1s" in ex.error_detail and elapsed < 1.15, (ex.error_detail, elapsed)
     ex, _ = _timed_request([(0.3, HEAD), (0.3, body)], limits)
     assert ex.error == "" and ex.complete
+
+
+# -- failures do not flood the server; a run that can only fail stops ------------------------------
+
+
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory):
+    """Every request answered HTTP 500 at once, 2 users, -t 60s: the run stops itself."""
+    out = tmp_path_factory.mktemp("failing")
+    with simulator("--profile", "fixed", "--fault", "http_500=1.0") as url:
+        t0 = time.monotonic()
+        proc = run_locust("--host", url, "--model", "sim-model", "-u", "2", "-r", "2", "-t", "60s",
+                          "--results-dir", str(out), "--run-id", "f", "--stop-timeout", "2", timeout=45)  # fmt: skip
+        elapsed = time.monotonic() - t0
+    df, summary = read_results(str(out), "f")
+    return proc, elapsed, df, summary, url
+
+
+def test_http_failures_keep_status_path_and_the_start_of_the_body(failing_run):
+    proc, _, df, _, _ = failing_run
+    assert len(df) and (df["error"] == "http_5xx").all()
+    detail = df["error_detail"].iloc[0]
+    assert detail.startswith("HTTP 500 on POST /v1/chat/completions: {"), detail
+    assert "injected" in detail or "error" in detail
+    assert df["error_detail"].str.len().max() <= 260
+
+
+def test_immediate_failures_are_paced_per_user(failing_run):
+    """Before: 2 users sent thousands of requests a second, each answered 500 at once. Now each
+    user waits 0.1 s after a failure, doubling while failures repeat (to 5 s): about 7 requests a
+    user in the 10 s before the run stops."""
+    _, _, df, _, _ = failing_run
+    assert 4 <= len(df) <= 40, len(df)
+    sends = df["wall_send"].sort_values().to_numpy()
+    assert sends[-1] - sends[0] > 3  # spread over the run, not a burst
+
+
+def test_a_run_whose_requests_all_fail_from_the_start_stops_with_one_line(failing_run):
+    proc, elapsed, _, summary, url = failing_run
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert elapsed < 35, elapsed
+    lines = [line for line in proc.stderr.splitlines() if "every request failed" in line]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert "http_5xx" in lines[0] and "HTTP 500 on POST /v1/chat/completions" in lines[0], lines[0]
+
+
+# -- a response too large to parse on the event loop is cut ----------------------------------------
+
+
+def _send_once(parts: list[bytes]) -> int:
+    """A peer in an OS thread that answers one request with `parts` and shrugs off the client's
+    reset (a cut response is the point); returns its port."""
+    from gevent import monkey
+
+    real_socket = monkey.get_original("socket", "socket")
+    sock = real_socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+
+    def serve():
+        conn, _ = sock.accept()
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            for part in parts:
+                conn.sendall(part)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            sock.close()
+
+    monkey.get_original("_thread", "start_new_thread")(serve, ())
+    return sock.getsockname()[1]
+
+
+def test_a_response_larger_than_max_response_size_is_cut_and_classified():
+    from argparse import Namespace
+
+    from core.durations import Timeouts
+    from core.errors import InputError
+    from metrics.record import ERROR_CLASSES
+    from plugin.plan import RunPlan
+    from tests.test_sse_reader import HEAD, chunked
+    from users.stream import Exchange, StreamClient
+
+    import gevent
+
+    big = one_big_event(3_000_000)
+    port = _send_once([HEAD + chunked(big[: len(big) // 2]), chunked(big[len(big) // 2 :]) + b"0\r\n\r\n"])
+    client = StreamClient(f"http://127.0.0.1:{port}", Timeouts(connect=2, first_token=5, idle=5, total=10), {},
+                          max_body=1 << 20)  # fmt: skip
+    ex = Exchange()
+    gevent.spawn(client.post, "/v1/chat/completions", b"{}", {}, ex).join(15)
+    client.close()
+    kept = sum(len(d) for d in ex.datas)
+    assert ex.error == "response_too_large" and "--max-response-size (1048576 bytes)" in ex.error_detail, (ex, ex.error_detail)
+    assert (1 << 20) < kept <= (1 << 20) + 65536 + 100
+    assert "response_too_large" in ERROR_CLASSES
+    assert RunPlan.from_options(Namespace()).max_response_bytes == 64 << 20  # the documented default
+    assert RunPlan.from_options(Namespace(max_response_size="1.5GB")).max_response_bytes == 3 << 29
+    with pytest.raises(InputError, match=r"^--max-response-size: 'lots' is not a size; give e.g. 64MB"):
+        RunPlan.from_options(Namespace(max_response_size="lots"))
+
+
+# -- the console: a progress line with tokens; Locust's rounded tables left out at the end ----------
+
+
+def test_headless_console_has_progress_with_tokens_and_no_second_set_of_tables(sim, tmp_path):
+    proc = run_locust("--host", sim, "--model", "sim-model", "-u", "2", "-r", "2", "-t", "11s",
+                      "--max-tokens-override", "8", "--results-dir", str(tmp_path), "--run-id", "c",
+                      "--stop-timeout", "5", timeout=90)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    progress = [line for line in proc.stderr.splitlines() if "progress 0:1" in line]
+    assert progress and "requests ended (0 failed)" in progress[0] and "output tokens/s over the last 10 s" in progress[0], proc.stderr[-2000:]
+    rate = float(progress[0].split("failed), ")[1].split(" output")[0].replace(",", ""))
+    assert rate > 0
+    out = proc.stdout
+    assert "LLM results" in out
+    assert "Response time percentiles (approximated)" not in out + proc.stderr
+    assert out.rstrip().splitlines()[-1].startswith("Locust's own end-of-run tables are left out")

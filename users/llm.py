@@ -8,6 +8,13 @@ ships it, and fires Locust events so the live table is useful:
     they stay out of the "Aggregated" row (a request event would count them in the total too,
     multiplying the shown requests/s).
 Locust's rounded statistics are for the live view only; results come from the records.
+
+A failure that comes at once (HTTP 4xx/429/5xx, a refused or reset connection) is followed by a
+pause of the user before its next request in a closed loop: 0.1 s, doubling while failures
+repeat, at most 5 s, back to none after the first success (`FailurePacing`). A wrong --host or a
+server that is down then costs a few requests a second per user instead of thousands, and the
+good fraction measures the server, not how fast the client can spin. An open loop keeps to its
+schedule (the schedule bounds the rate already).
 """
 
 from __future__ import annotations
@@ -46,7 +53,10 @@ class LLMUser(FastHttpUser):
         self.endpoint = self.endpoint or self.ctx.plan.endpoint
         self.path = PATHS[self.endpoint]
         plan = self.ctx.plan
-        self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request")
+        self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request",
+                                   max_body=plan.max_response_bytes)
+        self.failures = FailurePacing()
+        self.last_exchange: Exchange | None = None
 
     def _wait_for_context(self):
         """The run context of this process; a worker that joined a running test builds it a moment
@@ -73,6 +83,10 @@ class LLMUser(FastHttpUser):
             self.converse(request, t_intended)
         else:
             self.send_request(request, t_intended=t_intended)
+        pause = self.failures.after(self.last_exchange)
+        if pause and t_intended != t_intended:  # closed loop: the next request waits (module docstring)
+            if self.ctx.stopping.wait(pause):
+                raise StopUser()  # the run is ending: no new request (failures would come back to back)
 
     def converse(self, first, t_intended: float = float("nan")) -> None:
         """A whole conversation (workloads/session.py) on this user: each turn carries the turns
@@ -158,10 +172,33 @@ class LLMUser(FastHttpUser):
         finally:
             ctx.in_flight -= 1
         ctx.finisher.submit(self.path, rec, ex, on_parsed=on_parsed)
+        self.last_exchange = ex
         return rec, ex
 
 
 RETRY_BACKOFF_S = 0.5  # first wait before a retry (other than a 429 with Retry-After); doubles
+FAILURE_PAUSE_S = 0.1  # a user's first pause after a failure that came at once; doubles while they repeat
+FAILURE_PAUSE_MAX_S = 5.0
+PACED = ("http_429", "http_4xx", "http_5xx", "connect_error")  # failures known at once, from the HTTP exchange
+
+
+class FailurePacing:
+    """One user's pause after failures that came at once (module docstring): 0.1 s, doubling while
+    they repeat, at most 5 s; none after a success or a failure that took its time (a timeout, a
+    stream cut short, one only the body shows)."""
+
+    __slots__ = ("pause",)
+
+    def __init__(self) -> None:
+        self.pause = 0.0
+
+    def after(self, ex: Exchange | None) -> float:
+        """The pause before this user's next request, given the exchange of its last one."""
+        if ex is not None and exchange_class(ex) in PACED:
+            self.pause = min(max(self.pause * 2, FAILURE_PAUSE_S), FAILURE_PAUSE_MAX_S)
+        else:
+            self.pause = 0.0
+        return self.pause
 
 
 def exchange_class(ex: Exchange) -> str:

@@ -156,8 +156,9 @@ class _HeaderTimeout(Exception):
 class StreamClient:
     """One keep-alive connection to the server, for one virtual user."""
 
-    def __init__(self, base_url: str, timeouts: Timeouts, headers: dict[str, str]):
+    def __init__(self, base_url: str, timeouts: Timeouts, headers: dict[str, str], max_body: int | None = None):
         parts = urlsplit(base_url)
+        self.max_body = max_body or 1 << 62  # a longer body is cut: response_too_large (--max-response-size)
         self.prefix = parts.path.rstrip("/")  # e.g. https://gateway/openai -> /openai
         self.timeouts = timeouts
         self.tls = parts.scheme == "https"
@@ -260,7 +261,10 @@ class StreamClient:
         keep = head.get("connection", "").lower() != "close" and framing != UNTIL_CLOSE
         limit = deadline if cancel_after is None else min(deadline, t_send + cancel_after)
         try:
+            conn.left = self.max_body  # body bytes still allowed (--max-response-size)
             conn.read_body(ex, framing, length, rest, t_head, limit, limit == deadline, cancel_after, timeouts)
+            if ex.error == "response_too_large":
+                ex.error_detail = f"the response passed --max-response-size ({self.max_body} bytes): cut there"
         finally:  # also when the run kills this greenlet mid-stream
             if not (ex.complete and keep and not ex.error):
                 self.close()
@@ -284,7 +288,7 @@ class _Connection:
     """A socket and the watcher that reads its bodies; reused for the requests of one user."""
 
     __slots__ = ("sock", "raw", "tls", "watcher", "done", "times", "datas", "last_t", "need", "head",
-                 "framing", "remaining", "result", "_recv", "_recvmsg", "_callback")  # fmt: skip
+                 "framing", "remaining", "left", "result", "_recv", "_recvmsg", "_callback")  # fmt: skip
 
     def __init__(self, host: str, port: int, tls: bool, connect_timeout: float):
         sock = gsocket.create_connection((host, port), timeout=connect_timeout)
@@ -395,6 +399,7 @@ class _Connection:
             self.times.append(t_head)
             self.datas.append(rest)
             self.last_t = t_head
+            self.left -= len(rest)
             try:
                 if self._feed(rest):
                     ex.complete = True
@@ -466,6 +471,10 @@ class _Connection:
                 self.times.append(t)
                 self.datas.append(data)
                 self.last_t = t
+                self.left -= len(data)
+                if self.left < 0:  # --max-response-size: cut here
+                    self.result = ("response_too_large", "")
+                    break
                 try:
                     if self._feed(data):
                         self.result = ("", "")
@@ -515,6 +524,11 @@ class _Connection:
         self.times.append(t)
         self.datas.append(data)
         self.last_t = t
+        left = self.left - len(data)
+        self.left = left
+        if left < 0:  # --max-response-size: cut here (parsing more would stall every stream)
+            self._end("response_too_large", "")
+            return
         try:
             if self._feed(data):
                 self._end("", "")
