@@ -172,7 +172,9 @@ class ResultsWriter:
                 slices.append(rows_to_table(rows[i : i + SLICE_ROWS]))
                 gevent.sleep(0)
             name = os.path.join(self.parts_path, f"part-{self._parts + 1:06d}-{self._tag}.parquet")
-            gevent.get_hub().threadpool.apply(self._write_part, (pa.concat_tables(slices), name))
+            error = gevent.get_hub().threadpool.apply(self._write_part, (pa.concat_tables(slices), name))
+            if error is not None:
+                raise error
         except OSError as e:
             self._pending[:0] = rows
             self._written_callbacks[:0] = callbacks
@@ -187,21 +189,23 @@ class ResultsWriter:
             callback()
 
     @staticmethod
-    def _write_part(table: pa.Table, path: str) -> None:
-        """One part file, whole or not at all: written under a temporary name, then renamed."""
+    def _write_part(table: pa.Table, path: str) -> OSError | None:
+        """One part file, whole or not at all: written under a temporary name, then renamed.
+        A failure is returned, not raised: the thread pool would print a raised one's traceback."""
         tmp = path + ".tmp"
         try:
             pq.write_table(table, tmp, compression="zstd")
             os.replace(tmp, path)
-        except OSError:
+        except OSError as e:
             try:
                 os.remove(tmp)
             except OSError:
                 pass
-            raise
+            return e
+        return None
 
     def _write_failed(self, e: OSError) -> None:
-        text = f"{e.strerror or e}"
+        text = _why(e)
         if text != self.write_error:  # said once per kind of failure, at once
             log.error(
                 "results: cannot write records to %s (%s); %d records kept in memory, tried again every %gs; "
@@ -227,7 +231,7 @@ class ResultsWriter:
         try:
             join_parts(self.parts_path, self.records_path)
         except OSError as e:
-            self.not_written.append(f"{RECORDS} ({e.strerror or e}; the records are in {self.parts_path})")
+            self.not_written.append(f"{RECORDS} ({_why(e)}; the records are in {self.parts_path})")
             return pa.concat_tables(_read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
         return pq.read_table(self.records_path)
 
@@ -239,7 +243,7 @@ class ResultsWriter:
             try:
                 write_json(os.path.join(self.path, name), data)
             except OSError as e:
-                self.not_written.append(f"{name} ({e.strerror or e})")
+                self.not_written.append(f"{name} ({_why(e)})")
 
     def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, reason: str | None = None,
                **summary_args) -> dict:  # fmt: skip
@@ -253,6 +257,11 @@ class ResultsWriter:
         summary = summary.with_sections(run_id=self.run_id, complete=complete, reason=reason, **extra)
         self.write_summary(summary, complete, reason)
         return summary.model_dump()
+
+
+def _why(e: OSError) -> str:
+    """An OSError's reason in a few words ("No space left on device"), pyarrow's included."""
+    return os.strerror(e.errno) if e.errno else (e.strerror or str(e))
 
 
 def _part_files(parts_path: str) -> list[str]:
