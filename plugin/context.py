@@ -60,6 +60,7 @@ class RunContext:
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
         self.step_s = plan.step_s
         self.in_flight = 0  # requests of this process on the wire now
+        self.streams: dict = {}  # their Exchange -> RequestRecord (the web UI counts what arrived so far)
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self._sessions = itertools.count()
         self.pacer = self._pacer(plan, worker_index, processes, environment)

@@ -163,6 +163,7 @@ class LLMUser(FastHttpUser):
         rec.wall_send = time.time()
         rec.step = ctx.step_at(rec.wall_send)
         ctx.in_flight += 1
+        ctx.streams[ex] = rec
         try:
             self.stream.post(self.path, body, headers, ex, cancel_after)
         except gevent.GreenletExit:
@@ -171,6 +172,7 @@ class LLMUser(FastHttpUser):
             raise
         finally:
             ctx.in_flight -= 1
+            del ctx.streams[ex]
         ctx.finisher.submit(self.path, rec, ex, on_parsed=on_parsed)
         self.last_exchange = ex
         return rec, ex

@@ -1,19 +1,33 @@
-"""Live LLM statistics for the web UI: a sliding window over the exact merged records.
+"""Live LLM statistics for the web UI: short sliding windows over the exact merged records, and
+what the streams still open have delivered so far.
 
 The process that writes results (master, or a local run) hands every record batch that
-`plugin.events.rows_recorded` delivers to `LiveWindow.add_rows`. A snapshot takes the records that
-*ended* inside the window (default the last 30 s; a record ends at wall_send + e2e_s, or at
-wall_send when it has no e2e) and computes, per request class and overall, the same statistics
-as summary.json with the same code (`metrics.summary.Measure`): exact numpy
-percentiles of TTFT, TPOT, pooled ITL and E2E; requests, output and total tokens per second over
-the window; goodput against the run's SLO objectives; failures by class. Nothing comes from
-Locust's rounded statistics.
+`rows_recorded` delivers to `LiveWindow.add_rows`, and every load process reports its open
+streams (webui/progress.py). A snapshot ending at `end` computes, for each window length in
+`WINDOWS` (the page picks one), per request class and overall, the same block as summary.json
+with the same code (`metrics.summary.Measure.block`), counted where things happen:
 
-Differences from summary.json, all because the view is live: the window is cut by completion
-time (not send time) so that it holds what finished recently, and so are its tokens (a record
-exists once its request ended); --warmup is not applied; and the
-window is never longer than the time since the run started. `requests.ended` counts the records
-in the window ("sent" in summary.json).
+  tokens      when they arrived: the records' chunk arrivals (`arrived_tokens`, as summary.json)
+              plus the token events of the open streams, each spread evenly between its first
+              token and its last counted read; an event counts as many tokens as the recent
+              records carried per chunk. Prompt tokens count at the first token (an open
+              stream's from its prompt's characters times the recent records' tokens per char)
+  TTFT        when the first token came: records whose first token arrived in the window and
+              open streams that have their first token (the SLO verdicts of TTFT objectives too)
+  the rest    when the request ended: TPOT, ITL, E2E, requests/s, goodput and failures of the
+              records that ended in the window
+
+A stream is counted either as a record or as an open stream of its process's latest report,
+never both: a worker sends its open streams in the same synchronous call that cuts its record
+batch, and the master replaces that worker's entry when the batch arrives. On a master the
+windows end at the oldest of the live workers' latest reports, so the newest seconds are
+complete.
+
+Load steps (a step ramp or a capacity search): once a step's time is over, its row is computed
+from the records exactly as summary.json's `by_step` (the requests sent in its window, its
+warm-up excluded; tokens that arrived in it); "pending" while requests sent before its end are
+still open, "final" after. --warmup is not applied to the windows; after the run the view shows
+the run's summary.json.
 
 This module has no Flask or Locust dependency; webui/plugin.py feeds it and serves it.
 """
@@ -29,17 +43,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.record import ARROW_SCHEMA, FIELD_NAMES, NOT_SERVER_FAILURES, SCALAR_COLUMNS
+from webui.progress import FIELDS as FLIGHT_FIELDS
 
-WINDOW_S = 30.0
+WINDOWS = (5.0, 10.0, 30.0, 60.0)  # window lengths offered by the page, seconds
+DEFAULT_WINDOW = 5.0
 HISTORY_POINTS = 10_800  # 6 h of points at one per 2 s
-SLICE_ROWS = 2_000  # rows converted at a time (the caller may yield to the event loop between slices)
+SLICE_ROWS = 2_000  # rows converted at a time
 MAX_TABLES = 64  # compact the window's tables beyond this many
+KEEP_SLACK_S = 60.0  # records are kept this long beyond the longest window (late batches)
+PROMPT_TOKENS_PER_CHAR = 0.25  # before any record says better (core/text.py's estimate)
 
-# The record fields the live statistics read: the summary's scalars plus chunk_times.
-LIVE_COLUMNS = (*SCALAR_COLUMNS, "chunk_times")
+# The record fields the live statistics read: the summary's scalars, chunk_times, input_chars.
+LIVE_COLUMNS = (*SCALAR_COLUMNS, "input_chars", "chunk_times")
 _INDEX = [FIELD_NAMES.index(c) for c in LIVE_COLUMNS]
 _TYPES = [ARROW_SCHEMA.field(c).type for c in LIVE_COLUMNS]
 SCHEMA = pa.schema([*(pa.field(c, t) for c, t in zip(LIVE_COLUMNS, _TYPES)), pa.field("ended", pa.float64())])
+
+
+def window_key(seconds: float) -> str:
+    return f"{seconds:g}"
 
 
 def ended_at(wall_send: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
@@ -51,22 +73,19 @@ def ended_at(wall_send: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
 
 def rows_to_live_table(rows: list) -> pa.Table:
     """Rows in FIELD_NAMES order -> a table of LIVE_COLUMNS plus `ended`."""
-    if rows:
-        columns = [[row[i] for row in rows] for i in _INDEX]
-    else:
-        columns = [[] for _ in _INDEX]
+    columns = [[row[i] for row in rows] for i in _INDEX] if rows else [[] for _ in _INDEX]
     arrays = [pa.array(col, type=t) for col, t in zip(columns, _TYPES)]
     wall = arrays[LIVE_COLUMNS.index("wall_send")].to_numpy(zero_copy_only=False)
     e2e = arrays[LIVE_COLUMNS.index("e2e_s")].to_numpy(zero_copy_only=False)
     return pa.Table.from_arrays([*arrays, pa.array(ended_at(wall, e2e), type=pa.float64())], schema=SCHEMA)
 
 
-def _clean(x):
+def clean(x):
     """JSON-safe: NaN and infinities become None, numpy scalars Python numbers."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): clean(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [clean(v) for v in x]
     if isinstance(x, (np.floating, float)):
         x = float(x)
         return x if math.isfinite(x) else None
@@ -77,16 +96,47 @@ def _clean(x):
     return x
 
 
+class Flight:
+    """The open streams of every load process (webui/progress.py entries, merged) as arrays."""
+
+    def __init__(self, reports=()):
+        cols = {k: [] for k in FLIGHT_FIELDS}
+        for r in reports:
+            for k in FLIGHT_FIELDS:
+                cols[k].extend(r[k])
+        self.cls = np.asarray(cols["cls"], dtype=object)
+        self.sent, self.chars, self.first, self.ttft, self.last, self.events = (
+            np.asarray(cols[k], dtype=float) for k in ("sent", "chars", "first", "ttft", "last", "events")
+        )
+
+    def __len__(self) -> int:
+        return len(self.cls)
+
+    def events_in(self, start: float, end: float) -> np.ndarray:
+        """Each stream's token events that arrived in [start, end] (spread evenly between its first
+        token and its last counted read)."""
+        first, last, n = self.first, self.last, self.events
+        has = np.isfinite(first) & (n > 0)
+        span = np.where(has, last - first, 0.0)
+        lo, hi = np.maximum(first, start), np.minimum(last, end)
+        share = np.where(span > 0, np.clip(hi - lo, 0.0, None) / np.where(span > 0, span, 1.0),
+                         ((first >= start) & (first <= end)).astype(float))  # fmt: skip
+        return np.where(has, n * share, 0.0)
+
+    def first_in(self, start: float, end: float) -> np.ndarray:
+        return np.isfinite(self.first) & (self.first >= start) & (self.first <= end)
+
+
 class LiveWindow:
-    """The records of one run that ended recently, and a history of snapshot points for charts.
+    """The records of one run that ended recently, the open streams, and a history of points.
 
     `add_rows` and `take` belong to the event loop's thread; one `snapshot` at a time may run in
     a worker thread (webui/plugin.py does, so a long computation never stalls a local run's
     streams) given the rows `take` returned. Nothing else touches the window meanwhile.
     """
 
-    def __init__(self, window_s: float = WINDOW_S, objectives=(), run_start: float | None = None):
-        self.window_s = float(window_s)
+    def __init__(self, objectives=(), run_start: float | None = None, windows=WINDOWS):
+        self.windows = tuple(float(w) for w in windows)
         self.objectives = list(objectives)
         self.run_start = run_start
         self._pending: list = []
@@ -94,6 +144,7 @@ class LiveWindow:
         self.latest_end = -math.inf  # the latest end time of any record received
         self.totals = {"records": 0, "ok": 0, "failed": 0, "stopped": 0, "cancelled": 0, "output_tokens": 0}
         self.history: deque = deque(maxlen=HISTORY_POINTS)
+        self.final_steps: dict[int, dict] = {}  # step index -> its final row
 
     # -- input ---------------------------------------------------------------------------------
 
@@ -106,15 +157,13 @@ class LiveWindow:
         rows, self._pending = self._pending, []
         return rows
 
-    def absorb(self, rows=None, pause=None) -> None:
+    def absorb(self, rows=None) -> None:
         """Convert rows (default: those received since the last call) into the window's columns."""
         rows = self.take() if rows is None else rows
         for i in range(0, len(rows), SLICE_ROWS):
             table = rows_to_live_table(rows[i : i + SLICE_ROWS])
             self._count(table)
             self._tables.append(table)
-            if pause is not None:
-                pause()
 
     def _count(self, table: pa.Table) -> None:
         ok = table.column("ok").to_numpy(zero_copy_only=False).astype(bool)
@@ -131,107 +180,226 @@ class LiveWindow:
             self.latest_end = max(self.latest_end, float(np.nanmax(table.column("ended").to_numpy())))
 
     def prune(self, before: float) -> None:
-        """Forget records that ended before `before` (they can no longer be in any window)."""
-        kept = []
-        for t in self._tables:
-            if t.num_rows and pc.max(t.column("ended")).as_py() >= before:
-                kept.append(t)
+        """Forget records that ended before `before` (they can no longer be in any window or step)."""
+        kept = [t for t in self._tables if t.num_rows and pc.max(t.column("ended")).as_py() >= before]
         if len(kept) > MAX_TABLES:
             merged = pa.concat_tables(kept)
             kept = [merged.filter(pc.greater_equal(merged.column("ended"), before))]
         self._tables = kept
 
-    # -- output --------------------------------------------------------------------------------
-
-    def select(self, start: float, end: float) -> pa.Table:
-        """Records that ended in [start, end] (both inclusive, like summary.section's throughput)."""
+    def select(self, ended_from: float) -> pa.Table:
+        """Records that ended at or after `ended_from`."""
         if not self._tables:
             return rows_to_live_table([])
         table = pa.concat_tables(self._tables)
-        ended = table.column("ended")
-        return table.filter(pc.and_(pc.greater_equal(ended, start), pc.less_equal(ended, end)))
+        return table.filter(pc.greater_equal(table.column("ended"), ended_from))
 
-    def bounds(self, end: float) -> tuple[float, float]:
-        """The window ending at `end`: never longer than window_s, never before the run started."""
-        start = end - self.window_s
+    def bounds(self, end: float, seconds: float) -> tuple[float, float]:
+        """The window ending at `end`: never longer than `seconds`, never before the run started."""
+        start = end - seconds
         if self.run_start is not None:
             start = max(start, min(self.run_start, end))
         return start, end
 
-    def snapshot(self, end: float | None = None, rows=None, final: bool = False) -> dict:
-        """Statistics of the window ending at `end` (default now): {window, overall, by_class, totals}.
+    # -- output --------------------------------------------------------------------------------
+
+    def snapshot(self, end: float | None = None, rows=None, final: bool = False, flight: Flight | None = None,
+                 steps=None) -> dict:  # fmt: skip
+        """Statistics of every window ending at `end` (default now), and of the load steps.
 
         `rows`: what `take()` returned, when the caller runs this in a worker thread while the
-        event loop goes on receiving rows; by default the rows received so far. `final`: the run
-        is over and every record is in; the window ends at the last record's end (or now)."""
+        event loop goes on receiving rows. `final`: the run is over and every record is in; the
+        windows end at the last record's end. `flight`: the open streams (a `Flight`). `steps`:
+        a shapes.steps.StepPlan of the run's levels so far, with `run_start`."""
         self.absorb(rows)
+        flight = flight if flight is not None and not final else Flight()
         end = time.time() if end is None else float(end)
         if final and math.isfinite(self.latest_end):
             end = min(end, self.latest_end)
-        start, end = self.bounds(end)
-        self.prune(end - self.window_s - 60.0)  # keep a minute of slack for late batches
-        table = self.select(start, end)
-        overall, by_class = compute(table, start, end, self.objectives)
-        return _clean(
-            {
-                "window": {"start": start, "end": end, "seconds": end - start, "length_s": self.window_s,
-                           "records": table.num_rows},
+        longest = max(self.windows)
+        keep_from = end - longest - KEEP_SLACK_S
+        step_rows, step_from = self._steps(end, flight, steps, final)
+        if step_from is not None:
+            keep_from = min(keep_from, step_from)
+        self.prune(keep_from)
+        table = self.select(self.bounds(end, longest)[0])
+        m, ended = _measure(table, self.objectives)
+        ratios = _ratios(m, table)
+        out = {"end": end, "windows": {}, "totals": dict(self.totals), "steps": step_rows, "ratios": ratios,
+               "in_flight": {"streams": len(flight), "waiting_first_token": int(np.sum(~np.isfinite(flight.first))),
+                             "oldest_wait_s": float(end - np.min(flight.sent[~np.isfinite(flight.first)]))
+                             if np.any(~np.isfinite(flight.first)) else None}}  # fmt: skip
+        classes = m.df["request_class"].to_numpy() if m is not None else np.empty(0, dtype=object)
+        names = sorted(set(classes.tolist()) | set(flight.cls.tolist()))
+        for seconds in self.windows:
+            start, _ = self.bounds(end, seconds)
+            overall = live_block(m, ended, start, end, None, flight, None, ratios, self.objectives)
+            by_class = {
+                str(c): live_block(m, ended, start, end, classes == c, flight, flight.cls == c, ratios, self.objectives)
+                for c in names
+            }
+            records = int(np.sum((ended >= start) & (ended <= end))) if m is not None else 0
+            out["windows"][window_key(seconds)] = {
+                "window": {"start": start, "end": end, "seconds": end - start, "length_s": seconds, "records": records},
                 "overall": overall,
                 "by_class": by_class,
-                "totals": dict(self.totals),
             }
-        )  # fmt: skip
+        return clean(out)
 
-    def add_point(self, snap: dict, **extra) -> dict:
-        """One history point for the charts, from a snapshot and the caller's gauges."""
-        o = snap["overall"]
-        th, gp = o["throughput"], o["goodput"]
-        window_s = snap["window"]["seconds"] or None
-        point = {
-            "t": snap["window"]["end"],
-            "ttft_p50_ms": o["ttft_ms"]["p50"],
-            "ttft_p95_ms": o["ttft_ms"]["p95"],
-            "tpot_p50_ms": o["tpot_ms"]["p50"],
-            "e2e_p95_ms": o["e2e_ms"]["p95"],
-            "requests_per_s": th["requests_per_s"],
-            "output_tokens_per_s": th["output_tokens_per_s"],
-            "total_tokens_per_s": th["total_tokens_per_s"],
-            "goodput_per_s": gp["requests_per_s"],
-            "errors_per_s": (o["requests"]["failed"] / window_s) if window_s else None,
-            **extra,
-        }
-        point = _clean(point)
+    def _steps(self, end: float, flight: Flight, steps, final: bool) -> tuple[list | None, float | None]:
+        """The rows of the steps begun so far, and the earliest time whose records a pending step
+        still needs (None when no step is pending)."""
+        if steps is None or self.run_start is None:
+            return None, None
+        plan, run_start = steps
+        rows, need_from = [], None
+        for index, users in enumerate(plan.levels):
+            begin = run_start + index * plan.step_s
+            if begin > end:
+                break
+            start, stop = plan.window(index, run_start)
+            row = {"step": index, "users": users, "begin": begin, "start": start, "end": stop}
+            if index in self.final_steps:
+                rows.append(self.final_steps[index])
+                continue
+            if end < stop and not final:
+                rows.append({**row, "status": "running", "open": None, "block": None})
+                continue
+            still_open = int(np.sum(flight.sent < stop)) if not final else 0
+            row.update(status="final" if still_open == 0 else "pending", open=still_open)
+            rows.append(row)
+            need_from = start if need_from is None else min(need_from, start)
+        # compute the rows that need it (pending or just final), from the records they need
+        todo = [r for r in rows if r.get("status") in ("pending", "final") and r["step"] not in self.final_steps]
+        if todo:
+            table = self.select(min(r["start"] for r in todo))
+            m, _ = _measure(table, self.objectives)
+            for r in todo:
+                if m is None:
+                    r["block"] = None
+                else:
+                    steps_col = m.df["step"].to_numpy()
+                    wall = m.df["wall_send"].to_numpy()
+                    mask = (steps_col == r["step"]) & (wall >= r["start"]) & (wall <= r["end"])
+                    r["block"] = m.block(mask, r["start"], r["end"]).model_dump()
+                if r["status"] == "final":
+                    self.final_steps[r["step"]] = clean(r)
+        pending = [r["start"] for r in rows if r.get("status") == "pending"]
+        return rows, (min(pending) if pending else None)
+
+    def add_point(self, snap: dict, **extra) -> dict | None:
+        """One history point for the charts: every window's figures, and the caller's gauges."""
+        point = {"t": snap["end"], **extra, "w": {}}
+        for key, w in snap["windows"].items():
+            o = w["overall"]
+            th, gp = o["throughput"], o["goodput"]
+            seconds = w["window"]["seconds"] or None
+            point["w"][key] = {
+                "ttft_p50_ms": o["ttft_ms"]["p50"],
+                "ttft_p95_ms": o["ttft_ms"]["p95"],
+                "tpot_p50_ms": o["tpot_ms"]["p50"],
+                "tpot_p95_ms": o["tpot_ms"]["p95"],
+                "e2e_p95_ms": o["e2e_ms"]["p95"],
+                "requests_per_s": th["requests_per_s"],
+                "output_tokens_per_s": th["output_tokens_per_s"],
+                "total_tokens_per_s": th["total_tokens_per_s"],
+                "goodput_per_s": gp["requests_per_s"],
+                "errors_per_s": (o["requests"]["failed"] / seconds) if seconds else None,
+            }
+        point = clean(point)
         if not self.history or point["t"] > self.history[-1]["t"]:  # time runs forward on the charts
             self.history.append(point)
-        return point
+            return point
+        return None
 
 
-def compute(table: pa.Table, start: float, end: float, objectives=()) -> tuple[dict, dict]:
-    """(overall, by_class) blocks for the records of `table`, computed as summary.json's blocks
-    (metrics.summary.Measure), reshaped for a live window."""
+def _measure(table: pa.Table, objectives):
+    """A metrics.summary.Measure over the records of `table`, and their end times; (None, empty)
+    when there are none."""
+    if table.num_rows == 0:
+        return None, np.empty(0)
     from metrics.summary import Measure  # pandas: loaded by the web UI's process at its first snapshot
 
     df = table.select(list(SCALAR_COLUMNS)).to_pandas()
-    chunk_times = table.column("chunk_times").combine_chunks() if table.num_rows else pa.array([], ARROW_SCHEMA.field("chunk_times").type)
-    m = Measure(df, chunk_times, objectives)
-    classes = df["request_class"].to_numpy()
-    overall = block(m, np.ones(len(df), dtype=bool), start, end)
-    by_class = {str(c): block(m, classes == c, start, end) for c in sorted(set(classes))}
-    return overall, by_class
+    m = Measure(df, table.column("chunk_times").combine_chunks(), objectives)
+    m.input_chars = table.column("input_chars").to_numpy(zero_copy_only=False).astype(float)
+    m.chunks = pc.list_value_length(table.column("chunk_times")).fill_null(0).to_numpy(zero_copy_only=False).astype(float)
+    return m, table.column("ended").to_numpy()
 
 
-def block(m, mask: np.ndarray, start: float, end: float) -> dict:
-    """One class's (or the overall) statistics: summary.json's block (`m`, a metrics.summary.Measure)
-    of the records in `mask`.
+def _ratios(m, table) -> dict:
+    """Tokens per token event (chunk) and prompt tokens per prompt character, from the recent
+    successful records: what an open stream's counts stand for."""
+    if m is None:
+        return {"tokens_per_event": 1.0, "prompt_tokens_per_char": PROMPT_TOKENS_PER_CHAR}
+    ok = m.ok
+    out = m.df["output_tokens"].to_numpy(dtype=float)
+    prompt = m.df["prompt_tokens"].to_numpy(dtype=float)
+    sel = ok & (m.chunks > 0) & (out > 0)
+    per_event = float(out[sel].sum() / m.chunks[sel].sum()) if sel.any() else 1.0
+    sel = ok & (prompt >= 0) & (m.input_chars > 0)
+    per_char = float(prompt[sel].sum() / m.input_chars[sel].sum()) if sel.any() else PROMPT_TOKENS_PER_CHAR
+    return {"tokens_per_event": per_event, "prompt_tokens_per_char": per_char}
 
-    The live window holds the records that ended in it (a record exists once its request ended),
-    so its tokens count at completion: (output, prompt) of its successful requests. `requests.ended`
-    stands for summary.json's `requests.sent`; no `sent_per_s` and no token sources."""
-    ok = m.df[mask & m.ok]
-    tokens = (float(ok["output_tokens"].clip(lower=0).sum()), float(ok["prompt_tokens"].clip(lower=0).sum()))
-    out = m.block(mask, start, end, group=mask, tokens=tokens).model_dump()
+
+def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Flight, flight_group, ratios: dict,
+               objectives=()) -> dict:  # fmt: skip
+    """One class's (or the overall) statistics over [start, end]: summary.json's block (`m`, a
+    metrics.summary.Measure) of the records that ended in the window, with tokens counted where
+    they arrived and TTFT where the first token came, the open streams included (module doc).
+    `requests.ended` stands for summary.json's `requests.sent`; no `sent_per_s`, no token sources."""
+    from metrics.summary import distribution  # pandas
+
+    fsel = np.ones(len(flight), dtype=bool) if flight_group is None else flight_group
+    seconds = max(0.0, end - start)
+    if m is not None:
+        g = np.ones(len(m.df), dtype=bool) if group is None else group
+        in_window = g & (ended >= start) & (ended <= end)
+        out = m.block(in_window, start, end, group=g).model_dump()
+        first = m.df["wall_send"].to_numpy() + m.df["ttft_s"].to_numpy()
+        rec_ttft = m.df["ttft_s"].to_numpy()[g & m.ok & (first >= start) & (first <= end)]
+    else:
+        out = _empty_block(seconds, objectives)
+        rec_ttft = np.empty(0)
+    # the open streams: tokens that arrived, prompts whose first token came, their TTFT
+    first_in = flight.first_in(start, end) & fsel
+    events = float(flight.events_in(start, end)[fsel].sum())
+    flight_out = events * ratios["tokens_per_event"]
+    flight_prompt = float(flight.chars[first_in].sum()) * ratios["prompt_tokens_per_char"]
+    ttft = np.concatenate([rec_ttft, flight.ttft[first_in]])
+    out["ttft_ms"] = distribution(ttft).model_dump()
+    th = out["throughput"]
+    if seconds > 0:
+        th["output_tokens_per_s"] = (th["output_tokens_per_s"] or 0.0) + flight_out / seconds
+        th["total_tokens_per_s"] = (th["total_tokens_per_s"] or 0.0) + (flight_out + flight_prompt) / seconds
+    if out.get("slo") and objectives:
+        _rejudge_ttft(out["slo"], objectives, ttft)
     requests = out["requests"]
     out["requests"] = {"ended": requests.pop("sent"), **requests}
-    out["throughput"].pop("sent_per_s", None)
+    th.pop("sent_per_s", None)
     out["tokens"].pop("source", None)
+    out["open_streams"] = {"counted": int(np.sum(fsel)), "first_token_in_window": int(np.sum(first_in)),
+                           "output_tokens": flight_out, "prompt_tokens": flight_prompt}  # fmt: skip
     return out
+
+
+def _rejudge_ttft(slo: dict, objectives, ttft_s: np.ndarray) -> None:
+    """TTFT objectives judged on the TTFTs whose first token came in the window."""
+    by_text = {o.text: o for o in objectives}
+    for v in slo["objectives"]:
+        obj = by_text.get(v["objective"])
+        if obj is None or obj.metric != "ttft":
+            continue
+        value = obj.statistic(ttft_s)
+        v["value_ms"] = None if value is None else value * 1000
+        v["passed"] = value is not None and value < obj.threshold_s
+    slo["passed"] = all(v["passed"] for v in slo["objectives"])
+
+
+def _empty_block(seconds: float, objectives=()) -> dict:
+    """A block of no records (what summary.json's block says for an empty window)."""
+    from metrics.summary import Measure
+
+    df = rows_to_live_table([]).select(list(SCALAR_COLUMNS)).to_pandas()
+    m = Measure(df, pa.array([], ARROW_SCHEMA.field("chunk_times").type), objectives)
+    return m.block(np.zeros(0, dtype=bool), 0.0, seconds).model_dump()

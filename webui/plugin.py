@@ -46,14 +46,21 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from plugin.health import Health
 from plugin.server_metrics import ServerMetrics
-from plugin.state import Plugin, role_of
-from webui.live import WINDOW_S, LiveWindow
+from plugin.state import Plugin, role_of, state_of
+from shapes.steps import StepPlan
+from webui.form import headings_style, install_form_order
+from webui.live import DEFAULT_WINDOW, WINDOWS, Flight, LiveWindow, window_key
+from webui.progress import REPORT_KEY as PROGRESS_KEY
+from webui.progress import StreamTracker
+from webui.progress import valid as valid_progress
 from webui.start_check import install_start_check
 
 log = logging.getLogger("llm.webui")
 
 INTERVAL_S = 2.0  # between snapshots while a run is on; the page polls at the same pace
 KEEP_SNAPSHOTS = 10  # retained by number for /llm/stats?seq=N
+WINDOW_KEYS = tuple(window_key(w) for w in WINDOWS)
+LIVE_OPTION = "llm_live"  # set on the master's options when its web UI is on: workers then report open streams
 WATERMARK_MAX_LAG_S = 10.0  # never let a silent worker hold the window further back than this
 REPORT_FILES = {"report.html": "text/html", "report.md": "text/markdown", "summary.json": "application/json",
                 "run.json": "application/json"}  # fmt: skip
@@ -70,10 +77,11 @@ SERVER_GAUGES = {
 # The LLM tab in Locust's own page (key, title): one row per class and one "All" row.
 TAB_KEY = "llm"
 TAB_COLUMNS = [
-    ("name", "Class"), ("ended", "Ended"), ("failed", "Failed"), ("ttft_p50", "TTFT P50 ms"),
-    ("ttft_p95", "TTFT P95 ms"), ("ttft_p99", "TTFT P99 ms"), ("tpot_p50", "TPOT P50 ms"), ("itl_p50", "ITL P50 ms"),
-    ("e2e_p95", "E2E P95 ms"), ("req_s", "Req/s"), ("out_tok_s", "Out tok/s"), ("total_tok_s", "Total tok/s"),
-    ("good_pct", "Good %"), ("errors", "Errors"), ("updated", "Window end (#)"),
+    ("name", "Class"), ("ended", "Requests"), ("failed", "Failed"), ("users", "Users"), ("in_flight", "In flight"),
+    ("ttft_p50", "TTFT P50 ms"), ("ttft_p95", "TTFT P95 ms"), ("ttft_p99", "TTFT P99 ms"), ("tpot_p50", "TPOT P50 ms"),
+    ("tpot_p95", "TPOT P95 ms"), ("itl_p50", "ITL P50 ms"), ("e2e_p95", "E2E P95 ms"), ("req_s", "Req/s"),
+    ("out_tok_s", "Out tok/s"), ("total_tok_s", "Total tok/s"), ("good_pct", "Good %"), ("errors", "Errors"),
+    ("updated", "Window end (#)"),
 ]  # fmt: skip
 
 
@@ -89,7 +97,12 @@ class LiveView:
         self.snapshots: "OrderedDict[int, dict]" = OrderedDict()
         self.seq = 0
         self.latest: dict | None = None
-        self.reports: dict[str, float] = {}  # worker client id -> time of its latest report
+        self.reports: dict[str, float] = {}  # worker client id -> time its latest report arrived
+        self.progress: dict[str, dict] = {}  # worker client id -> its latest open streams (webui/progress.py)
+        self.tracker: StreamTracker | None = None  # a local run's own open streams
+        self.markers: list[dict] = []  # user-count changes of a run that has no steps
+        self.summary: dict | None = None  # the finished run's summary.json
+        self.step_rows: list | None = None  # the latest snapshot's load steps
         self._loop: gevent.Greenlet | None = None
         self._stop: gevent.event.Event | None = None
         self._busy = False
@@ -99,10 +112,14 @@ class LiveView:
 
     def on_run_started(self, run) -> None:
         self.run = run
-        self.window = LiveWindow(WINDOW_S, run.plan.slo, run_start=run.started)
+        self.window = LiveWindow(run.plan.slo, run_start=run.started)
         self.runs[run.run_id] = run.writer.path
         self.snapshots.clear()
         self.latest = None
+        self.progress = {}
+        self.markers = []
+        self.summary = None
+        self.step_rows = None
         if self._loop is None or self._loop.dead:
             self._stop = gevent.event.Event()
             self._loop = gevent.spawn(self._sample_loop, self._stop)
@@ -111,18 +128,22 @@ class LiveView:
         if run is self.run and self.window is not None:
             self.window.add_rows(rows)
 
-    def on_run_finished(self, run) -> None:
+    def on_run_finished(self, run, summary: dict | None = None) -> None:
         if run is not self.run or self.window is None:
             return
         if self._loop is not None:  # let a snapshot under way finish, then stop sampling
             self._stop.set()
             self._loop.join(timeout=120)
             self._loop = None
+        self.summary = summary
         self.sample(final=True)
         self.finished.add(run.run_id)
 
     def on_worker_report(self, client_id, data) -> None:
         self.reports[client_id] = time.time()
+        progress = data.pop(PROGRESS_KEY, None)
+        if progress is not None and valid_progress(progress):
+            self.progress[client_id] = progress
 
     # -- sampling ---------------------------------------------------------------------------------
 
@@ -139,15 +160,30 @@ class LiveView:
             cost = time.monotonic() - started
             delay = max(INTERVAL_S - cost, 2.0 * cost, 0.2)
 
-    def window_end(self, now: float) -> float:
-        """Now, or on a master the oldest of the live workers' latest reports (see module doc)."""
+    def _open_streams(self, now: float) -> tuple[float, list[dict]]:
+        """The windows' end and the open streams of every load process (module doc: watermark)."""
         runner = self.environment.runner
         if not isinstance(runner, MasterRunner):
-            return now
-        times = [self.reports[c.id] for c in list(runner.clients.values()) if c.state != STATE_MISSING and c.id in self.reports]
+            tracker = self.tracker
+            if tracker is None:
+                return now, []
+            report = tracker.collect(now)
+            return report["t"], [report]
+        live = [c.id for c in list(runner.clients.values()) if c.state != STATE_MISSING]
+        reports = [self.progress[c] for c in live if c in self.progress]
+        times = [self.progress[c]["t"] if c in self.progress else self.reports[c] for c in live if c in self.reports]
         if not times:
-            return now
-        return max(min(min(times), now), now - WATERMARK_MAX_LAG_S)
+            return now, reports
+        return max(min(min(times), now), now - WATERMARK_MAX_LAG_S), reports
+
+    def _steps(self, run):
+        """(StepPlan of the levels so far, run start) of a step ramp or capacity search; else None."""
+        if run.steps is not None:
+            return run.steps, run.started
+        search = run.search
+        if search is not None and search.levels:
+            return StepPlan(list(search.levels), search.step_s, search.warmup_s), run.started
+        return None
 
     def sample(self, final: bool = False) -> dict | None:
         """Take a snapshot (in a worker thread) and keep it; None when one is being taken.
@@ -158,18 +194,23 @@ class LiveView:
         self._busy = True
         try:
             now = time.time()
-            end = now if final else self.window_end(now)
-            rows = window.take()
-            snap = gevent.get_hub().threadpool.apply(window.snapshot, (end, rows, final))
+            rows = window.take()  # the records and the open streams of the same moment
+            end, reports = (now, []) if final else self._open_streams(now)
+            steps = None if final else self._steps(run)
+            snap = gevent.get_hub().threadpool.apply(window.snapshot, (end, rows, final, Flight(reports), steps))
             if window is not self.window:  # a new run started meanwhile
                 return None
-            snap.update(self._gauges(run, snap))
+            snap.update(self._gauges(run, snap, now))
             self.seq += 1
             snap["seq"] = self.seq
             snap["generated_at"] = now
-            snap["lag_s"] = max(0.0, now - snap["window"]["end"])
+            snap["lag_s"] = max(0.0, now - snap["end"])
+            snap["final"] = final
+            server = {f"server_{k}": v for k, v in (snap["server"] or {}).items() if k in SERVER_GAUGES}
             window.add_point(snap, seq=self.seq, users=snap["users"], in_flight=snap["in_flight"]["value"],
-                             **{f"server_{k}": v for k, v in (snap["server"] or {}).items() if k in SERVER_GAUGES})  # fmt: skip
+                             waiting=snap["in_flight"].get("waiting_first_token"), **server)  # fmt: skip
+            if snap.get("steps"):
+                self.step_rows = snap["steps"]
             self.latest = snap
             self.snapshots[self.seq] = snap
             while len(self.snapshots) > KEEP_SNAPSHOTS:
@@ -178,15 +219,19 @@ class LiveView:
         finally:
             self._busy = False
 
-    def _gauges(self, run, snap: dict) -> dict:
+    def _gauges(self, run, snap: dict, now: float) -> dict:
         env = self.environment
         runner = env.runner
         users = int(runner.user_count) if runner is not None else 0
         workers = runner.worker_count if isinstance(runner, MasterRunner) else None
+        if run.steps is None and run.search is None and runner is not None:
+            target = int(getattr(runner, "target_user_count", users) or 0)
+            if target and (not self.markers or self.markers[-1]["users"] != target):
+                self.markers.append({"t": now, "users": target})
         return {
             "users": users,
             "workers": workers,
-            "in_flight": in_flight(env, run, users, snap),
+            "in_flight": {**in_flight(env, run, users, snap), **snap.pop("in_flight")},
             "health": client_health(env),
             "server": server_gauges(env, run),
         }
@@ -208,58 +253,104 @@ class LiveView:
             "host": self.environment.host,
             "model": getattr(self.environment.parsed_options, "model", "") or run.plan.model,
             "slo": [o.text for o in run.plan.slo],
+            "plan": run.plan.summary_line(),
+            "load": run.plan.load.kind,
             "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
             "summary_url": url_for("llm.report_file", run_id=run.run_id, name="summary.json")
             if os.path.exists(os.path.join(path, "summary.json")) else None,
         }  # fmt: skip
 
-    def stats(self, since: int = 0, history: bool = True, seq: int | None = None) -> dict | None:
+    def stats(self, since: int = 0, history: bool = True, seq: int | None = None, window: str | None = None) -> dict | None:
+        """The view's data for one window length (`window`, seconds as text; the default when
+        absent or unknown); None when snapshot `seq` is no longer kept."""
+        key = window if window in WINDOW_KEYS else window_key(DEFAULT_WINDOW)
         if seq is not None:
             snap = self.snapshots.get(seq)
             if snap is None:
                 return None
         else:
-            snap = self.latest or {"seq": 0, "window": None, "overall": None, "by_class": {}, "totals": None,
-                                   "users": None, "workers": None, "in_flight": None, "health": client_health(self.environment),
-                                   "server": None, "generated_at": None, "lag_s": None}  # fmt: skip
+            snap = self.latest
         runner = self.environment.runner
         out = {
-            **snap,
+            "seq": 0, "generated_at": None, "lag_s": None, "final": False, "window": None, "overall": None, "by_class": {},
+            "totals": None, "users": None, "workers": None, "in_flight": None, "steps": None, "ratios": None,
+            "health": client_health(self.environment), "server": None,
+        }  # fmt: skip
+        if snap is not None:
+            out.update({k: v for k, v in snap.items() if k not in ("windows", "end")})
+            out.update(snap["windows"][key])
+        out.update({
             "state": runner.state if runner is not None else "missing",
-            "window_s": WINDOW_S,
+            "window_s": float(key),
+            "windows": [float(k) for k in WINDOW_KEYS],
             "run": self.run_info(),
-        }
+            "markers": self.step_markers() or list(self.markers),
+            "summary": summary_view(self.summary) if self.summary is not None and self.run is not None
+            and self.run.run_id in self.finished else None,
+        })  # fmt: skip
         if history:
             points = list(self.window.history) if self.window is not None else []
-            out["history"] = [p for p in points if p.get("seq", 0) > since]
+            out["history"] = [_flat_point(p, key) for p in points if p.get("seq", 0) > since]
         return out
 
+    def step_markers(self) -> list[dict]:
+        """A marker at the start of every load step begun so far (stepped runs)."""
+        return [{"t": r["begin"], "users": r["users"], "step": r["step"]} for r in self.step_rows or []]
+
     def tab_rows(self) -> list[dict]:
-        """The LLM tab's rows (Locust renders them as text)."""
+        """The LLM tab's rows (Locust renders them as text): the latest window's, or after the run
+        the run's summary."""
         snap = self.latest
-        if not snap or not snap.get("overall"):
+        summary = self.summary if self.run is not None and self.run.run_id in self.finished else None
+        if summary is not None:
+            stamp = f"run summary ({self.run.run_id})"
+            rows = [_tab_row(name, b, "", sent="sent") for name, b in (summary.get("by_class") or {}).items()]
+            rows.append(_tab_row("All", summary["overall"], stamp, sent="sent", users=snap and snap["users"]))
+            return rows
+        if not snap:
             return []
-        stamp = f"{time.strftime('%H:%M:%S', time.localtime(snap['window']['end']))} (#{snap['seq']})"
-        rows = [_tab_row(name, b, "") for name, b in snap["by_class"].items()]
-        rows.append(_tab_row("All", snap["overall"], stamp))
+        w = snap["windows"][window_key(DEFAULT_WINDOW)]
+        if not w.get("overall"):
+            return []
+        stamp = f"{time.strftime('%H:%M:%S', time.localtime(w['window']['end']))} (#{snap['seq']})"
+        rows = [_tab_row(name, b, "") for name, b in w["by_class"].items()]
+        rows.append(_tab_row("All", w["overall"], stamp, users=snap["users"], in_flight=snap["in_flight"]["value"]))
         return rows
+
+
+def _flat_point(p: dict, key: str) -> dict:
+    out = {k: v for k, v in p.items() if k != "w"}
+    out.update(p["w"].get(key) or {})
+    return out
+
+
+SUMMARY_KEYS = ("window", "records", "overall", "by_class", "by_step", "slo", "capacity", "concurrency", "open_loop",
+                "client_bound", "complete")  # fmt: skip
+
+
+def summary_view(summary: dict) -> dict:
+    """The parts of a run's summary.json the view shows after the run."""
+    return {k: summary.get(k) for k in SUMMARY_KEYS}
 
 
 def _r(x, digits: int):
     return None if x is None else round(float(x), digits)
 
 
-def _tab_row(name: str, b: dict, stamp: str) -> dict:
+def _tab_row(name: str, b: dict, stamp: str, sent: str = "ended", users=None, in_flight=None) -> dict:
     r, th, gp = b["requests"], b["throughput"], b["goodput"]
     return {
         "name": name,
-        "ended": r["ended"],
+        "ended": r[sent],
         "failed": r["failed"],
+        "users": users,
+        "in_flight": None if in_flight is None else int(in_flight),
         "ttft_p50": _r(b["ttft_ms"]["p50"], 1),
         "ttft_p95": _r(b["ttft_ms"]["p95"], 1),
         "ttft_p99": _r(b["ttft_ms"]["p99"], 1),
         "tpot_p50": _r(b["tpot_ms"]["p50"], 2),
+        "tpot_p95": _r(b["tpot_ms"]["p95"], 2),
         "itl_p50": _r(b["itl_ms"]["p50"], 2),
         "e2e_p95": _r(b["e2e_ms"]["p95"], 1),
         "req_s": _r(th["requests_per_s"], 2),
@@ -295,10 +386,13 @@ HEALTH_WORKER_KEYS = ("worker", "index", "bound", "contended", "reasons", "cpu_l
 
 def client_health(env) -> dict:
     """The client-health monitor's live state (`Health.snapshot()`, plugin/health.py),
-    condensed for the view: {state, bound, advice, workers_needed, limits, workers: [...]}, each
-    worker without its recent samples. `state` is the snapshot's own when it has one, else
-    "client bound" (a worker passed the accuracy limits), "contended" (late while idle: other
-    processes took the CPU), "ok", or "unknown" (no monitor, or no sample yet)."""
+    condensed for the view: {state, checks, bound, advice, workers_needed, limits, workers: [...]},
+    each worker without its recent samples. `checks` holds every value the card shows with its
+    limit (the worst over the workers: CPU p95, loop lag p99, token lag p99 when measured) and
+    whether it is over. `state` is the snapshot's own when it has one, else "client bound" (a
+    worker passed the accuracy limits, sustained while busy), "over limit" (a value is above its
+    limit, not sustained), "contended" (late while idle: other processes took the CPU), "ok"
+    (every value within its limit), or "unknown" (no monitor, or no sample yet)."""
     health = env.llm.plugin(Health)
     if health is None:
         return {"state": "unknown"}
@@ -309,20 +403,41 @@ def client_health(env) -> dict:
         return {"state": "unknown", "error": f"{type(e).__name__}: {e}"}
     if not isinstance(data, dict):
         return {"state": "unknown"}
-    workers = data.get("workers") if isinstance(data.get("workers"), list) else None
+    workers = [w for w in data["workers"] if isinstance(w, dict)] if isinstance(data.get("workers"), list) else None
+    checks = health_checks(workers or [], data.get("limits") or {})
     if data.get("state"):
         state = str(data["state"])
     elif data.get("bound"):
         state = "client bound"
+    elif any(c["over"] for c in checks):
+        state = "over limit"
     elif workers and any(w.get("contended") for w in workers):
         state = "contended"
     elif workers and any(w.get("samples") for w in workers):
         state = "ok"
     else:
         state = "unknown"
-    out = {"state": state, **{k: v for k, v in data.items() if k not in ("state", "workers", "recent")}}
+    out = {"state": state, "checks": checks, **{k: v for k, v in data.items() if k not in ("state", "workers", "recent")}}
     if workers is not None:
-        out["workers"] = [{k: w.get(k) for k in HEALTH_WORKER_KEYS if k in w} for w in workers if isinstance(w, dict)]
+        out["workers"] = [{k: w.get(k) for k in HEALTH_WORKER_KEYS if k in w} for w in workers]
+    return out
+
+
+# (label, the workers' key, the limits' key, unit) of the values the Client card shows
+HEALTH_CHECKS = (("CPU p95", "cpu_p95", "cpu_pct", "%"), ("loop lag p99", "loop_lag_p99_ms", "loop_lag_ms", "ms"),
+                 ("token lag p99", "token_lag_p99_ms", "token_lag_ms", "ms"))  # fmt: skip
+
+
+def health_checks(workers: list[dict], limits: dict) -> list[dict]:
+    """The worst value over the workers of each health figure, with its limit."""
+    out = []
+    for label, key, limit_key, unit in HEALTH_CHECKS:
+        values = [w[key] for w in workers if isinstance(w.get(key), (int, float))]
+        limit = limits.get(limit_key)
+        if not values or not isinstance(limit, (int, float)):
+            continue
+        value = max(values)
+        out.append({"name": label, "value": value, "limit": limit, "unit": unit, "over": value > limit})
     return out
 
 
@@ -375,7 +490,7 @@ def install(environment, web_ui) -> LiveView:
         seq = request.args.get("seq", type=int)
         since = request.args.get("since", default=0, type=int)
         history = request.args.get("history", "1") != "0"
-        out = view.stats(since=since, history=history, seq=seq)
+        out = view.stats(since=since, history=history, seq=seq, window=request.args.get("window"))
         if out is None:
             abort(404, f"snapshot {seq} is no longer kept (the last {KEEP_SNAPSHOTS} are)")
         response = jsonify(out)
@@ -422,7 +537,9 @@ def install(environment, web_ui) -> LiveView:
         elif endpoint == "locust.index" and response.mimetype == "text/html" and response.status_code == 200:
             html = response.get_data(as_text=True)
             if "</body>" in html and "llm-view-links" not in html:
-                response.set_data(html.replace("</body>", _index_links(url_for("llm.page_view"), url_for("llm.stats")) + "</body>", 1))
+                extra = _index_links(url_for("llm.page_view"), url_for("llm.stats"))
+                extra += headings_style(web_ui.template_args.get("extra_options") or {})
+                response.set_data(html.replace("</body>", extra + "</body>", 1))
         return response
 
     return view
@@ -449,6 +566,10 @@ def _index_links(page_url: str, stats_url: str) -> str:
   <a id="llm-view-link" href="{page_url}" target="_blank" rel="noopener" style="background:#15803d;color:#fff;padding:7px 12px;border-radius:6px;text-decoration:none;box-shadow:0 1px 4px rgba(0,0,0,.25)">LLM view &#8599;</a>
   <a id="llm-report-link" href="#" target="_blank" rel="noopener" hidden style="background:#fff;color:#15803d;border:1px solid #15803d;padding:6px 12px;border-radius:6px;text-decoration:none;box-shadow:0 1px 4px rgba(0,0,0,.25)">LLM report &#8599;</a>
 </div>
+<div id="llm-charts-note" hidden style="position:fixed;right:16px;bottom:12px;z-index:1300;max-width:560px;background:#fef9c3;color:#713f12;border:1px solid #facc15;border-radius:6px;padding:7px 12px;font:500 13px/1.35 Roboto,Helvetica,Arial,sans-serif;box-shadow:0 1px 4px rgba(0,0,0,.2)">
+  Response Times here are end-to-end streams (E2E, first byte to last token). TTFT, TPOT and tokens/s:
+  <a href="{page_url}" target="_blank" rel="noopener" style="color:#15803d;font-weight:600">LLM view &#8599;</a> (and the LLM tab).
+</div>
 <script>
 (function () {{
   var link = document.getElementById('llm-report-link');
@@ -461,6 +582,14 @@ def _index_links(page_url: str, stats_url: str) -> str:
   }}
   poll();
   setInterval(poll, 3000);
+  // Locust's Charts tab plots its own request rows: "Response Times" there are whole streams (E2E)
+  var note = document.getElementById('llm-charts-note');
+  function charts() {{
+    var tab = document.querySelector('[role="tab"][aria-selected="true"]');
+    note.hidden = !(tab && /^charts$/i.test(tab.textContent.trim()));
+  }}
+  charts();
+  setInterval(charts, 400);
 }})();
 </script>
 """
@@ -470,10 +599,12 @@ def _index_links(page_url: str, stats_url: str) -> str:
 
 
 class WebUI(Plugin):
-    """The LLM view and the start form's check, on the process that serves the web UI."""
+    """The LLM view and the start form's check, on the process that serves the web UI; on every
+    load process of a web-UI run, the tracker of its open streams (webui/progress.py)."""
 
     def __init__(self):
         self.view: LiveView | None = None
+        self.tracker: StreamTracker | None = None
 
     def init(self, environment) -> None:
         web_ui = environment.web_ui
@@ -481,6 +612,49 @@ class WebUI(Plugin):
             return
         self.view = install(environment, web_ui)
         install_start_check(environment, web_ui)
+        install_form_order(web_ui)
+
+    def test_start(self, environment) -> None:
+        state = state_of(environment)
+        if state.role == "master":
+            if self.view is not None:  # travels to the workers with the run's options
+                setattr(environment.parsed_options, LIVE_OPTION, True)
+            return
+        live = self.view is not None if state.role == "local" else bool(getattr(environment.parsed_options, LIVE_OPTION, False))
+        self._stop_tracker()
+        if live:
+            self._tracker_for(state)
+
+    def _tracker_for(self, state) -> StreamTracker | None:
+        """This process's tracker over the run's context (a late-joining worker gets its context
+        a moment after test_start)."""
+        ctx = state.context
+        if ctx is None:
+            return None
+        if self.tracker is None or self.tracker.ctx is not ctx:
+            self._stop_tracker()
+            self.tracker = StreamTracker(ctx)
+            self.tracker.start()
+            if self.view is not None:
+                self.view.tracker = self.tracker
+        return self.tracker
+
+    def _stop_tracker(self) -> None:
+        if self.tracker is not None:
+            self.tracker.stop()
+            self.tracker = None
+            if self.view is not None:
+                self.view.tracker = None
+
+    def report_to_master(self, environment, data) -> None:
+        if not getattr(environment.parsed_options, LIVE_OPTION, False):
+            return
+        tracker = self._tracker_for(state_of(environment))
+        if tracker is not None:  # the same call that cut the record batch: nothing is counted twice
+            data[PROGRESS_KEY] = tracker.collect()
+
+    def test_stop(self, environment) -> None:
+        self._stop_tracker()
 
     def worker_report(self, environment, client_id, data) -> None:
         if self.view is not None:
@@ -496,4 +670,4 @@ class WebUI(Plugin):
 
     def run_finished(self, run, summary) -> None:
         if self.view is not None:
-            self.view.on_run_finished(run)
+            self.view.on_run_finished(run, summary)

@@ -21,6 +21,7 @@ from plugin.embedded import EmbeddedSimulator
 from plugin.hooks import check_target, choose_shape
 from plugin.context import load_workload, token_counter
 from plugin.plan import RunPlan
+from simulator.profiles import load_profile
 
 log = logging.getLogger("llm.webui")
 
@@ -35,11 +36,13 @@ def options_with_form(parsed_options, form) -> argparse.Namespace:
         elif key == "host":
             values["host"] = str(value).replace("<", "").replace(">", "")
         elif key == "run_time":
-            if value:
-                try:
-                    values["run_time"] = parse_timespan(value)
-                except ValueError:
-                    pass  # Locust's own check answers this one
+            if not value:
+                values["run_time"] = None  # no limit (see install_start_check)
+                continue
+            try:
+                values["run_time"] = parse_timespan(value)
+            except ValueError:
+                pass  # Locust's own check answers this one
         elif key in values:
             current = values[key]
             if isinstance(current, bool):
@@ -66,6 +69,10 @@ def check_start(environment, form) -> RunPlan:
     state = environment.llm
     sim = state.simulator
     if sim is not None and host == sim.url and plan.sim_profile != sim.profile:
+        try:
+            load_profile(plan.sim_profile)  # before the running simulator is stopped
+        except InputError as e:
+            raise InputError(f"--sim-profile: {str(e).removeprefix('--profile: ')}") from None
         log.info("the form asks for simulator profile %s: restarting the built-in simulator", plan.sim_profile)
         sim.stop()
         try:
@@ -90,4 +97,6 @@ def install_start_check(environment, web_ui) -> None:
             log.warning("start refused: %s", e)
             return jsonify({"success": False, "message": str(e), "host": environment.host})
         choose_shape(environment, plan)
+        if request.form.get("run_time", None) == "":  # an emptied field means no limit (Locust keeps the last one)
+            environment.parsed_options.run_time = None
         return None

@@ -1,0 +1,74 @@
+"""The start form's custom fields, grouped and ordered for a ramp tester.
+
+Locust renders the fields in the order of `template_args["extra_options"]`, a dict it rebuilds
+from the parser at every page load (`WebUI.update_template_args`), and the page's
+`template_args|tojson` writes that dict with its keys sorted (Jinja's `json.dumps_kwargs` policy
+and Flask's `app.json.sort_keys`, both on by default): the form came out alphabetical. Here the
+page's JSON keeps the order it is given, and the rebuilt dict is put in the order of `GROUPS`;
+a CSS rule injected into the index page (`headings_style`) writes each group's heading above its
+first field. A field no group names (an option added by another plugin) comes last, with the
+expert settings.
+"""
+
+from __future__ import annotations
+
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Target and model", ("model", "sim_profile", "endpoint")),
+    ("Workload", ("workload", "max_tokens_override", "min_tokens", "ignore_eos", "seed", "no_stream", "extra_body",
+                  "tokenizer")),
+    ("Load model: steps, capacity search, open loop, replay", ("steps", "step_time", "step_warmup", "find_capacity",
+                  "request_rate", "arrival", "burstiness", "replay", "time_scale")),
+    ("SLO", ("slo", "warmup")),
+    ("Expert settings", ("results_dir", "run_id", "overwrite", "connection", "timeout_connect", "timeout_first_token",
+                         "timeout_idle", "timeout_total", "max_response_size", "retry", "retry_on", "retry_max_wait",
+                         "cancel_rate", "cancel_after", "server_metrics", "server_metrics_interval")),
+)  # fmt: skip
+
+
+def ordered(extra_options: dict) -> dict:
+    """The form's fields in the order of GROUPS; an option no group names (another plugin's) last,
+    with the expert settings."""
+    out = {name: extra_options[name] for _, names in GROUPS for name in names if name in extra_options}
+    for name, field in extra_options.items():
+        out.setdefault(name, field)
+    return out
+
+
+def _dom_name(option: str) -> str:
+    """The name Locust's page gives an option's input (camelCase)."""
+    head, *rest = option.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def headings_style(extra_options: dict) -> str:
+    """CSS that writes each group's heading above its first field in the form (above the field's
+    box: `:has()` finds the box that holds the input; nothing is added to Locust's own DOM)."""
+    rules = []
+    for heading, names in GROUPS:
+        first = next((n for n in names if n in extra_options), None)
+        if first is None:
+            continue
+        box = f'form div:has(> div > input[name="{_dom_name(first)}"])'
+        text = heading.replace("\\", "").replace('"', "")
+        rules.append(f'{box} {{ margin-top: 30px; position: relative; }}\n'
+                     f'{box}::before {{ content: "{text}"; position: absolute; top: -28px; left: 0; '
+                     f'font: 600 14px/1.2 Roboto, Helvetica, Arial, sans-serif; color: #15803d; letter-spacing: .2px; }}')  # fmt: skip
+    return '<style id="llm-form-groups">\n' + "\n".join(rules) + "\n</style>"
+
+
+def install_form_order(web_ui) -> None:
+    """Keep the page's JSON in the given order and the form's fields in GROUPS' order."""
+    web_ui.app.json.sort_keys = False
+    # the page's `template_args|tojson`: Jinja's filter sorts by its own policy
+    web_ui.app.jinja_env.policies["json.dumps_kwargs"] = {**web_ui.app.jinja_env.policies.get("json.dumps_kwargs", {}), "sort_keys": False}
+    rebuild = web_ui.update_template_args
+
+    def update_template_args():
+        rebuild()
+        args = web_ui.template_args
+        if isinstance(args.get("extra_options"), dict):
+            args["extra_options"] = ordered(args["extra_options"])
+
+    web_ui.update_template_args = update_template_args
+    if web_ui.environment.runner is not None:
+        update_template_args()
