@@ -61,6 +61,8 @@ def parse_slo(text: str) -> list[Objective]:
         metric, stat, threshold = m.groups()
         if stat != "mean" and not 0 < float(stat[1:]) < 100:
             raise InputError(f"--slo: '{part.strip()}': the percentile must be between 0 and 100")
+        if re.fullmatch(r"\d+(?:\.\d+)?", threshold):  # a bare number: seconds? milliseconds? say which
+            raise InputError(f"--slo: '{part.strip()}': give a unit, e.g. 5s or 500ms")
         try:
             seconds = parse_duration("slo", threshold)
         except InputError:

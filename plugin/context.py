@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import random
 import secrets
+import socket
 import time
 from functools import lru_cache
+from urllib.parse import urlsplit
 
 import orjson
 from gevent.event import Event
@@ -27,16 +30,49 @@ from workloads import Sampler, load_spec
 log = logging.getLogger("llm")
 
 
+HUB_CHECK_S = 2.0  # a hub name is fetched only when the hub answers a TCP connect this fast
+
+
 @lru_cache(maxsize=4)
 def token_counter(tokenizer: str):
-    """A callable counting the tokens of a text with `transformers.AutoTokenizer` (loaded once)."""
+    """A callable counting the tokens of a text with `transformers.AutoTokenizer` (loaded once).
+
+    A local folder, or a hub name already in the local cache, loads without the network. Any other
+    hub name is fetched only when the hub (HF_ENDPOINT) answers a TCP connect within HUB_CHECK_S:
+    without it the hub client retries for about a minute before it gives up."""
     from transformers import AutoTokenizer  # heavy import: only when a tokenizer is asked for
 
+    def cannot(e: Exception) -> InputError:
+        return InputError(f"--tokenizer: cannot load '{tokenizer}' ({type(e).__name__}); give a local tokenizer folder")
+
     try:
-        tok = AutoTokenizer.from_pretrained(tokenizer)
+        tok = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
     except Exception as e:  # noqa: BLE001 - any loading failure is a configuration mistake
-        raise InputError(f"--tokenizer: cannot load '{tokenizer}' ({type(e).__name__}); give a local tokenizer folder") from None
+        if os.path.isdir(os.path.expanduser(tokenizer)):
+            raise cannot(e) from None
+        if not _hub_reachable():
+            raise InputError(f"--tokenizer: '{tokenizer}' is not a local folder and the model hub cannot be reached; "
+                             "give a local tokenizer folder") from None  # fmt: skip
+        try:
+            tok = AutoTokenizer.from_pretrained(tokenizer)
+        except Exception as e:  # noqa: BLE001
+            raise cannot(e) from None
     return lambda text: len(tok.encode(text, add_special_tokens=False))
+
+
+def _hub_reachable() -> bool:
+    """The model hub (HF_ENDPOINT, default huggingface.co) answers a TCP connect within HUB_CHECK_S;
+    False at once when HF_HUB_OFFLINE is set."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    parts = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)), HUB_CHECK_S).close()
+    except OSError:
+        return False
+    return True
 
 
 def load_workload(plan: RunPlan):

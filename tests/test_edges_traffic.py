@@ -324,3 +324,38 @@ def test_headless_console_has_progress_with_tokens_and_no_second_set_of_tables(s
     assert "LLM results" in out
     assert "Response time percentiles (approximated)" not in out + proc.stderr
     assert out.rstrip().splitlines()[-1].startswith("Locust's own end-of-run tables are left out")
+
+
+# -- a threshold without a unit, a hub tokenizer with no hub ---------------------------------------
+
+
+def test_an_slo_threshold_needs_a_unit():
+    """'ttft.p95<5' read as 5 seconds in silence; someone meaning 5 ms (or 500) got a pass."""
+    from argparse import Namespace
+
+    from core.errors import InputError
+    from metrics.slo import parse_slo
+    from plugin.plan import RunPlan
+
+    for text in ("ttft.p95<5", "tpot.p95<80ms,ttft.p95<0.5"):
+        bad = [p for p in text.split(",") if not p.endswith(("s", "m", "h"))][0]
+        with pytest.raises(InputError, match=f"^--slo: '{bad}': give a unit, e.g. 5s or 500ms$"):
+            parse_slo(text)
+        with pytest.raises(InputError, match="give a unit"):
+            RunPlan.from_options(Namespace(slo=text))
+    assert [o.threshold_s for o in parse_slo("ttft.p95<5s,tpot.p95<80ms,e2e.p99<1m")] == [5.0, 0.08, 60.0]
+
+
+def test_a_hub_tokenizer_name_without_a_hub_fails_fast(tmp_path):
+    """--tokenizer org/name where the model hub cannot be reached: one line at once, not a minute
+    of retries (the hub is pointed at a closed port on 127.0.0.1; the cache is empty)."""
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": ROOT}
+    code = ("from core.errors import InputError\nfrom plugin.context import token_counter\n"
+            "try:\n    token_counter('some-org/some-tokenizer')\nexcept InputError as e:\n    print(e)\n")  # fmt: skip
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, **env})  # fmt: skip
+    elapsed = time.monotonic() - t0
+    assert out.stdout.strip() == ("--tokenizer: 'some-org/some-tokenizer' is not a local folder and the model hub cannot be "
+                                  "reached; give a local tokenizer folder"), (out.stdout, out.stderr[-2000:])  # fmt: skip
+    assert elapsed < 30, elapsed
