@@ -407,10 +407,10 @@ def _keep_unshipped(environment, ctx, state: SuiteState) -> None:
     try:
         path = write_unshipped(folder, name, rows)
     except OSError as e:
-        log.error("could not keep %d unshipped records in %s (%s): they are lost", len(rows), folder, e.strerror or e)
+        log.error("could not keep %d unshipped records in %s (%s): they are lost", len(rows), folder, os.strerror(e.errno) if e.errno else e)
         return
-    log.error("kept %d records the master never acknowledged in %s (copy it into the master's results folder "
-              "of the run and run python -m reports build there)", len(rows), path)  # fmt: skip
+    log.error("kept %d records the master never acknowledged in %s (copy it into the run's results folder on the "
+              "master's machine and run python -m reports build there: each request is kept once)", len(rows), path)  # fmt: skip
 
 
 @events.test_start.add_listener

@@ -295,52 +295,72 @@ def join_parts(parts_path: str, records_path: str) -> int:
 # -- a run that did not finish ---------------------------------------------------------------------
 
 
+def _read_run(path: str) -> dict:
+    try:
+        with open(os.path.join(path, "run.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _unshipped_files(path: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(path, "worker-*" + UNSHIPPED)))
+
+
 def needs_recovery(path: str) -> bool:
-    """A results folder whose writer stopped before the end: parts on disk and no summary.json."""
-    return os.path.isdir(os.path.join(path, PARTS)) and not os.path.isfile(os.path.join(path, "summary.json"))
+    """A results folder whose writer stopped before the end (parts on disk, no summary.json), or
+    one a worker's file of unshipped records was copied into and not yet merged."""
+    if os.path.isdir(os.path.join(path, PARTS)) and not os.path.isfile(os.path.join(path, "summary.json")):
+        return True
+    merged = set(_read_run(path).get("merged_unshipped") or ())
+    return any(os.path.basename(p) not in merged for p in _unshipped_files(path))
 
 
 def recover(path: str) -> dict:
     """Make a readable run of a folder whose writer was killed: requests.parquet from every part
-    flushed (and any `worker-*.unshipped.parquet` a worker kept in the folder, each request once),
-    summary.json and run.json marked `complete: false` with the reason. Returns the summary."""
+    flushed (or the requests.parquet there is), with every `worker-*.unshipped.parquet` a worker
+    kept and that was copied into the folder, each request once; summary.json and run.json marked
+    `complete: false` with the reason. Returns the summary."""
     from metrics.summary import summarize
 
-    run_file = os.path.join(path, "run.json")
-    try:
-        with open(run_file, encoding="utf-8") as f:
-            run = json.load(f)
-    except (OSError, json.JSONDecodeError):
-        run = {}
-    parts = _part_files(os.path.join(path, PARTS))
-    tables = [pq.read_table(p, schema=ARROW_SCHEMA) for p in parts]
-    unshipped = sorted(glob.glob(os.path.join(path, "worker-*" + UNSHIPPED)))
+    run = _read_run(path)
+    parts_path, records = os.path.join(path, PARTS), os.path.join(path, RECORDS)
+    parts = _part_files(parts_path)
+    if os.path.isdir(parts_path) or not os.path.isfile(records):
+        tables = [pq.read_table(p, schema=ARROW_SCHEMA) for p in parts]
+        source = f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)"
+    else:
+        tables = [pq.read_table(records, schema=ARROW_SCHEMA)]
+        source = RECORDS
+    unshipped = _unshipped_files(path)
     tables += [pq.read_table(p, schema=ARROW_SCHEMA) for p in unshipped]
     table = pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
     if unshipped:  # a batch may be both on the master's disk and on the worker's: keep it once
         _, first = np.unique(table.column("request_id").to_numpy(zero_copy_only=False), return_index=True)
         table = table.take(pa.array(np.sort(first)))
-    tmp = os.path.join(path, RECORDS + ".tmp")
+    tmp = records + ".tmp"
     pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, os.path.join(path, RECORDS))
-    shutil.rmtree(os.path.join(path, PARTS), ignore_errors=True)
+    os.replace(tmp, records)
+    shutil.rmtree(parts_path, ignore_errors=True)
 
     plan = run.get("plan") or {}
     started = run.get("started_at")
     wall = table.column("wall_send").to_numpy(zero_copy_only=False)
     start = float(started) + float(plan.get("warmup_s") or 0.0) if started else (float(wall.min()) if len(wall) else 0.0)
     end = float(wall.max()) if len(wall) else start
-    reason = (
-        f"recovered from {len(parts)} flushed part files after the writer stopped before the end (killed or "
-        f"crashed); records of its last seconds are missing"
-        + (f"; {len(unshipped)} worker file(s) of unshipped records added" if unshipped else "")
-    )
+    earlier = run.get("reason") or ""
+    reason = earlier if source == RECORDS and earlier.startswith("recovered") else f"recovered from {source}"
+    if unshipped:
+        reason += f", with {len(unshipped)} worker file(s) of records its master never acknowledged"
+    if earlier and not earlier.startswith("recovered"):  # the writer's own (interrupted, lost worker)
+        reason = f"{earlier}; {reason}"
     summary = summarize(table, start, max(start, end)).with_sections(run_id=str(run.get("run_id") or os.path.basename(path)),
                                                                      complete=False, reason=reason)  # fmt: skip
     write_json(os.path.join(path, "summary.json"), summary.model_dump())
     if run:
-        run.update(complete=False, reason=reason, records=table.num_rows)
-        write_json(run_file, run)
+        run.update(complete=False, reason=reason, records=table.num_rows,
+                   merged_unshipped=[os.path.basename(p) for p in unshipped])  # fmt: skip
+        write_json(os.path.join(path, "run.json"), run)
     return summary.model_dump()
 
 

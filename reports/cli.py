@@ -30,12 +30,14 @@ def show_text(summary: Summary) -> str:
 
 def recover_if_unfinished(run_dir: str) -> None:
     """A folder whose writer stopped before the end (killed, crashed) holds the records it flushed
-    as part files and no summary.json: make requests.parquet and summary.json from them first."""
+    as part files and no summary.json: make requests.parquet and summary.json from them first; so
+    too when a worker's file of unshipped records was copied in (plugin/results.py recover)."""
     from plugin.results import needs_recovery, recover
 
     if needs_recovery(run_dir):
         summary = recover(run_dir)
-        print(f"{run_dir}: the run did not finish; {summary['records']['total']} records recovered ({summary['reason']})")
+        print(f"{run_dir}: {summary['records']['total']} records recovered; summary.json written with complete: false "
+              f"({summary['reason']})")
 
 
 def main(argv: list[str] | None = None) -> int:

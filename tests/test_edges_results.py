@@ -154,3 +154,32 @@ def test_severity_orders_every_code_of_the_table():
         assert env.process_exit_code == code
     exit_codes.raise_to(env, exit_codes.SLO_MISSED)
     assert env.process_exit_code == exit_codes.RESULTS_NOT_WRITTEN
+
+
+def test_a_workers_file_of_unshipped_records_is_merged_once(tmp_path):
+    """A worker that lost its master kept what the master never acknowledged; copied into the
+    run's folder, `python -m reports build` merges it, each request once, and only once."""
+    import pyarrow.parquet as pq
+
+    from metrics.record import RequestRecord, rows_to_table
+
+    def rows(ids):
+        now = time.time()
+        return rows_to_table([RequestRecord(f"r{i}", "w", "chat", "short", 10, 16, t_send=1.0, wall_send=now + i, status=200,
+                                            ok=True, ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=16,
+                                            n_chunks=16, chunk_times=[0.1 * (k + 1) for k in range(16)]).as_row()
+                              for i in ids])  # fmt: skip
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"run_id": "run", "started_at": time.time() - 1, "plan": {"warmup_s": 0}}))
+    pq.write_table(rows(range(10)), folder / "requests.parquet")
+    pq.write_table(rows(range(5, 15)), folder / "worker-0-abc.unshipped.parquet")
+    built = reports("build", str(folder))
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert sorted(record_ids(folder / "requests.parquet")) == sorted(f"r{i}" for i in range(15))
+    summary = summary_of(folder)
+    assert summary["complete"] is False and "1 worker file" in summary["reason"]
+    again = reports("show", str(folder))
+    assert again.returncode == 0 and "recovered" not in again.stdout.split("\n")[0]
+    assert len(record_ids(folder / "requests.parquet")) == 15
