@@ -309,7 +309,7 @@ def test_a_failed_build_logs_and_keeps_the_results(tmp_path, caplog):
     (folder / "requests.parquet").write_bytes(b"PAR1 not really parquet")
     (folder / "summary.json").write_text("{}")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    run = types.SimpleNamespace(writer=types.SimpleNamespace(path=str(folder)))
+    run = types.SimpleNamespace(writer=types.SimpleNamespace(path=str(folder), not_written=[]))
     with caplog.at_level(logging.ERROR, logger="llm.reports"):
         reports.plugin.Reports().run_finished(run=run, summary={})
     assert any("could not build the report" in r.getMessage() for r in caplog.records)
