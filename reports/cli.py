@@ -1,8 +1,9 @@
 """Command line of the reports package.
 
-    python -m reports build results/<run-id> [--format html,md]   report.html + report.md into the folder
-                                                        (a run whose writer was killed is recovered first:
-                                                        requests.parquet and summary.json, complete: false)
+    python -m reports build results/<run-id>            report.html + report.md into the folder
+                                                        (--format md: only report.md; a run whose writer was
+                                                        killed is recovered first: requests.parquet and
+                                                        summary.json, complete: false)
     python -m reports show results/<run-id>             the summary tables in the terminal
     python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--resamples N] [--seed S]
 
@@ -67,8 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     args = ap.parse_args(argv)
     try:
-        if args.command in ("build", "show"):
-            recover_if_unfinished(args.run_dir)
         if args.command == "build":
             from reports.build import FORMATS, build
 
@@ -77,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise ReportError(f"--format: '{unknown[0]}' is not a report format; give {', '.join(FORMATS)} "
                                   f"or several, e.g. --format {','.join(FORMATS)}")  # fmt: skip
+        if args.command in ("build", "show"):
+            recover_if_unfinished(args.run_dir)
+        if args.command == "build":
             paths = build(args.run_dir, formats={n: FORMATS[n] for n in names})
             labels = {"html": "report", "md": "summary for CI"}
             print("\n".join(f"{labels.get(name, name)}: {path}" for name, path in paths.items()))
