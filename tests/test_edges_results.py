@@ -95,6 +95,7 @@ def test_full_disk_is_said_at_once_and_the_run_ends_with_its_table_and_exit_5(tm
             code = ended(proc, 60)
         finally:
             kill_all(proc)
+        time.sleep(1.5)  # the simulator's truth log is flushed every second
         served = len(truth_ids(truth))
     log = log_path.read_text()
     assert code == exit_codes.RESULTS_NOT_WRITTEN, log[-3000:]
