@@ -30,8 +30,15 @@ class LLMShape(LoadTestShape):
 
     def reset_time(self) -> None:
         super().reset_time()
-        self.steps = self.search = None
         environment = self.runner.environment
+        run = environment.llm.run
+        if run is not None and not run.finished:
+            # Locust's master resets the shape once more right after test_start: this run's plan,
+            # steps and search are built already (the run holds them); building them again would
+            # leave the run's search without the levels the shape decides, and the plan prepared
+            # for a run that has started
+            return
+        self.steps = self.search = None
         plan = prepare_plan(environment)  # the options were checked when this start was accepted
         self.run_time_s = plan.run_time_s
         load = plan.load
