@@ -10,7 +10,7 @@ from collections import Counter
 
 from plugin import exit_codes
 from tests.edges import ended, kill_all, launch, records, slow_profile, summary_of, truth_count, truth_ids, wait_for
-from tests.helpers import free_port, simulator
+from tests.helpers import free_port, run_locust, simulator
 
 LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "4")
 
@@ -99,3 +99,11 @@ def test_a_server_that_never_sends_a_token_is_not_a_success(tmp_path):
     assert len(reason) == 1 and "no request succeeded" in reason[0], log[-3000:]
     summary = summary_of(tmp_path / "mute")
     assert summary["complete"] is False and "no request succeeded" in summary["reason"]
+
+
+def test_a_run_without_a_record_is_not_a_success(tmp_path):
+    proc = run_locust("-u", "0", "-r", "1", "-t", "2s", "--results-dir", str(tmp_path), "--run-id", "none", timeout=60)
+    assert proc.returncode == exit_codes.INCOMPLETE, proc.stderr[-3000:]
+    assert "run incomplete (exit 4): no request was recorded" in proc.stderr
+    summary = summary_of(tmp_path / "none")
+    assert summary["complete"] is False and summary["reason"] == "no request was recorded"
