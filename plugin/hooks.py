@@ -174,7 +174,8 @@ class Run:
             reasons.append(state.interrupted)
         incomplete = list(state.worker_errors) if state is not None else []
         if self.collector is not None:
-            incomplete += [f"worker {cid} lost mid-run: at least {n} requests lost with it"
+            incomplete += [f"worker {cid} lost mid-run: at least {n} requests lost with it" if n else
+                           f"worker {cid} lost mid-run: the records it finished after its last report are lost"
                            for cid, n in self.collector.lost_workers().items()]  # fmt: skip
         r = summary.overall.requests
         if summary.records.total == 0:

@@ -86,6 +86,21 @@ def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
         raise InputError(f"--run-id: {path} already holds a run; choose another --run-id, or add --overwrite to replace it")
     if not os.path.exists(os.path.join(path, "run.json")):
         raise InputError(f"--overwrite: {path} is not a results folder (no run.json); remove it yourself or choose another --run-id")
+    age = _seconds_since_written(path)
+    if not os.path.exists(os.path.join(path, "summary.json")) and age < 3 * FLUSH_SECONDS:
+        raise InputError(f"--overwrite: {path} is being written by a run now (a file written {age:.0f} s ago, no "
+                         "summary.json yet); choose another --run-id")  # fmt: skip
+
+
+def _seconds_since_written(path: str) -> float:
+    """Seconds since the newest write in a results folder (its parts included)."""
+    newest = 0.0
+    for folder in (path, os.path.join(path, PARTS)):
+        try:
+            newest = max([newest, os.path.getmtime(folder), *(e.stat().st_mtime for e in os.scandir(folder))])
+        except OSError:
+            pass
+    return time.time() - newest
 
 
 def claim_folder(results_dir: str, run_id: str, overwrite: bool) -> str:
