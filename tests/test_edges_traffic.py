@@ -6,11 +6,30 @@ and all traffic stays on 127.0.0.1."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from argparse import Namespace
+from contextlib import contextmanager
 
+import gevent
 import orjson
+import pytest
+from gevent import monkey
 
+import locust  # noqa: F401  gevent's patching, as in a run
+from core.durations import Timeouts
+from core.errors import InputError
+from metrics.record import ERROR_CLASSES
+from metrics.slo import parse_slo
 from metrics.sse import parse_reads
+from plugin.health import HealthMonitor, Limits
+from plugin.hooks import check_target
+from plugin.plan import RunPlan
+from tests.helpers import ROOT, free_port, read_results, run_locust, simulator, start_locust, stop
+from tests.test_sse_reader import HEAD, ScriptedServer, chunked, content, sse
+from users.stream import Exchange, StreamClient
 
 READ = 65536
 
@@ -21,21 +40,21 @@ def one_big_event(size: int) -> bytes:
     return b"data: " + orjson.dumps(event) + b"\n\ndata: [DONE]\n\n"
 
 
-def as_reads(body: bytes, chunked: bool) -> list[bytes]:
-    if chunked:  # the server's chunks of 8 KiB, the client's reads of 64 KiB across them
+def as_reads(body: bytes, framed: bool) -> list[bytes]:
+    if framed:  # the server's chunks of 8 KiB, the client's reads of 64 KiB across them
         framed = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 8192]), body[i : i + 8192]) for i in range(0, len(body), 8192))
         body = framed + b"0\r\n\r\n"
     return [body[i : i + READ] for i in range(0, len(body), READ)]
 
 
-def parse_time(size: int, chunked: bool) -> float:
-    reads = as_reads(one_big_event(size), chunked)
+def parse_time(size: int, framed: bool) -> float:
+    reads = as_reads(one_big_event(size), framed)
     times = [float(i) for i in range(len(reads))]
     t = time.perf_counter()
-    parsed, length = parse_reads(times, reads, chunked)
+    parsed, length = parse_reads(times, reads, framed)
     elapsed = time.perf_counter() - t
     assert len(parsed.chunks) == 1 and len(parsed.chunks[0].text) == size and parsed.done
-    assert parsed.chunks[0].t == times[-1] or chunked  # the event's time: the read that completed its line
+    assert parsed.chunks[0].t == times[-1] or framed  # the event's time: the read that completed its line
     return elapsed
 
 
@@ -43,11 +62,11 @@ def test_one_large_event_parses_in_linear_time():
     """A single event of many megabytes (one JSON line over hundreds of reads) parses in time
     proportional to its size: 4x the bytes take about 4x the time, never 16x, and 50 MB well
     under a second or two (it runs on the event loop every stream shares)."""
-    for chunked in (False, True):
-        small = min(parse_time(5_000_000, chunked) for _ in range(2))
-        large = min(parse_time(20_000_000, chunked) for _ in range(2))
-        assert large < 8 * small + 0.15, f"chunked={chunked}: 5 MB {small:.3f}s, 20 MB {large:.3f}s: not linear"
-        assert parse_time(50_000_000, chunked) < 1.5
+    for framed in (False, True):  # plain, and HTTP chunked framing
+        small = min(parse_time(5_000_000, framed) for _ in range(2))
+        large = min(parse_time(20_000_000, framed) for _ in range(2))
+        assert large < 8 * small + 0.15, f"chunked={framed}: 5 MB {small:.3f}s, 20 MB {large:.3f}s: not linear"
+        assert parse_time(50_000_000, framed) < 1.5
 
 
 # -- self-health: a loop blocked for seconds is late for every second it was blocked ----------------
@@ -58,10 +77,7 @@ def test_a_loop_blocked_for_seconds_counts_as_lag_for_every_second_it_missed():
     during it. Each second it missed is a sample of its own, late by as much as the loop was at
     that moment, so the sustained limits see the stall (before: one sample for the whole stall,
     and a run that took 2 samples in 53 s was "within limits")."""
-    import gevent
 
-    import locust  # noqa: F401  gevent's patching, as in a run
-    from plugin.health import HealthMonitor, Limits
 
     monitor = HealthMonitor(Limits(sustain_s=2.0), token_lag=False, name="local", index=0)
     monitor.start()
@@ -86,15 +102,6 @@ def test_a_loop_blocked_for_seconds_counts_as_lag_for_every_second_it_missed():
 
 
 # -- mistakes told at the start, before any load ---------------------------------------------------
-
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-
-import pytest  # noqa: E402
-
-from tests.helpers import ROOT, free_port, read_results, run_locust, simulator  # noqa: E402
-
 
 @pytest.fixture(scope="module")
 def sim():
@@ -151,10 +158,6 @@ def models_at_root():
 def test_the_web_forms_check_tells_the_same(sim):
     """The web UI's start check (webui/start_check.py) goes through plugin.hooks.check_target,
     like a headless start: the same lines, and /v1/models missing where /models answers."""
-    import locust  # noqa: F401
-    from core.errors import InputError
-    from plugin.hooks import check_target
-    from plugin.plan import RunPlan
 
     with pytest.raises(InputError, match="is not served by"):
         check_target(None, RunPlan(model="no-such-model"), sim)
@@ -171,11 +174,7 @@ def test_the_web_forms_check_tells_the_same(sim):
 
 
 def _timed_request(script, timeouts):
-    import gevent
 
-    import locust  # noqa: F401
-    from tests.test_sse_reader import ScriptedServer
-    from users.stream import Exchange, StreamClient
 
     server = ScriptedServer(script)
     client = StreamClient(f"http://127.0.0.1:{server.port}", timeouts, {})
@@ -191,8 +190,6 @@ def test_first_token_timeout_counts_from_the_write_not_from_connect_or_headers()
     connect + first token, 11 s, and here the answer at 3 s was taken). Headers at 0.6 s and the
     first token 0.6 s after them: 1.2 s after the write, past the limit (before: the limit began
     again at the headers)."""
-    from core.durations import Timeouts
-    from tests.test_sse_reader import HEAD, chunked, content, sse
 
     body = chunked(sse(content("a", "stop")) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
     limits = Timeouts(connect=10, first_token=1.0, idle=30, total=60)
@@ -254,8 +251,6 @@ def test_a_run_whose_requests_all_fail_from_the_start_stops_with_one_line(failin
 def _send_once(parts: list[bytes]) -> int:
     """A peer in an OS thread that answers one request with `parts` and shrugs off the client's
     reset (a cut response is the point); returns its port."""
-    from gevent import monkey
-
     real_socket = monkey.get_original("socket", "socket")
     sock = real_socket()
     sock.bind(("127.0.0.1", 0))
@@ -280,16 +275,7 @@ def _send_once(parts: list[bytes]) -> int:
 
 
 def test_a_response_larger_than_max_response_size_is_cut_and_classified():
-    from argparse import Namespace
 
-    from core.durations import Timeouts
-    from core.errors import InputError
-    from metrics.record import ERROR_CLASSES
-    from plugin.plan import RunPlan
-    from tests.test_sse_reader import HEAD, chunked
-    from users.stream import Exchange, StreamClient
-
-    import gevent
 
     big = one_big_event(3_000_000)
     port = _send_once([HEAD + chunked(big[: len(big) // 2]), chunked(big[len(big) // 2 :]) + b"0\r\n\r\n"])
@@ -331,11 +317,6 @@ def test_headless_console_has_progress_with_tokens_and_no_second_set_of_tables(s
 
 def test_an_slo_threshold_needs_a_unit():
     """'ttft.p95<5' read as 5 seconds in silence; someone meaning 5 ms (or 500) got a pass."""
-    from argparse import Namespace
-
-    from core.errors import InputError
-    from metrics.slo import parse_slo
-    from plugin.plan import RunPlan
 
     for text in ("ttft.p95<5", "tpot.p95<80ms,ttft.p95<0.5"):
         bad = [p for p in text.split(",") if not p.endswith(("s", "m", "h"))][0]
@@ -354,7 +335,7 @@ def test_a_hub_tokenizer_name_without_a_hub_fails_fast(tmp_path):
             "try:\n    token_counter('some-org/some-tokenizer')\nexcept InputError as e:\n    print(e)\n")  # fmt: skip
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, **env})  # fmt: skip
+                         env={**os.environ, **env})  # fmt: skip
     elapsed = time.monotonic() - t0
     assert out.stdout.strip() == ("--tokenizer: 'some-org/some-tokenizer' is not a local folder and the model hub cannot be "
                                   "reached; give a local tokenizer folder"), (out.stdout, out.stderr[-2000:])  # fmt: skip
@@ -364,7 +345,6 @@ def test_a_hub_tokenizer_name_without_a_hub_fails_fast(tmp_path):
 def test_a_server_that_goes_down_mid_run_is_not_flooded(tmp_path):
     """The server stops 3 s into a 9 s run of 4 users: before, about 19,000 connect_error records
     (the good fraction measured the client's spin rate); now each user pauses between them."""
-    from tests.helpers import start_locust, stop
 
     with simulator("--profile", "fixed") as url:
         proc = start_locust("--headless", "--host", url, "--model", "sim-model", "-u", "4", "-r", "4", "-t", "9s",
