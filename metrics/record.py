@@ -72,6 +72,10 @@ class RequestRecord:
     # Sent a second time on a new connection because the server closed a kept-alive connection
     # the instant the request arrived, before running it (users/stream.py, STALE_CLOSE_S).
     resent: bool = False
+    # Seconds spent opening a new connection (TCP connect and the server's accept; TLS handshake)
+    # before the request was written; NaN when the request went out on a kept-alive connection.
+    # Not part of TTFT or E2E, which start at t_send, when the request is written.
+    connect_s: float = NAN
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)
@@ -109,6 +113,7 @@ ARROW_SCHEMA = pa.schema(
         ("turn", pa.int16()),
         ("session_id", pa.string()),
         ("resent", pa.bool_()),
+        ("connect_s", pa.float64()),
     ]
 )
 assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"

@@ -8,7 +8,10 @@ client of its own, built for one thing: timing a streamed body exactly and cheap
   request    one `sendall` of head and body on a kept-alive connection (TCP_NODELAY), right
              after `t_send` is stamped: nothing may yield to the event loop in between (a yield
              there is a TTFT bias of one loop iteration, milliseconds under load; bench/RESULTS.md
-             "Client speed")
+             "Client speed"). A new connection is opened (and its TLS handshake done) before
+             `t_send`: its setup time is `Exchange.connect_s` (the record's `connect_s`), apart
+             from TTFT and E2E, which start when the request is written on a ready connection.
+             `per_request` (--connection per-request) closes the connection after every request.
   head       read in the user's greenlet (one wake-up per request), stamped like the body: a
              server may send the first token with it
   body       read by a libev io watcher whose callback runs in the gevent hub: per arrival one
@@ -104,10 +107,11 @@ class Exchange:
     """
 
     __slots__ = ("t_send", "t_end", "status", "complete", "error", "error_detail", "retry_after",
-                 "times", "datas", "framing", "resent", "_pieces")  # fmt: skip
+                 "times", "datas", "framing", "resent", "connect_s", "_pieces")  # fmt: skip
 
     def __init__(self) -> None:
-        self.t_send = 0.0
+        self.t_send = 0.0  # the request was written (after any connection setup)
+        self.connect_s = float("nan")  # setup of a new connection (connect, TLS); NaN when one was reused
         self.t_end = 0.0  # when the exchange ended (last read, or the failure)
         self.status = 0
         self.complete = False  # the HTTP message ended normally
@@ -156,9 +160,11 @@ class _HeaderTimeout(Exception):
 class StreamClient:
     """One keep-alive connection to the server, for one virtual user."""
 
-    def __init__(self, base_url: str, timeouts: Timeouts, headers: dict[str, str], max_body: int | None = None):
+    def __init__(self, base_url: str, timeouts: Timeouts, headers: dict[str, str], per_request: bool = False,
+                 max_body: int | None = None):
         parts = urlsplit(base_url)
         self.max_body = max_body or 1 << 62  # a longer body is cut: response_too_large (--max-response-size)
+        self.per_request = per_request  # close the connection after every request (--connection per-request)
         self.prefix = parts.path.rstrip("/")  # e.g. https://gateway/openai -> /openai
         self.timeouts = timeouts
         self.tls = parts.scheme == "https"
@@ -183,6 +189,8 @@ class StreamClient:
             self._exchange(path, body, headers, ex, cancel_after)
         finally:
             ex.t_end = _perf_counter()
+            if self.per_request:
+                self.close()
 
     def _request_bytes(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
@@ -201,7 +209,7 @@ class StreamClient:
         reused = conn is not None
         for attempt in (1, 2):
             ex.t_send = t_send = _perf_counter()
-            deadline = t_send + timeouts.total
+            ex.connect_s = float("nan")
             try:
                 if conn is None:
                     try:  # within --timeout-connect (the socket's timeout, TLS handshake included)
@@ -209,6 +217,11 @@ class StreamClient:
                     except (socket.timeout, TimeoutError):
                         ex.error, ex.error_detail = "timeout", f"connect timeout {timeouts.connect:g}s"
                         return
+                    # connecting yields to the loop (and waits for the server's accept): TTFT and
+                    # E2E start when the request is written, the setup is a number of its own
+                    now = _perf_counter()
+                    ex.connect_s = now - t_send
+                    ex.t_send = t_send = now
                 # --timeout-first-token counts from the write: the head and the first body bytes
                 # must both come within it (read_body); the connect has its own limit, above
                 with gevent.Timeout(min(timeouts.total, timeouts.first_token), _HeaderTimeout):
@@ -248,6 +261,7 @@ class StreamClient:
                 self.close()
                 raise
             break
+        deadline = t_send + timeouts.total
         ex.status = status
         if status == 429:
             ex.retry_after = head.get("retry-after", "")
