@@ -109,7 +109,7 @@ def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str, workers: int
         "--host", url, "--endpoint", "completions", "--sim-timestamps", "--max-tokens-override", str(args.max_tokens),
         "--ignore-eos", "--workload", spec, "--results-dir", os.path.join(tmp, "results"), "--run-id", tag,
         "--stop-timeout", str(math.ceil(args.ttft + args.itl * args.max_tokens + 3)), "--loglevel", "WARNING",
-        "--model", "sim-model", *args.suite_args,
+        "--model", "sim-model", "--warmup", f"{args.warmup:g}s", *args.suite_args,
     ]  # fmt: skip
     locust = [PY, "-m", "locust", "-f", f"locustfile.py,{os.path.join('bench', 'client_probe.py')}"]
     env = {"CLIENT_PROBE_WARMUP": str(args.warmup), "CLIENT_PROBE_DURATION": str(args.duration)}
@@ -166,6 +166,7 @@ def run_client(kind: str, args, url: str, n: int, tmp: str, extra: dict) -> list
     if suite and args.mode == "worker":  # the master's CPU over about the window (it is not timed)
         sampler = threading.Thread(target=_master_cpu, args=(procs[0].pid, args, extra), daemon=True)
         sampler.start()
+    threading.Thread(target=_sys_stats, args=(args, extra), daemon=True).start()
     deadline = time.monotonic() + limit
     for p in procs:
         try:
@@ -174,6 +175,8 @@ def run_client(kind: str, args, url: str, n: int, tmp: str, extra: dict) -> list
             p.kill()
             p.wait(5)
     log.close()
+    if suite:
+        extra["health"] = _health(os.path.join(tmp, "results", tag, "summary.json"))
     if suite and args.mode == "worker":
         prefix = os.path.basename(out).replace(".npz", "-")
         return sorted(os.path.join(tmp, f) for f in os.listdir(tmp) if f.startswith(prefix) and f.endswith(".npz"))
@@ -192,6 +195,61 @@ def _master_cpu(pid: int, args, extra: dict) -> None:
         extra["master_cpu_pct"] = round(100 * (cpu_seconds(pid) - c0) / (time.monotonic() - t0), 1)
     except (OSError, ValueError):
         pass
+
+
+def _proc_stat() -> dict[str, list[int]]:
+    """Per-core jiffies from /proc/stat: user nice system idle iowait irq softirq steal."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3].isdigit():
+                parts = line.split()
+                out[parts[0]] = [int(x) for x in parts[1:9]]
+    return out
+
+
+def _mhz() -> float | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            v = [float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")]
+        return round(sum(v) / len(v), 0) if v else None
+    except (OSError, ValueError):
+        return None
+
+
+def _sys_stats(args, extra: dict) -> None:
+    """Over about the window: every core's busy and softirq share, each simulator process's CPU,
+    the mean CPU clock: what else on the machine was loaded while the clients measured."""
+    try:
+        time.sleep(args.warmup + 4)
+        s0, m0, t0 = _proc_stat(), [cpu_seconds(p) for p in args.sim_pids], time.monotonic()
+        mhz = [_mhz()]
+        time.sleep(args.duration / 2)
+        mhz.append(_mhz())
+        time.sleep(args.duration / 2)
+        s1, m1, t1 = _proc_stat(), [cpu_seconds(p) for p in args.sim_pids], time.monotonic()
+        cores = {}
+        for cpu, a in s1.items():
+            d = [x - y for x, y in zip(a, s0.get(cpu, a))]
+            total = sum(d) or 1
+            cores[cpu] = (round(100 * (total - d[3] - d[4]) / total), round(100 * d[6] / total))
+        extra["cores_busy_softirq_pct"] = cores
+        extra["sim_cpu_pct"] = [round(100 * (b - a) / (t1 - t0)) for a, b in zip(m0, m1)]
+        extra["mhz"] = [m for m in mhz if m]
+    except (OSError, ValueError):
+        pass
+
+
+def _health(path: str) -> dict | None:
+    """The suite's own verdict on the run (summary.json client_bound): did it flag itself?"""
+    try:
+        with open(path) as f:
+            cb = json.load(f).get("client_bound") or {}
+    except (OSError, ValueError):
+        return None
+    return {"bound": cb.get("bound"), "inaccurate": cb.get("inaccurate"), "contended": cb.get("contended"),
+            "workers": [[w.get("index"), w.get("cpu_p95"), w.get("loop_lag_p99_ms"), w.get("token_lag_p99_ms"),
+                         w.get("reasons"), w.get("inaccurate_reasons")] for w in cb.get("workers", [])]}  # fmt: skip
 
 
 def combine(results: list[dict]) -> dict:
@@ -272,6 +330,7 @@ def main(argv=None) -> int:
     if args.mode == "local" and any(worker_count(c) > 1 for c in clients):
         ap.error("--clients suite-xN needs --mode worker")
     sims, url, truth_path = start_simulators(tmp, args)
+    args.sim_pids = [p.pid for p in sims]
     print(f"simulator {url} on core {args.sim_core}; clients on core {args.client_core}; window {args.duration:g} s after "
           f"{args.warmup:g} s warm-up; TTFT {args.ttft * 1000:g} ms, ITL {args.itl * 1000:g} ms, {args.max_tokens} tokens; "
           f"nproc {os.cpu_count()}; work dir {tmp}", flush=True)  # fmt: skip
@@ -299,6 +358,9 @@ def main(argv=None) -> int:
                     tries.setdefault(kind, []).append(r)
                     if args.repeats > 1:
                         print("  try " + fmt_row(kind, n, r, r["accurate"], pressure), flush=True)
+                    if r.get("sim_cpu_pct") is not None or r.get("health") is not None:
+                        print(f"    simulators CPU % {r.get('sim_cpu_pct')}, MHz {r.get('mhz')}, worker CPU % "
+                              f"{[round(w['cpu_pct']) for w in per_worker]}, health {json.dumps(r.get('health'))}", flush=True)
             for kind in clients:
                 if kind not in tries:
                     if failed_in_row[kind] < args.give_up_after:

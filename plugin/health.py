@@ -25,6 +25,13 @@ process that is mostly idle is not the client's own doing but other processes de
 wake-ups: that is reported as **contended** (with the run-queue wait of the process and the
 host's CPU pressure) and does not mark the run client bound, since more workers would not help.
 
+Over the whole run (after --warmup, until the run begins to stop; streams cut by the stop left
+out) the process is also **inaccurate** when its run-wide token-lag p99 (--sim-timestamps) or
+loop-lag p99 (with at least MIN_LATE_PROBES late probes) passes its limit, however thinly the late
+moments were spread: stalls of one ITL every few seconds at moderate CPU never fill a sustain
+window, yet they put the run's TTFT and ITL tails off by that much (bench/RESULTS.md "Client
+speed", eight workers). A bound process is inaccurate too; summary.json says `inaccurate`.
+
 Workers ship their samples and state to the master in every worker report (Locust's
 `report_to_master` / `worker_report`, every 3 s) and once more when they stop; a local run feeds
 its own board. The board (the `Health` plugin's, on the master or the local process) warns on
@@ -64,6 +71,7 @@ SUSTAIN_SHARE = 0.8  # share of the sustain window's samples that must pass a li
 RECENT_SAMPLES = 300  # per worker, for snapshot(); older samples only count in the run totals
 MAX_MISSED_SAMPLES = 3600  # a stall longer than an hour is counted as an hour of late samples
 MAX_MISSED_PROBES = MAX_MISSED_SAMPLES * 10
+MIN_LATE_PROBES = 10  # run-wide loop-lag p99 counts only with at least this many late probes
 # histogram bounds for run-wide lag percentiles: 20 us .. ~400 s in steps of 10 %
 LAG_BOUNDS = [2e-5 * 1.1**i for i in range(177)]
 
@@ -127,8 +135,11 @@ def _run_delay_s() -> float | None:
 class HealthMonitor:
     """One process that runs users, watching itself (one small greenlet: a 0.1 s sleep, a sample a second)."""
 
-    def __init__(self, limits: Limits, token_lag: bool, name: str, index: int):
+    def __init__(self, limits: Limits, token_lag: bool, name: str, index: int, warmup_s: float = 0.0):
         self.limits = limits
+        self.warmup_s = warmup_s  # run-wide lag percentiles leave out the run's --warmup, like its statistics
+        self.count_from = 0.0
+        self.count_until = math.inf  # the run began to stop: killing streams and draining is not measuring
         self.token_lag = token_lag
         self.name = name
         self.index = index
@@ -158,6 +169,7 @@ class HealthMonitor:
     def start(self) -> None:
         self.proc.cpu_percent(None)  # starts psutil's interval
         self._last_cpu_t = time.monotonic()
+        self.count_from = time.perf_counter() + self.warmup_s
         self._last_delay = _run_delay_s()
         self._greenlets = [gevent.spawn(self._probe_loop)]
 
@@ -169,12 +181,14 @@ class HealthMonitor:
     def _probe_loop(self) -> None:
         perf = time.perf_counter
         next_sample = time.monotonic() + 1.0
-        hist = self.loop_hist
+        run_hist = self.loop_hist
+        spare = [0] * len(run_hist)  # the warm-up's probes: in the per-second samples, not the run-wide p99
         while True:
             t = perf()
             gevent.sleep(PROBE_S)
             lag = max(0.0, perf() - t - PROBE_S)
             self._probes.append(lag)
+            hist = run_hist if self.count_from <= t < self.count_until else spare
             hist[bisect_left(LAG_BOUNDS, lag)] += 1
             # The loop was blocked for longer than a probe period: the probes that could not run
             # meanwhile were late too, each by what was left of the stall at its moment.
@@ -194,7 +208,10 @@ class HealthMonitor:
                 self._sample(stalled)
 
     def on_parsed(self, rec, parsed, **_kw) -> None:
-        """Token lag of every chunk of a finished stream (needs --sim-timestamps)."""
+        """Token lag of every chunk of a finished stream (needs --sim-timestamps); streams cut by the
+        run's end are left out, like the statistics leave them out."""
+        if rec.error == "stopped":
+            return
         limit = self.limits.token_lag_s
         hist = self._tok_hist
         bounds = LAG_BOUNDS
@@ -243,9 +260,10 @@ class HealthMonitor:
             sample["tokens"] = n
             sample["token_lag_p99_ms"] = _hist_pct(hist, 0.99)
             sample["token_lag_over_share"] = round(over / n, 4) if n else None
-            for i, c in enumerate(hist):
-                if c:
-                    self.token_hist[i] += c
+            if self.count_from <= time.perf_counter() < self.count_until:  # warm-up, stop: not in the run-wide p99
+                for i, c in enumerate(hist):
+                    if c:
+                        self.token_hist[i] += c
             self._tok_n = self._tok_over = 0
             self._tok_hist = [0] * (len(LAG_BOUNDS) + 1)
         self._add_sample(sample)
@@ -307,9 +325,29 @@ class HealthMonitor:
                 self.peak[key] = max(self.peak.get(key, values[0]), max(values))
 
     # -- state --------------------------------------------------------------------------------
+    def run_lags(self) -> tuple[float | None, float | None]:
+        """Run-wide loop-lag and token-lag p99 (ms; token lag None without --sim-timestamps)."""
+        return _hist_pct(self.loop_hist, 0.99), (_hist_pct(self.token_hist, 0.99) if self.token_lag else None)
+
+    def inaccurate_reasons(self) -> list[str]:
+        """Why this process's timings over the whole run are off: bound, or a run-wide lag p99 above its limit."""
+        lim = self.limits
+        loop, token = self.run_lags()
+        reasons = ["bound"] if self.bound_since is not None else []
+        # loop lag: 10 probes a second, so a p99 over a short run can rest on one or two probes; it
+        # counts when at least MIN_LATE_PROBES were late (one stall of 40 ms in a 10 s window at
+        # 66 % CPU left every token exact: bench/RESULTS.md "Client speed")
+        late = sum(c for b, c in zip(LAG_BOUNDS, self.loop_hist) if b > lim.loop_lag_s)
+        if loop is not None and loop > lim.loop_lag_s * 1000 and late >= MIN_LATE_PROBES:
+            reasons.append("loop_lag_p99")
+        if token is not None and token > lim.token_lag_s * 1000:
+            reasons.append("token_lag_p99")
+        return reasons
+
     def state(self) -> dict:
         """Where this process stands over the whole run (small: it rides in every worker report)."""
         cpu = self.cpu_all
+        inaccurate = self.inaccurate_reasons()
         return {
             "worker": self.name,
             "index": self.index,
@@ -326,6 +364,8 @@ class HealthMonitor:
             "token_lag_p99_ms": _hist_pct(self.token_hist, 0.99) if self.token_lag else None,
             "peak_while_late": dict(self.peak),
             "samples": len(cpu),
+            "inaccurate": bool(inaccurate),
+            "inaccurate_reasons": inaccurate,
         }
 
     def snapshot(self) -> dict:
@@ -344,6 +384,7 @@ class HealthBoard:
         self.workers: dict[str, dict] = {}  # key -> {"state": ..., "samples": deque}
         self.warned: set[str] = set()
         self.warned_contended: set[str] = set()
+        self.warned_inaccurate: set[str] = set()
         self.running = False
         self.local: HealthMonitor | None = None
 
@@ -352,6 +393,7 @@ class HealthBoard:
         self.workers = {}
         self.warned = set()
         self.warned_contended = set()
+        self.warned_inaccurate = set()
         self.running = True
 
     def update(self, key: str, state: dict, samples: list[dict]) -> None:
@@ -364,6 +406,9 @@ class HealthBoard:
         elif state.get("contended") and key not in self.warned_contended and key not in self.warned:
             self.warned_contended.add(key)
             log.warning("%s", self._contended_line(state))
+        if state.get("inaccurate") and not state.get("bound") and key not in self.warned_inaccurate:
+            self.warned_inaccurate.add(key)
+            log.warning("%s", self._inaccurate_line(state))
 
     def on_local_sample(self, monitor: HealthMonitor) -> None:
         self.update(monitor.name, monitor.state(), monitor.take_unsent())
@@ -409,6 +454,19 @@ class HealthBoard:
             f"{self.limits.sustain_s:g} s; its TTFT/ITL are no longer accurate. {self.advice()}"
         )
 
+    def _inaccurate_line(self, s: dict) -> str:
+        lim = self.limits
+        parts = []
+        if "loop_lag_p99" in s.get("inaccurate_reasons", []):
+            parts.append(f"loop lag p99 {s.get('loop_lag_p99_ms'):.1f} ms (limit {lim.loop_lag_s * 1000:g} ms)")
+        if "token_lag_p99" in s.get("inaccurate_reasons", []):
+            parts.append(f"token lag p99 {s.get('token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
+        return (
+            f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, at CPU p95 "
+            f"{s.get('cpu_p95') or 0:.0f} %: its TTFT/ITL tails are off by about that much (late moments spread "
+            "too thinly to count as sustained). Less load per worker, or a quieter machine."
+        )
+
     def _contended_line(self, s: dict) -> str:
         peak = s.get("peak_while_late") or {}
         host = f", host CPU pressure {peak['host_pressure']:.0f} %" if peak.get("host_pressure") is not None else ""
@@ -435,6 +493,11 @@ class HealthBoard:
             if any(s.get("contended") for s in states):
                 return ("No worker ran out of CPU, but some were late while idle: other processes on their machines took "
                         "the CPU. Run the load generator on a quieter machine for exact timings.")  # fmt: skip
+            late = [s for s in states if s.get("inaccurate")]
+            if late:
+                return (f"{len(late)} of {len(states)} worker processes were late often enough over the run (lag p99 above its "
+                        "limit) for the TTFT/ITL tails to be off, without a sustained overload: less load per worker, or a "
+                        "quieter machine.")  # fmt: skip
             return "Every worker stayed within the accuracy limits."
         need = self.workers_needed()
         saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
@@ -447,9 +510,11 @@ class HealthBoard:
     def summary(self) -> dict:
         states = sorted((e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0))
         keep = ("worker", "index", "bound", "since", "reasons", "cpu_p95", "cpu_peak", "demand_p95", "loop_lag_p99_ms",
-                "token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples")  # fmt: skip
+                "token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples", "inaccurate",
+                "inaccurate_reasons")  # fmt: skip
         return {
             "bound": any(s.get("bound") for s in states),
+            "inaccurate": any(s.get("inaccurate") or s.get("bound") for s in states),
             "contended": any(s.get("contended") for s in states),
             "workers": [{k: s.get(k) for k in keep} for s in states],
             "workers_needed": self.workers_needed(),
@@ -463,6 +528,8 @@ class HealthBoard:
                 "bound": f"CPU above its limit, or loop/token lag above its limit while the process is busy (mean CPU + run-queue "
                          f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain window",
                 "contended": "loop/token lag above its limit while the process is mostly idle: other processes delayed its wake-ups",
+                "inaccurate": "bound, or the run-wide loop-lag p99 or token-lag p99 above its limit, however the late moments were "
+                              "spread over the run: the run's timings are off by about that much",
             },  # fmt: skip
         }
 
@@ -519,7 +586,7 @@ class Health(Plugin):
         name = "local" if role == "local" else f"{os.uname().nodename}-{os.getpid()}"
         runner = environment.runner
         index = runner.worker_index if role == "worker" and runner is not None else 0
-        monitor = HealthMonitor(limits, token_lag, name, index)
+        monitor = HealthMonitor(limits, token_lag, name, index, warmup_s=environment.llm.plan.warmup_s)
         if token_lag:
             llm_events.stream_parsed.add_listener(monitor.on_parsed)
         if role == "local":
@@ -536,6 +603,8 @@ class Health(Plugin):
     def test_stopping(self, environment) -> None:
         """A worker's last word, sent before its final records so it reaches the summary."""
         m = self.monitor
+        if m is not None:
+            m.count_until = time.perf_counter()
         if m is not None and role_of(environment) == "worker":
             environment.runner.send_message(FINAL_MESSAGE, {"state": m.state(), "samples": m.take_unsent()})
 
