@@ -151,10 +151,10 @@ def build_model(out: Path, tokenizer_dir: Path, size: str, device: str) -> dict:
 CLI = "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())"
 
 
-def serve(python: str, model: Path, port: int, device: str, log_path: Path) -> subprocess.Popen:
+def serve(python: str, model: Path, port: int, device: str, log_path: Path, cpus: str = "") -> subprocess.Popen:
     exe = [python, "-c", CLI]
     help_text = subprocess.run([*exe, "serve", "--help"], capture_output=True, text=True, timeout=120).stdout
-    args = [*exe, "serve"]
+    args = (["taskset", "-c", cpus] if cpus else []) + [*exe, "serve"]
     args += ["--force-model", str(model)] if "--force-model" in help_text else [str(model)]
     args += ["--continuous-batching", "--host", "127.0.0.1", "--port", str(port)]
     if "--device" in help_text:
@@ -166,7 +166,7 @@ def serve(python: str, model: Path, port: int, device: str, log_path: Path) -> s
         args += ["--torch-dtype", dtype]
     if device == "cpu" and "--cb-num-blocks" in help_text:
         args += ["--cb-num-blocks", "256", "--cb-block-size", "32"]
-    log(" ".join(args[3:]))
+    log(" ".join(a for a in args if a != CLI))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
     out = open(log_path, "wb")
     proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
