@@ -1,5 +1,7 @@
-"""The LLM view's numbers (webui/): the live window against numpy over the same records, and a
-web-UI run (master + forked workers, --processes) whose /llm/stats equals its requests.parquet.
+"""The LLM view's numbers (webui/): the live windows against numpy over the same records, the
+open streams counted where their tokens arrive, the per-step rows against summary.json's by_step,
+the stream tracker against a full parse, the form's order, the health card's checks, and a web-UI
+run (master + forked workers, --processes) whose view ends on its summary.json.
 
 The browser side is tests/test_webui_browser.py."""
 
@@ -14,26 +16,29 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from types import SimpleNamespace
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
-from metrics.record import FIELD_NAMES, RequestRecord
+from metrics.record import FIELD_NAMES, RequestRecord, rows_to_table
 from metrics.slo import parse_slo
 from tests.helpers import LOCUST, ROOT, free_port
-from webui.live import LIVE_COLUMNS, LiveWindow
+from webui.live import LIVE_COLUMNS, Flight, LiveWindow
 
 T0 = 1_800_000_000.0  # a fixed wall clock for the synthetic runs
+NAN = float("nan")
 
 
-def _record(rng, i: int, wall: float, cls: str, error: str = "") -> tuple:
+def _record(rng, i: int, wall: float, cls: str, error: str = "", step: int = -1) -> tuple:
     n = int(rng.integers(1, 60))
     ttft = float(rng.uniform(0.02, 0.4))
     times = list(ttft + np.cumsum(np.r_[0.0, rng.exponential(0.02, n - 1)]))
-    rec = RequestRecord(f"r{i}", "0", "chat", cls, 100, 64, wall_send=wall, t_send=wall - T0, status=200)
+    rec = RequestRecord(f"r{i}", "0", "chat", cls, int(rng.integers(50, 400)), 64, wall_send=wall, t_send=wall - T0, status=200,
+                        step=step)  # fmt: skip
     if error in ("", "stopped", "timeout", "mid_stream_error"):
         rec.chunk_times = times
+        rec.n_chunks = n
         rec.ttft_s, rec.e2e_s = times[0], times[-1]
         rec.output_tokens, rec.prompt_tokens, rec.tokens_source = n, int(rng.integers(5, 50)), "usage"
         if n > 1:
@@ -45,39 +50,56 @@ def _record(rng, i: int, wall: float, cls: str, error: str = "") -> tuple:
     return rec.as_row()
 
 
-def _rows(seed=1, n=900):
+def _rows(seed=1, n=900, span=60.0, step_s=None):
     rng = np.random.default_rng(seed)
     errors = ["", "", "", "", "", "", "", "", "timeout", "http_5xx", "connect_error", "stopped", "mid_stream_error"]
-    return [
-        _record(rng, i, T0 + float(rng.uniform(0, 60)), str(rng.choice(["short", "medium", "long"])), str(rng.choice(errors)))
-        for i in range(n)
-    ]
+    out = []
+    for i in range(n):
+        wall = T0 + float(rng.uniform(0, span))
+        step = int((wall - T0) // step_s) if step_s else -1
+        out.append(_record(rng, i, wall, str(rng.choice(["short", "medium", "long"])), str(rng.choice(errors)), step))
+    return out
 
 
 def _expected(rows, start, end, objectives=()):
-    """The window's statistics by plain numpy, written independently of webui.live."""
+    """A window's statistics by plain numpy, written independently of webui.live: outcomes and
+    latencies of the records that ended in it, TTFT of first tokens that came in it, tokens that
+    arrived in it (a record's output spread evenly over its chunks, its prompt at its first token)."""
     col = {name: [r[FIELD_NAMES.index(name)] for r in rows] for name in FIELD_NAMES}
     wall, e2e = np.array(col["wall_send"], float), np.array(col["e2e_s"], float)
+    ttft = np.array(col["ttft_s"], float)
     ended = np.where(np.isnan(e2e), wall, wall + e2e)
     sel = (ended >= start) & (ended <= end)
     ok = np.array(col["ok"], bool)
     err = np.array(col["error"], object)
     okw = sel & ok
+    counted = ok | (err == "stopped")
+    output = prompt = 0.0
+    for i in np.flatnonzero(counted):
+        times = wall[i] + np.asarray(col["chunk_times"][i], float)
+        n_out = max(col["output_tokens"][i], 0)
+        if times.size:
+            output += n_out * np.sum((times >= start) & (times <= end)) / times.size
+        elif start <= ended[i] <= end:
+            output += n_out
+        if start <= wall[i] + ttft[i] <= end:
+            prompt += max(col["prompt_tokens"][i], 0)
+    first = wall + ttft
     out = {
         "ended": int(sel.sum()),
         "ok": int(okw.sum()),
-        "failed": int((sel & ~ok & (err != "stopped")).sum()),
+        "failed": int((sel & ~ok & ~np.isin(err, ["stopped", "cancelled"])).sum()),
         "stopped": int((sel & (err == "stopped")).sum()),
-        "ttft": np.array(col["ttft_s"], float)[okw] * 1000,
+        "ttft": ttft[ok & (first >= start) & (first <= end)] * 1000,
         "tpot": np.array(col["tpot_s"], float)[okw] * 1000,
         "e2e": e2e[okw] * 1000,
         "itl": np.concatenate([np.diff(col["chunk_times"][i]) for i in np.flatnonzero(okw)] or [np.empty(0)]) * 1000,
-        "output": np.clip(np.array(col["output_tokens"])[okw], 0, None).sum(),
-        "prompt": np.clip(np.array(col["prompt_tokens"])[okw], 0, None).sum(),
+        "output": output,
+        "prompt": prompt,
     }
     good = okw.copy()
     for obj in objectives:
-        values = {"ttft": np.array(col["ttft_s"], float), "tpot": np.array(col["tpot_s"], float), "e2e": e2e}[obj.metric]
+        values = {"ttft": ttft, "tpot": np.array(col["tpot_s"], float), "e2e": e2e}[obj.metric]
         good &= ~(values >= obj.threshold_s)
     out["good"] = int(good.sum())
     return out
@@ -112,53 +134,278 @@ def _check_block(block, exp, seconds):
 def test_window_equals_numpy_over_the_same_records():
     rows = _rows()
     objectives = parse_slo("ttft.p95<200ms,tpot.p50<25ms")
-    w = LiveWindow(30.0, objectives, run_start=T0)
+    w = LiveWindow(objectives, run_start=T0)
     w.add_rows(rows[:400])
     w.snapshot(end=T0 + 20)  # an early snapshot: later rows must still count in the next one
     w.add_rows(rows[400:])
     end = T0 + 50.0
     snap = w.snapshot(end=end)
     json.dumps(snap, allow_nan=False)  # strict JSON
-    assert snap["window"]["start"] == end - 30.0 and snap["window"]["seconds"] == 30.0
-    exp = _expected(rows, end - 30.0, end, objectives)
-    assert snap["window"]["records"] == exp["ended"] > 100
-    _check_block(snap["overall"], exp, 30.0)
-    assert snap["overall"]["requests"]["by_error"]  # failures by class are reported
-    for cls in ("short", "medium", "long"):
-        sub = [r for r in rows if r[FIELD_NAMES.index("request_class")] == cls]
-        _check_block(snap["by_class"][cls], _expected(sub, end - 30.0, end, objectives), 30.0)
-    assert {v["objective"] for v in snap["overall"]["slo"]["objectives"]} == {"ttft.p95<200ms", "tpot.p50<25ms"}
-    p95 = float(np.percentile(exp["ttft"], 95))
-    assert snap["overall"]["slo"]["objectives"][0]["passed"] == (p95 < 200)
+    assert set(snap["windows"]) == {"5", "10", "30", "60"}
+    for key, seconds in (("5", 5.0), ("30", 30.0)):
+        win = snap["windows"][key]
+        assert win["window"]["start"] == end - seconds and win["window"]["seconds"] == seconds
+        exp = _expected(rows, end - seconds, end, objectives)
+        assert win["window"]["records"] == exp["ended"] > 10
+        _check_block(win["overall"], exp, seconds)
+        for cls in ("short", "medium", "long"):
+            sub = [r for r in rows if r[FIELD_NAMES.index("request_class")] == cls]
+            _check_block(win["by_class"][cls], _expected(sub, end - seconds, end, objectives), seconds)
+    o = snap["windows"]["30"]["overall"]
+    assert o["requests"]["by_error"]  # failures by class are reported
+    assert {v["objective"] for v in o["slo"]["objectives"]} == {"ttft.p95<200ms", "tpot.p50<25ms"}
+    p95 = float(np.percentile(_expected(rows, end - 30, end)["ttft"], 95))
+    assert o["slo"]["objectives"][0]["passed"] == (p95 < 200) and _close(o["slo"]["objectives"][0]["value_ms"], p95)
     assert snap["totals"]["records"] == len(rows)
+    assert snap["windows"]["60"]["window"]["start"] == T0  # never before the run started
+
+
+def test_open_streams_count_where_their_tokens_arrive():
+    """A stream counts once: as an open stream of its process's report, or as a record, and the
+    window's tokens are the same either way (its events spread evenly, one token each)."""
+    end = T0 + 30.0
+    chunk = np.linspace(0.1, 20.0, 200)  # 200 tokens from 0.1 s to 20 s after its send at T0 + 5
+
+    def window(as_record: bool) -> dict:
+        w = LiveWindow(parse_slo("ttft.p95<50ms"), run_start=T0)
+        rec = RequestRecord("s", "0", "chat", "long", 400, 256, wall_send=T0 + 5, t_send=0.0, status=200, ok=True,
+                            ttft_s=0.1, e2e_s=20.0, tpot_s=19.9 / 199, prompt_tokens=100, output_tokens=200,
+                            tokens_source="usage", n_chunks=200, chunk_times=list(chunk))  # fmt: skip
+        calibration = RequestRecord("c", "0", "chat", "short", 400, 8, wall_send=T0, t_send=0.0, status=200, ok=True,
+                                    ttft_s=0.1, e2e_s=0.5, tpot_s=0.1, prompt_tokens=100, output_tokens=4,
+                                    tokens_source="usage", n_chunks=4, chunk_times=[0.1, 0.2, 0.3, 0.5])  # fmt: skip
+        w.add_rows([calibration.as_row()] + ([rec.as_row()] if as_record else []))
+        open_stream = {"t": end, "cls": ["long"], "sent": [T0 + 5], "chars": [400], "first": [T0 + 5.1], "ttft": [0.1],
+                       "last": [T0 + 25.0], "events": [200]}  # fmt: skip
+        flight = Flight([] if as_record else [open_stream])
+        return w.snapshot(end=T0 + 23.0, flight=flight)["windows"]
+
+    closed, open_ = window(True), window(False)
+    for key in ("5", "10", "30"):
+        a, b = closed[key]["overall"], open_[key]["overall"]
+        assert _close(a["throughput"]["output_tokens_per_s"], b["throughput"]["output_tokens_per_s"], rel=0.02), key
+        assert _close(a["throughput"]["total_tokens_per_s"], b["throughput"]["total_tokens_per_s"], rel=0.02), key
+    # the first token came at T0 + 5.1: in the 30 s window (TTFT 100 ms, missing the 50 ms SLO), not in the 5 s one
+    assert open_["30"]["overall"]["ttft_ms"]["count"] == 2 and open_["5"]["overall"]["ttft_ms"]["count"] == 0
+    assert open_["30"]["overall"]["slo"]["objectives"][0]["value_ms"] > 50
+    assert not open_["30"]["overall"]["slo"]["passed"]
+    assert open_["5"]["overall"]["open_streams"]["counted"] == 1
+    # tokens per event and prompt tokens per character come from the records (4 tokens in 4 chunks; 100 per 400)
+    out = open_["5"]["overall"]["open_streams"]
+    assert _close(out["output_tokens"], 200 * 5 / 19.9, rel=1e-6) and out["prompt_tokens"] == 0
+
+
+def test_step_rows_equal_summary_by_step():
+    from metrics.summary import summarize
+    from shapes.steps import StepPlan
+
+    plan = StepPlan([2, 4, 8], 20.0, 5.0)
+    rows = _rows(seed=5, n=1200, span=60.0, step_s=20.0)
+    objectives = parse_slo("ttft.p95<300ms")
+    w = LiveWindow(objectives, run_start=T0)
+    w.add_rows(rows)
+    open_stream = {"t": T0 + 50, "cls": ["short"], "sent": [T0 + 38], "chars": [100], "first": [T0 + 38.2], "ttft": [0.2],
+                   "last": [T0 + 49], "events": [40]}  # fmt: skip
+    snap = w.snapshot(end=T0 + 50, flight=Flight([open_stream]), steps=(plan, T0))
+    assert [(r["step"], r["status"]) for r in snap["steps"]] == [(0, "final"), (1, "pending"), (2, "running")]
+    assert snap["steps"][1]["open"] == 1 and snap["steps"][1]["block"]["slo"] is None
+    summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives).model_dump()
+    by_step = summary["by_step"]
+    row = snap["steps"][0]
+    assert (row["start"], row["end"]) == (by_step[0]["window"]["start"], by_step[0]["window"]["end"]) == (T0 + 5, T0 + 20)
+    expected = {k: v for k, v in by_step[0].items() if k not in ("step", "users", "window")}
+    assert json.loads(json.dumps(row["block"])) == json.loads(json.dumps(expected))
+    # kept once final; the pending step becomes final when its open stream has ended
+    again = w.snapshot(end=T0 + 61, flight=Flight(), steps=(plan, T0))
+    assert again["steps"][0] == snap["steps"][0]
+    assert [(r["step"], r["status"]) for r in again["steps"]] == [(0, "final"), (1, "final"), (2, "final")]
+    for i in (1, 2):
+        expected = {k: v for k, v in by_step[i].items() if k not in ("step", "users", "window")}
+        assert json.loads(json.dumps(again["steps"][i]["block"])) == json.loads(json.dumps(expected)), i
 
 
 def test_window_is_cut_at_the_run_start_and_forgets_old_records():
     rows = _rows(seed=2, n=300)
-    w = LiveWindow(30.0, run_start=T0 + 5)
+    w = LiveWindow(run_start=T0 + 5)
     w.add_rows(rows)
-    snap = w.snapshot(end=T0 + 12)
+    snap = w.snapshot(end=T0 + 12)["windows"]["30"]
     assert snap["window"]["start"] == T0 + 5 and math.isclose(snap["window"]["seconds"], 7.0)
     _check_block(snap["overall"], _expected(rows, T0 + 5, T0 + 12), 7.0)
     # far later: everything old is pruned, the window is empty but well-formed
     snap = w.snapshot(end=T0 + 500)
-    assert snap["window"]["records"] == 0 and snap["overall"]["requests"]["ended"] == 0
-    assert snap["overall"]["ttft_ms"]["p95"] is None and snap["overall"]["throughput"]["requests_per_s"] == 0
+    win = snap["windows"]["5"]
+    assert win["window"]["records"] == 0 and win["overall"]["requests"]["ended"] == 0
+    assert win["overall"]["ttft_ms"]["p95"] is None and win["overall"]["throughput"]["requests_per_s"] == 0
     assert sum(t.num_rows for t in w._tables) == 0
     json.dumps(snap, allow_nan=False)
 
 
 def test_history_points_follow_snapshots():
-    w = LiveWindow(30.0, run_start=T0)
+    w = LiveWindow(run_start=T0)
     w.add_rows(_rows(seed=3, n=200))
     for i, end in enumerate((T0 + 20, T0 + 40, T0 + 60)):
         w.add_point(w.snapshot(end=end), seq=i + 1, users=10)
     assert [p["seq"] for p in w.history] == [1, 2, 3]
-    assert all(p["users"] == 10 and p["output_tokens_per_s"] >= 0 for p in w.history)
+    assert all(p["users"] == 10 and set(p["w"]) == {"5", "10", "30", "60"} for p in w.history)
+    assert all(p["w"]["5"]["output_tokens_per_s"] >= 0 and "tpot_p95_ms" in p["w"]["30"] for p in w.history)
 
 
 def test_live_columns_are_record_fields():
     assert set(LIVE_COLUMNS) <= set(FIELD_NAMES)
+
+
+# -- the open streams of a load process ----------------------------------------------------------
+
+
+def _sse(obj) -> bytes:
+    body = b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+    return b"%x\r\n" % len(body) + body + b"\r\n"
+
+
+def test_stream_tracker_counts_what_open_streams_delivered():
+    from metrics.sse import parse_reads
+    from users.stream import CHUNKED, Exchange
+    from webui.progress import StreamTracker, valid
+
+    def token(text):
+        return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+    role = {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+    ex = Exchange()
+    ex.framing, ex.t_send = CHUNKED, 100.0
+    rec = RequestRecord("a", "0", "chat", "short", 321, 64, wall_send=T0)
+    ctx = SimpleNamespace(streams={ex: rec}, finisher=SimpleNamespace(queue=[]))
+    tracker = StreamTracker(ctx)
+
+    def read(t, *events):
+        ex.times.append(t)
+        ex.datas.append(b"".join(_sse(e) for e in events))
+
+    read(100.05, role)
+    first = tracker.collect(now=T0 + 0.06)
+    assert valid(first) and first["cls"] == ["short"] and first["chars"] == [321] and first["events"] == [0]
+    assert math.isnan(first["first"][0])  # the role chunk carries no token
+    read(100.2, token("Hi"))
+    read(100.25, token(" there"), token(","))  # two events in one read
+    read(100.3, token(""))  # no token: the first reads are parsed exactly
+    mid = tracker.collect(now=T0 + 0.31)
+    assert math.isclose(mid["first"][0], T0 + 0.2) and math.isclose(mid["ttft"][0], 0.2)
+    assert mid["events"] == [3] and math.isclose(mid["last"][0], T0 + 0.25)
+    for i in range(20):
+        read(100.4 + 0.05 * i, token(f" w{i}"))
+    read(101.5, {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 24}})
+    ex.times.append(101.5)
+    ex.datas.append(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+    # the exchange ended: handed to the finisher, not yet a record: still counted
+    ctx.streams.clear()
+    ctx.finisher.queue.append(("/v1/chat/completions", rec, ex, False, None))
+    done = tracker.collect(now=T0 + 2)
+    parsed, _ = parse_reads(ex.times, ex.datas, True)
+    assert done["events"] == [len(parsed.chunks)] == [23]  # later reads: data events, [DONE] and usage left out
+    assert math.isclose(done["last"][0], T0 + 1.35)
+    # a record now: gone from the report, and from the tracker
+    ctx.finisher.queue.clear()
+    assert tracker.collect(now=T0 + 3)["events"] == [] and tracker.tracks == {}
+
+
+def test_stream_tracker_cost_per_report():
+    """A report with 1,000 open streams, 30 new reads each, takes well under the 10 ms loop-lag
+    limit of the client's self-health on this machine (`bytes.count`, no parse)."""
+    from users.stream import CHUNKED, Exchange
+    from webui.progress import StreamTracker
+
+    event = _sse({"choices": [{"index": 0, "delta": {"content": " word"}, "finish_reason": None}]})
+    ctx = SimpleNamespace(streams={}, finisher=SimpleNamespace(queue=[]))
+    for i in range(1000):
+        ex = Exchange()
+        ex.framing, ex.t_send = CHUNKED, 10.0
+        ex.times.extend(10.0 + 0.02 * k for k in range(5))
+        ex.datas.extend([event] * 5)
+        ctx.streams[ex] = RequestRecord(f"r{i}", "0", "chat", "short", 100, 64, wall_send=T0)
+    tracker = StreamTracker(ctx)
+    tracker.collect()
+    for ex in ctx.streams:
+        ex.times.extend(10.2 + 0.02 * k for k in range(30))
+        ex.datas.extend([event] * 30)
+    started = time.perf_counter()
+    out = tracker.collect()
+    cost = time.perf_counter() - started
+    assert sum(out["events"]) == 35_000
+    assert cost < 0.05, cost  # typically 5-10 ms; generous for a loaded CI machine
+
+
+# -- the start form and the health card ----------------------------------------------------------
+
+
+def test_form_groups_name_every_form_option():
+    from plugin.options import OPTIONS
+    from webui.form import GROUPS, ordered
+
+    form = [flag[2:].replace("-", "_") for flag, kw in OPTIONS if kw.get("include_in_web_ui", True)]
+    named = [n for _, names in GROUPS for n in names]
+    assert sorted(named) == sorted(set(named))  # each once
+    assert set(named) <= set(form), set(named) - set(form)  # no stale name
+    assert set(form) <= set(named), set(form) - set(named)  # a new option gets a place (else: last, with the experts)
+    extra = {n: {"help_text": n} for n in sorted(form) + ["another_plugins_option"]}
+    order = list(ordered(extra))
+    assert order[:4] == ["model", "sim_profile", "endpoint", "workload"] and order[-1] == "another_plugins_option"
+    assert order.index("steps") < order.index("slo") < order.index("results_dir")
+
+
+def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
+    from plugin.health import Health
+    from plugin.server_metrics import ServerMetrics
+    from plugin.state import SuiteState
+    from webui.plugin import client_health, in_flight, server_gauges
+
+    health, scraping = Health(), ServerMetrics()
+    env = SimpleNamespace(llm=SuiteState("local", (health, scraping)))
+    env.llm.plan = SimpleNamespace(server_metrics=())
+    run = SimpleNamespace(run_id="r1")
+    assert client_health(env) == {"state": "unknown"}
+    health.snapshot = lambda: {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
+    assert client_health(env) == {"state": "client_bound", "checks": [], "cpu_percent": 97.5, "reasons": ["cpu"]}
+    health.snapshot = lambda: 1 / 0
+    assert client_health(env)["state"] == "unknown"
+    # plugin.health's board: no state of its own; derived from its workers, samples left out
+    worker = {"worker": "w0", "index": 0, "bound": False, "contended": False, "reasons": [], "cpu_p95": 40.0,
+              "loop_lag_p99_ms": 1.2, "samples": 12, "recent": [{"t": 1.0, "cpu": 40.0}]}  # fmt: skip
+    limits = {"cpu_pct": 70.0, "loop_lag_ms": 10.0, "token_lag_ms": 5.0}
+    board = {"running": True, "bound": False, "advice": "fine", "workers_needed": 1, "limits": limits, "workers": [worker]}
+    health.snapshot = lambda: board
+    h = client_health(env)
+    assert h["state"] == "ok" and h["advice"] == "fine" and "recent" not in h["workers"][0] and h["workers"][0]["cpu_p95"] == 40.0
+    assert h["checks"] == [{"name": "CPU p95", "value": 40.0, "limit": 70.0, "unit": "%", "over": False},
+                           {"name": "loop lag p99", "value": 1.2, "limit": 10.0, "unit": "ms", "over": False}]  # fmt: skip
+    # a value over its limit, not sustained (not bound): never "ok"
+    worker["loop_lag_p99_ms"] = 49.6
+    h = client_health(env)
+    assert h["state"] == "over limit" and h["checks"][1] == {"name": "loop lag p99", "value": 49.6, "limit": 10.0, "unit": "ms",
+                                                             "over": True}  # fmt: skip
+    worker["loop_lag_p99_ms"] = 1.2
+    worker["contended"] = True
+    assert client_health(env)["state"] == "contended"
+    board["bound"], worker["bound"] = True, True
+    assert client_health(env)["state"] == "client bound"
+    board["workers"] = []
+    board["bound"] = False
+    assert client_health(env)["state"] == "unknown"  # no sample yet
+
+    assert server_gauges(env, run) is None  # --server-metrics off
+    env.llm.plan = SimpleNamespace(server_metrics=("http://127.0.0.1:1/metrics",))
+    assert server_gauges(env, run) == {"available": False, "running": None, "waiting": None, "kv_cache_usage": None}
+    scraper = scraping.scraper = SimpleNamespace(latest=lambda: {"vllm:num_requests_running": 12, "vllm:num_requests_waiting": 3.0,
+                                                                  "vllm:kv_cache_usage_perc": 0.42})  # fmt: skip
+    assert server_gauges(env, run) == {"available": True, "running": 12.0, "waiting": 3.0, "kv_cache_usage": 0.42}
+    scraper.latest = lambda: {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
+    assert server_gauges(env, run) == {"available": True, "running": 5.0, "waiting": 0.0, "kv_cache_usage": 0.1}
+    scraper.latest = lambda: {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 55.0}  # a percentage
+    assert server_gauges(env, run) == {"available": True, "running": 2.0, "waiting": None, "kv_cache_usage": 0.55}
+
+    snap = {"overall": {"e2e_ms": {"mean": 500.0, "count": 120}}, "window": {"seconds": 30.0}}
+    assert in_flight(env, run, 8, snap) == {"value": None, "source": "unknown"}  # no run counting yet
+    env.llm.context = SimpleNamespace(in_flight=17)
+    assert in_flight(env, run, 64, snap) == {"value": 17.0, "source": "counted"}
 
 
 # -- a real web-UI run -----------------------------------------------------------------------------------
@@ -224,10 +471,10 @@ def _status(url: str) -> int:
 
 
 def test_web_ui_run_with_processes_serves_the_records(tmp_path):
-    """A web-UI run with --processes 2 (master + 2 forked workers, records shipped every 3 s):
-    the LLM view's live numbers come from the merged records, and its final snapshot equals
-    numpy over requests.parquet for the same window; the results folder and report are those of
-    a headless run, served under /llm/report/."""
+    """A web-UI run with --processes 2 (master + 2 forked workers, records shipped every 3 s, open
+    streams with every report): the LLM view's live numbers come from the merged records and the
+    workers' open streams, and after the run it shows the run's summary.json; the results folder
+    and report are those of a headless run, served under /llm/report/."""
     port, master_port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
     results = tmp_path / "results"
@@ -235,39 +482,47 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
     proc = start_group(
         "--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
         "--master-host", "127.0.0.1", "--master-port", str(master_port), "--autostart", "--autoquit", "60", "-u", "6", "-r", "6", "-t", "16s",
-        "--web-host", "127.0.0.1", "--web-port", str(port), "--sim-profile", "fixed", "--max-tokens-override", "24",
+        "--web-host", "127.0.0.1", "--web-port", str(port), "--sim-profile", "fixed", "--max-tokens-override", "300",
         "--slo", "ttft.p95<2s", "--results-dir", str(results), "--run-id", "ui", "--stop-timeout", "10",
         log_path=log,
     )  # fmt: skip
     try:
-        # the start form carries the suite's options with their defaults
+        # the start form carries the suite's options with their defaults, grouped for a ramp tester
         index = _wait(lambda: _get(base + "/")[2].decode(), 60, "the web UI", proc, log)
         args = json.loads(re.search(r"window.templateArgs = (\{.*\})", index).group(1))
         extra = args["extra_options"]
         for name, default in (("model", ""), ("workload", ""), ("slo", "ttft.p95<2s"), ("endpoint", "chat"),
-                              ("max_tokens_override", "24"), ("warmup", "0s"), ("steps", "")):  # fmt: skip
+                              ("max_tokens_override", "300"), ("warmup", "0s"), ("steps", "")):  # fmt: skip
             assert extra[name]["default_value"] == default, name
+        assert list(extra)[:4] == ["model", "sim_profile", "endpoint", "workload"]
         assert {"title": "LLM", "key": "llm"} in args["extended_tabs"]
         assert any(t["key"] == "llm" for t in args["extended_tables"])
-        assert "llm-view-link" in index and "/llm" in index
+        assert "llm-view-link" in index and "/llm" in index and "llm-charts-note" in index and "llm-form-groups" in index
 
-        live = _wait(lambda: (lambda d: d if d["seq"] and d["overall"]["requests"]["ok"] and d["users"] else None)(
-            _json(base + "/llm/stats")), 90, "live LLM statistics", proc, log)  # fmt: skip
-        assert live["state"] in ("running", "spawning") and live["workers"] == 2
-        assert live["overall"]["ttft_ms"]["p95"] > 0 and live["overall"]["throughput"]["output_tokens_per_s"] > 0
+        # replies of 6 s: tokens and first tokens show while every request is still open
+        live = _wait(lambda: (lambda d: d if d["seq"] and d["overall"]["throughput"]["output_tokens_per_s"] and d["users"] == 6
+                              and d["in_flight"]["streams"] else None)(_json(base + "/llm/stats?window=5")),
+                     60, "live LLM statistics", proc, log)  # fmt: skip
+        assert live["state"] in ("running", "spawning") and live["workers"] == 2 and live["window_s"] == 5.0
+        assert live["overall"]["ttft_ms"]["p95"] > 0 and live["overall"]["open_streams"]["counted"] == live["in_flight"]["streams"]
         assert live["run"]["id"] == "ui" and live["run"]["slo"] == ["ttft.p95<2s"] and live["run"]["report_url"] is None
-        # a retained snapshot answers by number, the same as it was
-        again = _json(f"{base}/llm/stats?seq={live['seq']}&history=0")
+        assert live["windows"] == [5.0, 10.0, 30.0, 60.0] and live["summary"] is None
+        # a retained snapshot answers by number, the same as it was, in any window
+        again = _json(f"{base}/llm/stats?seq={live['seq']}&history=0&window=5")
         assert again["overall"] == live["overall"] and again["window"] == live["window"]
+        wide = _json(f"{base}/llm/stats?seq={live['seq']}&history=0&window=30")
+        assert wide["window"]["length_s"] == 30.0 and wide["window"]["end"] == live["window"]["end"]
         assert _status(f"{base}/llm/stats?seq=999999") == 404
         # the LLM tab's rows ride on Locust's /stats/requests
         tab = _wait(lambda: [e for e in _json(base + "/stats/requests")["extended_stats"] if e["key"] == "llm"][0]["data"],
                     30, "the LLM tab's rows", proc, log)  # fmt: skip
-        assert tab[-1]["name"] == "All" and tab[-1]["ttft_p95"] > 0
+        assert tab[-1]["name"] == "All" and tab[-1]["ttft_p95"] > 0 and tab[-1]["users"] == 6 and tab[-1]["in_flight"] is not None
         seq = int(re.search(r"#(\d+)", tab[-1]["updated"]).group(1))
         try:
             snap = _json(f"{base}/llm/stats?seq={seq}&history=0")
             assert tab[-1]["ttft_p95"] == round(snap["overall"]["ttft_ms"]["p95"], 1)
+            tpot = snap["overall"]["tpot_ms"]["p95"]  # None while no request has ended
+            assert tab[-1]["tpot_p95"] == (None if tpot is None else round(tpot, 2))
             assert tab[-1]["out_tok_s"] == round(snap["overall"]["throughput"]["output_tokens_per_s"], 1)
         except urllib.error.HTTPError:
             pass  # only on a very slow machine: that snapshot is gone already
@@ -275,12 +530,13 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
         assert not re.search(r"<script[^>]+src=|<link[^>]+href=", page)
         assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}  # offline: nothing fetched
 
-        final = _wait(lambda: (lambda d: d if d["run"]["finished"] and d["run"]["report_url"] else None)(
+        final = _wait(lambda: (lambda d: d if d["summary"] and d["run"]["report_url"] else None)(
             _json(base + "/llm/stats")), 120, "the end of the run and its report", proc, log)  # fmt: skip
         history = final.pop("history")
         assert len(history) >= 4 and [p["seq"] for p in history] == sorted(p["seq"] for p in history)
         assert all(p["users"] is not None and "ttft_p95_ms" in p for p in history)
         assert max(p["users"] for p in history) == 6
+        assert final["final"] and final["in_flight"]["value"] == 0
         # the report and the results folder
         status, ctype, body = _get(base + final["run"]["report_url"])
         assert status == 200 and ctype.startswith("text/html") and b"<html" in body.lower()
@@ -290,64 +546,12 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
         for bad in ("/llm/report/..%2F..%2Fetc%2Fpasswd", "/llm/report/ui/..%2Frun.json", "/llm/report/ui/requests.parquet",
                     "/llm/report/nope", "/llm/report/ui/%2Fetc%2Fpasswd", "/llm/report/..", "/llm/report/ui/..%2F..%2Fui%2Freport.html"):  # fmt: skip
             assert _status(base + bad) == 404, bad
+        tab = [e for e in _json(base + "/stats/requests")["extended_stats"] if e["key"] == "llm"][0]["data"]
     finally:
         stop_group(proc)
-    # the final snapshot is numpy over requests.parquet for its window
-    table = pq.read_table(results / "ui" / "requests.parquet")
-    rows = [tuple(r[name] for name in FIELD_NAMES) for r in table.to_pylist()]
-    start, end = final["window"]["start"], final["window"]["end"]
-    exp = _expected(rows, start, end, parse_slo("ttft.p95<2s"))
-    assert final["window"]["records"] == exp["ended"] > 20
-    _check_block(final["overall"], exp, end - start)
-    assert final["totals"]["records"] == len(rows)
+    # after the run the view is the run's summary.json, and so is the LLM tab
     summary = json.loads((results / "ui" / "summary.json").read_text())
-    assert summary["records"]["total"] == len(rows)
-
-
-def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
-    from types import SimpleNamespace
-
-    from plugin.health import Health
-    from plugin.server_metrics import ServerMetrics
-    from plugin.state import SuiteState
-    from webui.plugin import client_health, in_flight, server_gauges
-
-    health, scraping = Health(), ServerMetrics()
-    env = SimpleNamespace(llm=SuiteState("local", (health, scraping)))
-    env.llm.plan = SimpleNamespace(server_metrics=())
-    run = SimpleNamespace(run_id="r1")
-    assert client_health(env) == {"state": "unknown"}
-    health.snapshot = lambda: {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
-    assert client_health(env) == {"state": "client_bound", "cpu_percent": 97.5, "reasons": ["cpu"]}
-    health.snapshot = lambda: 1 / 0
-    assert client_health(env)["state"] == "unknown"
-    # plugin.health's board: no state of its own; derived from its workers, samples left out
-    worker = {"worker": "w0", "index": 0, "bound": False, "contended": False, "reasons": [], "cpu_p95": 40.0,
-              "loop_lag_p99_ms": 1.2, "samples": 12, "recent": [{"t": 1.0, "cpu": 40.0}]}  # fmt: skip
-    board = {"running": True, "bound": False, "advice": "fine", "workers_needed": 1, "limits": {"cpu_pct": 70.0}, "workers": [worker]}
-    health.snapshot = lambda: board
-    h = client_health(env)
-    assert h["state"] == "ok" and h["advice"] == "fine" and "recent" not in h["workers"][0] and h["workers"][0]["cpu_p95"] == 40.0
-    worker["contended"] = True
-    assert client_health(env)["state"] == "contended"
-    board["bound"], worker["bound"] = True, True
-    assert client_health(env)["state"] == "client bound"
-    board["workers"] = []
-    board["bound"] = False
-    assert client_health(env)["state"] == "unknown"  # no sample yet
-
-    assert server_gauges(env, run) is None  # --server-metrics off
-    env.llm.plan = SimpleNamespace(server_metrics=("http://127.0.0.1:1/metrics",))
-    assert server_gauges(env, run) == {"available": False, "running": None, "waiting": None, "kv_cache_usage": None}
-    scraper = scraping.scraper = SimpleNamespace(latest=lambda: {"vllm:num_requests_running": 12, "vllm:num_requests_waiting": 3.0,
-                                                                  "vllm:kv_cache_usage_perc": 0.42})  # fmt: skip
-    assert server_gauges(env, run) == {"available": True, "running": 12.0, "waiting": 3.0, "kv_cache_usage": 0.42}
-    scraper.latest = lambda: {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
-    assert server_gauges(env, run) == {"available": True, "running": 5.0, "waiting": 0.0, "kv_cache_usage": 0.1}
-    scraper.latest = lambda: {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 55.0}  # a percentage
-    assert server_gauges(env, run) == {"available": True, "running": 2.0, "waiting": None, "kv_cache_usage": 0.55}
-
-    snap = {"overall": {"e2e_ms": {"mean": 500.0, "count": 120}}, "window": {"seconds": 30.0}}
-    assert in_flight(env, run, 8, snap) == {"value": None, "source": "unknown"}  # no run counting yet
-    env.llm.context = SimpleNamespace(in_flight=17)
-    assert in_flight(env, run, 64, snap) == {"value": 17.0, "source": "counted"}
+    for key in ("window", "overall", "by_class", "slo", "records"):
+        assert final["summary"][key] == summary[key], key
+    assert tab[-1]["updated"] == "run summary (ui)" and tab[-1]["ttft_p95"] == round(summary["overall"]["ttft_ms"]["p95"], 1)
+    assert tab[-1]["ended"] == summary["overall"]["requests"]["sent"]

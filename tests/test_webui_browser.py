@@ -1,34 +1,51 @@
-"""The LLM view in a real browser: a master with the web UI and one worker against the built-in
-simulator; headless Chromium (Debian's `chromium`, driven over the DevTools protocol by
-tests/cdp.py) fills Locust's start form, starts the run, and reads the LLM view. What the page
-shows must be what /llm/stats said for the same snapshot, within the page's rounding; the LLM tab
-of Locust's own page likewise; the report link appears when the run stops. A screenshot of the
-view is saved in the test's tmp dir (its path is logged).
+"""The web UI in a real browser: one master with the web UI and one worker against the built-in
+simulator, one headless Chromium (Debian's `chromium`, driven over the DevTools protocol by
+tests/cdp.py), one UI session through the tests of this module, in order:
 
+  1. bad input is refused in Locust's page before anything starts: the page shows the one line a
+     headless run prints, and the simulator's counters (its /metrics) do not move;
+  2. two runs in a row from the form with different steps and simulator profiles: each
+     summary.json has its own `by_step`, run.json's plan says what ran, the profile switch shows
+     in TTFT (fixed: ~100 ms; the V100 profile's ~400 ms);
+  3. a capacity search from the form yields summary.json's `capacity`;
+  4. a ramp, read in the LLM view while it runs: the 5 s window's tokens/s inside each step is the
+     step's own figure (summary.json's by_step) within 15 %, every number the page shows equals
+     /llm/stats for the same snapshot, step markers and the per-step table, the LLM tab, and after
+     Stop the run's summary.json in the cards.
+
+Screenshots (`form.png`, `refused.png`, `llm-view-ramp.png`, `llm-view-finished.png`,
+`locust-llm-tab.png`, `locust-charts.png`) are left in the module's tmp dir (the log says where).
 Chromium missing is a failure with the install line, never a skip (CI installs it: .ci/run).
 """
 
 from __future__ import annotations
 
 import base64
+import glob
 import json
 import logging
 import os
 import re
+import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import LOCUST, ROOT, free_port
 from tests.test_webui import start_group, stop_group
 
 log = logging.getLogger(__name__)
 
 SET_VALUE_JS = """(function (name, value) {
-  const el = document.querySelector('[name="' + name + '"]');
+  const el = document.querySelector('form [name="' + name + '"]');
   if (!el) return false;
+  if (el.type === 'checkbox') {
+    if (el.checked !== (value === 'true')) el.click();
+    return el.checked === (value === 'true');
+  }
   const setter = Object.getOwnPropertyDescriptor(window.HTMLInputElement.prototype, 'value').set;
   setter.call(el, value);
   el.dispatchEvent(new Event('input', {bubbles: true}));
@@ -38,10 +55,15 @@ SET_VALUE_JS = """(function (name, value) {
 
 PAGE_VALUES_JS = """(() => ({
   seq: Number(document.body.dataset.seq || 0),
+  mode: document.body.dataset.mode,
+  window: document.body.dataset.window,
   values: Object.fromEntries([...document.querySelectorAll('[data-key]')].map(e => [e.dataset.key, e.textContent.trim()])),
   report: (l => l.hidden ? null : l.getAttribute('href'))(document.getElementById('report-link')),
   results: document.getElementById('results-path').textContent,
   charts: [...document.querySelectorAll('.chart svg')].map(s => s.querySelectorAll('path.mark').length),
+  markers: [...document.querySelectorAll('.chart svg')].map(s => s.querySelectorAll('line.step-marker').length),
+  steps: [...document.querySelectorAll('#steps tbody tr')].map(r => [r.dataset.step, r.dataset.status]),
+  health: document.getElementById('health-sub').textContent,
 }))()"""
 
 
@@ -76,7 +98,7 @@ def _until(fn, timeout: float, what: str, logs=()):
 
 
 class Page:
-    """One Chromium tab over CDP (tests.cdp.Browser), with the few verbs this test needs."""
+    """One Chromium tab over CDP (tests.cdp.Browser), with the few verbs these tests need."""
 
     def __init__(self, browser):
         self.b = browser
@@ -105,6 +127,15 @@ class Page:
     def requested(self) -> list[str]:
         return [e["params"]["request"]["url"] for e in self.b.events if e.get("method") == "Network.requestWillBeSent"]
 
+    def posted(self, path: str) -> list[dict]:
+        """The forms this page POSTed to `path`, as dicts."""
+        out = []
+        for e in self.b.events:
+            req = e.get("params", {}).get("request", {}) if e.get("method") == "Network.requestWillBeSent" else {}
+            if req.get("method") == "POST" and urllib.parse.urlsplit(req.get("url", "")).path == path:
+                out.append(dict(urllib.parse.parse_qsl(req.get("postData", ""), keep_blank_values=True)))
+        return out
+
     def screenshot(self, path: str, width: int = 1400) -> None:
         height = int(self.js("document.documentElement.scrollHeight"))
         self.b.page("Emulation.setDeviceMetricsOverride", {"width": width, "height": min(height, 6000), "deviceScaleFactor": 1, "mobile": False})
@@ -113,6 +144,7 @@ class Page:
         with open(path, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
         self.b.page("Emulation.setDeviceMetricsOverride", {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+        log.warning("screenshot: %s", path)
 
 
 def _number(text: str) -> tuple[float, int] | None:
@@ -126,9 +158,12 @@ def _number(text: str) -> tuple[float, int] | None:
 def _lookup(data: dict, key: str):
     cur = data
     for part in key.split("."):
-        if not isinstance(cur, dict) or part not in cur:
+        if isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        elif isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        else:
             return None
-        cur = cur[part]
     return cur
 
 
@@ -155,123 +190,281 @@ def _check_page_against_json(values: dict, data: dict) -> int:
     return checked
 
 
-def test_llm_view_in_the_browser(tmp_path):
+def _sim_counters(sim_url: str) -> dict:
+    """The simulator's request counters: requests finished, prompt tokens seen, requests running."""
+    with urllib.request.urlopen(sim_url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {"finished": 0.0, "prompt_tokens": 0.0, "running": 0.0}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        value = float(line.rsplit(" ", 1)[1]) if line and not line.startswith("#") else 0.0
+        if name == "vllm:request_success_total":
+            out["finished"] += value
+        elif name == "vllm:prompt_tokens_total":
+            out["prompt_tokens"] += value
+        elif name == "vllm:num_requests_running":
+            out["running"] += value
+    return out
+
+
+def _headless_error(*args: str) -> str:
+    """The one line a headless run prints for these options (stderr's `error: ...`)."""
+    proc = subprocess.run([*LOCUST, "--headless", "-u", "1", "-t", "2s", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert proc.returncode != 0 and lines, proc.stderr[-2000:]
+    return lines[-1][len("error: ") :]
+
+
+class UI:
+    """The module's Locust (master + worker, web UI) and its browser tab."""
+
+    def __init__(self, tmp, base, results, sim, logs, page):
+        self.tmp, self.base, self.results, self.sim, self.logs, self.page = tmp, base, results, sim, logs, page
+        self.runs: list[str] = []  # results folders of the runs started so far
+
+    def state(self) -> str:
+        return _json(self.base + "/stats/requests")["state"]
+
+    def form(self) -> None:
+        """Locust's start form on screen (after a run: its New button), once the worker is back:
+        after a run Locust's master forgets its worker for a few seconds, and its page does not
+        start a distributed run without one."""
+        page = self.page
+        _until(lambda: _json(self.base + "/stats/requests").get("worker_count") == 1, 60, "the worker", self.logs)
+        page.goto(self.base + "/")
+        _until(lambda: page.js("!!document.querySelector('form [name=userCount]') || "
+                               "!![...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new')"),
+               30, "Locust's page", self.logs)  # fmt: skip
+        if not page.js("!!document.querySelector('form [name=userCount]')"):
+            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()")
+        _until(lambda: page.js("!!document.querySelector('form [name=userCount]')"), 30, "the start form", self.logs)
+
+    def submit(self, fields: dict) -> str | None:
+        """Fill the start form and press Start; the message Locust's page shows when refused, else None."""
+        self.form()
+        page = self.page
+        for name, value in fields.items():
+            assert page.js(f"{SET_VALUE_JS}({json.dumps(name)}, {json.dumps(value)})"), (name, value)
+        before = len(page.posted("/swarm"))
+        page.js("document.querySelector('form button[type=submit]').click()")
+        _until(lambda: len(page.posted("/swarm")) > before, 15, "the form's POST", self.logs)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            alert = page.js("(a => a ? a.innerText.trim() : null)(document.querySelector('form [role=alert]'))")
+            if alert:
+                return alert
+            if self.state() in ("spawning", "running"):
+                return None
+            time.sleep(0.3)
+        pytest.fail(f"the form neither started a run nor showed a message (state {self.state()})")
+
+    def run(self, fields: dict, timeout: float = 150) -> tuple[dict, dict, str]:
+        """A run from the form, to its end: (summary.json, run.json, its results folder)."""
+        previous = set(glob.glob(str(self.results / "*")))
+        message = self.submit(fields)
+        assert message is None, message
+        posted = self.page.posted("/swarm")[-1]
+        for camel, value in fields.items():  # the browser sent what was typed (the names in snake case)
+            snake = re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
+            assert posted.get(snake) == value, (snake, posted.get(snake), value)
+        folder = _until(lambda: (set(glob.glob(str(self.results / "*"))) - previous), 60, "the run's results folder", self.logs)
+        (path,) = folder
+        _until(lambda: os.path.exists(os.path.join(path, "summary.json")) and self.state() == "stopped", timeout,
+               "the run's end", self.logs)  # fmt: skip
+        self.runs.append(path)
+        with open(os.path.join(path, "summary.json")) as f:
+            summary = json.load(f)
+        with open(os.path.join(path, "run.json")) as f:
+            run = json.load(f)
+        return summary, run, path
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
     chromium = _chromium()
     from tests.cdp import Browser
 
+    tmp = tmp_path_factory.mktemp("webui-browser")
     web, master_port = free_port(), free_port()
     base = f"http://127.0.0.1:{web}"
-    results = tmp_path / "results"
-    mlog, wlog = str(tmp_path / "master.log"), str(tmp_path / "worker.log")
+    results = tmp / "results"
+    mlog, wlog = str(tmp / "master.log"), str(tmp / "worker.log")
     master = start_group(
         "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-        "--web-host", "127.0.0.1", "--web-port", str(web), "--sim-profile", "fixed", "--max-tokens-override", "24",
-        "--results-dir", str(results), "--stop-timeout", "10", log_path=mlog,
+        "--web-host", "127.0.0.1", "--web-port", str(web), "--results-dir", str(results), "--stop-timeout", "10",
+        log_path=mlog,
     )  # fmt: skip
     worker = start_group("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port), log_path=wlog)
     logs = (mlog, wlog)
-    shot = str(tmp_path / "llm-view.png")
     try:
         _until(lambda: _json(base + "/stats/requests").get("worker_count") == 1, 90, "the worker to connect", logs)
+        sim = _until(lambda: re.search(r"built-in simulator at (http://\S+)", open(mlog).read()).group(1), 30,
+                     "the built-in simulator", logs)  # fmt: skip
         with Browser(chromium, timeout=60) as browser:
             page = Page(browser)
             browser.page("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
-            page.goto(base + "/")
-            _until(lambda: page.js("!!document.querySelector('[name=userCount]')"), 30, "Locust's start form", logs)
-            # the suite's options are in the form, with their defaults
-            form = page.js("Object.fromEntries([...document.querySelectorAll('form input, form select')].map(e => [e.name, e.value]))")
-            for name, default in (("model", ""), ("workload", ""), ("slo", ""), ("endpoint", "chat"),
-                                  ("maxTokensOverride", "24"), ("warmup", "0s"), ("steps", ""), ("stepTime", "60s")):  # fmt: skip
-                assert form.get(name) == default, (name, form.get(name))
-            assert page.js("!!document.getElementById('llm-view-link')")  # the way to the LLM view
-            for name, value in (("userCount", "6"), ("spawnRate", "6"), ("slo", "ttft.p95<2s,tpot.p95<200ms")):
-                assert page.js(f"{SET_VALUE_JS}({json.dumps(name)}, {json.dumps(value)})"), name
-            page.js("document.querySelector('form button[type=submit]').click()")
-            _until(lambda: _json(base + "/stats/requests")["state"] in ("running", "spawning"), 60, "the run to start", logs)
-
-            # the LLM view, live: non-zero TTFT and tokens/s, equal to the JSON of the same snapshot
-            page.goto(base + "/llm")
-
-            def live_values():
-                v = page.js(PAGE_VALUES_JS)
-                shown = _number(v["values"].get("overall.ttft_ms.p95", "–"))
-                tokens = _number(v["values"].get("overall.throughput.output_tokens_per_s", "–"))
-                users = _number(v["values"].get("users", "–"))
-                ready = shown and shown[0] > 0 and tokens and tokens[0] > 0 and users and users[0] == 6 and v["seq"] >= 3
-                return v if ready and min(v["charts"]) > 0 else None
-
-            def matched_snapshot():
-                v = live_values()
-                if not v:
-                    return None
-                try:
-                    data = _json(f"{base}/llm/stats?seq={v['seq']}&history=0")
-                except urllib.error.HTTPError:  # that snapshot is gone already (slow machine): read again
-                    return None
-                data["state"] = v["values"]["state"].lower()  # the state is read at request time
-                return v, data, _check_page_against_json(v["values"], data)
-
-            v, data, checked = _until(matched_snapshot, 120, "the LLM view to show live numbers", logs)
-            assert checked >= 40, checked  # cards and the per-class table
-            assert data["overall"]["ttft_ms"]["p95"] > 0 and data["overall"]["throughput"]["output_tokens_per_s"] > 0
-            assert data["run"]["slo"] == ["ttft.p95<2s", "tpot.p95<200ms"]  # the form's value reached the run
-            assert {o["objective"] for o in data["overall"]["slo"]["objectives"]} == {"ttft.p95<2s", "tpot.p95<200ms"}
-            assert data["workers"] == 1 and data["users"] == 6
-            assert set(v["values"]) >= {"by_class.short.ttft_ms.p95", "by_class.long.throughput.output_tokens_per_s"}
-            time.sleep(5)  # a few more chart points for the picture
-            page.screenshot(shot)
-            log.warning("LLM view screenshot: %s", shot)
-            print(f"LLM view screenshot: {shot}")
-
-            # the LLM tab of Locust's own page: the same numbers, from the snapshot its row names
-            page.goto(base + "/?tab=llm")
-
-            def tab_row():
-                rows = page.js("[...document.querySelectorAll('table tbody tr')].map(r => [...r.querySelectorAll('td')].map(td => td.textContent.trim()))")
-                heads = page.js("[...document.querySelectorAll('table thead th')].map(th => th.textContent.trim())")
-                for row in rows or []:
-                    if row and row[0] == "All" and "#" in row[-1]:
-                        return dict(zip(heads, row))
-                return None
-
-            def tab_matches():
-                row = tab_row()
-                if not row:
-                    return None
-                seq = int(re.search(r"#(\d+)", row["Window end (#)"]).group(1))
-                try:
-                    snap = _json(f"{base}/llm/stats?seq={seq}&history=0")
-                except urllib.error.HTTPError:
-                    return None
-                o = snap["overall"]
-                for head, exp in (("TTFT P95 ms", o["ttft_ms"]["p95"]), ("Out tok/s", o["throughput"]["output_tokens_per_s"]),
-                                  ("TPOT P50 ms", o["tpot_ms"]["p50"])):  # fmt: skip
-                    shown = _number(row[head])
-                    assert shown and abs(shown[0] - exp) <= 0.5 * 10 ** -shown[1] + 1e-9, (head, row[head], exp)
-                return row
-
-            row = _until(tab_matches, 60, "the LLM tab's row", logs)
-            assert _number(row["TTFT P95 ms"])[0] > 0
-            page.screenshot(str(tmp_path / "locust-llm-tab.png"))
-
-            # stop from the UI; the view then links the report in the results folder
-            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'stop').click()")
-            page.goto(base + "/llm")
-            done = _until(lambda: (lambda v: v if v["report"] else None)(page.js(PAGE_VALUES_JS)), 120,
-                          "the report link after the run", logs)  # fmt: skip
-            final = _json(base + "/llm/stats?history=0")
-            assert final["run"]["finished"] and done["report"] == final["run"]["report_url"]
-            assert done["results"] == final["run"]["results_path"] and done["results"].startswith(str(results))
-            assert os.path.isfile(os.path.join(done["results"], "report.html"))
-            assert os.path.isfile(os.path.join(done["results"], "summary.json"))
-            with urllib.request.urlopen(base + done["report"], timeout=10) as r:
-                assert r.status == 200 and b"<html" in r.read(2000).lower()
-            _check_page_against_json(done["values"], {**final, "state": done["values"]["state"].lower()})
-            page.screenshot(str(tmp_path / "llm-view-finished.png"))
+            print(f"screenshots in {tmp}")
+            yield UI(tmp, base, results, sim, logs, page)
             assert not page.errors(), page.errors()
-            outside = [u for u in page.requested() if not u.startswith(base) and not u.startswith("data:")]
-            assert not outside, outside  # the page works offline
     finally:
         stop_group(master)
         stop_group(worker)
-    assert os.path.getsize(shot) > 10_000
+
+
+def test_form_is_grouped_for_a_ramp_tester(ui):
+    ui.form()
+    page = ui.page
+    names = page.js("[...document.querySelectorAll('form input, form select')].map(e => e.name).filter(n => n)")
+    custom = names[names.index("model") :]
+    # target and model, workload, load model, SLO, then the expert settings
+    order = ["model", "simProfile", "workload", "maxTokensOverride", "steps", "stepTime", "stepWarmup", "findCapacity",
+             "requestRate", "slo", "warmup", "resultsDir", "runId", "timeoutConnect", "retry"]  # fmt: skip
+    assert [n for n in custom if n in order] == order, custom
+    headings = page.js("""[...document.querySelectorAll('form div')].map(d => getComputedStyle(d, '::before').content)
+                          .filter(c => c && !['none', 'normal', '""'].includes(c))""")
+    assert headings == ['"Target and model"', '"Workload"', '"Load model: steps, capacity search, open loop, replay"', '"SLO"',
+                        '"Expert settings"'], headings  # fmt: skip
+    page.js("[...document.querySelectorAll('button, [role=button]')].filter(b => /custom parameters/i.test(b.textContent)).forEach(b => b.click())")
+    time.sleep(1)
+    page.screenshot(str(ui.tmp / "form.png"))
+
+
+def test_bad_input_is_refused_in_the_page_before_anything_is_sent(ui):
+    before, folders = _sim_counters(ui.sim), set(os.listdir(ui.results)) if ui.results.exists() else set()
+    base = {"userCount": "2", "spawnRate": "2", "host": ui.sim, "steps": "", "findCapacity": "false", "slo": ""}
+    message = ui.submit({**base, "slo": "ttft<5s"})
+    assert message == _headless_error("--slo", "ttft<5s"), message
+    assert message.startswith("--slo: cannot read 'ttft<5s'")
+    ui.page.screenshot(str(ui.tmp / "refused.png"))
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    message = ui.submit({**base, "host": dead, "model": "some-model"})
+    assert message == _headless_error("--host", dead, "--model", "some-model"), message
+    assert message.startswith("--host: ")
+    message = ui.submit({**base, "model": "", "steps": "1,2", "stepTime": "5s", "stepWarmup": "6s"})
+    assert message == "--step-warmup: 6s must be shorter than --step-time 5s", message
+    time.sleep(3)  # anything started would have sent its first requests by now
+    assert ui.state() == "ready"
+    assert _sim_counters(ui.sim) == before  # nothing was sent to the simulator
+    assert (set(os.listdir(ui.results)) if ui.results.exists() else set()) == folders  # no run began
+
+
+def _steps(summary: dict) -> list[tuple[int, int]]:
+    return [(s["step"], s["users"]) for s in summary["by_step"]]
+
+
+def test_two_runs_in_a_row_take_their_own_steps_and_profile(ui):
+    common = {"userCount": "3", "spawnRate": "3", "host": ui.sim, "model": "", "slo": "", "findCapacity": "false",
+              "maxTokensOverride": "40", "stepWarmup": "1s"}  # fmt: skip
+    a, run_a, _ = ui.run({**common, "steps": "1,3", "stepTime": "5s", "simProfile": "v100-7b-tp8"})
+    b, run_b, _ = ui.run({**common, "steps": "2,4,5", "stepTime": "4s", "simProfile": "fixed"})
+    assert _steps(a) == [(0, 1), (1, 3)], _steps(a)
+    assert _steps(b) == [(0, 2), (1, 4), (2, 5)], _steps(b)
+    for summary, run, levels, step_s in ((a, run_a, [1, 3], 5.0), (b, run_b, [2, 4, 5], 4.0)):
+        assert run["plan"]["load"] == {"kind": "steps", "levels": levels, "step_s": step_s, "warmup_s": 1.0}
+        start = run["started_at"]
+        for s in summary["by_step"]:  # each step's window is its own: warm-up excluded, step_s long
+            assert abs(s["window"]["end"] - s["window"]["start"] - (step_s - 1.0)) < 1e-6
+            assert s["requests"]["sent"] > 0 and s["ttft_ms"]["count"] > 0
+        assert abs(summary["by_step"][0]["window"]["start"] - start - 1.0) < 1.0
+    # the simulator profile switched with the form: fixed answers in 100 ms, the V100 profile in ~400
+    assert run_a["plan"]["sim_profile"] == "v100-7b-tp8" and run_b["plan"]["sim_profile"] == "fixed"
+    assert 90 <= b["overall"]["ttft_ms"]["p50"] <= 150, b["overall"]["ttft_ms"]
+    assert a["overall"]["ttft_ms"]["p50"] >= 250, a["overall"]["ttft_ms"]
+
+
+def test_capacity_search_from_the_form(ui):
+    summary, run, _ = ui.run({"userCount": "3", "spawnRate": "3", "host": ui.sim, "simProfile": "fixed", "model": "",
+                              "maxTokensOverride": "30", "steps": "1,3", "stepTime": "7s", "stepWarmup": "1s",
+                              "findCapacity": "true", "slo": "ttft.p95<400ms", "runTime": "16s"})  # fmt: skip
+    # (with workers a level is judged on its window less the last report interval: 4 s)
+    assert run["plan"]["load"] == {"kind": "capacity", "candidates": [1, 3], "step_s": 7.0, "warmup_s": 1.0}
+    assert run["plan"]["slo"] == ["ttft.p95<400ms"] and run["plan"]["run_time_s"] == 16.0
+    cap = summary["capacity"]
+    assert cap is not None and cap["users"] == 3, (cap, [(s["users"], s["slo"], s["requests"]) for s in summary["by_step"]])  # fixed: 100 ms at any load, every level passes
+    assert _steps(summary) == [(0, 1), (1, 3)]
+
+
+def test_live_view_follows_a_ramp(ui):
+    """Steps of 12 s, replies of ~8 s: a view built on ended requests alone would still be in the
+    previous step; counted where tokens arrive, the 5 s window inside each step is the step's
+    own tokens/s."""
+    page = ui.page
+    message = ui.submit({"userCount": "6", "spawnRate": "6", "host": ui.sim, "simProfile": "fixed", "model": "",
+                         "maxTokensOverride": "400", "steps": "2,6", "stepTime": "12s", "stepWarmup": "2s",
+                         "findCapacity": "false", "slo": "ttft.p95<2s,tpot.p95<200ms", "runTime": ""})  # fmt: skip
+    assert message is None, message
+    page.goto(ui.base + "/llm")
+    readings = []  # what the page showed, read every second while the run was on
+
+    def read():
+        v = page.js(PAGE_VALUES_JS)
+        if v.get("mode") == "live" and v["seq"]:
+            readings.append(v)
+        return v.get("mode") == "summary"
+
+    matched = None
+    deadline = time.monotonic() + 120
+    while not read() and time.monotonic() < deadline:
+        v = readings[-1] if readings else None
+        if matched is None and v and v["values"].get("users") == "6" and min(v["charts"]) > 0:
+            try:  # the page's numbers are the JSON's of the same snapshot
+                data = _json(f"{ui.base}/llm/stats?seq={v['seq']}&history=0&window={v['window']}")
+                data["state"] = v["values"]["state"].lower()
+                matched = (v, data, _check_page_against_json(v["values"], data))
+                page.screenshot(str(ui.tmp / "llm-view-ramp.png"))
+            except urllib.error.HTTPError:  # that snapshot is gone already: read again
+                pass
+        time.sleep(1.0)
+    assert matched, f"the page never showed 6 users with charts; last reading {readings[-1] if readings else None}"
+    v, data, checked = matched
+    assert checked >= 40, checked  # the cards and the per-class table
+    assert data["overall"]["ttft_ms"]["p95"] > 0 and data["run"]["slo"] == ["ttft.p95<2s", "tpot.p95<200ms"]
+    assert data["workers"] == 1 and data["window_s"] == 5.0
+    assert max(min(r["markers"]) for r in readings) == 2  # a marker at each step's start, on every chart
+
+    final = _until(lambda: (lambda d: d if d["summary"] else None)(_json(ui.base + "/llm/stats?history=1&window=5")), 60,
+                   "the run's summary in the view", ui.logs)  # fmt: skip
+    summary = json.load(open(os.path.join(final["run"]["results_path"], "summary.json")))
+    ui.runs.append(final["run"]["results_path"])
+    steps = summary["by_step"]
+    assert _steps(summary) == [(0, 2), (1, 6)]
+    # the live 5 s window, read inside each step's measured window, is that step's tokens/s
+    for s in steps:
+        inside = [p for p in final["history"] if p["t"] - 5.0 >= s["window"]["start"] and p["t"] <= s["window"]["end"]]
+        assert inside, (s["window"], [p["t"] for p in final["history"]])
+        want = s["throughput"]["output_tokens_per_s"]
+        for p in inside:
+            assert abs(p["output_tokens_per_s"] - want) <= 0.15 * want, (s["step"], p["output_tokens_per_s"], want)
+    # the step table filled during the run, and its final rows are summary.json's
+    assert any(("0", "final") in [tuple(x) for x in r["steps"]] for r in readings), [r["steps"] for r in readings[-5:]]
+
+    # after the run: the cards and tables are the run's summary.json
+    done = _until(lambda: (lambda v: v if v.get("mode") == "summary" and v["report"] else None)(page.js(PAGE_VALUES_JS)), 60,
+                  "the summary and the report link in the page", ui.logs)  # fmt: skip
+    shown = _check_page_against_json(done["values"], {**final, "state": done["values"]["state"].lower()})
+    assert shown >= 60, shown
+    assert "summary.overall.ttft_ms.p95" in done["values"] and "summary.by_step.1.throughput.output_tokens_per_s" in done["values"]
+    assert done["steps"] == [["0", "final"], ["1", "final"]]
+    page.screenshot(str(ui.tmp / "llm-view-finished.png"))
+    with urllib.request.urlopen(ui.base + done["report"], timeout=10) as r:
+        assert r.status == 200 and b"<html" in r.read(2000).lower()
+    outside = [u for u in page.requested() if not u.startswith(ui.base) and not u.startswith("data:")]
+    assert not outside, outside  # the page works offline
+
+    # Locust's own page: the LLM tab (the run's summary now) and a note on the Charts tab
+    page.goto(ui.base + "/?tab=llm")
+    row = _until(lambda: next((dict(zip(page.js("[...document.querySelectorAll('table thead th')].map(t => t.textContent.trim())"), r))
+                               for r in page.js("[...document.querySelectorAll('table tbody tr')].map(r => [...r.querySelectorAll('td')]"
+                                                ".map(td => td.textContent.trim()))") or [] if r and r[0] == "All"), None),
+                 30, "the LLM tab's row", ui.logs)  # fmt: skip
+    assert {"TPOT P95 ms", "Users", "In flight"} <= set(row), row
+    assert _number(row["TTFT P95 ms"])[0] == round(summary["overall"]["ttft_ms"]["p95"], 1), row
+    assert _number(row["TPOT P95 ms"])[0] == round(summary["overall"]["tpot_ms"]["p95"], 2), row
+    assert "run summary" in row["Window end (#)"]
+    page.screenshot(str(ui.tmp / "locust-llm-tab.png"))
+    page.js("[...document.querySelectorAll('[role=tab]')].find(t => /^charts$/i.test(t.textContent.trim())).click()")
+    note = _until(lambda: page.js("(n => n && !n.hidden ? n.innerText : null)(document.getElementById('llm-charts-note'))"), 10,
+                  "the note on the Charts tab", ui.logs)  # fmt: skip
+    assert "end-to-end" in note and "TTFT" in note and "LLM view" in note
+    page.screenshot(str(ui.tmp / "locust-charts.png"))

@@ -218,13 +218,14 @@ class LiveWindow:
             end = min(end, self.latest_end)
         longest = max(self.windows)
         keep_from = end - longest - KEEP_SLACK_S
-        step_rows, step_from = self._steps(end, flight, steps, final)
-        if step_from is not None:
-            keep_from = min(keep_from, step_from)
-        self.prune(keep_from)
+        step_rows = self._step_rows(end, flight, steps, final)
+        waiting = [r["start"] for r in step_rows or () if r["status"] in ("pending", "final") and r["step"] not in self.final_steps]
+        self.prune(min([keep_from, *waiting]))
         table = self.select(self.bounds(end, longest)[0])
         m, ended = _measure(table, self.objectives)
         ratios = _ratios(m, table)
+        if waiting:
+            self._step_blocks(step_rows, flight, ratios)
         out = {"end": end, "windows": {}, "totals": dict(self.totals), "steps": step_rows, "ratios": ratios,
                "in_flight": {"streams": len(flight), "waiting_first_token": int(np.sum(~np.isfinite(flight.first))),
                              "oldest_wait_s": float(end - np.min(flight.sent[~np.isfinite(flight.first)]))
@@ -246,46 +247,53 @@ class LiveWindow:
             }
         return clean(out)
 
-    def _steps(self, end: float, flight: Flight, steps, final: bool) -> tuple[list | None, float | None]:
-        """The rows of the steps begun so far, and the earliest time whose records a pending step
-        still needs (None when no step is pending)."""
+    def _step_rows(self, end: float, flight: Flight, steps, final: bool) -> list | None:
+        """The steps begun so far: "running" until the step's time is over, then "pending" while
+        requests sent before its end are still open, then "final" (kept as it is)."""
         if steps is None or self.run_start is None:
-            return None, None
+            return None
         plan, run_start = steps
-        rows, need_from = [], None
+        rows = []
         for index, users in enumerate(plan.levels):
             begin = run_start + index * plan.step_s
             if begin > end:
                 break
-            start, stop = plan.window(index, run_start)
-            row = {"step": index, "users": users, "begin": begin, "start": start, "end": stop}
             if index in self.final_steps:
                 rows.append(self.final_steps[index])
                 continue
+            start, stop = plan.window(index, run_start)
+            row = {"step": index, "users": users, "begin": begin, "start": start, "end": stop, "open": None, "block": None}
             if end < stop and not final:
-                rows.append({**row, "status": "running", "open": None, "block": None})
-                continue
-            still_open = int(np.sum(flight.sent < stop)) if not final else 0
-            row.update(status="final" if still_open == 0 else "pending", open=still_open)
+                row["status"] = "running"
+            else:
+                still_open = int(np.sum(flight.sent < stop))
+                row.update(status="final" if still_open == 0 else "pending", open=still_open)
             rows.append(row)
-            need_from = start if need_from is None else min(need_from, start)
-        # compute the rows that need it (pending or just final), from the records they need
-        todo = [r for r in rows if r.get("status") in ("pending", "final") and r["step"] not in self.final_steps]
-        if todo:
-            table = self.select(min(r["start"] for r in todo))
-            m, _ = _measure(table, self.objectives)
-            for r in todo:
-                if m is None:
-                    r["block"] = None
-                else:
-                    steps_col = m.df["step"].to_numpy()
-                    wall = m.df["wall_send"].to_numpy()
-                    mask = (steps_col == r["step"]) & (wall >= r["start"]) & (wall <= r["end"])
-                    r["block"] = m.block(mask, r["start"], r["end"]).model_dump()
-                if r["status"] == "final":
-                    self.final_steps[r["step"]] = clean(r)
-        pending = [r["start"] for r in rows if r.get("status") == "pending"]
-        return rows, (min(pending) if pending else None)
+        return rows
+
+    def _step_blocks(self, rows: list, flight: Flight, ratios: dict) -> None:
+        """The blocks of the steps whose time is over, as summary.json's by_step computes them
+        (metrics.summary.by_step: the requests sent in the step's window; tokens that arrived in
+        it); a pending step's open streams add what they delivered in the window so far."""
+        todo = [r for r in rows if r["status"] in ("pending", "final") and r["step"] not in self.final_steps]
+        table = self.select(min(r["start"] for r in todo))
+        m, _ = _measure(table, self.objectives)
+        for r in todo:
+            start, end = r["start"], r["end"]
+            if m is not None:
+                wall = m.df["wall_send"].to_numpy()
+                mask = (m.df["step"].to_numpy() == r["step"]) & (wall >= start) & (wall <= end)
+                block = m.block(mask, start, end).model_dump()
+                rec_ttft = m.df["ttft_s"].to_numpy()[mask & m.ok]
+            else:
+                block, rec_ttft = _empty_block(end - start, self.objectives), np.empty(0)
+            if r["status"] == "pending":  # what the open streams delivered in the step's window so far
+                sent_in = (flight.sent >= start) & (flight.sent <= end) & np.isfinite(flight.ttft)
+                _add_open_streams(block, flight, start, end, ratios, np.concatenate([rec_ttft, flight.ttft[sent_in]]))
+                block["slo"] = None  # judged once every request of the step has ended
+            r["block"] = block
+            if r["status"] == "final":
+                self.final_steps[r["step"]] = clean(r)
 
     def add_point(self, snap: dict, **extra) -> dict | None:
         """One history point for the charts: every window's figures, and the caller's gauges."""
@@ -348,8 +356,6 @@ def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Fl
     metrics.summary.Measure) of the records that ended in the window, with tokens counted where
     they arrived and TTFT where the first token came, the open streams included (module doc).
     `requests.ended` stands for summary.json's `requests.sent`; no `sent_per_s`, no token sources."""
-    from metrics.summary import distribution  # pandas
-
     fsel = np.ones(len(flight), dtype=bool) if flight_group is None else flight_group
     seconds = max(0.0, end - start)
     if m is not None:
@@ -363,24 +369,35 @@ def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Fl
         rec_ttft = np.empty(0)
     # the open streams: tokens that arrived, prompts whose first token came, their TTFT
     first_in = flight.first_in(start, end) & fsel
-    events = float(flight.events_in(start, end)[fsel].sum())
-    flight_out = events * ratios["tokens_per_event"]
-    flight_prompt = float(flight.chars[first_in].sum()) * ratios["prompt_tokens_per_char"]
     ttft = np.concatenate([rec_ttft, flight.ttft[first_in]])
-    out["ttft_ms"] = distribution(ttft).model_dump()
-    th = out["throughput"]
-    if seconds > 0:
-        th["output_tokens_per_s"] = (th["output_tokens_per_s"] or 0.0) + flight_out / seconds
-        th["total_tokens_per_s"] = (th["total_tokens_per_s"] or 0.0) + (flight_out + flight_prompt) / seconds
+    _add_open_streams(out, flight, start, end, ratios, ttft, fsel)
     if out.get("slo") and objectives:
         _rejudge_ttft(out["slo"], objectives, ttft)
     requests = out["requests"]
     out["requests"] = {"ended": requests.pop("sent"), **requests}
-    th.pop("sent_per_s", None)
+    out["throughput"].pop("sent_per_s", None)
     out["tokens"].pop("source", None)
-    out["open_streams"] = {"counted": int(np.sum(fsel)), "first_token_in_window": int(np.sum(first_in)),
-                           "output_tokens": flight_out, "prompt_tokens": flight_prompt}  # fmt: skip
     return out
+
+
+def _add_open_streams(block: dict, flight: Flight, start: float, end: float, ratios: dict, ttft_s: np.ndarray,
+                      select=None) -> None:  # fmt: skip
+    """Add to a block what the open streams (`select` of `flight`) delivered in [start, end]:
+    output tokens that arrived, prompt tokens of first tokens that came; TTFT becomes the
+    distribution of `ttft_s`."""
+    from metrics.summary import distribution  # pandas
+
+    sel = np.ones(len(flight), dtype=bool) if select is None else select
+    first_in = flight.first_in(start, end) & sel
+    out_tokens = float(flight.events_in(start, end)[sel].sum()) * ratios["tokens_per_event"]
+    prompt_tokens = float(flight.chars[first_in].sum()) * ratios["prompt_tokens_per_char"]
+    block["ttft_ms"] = distribution(ttft_s).model_dump()
+    th, seconds = block["throughput"], max(0.0, end - start)
+    if seconds > 0:
+        th["output_tokens_per_s"] = (th["output_tokens_per_s"] or 0.0) + out_tokens / seconds
+        th["total_tokens_per_s"] = (th["total_tokens_per_s"] or 0.0) + (out_tokens + prompt_tokens) / seconds
+    block["open_streams"] = {"counted": int(np.sum(sel)), "first_token_in_window": int(np.sum(first_in)),
+                             "output_tokens": out_tokens, "prompt_tokens": prompt_tokens}  # fmt: skip
 
 
 def _rejudge_ttft(slo: dict, objectives, ttft_s: np.ndarray) -> None:

@@ -201,6 +201,8 @@ class LiveView:
             if window is not self.window:  # a new run started meanwhile
                 return None
             snap.update(self._gauges(run, snap, now))
+            if final:  # every stream has ended and is a record (the gauge would be a last report's)
+                snap["in_flight"].update(value=0.0, source="the run has ended")
             self.seq += 1
             snap["seq"] = self.seq
             snap["generated_at"] = now
