@@ -13,6 +13,13 @@ description                 ""         free text
 model                       sim-model  model id served (``--model`` overrides)
 stream_interval             1          tokens per SSE chunk (vLLM ``--stream-interval``)
 max_model_len               4096       prompt + max_tokens above this -> HTTP 400
+role_chunk                  with_first_token
+                                       chat streams: ``with_first_token`` writes the
+                                       role-only chunk together with the first content
+                                       chunk (vLLM: headers at once, role and first token
+                                       in one write); ``at_once`` writes it with the
+                                       headers at arrival (transformers serve). Tools that
+                                       time TTFT to the first chunk see the difference
 --- fixed ---
 ttft_s                      0.1        constant time to first token, per request
 itl_s                       0.02       constant inter-token latency, per request
@@ -80,6 +87,7 @@ class Profile(BaseModel):
     model: Annotated[str, Fix("give the served model id")] = "sim-model"
     stream_interval: Count = 1
     max_model_len: Count = 4096
+    role_chunk: Annotated[Literal["with_first_token", "at_once"], Fix("role_chunk is with_first_token or at_once")] = "with_first_token"
     # fixed
     ttft_s: Seconds = 0.1
     itl_s: Seconds = 0.02

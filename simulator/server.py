@@ -75,7 +75,7 @@ class Stream:
         "include_usage", "cont_usage", "want_t", "arrival", "start_t", "seed", "sent", "chunks",
         "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
         "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
-        "common", "submitted",
+        "common", "submitted", "role_pending",
     )
 
     def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
@@ -108,6 +108,7 @@ class Stream:
         self.generated = 0
         self.seq = None
         self.submitted = False
+        self.role_pending = b""  # chat: the role-only chunk, written with the first token
         if endpoint == "chat":
             obj = b"chat.completion.chunk"
             open_, close_ = b'{"index":0,"delta":{"content":"', b'"}'
@@ -158,7 +159,11 @@ class Stream:
                 role = self.common + b',"choices":[{"index":0,"delta":{"role":"assistant"},"logprobs":null,"finish_reason":null}]'
                 if self.cont_usage:
                     role += self._usage(0)
-                self._write(hdr + frame(self._event(role)))
+                if self.srv.role_at_once:
+                    self._write(hdr + frame(self._event(role)))
+                else:  # vLLM: the headers now, the role-only chunk in one write with the first token
+                    self._write(hdr)
+                    self.role_pending = frame(self._event(role))
             else:
                 self._write(hdr)
             if self.fault_k == 0:
@@ -208,7 +213,9 @@ class Stream:
         self.sent = upto
         last = upto >= self.max_tokens
         m = self.srv.metrics
+        pre = b""  # the role-only chunk, when it goes out with the first token (role_chunk: with_first_token)
         if self.first_t is None:
+            pre, self.role_pending = self.role_pending, b""
             self.first_t = now
             m.ttft.observe(now - self.arrival)
             m.prompt_tokens += self.prompt_tokens
@@ -218,7 +225,7 @@ class Stream:
         self.chunks += 1
         m.generation_tokens += n
         if not (last or self.cont_usage or self.want_t):
-            self._write(b"%x\r\n%b%b%b}\n\n\r\n" % (self.fixed_len + len(text), self.head, text, self.mid))
+            self._write(pre + b"%x\r\n%b%b%b}\n\n\r\n" % (self.fixed_len + len(text), self.head, text, self.mid))
         else:
             body = self.head + text + (self.mid_last if last else self.mid)
             if self.cont_usage:
@@ -228,9 +235,9 @@ class Stream:
             else:
                 payload = body + b"}\n\n"
             if not last:
-                self._write(frame(payload))
+                self._write(pre + frame(payload))
             else:
-                out = [frame(payload)]
+                out = [pre, frame(payload)]
                 if self.include_usage:
                     out.append(frame(self._event(self.common + b',"choices":[]' + self._usage(upto))))
                 out.append(frame(DONE))
@@ -349,6 +356,7 @@ class SimServer:
         self.fixed = profile.kind == "fixed"
         self.runner = (FixedRunner if self.fixed else BatchRunner)(profile, loop, seed)
         self.stream_interval = profile.stream_interval
+        self.role_at_once = profile.role_chunk == "at_once"
         self.created = int(time.time())
         self.active: set[Stream] = set()
         self.conns: set[HttpConn] = set()
