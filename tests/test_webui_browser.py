@@ -290,10 +290,12 @@ def ui(tmp_path_factory):
     base = f"http://127.0.0.1:{web}"
     results = tmp / "results"
     mlog, wlog = str(tmp / "master.log"), str(tmp / "worker.log")
+    # --steps on the command line: every run below takes the form's load model instead (an old bug
+    # ran the command line's, or the previous form's)
     master = start_group(
         "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
         "--web-host", "127.0.0.1", "--web-port", str(web), "--results-dir", str(results), "--stop-timeout", "10",
-        log_path=mlog,
+        "--steps", "1,9", "--step-time", "30s", log_path=mlog,
     )  # fmt: skip
     worker = start_group("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port), log_path=wlog)
     logs = (mlog, wlog)
@@ -341,6 +343,9 @@ def test_bad_input_is_refused_in_the_page_before_anything_is_sent(ui):
     message = ui.submit({**base, "host": dead, "model": "some-model"})
     assert message == _headless_error("--host", dead, "--model", "some-model"), message
     assert message.startswith("--host: ")
+    message = ui.submit({**base, "model": "no-such-model"})
+    assert message == _headless_error("--host", ui.sim, "--model", "no-such-model"), message
+    assert message.startswith("--model: 'no-such-model' is not served by")
     message = ui.submit({**base, "model": "", "steps": "1,2", "stepTime": "5s", "stepWarmup": "6s"})
     assert message == "--step-warmup: 6s must be shorter than --step-time 5s", message
     time.sleep(3)  # anything started would have sent its first requests by now
@@ -371,6 +376,22 @@ def test_two_runs_in_a_row_take_their_own_steps_and_profile(ui):
     assert run_a["plan"]["sim_profile"] == "v100-7b-tp8" and run_b["plan"]["sim_profile"] == "fixed"
     assert 90 <= b["overall"]["ttft_ms"]["p50"] <= 150, b["overall"]["ttft_ms"]
     assert a["overall"]["ttft_ms"]["p50"] >= 250, a["overall"]["ttft_ms"]
+
+
+def test_open_loop_workload_model_and_slo_from_the_form(ui):
+    workload = ui.tmp / "tiny.yaml"
+    workload.write_text(f"name: tiny\ntemplates: {os.path.join(ROOT, 'workloads', 'templates.jsonl')}\nclasses:\n"
+                        "  tiny:\n    weight: 1\n    input_chars: {min: 20, max: 40, dist: uniform}\n"
+                        "    output_tokens: {min: 8, max: 12, dist: uniform}\n")  # fmt: skip
+    summary, run, _ = ui.run({"userCount": "4", "spawnRate": "4", "host": ui.sim, "simProfile": "fixed", "model": "sim-model",
+                              "maxTokensOverride": "", "workload": str(workload), "steps": "", "findCapacity": "false",
+                              "requestRate": "5", "slo": "ttft.p95<1s", "runTime": "8s"})  # fmt: skip
+    plan = run["plan"]
+    assert plan["load"] == {"kind": "open", "rate": 5.0, "arrival": "poisson", "burstiness": 1.0, "max_concurrency": None}
+    assert plan["model"] == "sim-model" and plan["workload"] == str(workload) and plan["slo"] == ["ttft.p95<1s"]
+    assert set(summary["by_class"]) == {"tiny"} and summary["by_step"] in (None, [])
+    assert summary["open_loop"]["target_rate"] == 5.0 and summary["slo"]["objectives"][0]["objective"] == "ttft.p95<1s"
+    assert 3.0 <= summary["open_loop"]["sent_per_s"] <= 7.0, summary["open_loop"]  # Poisson arrivals over ~8 s
 
 
 def test_capacity_search_from_the_form(ui):
