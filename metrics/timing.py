@@ -19,7 +19,10 @@ from metrics.sse import ParsedStream
 TokenCounter = Callable[[str], int]
 
 DEFINITIONS = {
-    "t_send": "time.perf_counter() just before the request is written to the socket",
+    "t_send": "time.perf_counter() just before the request is written to the socket, on a ready connection: "
+    "a new connection is opened (TCP connect, the server's accept, TLS) before it",
+    "connect": "connect_s: seconds spent opening a new connection before t_send (NaN when the request reused a "
+    "kept-alive one); not part of TTFT or E2E. --connection per-request opens one for every request",
     "ttft": "arrival of the first SSE chunk carrying generated text (delta.content, "
     "delta.reasoning/reasoning_content, or text) minus t_send; role-only and empty chunks do not count. "
     "Non-streaming requests: equal to e2e",

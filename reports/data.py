@@ -27,7 +27,7 @@ from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 
 SCALARS = [
     "request_class", "step", "wall_send", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
-    "prompt_tokens", "output_tokens", "tokens_source", "n_chunks",
+    "prompt_tokens", "output_tokens", "tokens_source", "n_chunks", "connect_s",
 ]  # fmt: skip
 STRINGS = ["request_class", "error", "tokens_source"]  # read as dictionaries: categoricals, 4x faster
 NICE_BINS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
@@ -425,7 +425,27 @@ def client_warning(summary: Summary) -> str:
         return "The load generator was client bound (out of CPU): its timings include client delay. " + advice
     if cb.contended:
         return "The load generator's machine was contended (other processes took the CPU): timings may include client delay. " + advice
+    if getattr(cb, "inaccurate", False):
+        return "The load generator was late often enough over the run for its TTFT/ITL tails to be off. " + advice
     return ""
+
+
+CONNECT_MATERIAL_MS = 1.0  # connection setup p95 from this on is shown in the report's header
+
+
+def connection_setup(run: RunData) -> str:
+    """One line on the connections the run opened, when their setup time is material (p95 >= 1 ms):
+    it is not in TTFT or E2E (they start when the request is written), but a client that opens a
+    connection per request, or a gateway slow to accept, makes users wait that long too."""
+    c = run.df["connect_s"].to_numpy(dtype=float) if "connect_s" in run.df else np.array([])
+    c = c[np.isfinite(c)] * 1000
+    if not len(c):
+        return ""
+    p50, p95, top = np.percentile(c, 50), np.percentile(c, 95), c.max()
+    if p95 < CONNECT_MATERIAL_MS:
+        return ""
+    return (f"{len(c):,} new connections ({len(c) / max(1, len(run.df)):.0%} of requests): setup p50 {p50:,.1f} ms, "
+            f"p95 {p95:,.1f} ms, max {top:,.1f} ms; not part of TTFT or E2E (record column connect_s)")
 
 
 def slo_threshold_ms(summary: Summary, metric: str) -> list[tuple[str, float]]:

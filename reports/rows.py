@@ -94,7 +94,7 @@ class Report:
     @property
     def header_line(self) -> list[tuple[str, str]]:
         """The header fields the short (Markdown) summary shows."""
-        return [(k, v) for k, v in self.header if k in ("host", "model", "started", "measurement window", "records")]
+        return [(k, v) for k, v in self.header if k in ("host", "model", "started", "measurement window", "records", "connection setup")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,6 +294,9 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
         rows.append(("workload", f"{wl.get('name') or wl.get('path') or ''} hash {str(wl.get('hash', ''))[:12]}".strip()))
     if summary.note:
         rows.append(("note", summary.note))
+    connect = D.connection_setup(run)
+    if connect:
+        rows.append(("connection setup", connect))
     return rows
 
 

@@ -57,6 +57,12 @@ def test_new_connections_in_a_ramp_keep_ttft_exact(tmp_path):
     shown = (np.percentile(first, [50, 90, 99]), np.percentile(rest, [50, 90, 99]), np.percentile(err_ms, 99))
     assert np.percentile(first, 50) < 3.0, shown
     assert np.percentile(first, 90) < np.percentile(rest, 90) + 5.0, shown
+    # the report says how long the connections took, apart from TTFT
+    from reports.build import build
+
+    files = build(str(tmp_path / "ramp"))
+    text = open(files["md"]).read() if "md" in files else open(next(iter(files.values()))).read()
+    assert "connection setup" in text and "not part of TTFT" in text, text[:2000]
 
 
 def test_a_kept_alive_connection_has_no_connect_time(tmp_path):
@@ -71,3 +77,8 @@ def test_a_kept_alive_connection_has_no_connect_time(tmp_path):
     assert len(ok) > 10
     opened = ok["connect_s"].notna()
     assert 1 <= opened.sum() <= 5, opened.sum()  # one connection per user, reused after
+    from reports import data
+
+    run = data.load_run(str(tmp_path / "ka"))
+    run.df["connect_s"] = 0.0002  # a fast local connect is not material: no line
+    assert data.connection_setup(run) == ""
