@@ -555,3 +555,26 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
         assert final["summary"][key] == summary[key], key
     assert tab[-1]["updated"] == "run summary (ui)" and tab[-1]["ttft_p95"] == round(summary["overall"]["ttft_ms"]["p95"], 1)
     assert tab[-1]["ended"] == summary["overall"]["requests"]["sent"]
+
+
+def test_local_web_ui_run_shows_tokens_before_any_request_ended(tmp_path):
+    """One local process with the web UI (no workers): replies take 6 s, and the view shows
+    tokens/s, TTFT and the open streams while no request has ended yet."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = str(tmp_path / "local.log")
+    proc = start_group(
+        "--autostart", "--autoquit", "30", "-u", "4", "-r", "4", "-t", "10s", "--web-host", "127.0.0.1",
+        "--web-port", str(port), "--sim-profile", "fixed", "--max-tokens-override", "300",
+        "--results-dir", str(tmp_path / "results"), "--stop-timeout", "5", log_path=log,
+    )  # fmt: skip
+    try:
+        live = _wait(lambda: (lambda d: d if d["seq"] and d["totals"]["records"] == 0 and d["users"] == 4
+                              and d["overall"]["throughput"]["output_tokens_per_s"] else None)(_json(base + "/llm/stats?window=5")),
+                     60, "tokens/s before the first request ended", proc, log)  # fmt: skip
+        assert live["workers"] is None and live["in_flight"]["streams"] == 4 and live["in_flight"]["value"] == 4
+        o = live["overall"]
+        assert o["requests"]["ended"] == 0 and o["ttft_ms"]["count"] >= 1 and 90 <= o["ttft_ms"]["p50"] <= 200
+        assert o["open_streams"]["counted"] == 4 and o["throughput"]["output_tokens_per_s"] > 50  # 4 streams of 50 tokens/s
+    finally:
+        stop_group(proc)
