@@ -46,7 +46,8 @@ SET_VALUE_JS = """(function (name, value) {
     if (el.checked !== (value === 'true')) el.click();
     return el.checked === (value === 'true');
   }
-  const setter = Object.getOwnPropertyDescriptor(window.HTMLInputElement.prototype, 'value').set;
+  const proto = el.tagName === 'SELECT' ? window.HTMLSelectElement.prototype : window.HTMLInputElement.prototype;
+  const setter = Object.getOwnPropertyDescriptor(proto, 'value').set;
   setter.call(el, value);
   el.dispatchEvent(new Event('input', {bubbles: true}));
   el.dispatchEvent(new Event('change', {bubbles: true}));
@@ -385,13 +386,13 @@ def test_open_loop_workload_model_and_slo_from_the_form(ui):
                         "    output_tokens: {min: 8, max: 12, dist: uniform}\n")  # fmt: skip
     summary, run, _ = ui.run({"userCount": "4", "spawnRate": "4", "host": ui.sim, "simProfile": "fixed", "model": "sim-model",
                               "maxTokensOverride": "", "workload": str(workload), "steps": "", "findCapacity": "false",
-                              "requestRate": "5", "slo": "ttft.p95<1s", "runTime": "8s"})  # fmt: skip
+                              "requestRate": "5", "arrival": "constant", "slo": "ttft.p95<1s", "runTime": "8s"})  # fmt: skip
     plan = run["plan"]
-    assert plan["load"] == {"kind": "open", "rate": 5.0, "arrival": "poisson", "burstiness": 1.0, "max_concurrency": None}
+    assert plan["load"] == {"kind": "open", "rate": 5.0, "arrival": "constant", "burstiness": 1.0, "max_concurrency": None}
     assert plan["model"] == "sim-model" and plan["workload"] == str(workload) and plan["slo"] == ["ttft.p95<1s"]
     assert set(summary["by_class"]) == {"tiny"} and summary["by_step"] in (None, [])
     assert summary["open_loop"]["target_rate"] == 5.0 and summary["slo"]["objectives"][0]["objective"] == "ttft.p95<1s"
-    assert 3.0 <= summary["open_loop"]["sent_per_s"] <= 7.0, summary["open_loop"]  # Poisson arrivals over ~8 s
+    assert 4.5 <= summary["open_loop"]["sent_per_s"] <= 5.5, summary["open_loop"]  # one every 200 ms
 
 
 def test_capacity_search_from_the_form(ui):

@@ -97,6 +97,9 @@ def install_start_check(environment, web_ui) -> None:
             log.warning("start refused: %s", e)
             return jsonify({"success": False, "message": str(e), "host": environment.host})
         choose_shape(environment, plan)
+        # the run builds its plan from the options as Locust leaves them with this form: the shape's
+        # reset (stepped runs) or test start; never a plan prepared earlier (at init, from the command line)
+        environment.llm.prepared = False
         if request.form.get("run_time", None) == "":  # an emptied field means no limit (Locust keeps the last one)
             environment.parsed_options.run_time = None
         return None
