@@ -139,6 +139,7 @@ class _Source:
         self.last_error: str | None = None
         self.logged = False
         self.series: dict[str, list[float]] = {}
+        self.values: dict[str, float] = {}  # every metric's latest value, summed over its label sets
 
     def deltas(self) -> dict:
         return {name: (_int_if_whole(increase(s)) if len(s) >= 2 else None) for name, s in self.series.items()}
@@ -188,6 +189,11 @@ class ServerMetricsScraper:
         src.scrapes += 1
         for name, value in totals.items():
             src.series.setdefault(name, []).append(value)
+        values: dict[str, float] = {}
+        for row in rows:  # (time, source, name, labels, value, raw name)
+            if math.isfinite(row[4]):
+                values[row[2]] = values.get(row[2], 0.0) + row[4]
+        src.values = values
         self._pending.extend(rows)
 
     def scrape(self) -> None:
@@ -214,12 +220,12 @@ class ServerMetricsScraper:
         self._loop = gevent.spawn(self._run)
 
     def latest(self) -> dict[str, float]:
-        """The newest value of every metric, summed over label sets and sources (live views)."""
+        """The newest value of every metric (gauges too: the web UI shows running and waiting
+        requests and KV-cache use), summed over label sets and sources (live views)."""
         out: dict[str, float] = {}
         for src in self.sources:
-            for name, series in src.series.items():
-                if series:
-                    out[name] = out.get(name, 0.0) + series[-1]
+            for name, value in src.values.items():
+                out[name] = out.get(name, 0.0) + value
         return out
 
     # -- client side --------------------------------------------------------------------------

@@ -414,7 +414,8 @@ def test_live_view_follows_a_ramp(ui):
     page = ui.page
     message = ui.submit({"userCount": "6", "spawnRate": "6", "host": ui.sim, "simProfile": "fixed", "model": "",
                          "maxTokensOverride": "400", "steps": "2,6", "stepTime": "12s", "stepWarmup": "2s",
-                         "findCapacity": "false", "slo": "ttft.p95<2s,tpot.p95<200ms", "runTime": ""})  # fmt: skip
+                         "findCapacity": "false", "slo": "ttft.p95<2s,tpot.p95<200ms", "runTime": "",
+                         "serverMetrics": f"{ui.sim}/metrics", "serverMetricsInterval": "1s"})  # fmt: skip
     assert message is None, message
     page.goto(ui.base + "/llm")
     readings = []  # what the page showed, read every second while the run was on
@@ -443,6 +444,7 @@ def test_live_view_follows_a_ramp(ui):
     assert checked >= 40, checked  # the cards and the per-class table
     assert data["overall"]["ttft_ms"]["p95"] > 0 and data["run"]["slo"] == ["ttft.p95<2s", "tpot.p95<200ms"]
     assert data["workers"] == 1 and data["window_s"] == 5.0
+    assert data["server"]["available"] and data["server"]["running"] >= 1, data["server"]  # --server-metrics from the form
     assert max(min(r["markers"]) for r in readings) == 2  # a marker at each step's start, on every chart
 
     final = _until(lambda: (lambda d: d if d["summary"] else None)(_json(ui.base + "/llm/stats?history=1&window=5")), 60,

@@ -197,7 +197,7 @@ class LiveView:
             rows = window.take()  # the records and the open streams of the same moment
             end, reports = (now, []) if final else self._open_streams(now)
             steps = None if final else self._steps(run)
-            snap = gevent.get_hub().threadpool.apply(window.snapshot, (end, rows, final, Flight(reports), steps))
+            snap = gevent.get_hub().threadpool.apply(lambda: window.snapshot(end, rows, final, Flight(reports), steps))
             if window is not self.window:  # a new run started meanwhile
                 return None
             snap.update(self._gauges(run, snap, now))
