@@ -471,6 +471,12 @@ def test_live_view_follows_a_ramp(ui):
     assert "summary.overall.ttft_ms.p95" in done["values"] and "summary.by_step.1.throughput.output_tokens_per_s" in done["values"]
     assert done["steps"] == [["0", "final"], ["1", "final"]]
     page.screenshot(str(ui.tmp / "llm-view-finished.png"))
+    # another window length, picked in the page: its charts from the start
+    page.js("(s => { s.value = '30'; s.dispatchEvent(new Event('change', {bubbles: true})); })(document.getElementById('window'))")
+    picked = _until(lambda: (lambda v: v if v["window"] == "30" and min(v["charts"]) > 0 else None)(page.js(PAGE_VALUES_JS)), 20,
+                    "the 30 s window's charts", ui.logs)  # fmt: skip
+    assert picked["mode"] == "summary" and page.js("localStorage.getItem('llm-window')") == "30"
+    assert "last 30 s" in page.js("document.querySelector('#chart-tokens .note').textContent")
     with urllib.request.urlopen(ui.base + done["report"], timeout=10) as r:
         assert r.status == 200 and b"<html" in r.read(2000).lower()
     outside = [u for u in page.requested() if not u.startswith(ui.base) and not u.startswith("data:")]
