@@ -1,0 +1,173 @@
+"""The image's entry point: runs the command it is given (`locust ...`, `python -m simulator ...`,
+`python -m reports ...`) as a user who is not root, after the waits the environment asks for.
+
+    SUITE_WAIT_FOR=URL|HOST:PORT[,...]  before the command: wait until each accepts a TCP connection
+                                        (the master waits for its target: compose's healthcheck
+                                        conditions are not honoured by every engine)
+    SUITE_WAIT_TIMEOUT=120              ... at most this many seconds, then exit 2 with one line
+    SUITE_OUTLIVE=HOST:PORT             after the command: stay until HOST:PORT stops accepting
+                                        connections, then exit with the command's code (workers
+                                        outlive the master, so `up --exit-code-from master` ends on
+                                        the master's exit, not on the first worker's)
+    SUITE_OUTLIVE_TIMEOUT=600           ... at most this many seconds
+    SUITE_RESULTS_DIR=results           the folder the master writes (relative to the working dir)
+
+Started as root (docker-compose.yml does so for the master only), it first gives up root: the
+command runs as the owner of the results folder, so the files land on the host owned by whoever
+owns `./results`. A folder owned by root (a clone made by root) is handed to uid 1000 first.
+Under a rootless engine, where the container's root is the unprivileged host user who owns the
+folder, it stays that user. Started as anyone else, it changes no user.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+DEFAULT_UID = DEFAULT_GID = 1000  # the image's user (deploy/Dockerfile)
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"entrypoint: {msg}\n")
+    sys.stderr.flush()
+
+
+def host_port(target: str) -> tuple[str, int]:
+    """'http://simulator:8000/v1' -> ('simulator', 8000); 'master:5557' -> ('master', 5557)."""
+    target = target.strip()
+    if "://" not in target:
+        target = "tcp://" + target
+    parts = urlsplit(target)
+    if not parts.hostname:
+        raise ValueError(f"no host in {target!r}")
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    if port is None:
+        raise ValueError(f"no port in {target!r}")
+    return parts.hostname, port
+
+
+def accepts(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:  # refused, unreachable, or the name does not resolve (yet, or any more)
+        return False
+
+
+def wait_for(targets: list[str], timeout_s: float, clock=time.monotonic, sleep=time.sleep, probe=accepts) -> str | None:
+    """Wait until every target accepts a connection; None when all do, else the one that did not."""
+    deadline = clock() + timeout_s
+    for target in targets:
+        host, port = host_port(target)
+        while not probe(host, port):
+            if clock() >= deadline:
+                return target
+            sleep(1.0)
+    return None
+
+
+def outlive(target: str, timeout_s: float, clock=time.monotonic, sleep=time.sleep, probe=accepts) -> bool:
+    """Wait until target stops accepting connections; True when it did within timeout_s."""
+    host, port = host_port(target)
+    deadline = clock() + timeout_s
+    while probe(host, port):
+        if clock() >= deadline:
+            return False
+        sleep(1.0)
+    return True
+
+
+def identity_user_map(uid_map: str) -> bool:
+    """True when container uid 0 is host uid 0 (a rootful engine without user-namespace remapping)."""
+    for line in uid_map.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == "0":
+            return fields[1] == "0"
+    return True  # no map (no user namespace): ids are the host's
+
+
+def run_as(owner_uid: int, owner_gid: int, uid_map: str) -> tuple[int, int, bool]:
+    """(uid, gid, hand the folder to uid first) for a root process whose results folder has this owner."""
+    if owner_uid != 0:
+        return owner_uid, owner_gid, False
+    if not identity_user_map(uid_map):
+        return 0, 0, False  # rootless: the container's root is the host user who owns the folder
+    return DEFAULT_UID, DEFAULT_GID, True
+
+
+def drop_root(results_dir: str) -> None:
+    os.makedirs(results_dir, exist_ok=True)
+    st = os.stat(results_dir)
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as f:
+            uid_map = f.read()
+    except OSError:
+        uid_map = ""
+    uid, gid, hand_over = run_as(st.st_uid, st.st_gid, uid_map)
+    if hand_over:
+        os.chown(results_dir, uid, gid)
+        log(f"{os.path.abspath(results_dir)} belonged to root: handed to uid {uid}")
+    if uid == 0:
+        return
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    home = os.environ.get("HOME", "")
+    if not home or not os.access(home, os.W_OK):
+        os.environ["HOME"] = "/tmp"
+
+
+def env_seconds(name: str, default: float) -> float:
+    text = os.environ.get(name, "").strip()
+    try:
+        return float(text) if text else default
+    except ValueError:
+        log(f"{name}={text!r} is not a number of seconds")
+        sys.exit(2)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        log("no command given (e.g. locust -f locustfile.py ...)")
+        return 2
+    if os.geteuid() == 0:
+        results_dir = os.environ.get("SUITE_RESULTS_DIR", "results")
+        try:
+            drop_root(results_dir)
+        except OSError as e:
+            log(f"cannot prepare {os.path.abspath(results_dir)} for a non-root user: {e.strerror or e}")
+            return 2
+    targets = [t for t in os.environ.get("SUITE_WAIT_FOR", "").split(",") if t.strip()]
+    timeout_s = env_seconds("SUITE_WAIT_TIMEOUT", 120.0)
+    try:
+        missing = wait_for(targets, timeout_s)
+    except ValueError as e:
+        log(f"SUITE_WAIT_FOR: {e}")
+        return 2
+    if missing is not None:
+        log(f"{missing} accepted no connection within {timeout_s:g}s (SUITE_WAIT_TIMEOUT)")
+        return 2
+    peer = os.environ.get("SUITE_OUTLIVE", "").strip()
+    if not peer:
+        os.execvp(argv[0], argv)  # no return: signals go straight to the command
+    host_port(peer)  # a bad value fails before the command starts
+    child = subprocess.Popen(argv)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: child.poll() is None and child.send_signal(signum))
+    code = child.wait()
+    stop = {"now": False}
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.update(now=True))
+    if not outlive(peer, env_seconds("SUITE_OUTLIVE_TIMEOUT", 600.0), sleep=lambda s: stop["now"] or time.sleep(s),
+                   probe=lambda h, p: not stop["now"] and accepts(h, p)):  # fmt: skip
+        log(f"{peer} still accepts connections after SUITE_OUTLIVE_TIMEOUT; exiting")
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
