@@ -21,6 +21,7 @@ folder, it stays that user. Started as anyone else, it changes no user.
 
 from __future__ import annotations
 
+import encodings.idna  # noqa: F401  loaded before root is given up: name lookups need it
 import os
 import signal
 import socket
@@ -155,14 +156,22 @@ def main(argv: list[str]) -> int:
     peer = os.environ.get("SUITE_OUTLIVE", "").strip()
     if not peer:
         os.execvp(argv[0], argv)  # no return: signals go straight to the command
-    host_port(peer)  # a bad value fails before the command starts
+    try:
+        host_port(peer)  # a bad value fails before the command starts
+    except ValueError as e:
+        log(f"SUITE_OUTLIVE: {e}")
+        return 2
     child = subprocess.Popen(argv)
+    stop = {"now": False}  # a stop signal: pass it on, and do not outlive anything after it
+
+    def on_signal(signum, _frame):
+        stop["now"] = True
+        if child.poll() is None:
+            child.send_signal(signum)
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, _frame: child.poll() is None and child.send_signal(signum))
+        signal.signal(sig, on_signal)
     code = child.wait()
-    stop = {"now": False}
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.update(now=True))
     if not outlive(peer, env_seconds("SUITE_OUTLIVE_TIMEOUT", 600.0), sleep=lambda s: stop["now"] or time.sleep(s),
                    probe=lambda h, p: not stop["now"] and accepts(h, p)):  # fmt: skip
         log(f"{peer} still accepts connections after SUITE_OUTLIVE_TIMEOUT; exiting")
