@@ -146,6 +146,7 @@ def test_compose_up_runs_a_distributed_test(stack):
         assert all(w["final_received"] and not w["missing_batches"] and w["records"] > 0 for w in workers.values())
         assert sum(w["records"] for w in workers.values()) == rows
         assert all(records.column("ok").to_pylist()), "every request to the simulator succeeds"
+        ct.log(f"records: {rows}; per worker: {sorted(w['records'] for w in workers.values())}")
 
         # the simulator's own count: its truth log, one line per request it finished
         with open(os.path.join(truth, "truth.jsonl"), encoding="utf-8") as f:
@@ -175,6 +176,7 @@ def test_compose_up_runs_a_distributed_test(stack):
         assert float(result["value"][1]) == rows
         (result,) = prometheus_query(engine, "sum(max_over_time(vllm:request_success_total[15m]))")
         assert float(result["value"][1]) == rows
+        ct.log(f"simulator truth log: {len(lines)} requests; Prometheus: master and simulator counters {rows}")
 
         # every metric a dashboard panel names is exposed by the master or the simulator
         exposed = prometheus_names(engine, "llm-loadtest") | prometheus_names(engine, "llm-server")
@@ -187,6 +189,7 @@ def test_compose_up_runs_a_distributed_test(stack):
             q = expr.replace("$__rate_interval", "30s").replace("$request_class", ".*")
             series = prometheus_query(engine, f"max_over_time(({q})[40s:5s])", at=end)
             assert series, f"{title}: {expr} returned nothing"
+        ct.log(f"dashboard: {len(dashboard_queries())} queries, every metric exposed ({len(exposed)} names scraped)")
 
         # only Prometheus is published, and on 127.0.0.1
         published = {c["Labels"]["com.docker.compose.service"]: c.get("Ports") or [] for c in project.containers()}
