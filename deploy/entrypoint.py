@@ -161,16 +161,19 @@ def main(argv: list[str]) -> int:
     except ValueError as e:
         log(f"SUITE_OUTLIVE: {e}")
         return 2
-    child = subprocess.Popen(argv)
-    stop = {"now": False}  # a stop signal: pass it on, and do not outlive anything after it
+    stop = {"now": False, "signal": None, "child": None}  # a stop signal: pass it on, and outlive nothing after it
 
     def on_signal(signum, _frame):
-        stop["now"] = True
-        if child.poll() is None:
+        stop.update(now=True, signal=signum)
+        child = stop["child"]
+        if child is not None and child.poll() is None:
             child.send_signal(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # before the command starts: no stop is lost
         signal.signal(sig, on_signal)
+    child = stop["child"] = subprocess.Popen(argv)
+    if stop["signal"] is not None:
+        child.send_signal(stop["signal"])  # it came while the command was being started
     code = child.wait()
     if not outlive(peer, env_seconds("SUITE_OUTLIVE_TIMEOUT", 600.0), sleep=lambda s: stop["now"] or time.sleep(s),
                    probe=lambda h, p: not stop["now"] and accepts(h, p)):  # fmt: skip
