@@ -155,7 +155,7 @@ def base_image(engine: Engine) -> str:
                 raise AssertionError(f"debootstrap from {mirror} failed (is Debian's mirror reachable?):\n{tail(result.stdout + result.stderr)}")
             log(f"debootstrap {SUITE} from {mirror}: {time.monotonic() - t0:.0f}s")
             shutil.rmtree(os.path.join(rootfs, "var", "cache", "apt", "archives"), ignore_errors=True)
-            partial = tarball + ".partial"
+            partial = f"{tarball}.{os.getpid()}.partial"  # another run may be making the same tarball
             with tarfile.open(partial, "w") as tar:
                 tar.add(rootfs, arcname=".")
             os.replace(partial, tarball)
@@ -214,6 +214,20 @@ def fresh_clone(dest: str) -> str:
     assert os.path.isfile(os.path.join(dest, "docker-compose.yml"))
     assert not os.path.exists(os.path.join(dest, "results"))
     return dest
+
+
+def tree_key(path: str) -> str:
+    """A short hash of a folder's files: the tag of the image built from it (concurrent runs of
+    different trees do not overwrite each other's image)."""
+    h = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(dirpath, name)
+            h.update(os.path.relpath(full, path).encode() + b"\0")
+            with open(full, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()[:12]
 
 
 class Project:

@@ -53,7 +53,7 @@ def stack(tmp_path_factory):
     base = ct.base_image(engine)
     images = {"base": base, "prometheus": ct.prometheus_image(engine, base, workdir)}
     clone = ct.fresh_clone(os.path.join(workdir, "clone-root"))
-    images["suite"] = f"{ct.TAG}/suite:test"
+    images["suite"] = f"{ct.TAG}/suite:{ct.tree_key(clone)}"
     seconds = ct.build(engine, clone, os.path.join(clone, "deploy", "Dockerfile"), images["suite"], {"BASE": base})
     ct.log(f"suite image: {seconds:.0f}s; all images ready after {time.monotonic() - t0:.0f}s")
     engine.make_netns()
