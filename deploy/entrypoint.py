@@ -5,6 +5,9 @@
                                         (the master waits for its target: compose's healthcheck
                                         conditions are not honoured by every engine)
     SUITE_WAIT_TIMEOUT=120              ... at most this many seconds, then exit 2 with one line
+    SUITE_WAIT_SETTLE=0                 ... and until they have kept accepting for this many seconds
+                                        (podman's DNS server, aardvark-dns 1.4, may fail a lookup
+                                        while containers are still joining the network)
     SUITE_OUTLIVE=HOST:PORT             after the command: stay until HOST:PORT stops accepting
                                         connections, then exit with the command's code (workers
                                         outlive the master, so `up --exit-code-from master` ends on
@@ -60,16 +63,25 @@ def accepts(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def wait_for(targets: list[str], timeout_s: float, clock=time.monotonic, sleep=time.sleep, probe=accepts) -> str | None:
-    """Wait until every target accepts a connection; None when all do, else the one that did not."""
+def wait_for(targets: list[str], timeout_s: float, settle_s: float = 0.0, clock=time.monotonic, sleep=time.sleep,
+             probe=accepts) -> str | None:  # fmt: skip
+    """Wait until every target accepts a connection, and has kept accepting them (a probe a second)
+    for settle_s; None when all do, else the first that did not within timeout_s."""
     deadline = clock() + timeout_s
-    for target in targets:
-        host, port = host_port(target)
-        while not probe(host, port):
-            if clock() >= deadline:
-                return target
-            sleep(1.0)
-    return None
+    addresses = [(target, *host_port(target)) for target in targets]
+    steady_since = None
+    while True:
+        failed = next((target for target, host, port in addresses if not probe(host, port)), None)
+        now = clock()
+        if failed is None:
+            steady_since = now if steady_since is None else steady_since
+            if now - steady_since >= settle_s:
+                return None
+        else:
+            steady_since = None
+        if now >= deadline:
+            return failed if failed is not None else addresses[0][0]
+        sleep(1.0)
 
 
 def outlive(target: str, timeout_s: float, clock=time.monotonic, sleep=time.sleep, probe=accepts) -> bool:
@@ -146,7 +158,7 @@ def main(argv: list[str]) -> int:
     targets = [t for t in os.environ.get("SUITE_WAIT_FOR", "").split(",") if t.strip()]
     timeout_s = env_seconds("SUITE_WAIT_TIMEOUT", 120.0)
     try:
-        missing = wait_for(targets, timeout_s)
+        missing = wait_for(targets, timeout_s, env_seconds("SUITE_WAIT_SETTLE", 0.0))
     except ValueError as e:
         log(f"SUITE_WAIT_FOR: {e}")
         return 2

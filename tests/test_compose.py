@@ -182,6 +182,7 @@ def test_healthcheck_and_waits_gate_the_master():
     assert services["master"]["depends_on"]["simulator"]["condition"] == "service_healthy"
     env = environment(services["master"])
     assert env["SUITE_WAIT_FOR"] == "http://simulator:8000" and float(env["SUITE_WAIT_TIMEOUT"]) > 0
+    assert 0 < float(env["SUITE_WAIT_SETTLE"]) < float(env["SUITE_WAIT_TIMEOUT"])
     assert environment(services["worker"])["SUITE_OUTLIVE"] == "master:5557"
 
 

@@ -63,10 +63,18 @@ class FakeClock:
 def test_wait_for_and_outlive_are_bounded():
     clock = FakeClock()
     answers = iter([False, False, True])
-    assert ep.wait_for(["http://simulator:8000"], 10, clock, clock.sleep, lambda h, p: next(answers)) is None
+    assert ep.wait_for(["http://simulator:8000"], 10, 0, clock, clock.sleep, lambda h, p: next(answers)) is None
     assert clock.t == 2.0
     clock = FakeClock()
-    assert ep.wait_for(["a:1", "b:2"], 5, clock, clock.sleep, lambda h, p: h == "a") == "b:2"
+    assert ep.wait_for(["a:1", "b:2"], 5, 0, clock, clock.sleep, lambda h, p: h == "a") == "b:2"
+    assert clock.t == 5.0
+    # settling: up at 1, a failed lookup at 3, steady from 4 for 3 s
+    clock = FakeClock()
+    up = lambda h, p: clock.t >= 1 and clock.t != 3  # noqa: E731
+    assert ep.wait_for(["a:1"], 30, 3, clock, clock.sleep, up) is None
+    assert clock.t == 7.0
+    clock = FakeClock()
+    assert ep.wait_for(["a:1"], 5, 10, clock, clock.sleep, lambda h, p: True) == "a:1"  # never steady long enough
     assert clock.t == 5.0
     clock = FakeClock()
     assert ep.outlive("master:5557", 30, clock, clock.sleep, lambda h, p: clock.t < 12) is True
