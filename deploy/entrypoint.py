@@ -14,12 +14,16 @@
                                         the master's exit, not on the first worker's)
     SUITE_OUTLIVE_TIMEOUT=600           ... at most this many seconds
     SUITE_RESULTS_DIR=results           the folder the master writes (relative to the working dir)
+    SUITE_CHECKOUT_DIR=workloads        a folder mounted from the same checkout, whose owner is the
+                                        checkout's
 
 Started as root (docker-compose.yml does so for the master only), it first gives up root: the
 command runs as the owner of the results folder, so the files land on the host owned by whoever
-owns `./results`. A folder owned by root (a clone made by root) is handed to uid 1000 first.
-Under a rootless engine, where the container's root is the unprivileged host user who owns the
-folder, it stays that user. Started as anyone else, it changes no user.
+owns `./results`. A results folder owned by root is handed first to the checkout's owner (an
+engine makes a missing ./results as root, in anyone's checkout), or to uid 1000, the image's
+user, when root owns the checkout too. Under a rootless engine, where the container's root is the
+unprivileged host user who owns the folder, it stays that user. Started as anyone else, it
+changes no user.
 """
 
 from __future__ import annotations
@@ -104,16 +108,19 @@ def identity_user_map(uid_map: str) -> bool:
     return True  # no map (no user namespace): ids are the host's
 
 
-def run_as(owner_uid: int, owner_gid: int, uid_map: str) -> tuple[int, int, bool]:
-    """(uid, gid, hand the folder to uid first) for a root process whose results folder has this owner."""
-    if owner_uid != 0:
-        return owner_uid, owner_gid, False
+def run_as(owner: tuple[int, int], uid_map: str, checkout: tuple[int, int] | None = None) -> tuple[int, int, bool]:
+    """(uid, gid, hand the folder to them first) for a root process whose results folder has this
+    owner; `checkout` is the owner of a folder mounted from the same checkout (./workloads)."""
+    if owner[0] != 0:
+        return owner[0], owner[1], False
     if not identity_user_map(uid_map):
         return 0, 0, False  # rootless: the container's root is the host user who owns the folder
+    if checkout is not None and checkout[0] != 0:
+        return checkout[0], checkout[1], True  # the engine made ./results as root in a user's checkout
     return DEFAULT_UID, DEFAULT_GID, True
 
 
-def drop_root(results_dir: str) -> None:
+def drop_root(results_dir: str, checkout_dir: str) -> None:
     os.makedirs(results_dir, exist_ok=True)
     st = os.stat(results_dir)
     try:
@@ -121,7 +128,12 @@ def drop_root(results_dir: str) -> None:
             uid_map = f.read()
     except OSError:
         uid_map = ""
-    uid, gid, hand_over = run_as(st.st_uid, st.st_gid, uid_map)
+    try:
+        co = os.stat(checkout_dir)
+        checkout = (co.st_uid, co.st_gid)
+    except OSError:
+        checkout = None
+    uid, gid, hand_over = run_as((st.st_uid, st.st_gid), uid_map, checkout)
     if hand_over:
         os.chown(results_dir, uid, gid)
         log(f"{os.path.abspath(results_dir)} belonged to root: handed to uid {uid}")
@@ -151,7 +163,7 @@ def main(argv: list[str]) -> int:
     if os.geteuid() == 0:
         results_dir = os.environ.get("SUITE_RESULTS_DIR", "results")
         try:
-            drop_root(results_dir)
+            drop_root(results_dir, os.environ.get("SUITE_CHECKOUT_DIR", "workloads"))
         except OSError as e:
             log(f"cannot prepare {os.path.abspath(results_dir)} for a non-root user: {e.strerror or e}")
             return 2

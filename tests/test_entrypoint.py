@@ -39,12 +39,15 @@ def test_host_port():
 
 
 def test_run_as_the_owner_of_the_results_folder():
-    assert ep.run_as(1234, 1234, ROOTFUL) == (1234, 1234, False)  # a user's clone: that user
-    assert ep.run_as(1000, 1000, ROOTFUL) == (1000, 1000, False)
-    assert ep.run_as(0, 0, ROOTFUL) == (1000, 1000, True)  # root's clone: handed to the image's user
-    assert ep.run_as(0, 0, "") == (1000, 1000, True)  # no user namespace at all
-    assert ep.run_as(0, 0, ROOTLESS) == (0, 0, False)  # rootless: container root is the host user
-    assert ep.run_as(1234, 1234, ROOTLESS) == (1234, 1234, False)
+    assert ep.run_as((1234, 1234), ROOTFUL) == (1234, 1234, False)  # a user's ./results: that user
+    assert ep.run_as((1234, 1234), ROOTFUL, (0, 0)) == (1234, 1234, False)
+    assert ep.run_as((1000, 1000), ROOTFUL) == (1000, 1000, False)
+    assert ep.run_as((0, 0), ROOTFUL, (1234, 1235)) == (1234, 1235, True)  # made by the engine in a user's checkout
+    assert ep.run_as((0, 0), ROOTFUL, (0, 0)) == (1000, 1000, True)  # root's checkout: the image's user
+    assert ep.run_as((0, 0), ROOTFUL) == (1000, 1000, True)
+    assert ep.run_as((0, 0), "", None) == (1000, 1000, True)  # no user namespace at all
+    assert ep.run_as((0, 0), ROOTLESS, (0, 0)) == (0, 0, False)  # rootless: container root is the host user
+    assert ep.run_as((1234, 1234), ROOTLESS) == (1234, 1234, False)
     assert ep.identity_user_map(ROOTFUL) and not ep.identity_user_map(ROOTLESS)
     assert not ep.identity_user_map("0 231072 65536\n")  # a remapped rootful engine
 
@@ -152,17 +155,18 @@ def test_forwards_a_stop_to_the_command(workdir):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving up root needs root")
-@pytest.mark.parametrize("owner", [0, 1234])
-def test_root_gives_up_root_for_the_owner_of_the_results_folder(workdir, owner):
+@pytest.mark.parametrize("results_owner,checkout_owner,expected", [(0, 0, 1000), (1234, 0, 1234), (0, 1234, 1234), (1234, 1000, 1234)])
+def test_root_gives_up_root_for_the_owner_of_the_results_folder(workdir, results_owner, checkout_owner, expected):
     results = os.path.join(workdir, "results")
     os.mkdir(results)
-    os.chown(results, owner, owner)
+    os.chown(results, results_owner, results_owner)
+    os.mkdir(os.path.join(workdir, "workloads"))
+    os.chown(os.path.join(workdir, "workloads"), checkout_owner, checkout_owner)
     proc = entrypoint(["/bin/sh", "-c", 'id -u; id -g; id -G; echo x > "$SUITE_RESULTS_DIR/file"'], workdir)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    expected = 1000 if owner == 0 else owner
     assert out.split() == [str(expected)] * 3  # uid, gid, and no supplementary group (root's are dropped)
     st = os.stat(os.path.join(results, "file"))
     assert (st.st_uid, st.st_gid) == (expected, expected)
     assert os.stat(results).st_uid == expected
-    assert ("handed to uid 1000" in err) == (owner == 0)
+    assert ("handed to uid" in err) == (results_owner == 0)
