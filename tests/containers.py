@@ -99,14 +99,16 @@ class Engine:
             subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
             self.netns = None
 
-    def http_get(self, url: str, timeout: float = 10) -> bytes:
-        """GET from inside the namespace (where compose published its 127.0.0.1 ports)."""
-        code = ("import sys, urllib.request; o = urllib.request.build_opener(urllib.request.ProxyHandler({}));"
-                "sys.stdout.buffer.write(o.open(sys.argv[1], timeout=float(sys.argv[2])).read())")  # fmt: skip
+    def http_get(self, url: str, timeout: float = 10, form: dict | None = None) -> bytes:
+        """GET (or POST a form) from inside the namespace, where compose published its 127.0.0.1 ports."""
+        code = ("import sys, urllib.parse, urllib.request; o = urllib.request.build_opener(urllib.request.ProxyHandler({}));"
+                "data = urllib.parse.urlencode(dict(a.split('=', 1) for a in sys.argv[4:])).encode() if sys.argv[3] == 'POST' else None;"
+                "sys.stdout.buffer.write(o.open(sys.argv[1], data, timeout=float(sys.argv[2])).read())")  # fmt: skip
         cmd = ["nsenter", f"--net=/run/netns/{self.netns}", sys.executable, "-c", code, url, str(timeout)]
+        cmd += ["GET"] if form is None else ["POST", *(f"{k}={v}" for k, v in form.items())]
         result = subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
         if result.returncode != 0:
-            raise OSError(f"GET {url}: {result.stderr.decode(errors='replace')[-500:]}")
+            raise OSError(f"{'GET' if form is None else 'POST'} {url}: {result.stderr.decode(errors='replace')[-500:]}")
         return result.stdout
 
 

@@ -18,7 +18,7 @@ workers, the simulator and Prometheus for a 30 s headless run, and checks on the
 - the results belong to uid 1000 (the clone's results folder, made by root, is handed over).
 Then a clone owned by a normal user (uid 1234) runs a short test: its results belong to that user
 (./results made by the engine as root, handed to the checkout's owner).
-Then the UI variant serves the LLM view on 127.0.0.1:8089.
+Then the UI variant serves the LLM view on 127.0.0.1:8089, and a ramp started there shows live.
 """
 
 from __future__ import annotations
@@ -254,7 +254,21 @@ def test_ui_variant_serves_the_llm_view(stack):
             except OSError as e:
                 assert time.monotonic() < deadline, f"no web UI on 127.0.0.1:8089: {e}"
                 time.sleep(2)
-        assert "<html" in page.lower() and isinstance(stats, dict)
+        assert "<html" in page.lower() and stats["seq"] == 0
+        # a ramp started by hand, as from the start form: the LLM view shows its requests live
+        base = "http://127.0.0.1:8089"
+        started = json.loads(engine.http_get(base + "/swarm", form={"user_count": 4, "spawn_rate": 4, "host": "http://simulator:8000"}))
+        assert started["success"], started
+        deadline = time.monotonic() + 90
+        while True:
+            live = json.loads(engine.http_get(base + "/llm/stats?history=0"))
+            if live["seq"] and live["overall"] and live["overall"]["requests"]["ok"] and live["users"] == 4:
+                break
+            assert time.monotonic() < deadline, f"no live LLM statistics: {live}"
+            time.sleep(2)
+        assert live["workers"] == 1 and live["overall"]["ttft_ms"]["p50"] > 0
+        engine.http_get(base + "/stop", form={})
+        ct.log(f"UI variant: {live['overall']['requests']['ok']} requests in the live view, TTFT p50 {live['overall']['ttft_ms']['p50']:.0f} ms")
         ports = project.container("master").get("Ports") or []
         assert [(p["host_ip"], p["host_port"], p["container_port"]) for p in ports] == [("127.0.0.1", 8089, 8089)], ports
         cfg = yaml.safe_load(project.compose("config", timeout=60).stdout)
