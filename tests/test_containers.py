@@ -242,8 +242,9 @@ def test_a_clone_owned_by_a_normal_user(stack):
 
 @pytest.mark.timeout(300)
 def test_ui_variant_serves_the_llm_view(stack):
-    engine, images, clone, _ = stack
-    env = {"WORKERS": "1", "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
+    engine, images, _, workdir = stack
+    clone = ct.fresh_clone(os.path.join(workdir, "clone-ui"))
+    env = {"WORKERS": "1", "LOCUST_STOP_TIMEOUT": "5", "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
     project = ct.Project(engine, clone, files=("docker-compose.yml", "deploy/compose.ui.yml"), env=env)
     try:
         project.compose("up", "-d", "master", "worker", "simulator", timeout=180)
@@ -269,8 +270,15 @@ def test_ui_variant_serves_the_llm_view(stack):
             assert time.monotonic() < deadline, f"no live LLM statistics: {live}"
             time.sleep(2)
         assert live["workers"] == 1 and live["overall"]["ttft_ms"]["p50"] > 0
-        engine.http_get(base + "/stop", form={})
-        ct.log(f"UI variant: {live['overall']['requests']['ok']} requests in the live view, TTFT p50 {live['overall']['ttft_ms']['p50']:.0f} ms")
+        engine.http_get(base + "/stop", form={}, timeout=60)  # answers after the drain (LOCUST_STOP_TIMEOUT)
+        deadline = time.monotonic() + 90
+        while not (final := json.loads(engine.http_get(base + "/llm/stats?history=0")))["run"]["report_url"]:
+            assert time.monotonic() < deadline, f"the stopped run wrote no report: {final['run']}"
+            time.sleep(2)
+        run_dirs = os.listdir(os.path.join(clone, "results"))
+        assert final["run"]["id"] in run_dirs and os.path.exists(os.path.join(clone, "results", final["run"]["id"], "summary.json"))
+        ct.log(f"UI variant: {live['overall']['requests']['ok']} requests in the live view, TTFT p50 "
+               f"{live['overall']['ttft_ms']['p50']:.0f} ms; the stopped run's report: {final['run']['report_url']}")  # fmt: skip
         ports = project.container("master").get("Ports") or []
         assert [(p["host_ip"], p["host_port"], p["container_port"]) for p in ports] == [("127.0.0.1", 8089, 8089)], ports
         cfg = yaml.safe_load(project.compose("config", timeout=60).stdout)
