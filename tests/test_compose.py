@@ -227,7 +227,7 @@ def test_worker_host_file():
 def test_image_base_is_a_build_argument_and_runs_as_non_root():
     with open(os.path.join(ROOT, "deploy", "Dockerfile"), encoding="utf-8") as f:
         text = f.read()
-    assert re.search(r"^ARG BASE=python:3\.11-slim$", text, re.M)
+    assert re.search(r"^ARG BASE=python:3\.11-slim-bookworm$", text, re.M)
     assert re.search(r"^FROM \$\{BASE\}$", text, re.M)
     assert "requirements.txt" in text
     users = re.findall(r"^USER (\S+)$", text, re.M)
