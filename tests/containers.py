@@ -94,6 +94,15 @@ class Engine:
         subprocess.run(["ip", "netns", "add", self.netns], check=True, capture_output=True)
         subprocess.run(["ip", "-n", self.netns, "link", "set", "lo", "up"], check=True, capture_output=True)
 
+    def add_address(self, address: str) -> None:
+        """Another address of this namespace's "host", e.g. a private network's (on a veth pair whose
+        both ends stay in the namespace)."""
+        ip = ["ip", "-n", self.netns]
+        subprocess.run([*ip, "link", "add", "priv0", "type", "veth", "peer", "name", "priv1"], check=True, capture_output=True)
+        subprocess.run([*ip, "addr", "add", f"{address}/24", "dev", "priv0"], check=True, capture_output=True)
+        for end in ("priv0", "priv1"):
+            subprocess.run([*ip, "link", "set", end, "up"], check=True, capture_output=True)
+
     def remove_netns(self) -> None:
         if self.netns:
             subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)

@@ -221,7 +221,7 @@ def test_worker_host_file():
     assert worker["build"]["context"] == ".." and "../workloads:" + WORKLOADS + ":ro" in worker["volumes"]
     assert "ports" not in worker
     master_host = load(MASTER_HOST)["services"]
-    assert master_host["worker"]["deploy"]["replicas"] == 0
+    assert str(master_host["worker"]["deploy"]["replicas"]) == "0"
 
 
 def test_image_base_is_a_build_argument_and_runs_as_non_root():

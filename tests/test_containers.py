@@ -19,6 +19,9 @@ workers, the simulator and Prometheus for a 30 s headless run, and checks on the
 Then a clone owned by a normal user (uid 1234) runs a short test: its results belong to that user
 (./results made by the engine as root, handed to the checkout's owner).
 Then the UI variant serves the LLM view on 127.0.0.1:8089, and a ramp started there shows live.
+Then the route for several hosts: deploy/compose.master.yml publishes 5557 on a private address
+(192.0.2.10, a documentation address on an interface inside the test's namespace) and a second compose
+project of deploy/compose.worker.yml, on a network of its own, joins it with two workers.
 """
 
 from __future__ import annotations
@@ -285,3 +288,36 @@ def test_ui_variant_serves_the_llm_view(stack):
         assert "--headless" not in cfg["services"]["master"]["command"]
     finally:
         project.down()
+
+
+@pytest.mark.timeout(400)
+def test_workers_from_another_compose_project_join_the_master(stack):
+    engine, images, _, workdir = stack
+    clone = ct.fresh_clone(os.path.join(workdir, "clone-hosts"))
+    address = "192.0.2.10"
+    engine.add_address(address)
+    # the target too must be reachable from the other "host": the simulator published on the address (test only)
+    override = os.path.join(workdir, "simulator-published.yml")
+    with open(override, "w", encoding="utf-8") as f:
+        yaml.safe_dump({"services": {"simulator": {"ports": [f"{address}:8000:8000"]}}}, f)
+    common = {"SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
+    master = ct.Project(engine, clone, files=("docker-compose.yml", "deploy/compose.master.yml", override),
+                        env={**common, "MASTER_ADDRESS": address, "WORKERS": "2", "LOCUST_HOST": f"http://{address}:8000",
+                             "LOCUST_RUN_TIME": "10s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s"})  # fmt: skip
+    workers = ct.Project(engine, clone, files=("deploy/compose.worker.yml",), env={**common, "MASTER_HOST": address, "WORKERS": "2"})
+    try:
+        master.compose("up", "-d", "master", "simulator", timeout=180)  # (podman-compose 1.6.0 fails on naming a service of 0 replicas)
+        assert [c for c in master.containers() if c["Labels"]["com.docker.compose.service"] == "worker"] == []
+        workers.compose("up", "-d", timeout=180)
+        assert len(workers.containers()) == 2
+        code = engine.podman("wait", master.container("master")["Id"], timeout=240).stdout.strip()
+        assert code == "0", ct.tail(engine.podman("logs", master.container("master")["Id"], check=False).stderr)
+        _, summary, records = summary_and_records(clone)
+        assert len(summary["workers"]) == 2 and records.num_rows > 0
+        assert sum(w["records"] for w in summary["workers"].values()) == records.num_rows
+        ports = master.container("master").get("Ports") or []
+        assert [(p["host_ip"], p["host_port"]) for p in ports] == [(address, 5557)], ports
+        ct.log(f"several hosts: 2 workers of another project, {records.num_rows} records")
+    finally:
+        workers.down()
+        master.down()
