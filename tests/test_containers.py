@@ -17,7 +17,8 @@ workers, the simulator and Prometheus for a 30 s headless run, and checks on the
   results or tests in it, and runs `python -m reports` on the results;
 - the results belong to uid 1000 (the clone's results folder, made by root, is handed over).
 Then a clone owned by a normal user (uid 1234) runs a short test: its results belong to that user
-(./results made by the engine as root, handed to the checkout's owner).
+(./results made by the engine as root, handed to the checkout's owner), and its SLO, missed, is
+the exit code of `up` (3).
 Then the UI variant serves the LLM view on 127.0.0.1:8089, and a ramp started there shows live.
 Then the route for several hosts: deploy/compose.master.yml publishes 5557 on a private address
 (192.0.2.10, a documentation address on an interface inside the test's namespace) and a second compose
@@ -227,14 +228,15 @@ def test_a_clone_owned_by_a_normal_user(stack):
         for name in [dirpath, *(os.path.join(dirpath, f) for f in files)]:
             os.chown(name, 1234, 1234)
     assert not os.path.exists(os.path.join(clone, "results"))  # the engine makes it, as root
-    env = {"WORKERS": "1", "LOCUST_RUN_TIME": "5s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s",
+    # an objective no server meets: the master exits with 3, and so does `up`
+    env = {"WORKERS": "1", "LOCUST_RUN_TIME": "5s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s", "LOCUST_SLO": "ttft.p50<1ms",
            "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}  # fmt: skip
     project = ct.Project(engine, clone, env=env)
     try:
         up = project.compose("up", "--exit-code-from", "master", "master", "worker", "simulator", timeout=300, check=False)
-        assert up.returncode == 0, ct.tail(up.stdout + up.stderr)
+        assert up.returncode == project.container("master")["ExitCode"] == 3, ct.tail(up.stdout + up.stderr)
         _, summary, records = summary_and_records(clone)
-        assert len(summary["workers"]) == 1 and records.num_rows > 0
+        assert len(summary["workers"]) == 1 and records.num_rows > 0 and summary["slo"]["passed"] is False
         for dirpath, _dirs, files in os.walk(os.path.join(clone, "results")):
             for name in [dirpath, *(os.path.join(dirpath, f) for f in files)]:
                 st = os.stat(name)
