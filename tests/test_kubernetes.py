@@ -1,0 +1,114 @@
+"""deploy/kubernetes/: every resource passes the Kubernetes API schemas (kubernetes-validate, strict:
+no unknown field), and the manifests agree with each other and with the suite: the master's flags
+and LOCUST_* variables are known, the workers reach the master's Service, as many as it expects,
+only the workers reach port 5557, nothing runs as root."""
+
+from __future__ import annotations
+
+import copy
+import glob
+import os
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.helpers import ROOT
+from tests.test_compose import known_env_vars, parse_locust
+
+DIR = os.path.join(ROOT, "deploy", "kubernetes")
+VERSIONS = ("1.29.0", "1.37.0")  # an older release still in use, and the newest the validator knows
+
+
+def resources() -> list[dict]:
+    out = []
+    for path in sorted(glob.glob(os.path.join(DIR, "*.yaml"))):
+        with open(path, encoding="utf-8") as f:
+            out += [d for d in yaml.safe_load_all(f) if d]
+    return out
+
+
+def one(kind: str, name: str) -> dict:
+    (r,) = [r for r in resources() if r["kind"] == kind and r["metadata"]["name"] == name]
+    return r
+
+
+def pod(r: dict) -> dict:
+    return r["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_resource_passes_the_api_schema(version):
+    found = resources()
+    kinds = sorted((r["kind"], r["metadata"]["name"]) for r in found)
+    assert ("Deployment", "llm-loadtest-worker") in kinds and ("Service", "llm-loadtest-master") in kinds
+    for r in found:
+        kubernetes_validate.validate(r, version, strict=True)  # raises ValidationError
+
+
+def test_the_validator_rejects_a_broken_manifest():
+    worker = one("Deployment", "llm-loadtest-worker")
+    typo = copy.deepcopy(worker)
+    typo["spec"]["replica"] = typo["spec"].pop("replicas")
+    bad_type = copy.deepcopy(worker)
+    bad_type["spec"]["replicas"] = "two"
+    for broken in (typo, bad_type):
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
+
+
+def env(container: dict) -> dict:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def test_master_and_workers_agree():
+    master_job = one("Job", "llm-loadtest-master")
+    (master,) = pod(master_job)["containers"]
+    master_env = {k: v for k, v in env(master).items() if v is not None}
+    options = parse_locust(master["args"], master_env)
+    assert options.master and options.headless and options.expect_workers_max_wait > 0
+    assert options.results_dir == "results" and options.prometheus_host == "0.0.0.0"
+    known = known_env_vars()
+    assert {k for k in env(master) if k.startswith("LOCUST_")} <= known
+    assert "LOCUST_API_KEY" not in env(master), "the key goes to the workers only"
+
+    service = one("Service", "llm-loadtest-master")
+    assert service["spec"]["selector"].items() <= master_job["spec"]["template"]["metadata"]["labels"].items()
+    ports = {p["containerPort"] for p in master["ports"]}
+    assert {p["port"] for p in service["spec"]["ports"]} == ports == {5557, 9646}
+
+    worker_dep = one("Deployment", "llm-loadtest-worker")
+    (worker,) = pod(worker_dep)["containers"]
+    wopts = parse_locust(worker["args"], {})
+    assert wopts.worker and wopts.master_host == service["metadata"]["name"] and wopts.master_port == 5557
+    assert worker_dep["spec"]["replicas"] == options.expect_workers
+    assert worker["image"] == master["image"]
+    assert env(worker).keys() <= known | {"SUITE_OUTLIVE"}
+
+    sim = one("Service", "llm-loadtest-simulator")
+    target = f"http://{sim['metadata']['name']}:{sim['spec']['ports'][0]['port']}"
+    assert master_env["LOCUST_HOST"] == master_env["SUITE_WAIT_FOR"] == target
+
+
+def test_only_workers_reach_the_master_worker_port():
+    policy = one("NetworkPolicy", "llm-loadtest-master")
+    master_labels = one("Job", "llm-loadtest-master")["spec"]["template"]["metadata"]["labels"]
+    worker_labels = one("Deployment", "llm-loadtest-worker")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= master_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    for rule in policy["spec"]["ingress"]:
+        ports = {p["port"] for p in rule["ports"]}
+        if 5557 in ports:
+            assert ports == {5557}
+            (source,) = rule["from"]
+            assert source["podSelector"]["matchLabels"].items() <= worker_labels.items()
+
+
+def test_nothing_runs_as_root():
+    for r in resources():
+        if r["kind"] not in ("Deployment", "Job"):
+            continue
+        spec = pod(r)
+        assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["runAsUser"] == 1000
+        for c in spec["containers"]:
+            assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
