@@ -17,6 +17,7 @@ simulator's `sim_t` and truth log are on one clock (same machine).
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -117,3 +118,35 @@ def accurate(r: dict, ttft_limit_ms: float = 10.0, lag_limit_ms: float = 5.0) ->
         and abs(r["ttft_err_ms_p99"]) < ttft_limit_ms
         and r["lag_ms_p99"] < lag_limit_ms
     )
+
+
+class SSEBuffer:
+    """Accumulates bytes and returns complete SSE messages (vLLM's handler, same semantics)."""
+
+    def __init__(self):
+        self.buffer = ""
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def add_chunk(self, chunk_bytes: bytes) -> list[str]:
+        self.buffer += self.decoder.decode(chunk_bytes)
+        out = []
+        while "\n\n" in self.buffer:
+            message, self.buffer = self.buffer.split("\n\n", 1)
+            message = message.strip()
+            if message:
+                out.append(message)
+        # the read was stripped, so a final message may be complete without its blank line
+        if self.buffer.startswith("data: "):
+            rest = self.buffer[6:].strip()
+            if rest == "[DONE]":
+                out.append(self.buffer.strip())
+                self.buffer = ""
+            elif rest:
+                try:
+                    json.loads(rest)
+                except json.JSONDecodeError:
+                    pass
+                else:
+                    out.append(self.buffer.strip())
+                    self.buffer = ""
+        return out

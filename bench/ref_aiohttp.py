@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
-import codecs
 import json
 import os
 import sys
@@ -34,39 +33,7 @@ import time
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import cpu_seconds, save  # noqa: E402
-
-
-class SSEBuffer:
-    """Accumulates bytes and returns complete SSE messages (vLLM's handler, same semantics)."""
-
-    def __init__(self):
-        self.buffer = ""
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-
-    def add_chunk(self, chunk_bytes: bytes) -> list[str]:
-        self.buffer += self.decoder.decode(chunk_bytes)
-        out = []
-        while "\n\n" in self.buffer:
-            message, self.buffer = self.buffer.split("\n\n", 1)
-            message = message.strip()
-            if message:
-                out.append(message)
-        # the read was stripped, so a final message may be complete without its blank line
-        if self.buffer.startswith("data: "):
-            rest = self.buffer[6:].strip()
-            if rest == "[DONE]":
-                out.append(self.buffer.strip())
-                self.buffer = ""
-            elif rest:
-                try:
-                    json.loads(rest)
-                except json.JSONDecodeError:
-                    pass
-                else:
-                    out.append(self.buffer.strip())
-                    self.buffer = ""
-        return out
+from client_common import SSEBuffer, cpu_seconds, save  # noqa: E402
 
 
 class State:

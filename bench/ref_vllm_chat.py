@@ -34,46 +34,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import codecs
 import json
 import os
+import sys
 import time
 import uuid
 
 import aiohttp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client_common import SSEBuffer  # noqa: E402
+
 TIMEOUT = aiohttp.ClientTimeout(total=6 * 60 * 60)
-
-
-class SSEBuffer:
-    """Bytes in, complete SSE messages out (split at blank lines, like vllm bench's handler)."""
-
-    def __init__(self):
-        self.buffer = ""
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-
-    def add_chunk(self, chunk_bytes: bytes) -> list[str]:
-        self.buffer += self.decoder.decode(chunk_bytes)
-        out = []
-        while "\n\n" in self.buffer:
-            message, self.buffer = self.buffer.split("\n\n", 1)
-            message = message.strip()
-            if message:
-                out.append(message)
-        if self.buffer.startswith("data: "):  # the read was stripped: a last message may lack its blank line
-            rest = self.buffer[6:].strip()
-            if rest == "[DONE]":
-                out.append(self.buffer.strip())
-                self.buffer = ""
-            elif rest:
-                try:
-                    json.loads(rest)
-                except json.JSONDecodeError:
-                    pass
-                else:
-                    out.append(self.buffer.strip())
-                    self.buffer = ""
-        return out
 
 
 def build_request(args, messages: list[dict], rid: str) -> tuple[dict, bytes | None, dict]:
