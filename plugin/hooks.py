@@ -51,6 +51,7 @@ from shapes.arrivals import START_DELAY_S
 from shapes.steps import StepPlan
 
 log = logging.getLogger("llm")
+memoize_default_args()  # at import: a late-joining worker gets its first spawn message before init fires
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
@@ -247,7 +248,6 @@ def _add_options(parser, **_kw) -> None:
 
 @events.init.add_listener
 def _on_init(environment, runner, **_kw) -> None:
-    memoize_default_args()  # before the first spawn message reaches a worker
     role = role_of(environment)
     state = state_of(environment)
     if state is None:  # a late-joining worker's test_start may have made it already

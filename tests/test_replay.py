@@ -96,7 +96,8 @@ def test_schedule_splits_by_index_on_one_clock(tmp_path):
 
 def parse(*args):
     p = argument_parser.get_parser()
-    add_arguments(p)
+    if "--replay" not in p._option_string_actions:  # a loaded locustfile's listener may have added them
+        add_arguments(p)
     return p.parse_args(["-f", "locustfile.py", *args])
 
 
