@@ -9,7 +9,7 @@ import re
 import yaml
 from locust import argument_parser
 
-from plugin.options import add_arguments
+from plugin.options import OPTIONS, add_arguments, env_var
 from tests.helpers import ROOT
 
 COMPOSE = os.path.join(ROOT, "docker-compose.yml")
@@ -70,8 +70,8 @@ def known_env_vars() -> set:
 
 
 def suite_env_vars() -> set:
-    """The LOCUST_* variables of the suite's own options (those add_arguments adds)."""
-    return known_env_vars() - env_vars(argument_parser.get_parser())
+    """The LOCUST_* variables of the suite's own options."""
+    return {env_var(flag) for flag, _ in OPTIONS}
 
 
 def environment(service: dict, env: dict | None = None) -> dict:
