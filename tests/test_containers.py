@@ -211,7 +211,7 @@ def test_compose_up_runs_a_distributed_test(stack):
                               "id -u; python --version; ls -A results | wc -l; ls -A").stdout.split()  # fmt: skip
         uid, _, version, in_results, *listing = probe
         assert uid == "1000" and version.startswith("3.11.") and in_results == "0", probe
-        assert {"locustfile.py", "suite", "simulator", "reports", "workloads", "deploy"} <= set(listing), listing
+        assert {"locustfile.py", "core", "metrics", "plugin", "users", "simulator", "reports", "webui", "workloads", "deploy"} <= set(listing), listing
         assert not {".git", ".cache", ".venv", "venv", "tests", "bench", ".ci", "docs"} & set(listing), listing
         show = engine.podman("run", "--rm", "-v", f"{os.path.join(clone, 'results')}:/home/locust/suite/results:ro",
                              images["suite"], "python", "-m", "reports", "show", f"results/{os.path.basename(run)}").stdout  # fmt: skip
