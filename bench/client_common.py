@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import time
 import math
 import os
 
@@ -150,3 +151,21 @@ class SSEBuffer:
                     out.append(self.buffer.strip())
                     self.buffer = ""
         return out
+
+
+async def sse_events(response):
+    """(arrival time, parsed JSON) of every data event of an aiohttp SSE response, read the way
+    `vllm bench serve` reads it (whole reads, split at blank lines, the time taken per message)."""
+    handler = SSEBuffer()
+    async for chunk_bytes in response.content.iter_any():
+        chunk_bytes = chunk_bytes.strip()
+        if not chunk_bytes:
+            continue
+        for message in handler.add_chunk(chunk_bytes):
+            if message.startswith(":"):
+                continue
+            chunk = message.removeprefix("data: ")
+            if chunk == "[DONE]":
+                continue
+            timestamp = time.perf_counter()
+            yield timestamp, json.loads(chunk)

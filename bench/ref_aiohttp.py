@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
-import json
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ import time
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import SSEBuffer, cpu_seconds, save  # noqa: E402
+from client_common import cpu_seconds, save, sse_events  # noqa: E402
 
 
 class State:
@@ -65,27 +64,15 @@ async def one_request(session: aiohttp.ClientSession, url: str, rid: str, st_: S
                 await response.read()
                 st_.errors += 1
                 return
-            handler = SSEBuffer()
-            async for chunk_bytes in response.content.iter_any():
-                chunk_bytes = chunk_bytes.strip()
-                if not chunk_bytes:
-                    continue
-                for message in handler.add_chunk(chunk_bytes):
-                    if message.startswith(":"):
-                        continue
-                    chunk = message.removeprefix("data: ")
-                    if chunk == "[DONE]":
-                        continue
-                    timestamp = time.perf_counter()
-                    data = json.loads(chunk)
-                    if choices := data.get("choices"):
-                        _text = choices[0].get("text")
-                        if not first:
-                            first = timestamp
-                        chunk_t.append(timestamp)
-                        chunk_lag.append(timestamp - data["sim_t"])
-                    elif usage := data.get("usage"):
-                        _tokens = usage.get("completion_tokens")
+            async for timestamp, data in sse_events(response):
+                if choices := data.get("choices"):
+                    _text = choices[0].get("text")
+                    if not first:
+                        first = timestamp
+                    chunk_t.append(timestamp)
+                    chunk_lag.append(timestamp - data["sim_t"])
+                elif usage := data.get("usage"):
+                    _tokens = usage.get("completion_tokens")
     except Exception:  # noqa: BLE001 - vLLM's loop records any failure and goes on
         st_.errors += 1
         return

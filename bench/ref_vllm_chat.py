@@ -43,7 +43,7 @@ import uuid
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import SSEBuffer  # noqa: E402
+from client_common import sse_events  # noqa: E402
 
 TIMEOUT = aiohttp.ClientTimeout(total=6 * 60 * 60)
 
@@ -85,30 +85,18 @@ async def one_request(session: aiohttp.ClientSession | None, url: str, args, mes
             if response.status != 200:
                 out["error"] = f"http {response.status}: {(await response.text())[:200]}"
                 return out
-            handler = SSEBuffer()
-            async for chunk_bytes in response.content.iter_any():
-                chunk_bytes = chunk_bytes.strip()
-                if not chunk_bytes:
-                    continue
-                for message in handler.add_chunk(chunk_bytes):
-                    if message.startswith(":"):
-                        continue
-                    chunk = message.removeprefix("data: ")
-                    if chunk == "[DONE]":
-                        continue
-                    timestamp = time.perf_counter()
-                    data = json.loads(chunk)
-                    if choices := data.get("choices"):
-                        content = choices[0].get("delta", {}).get("content")
-                        if first_chunk == 0.0:
-                            first_chunk = timestamp - st
-                        elif ttft:
-                            itl.append(timestamp - most_recent)
-                        if content and ttft == 0.0:
-                            ttft = timestamp - st
-                    if usage := data.get("usage"):
-                        out["output_tokens"] = usage.get("completion_tokens") or 0
-                    most_recent = timestamp
+            async for timestamp, data in sse_events(response):
+                if choices := data.get("choices"):
+                    content = choices[0].get("delta", {}).get("content")
+                    if first_chunk == 0.0:
+                        first_chunk = timestamp - st
+                    elif ttft:
+                        itl.append(timestamp - most_recent)
+                    if content and ttft == 0.0:
+                        ttft = timestamp - st
+                if usage := data.get("usage"):
+                    out["output_tokens"] = usage.get("completion_tokens") or 0
+                most_recent = timestamp
         out.update(ok=ttft > 0.0, st=st, first_chunk=first_chunk, ttft=ttft, latency=most_recent - st)
         if not out["ok"]:
             out["error"] = "no content"
