@@ -275,6 +275,9 @@ def _watch_signals(state: SuiteState) -> None:
 
     def on_sigterm():
         state.signal = state.signal or "SIGTERM"
+        # one SIGTERM ends the run; a second one (an orchestrator repeating itself) would run Locust's
+        # shutdown again in the middle of ours and lose the streams in flight: ignore it (SIGKILL stays)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

@@ -107,3 +107,31 @@ def test_a_run_without_a_record_is_not_a_success(tmp_path):
     assert "run incomplete (exit 4): no request was recorded" in proc.stderr
     summary = summary_of(tmp_path / "none")
     assert summary["complete"] is False and summary["reason"] == "no request was recorded"
+
+
+def test_a_repeated_sigterm_does_not_cut_the_interrupt_short(tmp_path):
+    """An orchestrator (or a wrapper and the process both) may send SIGTERM twice: the second must
+    not run Locust's shutdown again in the middle of the suite's, losing the streams in flight."""
+    truth = str(tmp_path / "truth.jsonl")
+    log_path = tmp_path / "local.log"
+    with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:  # 3 s streams
+        proc = launch("--headless", "--host", url, "-u", "10", "-r", "10", "-t", "40s", "--results-dir", str(tmp_path),
+                      "--run-id", "twice", *LOAD, log_path=log_path)  # fmt: skip
+        try:
+            wait_for(lambda: truth_count(truth) >= 10, 40, "load began")
+            time.sleep(1.0)
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            code = ended(proc, 30)
+        finally:
+            kill_all(proc)
+        time.sleep(1.5)
+    log = log_path.read_text()
+    assert code == exit_codes.INTERRUPTED, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    summary = summary_of(tmp_path / "twice")
+    assert summary["complete"] is False and "SIGTERM" in summary["reason"], summary.get("reason")
+    df = records(tmp_path / "twice" / "requests.parquet")
+    exactly_once(truth_ids(truth), df)
+    assert (df["error"] == "stopped").sum() >= 5, df["error"].value_counts()
