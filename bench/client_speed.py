@@ -84,6 +84,22 @@ def start_simulators(tmp: str, args) -> tuple[list[subprocess.Popen], str, str]:
     return procs, url, truth
 
 
+# A burner keeps one core busy, so that a run can be repeated on a machine whose other cores are
+# loaded and nothing else changes: "alu" spins on the core's own execution units (what a busy
+# sibling hyperthread or the all-core clock would take away), "memory" copies 64 MiB back and
+# forth (what shared caches and memory bandwidth would). Each one stops by itself after `limit` s.
+BURNERS = {
+    "alu": "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nx = 0\n"
+           "while time.monotonic() < end:\n    for i in range(100000):\n        x = (x + i * 7) & 0xFFFF\n",
+    "memory": "import sys, time\nend = time.monotonic() + float(sys.argv[1])\na = bytearray(64 << 20)\nb = bytearray(64 << 20)\n"
+              "while time.monotonic() < end:\n    b[:] = a\n    a[:] = b\n",
+}  # fmt: skip
+
+
+def start_burners(cores: str, kind: str, limit: float) -> list[subprocess.Popen]:
+    return [subprocess.Popen([*_pin(c), PY, "-c", BURNERS[kind], str(limit)]) for c in cores.split(",") if c.strip()]
+
+
 def stop_all(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         p.terminate()
@@ -314,6 +330,9 @@ def main(argv=None) -> int:
     ap.add_argument("--nice", type=int, default=0,
                     help="run simulator and clients at this nice level (negative needs root): on a machine shared with "
                          "other work their wake-ups then preempt it sooner; 0 = as they come")
+    ap.add_argument("--burn-cores", default="", help="keep these cores busy during the whole run (comma-separated): the same "
+                    "load measured on a machine whose other cores work")
+    ap.add_argument("--burn-kind", choices=sorted(BURNERS), default="alu")
     ap.add_argument("--json", default="", help="write every result here")
     args = ap.parse_args(argv)
     args.suite_args = args.suite_args.split()
@@ -330,10 +349,13 @@ def main(argv=None) -> int:
     if args.mode == "local" and any(worker_count(c) > 1 for c in clients):
         ap.error("--clients suite-xN needs --mode worker")
     sims, url, truth_path = start_simulators(tmp, args)
+    limit = len(levels) * len(clients) * args.repeats * (args.warmup + args.duration + args.margin + 30)
+    burners = start_burners(args.burn_cores, args.burn_kind, limit) if args.burn_cores else []
     args.sim_pids = [p.pid for p in sims]
     print(f"simulator {url} on core {args.sim_core}; clients on core {args.client_core}; window {args.duration:g} s after "
           f"{args.warmup:g} s warm-up; TTFT {args.ttft * 1000:g} ms, ITL {args.itl * 1000:g} ms, {args.max_tokens} tokens; "
-          f"nproc {os.cpu_count()}; work dir {tmp}", flush=True)  # fmt: skip
+          f"nproc {os.cpu_count()}; work dir {tmp}" + (f"; {args.burn_kind} burners on cores {args.burn_cores}" if args.burn_cores else ""),
+          flush=True)  # fmt: skip
     print(HEADER, flush=True)
     rows, failed_in_row = [], {c: 0 for c in clients}
     try:
@@ -372,7 +394,7 @@ def main(argv=None) -> int:
                 rows.append(r)
                 print(fmt_row(kind, n, r, r["accurate"], r["pressure_before"]), flush=True)
     finally:
-        stop_all(sims)
+        stop_all(sims + burners)
     best = {}
     for kind in clients:
         good = [r for r in rows if r["client"] == kind and r["accurate"]]

@@ -20,7 +20,6 @@ throughput (Little's law), so E2E is shown but not fitted.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 

@@ -120,7 +120,7 @@ def cpu_delta(before: dict, after: dict) -> dict:
 # --------------------------------------------------------------------------- one run of each client
 
 
-def run_ref(url: str, a, conn: str, body: str, tag: str, out: Path) -> dict:
+def run_ref(url: str, a, conn: str, body: str, tag: str, out: Path, start_when: str = "") -> dict:
     path = out / "runs" / f"{tag}.json"
     cmd = ["taskset", "-c", a.ref_cpu, sys.executable, str(ROOT / "bench" / "ref_vllm_chat.py"), "--url", url,
            "--model", a.model, "--prompts", str(out / "prompts.json"), "--requests", str(a.requests),
@@ -128,6 +128,8 @@ def run_ref(url: str, a, conn: str, body: str, tag: str, out: Path) -> dict:
            "--body", body, "--out", str(path)]  # fmt: skip
     if body == "suite":
         cmd += ["--extra-body", a.extra_body]
+    if start_when:
+        cmd += ["--start-when", start_when]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=a.run_timeout)
     if proc.returncode != 0:
@@ -139,7 +141,7 @@ def run_ref(url: str, a, conn: str, body: str, tag: str, out: Path) -> dict:
     return {"figures": run["figures"], "wall_s": round(time.monotonic() - t0, 2), "per_request": per_request}
 
 
-def run_suite(url: str, a, conn: str, tag: str, out: Path, workload: Path) -> dict:
+def run_suite(url: str, a, conn: str, tag: str, out: Path, workload: Path, started_file: str = "") -> dict:
     import pandas as pd
 
     from vllm_agreement import suite_figures
@@ -150,7 +152,7 @@ def run_suite(url: str, a, conn: str, tag: str, out: Path, workload: Path) -> di
            "--endpoint", "chat", "--model", a.model, "--workload", str(workload), "--max-tokens-override", str(a.output_len),
            "--seed", str(a.seed), "--extra-body", a.extra_body, "--connection", conn,
            "--results-dir", str(results), "--run-id", tag]  # fmt: skip
-    env = {**os.environ, "AGREEMENT_REQUESTS": str(a.requests)}
+    env = {**os.environ, "AGREEMENT_REQUESTS": str(a.requests), "AGREEMENT_STARTED_FILE": started_file}
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=a.run_timeout)
     path = results / tag / "requests.parquet"
@@ -262,18 +264,21 @@ def pair(url: str, a, conn: str, tag: str, out: Path, workload: Path) -> list[di
     """Both clients at once, each with half the streams and half the requests: the server is in one
     state for both, so their TPOT and E2E medians compare the clients' measurement alone (the
     alternating runs compare the server's speed under each client's traffic too). The reference
-    starts --pair-delay s after the suite (Locust's start-up), so that the two overlap."""
+    starts its requests when the suite's first request starts (a file the suite's locustfile
+    writes), so that the two overlap from the first wave to the last."""
     import threading
 
     half = argparse.Namespace(**{**vars(a), "concurrency": a.concurrency // 2, "requests": a.requests // 2})
     res: dict = {}
 
+    started = out / "runs" / f"{tag}.started"
+    started.unlink(missing_ok=True)
+
     def ref():
-        time.sleep(a.pair_delay)
-        res["ref"] = run_ref(url, half, conn, "vllm", f"{tag}-ref", out)
+        res["ref"] = run_ref(url, half, conn, "vllm", f"{tag}-ref", out, start_when=str(started))
 
     def suite():
-        res["suite"] = run_suite(url, half, conn, f"{tag}-suite", out, workload)
+        res["suite"] = run_suite(url, half, conn, f"{tag}-suite", out, workload, started_file=str(started))
 
     threads = [threading.Thread(target=suite), threading.Thread(target=ref)]
     for t in threads:
@@ -283,6 +288,35 @@ def pair(url: str, a, conn: str, tag: str, out: Path, workload: Path) -> list[di
     if set(res) != {"ref", "suite"}:
         raise RuntimeError(f"a client of the pair failed: {sorted(res)}")
     return [{**res["suite"], "variant": "pair-suite"}, {**res["ref"], "variant": "pair-ref"}]
+
+
+def paired(runs: list[dict]) -> str:
+    """Pair rounds, round by round: the suite's half against the reference's half of one run (one
+    server state), the difference per figure, then over the rounds its median and how many rounds
+    were within 3 %."""
+    import numpy as np
+
+    lines = ["| round | connection | " + " | ".join(f"{k[0]} suite / ref (diff)" for k in KEYS[:3]) + " |", "|" + " --- |" * 5]
+    diffs: dict[str, list[float]] = {k[1]: [] for k in KEYS[:3]}
+    for r in runs:
+        if not r["variant"].startswith("pair-suite/"):
+            continue
+        conn = r["variant"].split("/")[1]
+        ref = next((x for x in runs if x["round"] == r["round"] and x["variant"] == f"pair-ref/{conn}"), None)
+        if ref is None:
+            continue
+        cells = []
+        for _, key, fmt in KEYS[:3]:
+            s_v, r_v = r["figures"][key], ref["figures"][key]
+            d = (s_v - r_v) / r_v * 100
+            diffs[key].append(d)
+            cells.append(f"{fmt.format(s_v)} / {fmt.format(r_v)} ({d:+.1f} %)")
+        lines.append(f"| {r['round']} | {conn} | " + " | ".join(cells) + " |")
+    if diffs[KEYS[0][1]]:
+        lines.append("| all | | " + " | ".join(
+            f"median {np.median(diffs[k]):+.1f} %, {sum(abs(d) <= 3 for d in diffs[k])} of {len(diffs[k])} within 3 %"
+            for _, k, _ in KEYS[:3]) + " |")  # fmt: skip
+    return "\n".join(lines)
 
 
 PAIRS = [("suite/keep-alive", "ref-vllm/keep-alive"), ("suite/per-request", "ref-vllm/per-request"),
@@ -332,7 +366,7 @@ def flow(a) -> int:
         if server is not None:
             gpu_ramp.stop(server)
     info["total_s"] = round(time.monotonic() - t_start, 1)
-    text = tables(runs) + "\n\n" + agreement(runs, PAIRS)
+    text = tables(runs) + "\n\n" + agreement(runs, PAIRS) + "\n\n" + paired(runs)
     (out / "table.md").write_text(text + "\n")
     (out / "info.json").write_text(json.dumps(info, indent=2))
     if (out / "server.log").exists():
@@ -371,7 +405,6 @@ def main() -> int:
         p.add_argument("--rounds", type=int, default=3 if dev else 2)
         p.add_argument("--variants", default=",".join(VARIANTS))
         p.add_argument("--run-timeout", type=float, default=200.0)
-        p.add_argument("--pair-delay", type=float, default=2.5, help="pair variants: the reference starts this long after the suite")
         p.add_argument("--budget-s", type=float, default=560.0, help="seconds the whole flow may take (the device allows 600 per command)")
     a = ap.parse_args()
     if a.cmd == "prepare":

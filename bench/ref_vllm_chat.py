@@ -123,6 +123,12 @@ async def bench(args) -> dict:
         async with sem:
             return await one_request(session, url, args, prompts[i % len(prompts)], f"{prefix}{i}")
 
+    if args.start_when:  # a pair run: start with the other client's first request, not before
+        deadline = time.monotonic() + 120
+        while not os.path.exists(args.start_when):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"--start-when: {args.start_when} did not appear within 120 s")
+            await asyncio.sleep(0.001)
     t0 = time.perf_counter()
     tasks = [asyncio.create_task(limited(i)) for i in range(args.requests)]
     results = await asyncio.gather(*tasks)
@@ -170,6 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--connection", choices=["per-request", "keep-alive"], default="per-request")
     ap.add_argument("--body", choices=["vllm", "suite"], default="vllm")
     ap.add_argument("--extra-body", default="", help="JSON merged into every body (suite: e.g. '{\"temperature\": 0}')")
+    ap.add_argument("--start-when", default="", help="wait until this file exists before the first request (pair runs)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     args.extra = json.loads(args.extra_body) if args.extra_body else {}

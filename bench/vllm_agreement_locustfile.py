@@ -23,6 +23,9 @@ import plugin.hooks  # noqa: E402,F401  options, results, event wiring
 from users.llm import LLMUser  # noqa: E402
 
 LIMIT = int(os.environ.get("AGREEMENT_REQUESTS", "100"))
+# bench/gpu_agreement.py pair runs: this file appears when the first request starts, and the
+# reference client, waiting for it, starts its own then (both measure one server state)
+STARTED_FILE = os.environ.get("AGREEMENT_STARTED_FILE", "")
 _state = {"started": 0, "finished": 0}
 
 
@@ -37,6 +40,8 @@ class FixedCountUser(LLMUser):
             gevent.sleep(0.05)  # done: wait for the last in-flight requests and the quit
             return None
         _state["started"] += 1
+        if _state["started"] == 1 and STARTED_FILE:
+            open(STARTED_FILE, "w").close()
         rec = super().send_request(request, *args, **kwargs)
         _state["finished"] += 1
         if _state["finished"] == LIMIT:
