@@ -139,7 +139,6 @@ class ResultsWriter:
         self.rows_written = 0
         self.closed = False
         self.on_rows = None  # called with every batch of rows as it arrives
-        self.summary = None  # metrics.schema.Summary, once finish() has written summary.json
         self.write_error: str | None = None  # the last write that failed; None once one succeeds again
         self.not_written: list[str] = []  # at the end: what could not be written
         write_json(os.path.join(self.path, "run.json"), self.run_info)
@@ -252,26 +251,12 @@ class ResultsWriter:
 
     def write_summary(self, summary, complete: bool, reason: str | None) -> None:
         """summary.json and the final run.json; a failure is noted in `not_written`, not raised."""
-        self.summary = summary
         self.run_info.update(ended_at=time.time(), complete=complete, reason=reason, records=self.rows_written)
         for name, data in (("summary.json", summary.model_dump()), ("run.json", self.run_info)):
             try:
                 write_json(os.path.join(self.path, name), data)
             except OSError as e:
                 self.not_written.append(f"{name} ({_why(e)})")
-
-    def finish(self, window_start: float, window_end: float, extra: dict, complete: bool = True, reason: str | None = None,
-               **summary_args) -> dict:  # fmt: skip
-        """Close the records, write summary.json and the final run.json; return the summary in its
-        JSON form (the typed one is `self.summary`). `summary_args` go to metrics.summary.summarize
-        (run_start, plan, objectives, target_rate); `extra` holds the plugins' sections."""
-        from metrics.summary import summarize  # pandas: only the writing process, only at the end
-
-        table = self.close_records()
-        summary = summarize(table, window_start, window_end, **summary_args)
-        summary = summary.with_sections(run_id=self.run_id, complete=complete, reason=reason, **extra)
-        self.write_summary(summary, complete, reason)
-        return summary.model_dump()
 
 
 def _why(e: OSError) -> str:

@@ -6,6 +6,7 @@ compression and write (tens of milliseconds) must run beside the loop, not on it
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -15,6 +16,7 @@ from gevent import monkey
 
 import locust  # noqa: F401  patches the standard library like a real run
 from metrics.record import RequestRecord
+from metrics.summary import summarize
 from plugin import results
 from plugin.results import ResultsWriter
 
@@ -62,11 +64,19 @@ def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_pa
     try:
         gevent.sleep(1.2)
         giver.kill()
-        summary = writer.finish(0.0, time.time() + 1, {})
+        # the end of a run as plugin/hooks.py's Run.finish does it: every record back, the summary
+        # computed from them, summary.json and the final run.json written
+        table = writer.close_records()
+        summary = summarize(table, 0.0, time.time() + 1).with_sections(run_id=writer.run_id, complete=True, reason=None)
+        writer.write_summary(summary, True, None)
     finally:
         g.kill()
     assert len(threads) >= 3 and all(t != threading.get_ident() for t in threads)
     assert min(ticks_during_write) >= 10, ticks_during_write  # ~60 expected; 0 if written on the loop
     ids = pq.read_table(writer.records_path, columns=["request_id"]).column("request_id").to_pylist()
     assert sorted(ids) == sorted(f"r{i}" for i in range(2200)) and writer.rows_written == 2200
-    assert summary["overall"]["requests"]["sent"] == 2200
+    assert table.num_rows == 2200 and not writer.not_written
+    with open(tmp_path / "run" / "summary.json") as f:
+        assert json.load(f)["overall"]["requests"]["sent"] == 2200
+    with open(tmp_path / "run" / "run.json") as f:
+        assert json.load(f)["records"] == 2200
