@@ -29,6 +29,7 @@ from core.errors import InputError
 from core.validation import build
 from metrics.slo import Objective, parse_slo
 from plugin.server_metrics import public_url
+from shapes.capacity import MIN_JUDGED_S, WORKER_REPORT_LAG_S, judged_s
 from shapes.replay import load_trace
 from shapes.steps import parse_steps
 
@@ -370,6 +371,8 @@ def _load_model(o):
         raise InputError("--step-time: must be above 0, e.g. 60s")
     if (steps or find_capacity) and step_warmup >= step_time:
         raise InputError(f"--step-warmup: {step_warmup:g}s must be shorter than --step-time {step_time:g}s")
+    if find_capacity:
+        _check_judged_window(step_time, step_warmup, distributed=bool(getattr(o, "master", False)))
     rate = _float("--request-rate", get("request_rate"))
     max_conc = _int("--max-concurrency", get("max_concurrency"), 1)
     scale_text = get("time_scale")
@@ -401,6 +404,25 @@ def _load_model(o):
     if steps:
         return StepRamp(levels=tuple(steps), step_s=step_time, warmup_s=step_warmup)
     return ClosedLoop()
+
+
+def _check_judged_window(step_time: float, step_warmup: float, distributed: bool) -> None:
+    """A capacity search judges each level while the run goes, on --step-time less --step-warmup
+    and, with workers (a master, also --processes), less the last 4 s whose records may still be on
+    their way (shapes/capacity.py): that part must hold MIN_JUDGED_S. Step ramps have no such
+    margin: their steps are measured after the run from every record, over --step-time less
+    --step-warmup, which the check above keeps above 0."""
+    judged = judged_s(step_time, step_warmup, distributed)
+    if judged >= MIN_JUDGED_S:
+        return
+    lag = f" - {WORKER_REPORT_LAG_S:g}s while the workers' last records arrive" if distributed else ""
+    need = step_time - judged + MIN_JUDGED_S
+    shorter = ", or a shorter --step-warmup" if step_warmup > 0 else ""
+    raise InputError(
+        f"--step-time: {step_time:g}s leaves {max(judged, 0.0):g}s to judge each capacity-search level "
+        f"({step_time:g}s - --step-warmup {step_warmup:g}s{lag}), at least {MIN_JUDGED_S:g}s is needed; "
+        f"give --step-time {need:g}s or more{shorter}"
+    )
 
 
 def _health(o) -> HealthLimits:

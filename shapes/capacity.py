@@ -6,8 +6,9 @@ level until they are within 10 % (at least 1 user) of each other, or the time bu
 another level. With --steps it walks the given levels in order and stops at the first miss.
 
 Each level is judged, when it ends, on the requests that completed inside its window (warm-up
-excluded; with workers, the last report interval is left out as its records may still be on the
-way). The final answer in summary.json is recomputed from all records after the run.
+excluded; with workers, the last 4 s are left out as their records may still be on the way); a
+plan whose judged window would be shorter than MIN_JUDGED_S is refused before the run starts. The
+final answer in summary.json is recomputed from all records after the run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,24 @@ log = logging.getLogger("llm.capacity")
 
 _I = {name: FIELD_NAMES.index(name) for name in ("step", "wall_send", "ok", "ttft_s", "tpot_s", "e2e_s", "chunk_times")}
 RESOLUTION = 0.10
+# With workers, the last seconds of a level are left out of its judgement: a request that ended
+# there may not have reached the master yet (a worker sends its records with its report, every 3 s,
+# Locust's WORKER_REPORT_INTERVAL, and a second is allowed for the batch to travel).
 WORKER_REPORT_LAG_S = 4.0
+# The shortest judged part of a level (after --step-warmup and, with workers, WORKER_REPORT_LAG_S);
+# plugin/plan.py refuses a plan with less before the run starts. A level is judged on the requests
+# that ended inside that part, and a level with none counts as missed: the first level is 1 user
+# sending one request at a time, so a part of a second or two ends the search at "no capacity"
+# whenever one reply takes longer than that. 4 s is as long as the worker margin itself: at least
+# half of what a distributed level measured after its warm-up is judged, and the part holds a few
+# replies of a second at the first level (the local capacity-search test judges parts of 4 s).
+MIN_JUDGED_S = 4.0
+
+
+def judged_s(step_s: float, warmup_s: float, distributed: bool) -> float:
+    """Seconds of each level that its judgement covers: --step-time less --step-warmup and, with
+    workers, less the records still on their way (CapacitySearch.judge)."""
+    return step_s - warmup_s - (WORKER_REPORT_LAG_S if distributed else 0.0)
 
 
 class CapacitySearch:
@@ -34,7 +52,7 @@ class CapacitySearch:
         self.step_s, self.warmup_s = step_s, warmup_s
         self.budget_s = budget_s
         self.candidates = candidates
-        self.lag_s = WORKER_REPORT_LAG_S if distributed else 0.0
+        self.distributed = distributed  # judged without the last WORKER_REPORT_LAG_S of each level
         self.levels: list[int] = []  # users of step index i, as decided
         self.passed: dict[int, bool] = {}  # users -> passed
         self.rows: dict[int, list] = {}  # step index -> [(done_wall, ok, ttft, tpot, e2e, itl gaps)]
@@ -55,7 +73,8 @@ class CapacitySearch:
 
     def judge(self, index: int) -> bool:
         begin = self.run_start + index * self.step_s
-        start, end = begin + self.warmup_s, begin + self.step_s - self.lag_s
+        start = begin + self.warmup_s
+        end = start + judged_s(self.step_s, self.warmup_s, self.distributed)
         done = [x for x in self.rows.get(index, ()) if start <= x[0] <= end and x[1]]
         if not done:
             return False
