@@ -13,9 +13,12 @@ into requests.parquet and a summary.json marked `complete: false`. At a clean en
 joined into requests.parquet (row group by row group: never all records in memory) and removed.
 
 A write that fails (disk full, permissions) is logged at once as an error; the rows stay in memory
-and every later flush tries again. If the records still cannot be written at the end, the summary
-is computed from what is on disk plus what is in memory, the console table is printed from it,
-and the run exits with exit_codes.RESULTS_NOT_WRITTEN.
+and every later flush tries again, so that what is held is written once space comes back. Memory
+is bounded: at most LLM_RESULTS_UNWRITTEN_LIMIT (UNWRITTEN_LIMIT, 512MB, by `row_bytes`) of records
+wait to be written; records handed over beyond it are dropped and counted, and the end of the run
+says exactly how many. If records still cannot be written at the end, or any were dropped, the
+summary is computed from what is on disk plus what is in memory, the console table is printed from
+it, and the run exits with exit_codes.RESULTS_NOT_WRITTEN.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ import pyarrow.parquet as pq
 
 from core.errors import InputError
 from core.files import write_json
-from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
+from core.sizes import parse_size
+from metrics.record import ARROW_SCHEMA, FIELD_NAMES, RequestRecord, rows_to_table
 from plugin import exit_codes
 
 log = logging.getLogger("llm")
@@ -52,6 +56,40 @@ RECORDS = "requests.parquet"
 PARTS = "requests.parts"
 UNSHIPPED = ".unshipped.parquet"  # a worker's records its lost master never acknowledged
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
+
+# Records waiting to be written (a full disk) are held in memory up to this many bytes; those handed
+# over beyond it are dropped and counted. The environment variable sets another limit (e.g. 2GB).
+UNWRITTEN_LIMIT_ENV = "LLM_RESULTS_UNWRITTEN_LIMIT"
+UNWRITTEN_LIMIT = 512 << 20
+# A record's memory, estimated (measured with tracemalloc: 0.5 KB as the local process makes it,
+# 0.8 KB as a master receives it from a worker, plus 40 bytes per streamed chunk: a float in
+# chunk_times and an entry of chunk_tokens). About 47,000 records of 256 chunks fit in 512MB.
+ROW_BYTES = 1024
+CHUNK_BYTES = 40
+_CHUNK_TIMES = FIELD_NAMES.index("chunk_times")
+
+
+def row_bytes(row) -> int:
+    """The memory a record's row takes, estimated (the limit on unwritten records counts these)."""
+    return ROW_BYTES + CHUNK_BYTES * len(row[_CHUNK_TIMES] or ())
+
+
+def unwritten_limit() -> int:
+    """Bytes of unwritten records held in memory: LLM_RESULTS_UNWRITTEN_LIMIT, or UNWRITTEN_LIMIT."""
+    text = os.environ.get(UNWRITTEN_LIMIT_ENV, "").strip()
+    if not text:
+        return UNWRITTEN_LIMIT
+    try:
+        return parse_size(UNWRITTEN_LIMIT_ENV, text)
+    except InputError:
+        raise InputError(f"{UNWRITTEN_LIMIT_ENV}: '{text}' is not a size above 0; give e.g. 512MB or 2GB, or unset it") from None
+
+
+def _size_text(n: int) -> str:
+    for unit, shift in (("GB", 30), ("MB", 20), ("KB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return f"{n} bytes"
 
 
 def new_run_id() -> str:
@@ -74,7 +112,9 @@ def _in_use(path: str) -> bool:
 
 def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
     """A named run's folder must be free: refused (InputError, one line) when it holds anything,
-    unless `overwrite`. Called before any load; the writer claims the folder atomically later."""
+    unless `overwrite`. Called before any load; the writer claims the folder atomically later.
+    The writer's limit on unwritten records (LLM_RESULTS_UNWRITTEN_LIMIT) is checked here too."""
+    unwritten_limit()
     if not run_id:
         return
     path = os.path.join(results_dir, run_id)
@@ -124,6 +164,7 @@ class ResultsWriter:
 
     def __init__(self, results_dir: str, run_id: str, run_info: dict, overwrite: bool = False):
         self.run_id = run_id
+        self.unwritten_limit = unwritten_limit()
         self.path = claim_folder(results_dir, run_id, overwrite)
         self.records_path = os.path.join(self.path, RECORDS)
         self.parts_path = os.path.join(self.path, PARTS)
@@ -131,6 +172,10 @@ class ResultsWriter:
         self.run_info = {"run_id": run_id, "started_at": time.time(), "argv": _argv(), "versions": package_versions(), **run_info}
         self._pending: list[tuple] = []
         self._written_callbacks: list = []  # called once the rows handed over with them are on disk
+        self._pending_bytes = 0  # row_bytes of _pending
+        self._flushing_bytes = 0  # row_bytes of the rows a flush is writing now
+        self.rows_dropped = 0  # handed over while unwritten_limit was reached: lost, counted
+        self._dropped_why: str | None = None  # the write failure when the first was dropped (or the next one)
         self._parts = 0
         self._tag = secrets.token_hex(2)  # part names of this writer
         # pyarrow initialises its conversion machinery on first use (~0.3 s): do it now, before
@@ -151,9 +196,22 @@ class ResultsWriter:
 
     def add_rows(self, rows: list, on_written=None) -> None:
         """Hand rows over; `on_written()` is called once they are on disk (the master acknowledges
-        a worker's batch only then, so a batch lost with the master is still on the worker)."""
-        self._pending.extend(rows)
-        if on_written is not None:
+        a worker's batch only then, so a batch lost with the master is still on the worker).
+        Rows that would take the unwritten ones past `unwritten_limit` are dropped and counted; a
+        batch that lost any is never acknowledged (its worker keeps it, as for a lost master)."""
+        held = self._pending_bytes + self._flushing_bytes
+        kept = 0
+        for row in rows:
+            size = row_bytes(row)
+            if held + size > self.unwritten_limit:
+                break
+            held += size
+            kept += 1
+        self._pending.extend(rows if kept == len(rows) else rows[:kept])
+        self._pending_bytes = held - self._flushing_bytes
+        if kept < len(rows):
+            self._dropped(len(rows) - kept)
+        elif on_written is not None:
             self._written_callbacks.append(on_written)
         if self.on_rows is not None:
             self.on_rows(rows)
@@ -163,6 +221,22 @@ class ResultsWriter:
     @property
     def rows_in_memory(self) -> int:
         return len(self._pending)
+
+    def _dropped(self, n: int) -> None:
+        if not self.rows_dropped:
+            self._dropped_why = self.write_error
+            log.error(
+                "results: %s of records wait to be written (%s), the most kept in memory (%s); records beyond it "
+                "are dropped and counted, and the run exits %d", _size_text(self.unwritten_limit),
+                self.write_error or "writing has not kept up", UNWRITTEN_LIMIT_ENV, exit_codes.RESULTS_NOT_WRITTEN,
+            )  # fmt: skip
+        self.rows_dropped += n
+
+    @property
+    def dropped_why(self) -> str:
+        """Why records were dropped: the write failure then, or the next one (the limit was reached
+        before a flush found the disk full), or writing that did not keep up with the records."""
+        return self._dropped_why or "writing had not kept up"
 
     def _flush_loop(self) -> None:
         while not self._stopping:
@@ -180,6 +254,7 @@ class ResultsWriter:
             return
         rows, self._pending = self._pending, []
         callbacks, self._written_callbacks = self._written_callbacks, []
+        self._flushing_bytes, self._pending_bytes = self._pending_bytes, 0
         try:
             slices = []
             for i in range(0, len(rows), SLICE_ROWS):
@@ -192,8 +267,11 @@ class ResultsWriter:
         except OSError as e:
             self._pending[:0] = rows
             self._written_callbacks[:0] = callbacks
+            self._pending_bytes += self._flushing_bytes
             self._write_failed(e)
             return
+        finally:
+            self._flushing_bytes = 0
         self._parts += 1
         self.rows_written += len(rows)
         if self.write_error is not None:
@@ -222,11 +300,15 @@ class ResultsWriter:
         text = _why(e)
         if text != self.write_error:  # said once per kind of failure, at once
             log.error(
-                "results: cannot write records to %s (%s); %d records kept in memory, tried again every %gs; "
-                "if they cannot be written by the end, the console table comes from memory and the run exits %d",
-                self.parts_path, text, len(self._pending), FLUSH_SECONDS, exit_codes.RESULTS_NOT_WRITTEN,
+                "results: cannot write records to %s (%s); %d records kept in memory (up to %s, %s; beyond it "
+                "records are dropped and counted), tried again every %gs; if they cannot be written by the end, the "
+                "console table comes from memory and the run exits %d",
+                self.parts_path, text, len(self._pending), _size_text(self.unwritten_limit), UNWRITTEN_LIMIT_ENV,
+                FLUSH_SECONDS, exit_codes.RESULTS_NOT_WRITTEN,
             )  # fmt: skip
         self.write_error = text
+        if self.rows_dropped and self._dropped_why is None:
+            self._dropped_why = text
 
     # -- the end of the run --------------------------------------------------------------------
 
@@ -238,10 +320,19 @@ class ResultsWriter:
         self._flusher.join()  # a part being written ends first
         self._flush()  # the rest
         self.closed = True
+        beyond = f"beyond the {_size_text(self.unwritten_limit)} held in memory ({UNWRITTEN_LIMIT_ENV})"
         if self._pending:
-            self.not_written.append(f"{len(self._pending)} records ({self.write_error})")
+            held = len(self._pending)
+            if self.rows_dropped:
+                self.not_written.append(f"{held + self.rows_dropped} records ({self.write_error}; {held} held in memory are "
+                                        f"in the table, {self.rows_dropped} dropped {beyond} are lost, in no table or file)")  # fmt: skip
+            else:
+                self.not_written.append(f"{held} records ({self.write_error})")
             memory = rows_to_table(self._pending)
             return pa.concat_tables([*_read_parts(self.parts_path), memory]) if self._parts else memory
+        if self.rows_dropped:  # the disk came back: what was held is written, the dropped are not
+            self.not_written.append(f"{self.rows_dropped} records ({self.dropped_why}; dropped {beyond}: lost, in no table "
+                                    "or file)")  # fmt: skip
         try:
             join_parts(self.parts_path, self.records_path)
         except OSError as e:
@@ -250,7 +341,14 @@ class ResultsWriter:
         return pq.read_table(self.records_path)
 
     def write_summary(self, summary, complete: bool, reason: str | None) -> None:
-        """summary.json and the final run.json; a failure is noted in `not_written`, not raised."""
+        """summary.json and the final run.json; a failure is noted in `not_written`, not raised.
+        Records dropped past the memory limit make both say `complete: false` and how many."""
+        if self.rows_dropped:
+            lost = f"{self.rows_dropped} records dropped while they could not be written ({self.dropped_why})"
+            complete, reason = False, "; ".join(filter(None, (reason, lost)))
+            summary = summary.with_sections(complete=False, reason=reason, records_dropped={
+                "records": self.rows_dropped, "limit_bytes": self.unwritten_limit, "reason": self.dropped_why})  # fmt: skip
+            self.run_info["records_dropped"] = self.rows_dropped
         self.run_info.update(ended_at=time.time(), complete=complete, reason=reason, records=self.rows_written)
         for name, data in (("summary.json", summary.model_dump()), ("run.json", self.run_info)):
             try:

@@ -1,0 +1,141 @@
+"""A disk that stays full: the records that cannot be written are held in memory up to
+LLM_RESULTS_UNWRITTEN_LIMIT, those beyond it are dropped and counted, the end of the run says exactly
+how many were lost and exits 5; writes are tried again, so what is held is written when space comes
+back. A tmpfs of 2 MB filled to its last byte is the full disk (tests/test_edges_results.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+from core.errors import InputError
+from metrics.record import RequestRecord
+from metrics.summary import summarize
+from plugin import exit_codes, results
+from plugin.results import ResultsWriter, row_bytes
+from tests.edges import ended, kill_all, launch, record_ids, slow_profile, truth_count, truth_ids, wait_for, wait_for_text
+from tests.helpers import simulator
+from tests.test_edges_results import LOAD, fill, small_disk  # noqa: F401  small_disk: the tmpfs fixture
+
+HELD = 10  # the limit, in records of rows(): what the tests let the writer hold
+
+
+def rows(n: int, start: int = 0) -> list[tuple]:
+    now = time.time()
+    return [RequestRecord(f"r{i}", "w", "chat", "short", 10, 16, t_send=1.0, wall_send=now, status=200, ok=True,
+                          ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=16, n_chunks=16,
+                          chunk_times=[0.1 * (k + 1) for k in range(16)]).as_row()
+            for i in range(start, start + n)]  # fmt: skip
+
+
+def limited_writer(folder, monkeypatch) -> ResultsWriter:
+    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, str(HELD * row_bytes(rows(1)[0])))
+    return ResultsWriter(str(folder), "run", {})
+
+
+def test_records_beyond_the_limit_are_dropped_and_counted_exactly_while_the_disk_stays_full(small_disk, monkeypatch):  # noqa: F811
+    writer = limited_writer(small_disk, monkeypatch)
+    fill(small_disk)
+    acked = []
+    writer.add_rows(rows(4, 0), on_written=lambda: acked.append("a"))
+    writer._flush()  # refused: the 4 stay in memory
+    assert writer.write_error == "No space left on device" and writer.rows_in_memory == 4
+    writer.add_rows(rows(5, 4), on_written=lambda: acked.append("b"))  # 9 held
+    writer.add_rows(rows(3, 9), on_written=lambda: acked.append("c"))  # 1 kept, 2 dropped: never acknowledged
+    writer.add_rows(rows(7, 12), on_written=lambda: acked.append("d"))  # all dropped
+    for _ in range(3):
+        writer._flush()
+        assert writer.rows_in_memory == HELD and writer.rows_dropped == 9
+    table = writer.close_records()
+    assert sorted(table.column("request_id").to_pylist()) == sorted(f"r{i}" for i in range(HELD)), "the held ones, from memory"
+    assert acked == [] and writer.rows_written == 0
+    limit = HELD * row_bytes(rows(1)[0])
+    assert writer.not_written == [
+        f"19 records (No space left on device; 10 held in memory are in the table, 9 dropped beyond the {limit} bytes "
+        f"held in memory ({results.UNWRITTEN_LIMIT_ENV}) are lost, in no table or file)"
+    ]  # fmt: skip
+
+
+def test_what_is_held_is_written_when_space_comes_back_and_the_dropped_are_counted(small_disk, monkeypatch):  # noqa: F811
+    writer = limited_writer(small_disk, monkeypatch)
+    writer.add_rows(rows(3, 0))
+    writer._flush()  # written before the disk filled
+    fill(small_disk)
+    acked = []
+    writer.add_rows(rows(8, 3), on_written=lambda: acked.append("kept"))
+    writer.add_rows(rows(4, 11), on_written=lambda: acked.append("cut"))  # 2 kept, 2 dropped
+    writer._flush()
+    assert writer.rows_in_memory == HELD and writer.rows_dropped == 2
+    writer.add_rows(rows(1, 15))  # still full: dropped
+    os.remove(small_disk / "filler")  # space comes back: the next flush writes what is held
+    writer._flush()
+    assert writer.write_error is None and writer.rows_in_memory == 0 and writer.rows_written == 13
+    assert acked == ["kept"], "a batch that lost records was acknowledged"
+    writer.add_rows(rows(1, 16))  # room again: kept, written at the end
+    table = writer.close_records()
+    summary = summarize(table, 0.0, time.time() + 1).with_sections(run_id="run", complete=True, reason=None)
+    writer.write_summary(summary, True, None)
+    assert sorted(record_ids(writer.records_path)) == sorted(f"r{i}" for i in (*range(13), 16))
+    assert writer.rows_written == 14 and writer.rows_dropped == 3
+    assert len(writer.not_written) == 1 and writer.not_written[0] == (
+        f"3 records (No space left on device; dropped beyond the {HELD * row_bytes(rows(1)[0])} bytes held in memory "
+        f"({results.UNWRITTEN_LIMIT_ENV}): lost, in no table or file)"), writer.not_written  # fmt: skip
+    with open(os.path.join(writer.path, "summary.json")) as f:
+        written = json.load(f)
+    assert written["complete"] is False and written["records_dropped"]["records"] == 3
+    assert written["reason"] == "3 records dropped while they could not be written (No space left on device)"
+    assert written["records"]["total"] == 14
+    with open(os.path.join(writer.path, "run.json")) as f:
+        run = json.load(f)
+    assert run["records_dropped"] == 3 and run["records"] == 14 and run["complete"] is False
+
+
+def test_a_bad_limit_is_one_line_before_any_load(tmp_path, monkeypatch):
+    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, "lots")
+    try:
+        results.check_folder(str(tmp_path), "", False)
+    except InputError as e:
+        assert str(e) == f"{results.UNWRITTEN_LIMIT_ENV}: 'lots' is not a size above 0; give e.g. 512MB or 2GB, or unset it"
+    else:
+        raise AssertionError("not refused")
+
+
+def test_a_run_whose_disk_stays_full_says_exactly_how_many_records_it_lost_and_exits_5(tmp_path, small_disk, monkeypatch):  # noqa: F811
+    """A real run, at most 320 KB of records held (about 180 of 20 tokens, 7 s of this load: more
+    than the 5 s between two flushes): the disk is filled as load begins and stays full. The last
+    line counts the records held (in the table) and those dropped (lost); with what was written
+    before the disk filled, they are every request the server saw."""
+    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, "320KB")
+    truth = str(tmp_path / "truth.jsonl")
+    log_path = tmp_path / "full.log"
+    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.02), truth_log=truth) as url:
+        proc = launch(*LOAD, "--host", url, "-u", "12", "-r", "12", "-t", "16s", "--results-dir", str(small_disk),
+                      "--run-id", "full", "--stop-timeout", "10", log_path=log_path)  # fmt: skip
+        try:
+            wait_for(lambda: os.path.exists(small_disk / "full" / "run.json") and truth_count(truth) >= 5, 30, "load began")
+            fill(small_disk)
+            wait_for_text(log_path, "No space left on device", 12)
+            wait_for_text(log_path, "are dropped and counted, and the run exits 5", 15)
+            assert proc.poll() is None, "said only at the end"
+            code = ended(proc, 60)
+        finally:
+            kill_all(proc)
+        time.sleep(1.5)  # the simulator's truth log is flushed every second
+        served = len(truth_ids(truth))
+    log = log_path.read_text()
+    assert code == exit_codes.RESULTS_NOT_WRITTEN, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    last = next(ln for ln in reversed(log.splitlines()) if "results not written" in ln)
+    m = re.search(r"(\d+) records \(No space left on device; (\d+) held in memory are in the table, (\d+) dropped beyond "
+                  r"the 320KB held in memory \(LLM_RESULTS_UNWRITTEN_LIMIT\) are lost", last)  # fmt: skip
+    assert m, last
+    total, held, dropped = map(int, m.groups())
+    assert total == held + dropped and dropped > 0 and 0 < held <= 320  # a record is at least ROW_BYTES, 1 KB
+    table = re.search(r"^overall\s+(\d+)\s+(\d+)", log, re.M)
+    assert table, "no console table: " + log[-3000:]
+    assert int(table.group(1)) + int(table.group(2)) + dropped == served  # exact: the table and the dropped are all
+    parts = small_disk / "full" / "requests.parts"
+    on_disk = sum(len(record_ids(p)) for p in parts.glob("part-*.parquet"))
+    assert on_disk + total == served
