@@ -91,12 +91,17 @@ def analyse(npz_path: str, truth: dict) -> dict:
     lag_ms = lag[sel] * 1000
     first = d["req_first"]
     rsel = (first >= w0) & (first <= w1)
-    errs = []
+    errs, deliver, first_late = [], [], []
     for rid, send, f in zip(d["req_id"][rsel], d["req_send"][rsel], first[rsel]):
         tr = truth.get(str(rid))
         if tr is not None:
             errs.append(((f - send) - (tr[1] - tr[0])) * 1000)  # client TTFT - simulator TTFT
-    errs = np.asarray(errs)
+            # the error's two halves (both processes stamp with perf_counter, one clock per host):
+            # the request's way in (written -> the simulator's handler saw it) and the first token's
+            # way out (sent -> the client's read); the second is the client's, the first the server's
+            deliver.append((tr[0] - send) * 1000)
+            first_late.append((f - tr[1]) * 1000)
+    errs, deliver, first_late = np.asarray(errs), np.asarray(deliver), np.asarray(first_late)
 
     def pct(a, q):
         return float(np.percentile(a, q)) if a.size else math.nan
@@ -107,6 +112,7 @@ def analyse(npz_path: str, truth: dict) -> dict:
         "cpu_pct": 100 * cpu / wall if wall > 0 else math.nan,
         "cpu_us_per_token": 1e6 * cpu / tokens if tokens else math.nan,
         "ttft_err_ms_p50": pct(errs, 50), "ttft_err_ms_p99": pct(errs, 99), "ttft_err_ms_mean": float(errs.mean()) if errs.size else math.nan,
+        "deliver_ms_p50": pct(deliver, 50), "deliver_ms_p99": pct(deliver, 99), "first_late_ms_p99": pct(first_late, 99),
         "lag_ms_p50": pct(lag_ms, 50), "lag_ms_p99": pct(lag_ms, 99), "lag_ms_max": float(lag_ms.max()) if lag_ms.size else math.nan,
         "requests": int(errs.size), "window_s": float(wall),
     }  # fmt: skip

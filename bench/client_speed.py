@@ -274,7 +274,8 @@ def combine(results: list[dict]) -> dict:
         return results[0]
     out = {k: sum(r[k] for r in results) for k in ("tokens_per_s", "cpu_pct", "requests")}
     out["cpu_us_per_token"] = sum(r["cpu_us_per_token"] * r["tokens_per_s"] for r in results) / out["tokens_per_s"]
-    for k in ("ttft_err_ms_p50", "ttft_err_ms_p99", "ttft_err_ms_mean", "lag_ms_p50", "lag_ms_p99", "lag_ms_max"):
+    for k in ("ttft_err_ms_p50", "ttft_err_ms_p99", "ttft_err_ms_mean", "lag_ms_p50", "lag_ms_p99", "lag_ms_max",
+              "deliver_ms_p50", "deliver_ms_p99", "first_late_ms_p99"):
         out[k] = max(r[k] for r in results)
     out["window_s"] = min(r["window_s"] for r in results)
     out["processes"] = len(results)
@@ -381,6 +382,8 @@ def main(argv=None) -> int:
                     if args.repeats > 1:
                         print("  try " + fmt_row(kind, n, r, r["accurate"], pressure), flush=True)
                     if r.get("sim_cpu_pct") is not None or r.get("health") is not None:
+                        print(f"    TTFT error's halves p99: request in {r['deliver_ms_p99']:.2f} ms (written -> the simulator saw it; "
+                              f"p50 {r['deliver_ms_p50']:.2f}), first token out {r['first_late_ms_p99']:.2f} ms (sent -> the client read it)")
                         print(f"    simulators CPU % {r.get('sim_cpu_pct')}, MHz {r.get('mhz')}, worker CPU % "
                               f"{[round(w['cpu_pct']) for w in per_worker]}, health {json.dumps(r.get('health'))}", flush=True)
             for kind in clients:
