@@ -204,7 +204,30 @@ def fail(message: str) -> None:
     """A misconfiguration: one line, the bad-input exit code, before any load."""
     sys.stderr.write(f"error: {message}\n")
     sys.stderr.flush()
+    _stop_children()
     sys.exit(exit_codes.BAD_INPUT)
+
+
+def _stop_children() -> None:
+    """With --processes, Locust forks the workers before the options reach the suite. Its own
+    clean-up at exit takes a child that is still running for one that has ended (a non-blocking
+    waitpid returns 0), so without this the workers of a refused run would outlive it by a minute,
+    waiting for a master's heartbeat, and print to the terminal after the prompt came back. Nothing
+    has started yet: the children (those workers, a built-in simulator) are stopped, then killed."""
+    import psutil
+
+    children = psutil.Process().children()
+    for child in children:
+        try:
+            child.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(children, timeout=5)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def prepare_plan(environment) -> RunPlan:
