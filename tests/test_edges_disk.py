@@ -11,23 +11,17 @@ import re
 import time
 
 from core.errors import InputError
-from metrics.record import RequestRecord
 from metrics.summary import summarize
 from plugin import exit_codes, results
 from plugin.results import ResultsWriter, row_bytes
 from tests.edges import ended, kill_all, launch, record_ids, slow_profile, truth_count, truth_ids, wait_for, wait_for_text
 from tests.helpers import simulator
 from tests.test_edges_results import LOAD, fill, small_disk  # noqa: F401  small_disk: the tmpfs fixture
+from tests.test_results_writer import rows
 
 HELD = 10  # the limit, in records of rows(): what the tests let the writer hold
 
 
-def rows(n: int, start: int = 0) -> list[tuple]:
-    now = time.time()
-    return [RequestRecord(f"r{i}", "w", "chat", "short", 10, 16, t_send=1.0, wall_send=now, status=200, ok=True,
-                          ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=16, n_chunks=16,
-                          chunk_times=[0.1 * (k + 1) for k in range(16)]).as_row()
-            for i in range(start, start + n)]  # fmt: skip
 
 
 def limited_writer(folder, monkeypatch) -> ResultsWriter:
