@@ -5,7 +5,8 @@
 tests/containers.py builds a Debian bookworm base with debootstrap, the suite's image on it
 (deploy/Dockerfile with BASE) and a Prometheus image of Debian's package, then, in a fresh clone of
 this checkout owned by root, runs `podman-compose up --exit-code-from master` of the master, two
-workers, the simulator and Prometheus for a 30 s headless run, and checks on the host:
+workers, the simulator and Prometheus for a 20 s headless run (replies cut to 64 tokens: the
+drain is short and the run has enough records), and checks on the host:
 - the exit code is the master's, and 0;
 - summary.json names 2 workers, each of whose records all arrived;
 - the records (requests.parquet rows) equal the simulator's own request count (its /metrics) and
@@ -121,8 +122,10 @@ def test_metric_names_parser():
 @pytest.mark.timeout(900)
 def test_compose_up_runs_a_distributed_test(stack):
     engine, images, clone, workdir = stack
-    env = {"WORKERS": "2", "LOCUST_RUN_TIME": "30s", "LOCUST_USERS": "16", "LOCUST_SPAWN_RATE": "16", "LOCUST_SEED": "7",
-           "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}  # fmt: skip
+    # replies of at most 64 tokens: the reference mix's long replies would make the drain after the
+    # run last longer than the run itself (~150 records in 20 s instead of ~80 in 30 s)
+    env = {"WORKERS": "2", "LOCUST_RUN_TIME": "20s", "LOCUST_USERS": "16", "LOCUST_SPAWN_RATE": "16", "LOCUST_SEED": "7",
+           "LOCUST_MAX_TOKENS_OVERRIDE": "64", "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}  # fmt: skip
     # the simulator's truth log: the same command as docker-compose.yml's, plus --truth-log
     truth = os.path.join(workdir, "truth")
     os.mkdir(truth)
@@ -230,7 +233,7 @@ def test_a_clone_owned_by_a_normal_user(stack):
     assert not os.path.exists(os.path.join(clone, "results"))  # the engine makes it, as root
     # an objective no server meets: the master exits with 3, and so does `up`
     env = {"WORKERS": "1", "LOCUST_RUN_TIME": "5s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s", "LOCUST_SLO": "ttft.p50<1ms",
-           "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}  # fmt: skip
+           "LOCUST_MAX_TOKENS_OVERRIDE": "64", "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}  # fmt: skip
     project = ct.Project(engine, clone, env=env)
     try:
         up = project.compose("up", "--exit-code-from", "master", "master", "worker", "simulator", timeout=300, check=False)
@@ -249,7 +252,8 @@ def test_a_clone_owned_by_a_normal_user(stack):
 def test_ui_variant_serves_the_llm_view(stack):
     engine, images, _, workdir = stack
     clone = ct.fresh_clone(os.path.join(workdir, "clone-ui"))
-    env = {"WORKERS": "1", "LOCUST_STOP_TIMEOUT": "5", "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
+    env = {"WORKERS": "1", "LOCUST_STOP_TIMEOUT": "5", "LOCUST_MAX_TOKENS_OVERRIDE": "64",
+           "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
     project = ct.Project(engine, clone, files=("docker-compose.yml", "deploy/compose.ui.yml"), env=env)
     try:
         project.compose("up", "-d", "master", "worker", "simulator", timeout=180)
@@ -305,7 +309,8 @@ def test_workers_from_another_compose_project_join_the_master(stack):
     common = {"SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
     master = ct.Project(engine, clone, files=("docker-compose.yml", "deploy/compose.master.yml", override),
                         env={**common, "MASTER_ADDRESS": address, "WORKERS": "2", "LOCUST_HOST": f"http://{address}:8000",
-                             "LOCUST_RUN_TIME": "10s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s"})  # fmt: skip
+                             "LOCUST_RUN_TIME": "10s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s",
+                             "LOCUST_MAX_TOKENS_OVERRIDE": "64"})  # fmt: skip
     workers = ct.Project(engine, clone, files=("deploy/compose.worker.yml",), env={**common, "MASTER_HOST": address, "WORKERS": "2"})
     try:
         master.compose("up", "-d", "master", "simulator", timeout=180)  # (podman-compose 1.6.0 fails on naming a service of 0 replicas)
