@@ -87,7 +87,8 @@ def test_a_worker_without_the_workload_file_stops_the_run_with_exit_4(tmp_path):
         worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", cwd=str(there))
         try:
             code = ended(master, 25)
-            ended(worker, 15)
+            # (the worker is not checked: it would stay ~20 s more, its --stop-timeout, after the quit)
+            ended(worker, 2)
         finally:
             kill_all(master, worker)
     log = (tmp_path / "master.log").read_text()
