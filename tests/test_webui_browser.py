@@ -292,10 +292,12 @@ def ui(tmp_path_factory):
     results = tmp / "results"
     mlog, wlog = str(tmp / "master.log"), str(tmp / "worker.log")
     # --steps on the command line: every run below takes the form's load model instead (an old bug
-    # ran the command line's, or the previous form's)
+    # ran the command line's, or the previous form's). --stop-timeout 4: after a run Locust's worker
+    # waits --stop-timeout before it is ready again, and each run below waits for it; the drains of
+    # these runs take under 2 s (the ramp's 8 s replies are cut at 4 s and recorded as stopped)
     master = start_group(
         "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-        "--web-host", "127.0.0.1", "--web-port", str(web), "--results-dir", str(results), "--stop-timeout", "10",
+        "--web-host", "127.0.0.1", "--web-port", str(web), "--results-dir", str(results), "--stop-timeout", "4",
         "--steps", "1,9", "--step-time", "30s", log_path=mlog,
     )  # fmt: skip
     worker = start_group("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port), log_path=wlog)
