@@ -126,8 +126,8 @@ def test_capacity_search_finds_the_slot_limit(tmp_path):
         "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n"
     )
     with simulator("--profile", str(profile)) as url:
-        proc = run_locust("--host", url, "--find-capacity", "--slo", "ttft.p95<150ms", "--step-time", "6s",
-                          "--step-warmup", "2s", "-t", "60s", "--max-tokens-override", "30",
+        proc = run_locust("--host", url, "--find-capacity", "--slo", "ttft.p95<150ms", "--step-time", "5s",
+                          "--step-warmup", "1s", "-t", "60s", "--max-tokens-override", "30",
                           "--results-dir", str(tmp_path), "--run-id", "cap", "--stop-timeout", "10", timeout=200)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, summary = read_results(str(tmp_path), "cap")
