@@ -10,12 +10,9 @@ import shutil
 import signal
 import time
 
-import pyarrow.parquet as pq
-
 from plugin import exit_codes
 from tests.edges import (
     ended, kill_all, launch, record_ids, reports, slow_profile, summary_of, truth_count, truth_ids, wait_for,
-    wait_for_text,
 )  # fmt: skip
 from tests.helpers import ROOT, free_port, simulator
 
