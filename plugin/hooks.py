@@ -583,6 +583,12 @@ def _on_test_stop(environment, **_kw) -> None:
     if run is not None:
         run.finish()
         state.run = None
+    if state.role == "worker":
+        # Locust's worker sleeps --stop-timeout after every stop before it tells the master it is
+        # ready, a margin for users still stopping. Here they have stopped and their records are
+        # sent, so there is nothing to wait for: without this, a web-UI Start pressed after a Stop
+        # waited up to 30 s (the default) for its workers. The next start sets it back.
+        environment.stop_timeout = 0
 
 
 def _close_context(environment) -> None:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from types import SimpleNamespace
 
@@ -578,3 +579,46 @@ def test_local_web_ui_run_shows_tokens_before_any_request_ended(tmp_path):
         assert o["open_streams"]["counted"] == 4 and o["throughput"]["output_tokens_per_s"] > 50  # 4 streams of 50 tokens/s
     finally:
         stop_group(proc)
+
+
+def test_workers_are_ready_for_the_next_start_soon_after_a_stop(tmp_path):
+    """Locust's worker waits --stop-timeout after every stop before it tells the master it is ready
+    (30 s by default here): a Start pressed after a Stop in the web UI waited that long for its
+    workers. The suite's workers say so once their users have stopped and their records are sent;
+    the second run gets the same workers and the stop timeout back."""
+    port, master_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = str(tmp_path / "master.log")
+    proc = start_group(
+        "--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+        "--master-host", "127.0.0.1", "--master-port", str(master_port), "--web-host", "127.0.0.1",
+        "--web-port", str(port), "--sim-profile", "fixed", "--max-tokens-override", "20", "--stop-timeout", "30",
+        "--results-dir", str(tmp_path / "results"),
+        log_path=log,
+    )  # fmt: skip
+
+    def workers(state: str):
+        report = _json(base + "/stats/requests")
+        return report if [w["state"] for w in report["workers"]] == [state, state] else None
+
+    def swarm():
+        form = urllib.parse.urlencode({"user_count": 4, "spawn_rate": 4}).encode()
+        with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=30) as r:
+            answer = json.loads(r.read())
+        assert answer["success"], answer
+
+    try:
+        _wait(lambda: workers("ready"), 60, "two ready workers", proc, log)
+        for run in (1, 2):
+            swarm()
+            _wait(lambda: (lambda r: r if r and r["user_count"] == 4 else None)(workers("running")), 30, f"run {run} running", proc, log)
+            time.sleep(3)  # some requests of 20 tokens (about 0.5 s each) end, some are in flight
+            urllib.request.urlopen(urllib.request.Request(base + "/stop", data=b"", method="POST"), timeout=60).read()
+            t_stop = time.monotonic()
+            _wait(lambda: workers("ready"), 40, f"the workers ready after run {run}", proc, log)
+            ready_s = time.monotonic() - t_stop
+            assert ready_s < 10, f"run {run}: the workers were ready {ready_s:.1f} s after the stop (--stop-timeout 30)"
+    finally:
+        stop_group(proc)
+    text = open(log).read()
+    assert "Traceback" not in text, text[-3000:]
