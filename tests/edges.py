@@ -90,3 +90,38 @@ def record_ids(path) -> list[str]:
 
 def records(path):
     return pq.read_table(str(path)).to_pandas()
+
+
+def fill(folder) -> None:
+    """Fill the file system of `folder` up to the last byte (ENOSPC)."""
+    with open(os.path.join(folder, "filler"), "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def run_on_a_full_disk(tmp, disk, load: tuple, users: int, seconds: int, *said: str) -> tuple[int | None, str, int]:
+    """A headless run writing to `disk` (a small tmpfs), filled to its last byte as load begins and
+    left full: each text of `said` must be in the log while the run still goes (said at once, not
+    at the end). Returns the exit code, the log and the number of requests the simulator served."""
+    from tests.helpers import simulator
+
+    truth = str(tmp / "truth.jsonl")
+    log_path = tmp / "full.log"
+    with simulator("--profile", slow_profile(tmp, 0.05, 0.02), truth_log=truth) as url:
+        proc = launch(*load, "--host", url, "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--results-dir",
+                      str(disk), "--run-id", "full", "--stop-timeout", "10", log_path=log_path)  # fmt: skip
+        try:
+            wait_for(lambda: os.path.exists(disk / "full" / "run.json") and truth_count(truth) >= 5, 30, "load began")
+            fill(disk)
+            for text in said:
+                wait_for_text(log_path, text, 15)
+            assert proc.poll() is None, "said only at the end"
+            code = ended(proc, 60)
+        finally:
+            kill_all(proc)
+        time.sleep(1.5)  # the simulator's truth log is flushed every second
+        served = len(truth_ids(truth))
+    return code, log_path.read_text(), served

@@ -14,9 +14,8 @@ from core.errors import InputError
 from metrics.summary import summarize
 from plugin import exit_codes, results
 from plugin.results import ResultsWriter, row_bytes
-from tests.edges import ended, kill_all, launch, record_ids, slow_profile, truth_count, truth_ids, wait_for, wait_for_text
-from tests.helpers import simulator
-from tests.test_edges_results import LOAD, fill, small_disk  # noqa: F401  small_disk: the tmpfs fixture
+from tests.edges import fill, record_ids, run_on_a_full_disk
+from tests.test_edges_results import LOAD, small_disk  # noqa: F401  small_disk: the tmpfs fixture
 from tests.test_results_writer import rows
 
 HELD = 10  # the limit, in records of rows(): what the tests let the writer hold
@@ -102,23 +101,8 @@ def test_a_run_whose_disk_stays_full_says_exactly_how_many_records_it_lost_and_e
     line counts the records held (in the table) and those dropped (lost); with what was written
     before the disk filled, they are every request the server saw."""
     monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, "320KB")
-    truth = str(tmp_path / "truth.jsonl")
-    log_path = tmp_path / "full.log"
-    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.02), truth_log=truth) as url:
-        proc = launch(*LOAD, "--host", url, "-u", "12", "-r", "12", "-t", "16s", "--results-dir", str(small_disk),
-                      "--run-id", "full", "--stop-timeout", "10", log_path=log_path)  # fmt: skip
-        try:
-            wait_for(lambda: os.path.exists(small_disk / "full" / "run.json") and truth_count(truth) >= 5, 30, "load began")
-            fill(small_disk)
-            wait_for_text(log_path, "No space left on device", 12)
-            wait_for_text(log_path, "are dropped and counted, and the run exits 5", 15)
-            assert proc.poll() is None, "said only at the end"
-            code = ended(proc, 60)
-        finally:
-            kill_all(proc)
-        time.sleep(1.5)  # the simulator's truth log is flushed every second
-        served = len(truth_ids(truth))
-    log = log_path.read_text()
+    code, log, served = run_on_a_full_disk(tmp_path, small_disk, LOAD, 12, 16, "No space left on device",
+                                           "are dropped and counted, and the run exits 5")  # fmt: skip
     assert code == exit_codes.RESULTS_NOT_WRITTEN, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     last = next(ln for ln in reversed(log.splitlines()) if "results not written" in ln)

@@ -14,8 +14,8 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import (
-    ended, kill_all, launch, record_ids, records, reports, slow_profile, summary_of, truth_count, truth_ids,
-    wait_for, wait_for_text,
+    kill_all, launch, record_ids, reports, run_on_a_full_disk, slow_profile, summary_of, truth_count, truth_ids,
+    wait_for,
 )  # fmt: skip
 from tests.helpers import ROOT, run_locust, simulator
 
@@ -71,33 +71,8 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def fill(folder) -> None:
-    """Fill the file system of `folder` up to the last byte (ENOSPC)."""
-    with open(os.path.join(folder, "filler"), "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError:
-            pass
-
-
 def test_full_disk_is_said_at_once_and_the_run_ends_with_its_table_and_exit_5(tmp_path, small_disk):
-    truth = str(tmp_path / "truth.jsonl")
-    log_path = tmp_path / "full.log"
-    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.02), truth_log=truth) as url:
-        proc = launch(*LOAD, "--host", url, "-u", "6", "-r", "6", "-t", "14s", "--results-dir", str(small_disk),
-                      "--run-id", "full", "--stop-timeout", "10", log_path=log_path)  # fmt: skip
-        try:
-            wait_for(lambda: os.path.exists(small_disk / "full" / "run.json") and truth_count(truth) >= 5, 30, "load began")
-            fill(small_disk)
-            wait_for_text(log_path, "No space left on device", 12)
-            assert proc.poll() is None, "said only at the end"
-            code = ended(proc, 60)
-        finally:
-            kill_all(proc)
-        time.sleep(1.5)  # the simulator's truth log is flushed every second
-        served = len(truth_ids(truth))
-    log = log_path.read_text()
+    code, log, served = run_on_a_full_disk(tmp_path, small_disk, LOAD, 6, 14, "No space left on device")
     assert code == exit_codes.RESULTS_NOT_WRITTEN, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     line = next(ln for ln in log.splitlines() if "No space left on device" in ln)
