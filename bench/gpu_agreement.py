@@ -10,7 +10,14 @@ clients alternate, in rounds, each round in a rotated order, and every run is re
   ref-suite-body/<conn>   bench/ref_vllm_chat.py --body suite: the suite's exact bytes and headers
   suite/<conn>            the suite (bench/vllm_agreement_locustfile.py, its own users), --connection <conn>
 
-with <conn> per-request (a new connection per request) or keep-alive (one reused per stream).
+with <conn> per-request (a new connection per request) or keep-alive (one reused per stream), and
+
+  pair/<conn>             both at once on the one server, each with half the streams and requests,
+                          the reference starting its requests with the suite's first: one server
+                          state for both (some servers change speed between runs on their own,
+                          which alternated runs cannot tell from the client); table.md then lists
+                          each round's difference
+
 Both clients send the same prompts: the reference takes them from the suite's sampler with the
 same workload and seed. The suite's figures come from its requests.parquet with vllm bench's
 definitions (bench/vllm_agreement.py `suite_figures`). The server's CPU time per run (all its
