@@ -24,21 +24,30 @@ def exactly_once(truth: list[str], df) -> None:
     assert set(seen) <= set(truth), "records of requests the server never saw"
 
 
-def test_ctrl_c_on_a_local_run_records_every_stream_and_exits_130(tmp_path):
+def interrupt_local_run(tmp_path, run_id: str, *signals: int) -> tuple[int | None, str, str]:
+    """A local run of 10 users on 3 s streams, sent `signals` (0.05 s apart) while the streams of
+    its second round are in flight: (exit code, console log, the simulator's truth log)."""
     truth = str(tmp_path / "truth.jsonl")
-    log_path = tmp_path / "local.log"
+    log_path = tmp_path / f"{run_id}.log"
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:  # 3 s streams
         proc = launch("--headless", "--host", url, "-u", "10", "-r", "10", "-t", "40s", "--results-dir", str(tmp_path),
-                      "--run-id", "sigint", *LOAD, log_path=log_path)  # fmt: skip
+                      "--run-id", run_id, *LOAD, log_path=log_path)  # fmt: skip
         try:
             wait_for(lambda: truth_count(truth) >= 10, 40, "load began")
             time.sleep(1.0)  # streams of the second round are in flight
-            proc.send_signal(signal.SIGINT)
+            for k, sig in enumerate(signals):
+                if k:
+                    time.sleep(0.05)
+                proc.send_signal(sig)
             code = ended(proc, 30)
         finally:
             kill_all(proc)
         time.sleep(1.5)  # the simulator notices the cut streams and logs them
-    log = log_path.read_text()
+    return code, log_path.read_text(), truth
+
+
+def test_ctrl_c_on_a_local_run_records_every_stream_and_exits_130(tmp_path):
+    code, log, truth = interrupt_local_run(tmp_path, "sigint", signal.SIGINT)
     assert code == exit_codes.INTERRUPTED, log[-3000:]
     summary = summary_of(tmp_path / "sigint")
     assert summary["complete"] is False and "SIGINT" in summary["reason"], summary.get("reason")
@@ -112,22 +121,7 @@ def test_a_run_without_a_record_is_not_a_success(tmp_path):
 def test_a_repeated_sigterm_does_not_cut_the_interrupt_short(tmp_path):
     """An orchestrator (or a wrapper and the process both) may send SIGTERM twice: the second must
     not run Locust's shutdown again in the middle of the suite's, losing the streams in flight."""
-    truth = str(tmp_path / "truth.jsonl")
-    log_path = tmp_path / "local.log"
-    with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:  # 3 s streams
-        proc = launch("--headless", "--host", url, "-u", "10", "-r", "10", "-t", "40s", "--results-dir", str(tmp_path),
-                      "--run-id", "twice", *LOAD, log_path=log_path)  # fmt: skip
-        try:
-            wait_for(lambda: truth_count(truth) >= 10, 40, "load began")
-            time.sleep(1.0)
-            proc.send_signal(signal.SIGTERM)
-            time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            code = ended(proc, 30)
-        finally:
-            kill_all(proc)
-        time.sleep(1.5)
-    log = log_path.read_text()
+    code, log, truth = interrupt_local_run(tmp_path, "twice", signal.SIGTERM, signal.SIGTERM)
     assert code == exit_codes.INTERRUPTED, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     summary = summary_of(tmp_path / "twice")
