@@ -1,4 +1,4 @@
-"""Sizes as people write them ('64MB', '512KB', '1.5GB', '1048576') -> bytes."""
+"""Sizes as people write them ('64MB', '512KB', '1.5GB', '1048576') -> bytes, and back."""
 
 from __future__ import annotations
 
@@ -23,3 +23,11 @@ def parse_size(option: str, text: str | int) -> int:
     if value <= 0:
         raise InputError(f"--{option}: must be above 0, e.g. 64MB")
     return value
+
+
+def format_size(n: int) -> str:
+    """The way parse_size reads it: '512MB' for a whole number of GB, MB or KB, else '<n> bytes'."""
+    for unit, shift in (("GB", 30), ("MB", 20), ("KB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return f"{n} bytes"

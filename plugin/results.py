@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 from core.errors import InputError
 from core.files import write_json
-from core.sizes import parse_size
+from core.sizes import format_size, parse_size
 from metrics.record import ARROW_SCHEMA, FIELD_NAMES, RequestRecord, rows_to_table
 from plugin import exit_codes
 
@@ -83,13 +83,6 @@ def unwritten_limit() -> int:
         return parse_size(UNWRITTEN_LIMIT_ENV, text)
     except InputError:
         raise InputError(f"{UNWRITTEN_LIMIT_ENV}: '{text}' is not a size above 0; give e.g. 512MB or 2GB, or unset it") from None
-
-
-def _size_text(n: int) -> str:
-    for unit, shift in (("GB", 30), ("MB", 20), ("KB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return f"{n} bytes"
 
 
 def new_run_id() -> str:
@@ -227,7 +220,7 @@ class ResultsWriter:
             self._dropped_why = self.write_error
             log.error(
                 "results: %s of records wait to be written (%s), the most kept in memory (%s); records beyond it "
-                "are dropped and counted, and the run exits %d", _size_text(self.unwritten_limit),
+                "are dropped and counted, and the run exits %d", format_size(self.unwritten_limit),
                 self.write_error or "writing has not kept up", UNWRITTEN_LIMIT_ENV, exit_codes.RESULTS_NOT_WRITTEN,
             )  # fmt: skip
         self.rows_dropped += n
@@ -303,7 +296,7 @@ class ResultsWriter:
                 "results: cannot write records to %s (%s); %d records kept in memory (up to %s, %s; beyond it "
                 "records are dropped and counted), tried again every %gs; if they cannot be written by the end, the "
                 "console table comes from memory and the run exits %d",
-                self.parts_path, text, len(self._pending), _size_text(self.unwritten_limit), UNWRITTEN_LIMIT_ENV,
+                self.parts_path, text, len(self._pending), format_size(self.unwritten_limit), UNWRITTEN_LIMIT_ENV,
                 FLUSH_SECONDS, exit_codes.RESULTS_NOT_WRITTEN,
             )  # fmt: skip
         self.write_error = text
@@ -320,7 +313,7 @@ class ResultsWriter:
         self._flusher.join()  # a part being written ends first
         self._flush()  # the rest
         self.closed = True
-        beyond = f"beyond the {_size_text(self.unwritten_limit)} held in memory ({UNWRITTEN_LIMIT_ENV})"
+        beyond = f"beyond the {format_size(self.unwritten_limit)} held in memory ({UNWRITTEN_LIMIT_ENV})"
         if self._pending:
             held = len(self._pending)
             if self.rows_dropped:
