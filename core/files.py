@@ -15,9 +15,16 @@ from typing import Any
 def write_atomic(path: str, text: str) -> None:
     """Write `text` (UTF-8) to `path` atomically."""
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, say: no half-written .tmp left beside the results
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _jsonable(x: Any):
