@@ -27,6 +27,7 @@ ERROR_CLASSES = (
     "mid_stream_error",  # an in-stream {"error": ...} event
     "malformed_chunk",  # an SSE event whose JSON did not parse
     "no_tokens",  # the stream ended properly but carried no generated text
+    "not_streamed",  # a streaming request answered 200 with one JSON body (no events): nothing to time
     "cancelled",  # aborted on purpose by the client (--cancel-rate)
     "stopped",  # still in flight when the run ended; not a server failure
     "response_too_large",  # the body passed --max-response-size and was cut there

@@ -75,10 +75,29 @@ def status_class(status: int) -> str:
     return "http_5xx" if status >= 500 else "http_4xx"
 
 
-def classify(status: int, parsed: ParsedStream) -> tuple[str, str]:
-    """(error class, detail) of a completed HTTP exchange; ("", "") is a success."""
+def head_class(status: int, stream: bool = False, content_type: str = "", first: bytes = b"") -> str:
+    """The failure class a response shows before its body is parsed (its status, its Content-Type
+    and first bytes); "" when it may still succeed. A streaming request answered 200 with one JSON
+    document instead of events is `not_streamed`: the server, or a gateway in between that buffers
+    the reply, did not stream, so no token could be timed."""
     if status != 200:
-        return status_class(status), ""
+        return status_class(status)
+    if stream and "json" in content_type.lower() and first.lstrip()[:1] in (b"{", b"["):
+        return "not_streamed"
+    return ""
+
+
+NOT_STREAMED = "the server or a gateway in between did not stream: HTTP 200 with Content-Type {type} to a streaming request"
+
+
+def classify(status: int, parsed: ParsedStream, stream: bool = False, content_type: str = "", first: bytes = b"") -> tuple[str, str]:
+    """(error class, detail) of a completed HTTP exchange; ("", "") is a success. `content_type` and
+    `first` (the body's first bytes) tell a reply that was not streamed (`head_class`)."""
+    head = head_class(status, stream, content_type, first)
+    if head == "not_streamed" and not parsed.chunks and not parsed.finished:
+        return head, NOT_STREAMED.format(type=content_type)
+    if status != 200:
+        return head, ""
     if parsed.error:
         return parsed.error, parsed.error_detail
     if not parsed.finished:
@@ -89,11 +108,13 @@ def classify(status: int, parsed: ParsedStream) -> tuple[str, str]:
 
 
 def fill_record(
-    rec: RequestRecord, status: int, parsed: ParsedStream, count_tokens: TokenCounter | None, stream: bool = True
+    rec: RequestRecord, status: int, parsed: ParsedStream, count_tokens: TokenCounter | None, stream: bool = True,
+    content_type: str = "", first: bytes = b"",
 ) -> None:
-    """Set every timing and token field of `rec` from one finished exchange."""
+    """Set every timing and token field of `rec` from one finished exchange (`content_type` and
+    `first`, the body's first bytes, as `classify` takes them)."""
     rec.status = status
-    rec.error, rec.error_detail = classify(status, parsed)
+    rec.error, rec.error_detail = classify(status, parsed, stream, content_type, first)
     rec.ok = not rec.error
     rec.finish_reason = parsed.finish_reason
     chunks = parsed.chunks
@@ -210,4 +231,4 @@ def arrival_inputs(df) -> tuple[list[np.ndarray], np.ndarray]:
     return [df[c].to_numpy(dtype=float) for c in ARRIVAL_COLUMNS], counted
 
 
-__all__ = ["DEFINITIONS", "NAN", "fill_record", "end_early", "classify", "pooled_itl", "itl_gaps", "output_tokens", "arrived_tokens", "arrival_inputs"]
+__all__ = ["DEFINITIONS", "NAN", "fill_record", "end_early", "classify", "head_class", "pooled_itl", "itl_gaps", "output_tokens", "arrived_tokens", "arrival_inputs"]

@@ -36,6 +36,8 @@ FIXES = {
     "stream_truncated": "every stream was cut short: the server's log (or a proxy in between) says why",
     "mid_stream_error": "the server reports an error inside every stream: its log says why",
     "malformed_chunk": "the server's events are not JSON: is --host an OpenAI-compatible server?",
+    "not_streamed": "the server answers streaming requests with one JSON body: a gateway in between may buffer the "
+                    "stream (turn its buffering off), or the server does not stream (--no-stream measures it as it is)",
     "no_tokens": "the server ends every stream without generated text: check --model and the workload's max tokens",
     "response_too_large": "every response is larger than --max-response-size: raise it",
 }

@@ -93,7 +93,8 @@ class Finisher:
         else:
             parsed = parse_response(ex.pieces)
             length = sum(len(p) for _, p in ex.pieces)
-        fill_record(rec, ex.status, parsed, ctx.count_tokens, stream=stream)
+        first = ex.first_bytes() if stream and "json" in ex.content_type.lower() else b""  # a reply not streamed?
+        fill_record(rec, ex.status, parsed, ctx.count_tokens, stream=stream, content_type=ex.content_type, first=first)
         if rec.status != 200 and rec.status and not rec.error_detail:
             rec.error_detail = http_detail(rec.status, self.prefix + path, ex)
         if stopped or ex.error:  # a transport-level ending overrides what the bytes alone suggest
@@ -114,12 +115,7 @@ HTTP_DETAIL_BYTES = 200  # of an HTTP failure's body, kept in its record's error
 def http_detail(status: int, path: str, ex: Exchange) -> str:
     """What an HTTP failure's record keeps: the status, the path it was sent to and the first
     bytes of the body (whitespace folded): 'HTTP 404 on POST /v1/v1/chat/completions: {...}'."""
-    head = b""
-    for _, piece in ex.pieces:
-        head += piece[: HTTP_DETAIL_BYTES - len(head)]
-        if len(head) >= HTTP_DETAIL_BYTES:
-            break
-    text = " ".join(head.decode("utf-8", "replace").split())
+    text = " ".join(ex.first_bytes(HTTP_DETAIL_BYTES).decode("utf-8", "replace").split())
     return f"HTTP {status} on POST {path}: {text}" if text else f"HTTP {status} on POST {path}"
 
 

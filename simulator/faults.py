@@ -28,6 +28,9 @@ slow_headers        s = 2.0     s seconds before the response headers (the reque
                                 enters the engine only then)
 refuse              --          the connection is closed with a reset as soon as it
                                 is accepted, before anything is read
+json_reply          --          a streaming request is answered as if it were not
+                                streaming: one JSON body (application/json), as a
+                                gateway that buffers the stream would
 ==================  ==========  ==================================================
 
 ``k`` is clamped to ``max_tokens - 1`` so that the fault strikes before the
@@ -58,6 +61,7 @@ FAULTS = {
     "mid_stream_error": (5, "k"),
     "cut_close": (5, "k"),
     "cut_reset": (5, "k"),
+    "json_reply": (None, None),
 }
 HTTP_FAULTS = {"http_429": 429, "http_500": 500, "http_503": 503}
 

@@ -638,6 +638,8 @@ class HttpConn(asyncio.Protocol):
                                b"retry-after: 1\r\n" if st == 429 else b"")
                 s.finish(name)
                 return
+            if name == "json_reply":
+                s.is_stream = False
             if name in ("mid_stream_error", "cut_close", "cut_reset", "malformed_chunk"):
                 s.fault_k = max(0, min(int(param), max_tokens - 1))
                 if name == "malformed_chunk":

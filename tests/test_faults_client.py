@@ -293,3 +293,29 @@ def test_host_that_does_not_answer_fails_within_the_connect_timeout(tmp_path):
     assert lines[-1] == (f"error: --host: cannot connect to 127.0.0.1:{port} (no connection within --timeout-connect 2s); "
                          "check the address and that the server is up")  # fmt: skip
     assert elapsed < 60 and not os.listdir(tmp_path)
+
+
+# -- a reply that was not streamed -----------------------------------------------------------------
+
+
+def test_a_json_reply_to_a_streaming_request_is_not_streamed_and_paced(tmp_path):
+    """A server (or a buffering gateway) that answers every streaming request with one JSON body:
+    each record says it was not streamed, and users pause as after other failures that come at
+    once (0.1 s doubling): a few requests per user, not thousands."""
+    truth_path = str(tmp_path / "truth.jsonl")
+    seconds = 6
+    with simulator("--profile", "fixed", "--fault", "json_reply=1", truth_log=truth_path) as url:
+        proc = run_locust("--host", url, "--results-dir", str(tmp_path), "--run-id", "json", "--model", "sim-model",
+                          "-u", "2", "-r", "2", "-t", f"{seconds}s", "--max-tokens-override", "8", timeout=120)  # fmt: skip
+        time.sleep(1.5)  # the truth log is flushed every second
+    assert proc.returncode == 4, proc.stderr[-3000:]  # no request succeeded
+    df, summary = read_results(str(tmp_path), "json")
+    truth = [t for t in read_truth(truth_path) if t.get("request_id")]
+    assert {t["outcome"] for t in truth} == {"json_reply"}
+    assert sorted(df["request_id"]) == sorted(t["request_id"] for t in truth)  # each one recorded
+    assert set(df["error"]) == {"not_streamed"}
+    assert df["error_detail"].str.contains("did not stream").all() and df["error_detail"].str.contains("application/json").all()
+    # paced: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 + 3.2 s > 6 s, so at most 7 requests per user
+    assert len(df) <= 2 * 7, len(df)
+    assert summary["overall"]["requests"]["by_error"] == {"not_streamed": len(df)}
+    assert "not_streamed" in ERROR_CLASSES

@@ -30,7 +30,7 @@ from locust.exception import StopUser
 from locust.contrib.fasthttp import FastHttpUser
 
 from metrics.record import RequestRecord
-from metrics.timing import status_class
+from metrics.timing import head_class
 from plugin.finisher import reply_text
 from users.stream import Exchange, StreamClient
 from workloads.session import Conversation
@@ -55,7 +55,7 @@ class LLMUser(FastHttpUser):
         plan = self.ctx.plan
         self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request",
                                    max_body=plan.max_response_bytes)
-        self.failures = FailurePacing()
+        self.failures = FailurePacing(plan.stream)
         self.last_exchange: Exchange | None = None
 
     def _wait_for_context(self):
@@ -181,7 +181,7 @@ class LLMUser(FastHttpUser):
 RETRY_BACKOFF_S = 0.5  # first wait before a retry (other than a 429 with Retry-After); doubles
 FAILURE_PAUSE_S = 0.1  # a user's first pause after a failure that came at once; doubles while they repeat
 FAILURE_PAUSE_MAX_S = 5.0
-PACED = ("http_429", "http_4xx", "http_5xx", "connect_error")  # failures known at once, from the HTTP exchange
+PACED = ("http_429", "http_4xx", "http_5xx", "connect_error", "not_streamed")  # failures known at once, from the HTTP exchange
 
 
 class FailurePacing:
@@ -189,24 +189,28 @@ class FailurePacing:
     they repeat, at most 5 s; none after a success or a failure that took its time (a timeout, a
     stream cut short, one only the body shows)."""
 
-    __slots__ = ("pause",)
+    __slots__ = ("pause", "stream")
 
-    def __init__(self) -> None:
+    def __init__(self, stream: bool = True) -> None:
         self.pause = 0.0
+        self.stream = stream  # streaming requests: a reply that was not streamed is a failure
 
     def after(self, ex: Exchange | None) -> float:
         """The pause before this user's next request, given the exchange of its last one."""
-        if ex is not None and exchange_class(ex) in PACED:
+        if ex is not None and exchange_class(ex, self.stream) in PACED:
             self.pause = min(max(self.pause * 2, FAILURE_PAUSE_S), FAILURE_PAUSE_MAX_S)
         else:
             self.pause = 0.0
         return self.pause
 
 
-def exchange_class(ex: Exchange) -> str:
+def exchange_class(ex: Exchange, stream: bool = True) -> str:
     """The failure class an exchange shows before its body is parsed (metrics.timing.classify
     decides the final one); "" when the HTTP exchange itself succeeded."""
-    return ex.error or status_class(ex.status)
+    if ex.error:
+        return ex.error
+    json_body = stream and ex.status == 200 and "json" in ex.content_type.lower()
+    return head_class(ex.status, stream, ex.content_type, ex.first_bytes() if json_body else b"")
 
 
 def parse_retry_after(value: str) -> float | None:
@@ -227,7 +231,7 @@ def parse_retry_after(value: str) -> float | None:
 def retry_wait(plan, ex: Exchange, n: int) -> float | None:
     """Seconds to wait before retry number n (1, 2, ...) after the attempt `ex`; None: no retry.
     A 429's Retry-After is honoured up to --retry-max-wait; otherwise 0.5 s, doubling, capped."""
-    error = exchange_class(ex)
+    error = exchange_class(ex, plan.stream)
     if not error or error not in plan.retry_on:
         return None
     if error == "http_429":

@@ -107,7 +107,7 @@ class Exchange:
     """
 
     __slots__ = ("t_send", "t_end", "status", "complete", "error", "error_detail", "retry_after",
-                 "times", "datas", "framing", "resent", "connect_s", "_pieces")  # fmt: skip
+                 "times", "datas", "framing", "resent", "connect_s", "content_type", "_pieces")  # fmt: skip
 
     def __init__(self) -> None:
         self.t_send = 0.0  # the request was written (after any connection setup)
@@ -118,6 +118,7 @@ class Exchange:
         self.error = ""  # connect_error | timeout | stream_truncated | cancelled (transport level)
         self.error_detail = ""
         self.retry_after = ""
+        self.content_type = ""  # of the response (a JSON body to a streaming request: not streamed)
         self.times: list[float] = []  # arrival time of every body read
         self.datas: list[bytes] = []  # the bytes of that read, framing included
         self.framing = LENGTH
@@ -137,6 +138,15 @@ class Exchange:
     @pieces.setter
     def pieces(self, value: list[tuple[float, bytes]]) -> None:
         self._pieces = value
+
+    def first_bytes(self, n: int = 64) -> bytes:
+        """The body's first bytes (at most n): what kind of body it is."""
+        head = b""
+        for _, piece in self.pieces:
+            head += piece[: n - len(head)]
+            if len(head) >= n:
+                break
+        return head
 
     def __repr__(self) -> str:
         return f"Exchange(status={self.status}, complete={self.complete}, error={self.error!r}, reads={len(self.times)})"
@@ -263,6 +273,7 @@ class StreamClient:
             break
         deadline = t_send + timeouts.total
         ex.status = status
+        ex.content_type = head.get("content-type", "")
         if status == 429:
             ex.retry_after = head.get("retry-after", "")
         try:
