@@ -30,5 +30,5 @@ install(
     Reports(),  # report.html and report.md at the end of every run
     WebUI(),  # the LLM view in the web UI (/llm, LLM tab) and the start form's check
     FailFast(),  # a headless run whose requests all fail from the start stops with one line
-    Console(),  # a progress line every 10 s; Locust's own end-of-run tables left out
+    Console(),  # a progress line every 10 s; Locust's own rounded tables left out
 )

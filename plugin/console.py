@@ -1,29 +1,34 @@
-"""What a headless run says on the console besides the final LLM table.
+"""What a headless run says on the console: one progress line at a steady interval, then the exact
+LLM table and where the results are.
 
   progress   every PROGRESS_S (10 s), one line from the records the results process received:
-             requests ended (and failed) so far, output tokens per second of the requests that
-             ended in the last interval, and requests in flight now. Locust's own periodic table
-             has no tokens.
-  the end    Locust prints its own tables after the suite's exact LLM table: the same requests in
-             its rounded live statistics (approximate percentiles that disagree with the table
-             above). They are left out, and one line says so; --locust-tables prints them.
+             elapsed time, the step (stepped runs and capacity searches), users now, requests
+             ended ok and failed so far, output tokens per second of the requests that ended in
+             the last interval, TTFT p50/p95 of the successful requests so far (of the step running
+             now in a stepped run: levels differ) and streams in flight now.
+  Locust's   its periodic per-request table (every 2 s) and its end-of-run tables are its rounded
+  tables     live statistics of the same requests (approximate percentiles that disagree with the
+             exact table): both are left out, and one line at the end says so; --locust-tables
+             prints them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from array import array
 
 import gevent
 
+from metrics.percentiles import percentiles
 from metrics.record import FIELD_NAMES, NOT_SERVER_FAILURES
 from plugin.state import Plugin, role_of, state_of
 
 log = logging.getLogger("llm")
 
 PROGRESS_S = 10.0
-_OK, _ERROR, _OUT = (FIELD_NAMES.index(n) for n in ("ok", "error", "output_tokens"))
-TABLES_LEFT_OUT = ("Locust's own end-of-run tables are left out: they are its rounded live statistics of the same "
+_OK, _ERROR, _OUT, _TTFT, _STEP = (FIELD_NAMES.index(n) for n in ("ok", "error", "output_tokens", "ttft_s", "step"))
+TABLES_LEFT_OUT = ("Locust's own tables are left out: they are its rounded live statistics of the same "
                    "requests; the exact figures are in the table above (--locust-tables prints Locust's too)")  # fmt: skip
 
 
@@ -32,39 +37,58 @@ class Console(Plugin):
         self.greenlet = None
         self.ran = False
 
+    def init(self, environment) -> None:
+        opts = environment.parsed_options
+        if opts.headless and role_of(environment) != "worker" and not getattr(opts, "locust_tables", False):
+            # Locust starts its periodic table after init, unless --only-summary
+            opts.only_summary = True
+
     def run_started(self, run) -> None:
         self._stop()
         self.ran = True
-        self.done = self.failed = 0
+        self.ok = self.failed = 0
         self.tokens = 0  # output tokens of the successful requests that ended this interval
+        self.ttft: dict[int, array] = {}  # step index (-1: no steps) -> TTFT of its successful requests
         if run.environment.parsed_options.headless:
             self.greenlet = gevent.spawn(self._loop, run)
 
     def rows_recorded(self, run, rows) -> None:
         for row in rows:
             if row[_OK]:
-                self.done += 1
+                self.ok += 1
                 if row[_OUT] > 0:
                     self.tokens += row[_OUT]
+                self.ttft.setdefault(row[_STEP], array("d")).append(row[_TTFT])
             elif row[_ERROR] not in NOT_SERVER_FAILURES:
-                self.done += 1
                 self.failed += 1
 
     def _loop(self, run) -> None:
-        state = state_of(run.environment)
         last = time.monotonic()
         while True:
             gevent.sleep(PROGRESS_S)
             now = time.monotonic()
             rate, self.tokens = self.tokens / (now - last), 0
             last = now
-            flying = state.in_flight() if state is not None else None
-            elapsed = int(time.time() - run.started)
-            log.info(
-                "progress %d:%02d: %d requests ended (%d failed), %s output tokens/s over the last %.0f s, %s in flight",
-                elapsed // 60, elapsed % 60, self.done, self.failed, f"{rate:,.0f}", PROGRESS_S,
-                "?" if flying is None else flying,
-            )  # fmt: skip
+            log.info("%s", self.line(run, rate))
+
+    def line(self, run, rate: float) -> str:
+        environment = run.environment
+        elapsed = time.time() - run.started
+        parts = [f"progress {int(elapsed) // 60}:{int(elapsed) % 60:02d}"]
+        step, key = _step(run, elapsed), -1
+        if step is not None:
+            parts.append(step[0])
+            key = step[1]
+        runner = environment.runner
+        parts.append(f"{runner.user_count if runner is not None else 0} users")
+        parts.append(f"{self.ok:,} ok, {self.failed:,} failed")
+        parts.append(f"{rate:,.0f} output tok/s")
+        p = percentiles(self.ttft.get(key, ()), (50, 95))
+        parts.append("TTFT p50 -, p95 -" if p is None else f"TTFT p50 {_ms(p[0])}, p95 {_ms(p[1])}")
+        state = state_of(environment)
+        flying = state.in_flight() if state is not None else None
+        parts.append(f"{'?' if flying is None else flying} in flight")
+        return " | ".join(parts)
 
     def _stop(self) -> None:
         g, self.greenlet = self.greenlet, None
@@ -83,6 +107,22 @@ class Console(Plugin):
             return  # Locust prints JSON instead of the tables: nothing to leave out
         leave_out_locust_tables()
         print(TABLES_LEFT_OUT, flush=True)
+
+
+def _step(run, elapsed: float) -> tuple[str, int] | None:
+    """("step i/n (level N users)", index) of a step ramp or a capacity search now; None otherwise."""
+    if run.steps is not None:
+        i = max(run.steps.index_at(elapsed), 0)
+        return f"step {i + 1}/{len(run.steps.levels)} (level {run.steps.levels[i]})", i
+    search = run.search
+    if search is not None and search.levels:
+        i = min(int(elapsed // run.plan.step_s), len(search.levels) - 1)
+        return f"step {i + 1} (level {search.levels[i]})", i
+    return None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
 def leave_out_locust_tables() -> None:

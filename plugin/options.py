@@ -66,7 +66,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--cancel-rate", dict(default="0", help="Share of requests (0-1) the client aborts on purpose after --cancel-after, to test the server's abort handling; recorded as cancelled")),
     ("--cancel-after", dict(default="1s", help="How long a request picked by --cancel-rate runs before the client aborts it")),
     # Client self-health (plugin/health.py): is each load-generating process still accurate?
-    ("--locust-tables", dict(action="store_true", default=False, include_in_web_ui=False, help="Headless: also print Locust's own end-of-run tables (its rounded live statistics) after the suite's exact table")),
+    ("--locust-tables", dict(action="store_true", default=False, include_in_web_ui=False, help="Headless: also print Locust's own tables (its rounded live statistics): the periodic one every 2 s and those at the end")),
     ("--health-cpu-limit", dict(default="70", include_in_web_ui=False, help="Self-health: a worker (or local) process above this CPU, % of one core, in 80 % of the seconds of --health-sustain marks the run client_bound")),
     ("--health-loop-lag-limit", dict(default="10ms", include_in_web_ui=False, help="Self-health: event-loop lag p99 (a 0.1 s sleep waking late) above this, sustained while the process is busy, marks the run client_bound")),
     ("--health-token-lag-limit", dict(default="5ms", include_in_web_ui=False, help="Self-health, with --sim-timestamps: p99 of chunk arrival minus the simulator's send time above this, sustained while busy, marks the run client_bound")),

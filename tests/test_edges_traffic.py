@@ -294,24 +294,6 @@ def test_a_response_larger_than_max_response_size_is_cut_and_classified():
         RunPlan.from_options(Namespace(max_response_size="lots"))
 
 
-# -- the console: a progress line with tokens; Locust's rounded tables left out at the end ----------
-
-
-def test_headless_console_has_progress_with_tokens_and_no_second_set_of_tables(sim, tmp_path):
-    proc = run_locust("--host", sim, "--model", "sim-model", "-u", "2", "-r", "2", "-t", "11s",
-                      "--max-tokens-override", "8", "--results-dir", str(tmp_path), "--run-id", "c",
-                      "--stop-timeout", "5", timeout=90)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    progress = [line for line in proc.stderr.splitlines() if "progress 0:1" in line]
-    assert progress and "requests ended (0 failed)" in progress[0] and "output tokens/s over the last 10 s" in progress[0], proc.stderr[-2000:]
-    rate = float(progress[0].split("failed), ")[1].split(" output")[0].replace(",", ""))
-    assert rate > 0
-    out = proc.stdout
-    assert "LLM results" in out
-    assert "Response time percentiles (approximated)" not in out + proc.stderr
-    assert out.rstrip().splitlines()[-1].startswith("Locust's own end-of-run tables are left out")
-
-
 # -- a threshold without a unit, a hub tokenizer with no hub ---------------------------------------
 
 
