@@ -43,7 +43,7 @@ from plugin.finisher import Finisher
 from plugin.locust_fixes import memoize_default_args
 from plugin.options import add_arguments, check_host, public_options
 from plugin.plan import OpenLoop, RunPlan, TraceReplay
-from plugin.results import ResultsWriter, check_folder, new_run_id, write_unshipped
+from plugin.results import ResultsWriter, check_folder, new_run_id, reserve_folder, write_unshipped
 from plugin.server import check_reachable, check_server, resolve_model
 from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
 from plugin.state import Plugin, SuiteState, role_of, state_of
@@ -235,7 +235,7 @@ def prepare_plan(environment) -> RunPlan:
     Stepped runs arm the shape from it; the run's test start then uses this same plan."""
     state = state_of(environment)
     plan = RunPlan.from_options(environment.parsed_options)
-    check_folder(plan.results_dir, plan.run_id, plan.overwrite)
+    reserve_folder(plan.results_dir, plan.run_id, plan.overwrite)  # locked now: a second run with this id is refused
     load_workload(plan)
     if plan.tokenizer:
         token_counter(plan.tokenizer)

@@ -5,6 +5,7 @@ results/<run-id>/
   requests.parts/    during the run: one closed Parquet file per flush (every 5 s, or 5,000 rows)
   run.json           options without secrets, package versions, workload hash, start/end, workers
   summary.json       metrics/summary.py, written at the end
+  .lock              the writing run holds an OS lock on it (`lock_folder`), released when it ends
 
 Every flush is a whole Parquet file of its own, written under a temporary name and renamed, so
 whatever was flushed stays readable when the process dies (kill -9, out of memory, a power cut
@@ -23,6 +24,7 @@ it, and the run exits with exit_codes.RESULTS_NOT_WRITTEN.
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import logging
@@ -55,6 +57,7 @@ FLUSH_SECONDS = 5.0
 RECORDS = "requests.parquet"
 PARTS = "requests.parts"
 UNSHIPPED = ".unshipped.parquet"  # a worker's records its lost master never acknowledged
+LOCK = ".lock"  # the run writing the folder holds an OS lock on it (`lock_folder`)
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
 
 # Records waiting to be written (a full disk) are held in memory up to this many bytes; those handed
@@ -100,55 +103,112 @@ def package_versions() -> dict:
 
 
 def _in_use(path: str) -> bool:
-    return os.path.isdir(path) and any(os.scandir(path))
+    return os.path.isdir(path) and any(e.name != LOCK for e in os.scandir(path))
+
+
+# Folders whose lock this process holds (real path -> the lock file's descriptor). The lock is
+# fcntl.flock on the folder's .lock file: held from the moment a run claims the folder (at init for a
+# named headless run, so that a second run with the same --run-id is refused before any load) to
+# the end of its writing, and released by the kernel when the process ends, however it ends.
+_held: dict[str, int] = {}
+
+
+def lock_folder(path: str) -> bool:
+    """Take the OS lock of a results folder (made if missing) for this process; False when another
+    process holds it. Taking it again in the process that holds it is a no-op."""
+    key = os.path.realpath(path)
+    if key in _held:
+        return True
+    os.makedirs(path, exist_ok=True)
+    fd = os.open(os.path.join(path, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    _held[key] = fd
+    return True
+
+
+def unlock_folder(path: str) -> None:
+    fd = _held.pop(os.path.realpath(path), None)
+    if fd is not None:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def is_locked(path: str) -> bool:
+    """Another process holds the folder's lock: a run is writing it now (whatever its files' age)."""
+    if os.path.realpath(path) in _held:
+        return False
+    try:
+        fd = os.open(os.path.join(path, LOCK), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _being_written(path: str, option: str) -> InputError:
+    return InputError(f"{option}: {path} is being written by a run now (another process holds its lock); "
+                      "choose another --run-id, or wait for that run to end")  # fmt: skip
 
 
 def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
     """A named run's folder must be free: refused (InputError, one line) when it holds anything,
-    unless `overwrite`. Called before any load; the writer claims the folder atomically later.
-    The writer's limit on unwritten records (LLM_RESULTS_UNWRITTEN_LIMIT) is checked here too."""
+    unless `overwrite`, and always when a run is writing it (it holds the folder's lock). Called
+    before any load; `reserve_folder` / the writer then take the lock. The writer's limit on
+    unwritten records (LLM_RESULTS_UNWRITTEN_LIMIT) is checked here too."""
     unwritten_limit()
     if not run_id:
         return
     path = os.path.join(results_dir, run_id)
     if os.path.exists(path) and not os.path.isdir(path):
         raise InputError(f"--run-id: {path} exists and is not a folder; choose another --run-id")
+    if is_locked(path):
+        raise _being_written(path, "--overwrite" if overwrite else "--run-id")
     if not _in_use(path):
         return
     if not overwrite:
         raise InputError(f"--run-id: {path} already holds a run; choose another --run-id, or add --overwrite to replace it")
     if not os.path.exists(os.path.join(path, "run.json")):
         raise InputError(f"--overwrite: {path} is not a results folder (no run.json); remove it yourself or choose another --run-id")
-    age = _seconds_since_written(path)
-    if not os.path.exists(os.path.join(path, "summary.json")) and age < 3 * FLUSH_SECONDS:
-        raise InputError(f"--overwrite: {path} is being written by a run now (a file written {age:.0f} s ago, no "
-                         "summary.json yet); choose another --run-id")  # fmt: skip
 
 
-def _seconds_since_written(path: str) -> float:
-    """Seconds since the newest write in a results folder (its parts included)."""
-    newest = 0.0
-    for folder in (path, os.path.join(path, PARTS)):
-        try:
-            newest = max([newest, os.path.getmtime(folder), *(e.stat().st_mtime for e in os.scandir(folder))])
-        except OSError:
-            pass
-    return time.time() - newest
+def reserve_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
+    """A named run's folder, checked (`check_folder`) and locked for this process before any load:
+    of two runs started with one --run-id, the second is refused here (InputError), before its
+    users start. The writer keeps the lock; nothing is removed yet (--overwrite removes the earlier
+    run when the run starts)."""
+    check_folder(results_dir, run_id, overwrite)
+    if run_id:
+        path = os.path.join(results_dir, run_id)
+        if not lock_folder(path):
+            raise _being_written(path, "--overwrite" if overwrite else "--run-id")
+        check_folder(results_dir, run_id, overwrite)  # what the folder holds, now that no other run can write it
 
 
 def claim_folder(results_dir: str, run_id: str, overwrite: bool) -> str:
-    """Create the run's folder, atomically: two writers with one run id cannot both have it."""
+    """The run's folder, made and locked (`lock_folder`): two writers with one run id cannot both
+    have it. With `overwrite`, an earlier run in it is removed, the lock file kept."""
     path = os.path.join(results_dir, run_id)
     os.makedirs(results_dir, exist_ok=True)
-    if overwrite and _in_use(path):
-        check_folder(results_dir, run_id, overwrite)
-        shutil.rmtree(path)
+    if not lock_folder(path):
+        raise _being_written(path, "--overwrite" if overwrite else "--run-id")
+    if _in_use(path):
+        try:
+            check_folder(results_dir, run_id, overwrite)
+        except InputError:
+            unlock_folder(path)
+            raise
+        for entry in os.scandir(path):
+            if entry.name != LOCK:
+                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.remove(entry.path)
         log.warning("--overwrite: removed the earlier run in %s", path)
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        if _in_use(path):
-            raise InputError(f"--run-id: {path} already holds a run (another writer?); choose another --run-id") from None
     return path
 
 
@@ -348,6 +408,7 @@ class ResultsWriter:
                 write_json(os.path.join(self.path, name), data)
             except OSError as e:
                 self.not_written.append(f"{name} ({_why(e)})")
+        unlock_folder(self.path)  # the run's writing is done: the folder may be read, recovered or replaced
 
 
 def _why(e: OSError) -> str:

@@ -33,8 +33,10 @@ def recover_if_unfinished(run_dir: str) -> None:
     """A folder whose writer stopped before the end (killed, crashed) holds the records it flushed
     as part files and no summary.json: make requests.parquet and summary.json from them first; so
     too when a worker's file of unshipped records was copied in (plugin/results.py recover)."""
-    from plugin.results import needs_recovery, recover
+    from plugin.results import is_locked, needs_recovery, recover
 
+    if is_locked(run_dir):
+        raise ReportError(f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended")
     if needs_recovery(run_dir):
         summary = recover(run_dir)
         print(f"{run_dir}: {summary['records']['total']} records recovered; summary.json written with complete: false "
