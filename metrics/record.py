@@ -41,7 +41,7 @@ NOT_SERVER_FAILURES = ("stopped", "cancelled")
 class RequestRecord:
     request_id: str
     worker: str
-    endpoint: str  # "chat" | "completions"
+    endpoint: str  # "chat" | "completions" | "responses" | "embeddings"
     request_class: str
     input_chars: int
     max_tokens: int
@@ -77,6 +77,15 @@ class RequestRecord:
     # before the request was written; NaN when the request went out on a kept-alive connection.
     # Not part of TTFT or E2E, which start at t_send, when the request is written.
     connect_s: float = NAN
+    # Time to first answer token: the first chunk carrying content or a tool call, minus t_send.
+    # Equal to ttft_s unless reasoning came first; NaN when the reply was only reasoning.
+    ttfa_s: float = NAN
+    # Output tokens that were reasoning, and the rest (the answer: content and tool calls); -1
+    # unknown. `reasoning_source` says where the reasoning count came from (metrics/timing.py).
+    reasoning_tokens: int = -1
+    answer_tokens: int = -1
+    reasoning_source: str = ""  # "usage" | "tokenizer" | "chunks" | "" (no reasoning text)
+    tool_calls: int = 0  # tool calls in the reply (parallel calls counted one by one)
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)
@@ -115,6 +124,11 @@ ARROW_SCHEMA = pa.schema(
         ("session_id", pa.string()),
         ("resent", pa.bool_()),
         ("connect_s", pa.float64()),
+        ("ttfa_s", pa.float64()),
+        ("reasoning_tokens", pa.int32()),
+        ("answer_tokens", pa.int32()),
+        ("reasoning_source", pa.string()),
+        ("tool_calls", pa.int16()),
     ]
 )
 assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
@@ -124,7 +138,21 @@ assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema
 SCALAR_COLUMNS = (
     "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
     "prompt_tokens", "output_tokens", "tokens_source", "worker", "resent",
+    "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason",
 )  # fmt: skip
+
+
+def with_all_columns(table: pa.Table) -> pa.Table:
+    """`table` with every record column: a column an older results file lacks is added, each row
+    holding the field's default (NaN, -1, 0, "")."""
+    defaults = {f.name: f for f in fields(RequestRecord)}
+    for f in ARROW_SCHEMA:
+        if f.name not in table.column_names:
+            field_ = defaults[f.name]
+            value = field_.default_factory() if callable(field_.default_factory) else field_.default
+            value = value if isinstance(value, (int, float, str, bool, list)) else None
+            table = table.append_column(f, pa.array([value] * table.num_rows, type=f.type))
+    return table
 
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:

@@ -85,6 +85,10 @@ class Requests(_Model):
     retries: int  # attempts after the first (--retry)
     resent: int  # sent again after a stale kept-alive connection
     by_error: dict[str, int]  # server failures by class
+    # successful replies by the server's finish_reason (stop, length, tool_calls, ...), and the tool
+    # calls they made (parallel calls each count)
+    by_finish_reason: dict[str, int] = {}
+    tool_calls: int = 0
 
     def count(self, error: str) -> int:
         """The requests of one failure class: server failures from by_error, or stopped, or cancelled."""
@@ -120,6 +124,11 @@ class Tokens(_Model):
     output: int
     prompt_known: int
     source: dict[str, int]
+    # of `output`: reasoning tokens and the answer (content and tool calls), of the successful
+    # replies whose split is known (`split_known` of them)
+    reasoning: int = 0
+    answer: int = 0
+    split_known: int = 0
 
 
 class Verdict(_Model):
@@ -145,6 +154,8 @@ class Block(_Model):
     tpot_ms: Distribution
     itl_ms: Distribution
     e2e_ms: Distribution
+    # time to first answer token (content or tool call) of the successful replies that had one
+    ttfa_ms: Distribution = Distribution()
     stream_tokens_per_s: StreamSpeed
     throughput: Throughput
     goodput: Goodput
@@ -156,7 +167,7 @@ class Block(_Model):
     slo: Slo | None = None  # with --slo
 
     def latency(self, metric: str) -> Distribution:
-        """ttft | tpot | itl | e2e -> its distribution."""
+        """ttft | tpot | itl | e2e | ttfa -> its distribution."""
         return getattr(self, f"{metric}_ms")
 
 

@@ -1,10 +1,12 @@
 """Service-level objectives: `--slo "ttft.p95<5s,tpot.p95<80ms"`, per-request goodput, verdicts.
 
-An objective names a metric (ttft, tpot, itl, e2e), a statistic (mean or any percentile pNN[.N])
+An objective names a metric (ttft, ttfa, tpot, itl, e2e), a statistic (mean or any percentile pNN[.N])
 and a threshold. It is judged twice:
   - for the run (or a step): the statistic over the successful requests must be under the threshold;
   - for each request (goodput): its own value must be under the threshold. For itl the request's
     own value is the same statistic over its own chunk gaps (p95 of its gaps for itl.p95).
+A successful reply without an answer token (only reasoning) has no ttfa: it misses a ttfa objective
+(its user never saw an answer), where a NaN of another metric passes (TPOT of a one-token reply).
 Goodput counts the requests that succeeded and met every objective; the good fraction divides by
 every request that ended in the window, failures and timeouts included ("stopped" excluded).
 """
@@ -23,13 +25,13 @@ from metrics.percentiles import mean, percentile, percentile_by_group
 from metrics.schema import Verdict
 from metrics.timing import itl_gaps
 
-METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}
-_EXPR = re.compile(r"^\s*(ttft|tpot|itl|e2e)\.(mean|p\d{1,2}(?:\.\d+)?)\s*<\s*(\S+)\s*$")
+METRICS = {"ttft": "ttft_s", "ttfa": "ttfa_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}
+_EXPR = re.compile(r"^\s*(ttft|ttfa|tpot|itl|e2e)\.(mean|p\d{1,2}(?:\.\d+)?)\s*<\s*(\S+)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
 class Objective:
-    metric: str  # ttft | tpot | itl | e2e
+    metric: str  # ttft | ttfa | tpot | itl | e2e
     stat: str  # "mean" or "p95", "p99.9", ...
     threshold_s: float
     text: str
@@ -56,7 +58,7 @@ def parse_slo(text: str) -> list[Objective]:
         if not m:
             raise InputError(
                 f"--slo: cannot read '{part.strip()}'; write METRIC.STAT<THRESHOLD with METRIC one of "
-                "ttft, tpot, itl, e2e and STAT mean or pNN, e.g. 'ttft.p95<5s,tpot.p95<80ms'"
+                "ttft, ttfa, tpot, itl, e2e and STAT mean or pNN, e.g. 'ttft.p95<5s,tpot.p95<80ms'"
             )
         metric, stat, threshold = m.groups()
         if stat != "mean" and not 0 < float(stat[1:]) < 100:
@@ -79,6 +81,8 @@ def parse_slo(text: str) -> list[Objective]:
 def request_values(obj: Objective, df, chunk_times) -> np.ndarray:
     """Each request's own value of the objective's metric (seconds; NaN where undefined). For itl,
     the statistic of the request's own chunk gaps (metrics.timing.itl_gaps)."""
+    if obj.metric == "ttfa":  # no answer token: the objective is missed (module docstring)
+        return np.nan_to_num(df["ttfa_s"].to_numpy(dtype=float), nan=np.inf)
     if obj.metric != "itl":
         return df[METRICS[obj.metric]].to_numpy(dtype=float)
     gaps, rows = itl_gaps(chunk_times)

@@ -26,13 +26,20 @@ NAN = float("nan")
 
 @dataclass(slots=True)
 class Chunk:
-    """One token-bearing event."""
+    """One token-bearing event: it carried content, reasoning or a tool call's name or arguments."""
 
     t: float  # arrival time (perf_counter)
-    text: str  # generated text it carried (content + reasoning)
-    visible: bool  # carried content (not only reasoning)
+    text: str  # generated text it carried (content + reasoning + tool-call name and arguments)
+    answer: bool  # carried an answer token: content or a tool call (not only reasoning)
     usage_tokens: int  # cumulative completion_tokens when the server sent usage in it, else -1
     sim_t: float  # the simulator's own send time, when asked for (X-Sim-Timestamps), else nan
+    reasoning: str = ""  # the part of `text` that was reasoning
+    tool: str = ""  # the part of `text` that was a tool call's name or arguments
+
+    @property
+    def content(self) -> str:
+        """The part of `text` that was content (`text` is content + reasoning + tool, in this order)."""
+        return self.text[: len(self.text) - len(self.reasoning) - len(self.tool)]
 
 
 @dataclass(slots=True)
@@ -44,6 +51,10 @@ class ParsedStream:
     error: str = ""  # "mid_stream_error" | "malformed_chunk" | ""
     error_detail: str = ""
     t_end: float = NAN  # arrival of the last piece
+    # Tool calls of choice 0 by their index, each {"id", "name", "arguments"} with the fragments
+    # joined (a server streams the name first, then the arguments in pieces; several calls at once
+    # are told apart by index).
+    tool_calls: list[dict] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -253,18 +264,58 @@ def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> N
         if finish:
             out.finish_reason = finish
         delta = choice.get("delta")
+        reasoning = called = ""
         if type(delta) is dict:
             text = delta.get("content") or ""
-            visible = bool(text)
-            reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+            answer = bool(text)
+            reasoning = delta.get("reasoning") or delta.get("reasoning_content") or ""
             if reasoning:
                 text += reasoning
+            calls = delta.get("tool_calls")
+            if calls:
+                called = _add_tool_calls(out.tool_calls, calls)
+                if called:
+                    text += called
+                    answer = True
         else:
             text = choice.get("text") or ""
-            visible = bool(text)
+            answer = bool(text)
         if text:
             tokens = usage.get("completion_tokens", -1) if usage else -1
-            chunks.append(Chunk(t, text, visible, tokens, event.get("sim_t", NAN)))
+            chunks.append(Chunk(t, text, answer, tokens, event.get("sim_t", NAN), reasoning, called))
+
+
+def _add_tool_calls(calls: list[dict], deltas) -> str:
+    """Fold one event's tool-call deltas into `calls` (by index); the generated text they carried
+    (name and argument fragments)."""
+    text = ""
+    if type(deltas) is not list:
+        return text
+    for position, d in enumerate(deltas):
+        if type(d) is not dict:
+            continue
+        index = d.get("index", position)
+        if type(index) is not int or index < 0:
+            index = position
+        while len(calls) <= index:
+            calls.append({"id": "", "name": "", "arguments": ""})
+        call = calls[index]
+        if d.get("id"):
+            call["id"] = d["id"]
+        fn = d.get("function")
+        if type(fn) is dict:
+            name, args = fn.get("name") or "", fn.get("arguments") or ""
+            if type(name) is str and name:
+                call["name"] += name
+                text += name
+            if type(args) is str and args:
+                call["arguments"] += args
+                text += args
+            elif type(args) is dict:  # a server that sends the arguments as an object, whole
+                args = orjson.dumps(args).decode()
+                call["arguments"] += args
+                text += args
+    return text
 
 
 def _error_text(error) -> str:
@@ -293,12 +344,18 @@ def parse_response(pieces: list[tuple[float, bytes]]) -> ParsedStream:
     out.usage = body.get("usage")
     out.done = True
     for choice in body.get("choices") or ():
+        if not isinstance(choice, dict):
+            break
         out.finish_reason = choice.get("finish_reason") or ""
         message = choice.get("message") or {}
-        text = (message.get("content") or "") + (message.get("reasoning") or message.get("reasoning_content") or "")
-        text = text or choice.get("text") or ""
+        content = message.get("content") or choice.get("text") or ""
+        reasoning = message.get("reasoning") or message.get("reasoning_content") or ""
+        called = _add_tool_calls(out.tool_calls, [
+            {**c, "index": i} for i, c in enumerate(message.get("tool_calls") or ()) if isinstance(c, dict)
+        ])  # fmt: skip
+        text = content + reasoning + called
         if text:
             tokens = out.usage.get("completion_tokens", -1) if out.usage else -1
-            out.chunks.append(Chunk(out.t_end, text, True, tokens, NAN))
+            out.chunks.append(Chunk(out.t_end, text, bool(content or called), tokens, NAN, reasoning, called))
         break
     return out

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.percentiles import percentiles
-from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS
+from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
 from metrics.schema import (
     PERCENTILES, Block, Capacity, Concurrency, Distribution, Goodput, OpenLoop, Records, Requests, Slo, Span, Step,
     StreamSpeed, Summary, Throughput, Tokens, Window, as_summary,
@@ -52,6 +52,7 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
     per_s = (lambda x: float(x) / window_s) if window_s > 0 else (lambda x: None)
     speed = (1.0 / ok["tpot_s"]).replace([np.inf, -np.inf], np.nan)
     ended = len(ok) + len(errors)
+    split = (ok["reasoning_tokens"] >= 0) & (ok["answer_tokens"] >= 0)
     out = Block(
         requests=Requests(
             sent=int(len(df)),
@@ -62,11 +63,14 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             retries=int(df["retry"].sum()) if "retry" in df else 0,
             resent=int(df["resent"].sum()),
             by_error={str(k): int(v) for k, v in errors["error"].value_counts().sort_index().items()},
+            by_finish_reason={str(k): int(v) for k, v in ok["finish_reason"].value_counts().sort_index().items() if k},
+            tool_calls=int(ok["tool_calls"].sum()),
         ),
         ttft_ms=distribution(ok["ttft_s"]),
         tpot_ms=distribution(ok["tpot_s"]),
         itl_ms=distribution(itl_s),
         e2e_ms=distribution(ok["e2e_s"]),
+        ttfa_ms=distribution(ok["ttfa_s"]),
         stream_tokens_per_s=StreamSpeed(mean=speed.mean(), p50=speed.median()),
         throughput=Throughput(
             sent_per_s=per_s(len(df)),
@@ -83,6 +87,9 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             output=int(ok["output_tokens"].clip(lower=0).sum()),
             prompt_known=int((ok["prompt_tokens"] >= 0).sum()),
             source={str(k): int(v) for k, v in ok["tokens_source"].value_counts().sort_index().items()},
+            reasoning=int(ok["reasoning_tokens"][split].sum()),
+            answer=int(ok["answer_tokens"][split].sum()),
+            split_known=int(split.sum()),
         ),
     )
     lag = (ok["t_send"] - ok["t_intended"]).to_numpy()
@@ -132,6 +139,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
               plan=None, objectives=(), target_rate: float | None = None) -> Summary:
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
     slo and capacity when the run had steps and objectives."""
+    table = with_all_columns(table)  # a results file of an older version lacks the newer columns
     df = table.select(list(SCALAR_COLUMNS)).to_pandas()
     # a retry's request id is the first attempt's plus -rN (users/llm.py)
     df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)

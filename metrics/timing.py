@@ -23,13 +23,23 @@ DEFINITIONS = {
     "a new connection is opened (TCP connect, the server's accept, TLS) before it",
     "connect": "connect_s: seconds spent opening a new connection before t_send (NaN when the request reused a "
     "kept-alive one); not part of TTFT or E2E. --connection per-request opens one for every request",
-    "ttft": "arrival of the first SSE chunk carrying generated text (delta.content, "
-    "delta.reasoning/reasoning_content, or text) minus t_send; role-only and empty chunks do not count. "
-    "Non-streaming requests: equal to e2e",
+    "ttft": "arrival of the first SSE chunk carrying generated output of any kind (delta.content, "
+    "delta.reasoning/reasoning_content, a delta.tool_calls name or arguments fragment, or text) minus t_send; "
+    "role-only and empty chunks do not count (vLLM's TTFT). Non-streaming requests: equal to e2e",
+    "ttfa": "time to first answer token: arrival of the first chunk carrying content or a tool call (not only "
+    "reasoning) minus t_send; what a user waits for before seeing the answer. Equal to ttft without reasoning; "
+    "none when the reply was only reasoning (guidellm: time to first output token; AIPerf: TTFO)",
     "e2e": "arrival of the last token-bearing chunk minus t_send (non-streaming: the whole response)",
     "output_tokens": "usage.completion_tokens from the server; when absent, the client tokenizer's count "
     "of the generated text (--tokenizer); last resort the number of token-bearing chunks. "
     "tokens.source says which",
+    "reasoning_tokens": "output tokens that were reasoning: usage.completion_tokens_details.reasoning_tokens; "
+    "when absent, the client tokenizer's count of the reasoning text (--tokenizer); last resort the number of "
+    "chunks carrying reasoning. reasoning_source says which",
+    "answer_tokens": "output_tokens - reasoning_tokens: the content and tool-call tokens",
+    "tool_calls": "tool calls in a reply (delta.tool_calls by index; parallel calls each count); a reply of "
+    "tool calls only is a success like any other, its output tokens from usage",
+    "finish_reason": "the server's finish_reason of choice 0: stop, length, tool_calls, ...",
     "tpot": "(t_last_token - t_first_token) / (output_tokens - 1), only when output_tokens > 1",
     "itl": "every gap between consecutive token-bearing chunks, pooled across successful requests "
     "(a chunk may carry several tokens)",
@@ -53,6 +63,20 @@ def output_tokens(parsed: ParsedStream, count_tokens: TokenCounter | None) -> tu
     if count_tokens is not None:
         return count_tokens("".join(c.text for c in parsed.chunks)), "tokenizer"
     return len(parsed.chunks), "chunks"
+
+
+def reasoning_tokens(parsed: ParsedStream, count_tokens: TokenCounter | None) -> tuple[int, str]:
+    """The reasoning token count and its source, by the order of trust in DEFINITIONS; (0, "")
+    for a reply that carried no reasoning, (-1, "") when nothing is known (no token came)."""
+    details = parsed.usage.get("completion_tokens_details") if parsed.usage else None
+    if type(details) is dict and details.get("reasoning_tokens") is not None:
+        return int(details["reasoning_tokens"]), "usage"
+    pieces = [c.reasoning for c in parsed.chunks if c.reasoning]
+    if not pieces:
+        return (0 if parsed.chunks else -1), ""
+    if count_tokens is not None:
+        return count_tokens("".join(pieces)), "tokenizer"
+    return len(pieces), "chunks"
 
 
 def chunk_token_counts(parsed: ParsedStream) -> list[int]:
@@ -103,7 +127,7 @@ def classify(status: int, parsed: ParsedStream, stream: bool = False, content_ty
     if not parsed.finished:
         return "stream_truncated", "the stream ended without [DONE] or a finish_reason"
     if not parsed.chunks:
-        return "no_tokens", "the stream carried no generated text"
+        return "no_tokens", "the stream carried no generated output (content, reasoning or tool call)"
     return "", ""
 
 
@@ -124,8 +148,13 @@ def fill_record(
     if parsed.usage and parsed.usage.get("prompt_tokens") is not None:
         rec.prompt_tokens = int(parsed.usage["prompt_tokens"])
     rec.output_tokens, rec.tokens_source = output_tokens(parsed, count_tokens)
+    rec.reasoning_tokens, rec.reasoning_source = reasoning_tokens(parsed, count_tokens)
+    if rec.output_tokens >= 0 and rec.reasoning_tokens >= 0 and (chunks or rec.output_tokens):
+        rec.answer_tokens = max(0, rec.output_tokens - rec.reasoning_tokens)
+    rec.tool_calls = len(parsed.tool_calls)
     if chunks:
         rec.ttft_s = rec.chunk_times[0]
+        rec.ttfa_s = next((t for t, c in zip(rec.chunk_times, chunks) if c.answer), NAN)
         rec.e2e_s = rec.chunk_times[-1]
         if stream and rec.output_tokens > 1:
             rec.tpot_s = (rec.e2e_s - rec.ttft_s) / (rec.output_tokens - 1)
@@ -231,4 +260,4 @@ def arrival_inputs(df) -> tuple[list[np.ndarray], np.ndarray]:
     return [df[c].to_numpy(dtype=float) for c in ARRIVAL_COLUMNS], counted
 
 
-__all__ = ["DEFINITIONS", "NAN", "fill_record", "end_early", "classify", "head_class", "pooled_itl", "itl_gaps", "output_tokens", "arrived_tokens", "arrival_inputs"]
+__all__ = ["DEFINITIONS", "NAN", "fill_record", "end_early", "classify", "head_class", "pooled_itl", "itl_gaps", "output_tokens", "reasoning_tokens", "arrived_tokens", "arrival_inputs"]

@@ -120,8 +120,9 @@ def http_detail(status: int, path: str, ex: Exchange) -> str:
 
 
 def reply_text(parsed) -> str:
-    """The generated text of a parsed reply (what a conversation sends back as the assistant turn)."""
-    return "".join(c.text for c in parsed.chunks)
+    """The content of a parsed reply (what a conversation sends back as the assistant turn): neither
+    its reasoning, which chat templates drop from earlier turns, nor its tool calls."""
+    return "".join(c.content for c in parsed.chunks)
 
 
 def fire_events(env, path: str, rec: RequestRecord, length: int) -> None:

@@ -47,7 +47,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--steps", dict(default="", help="Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'")),
     ("--step-time", dict(default="60s", help="How long each step (or capacity-search level) is held")),
     ("--step-warmup", dict(default="10s", help="Start of each step excluded from its statistics")),
-    ("--slo", dict(default="", help="Objectives, e.g. 'ttft.p95<5s,tpot.p95<80ms' (ttft|tpot|itl|e2e . mean|pNN); a miss fails a headless run")),
+    ("--slo", dict(default="", help="Objectives, e.g. 'ttft.p95<5s,tpot.p95<80ms' (ttft|ttfa|tpot|itl|e2e . mean|pNN); a miss fails a headless run")),
     ("--find-capacity", dict(action="store_true", default=False, help="Search the highest user count (or rate) meeting --slo, within --run-time")),
     ("--request-rate", dict(default="", help="Open loop: total requests per second across all workers; empty = closed loop")),
     ("--arrival", dict(default="poisson", choices=["poisson", "gamma", "constant"], help="Open-loop arrival process")),

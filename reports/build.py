@@ -36,7 +36,10 @@ def latency_by_class_charts(summary: Summary) -> list[str]:
     blocks = summary.blocks()
     cats = [name for name, _ in blocks]
     out = []
-    for key, label in LATENCY_METRICS:
+    metrics = LATENCY_METRICS
+    if summary.overall.tokens.reasoning:  # the first answer token came after reasoning: its own chart
+        metrics = (*metrics[:1], ("ttfa", "Time to first answer token"), *metrics[1:])
+    for key, label in metrics:
         groups = [(p, np.array([_num(b.latency(key).stat(p)) for _, b in blocks], dtype=float)) for p in ("p50", "p90", "p95", "p99")]
         out.append(render_bars(f"{key}_by_class", f"{label} percentiles by request class", cats, groups,
                                f"{label} (ms)", "request class", value_fmt=lambda v: f"{v:,.1f} ms"))

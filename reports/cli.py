@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("base", help="results folder of the baseline run")
     c.add_argument("new", help="results folder of the run under test")
     c.add_argument("--fail-on", default="", help=(
-        "comma-separated rules [CLASS.|stepN.]METRIC(>|<)(+|-)N(%%|ms|s|pp); METRIC: ttft|tpot|itl|e2e . "
+        "comma-separated rules [CLASS.|stepN.]METRIC(>|<)(+|-)N(%%|ms|s|pp); METRIC: ttft|ttfa|tpot|itl|e2e . "
         "mean|p50|p90|p95|p99, requests_per_s, output_tokens_per_s, total_tokens_per_s, error_rate. A rule fails "
         "only when the change is beyond N and the confidence interval of the change excludes 0. "
         "E.g. 'ttft.p95>+10%%,output_tokens_per_s<-5%%,short.e2e.p99>+200ms,error_rate>+1pp'"))  # fmt: skip

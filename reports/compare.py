@@ -45,7 +45,7 @@ from metrics.summary import distribution
 from metrics.timing import itl_gaps
 from reports.data import RunData, client_warning, load_run, tokens_by_interval
 
-LATENCY = ("ttft", "tpot", "itl", "e2e")
+LATENCY = ("ttft", "ttfa", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
 RATES = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
 METRIC_NAMES = [f"{m}.{s}" for m in LATENCY for s in STATS] + list(RATES) + ["error_rate"]
@@ -62,12 +62,12 @@ class RuleError(ValueError):
 # rules
 
 _RULE = re.compile(
-    r"^\s*(?:(?P<scope>[A-Za-z0-9_\-]+)\.)?(?P<metric>(?:ttft|tpot|itl|e2e)\.(?:mean|p50|p90|p95|p99)|requests_per_s|"
+    r"^\s*(?:(?P<scope>[A-Za-z0-9_\-]+)\.)?(?P<metric>(?:ttft|ttfa|tpot|itl|e2e)\.(?:mean|p50|p90|p95|p99)|requests_per_s|"
     r"output_tokens_per_s|total_tokens_per_s|error_rate)\s*(?P<op>[<>])\s*(?P<sign>[+-]?)\s*(?P<value>\d+(?:\.\d*)?)\s*"
     r"(?P<unit>%|ms|s|pp)?\s*$"
 )
 RULE_HELP = (
-    "write [CLASS.|stepN.]METRIC>+N% or METRIC<-N%, with METRIC one of ttft|tpot|itl|e2e . mean|p50|p90|p95|p99, "
+    "write [CLASS.|stepN.]METRIC>+N% or METRIC<-N%, with METRIC one of ttft|ttfa|tpot|itl|e2e . mean|p50|p90|p95|p99, "
     "requests_per_s, output_tokens_per_s, total_tokens_per_s, error_rate; N% is a relative change, "
     "Nms/Ns an absolute one for latencies, Npp percentage points for error_rate; "
     "e.g. 'ttft.p95>+10%,output_tokens_per_s<-5%,short.e2e.p99>+200ms'"
@@ -142,7 +142,7 @@ def prepare(path: str) -> Prepared:
     ok_idx = np.nonzero(ok)[0]
     gaps, rows = itl_gaps(run.chunk_times.filter(pa.array(ok)))
     values = {"itl": _sorted(gaps, ok_idx[rows])}  # sorted once; a scope's subset of a sorted array stays sorted
-    for metric in ("ttft", "tpot", "e2e"):
+    for metric in ("ttft", "ttfa", "tpot", "e2e"):
         v = df[f"{metric}_s"].to_numpy(dtype=float)
         good = ok & ~np.isnan(v)
         values[metric] = _sorted(v[good], np.nonzero(good)[0])

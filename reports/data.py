@@ -27,7 +27,7 @@ from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 
 SCALARS = [
     "request_class", "step", "wall_send", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
-    "prompt_tokens", "output_tokens", "tokens_source", "n_chunks", "connect_s",
+    "prompt_tokens", "output_tokens", "tokens_source", "n_chunks", "connect_s", "ttfa_s",
 ]  # fmt: skip
 STRINGS = ["request_class", "error", "tokens_source"]  # read as dictionaries: categoricals, 4x faster
 NICE_BINS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)

@@ -150,11 +150,15 @@ def summary_table(summary: Summary, by: str = "by_class", label: str = "class") 
     blocks = summary.blocks(by)
     goodput = summary.slo is not None
     lag = any(b.schedule_lag_ms is not None for _, b in blocks)
+    # reasoning or tool calls: the time to first answer token and the output's split
+    agentic = any(b.tokens.reasoning or b.requests.tool_calls for _, b in blocks)
     headers = [label, *SUMMARY_HEADERS[1:]]
     if goodput:
         headers += ["goodput req/s", "good %"]
     if lag:
         headers += ["TTFT p95 from intended", "schedule lag p95"]
+    if agentic:
+        headers += ["TTFA p50", "TTFA p95", "reasoning tok", "answer tok", "tool calls"]
     rows = []
     for name, b in blocks:
         r, t = b.requests, b.throughput
@@ -170,6 +174,9 @@ def summary_table(summary: Summary, by: str = "by_class", label: str = "class") 
         if lag:
             row += [fmt(b.ttft_from_intended_ms.p95 if b.ttft_from_intended_ms else None),
                     fmt(b.schedule_lag_ms.p95 if b.schedule_lag_ms else None, 1)]  # fmt: skip
+        if agentic:
+            row += [fmt(b.ttfa_ms.p50), fmt(b.ttfa_ms.p95), fmt(b.tokens.reasoning), fmt(b.tokens.answer),
+                    fmt(b.requests.tool_calls)]  # fmt: skip
         rows.append(cells(*row))
     return Table(headers, rows, row_classes=["overall" if n == "overall" else "" for n, _ in blocks])
 

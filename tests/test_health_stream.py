@@ -109,7 +109,7 @@ def random_chunked(rng: random.Random, events: list[bytes], terminated: bool = T
 
 def _key(p):
     nan = lambda x: None if x != x else x  # noqa: E731
-    chunks = [(c.t, c.text, c.visible, c.usage_tokens, nan(c.sim_t)) for c in p.chunks]
+    chunks = [(c.t, c.text, c.answer, c.usage_tokens, nan(c.sim_t)) for c in p.chunks]
     return chunks, p.usage, p.finish_reason, p.done, p.error, p.error_detail, nan(p.t_end)
 
 

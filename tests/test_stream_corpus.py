@@ -16,8 +16,10 @@ terminating chunk, default; "close": the connection drops instead), expect.
 expect keys: ok, error, error_detail_contains, status, n_chunks, output_tokens, tokens_source,
 prompt_tokens, finish_reason, chunk_tokens, text (all generated text, reasoning included),
 first_token_event / last_token_event (0-based index of the SSE event that TTFT / E2E must be
-timed at), first_visible_event (first event with visible content), ttft_equals_e2e,
-retry_after.
+timed at), first_answer_event (the event of the first answer token, content or tool call, that
+the time to first answer token must be timed at; null: the reply was only reasoning, no ttfa),
+reasoning_tokens, answer_tokens, reasoning_source, tool_calls (the number of calls),
+tool_call_names, tool_call_arguments (each call's joined fragments), ttft_equals_e2e, retry_after.
 
 The path is the suite's own: users.stream.StreamClient reads the socket, metrics.sse parses,
 metrics.timing.fill_record fills the RequestRecord, with the same transport-error override as
@@ -111,9 +113,14 @@ def test_corpus_case(path: Path):
     if "error_detail_contains" in want:
         assert want["error_detail_contains"] in rec.error_detail
     assert rec.status == want.get("status", 200)
-    for key in ("n_chunks", "output_tokens", "tokens_source", "prompt_tokens", "finish_reason", "chunk_tokens"):
+    for key in ("n_chunks", "output_tokens", "tokens_source", "prompt_tokens", "finish_reason", "chunk_tokens",
+                "reasoning_tokens", "answer_tokens", "reasoning_source", "tool_calls"):
         if key in want:
             assert getattr(rec, key) == want[key], key
+    if "tool_call_names" in want:
+        assert [c["name"] for c in parsed.tool_calls] == want["tool_call_names"]
+    if "tool_call_arguments" in want:
+        assert [json.loads(c["arguments"]) for c in parsed.tool_calls] == want["tool_call_arguments"]
     if "text" in want:
         assert "".join(c.text for c in parsed.chunks) == want["text"]
     if "retry_after" in want:
@@ -142,11 +149,20 @@ def test_corpus_case(path: Path):
             arrival = ex.t_send + t
             assert arrival > sent[i] + 0.75 * DELAY, f"{key}: timed before event {i} was sent"
             assert arrival < sent[i + 1] + 2.0, key
-    if "first_visible_event" in want:
-        i = want["first_visible_event"]
-        first_visible = next(c.t for c in parsed.chunks if c.visible)
-        assert first_visible > sent[i] + 0.75 * DELAY
-        assert parsed.chunks[0].t < first_visible  # reasoning came first and counted for TTFT
+    if "first_answer_event" in want:
+        i = want["first_answer_event"]
+        if i is None:  # only reasoning: no answer token, no time to it
+            assert math.isnan(rec.ttfa_s) and not any(c.answer for c in parsed.chunks)
+        else:
+            arrival = ex.t_send + rec.ttfa_s
+            assert arrival > sent[i] + 0.75 * DELAY, "ttfa timed before its event was sent"
+            assert arrival < sent[i + 1] + 2.0
+            if want.get("first_token_event", i) < i:
+                assert rec.ttft_s < rec.ttfa_s  # reasoning came first and counted for TTFT
+            else:
+                assert rec.ttfa_s == rec.ttft_s
+    elif rec.n_chunks and all(c.answer for c in parsed.chunks):
+        assert rec.ttfa_s == rec.ttft_s  # no reasoning: the first token is the first answer token
 
 
 @pytest.mark.parametrize("path", cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -162,6 +178,9 @@ def test_corpus_case_with_client_tokenizer(path: Path):
     elif "tokens_source" in want:
         assert rec.tokens_source == want["tokens_source"]
         assert rec.output_tokens == want["output_tokens"]
+    if want.get("reasoning_source") == "chunks":  # no usage detail: the tokenizer counts the reasoning text
+        assert rec.reasoning_source == "tokenizer"
+        assert rec.reasoning_tokens == words("".join(c.reasoning for c in parsed.chunks))
 
 
 def test_corpus_covers_every_server_and_shape():
@@ -169,11 +188,17 @@ def test_corpus_covers_every_server_and_shape():
     assert {p.parent.name for p in metas} >= SERVERS
     raw = b"".join(p.with_suffix(".sse").read_bytes() for p in metas if p.with_suffix(".sse").exists())
     for needle in (b'"role":"assistant","content":""}', b'"choices":[]', b'"reasoning":', b'"reasoning_content":"',
-                   b"data:{", b"\n:\n", b"event: ", b'"error":', b'"completion_tokens":0}'):
+                   b"data:{", b"\n:\n", b"event: ", b'"error":', b'"completion_tokens":0}',
+                   b'"tool_calls":[{"index":1', b'"reasoning_tokens":192', b'"finish_reason":"tool_calls"'):
         assert needle in raw, needle
     assert any(m.get("stream") is False for m in metas.values())
     assert any(m["expect"].get("tokens_source") == "chunks" and m["expect"]["ok"] for m in metas.values())  # no usage at all
     assert any(len(m["expect"].get("chunk_tokens", [])) and max(m["expect"]["chunk_tokens"]) > 1 for m in metas.values())
+    # tool calls (one and parallel), reasoning then answer, reasoning only, and an error inside each kind
+    expects = [m["expect"] for m in metas.values()]
+    assert any(e.get("tool_calls") == 2 and e["ok"] for e in expects)
+    assert any(e.get("first_answer_event", 0) is None and e["ok"] for e in expects)
+    assert any(e.get("tool_calls") and e.get("error") == "mid_stream_error" for e in expects)
     for p, m in metas.items():
         assert {"server", "shape", "source", "expect"} <= m.keys(), p
         assert p.with_suffix(".sse").exists() or p.with_suffix(".body").exists(), p

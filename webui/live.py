@@ -305,6 +305,7 @@ class LiveWindow:
             point["w"][key] = {
                 "ttft_p50_ms": o["ttft_ms"]["p50"],
                 "ttft_p95_ms": o["ttft_ms"]["p95"],
+                "ttfa_p95_ms": o["ttfa_ms"]["p95"],
                 "tpot_p50_ms": o["tpot_ms"]["p50"],
                 "tpot_p95_ms": o["tpot_ms"]["p95"],
                 "e2e_p95_ms": o["e2e_ms"]["p95"],
