@@ -34,7 +34,7 @@ PUBLISHED = {
     160: (4820, 13600, 46700, 6500, None),
 }
 # the points the simulator profile is fitted to (the foundation issue's acceptance points)
-JUDGED = {5: ("ttft_mean", "stream_tps"), 50: ("ttft_mean", "total_tps"), 160: ("ttft_mean", "ttft_p95", "total_tps")}
+JUDGED = {5: ("ttft_mean", "stream_tps"), 50: ("ttft_mean", "total_tps"), 80: ("ttft_p95",), 120: ("ttft_p95",), 160: ("ttft_mean", "ttft_p95", "total_tps")}
 TOLERANCE = 0.25
 
 

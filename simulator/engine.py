@@ -250,17 +250,22 @@ class Frontend:
     """Latency of the API-server front end before a request reaches the queue.
 
     ``frontend_latency_s`` is a fixed part.  With ``frontend_service_s`` > 0
-    a queueing part is added: the API server is one process (one CPU core)
-    that takes in requests (parsing, chat template, tokenisation: service
-    time ``frontend_service_s`` each) and also detokenises and streams every
-    generated token (``frontend_cpu_per_token_s`` each).  Its utilisation is
-    ``u = token_rate * frontend_cpu_per_token_s + request_rate *
-    frontend_service_s``, from rates averaged over the last
-    ``FRONTEND_TAU_S`` seconds, capped at ``FRONTEND_U_MAX``.  A request's
-    intake time is drawn as the sojourn time of an M/M/1 queue,
-    exponential with mean ``frontend_service_s / (1 - u)``: small at low
-    load, growing steeply -- and with an exponential tail -- as streaming
-    output saturates the server's CPU.
+    a queueing part is added.  The API server is one process (one CPU core)
+    that serves every request it holds at once: it takes new requests in
+    (parsing, chat template, tokenisation) and detokenises and streams the
+    tokens of all the others, turn by turn.  A new request's intake work,
+    drawn exponential with mean ``frontend_service_s``, is therefore
+    stretched by the number of requests in flight (processor sharing: its
+    turn comes once per round over all of them) and by the CPU that
+    streaming takes, ``u = token_rate * frontend_cpu_per_token_s`` (token
+    rate averaged over the last ``FRONTEND_TAU_S`` seconds, capped at
+    ``FRONTEND_U_MAX``):
+
+        intake ~ Exponential(mean = frontend_service_s * (1 + in_flight) / (1 - u))
+
+    So TTFT grows with the number of users from the first ones on (as the
+    published 8xV100 measurement does: about 20 ms per user), and with an
+    exponential tail at every load (its P95 is 2.3-2.8 times its mean).
     """
 
     FRONTEND_TAU_S = 2.0
@@ -273,27 +278,25 @@ class Frontend:
         self.rng = rng
         self.t = None
         self.tok_rate = 0.0
-        self.req_rate = 0.0
 
-    def observe(self, now: float, tokens: int, requests: int) -> None:
-        """Account ``tokens`` streamed and ``requests`` taken in at ``now``."""
+    def observe(self, now: float, tokens: int) -> None:
+        """Account ``tokens`` streamed at ``now``."""
         if not self.service:
             return
         if self.t is not None and now > self.t:
-            k = math.exp(-(now - self.t) / self.FRONTEND_TAU_S)
-            self.tok_rate *= k
-            self.req_rate *= k
+            self.tok_rate *= math.exp(-(now - self.t) / self.FRONTEND_TAU_S)
         self.t = now if self.t is None or now > self.t else self.t
         self.tok_rate += tokens / self.FRONTEND_TAU_S
-        self.req_rate += requests / self.FRONTEND_TAU_S
 
     def utilisation(self) -> float:
-        u = self.tok_rate * self.per_token + self.req_rate * self.service
+        u = self.tok_rate * self.per_token
         return u if u < self.FRONTEND_U_MAX else self.FRONTEND_U_MAX
 
-    def latency(self, now: float) -> float:
-        """Front-end latency of a request arriving at ``now``."""
+    def latency(self, now: float, in_flight: int) -> float:
+        """Front-end latency of a request arriving at ``now`` while the server
+        holds ``in_flight`` other requests (queued or running)."""
         if not self.service:
             return self.fixed
-        self.observe(now, 0, 1)
-        return self.fixed + self.rng.expovariate((1.0 - self.utilisation()) / self.service)
+        self.observe(now, 0)
+        mean = self.service * (1 + in_flight) / (1.0 - self.utilisation())
+        return self.fixed + self.rng.expovariate(1.0 / mean)

@@ -44,8 +44,9 @@ prefill_step_base_s         0.0        extra fixed cost of a step that prefills 
 frontend_latency_s          0.0        fixed latency between a request's arrival and its
                                        entry into the engine queue (API server, tokenizer);
                                        it adds to TTFT but takes no engine time
-frontend_service_s          0.0        API-server intake time per request; > 0 turns on the
-                                       front-end queue model (simulator.engine.Frontend)
+frontend_service_s          0.0        API-server intake work per request (mean); > 0 turns
+                                       on the front-end model (simulator.engine.Frontend):
+                                       the work is shared with every request in flight
 frontend_cpu_per_token_s    0.0        API-server CPU per streamed token (front-end load)
 admission                   fifo       ``fifo``: the queue head blocks the others when it
                                        does not fit; ``first_fit``: later requests that

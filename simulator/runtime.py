@@ -56,7 +56,8 @@ class BatchRunner:
     def submit(self, stream, extra_delay: float = 0.0) -> None:
         seq = Seq(stream.prompt_tokens, stream.max_tokens, stream)
         stream.seq = seq
-        delay = self.frontend.latency(perf_counter()) + extra_delay
+        in_flight = self.engine.num_running + self.engine.num_waiting + self.pending
+        delay = self.frontend.latency(perf_counter(), in_flight) + extra_delay
         if delay > 0:
             self.pending += 1
             self.loop.call_later(delay, self._enqueue_later, seq)
@@ -115,7 +116,7 @@ class BatchRunner:
             duration, emitted = eng.step()
             t_end = t_start + duration
             await self._sleep_until(t_end)
-            self.frontend.observe(t_end, len(emitted), 0)
+            self.frontend.observe(t_end, len(emitted))
             for s in emitted:
                 s.owner.on_token(s.generated)
 

@@ -113,7 +113,8 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
         r = _Req(t_arrival, prompt, out, cls)
         s = Seq(prompt, out, r)
         tie += 1
-        heapq.heappush(pending, (t_arrival + fe.latency(t_arrival), tie, s))
+        in_flight = len(eng.running) + len(eng.waiting) + len(pending)
+        heapq.heappush(pending, (t_arrival + fe.latency(t_arrival, in_flight), tie, s))
 
     for u in range(users):
         new_request(ramp_s * u / max(users, 1))
@@ -137,7 +138,7 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
             wait_area += nw * dur
             busy += dur
         t += dur
-        fe.observe(t, len(emitted), 0)
+        fe.observe(t, len(emitted))
         for s in emitted:
             r = s.owner
             if s.generated == 1:

@@ -505,6 +505,21 @@ def test_batch_engine_step_arithmetic_matches_virtual_time():
     assert eng.num_running == 1 and eng.kv_used == 153
 
 
+def test_reference_profile_fits_the_published_p95_ttft():
+    """v100-7b-tp8 in virtual time: P95 TTFT at 80 and 120 users within 25 % of the published 4.6 s
+    and 8.2 s, so that P95 < 5 s holds at 80 users and not at 120 (the published capacity: 80-100
+    users).  The earlier front-end model gave 8.5 s and 10.6 s."""
+    sys.path.insert(0, ROOT)
+    from simulator.profiles import load_profile
+    from simulator.virtual import simulate_closed_loop
+
+    p = load_profile("v100-7b-tp8")
+    for users, published in ((80, 4.6), (120, 8.2)):
+        p95 = sum(simulate_closed_loop(p, users, duration_s=600, warmup_s=120, seed=s)["ttft_p95"] for s in (0, 1)) / 2
+        assert abs(p95 / published - 1) <= 0.25, (users, p95)
+        assert (p95 < 5) == (users == 80), (users, p95)
+
+
 # ---------------------------------------------------------------- command line
 def _run_bad(*args):
     r = subprocess.run([PY, "-m", "simulator", "--port", "0", *args], cwd=ROOT, capture_output=True, text=True, timeout=20)
