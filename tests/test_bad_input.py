@@ -18,6 +18,8 @@ import pytest
 
 from tests.helpers import LOCUST, ROOT, simulator
 
+pytestmark = pytest.mark.process
+
 PARALLEL = 4
 TIMEOUT_S = 120
 

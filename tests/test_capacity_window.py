@@ -85,6 +85,7 @@ def test_the_judged_window_is_the_one_the_search_judges_on():
     assert search.judge(0)
 
 
+@pytest.mark.process
 def test_a_headless_master_refuses_it_before_any_load(tmp_path):
     """A real master with a capacity search of 5 s levels and no warm-up: 1 s left to judge. Exit 2,
     one line naming --step-time and 8 s, no request to the server, no results folder."""

@@ -12,6 +12,8 @@ import pytest
 
 from tests.helpers import free_port, read_results, read_truth, simulator, start_locust, stop, wait_for_lines
 
+pytestmark = pytest.mark.process
+
 COMMON = ("--max-tokens-override", "40", "--seed", "11")
 
 

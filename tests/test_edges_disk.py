@@ -10,6 +10,8 @@ import os
 import re
 import time
 
+import pytest
+
 from core.errors import InputError
 from metrics.summary import summarize
 from plugin import exit_codes, results
@@ -17,6 +19,8 @@ from plugin.results import ResultsWriter, row_bytes
 from tests.edges import fill, record_ids, run_on_a_full_disk
 from tests.test_edges_results import LOAD, small_disk  # noqa: F401  small_disk: the tmpfs fixture
 from tests.test_results_writer import rows
+
+pytestmark = pytest.mark.process
 
 HELD = 10  # the limit, in records of rows(): what the tests let the writer hold
 

@@ -8,9 +8,13 @@ import signal
 import time
 from collections import Counter
 
+import pytest
+
 from plugin import exit_codes
 from tests.edges import ended, kill_all, launch, records, slow_profile, summary_of, truth_count, truth_ids, wait_for
 from tests.helpers import free_port, run_locust, simulator
+
+pytestmark = pytest.mark.process
 
 LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "4")
 

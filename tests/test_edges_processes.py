@@ -13,7 +13,11 @@ from pathlib import Path
 
 import psutil
 
+import pytest
+
 from tests.helpers import ROOT
+
+pytestmark = pytest.mark.process
 
 
 def test_a_refused_run_with_forked_workers_ends_at_once_with_them(tmp_path):

@@ -19,6 +19,8 @@ from tests.edges import (
 )  # fmt: skip
 from tests.helpers import ROOT, run_locust, simulator
 
+pytestmark = pytest.mark.process
+
 LOAD = ("--headless", "--model", "sim-model", "--max-tokens-override", "20", "--seed", "3")
 
 

@@ -31,6 +31,8 @@ from tests.helpers import ROOT, free_port, read_results, run_locust, simulator, 
 from tests.test_sse_reader import HEAD, ScriptedServer, chunked, content, sse
 from users.stream import Exchange, StreamClient
 
+pytestmark = pytest.mark.process
+
 READ = 65536
 
 

@@ -10,11 +10,15 @@ import shutil
 import signal
 import time
 
+import pytest
+
 from plugin import exit_codes
 from tests.edges import (
     ended, kill_all, launch, record_ids, reports, slow_profile, summary_of, truth_count, truth_ids, wait_for,
 )  # fmt: skip
 from tests.helpers import ROOT, free_port, simulator
+
+pytestmark = pytest.mark.process
 
 LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "6")
 

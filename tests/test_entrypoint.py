@@ -18,6 +18,8 @@ import pytest
 
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.process
+
 PATH = os.path.join(ROOT, "deploy", "entrypoint.py")
 spec = importlib.util.spec_from_file_location("suite_entrypoint", PATH)
 ep = importlib.util.module_from_spec(spec)

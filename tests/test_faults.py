@@ -17,6 +17,8 @@ import pytest
 
 from tests.helpers import free_port, read_results, read_truth, run_locust, simulator, start_locust, stop
 
+pytestmark = pytest.mark.process
+
 TIMEOUT_S = 3.0  # --timeout-first-token and --timeout-idle: far below the stalls, far above a busy machine's hiccups
 STALL_S = 8.0
 SLOW_HEADERS_S = 0.3  # far below the head timeout (--timeout-first-token, from the write): these end ok

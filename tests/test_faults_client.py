@@ -23,6 +23,8 @@ from tests.helpers import LOCUST, ROOT, free_port, read_results, read_truth, run
 from users.llm import exchange_class, parse_retry_after, retry_wait
 from users.stream import Exchange, StreamClient
 
+pytestmark = pytest.mark.process
+
 RETRY_ID = re.compile(r"^(.*)-r(\d+)$")
 
 

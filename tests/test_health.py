@@ -15,6 +15,8 @@ import pytest
 
 from tests.helpers import read_results, run_locust, simulator
 
+pytestmark = pytest.mark.process
+
 FLOOD = "kind: fixed\nmodel: sim-model\nttft_s: 0.02\nitl_s: 0.001\nmax_model_len: 1000000\n"
 LIGHT = "kind: fixed\nmodel: sim-model\nttft_s: 0.1\nitl_s: 0.02\nmax_model_len: 1000000\n"
 

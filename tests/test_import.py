@@ -345,6 +345,7 @@ def test_bad_options_exit_2(tmp_path, capsys):
 FAST_PROFILE = "kind: fixed\nttft_s: 0.002\nitl_s: 0.0001\nstream_interval: 50\nmax_model_len: 1048576\n"
 
 
+@pytest.mark.process
 def test_imported_workload_run_reproduces_the_log(tmp_path, capsys):
     """Import ~3,000 requests, run the imported spec against the simulator, and compare the run's
     medians of prompt characters, prompt tokens (as the simulator counts them) and output tokens

@@ -9,6 +9,8 @@ import pytest
 
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
 
+pytestmark = pytest.mark.process
+
 SHORT = ("--max-tokens-override", "6")  # TTFT 0.1 s + 5 x 0.02 s: 0.2 s per request
 
 

@@ -14,6 +14,8 @@ import pytest
 from tests.helpers import read_results, read_truth, run_locust, simulator, start_locust, stop, wait_for_lines
 from tests.netns import topology, unavailable_reason
 
+pytestmark = pytest.mark.process
+
 SEED_ARGS = ("--seed", "5", "--max-tokens-override", "30")
 MASTER_PORT = 5557
 SIM_PORT = 8000

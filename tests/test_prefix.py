@@ -44,6 +44,7 @@ def texts_digest(path: str) -> str:
     return hashlib.sha256("\x00".join(spec.classes["short"].shared_prefix.texts).encode()).hexdigest()
 
 
+@pytest.mark.process
 def test_prefixes_are_fixed_distinct_and_exact(tmp_path):
     path = write(tmp_path)
     spec = load_spec(path)
@@ -113,6 +114,7 @@ def test_validation(tmp_path, raw, needle):
     assert needle in str(ei.value) and "shared_prefix" in str(ei.value)
 
 
+@pytest.mark.process
 def test_server_receives_the_shared_prefixes(tmp_path):
     """What goes over the wire: about half of the `short` requests open with one of the four
     1500-character system prompts, byte for byte the same in every request that uses it."""

@@ -224,6 +224,7 @@ def test_port_option():
             parse_port(bad)
 
 
+@pytest.mark.process
 def test_taken_port_is_a_clear_error(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -294,6 +295,7 @@ def _check_during(scrapes: list, final: dict) -> None:
         assert sum(s["llm_e2e_seconds_count"].values()) == ok
 
 
+@pytest.mark.process
 def test_local_run_metrics_equal_records(tmp_path, simulator):
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
@@ -325,6 +327,7 @@ def test_local_run_metrics_equal_records(tmp_path, simulator):
     assert summary["records"]["total"] == n
 
 
+@pytest.mark.process
 def test_distributed_run_metrics_equal_records(tmp_path):
     """A real master (serving /metrics, built-in simulator) and one worker process."""
     port, master_port = free_port(), free_port()
@@ -358,6 +361,7 @@ def test_distributed_run_metrics_equal_records(tmp_path):
     assert "llm_master_cpu_percent" in final  # the worker has quit by now: no sample for it
 
 
+@pytest.mark.process
 def test_web_ui_mode_serves_metrics(tmp_path):
     """Web UI mode (a run started by --autostart), options from environment variables."""
     port, web_port = free_port(), free_port()

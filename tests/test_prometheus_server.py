@@ -24,7 +24,7 @@ from plugin.prometheus import TTFT_BUCKETS
 from tests.test_prometheus import NO_PROXY, ROOT, free_port, locust, simulator, tail, wait_exit, wait_for  # noqa: F401 (fixture)
 
 PROMETHEUS = shutil.which("prometheus")
-pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="needs the prometheus binary (apt-get install prometheus; .ci/run does)")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(PROMETHEUS is None, reason="needs the prometheus binary (apt-get install prometheus; .ci/run does)")]
 
 
 def scrape_config(client: str, server: str) -> dict:

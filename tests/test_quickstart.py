@@ -6,9 +6,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT, read_results
 from tests.test_readme import readme
 
+pytestmark = pytest.mark.process
 
 def test_quickstart_main_job(tmp_path):
     command = re.findall(r"```bash\n(.*?)\n```", readme().split("## Quickstart", 1)[1], re.S)[0]

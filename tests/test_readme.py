@@ -7,6 +7,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from plugin.options import markdown_table
 from tests.helpers import ROOT
 
@@ -175,6 +177,7 @@ def citations(paths: list[str]) -> list[str]:
     return found
 
 
+@pytest.mark.process  # git ls-files
 def test_nothing_cites_a_document_outside_the_repository():
     files = repository_files()
     assert os.path.join(ROOT, "README.md") in files and os.path.join(ROOT, "plugin", "hooks.py") in files

@@ -22,7 +22,7 @@ import pytest
 
 from tests.servers import checks, harness, venvs
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.servers, pytest.mark.timeout(900)]
 
 USERS = 4  # = llama.cpp slots
 

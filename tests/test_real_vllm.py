@@ -36,6 +36,7 @@ import pytest
 from tests.servers import checks, harness, venvs
 
 pytestmark = [
+    pytest.mark.servers,
     pytest.mark.timeout(1500),
     pytest.mark.skipif(
         os.environ.get("LLM_TEST_VLLM") != "1",

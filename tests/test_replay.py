@@ -119,6 +119,7 @@ def test_replay_options(tmp_path):
 # ------------------------------------------------------------------------------------ end to end
 
 
+@pytest.mark.process
 def test_replay_sends_logged_prompts_verbatim_at_scaled_times_and_ends_with_the_trace(tmp_path):
     log = tmp_path / "log.jsonl"
     with open(log, "w", encoding="utf-8") as f:
@@ -154,6 +155,7 @@ def test_replay_sends_logged_prompts_verbatim_at_scaled_times_and_ends_with_the_
     assert set(df["request_class"]) <= {"short", "medium", "long"}
 
 
+@pytest.mark.process
 def test_replay_is_cut_by_run_time(tmp_path):
     path = write_trace(tmp_path / "t.jsonl", [{"t": i * 0.5, "text": f"q{i}", "max_tokens": 2} for i in range(60)])
     with CaptureServer() as srv:
@@ -164,6 +166,7 @@ def test_replay_is_cut_by_run_time(tmp_path):
     assert 3 <= len(df) <= 12, len(df)  # about 3 s of a 30 s trace at 2 requests/s
 
 
+@pytest.mark.process
 def test_two_workers_replay_a_trace_on_one_clock(tmp_path):
     """A 30 s trace at ~20 requests/s (Poisson, ~600 requests) over two workers: each request
     once, request i by process i mod 2, at its logged time; P99 schedule lag under 50 ms (a

@@ -83,6 +83,7 @@ def charts_in(html: str) -> list[str]:
 # build
 
 
+@pytest.mark.process
 def test_report_built_at_the_end_of_the_run(runs):
     proc = runs["base_proc"]
     log = proc.stdout + proc.stderr
@@ -91,6 +92,7 @@ def test_report_built_at_the_end_of_the_run(runs):
     assert f"report: {html}" in log, "the run logs one line with the report's path"
 
 
+@pytest.mark.process
 def test_report_has_every_chart_and_the_contract(runs):
     path = runs["base"]
     with open(os.path.join(path, "report.html"), encoding="utf-8") as f:
@@ -123,6 +125,7 @@ def test_report_has_every_chart_and_the_contract(runs):
     assert "| overall |" in md and f"{p95:,.0f}" in md and "Metric definitions" in md
 
 
+@pytest.mark.process
 def test_show_prints_the_summary_table(runs):
     proc = reports_cli("show", runs["base"])
     assert proc.returncode == 0, proc.stderr
@@ -131,6 +134,7 @@ def test_show_prints_the_summary_table(runs):
     assert f"{summary['overall']['ttft_ms']['p95']:,.0f}" in proc.stdout
 
 
+@pytest.mark.process
 def test_build_and_show_errors_are_one_line(tmp_path):
     proc = reports_cli("build", str(tmp_path / "nope"))
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
@@ -143,6 +147,7 @@ def test_build_and_show_errors_are_one_line(tmp_path):
 # compare
 
 
+@pytest.mark.process
 def test_compare_same_setup_passes(runs):
     for base, new in (("base", "same"), ("same", "base")):
         out = os.path.join(runs["results"], f"cmp-{base}-{new}")
@@ -154,6 +159,7 @@ def test_compare_same_setup_passes(runs):
         assert os.path.isfile(os.path.join(out, "compare.md"))
 
 
+@pytest.mark.process
 def test_compare_slower_prefill_fails_naming_the_metric(runs):
     proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "ttft.p95>+10%")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -170,6 +176,7 @@ def test_compare_slower_prefill_fails_naming_the_metric(runs):
     assert proc.returncode == 0, proc.stdout
 
 
+@pytest.mark.process
 def test_compare_values_equal_the_summary(runs):
     from reports.compare import compare
 
@@ -192,6 +199,7 @@ def test_compare_values_equal_the_summary(runs):
                 assert m["ci"][0] <= m["ci"][1]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "rule, words",
     [
@@ -212,6 +220,7 @@ def test_bad_rule_is_one_line_exit_2(runs, rule, words):
     assert "e.g." in proc.stderr or "classes and steps" in proc.stderr
 
 
+@pytest.mark.process
 def test_class_qualified_and_absolute_rules(runs):
     proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "short.ttft.p50>+10ms,long.e2e.p99>+50%,error_rate>+5pp")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -272,6 +281,7 @@ def _steps_run(folder, n=6000, seed=2, slow=1.0):
     return summary
 
 
+@pytest.mark.process
 def test_steps_slo_capacity_and_server_metrics(tmp_path):
     from reports.build import build
 
@@ -403,6 +413,7 @@ def _small_run(folder, error_rate=0.05, slo="", steps=(4, 8), n=2000):
                      steps=steps, slo=slo)  # fmt: skip
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("version, words", [(None, "no schema_version"), (7, "schema_version 7")])
 def test_a_summary_of_another_schema_is_refused_in_one_line(tmp_path, version, words):
     _small_run(tmp_path)
@@ -422,6 +433,7 @@ def test_a_summary_of_another_schema_is_refused_in_one_line(tmp_path, version, w
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and str(path) in proc.stderr
 
 
+@pytest.mark.process
 def test_a_summary_with_a_wrong_field_names_it(tmp_path):
     _small_run(tmp_path)
     path = tmp_path / "summary.json"
@@ -526,6 +538,7 @@ def test_time_grid_last_bin_is_at_least_half_a_bin(span, n, last):
     assert grid.index(np.array([99.0, 100.0 + max(1.0, span) + 0.01, np.nan])).tolist() == [-1, -1, -1]
 
 
+@pytest.mark.process
 def test_an_incomplete_run_says_why_in_every_output(tmp_path):
     from core.files import write_json
     from reports.build import build
@@ -539,6 +552,7 @@ def test_an_incomplete_run_says_why_in_every_output(tmp_path):
     assert "note: the run was interrupted (the writer could not finish); results are partial" in shown.stdout
 
 
+@pytest.mark.process
 def test_build_writes_the_formats_asked_for(tmp_path):
     _small_run(tmp_path)
     proc = reports_cli("build", str(tmp_path), "--format", "md")

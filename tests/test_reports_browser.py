@@ -17,6 +17,8 @@ from tests.cdp import check_report, find_chromium
 from tests.helpers import run_locust, simulator
 from tests.test_reports import CLASS_CHARTS, DIST_CHARTS, STEP_CHARTS, TIME_CHARTS, _steps_run
 
+pytestmark = pytest.mark.browser
+
 
 def _need_chromium() -> None:
     if find_chromium() is None:

@@ -27,6 +27,8 @@ import pytest
 
 from tests.helpers import LOCUST, ROOT, free_port
 
+pytestmark = pytest.mark.process
+
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 

@@ -117,6 +117,7 @@ def test_failed_scrapes_are_counted_not_fatal(tmp_path):
     assert table.schema.names == SCHEMA.names and table.num_rows == 0
 
 
+@pytest.mark.process
 def test_run_with_server_metrics_matches_the_records(tmp_path, simulator):
     results = tmp_path / "results"
     log = str(tmp_path / "locust.log")

@@ -174,6 +174,7 @@ def sessions_of(df):
     return {sid: g.sort_values("turn") for sid, g in df[df["session_id"] != ""].groupby("session_id")}
 
 
+@pytest.mark.process
 def test_conversations_carry_the_replies_received(tmp_path):
     with CaptureServer() as srv:
         proc = run_locust("--host", srv.url, "--model", "capture", "--workload", write_spec(tmp_path),
@@ -213,6 +214,7 @@ def test_conversations_carry_the_replies_received(tmp_path):
     assert by_turn["2"]["ttft_ms"]["p50"] is not None
 
 
+@pytest.mark.process
 def test_open_loop_conversations_schedule_later_turns_from_the_reply(tmp_path):
     spec = write_spec(tmp_path, SESSION_SPEC.replace("weight: 0.75", "weight: 1.0").split("  single:")[0])
     with CaptureServer() as srv:

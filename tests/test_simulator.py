@@ -15,6 +15,8 @@ from time import perf_counter
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.test_simulator import Conn, chat, content_events, start_sim, write_truth_flush_wait
 
+pytestmark = pytest.mark.process
+
 FAST = {"kind": "fixed", "ttft_s": 0.01, "itl_s": 0.002, "max_model_len": 100000}
 BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 8, "max_num_batched_tokens": 512,
          "step_base_s": 0.003, "per_seq_s": 0.0, "per_prefill_token_s": 0.0}

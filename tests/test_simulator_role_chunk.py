@@ -15,6 +15,8 @@ import pytest
 
 from tests.test_simulator import start_sim
 
+pytestmark = pytest.mark.process
+
 TTFT = 0.3
 
 

@@ -40,6 +40,7 @@ def test_tokenizer_count_when_no_usage(tokenizer_dir):
     assert rec2.tpot_s == pytest.approx((rec2.e2e_s - rec2.ttft_s) / (expected - 1))
 
 
+@pytest.mark.process
 def test_run_without_usage_counts_with_the_tokenizer(tmp_path, tokenizer_dir):
     no_usage = '{"stream_options": {"include_usage": false}}'
     with simulator("--profile", "fixed") as url:
@@ -53,6 +54,7 @@ def test_run_without_usage_counts_with_the_tokenizer(tmp_path, tokenizer_dir):
     assert summary["overall"]["tokens"]["source"] == {"tokenizer": summary["overall"]["requests"]["ok"]}
 
 
+@pytest.mark.process
 def test_missing_tokenizer_is_refused_before_load(tmp_path):
     proc = run_locust("--host", "http://127.0.0.1:9", "--model", "m", "-t", "2s", "--tokenizer", str(tmp_path / "nope"),
                       "--results-dir", str(tmp_path))  # fmt: skip

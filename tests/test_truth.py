@@ -13,6 +13,8 @@ import pytest
 
 from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
 
+pytestmark = pytest.mark.process
+
 
 SHORT_MIX = """
 name: short-replies

@@ -14,7 +14,11 @@ import os
 
 import numpy as np
 
+import pytest
+
 from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
+
+pytestmark = pytest.mark.process
 
 WORKLOAD = """
 name: connect-ramp

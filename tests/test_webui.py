@@ -471,6 +471,7 @@ def _status(url: str) -> int:
         return e.code
 
 
+@pytest.mark.process
 def test_web_ui_run_with_processes_serves_the_records(tmp_path):
     """A web-UI run with --processes 2 (master + 2 forked workers, records shipped every 3 s, open
     streams with every report): the LLM view's live numbers come from the merged records and the
@@ -558,6 +559,7 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
     assert tab[-1]["ended"] == summary["overall"]["requests"]["sent"]
 
 
+@pytest.mark.process
 def test_local_web_ui_run_shows_tokens_before_any_request_ended(tmp_path):
     """One local process with the web UI (no workers): replies take 6 s, and the view shows
     tokens/s, TTFT and the open streams while no request has ended yet."""
@@ -581,6 +583,7 @@ def test_local_web_ui_run_shows_tokens_before_any_request_ended(tmp_path):
         stop_group(proc)
 
 
+@pytest.mark.process
 def test_workers_are_ready_for_the_next_start_soon_after_a_stop(tmp_path):
     """Locust's worker waits --stop-timeout after every stop before it tells the master it is ready
     (30 s by default here): a Start pressed after a Stop in the web UI waited that long for its

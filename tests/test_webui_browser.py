@@ -37,6 +37,8 @@ import pytest
 from tests.helpers import LOCUST, ROOT, free_port
 from tests.test_webui import start_group, stop_group
 
+pytestmark = pytest.mark.browser
+
 log = logging.getLogger(__name__)
 
 SET_VALUE_JS = """(function (name, value) {

@@ -512,6 +512,7 @@ def test_cli_check_bad_spec(tmp_path, capsys):
     assert err.count("\n") == 0 and "classes.short.weight" in err
 
 
+@pytest.mark.process
 def test_cli_module_runs(tmp_path):
     p = write(tmp_path, BAD_SPECS["unknown_dist"][0])
     r = subprocess.run([sys.executable, "-m", "workloads", "check", p], cwd=REPO,
