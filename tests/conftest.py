@@ -28,7 +28,7 @@ _CONTAINERS = {"podman", "podman-compose", "docker", "buildah", "debootstrap"}
 
 def kind_of(argv) -> str:
     words = [os.fsdecode(w) for w in (argv or ())] if not isinstance(argv, (str, bytes)) else [os.fsdecode(argv)]
-    names = {os.path.basename(w.split()[0]) if w.strip() else "" for w in words}
+    names = {os.path.basename(w.split()[0]) for w in words if w.strip() and not w.startswith("-")}
     if names & _CONTAINERS:
         return "containers"
     if any(n.startswith("chrom") or n == "headless_shell" for n in names):
@@ -51,7 +51,6 @@ def pytest_collection_modifyitems(items):
 # ------------------------------------------------------------------ the check, while tests run
 
 _current: tuple[str, frozenset] | None = None  # (test id, its declared kinds) during its setup/call/teardown
-_PYTEST_PID = os.getpid()
 
 
 def _refuse(what: str, need: str) -> None:
@@ -70,17 +69,23 @@ def _audit(event: str, args: tuple) -> None:
     elif event == "os.system":
         argv = args[0]
     elif event in ("os.fork", "os.forkpty"):
-        argv = None  # the command shows in the child's os.exec (gevent's Popen forks, then execs)
+        argv = _popen_args()  # gevent's Popen (Locust's, once imported) forks, then execs in the child
     else:
         return
     kinds = _current[1]
     if not kinds:
-        if event == "os.exec" and os.getpid() != _PYTEST_PID:
-            return  # the fork before it was already refused
         _refuse(_describe(argv), "process")
     kind = kind_of(argv) if argv is not None else "process"
     if kind != "process" and kind not in kinds:
         _refuse(_describe(argv), kind)
+
+
+def _popen_args():
+    """The command of the Popen this fork is for, if it is one (None for a bare fork)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name != "_execute_child":
+        frame = frame.f_back
+    return frame.f_locals.get("args") if frame is not None else None
 
 
 def _describe(argv) -> str:

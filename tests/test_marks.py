@@ -1,0 +1,85 @@
+"""tests/conftest.py holds every test to the marks of what it starts: a pytest of its own runs probe
+tests under it (with Locust's gevent subprocess and with the standard one) and each wrong mark
+fails naming the mark to add, while a right one passes; `-m unit` selects the unmarked tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.process
+
+PROBE = '''
+import subprocess, sys
+import pytest
+{gevent}
+
+def run(*argv):
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+
+def test_unit_computes():
+    assert sum(range(4)) == 6
+
+def test_unit_starts_python():
+    run(sys.executable, "-c", "pass")
+
+@pytest.mark.process
+def test_process_starts_python():
+    assert run(sys.executable, "-c", "print(6)").stdout == "6\\n"
+
+@pytest.mark.process
+def test_process_starts_chromium():
+    run("./bin/chromium")
+
+@pytest.mark.browser
+def test_browser_starts_chromium():
+    assert run("./bin/chromium").returncode == 0
+
+@pytest.mark.process
+def test_process_starts_podman():
+    run("./bin/podman", "ps")
+
+@pytest.mark.containers
+def test_containers_starts_podman_and_python():
+    assert run("./bin/podman", "ps").returncode == 0 and run(sys.executable, "-c", "pass").returncode == 0
+'''
+
+
+def probe(tmp_path, gevent: bool, *args: str) -> subprocess.CompletedProcess:
+    shutil.copy(os.path.join(ROOT, "tests", "conftest.py"), tmp_path / "conftest.py")
+    shutil.copy(os.path.join(ROOT, "pytest.ini"), tmp_path / "pytest.ini")
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    for tool in ("chromium", "podman"):  # stand-ins: what a command is, is told by its name
+        (tmp_path / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
+        (tmp_path / "bin" / tool).chmod(0o755)
+    (tmp_path / "test_probe.py").write_text(PROBE.format(gevent="import locust  # gevent's subprocess" if gevent else ""))
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-rA", *args,
+                           "test_probe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize("gevent", [True, False], ids=["gevent", "standard"])
+def test_a_test_that_starts_more_than_its_marks_say_fails_naming_the_mark(tmp_path, gevent):
+    out = probe(tmp_path, gevent).stdout
+    outcomes = {test: result for result, test in re.findall(r"^(PASSED|FAILED) test_probe.py::(\w+)", out, re.M)}
+    assert outcomes == {
+        "test_unit_computes": "PASSED", "test_unit_starts_python": "FAILED",
+        "test_process_starts_python": "PASSED", "test_process_starts_chromium": "FAILED",
+        "test_browser_starts_chromium": "PASSED", "test_process_starts_podman": "FAILED",
+        "test_containers_starts_podman_and_python": "PASSED",
+    }, out[-3000:]  # fmt: skip
+    for test, need in (("test_unit_starts_python", "process"), ("test_process_starts_chromium", "browser"),
+                       ("test_process_starts_podman", "containers")):
+        assert re.search(rf"test_probe.py::{test} starts `.*` but is marked \w+: mark it {need} "
+                         rf"\(pytestmark = pytest.mark.{need} in its module", out), (test, out[-3000:])
+
+
+def test_unit_selects_the_tests_without_a_mark(tmp_path):
+    out = probe(tmp_path, False, "-m", "unit", "--collect-only", "-q").stdout
+    assert re.findall(r"test_probe.py::(\w+)", out) == ["test_unit_computes", "test_unit_starts_python"], out
