@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from tests.helpers import read_results, run_locust
+
+pytestmark = pytest.mark.process
 
 PROGRESS = re.compile(
     r"progress 0:\d\d \| (\d+) users \| (\d+) ok, (\d+) failed \| ([\d,]+) output tok/s \| "

@@ -11,9 +11,13 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from plugin import exit_codes
 from tests.edges import ended, kill_all, launch, record_ids, reports, slow_profile, truth_count, wait_for
 from tests.helpers import LOCUST, ROOT, free_port, simulator
+
+pytestmark = pytest.mark.process
 
 LOAD = ("--headless", "--model", "sim-model", "--seed", "3")
 
