@@ -18,7 +18,7 @@ from plugin.prometheus import Prometheus
 from plugin.replay import ReplayEnd
 from plugin.server_metrics import ServerMetrics
 from plugin.shape import LLMShape  # noqa: F401  step ramps and capacity search (Locust runs it only for those)
-from reports.plugin import Reports
+from reports.plugin import JUnit, Reports
 from users.llm import ConfiguredUser  # noqa: F401
 from webui.plugin import WebUI
 
@@ -28,6 +28,7 @@ install(
     ServerMetrics(),  # --server-metrics scraping into server_metrics.parquet
     ReplayEnd(),  # --replay: the run ends once every process sent its share
     Reports(),  # report.html and report.md at the end of every run
+    JUnit(),  # --junit: the run's checks as JUnit XML
     WebUI(),  # the LLM view in the web UI (/llm, LLM tab) and the start form's check
     FailFast(),  # a headless run whose requests all fail from the start stops with one line
     Console(),  # a progress line every 10 s; Locust's own rounded tables left out

@@ -34,6 +34,7 @@ OPTIONS: list[tuple[str, dict]] = [
     ("--warmup", dict(default="0s", help="Exclude requests sent in the first DURATION of the run from the statistics")),
     ("--results-dir", dict(default="results", help="Folder that receives results/<run-id>/")),
     ("--run-id", dict(default="", help="Name of the results folder; empty = <UTC time>-<random>")),
+    ("--junit", dict(default="", include_in_web_ui=False, help="Also write JUnit XML to this file at the end of the run: one test case per run check and per --slo objective, a failure carrying the measured value (docs/ci.md)")),
     ("--overwrite", dict(action="store_true", default=False, help="Replace an existing results folder of the same --run-id; without it such a run is refused before any load")),
     ("--sim-profile", dict(default="v100-7b-tp8", help="Profile of the built-in simulator used when no --host is given")),
     ("--sim-timestamps", dict(action="store_true", default=False, include_in_web_ui=False, help="Ask the simulator to stamp its send time into every chunk (client-accuracy benchmarks)")),

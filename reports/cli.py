@@ -5,7 +5,7 @@
                                                         killed is recovered first: requests.parquet and
                                                         summary.json, complete: false)
     python -m reports show results/<run-id>             the summary tables in the terminal
-    python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--resamples N] [--seed S]
+    python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--junit FILE] [--resamples N] [--seed S]
 
 Exit codes: 0 fine, 1 a --fail-on rule found a regression, 2 a usage or input error (one line).
 """
@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         "only when the change is beyond N and the confidence interval of the change excludes 0. "
         "E.g. 'ttft.p95>+10%%,output_tokens_per_s<-5%%,short.e2e.p99>+200ms,error_rate>+1pp'"))  # fmt: skip
     c.add_argument("--out", default="", help="folder for compare.md and compare.json (default: NEW)")
+    c.add_argument("--junit", default="", help="also write JUnit XML to FILE: one test case per --fail-on rule, a failure "
+                   "carrying base, new and the change")
     c.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     c.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         from reports.compare import RuleError, run_compare
 
         try:
-            return run_compare(args.base, args.new, args.fail_on, args.out or None, args.resamples, args.seed, args.confidence)
+            return run_compare(args.base, args.new, args.fail_on, args.out or None, args.resamples, args.seed, args.confidence,
+                               junit=args.junit or None)
         except RuleError as e:
             sys.stderr.write(f"error: {e}\n")
             return 2

@@ -394,7 +394,7 @@ def judge(result: dict, rules: list[Rule]) -> list[dict]:
         else:
             reason = "within the threshold"
         verdicts.append({"rule": rule.text, "scope": rule.scope, "metric": rule.metric, "failed": failed, "change": change,
-                         "relative": rule.relative, "significant": row["significant"], "ci": row["ci"],
+                         "relative": rule.relative, "significant": row["significant"], "ci": row["ci"], "unit": row["unit"],
                          "base": row["base"], "new": row["new"], "reason": reason})  # fmt: skip
     return verdicts
 
@@ -483,7 +483,7 @@ def _change(v: dict) -> str:
 
 
 def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = None, resamples: int = 1000,
-                seed: int = 0, confidence: float = 0.95) -> int:
+                seed: int = 0, confidence: float = 0.95, junit: str | None = None) -> int:
     rules = parse_rules(fail_on)  # a bad rule is an error before any work
     if resamples < 100:
         raise RuleError("--resamples: use at least 100 (default 1000)")
@@ -497,6 +497,10 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
     os.makedirs(out_dir, exist_ok=True)
     write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(_json_safe(result), indent=2) + "\n")
     write_atomic(os.path.join(out_dir, "compare.md"), markdown(result, verdicts))
+    if junit:
+        from reports.junit import compare_cases, write_junit
+
+        write_junit(junit, f"compare {result['base']['run_id']} -> {result['new']['run_id']}", compare_cases(verdicts))
     m = result["method"]
     print(f"compare: base {result['base']['run_id']} ({result['base']['path']})\n"
           f"         new  {result['new']['run_id']} ({result['new']['path']})\n"
@@ -515,7 +519,7 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
                        and r["delta_pct"] is not None and math.isfinite(r["delta_pct"]) and abs(r["delta_pct"]) >= 5]
             more = f" and {len(flagged) - 6} more" if len(flagged) > 6 else ""
             print(f"  {s['label']}: {', '.join(flagged[:6]) + more if flagged else 'none'}")
-    print(f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}")
+    print(f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}" + (f", {junit}" if junit else ""))
     for w in result["warnings"]:
         print(f"\nwarning: {w}")
     if verdicts:

@@ -1,4 +1,5 @@
-"""Builds report.html and report.md at the end of every run (headless, web UI, distributed master).
+"""Builds report.html and report.md at the end of every run (headless, web UI, distributed master),
+and the JUnit XML of --junit (JUnit).
 
 Installed by locustfile.py; its hook runs on the process that writes results once summary.json is
 on disk. A failure to build is logged and never touches the results (records and summary.json are
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
+from plugin import exit_codes
 from plugin.state import Plugin
 
 log = logging.getLogger("llm.reports")
@@ -30,3 +32,27 @@ class Reports(Plugin):
                           "python -m reports build %s", run.writer.path, run.writer.path)  # fmt: skip
             return
         log.info("report: %s (%.1f s)", paths["html"], time.perf_counter() - t)
+
+
+class JUnit(Plugin):
+    """--junit FILE: the run's checks as JUnit XML (reports/junit.py), written even when the results
+    could not be written, since that is one of its test cases."""
+
+    def run_finished(self, run, summary) -> None:
+        path = getattr(run.environment.parsed_options, "junit", "")
+        if path:
+            write_run_junit(run, summary, path)
+
+
+def write_run_junit(run, summary, path: str) -> None:
+    from metrics.schema import as_summary
+    from reports.junit import run_cases, write_junit
+
+    cases = run_cases(as_summary(summary), run.writer.not_written, find_capacity=run.plan.find_capacity)
+    try:
+        write_junit(path, f"run {run.run_id}", cases, time.time() - run.started)
+    except OSError as e:  # the pipeline would read no verdict: the run fails as if its results were lost
+        log.error("junit: could not write %s: %s (exit %d)", path, e, exit_codes.RESULTS_NOT_WRITTEN)
+        exit_codes.raise_to(run.environment, exit_codes.RESULTS_NOT_WRITTEN)
+        return
+    log.info("junit: %s (%d checks, %d failed)", path, len(cases), sum(c.failure is not None for c in cases))
