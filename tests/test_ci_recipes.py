@@ -17,9 +17,12 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import pytest
 import yaml
 
 from tests.helpers import ROOT, simulator
+
+pytestmark = pytest.mark.process
 
 CI = os.path.join(ROOT, "deploy", "ci")
 INSTALL = "pip install -r requirements.txt"

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from metrics.schema import as_summary
 from plugin import exit_codes
 from reports.junit import run_cases
 from tests.helpers import read_results, run_locust, simulator
 from tests.test_ci_recipes import junit_cases
+
+pytestmark = pytest.mark.process
 
 
 def test_a_missed_slo_and_failed_requests_are_failed_cases_with_the_measured_values(tmp_path):
