@@ -5,6 +5,13 @@ this per-process greenlet parses, builds the record, ships it and fires the Locu
 yielding to the event loop after each one. Without it, streams that end together (same length,
 same start) make a burst of parsing during which every other open stream waits to be read, and
 the last tokens of the burst are stamped late.
+
+Memory between the users and the writer is bounded. A user waits in `submit` while the exchanges
+handed over and not yet parsed hold more than BACKLOG_BYTES (replies of 100,000 chunks arrive
+faster than they can be parsed: without the wait they piled up by the gigabyte); the finisher
+waits while the writer has more rows to write than it writes at once (`sink.wait_for_room`); the
+drain at the end yields between records, so the writer's flushes run meanwhile. A client that
+cannot keep up is then slower, and says so (its self-health), instead of losing records.
 """
 
 from __future__ import annotations
@@ -25,6 +32,13 @@ from users.stream import CHUNKED, Exchange
 _parsed_hook = llm_events.stream_parsed
 IDLE_BACKLOG = 16  # records waiting: below this the finisher runs only when no socket has data
 YIELD_S = 1e-5  # above it, a timer: the sockets are polled between two records
+BACKLOG_BYTES = 64 << 20  # exchanges waiting to be parsed, by `exchange_bytes`: above it users wait
+READ_BYTES = 80  # the memory of one read beside its bytes: the bytes object, its time, two list slots
+
+
+def exchange_bytes(ex: Exchange) -> int:
+    """The memory an exchange waiting to be parsed holds, estimated from its reads."""
+    return READ_BYTES * len(ex.datas) + sum(map(len, ex.datas))
 
 
 class RequestFailed(Exception):
@@ -46,21 +60,46 @@ class Finisher:
         self.ctx = ctx
         self.environment = environment
         self.prefix = urlsplit(environment.host or "").path.rstrip("/") if environment is not None else ""
-        self.queue: deque = deque()
+        self.queue: deque = deque()  # (path, rec, ex, stopped, on_parsed): webui/progress.py reads it
+        self.sizes: deque = deque()  # exchange_bytes of each, in the same order
+        self.backlog = 0  # their sum
+        self.room = Event()  # set while the backlog is below BACKLOG_BYTES
+        self.room.set()
         self.ready = Event()
         self.greenlet = gevent.spawn(self._run)
 
     def submit(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool = False, on_parsed=None) -> None:
         """`on_parsed(rec, parsed)`, when given, is called once the record is built: a conversation
-        takes the reply text from the one parse (`reply_text`), never parsing the stream twice."""
+        takes the reply text from the one parse (`reply_text`), never parsing the stream twice.
+        The caller waits here while the backlog is above BACKLOG_BYTES (its exchange is queued
+        first, so a user stopped while it waits loses nothing); a stream cut by the run's end
+        (`stopped`) never waits."""
+        size = exchange_bytes(ex)
         self.queue.append((path, rec, ex, stopped, on_parsed))
+        self.sizes.append(size)
+        self.backlog += size
         self.ready.set()
+        if self.backlog > BACKLOG_BYTES:
+            self.room.clear()
+            if not stopped:
+                self.room.wait()
+
+    def _next(self) -> None:
+        """Finish the oldest exchange waiting, once the writer has room for its record."""
+        self.ctx.sink.wait_for_room()
+        if not self.queue:  # the drain took it meanwhile
+            return
+        item = self.queue.popleft()
+        self.backlog -= self.sizes.popleft()
+        if self.backlog <= BACKLOG_BYTES:
+            self.room.set()
+        self._finish(*item)
 
     def _run(self) -> None:
         while True:
             self.ready.wait()
             while self.queue:
-                self._finish(*self.queue.popleft())
+                self._next()
                 # Let streams with data waiting be read first. gevent.sleep(0) does not: it
                 # resumes this greenlet before the loop polls the sockets again, so a backlog
                 # of records is parsed in one go while every open stream waits (bench/RESULTS.md
@@ -74,9 +113,11 @@ class Finisher:
             self.ready.clear()
 
     def drain(self) -> None:
-        """Finish everything handed over so far (the run is ending; records must be complete)."""
+        """Finish everything handed over so far (the run is ending; records must be complete),
+        yielding between records: the writer writes what it is given meanwhile."""
         while self.queue:
-            self._finish(*self.queue.popleft())
+            self._next()
+            gevent.sleep(0)
 
     def stop(self) -> None:
         self.drain()

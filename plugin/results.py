@@ -2,7 +2,8 @@
 
 results/<run-id>/
   requests.parquet   one row per request (metrics/record.py ARROW_SCHEMA), written at the end
-  requests.parts/    during the run: one closed Parquet file per flush (every 5 s, or 5,000 rows)
+  requests.parts/    during the run: one closed Parquet file per flush (every 5 s, or 5,000 rows, or
+                     ROOM_BYTES / 2 of rows)
   run.json           options without secrets, package versions, workload hash, start/end, workers
   summary.json       metrics/summary.py, written at the end
   .lock              the writing run holds an OS lock on it (`lock_folder`), released when it ends
@@ -12,6 +13,10 @@ whatever was flushed stays readable when the process dies (kill -9, out of memor
 of the process): `recover(folder)` (`python -m reports build FOLDER` calls it) turns the parts
 into requests.parquet and a summary.json marked `complete: false`. At a clean end the parts are
 joined into requests.parquet (row group by row group: never all records in memory) and removed.
+
+While writes succeed, nothing is dropped: whoever hands rows over in the users' process (the
+finisher of a local run) waits while more than ROOM_BYTES of rows wait to be written
+(`wait_for_room`), and a flush starts at half of it.
 
 A write that fails (disk full, permissions) is logged at once as an error; the rows stay in memory
 and every later flush tries again, so that what is held is written once space comes back. Memory
@@ -52,6 +57,8 @@ from plugin import exit_codes
 log = logging.getLogger("llm")
 
 FLUSH_ROWS = 5000
+ROOM_BYTES = 64 << 20  # rows waiting, by `row_bytes`: while writing works, whoever hands rows over waits
+# above it (`wait_for_room`; half the unwritten limit when that is lower), and a flush starts at half
 SLICE_ROWS = 250
 FLUSH_SECONDS = 5.0
 RECORDS = "requests.parquet"
@@ -218,6 +225,7 @@ class ResultsWriter:
     def __init__(self, results_dir: str, run_id: str, run_info: dict, overwrite: bool = False):
         self.run_id = run_id
         self.unwritten_limit = unwritten_limit()
+        self.room_bytes = min(ROOM_BYTES, self.unwritten_limit // 2)  # rows handed over wait above it (wait_for_room)
         self.path = claim_folder(results_dir, run_id, overwrite)
         self.records_path = os.path.join(self.path, RECORDS)
         self.parts_path = os.path.join(self.path, PARTS)
@@ -244,6 +252,7 @@ class ResultsWriter:
         # finisher of a local run, the master's message handler) never blocks on a write, and a
         # greenlet killed as the run stops cannot take rows with it or leave a write half done.
         self._wake = gevent.event.Event()
+        self._flushed = gevent.event.Event()  # pulsed after every flush, written or not (wait_for_room)
         self._stopping = False
         self._flusher = gevent.spawn(self._flush_loop)
 
@@ -268,8 +277,18 @@ class ResultsWriter:
             self._written_callbacks.append(on_written)
         if self.on_rows is not None:
             self.on_rows(rows)
-        if len(self._pending) >= FLUSH_ROWS:
+        if len(self._pending) >= FLUSH_ROWS or self._pending_bytes >= self.room_bytes // 2:
             self._wake.set()
+
+    def wait_for_room(self) -> None:
+        """Backpressure, for a writer in the same process as the users: while writes succeed, wait
+        while more than ROOM_BYTES of rows wait to be written (a flush is asked for at once). No
+        record is dropped for writing that did not keep up. While writes fail (a full disk) it does
+        not wait: rows are held up to the unwritten limit, then dropped and counted."""
+        while (self.write_error is None and not self.closed and not self._stopping
+               and self._pending_bytes + self._flushing_bytes > self.room_bytes):  # fmt: skip
+            self._wake.set()
+            self._flushed.wait(1.0)
 
     @property
     def rows_in_memory(self) -> int:
@@ -295,7 +314,11 @@ class ResultsWriter:
         while not self._stopping:
             self._wake.wait(FLUSH_SECONDS)
             self._wake.clear()
-            self._flush()
+            try:
+                self._flush()
+            finally:  # wake those waiting for room (a fresh event for the next flush)
+                flushed, self._flushed = self._flushed, gevent.event.Event()
+                flushed.set()
 
     def _flush(self) -> None:
         """Write pending rows as one part file. In a local run the users share this process, and

@@ -46,6 +46,9 @@ class LocalSink:
     def add(self, record) -> None:
         self.writer.add_rows([record.as_row()])
 
+    def wait_for_room(self) -> None:
+        self.writer.wait_for_room()
+
 
 class WorkerShipper:
     """A worker's outbox: numbered batches, kept until the master acknowledges them."""
@@ -61,6 +64,9 @@ class WorkerShipper:
 
     def add(self, record) -> None:
         self.pending.append(record.as_row())
+
+    def wait_for_room(self) -> None:
+        """Batches leave with every report; the master's writer bounds what it holds."""
 
     def _cut(self) -> None:
         if self.pending:

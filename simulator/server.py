@@ -75,7 +75,7 @@ class Stream:
         "include_usage", "cont_usage", "want_t", "arrival", "start_t", "seed", "sent", "chunks",
         "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
         "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
-        "common", "submitted", "role_pending",
+        "common", "submitted", "role_pending", "out",
     )
 
     def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
@@ -109,6 +109,7 @@ class Stream:
         self.seq = None
         self.submitted = False
         self.role_pending = b""  # chat: the role-only chunk, written with the first token
+        self.out = None  # writes gathered by hold_writes
         if endpoint == "chat":
             obj = b"chat.completion.chunk"
             open_, close_ = b'{"index":0,"delta":{"content":"', b'"}'
@@ -134,7 +135,20 @@ class Stream:
         return b"data: %b}\n\n" % body
 
     def _write(self, data: bytes):
-        self.conn.transport.write(data)
+        if self.out is not None:  # a timer tick writing several chunks: one write at its end
+            self.out.append(data)
+        else:
+            self.conn.transport.write(data)
+
+    def hold_writes(self):
+        """Gather what is written until `flush_writes` into one write (one syscall, not thousands)."""
+        if self.out is None:
+            self.out = []
+
+    def flush_writes(self):
+        out, self.out = self.out, None
+        if out:
+            self.conn.transport.write(b"".join(out))
 
     # -- lifecycle ----------------------------------------------------------
     def begin(self):
@@ -320,6 +334,7 @@ class Stream:
             self.finish("client_disconnected", respond=False)
 
     def finish(self, outcome, respond=True):
+        self.flush_writes()  # before the connection ends or serves its next request
         if self.done:
             return
         self.done = True
