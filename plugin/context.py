@@ -13,13 +13,13 @@ import os
 import random
 import secrets
 import socket
-import time
 from functools import lru_cache
 from urllib.parse import urlsplit
 
 import orjson
 from gevent.event import Event
 
+from core.clock import perf_counter_at
 from core.errors import InputError
 from plugin.pacing import ClosedPacer, IdlePacer, OpenPacer, ReplayPacer
 from plugin.plan import OpenLoop, RunPlan, TraceReplay
@@ -128,7 +128,7 @@ class RunContext:
                 "processes: it sends nothing (restart the run to include it)", worker_index, processes,
             )  # fmt: skip
             return IdlePacer(self.stopping)
-        t0 = time.perf_counter() - (time.time() - self.run_start)  # the run start on this process's clock
+        t0 = perf_counter_at(self.run_start)  # the run start on this process's clock, the same in every process
         if isinstance(load, TraceReplay):
             schedule = ReplaySchedule(load_trace(load.trace), load.time_scale, processes, worker_index, t0)
             return ReplayPacer(schedule, self.stopping, environment)

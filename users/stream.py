@@ -42,6 +42,7 @@ from gevent import socket as gsocket
 from gevent.event import Event
 
 from metrics.sse import dechunk
+from core.clock import wall_minus_perf_ns
 from core.durations import Timeouts
 
 READ_SIZE = 65536  # one read takes everything that has arrived; events are split afterwards
@@ -49,7 +50,6 @@ HEAD_LIMIT = 65536  # a response head longer than this is not HTTP we can use
 USER_AGENT = "llm-loadtest"
 
 _perf_counter = time.perf_counter
-_wall = time.time
 # Kernel receive timestamps (SO_TIMESTAMPNS): the time the bytes reached this machine, not the time
 # the event loop got round to reading them. LLM_KERNEL_TIMESTAMPS=0 turns them off (benchmarks).
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if os.uname().sysname == "Linux" else None)
@@ -66,19 +66,13 @@ _wall_minus_perf = 0.0  # the kernel's stamps are wall-clock times; minus this, 
 
 
 def sync_clocks() -> None:
-    """Measure the wall clock minus perf_counter, from the tightest of five brackets. One offset
-    for all stamps, not a fresh pair of clock reads per stamp: another thread may take the GIL
-    between the two reads (the results writer's, for one), and each stamp would carry that gap.
+    """Measure the wall clock minus perf_counter (core/clock.py: bracketed, to within a µs). One
+    offset for all stamps, not a fresh pair of clock reads per stamp: another thread may take the
+    GIL between the two reads (the results writer's, for one), and each stamp would carry that gap.
     Both clocks run at the kernel's one NTP-disciplined rate; only a step of the wall clock moves
     the offset, and `kernel_stamp` measures again when a stamp shows one."""
     global _wall_minus_perf
-    brackets = []
-    for _ in range(5):
-        w0 = _wall()
-        p = _perf_counter()
-        w1 = _wall()
-        brackets.append((w1 - w0, (w0 + w1) / 2 - p))
-    _wall_minus_perf = min(brackets)[1]
+    _wall_minus_perf = wall_minus_perf_ns()[0] * 1e-9
 
 
 def kernel_stamp(anc: list, now: float) -> float:
