@@ -7,11 +7,14 @@ from __future__ import annotations
 import time
 
 import psutil
+import pytest
 
 from plugin import exit_codes
 from plugin.results import UNWRITTEN_LIMIT_ENV
 from tests.edges import ended, kill_all, launch, record_ids, slow_profile, summary_of, truth_ids
 from tests.helpers import simulator
+
+pytestmark = pytest.mark.process
 
 SECONDS = 15
 USERS = 8
