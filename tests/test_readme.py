@@ -192,3 +192,33 @@ def test_the_citation_check_finds_one(tmp_path):
     clean.write_text("nothing here\n", encoding="utf-8")
     found = citations([str(cited), str(clean)])
     assert len(found) == 1 and found[0].endswith(":2: # see " + OUTSIDE_DOCUMENTS[0] + " 6"), found
+
+
+# -- the three uses on the first screen ----------------------------------------------------------
+
+
+def test_the_first_screen_shows_the_three_uses_and_each_command_builds_its_plan():
+    """Headless, the web UI and a capacity search, each a command the suite accepts as written."""
+    import shlex
+
+    from locust.argument_parser import get_parser
+
+    from plugin.options import add_arguments
+    from plugin.plan import RunPlan
+
+    text = readme()
+    section = text.split("\n## Three ways to use it\n", 1)[1].split("\n## ", 1)[0]
+    assert text.index("## Three ways to use it") < text.index("## Metric definitions")
+    commands = [line for line in re.findall(r"```bash\n(.*?)\n```", section, re.S)[0].splitlines() if not line.startswith("#")]
+    assert len(commands) == 3, commands
+    plans = []
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[:3] == ["locust", "-f", "locustfile.py"], command
+        parser = get_parser(default_config_files=[])
+        add_arguments(parser)
+        opts = parser.parse_args(argv[1:])
+        plans.append((opts, RunPlan.from_options(opts)))
+    (headless, _), (web, _), (capacity, plan) = plans
+    assert headless.headless and not web.headless and capacity.headless
+    assert plan.find_capacity and [o.text for o in plan.slo] == ["ttft.p95<5s"]

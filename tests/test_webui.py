@@ -518,14 +518,16 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
         # the LLM tab's rows ride on Locust's /stats/requests
         tab = _wait(lambda: [e for e in _json(base + "/stats/requests")["extended_stats"] if e["key"] == "llm"][0]["data"],
                     30, "the LLM tab's rows", proc, log)  # fmt: skip
-        assert tab[-1]["name"] == "All" and tab[-1]["ttft_p95"] > 0 and tab[-1]["users"] == 6 and tab[-1]["in_flight"] is not None
+        # text as the report writes it: TTFT in whole ms, TPOT to 0.1 ms, tokens/s whole, thousands separated
+        assert tab[-1]["name"] == "All" and re.fullmatch(r"[1-9][\d,]*", tab[-1]["ttft_p95"]) and tab[-1]["users"] == "6"
+        assert tab[-1]["in_flight"] != "-"
         seq = int(re.search(r"#(\d+)", tab[-1]["updated"]).group(1))
         try:
             snap = _json(f"{base}/llm/stats?seq={seq}&history=0")
-            assert tab[-1]["ttft_p95"] == round(snap["overall"]["ttft_ms"]["p95"], 1)
+            assert tab[-1]["ttft_p95"] == f"{snap['overall']['ttft_ms']['p95']:,.0f}"
             tpot = snap["overall"]["tpot_ms"]["p95"]  # None while no request has ended
-            assert tab[-1]["tpot_p95"] == (None if tpot is None else round(tpot, 2))
-            assert tab[-1]["out_tok_s"] == round(snap["overall"]["throughput"]["output_tokens_per_s"], 1)
+            assert tab[-1]["tpot_p95"] == ("-" if tpot is None else f"{tpot:,.1f}")
+            assert tab[-1]["out_tok_s"] == f"{snap['overall']['throughput']['output_tokens_per_s']:,.0f}"
         except urllib.error.HTTPError:
             pass  # only on a very slow machine: that snapshot is gone already
         page = _get(base + "/llm")[2].decode()
@@ -555,8 +557,8 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
     summary = json.loads((results / "ui" / "summary.json").read_text())
     for key in ("window", "overall", "by_class", "slo", "records"):
         assert final["summary"][key] == summary[key], key
-    assert tab[-1]["updated"] == "run summary (ui)" and tab[-1]["ttft_p95"] == round(summary["overall"]["ttft_ms"]["p95"], 1)
-    assert tab[-1]["ended"] == summary["overall"]["requests"]["sent"]
+    assert tab[-1]["updated"] == "run summary (ui)" and tab[-1]["ttft_p95"] == f"{summary['overall']['ttft_ms']['p95']:,.0f}"
+    assert tab[-1]["ended"] == f"{summary['overall']['requests']['sent']:,}"
 
 
 @pytest.mark.process

@@ -336,30 +336,30 @@ def summary_view(summary: dict) -> dict:
     return {k: summary.get(k) for k in SUMMARY_KEYS}
 
 
-def _r(x, digits: int):
-    return None if x is None else round(float(x), digits)
-
-
 def _tab_row(name: str, b: dict, stamp: str, sent: str = "ended", users=None, in_flight=None) -> dict:
+    """Locust renders the tab's cells as given: text, with the report's digits and separators
+    (reports/rows.py fmt: TTFT and E2E whole ms, TPOT and ITL to 0.1 ms, tokens/s whole)."""
+    from reports.rows import fmt
+
     r, th, gp = b["requests"], b["throughput"], b["goodput"]
     return {
         "name": name,
-        "ended": r[sent],
-        "failed": r["failed"],
-        "users": users,
-        "in_flight": None if in_flight is None else int(in_flight),
-        "ttft_p50": _r(b["ttft_ms"]["p50"], 1),
-        "ttft_p95": _r(b["ttft_ms"]["p95"], 1),
-        "ttft_p99": _r(b["ttft_ms"]["p99"], 1),
-        "tpot_p50": _r(b["tpot_ms"]["p50"], 2),
-        "tpot_p95": _r(b["tpot_ms"]["p95"], 2),
-        "itl_p50": _r(b["itl_ms"]["p50"], 2),
-        "e2e_p95": _r(b["e2e_ms"]["p95"], 1),
-        "req_s": _r(th["requests_per_s"], 2),
-        "out_tok_s": _r(th["output_tokens_per_s"], 1),
-        "total_tok_s": _r(th["total_tokens_per_s"], 1),
-        "good_pct": None if gp["good_fraction"] is None else round(100 * gp["good_fraction"], 1),
-        "errors": ", ".join(f"{k} {v}" for k, v in r["by_error"].items()) or "-",
+        "ended": fmt(r[sent]),
+        "failed": fmt(r["failed"]),
+        "users": fmt(users),
+        "in_flight": fmt(None if in_flight is None else int(in_flight)),
+        "ttft_p50": fmt(b["ttft_ms"]["p50"]),
+        "ttft_p95": fmt(b["ttft_ms"]["p95"]),
+        "ttft_p99": fmt(b["ttft_ms"]["p99"]),
+        "tpot_p50": fmt(b["tpot_ms"]["p50"], 1),
+        "tpot_p95": fmt(b["tpot_ms"]["p95"], 1),
+        "itl_p50": fmt(b["itl_ms"]["p50"], 1),
+        "e2e_p95": fmt(b["e2e_ms"]["p95"]),
+        "req_s": fmt(th["requests_per_s"], 2),
+        "out_tok_s": fmt(th["output_tokens_per_s"]),
+        "total_tok_s": fmt(th["total_tokens_per_s"]),
+        "good_pct": fmt(None if gp["good_fraction"] is None else 100 * gp["good_fraction"], 1),
+        "errors": ", ".join(f"{k} {v:,}" for k, v in r["by_error"].items()) or "-",
         "updated": stamp,
     }
 
