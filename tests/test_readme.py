@@ -216,7 +216,8 @@ def test_the_first_screen_shows_the_three_uses_and_each_command_builds_its_plan(
         argv = shlex.split(command)
         assert argv[:3] == ["locust", "-f", "locustfile.py"], command
         parser = get_parser(default_config_files=[])
-        add_arguments(parser)
+        if "--endpoint" not in parser._option_string_actions:  # Locust adds them when plugin.hooks is loaded
+            add_arguments(parser)
         opts = parser.parse_args(argv[1:])
         plans.append((opts, RunPlan.from_options(opts)))
     (headless, _), (web, _), (capacity, plan) = plans
