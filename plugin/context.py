@@ -150,6 +150,8 @@ class RunContext:
         body: dict = {"model": s.model} if s.model else {}
         if endpoint == "chat":
             body["messages"] = request.messages()
+            if request.tools:
+                body.update(request.tools)
         else:
             body["prompt"] = request.prompt()
         body["max_tokens"] = s.max_tokens_override or request.max_tokens

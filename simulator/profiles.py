@@ -20,6 +20,27 @@ role_chunk                  with_first_token
                                        in one write); ``at_once`` writes it with the
                                        headers at arrival (transformers serve). Tools that
                                        time TTFT to the first chunk see the difference
+reasoning_tokens            0          chat: the first tokens of every reply are reasoning,
+                                       streamed in ``delta.reasoning`` (vLLM's reasoning
+                                       parser), then the answer; a reply of max_tokens or
+                                       fewer is reasoning only. A request with
+                                       ``chat_template_kwargs: {enable_thinking: false}``
+                                       gets none
+reasoning_usage             true       report them in ``usage.completion_tokens_details``
+                                       (false: the client must count them from the stream)
+tool_call_rate              1.0        chat requests with ``tools`` (tool_choice ``auto``
+                                       or absent) answered by tool calls (the rest with
+                                       content), drawn per request id; ``required`` or a
+                                       named function: always; ``none``: never
+parallel_tool_calls         1          tool calls in one such reply (1 when the request
+                                       sets ``parallel_tool_calls: false``); the answer's
+                                       tokens are split between them, each call's first
+                                       token its name, the rest its arguments, streamed in
+                                       vLLM's ``delta.tool_calls`` format
+image_patch_px              28         chat: each ``image_url`` part adds prompt tokens (and
+                                       so prefill time): one per patch_px x patch_px tile of a
+                                       PNG data URL's size
+image_tokens                576        ... and this many for any other image
 --- fixed ---
 ttft_s                      0.1        constant time to first token, per request
 itl_s                       0.02       constant inter-token latency, per request
@@ -89,6 +110,12 @@ class Profile(BaseModel):
     stream_interval: Count = 1
     max_model_len: Count = 4096
     role_chunk: Annotated[Literal["with_first_token", "at_once"], Fix("role_chunk is with_first_token or at_once")] = "with_first_token"
+    reasoning_tokens: Annotated[int, Field(strict=True, ge=0), Fix("give a whole number >= 0")] = 0
+    reasoning_usage: Annotated[bool, Field(strict=True), Fix("write true or false")] = True
+    tool_call_rate: Annotated[float, Field(strict=True, ge=0, le=1), Fix("give a probability between 0 and 1")] = 1.0
+    parallel_tool_calls: Count = 1
+    image_patch_px: Count = 28
+    image_tokens: Count = 576
     # fixed
     ttft_s: Seconds = 0.1
     itl_s: Seconds = 0.02

@@ -23,7 +23,7 @@ import orjson
 from .faults import HTTP_FAULTS, FaultPlan
 from .metrics import Metrics
 from .runtime import BatchRunner, FixedRunner
-from .tokens import PromptCounter, token_bytes
+from .tokens import PromptCounter, image_tokens, token_bytes
 from .truthlog import TruthLog
 
 MAX_HEAD = 65536
@@ -75,7 +75,8 @@ class Stream:
         "include_usage", "cont_usage", "want_t", "arrival", "start_t", "seed", "sent", "chunks",
         "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
         "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
-        "common", "submitted", "role_pending", "out",
+        "common", "submitted", "role_pending", "out", "reasoning", "calls", "answer_t", "tools_sent", "images",
+        "tool_results",
     )
 
     def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
@@ -110,6 +111,16 @@ class Stream:
         self.submitted = False
         self.role_pending = b""  # chat: the role-only chunk, written with the first token
         self.out = None  # writes gathered by hold_writes
+        # Reasoning then answer (profile reasoning_tokens) and tool calls (a request with tools): the
+        # first `reasoning` tokens are reasoning; with `calls` (the function names of a tool-call
+        # reply) the answer's tokens are split between the calls. Either one streams through
+        # `_emit_phased` instead of the plain content path.
+        self.reasoning = 0
+        self.calls: list[str] = []
+        self.answer_t = None  # when the first answer token (content or tool call) was written
+        self.tools_sent = 0  # tool calls begun
+        self.images = 0  # image_url parts in the request
+        self.tool_results = 0  # tool messages in the request (results of earlier tool calls)
         if endpoint == "chat":
             obj = b"chat.completion.chunk"
             open_, close_ = b'{"index":0,"delta":{"content":"', b'"}'
@@ -125,8 +136,89 @@ class Stream:
 
     # -- helpers ------------------------------------------------------------
     def _usage(self, completion):
+        if self.reasoning and self.srv.profile.reasoning_usage:
+            return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,' \
+                   b'"completion_tokens_details":{"reasoning_tokens":%d}}' % (
+                       self.prompt_tokens, completion, self.prompt_tokens + completion, min(completion, self.reasoning))
         return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
             self.prompt_tokens, completion, self.prompt_tokens + completion)
+
+    # -- reasoning and tool calls ---------------------------------------------
+    @property
+    def phased(self) -> bool:
+        return bool(self.reasoning or self.calls)
+
+    def _call_spans(self) -> list[tuple[int, int]]:
+        """[start, end) token positions of each tool call: the answer's tokens split evenly."""
+        first, total = self.reasoning, self.max_tokens
+        n = min(len(self.calls), total - first)
+        if n <= 0:
+            return []
+        base, extra = divmod(total - first, n)
+        spans, at = [], first
+        for i in range(n):
+            size = base + (1 if i < extra else 0)
+            spans.append((at, at + size))
+            at += size
+        return spans
+
+    def _segments(self, start: int, upto: int) -> list[tuple[str, int, int, int]]:
+        """Tokens [start, upto) cut where the phase changes: (kind, call index, from, to) with kind
+        reasoning | content | call."""
+        cuts = [(0, self.reasoning, "reasoning", -1)]
+        spans = self._call_spans() if self.calls else []
+        cuts += [(a, b, "call", i) for i, (a, b) in enumerate(spans)]
+        if not spans:
+            cuts.append((self.reasoning, self.max_tokens, "content", -1))
+        out = []
+        for a, b, kind, i in cuts:
+            lo, hi = max(a, start), min(b, upto)
+            if lo < hi:
+                out.append((kind, i, lo, hi))
+        return out
+
+    def _delta(self, kind: str, call: int, lo: int, hi: int) -> dict:
+        """The delta of one segment, in vLLM's format."""
+        text = token_bytes(self.seed, lo, hi - lo).decode()
+        if kind == "reasoning":
+            return {"reasoning": text}
+        if kind == "content":
+            return {"content": text}
+        a, b = self._call_spans()[call]
+        entry = {"index": call}
+        args = ""
+        if lo == a:  # the call's first token: its id and name
+            self.tools_sent += 1
+            entry.update(id=f"chatcmpl-tool-{self.seed:06x}{call:02d}", type="function",
+                         function={"name": self.calls[call]})
+            lo += 1
+            if b - a == 1:
+                args = "{}"
+        if lo < hi:
+            words = token_bytes(self.seed, lo, hi - lo).decode()
+            args = ('{"q": "' if lo == a + 1 else "") + words + ('"}' if hi == b else "")
+        if args:
+            entry.setdefault("function", {})["arguments"] = args
+        return {"tool_calls": [entry]}
+
+    def _emit_phased(self, start: int, upto: int, now: float, last: bool) -> bytes:
+        """The events of tokens [start, upto) of a reasoning or tool-call reply (one per segment)."""
+        events = []
+        segments = self._segments(start, upto)
+        for j, (kind, call, lo, hi) in enumerate(segments):
+            finish = None
+            if last and j == len(segments) - 1:
+                finish = "tool_calls" if self.calls and self._call_spans() else "length"
+            choice = {"index": 0, "delta": self._delta(kind, call, lo, hi), "logprobs": None, "finish_reason": finish}
+            if kind != "reasoning" and self.answer_t is None:
+                self.answer_t = now
+            body = self.common + b',"choices":[' + orjson.dumps(choice) + b"]"
+            if self.cont_usage:
+                body += self._usage(hi)
+            events.append(frame(b'data: %b,"sim_t":%r}\n\n' % (body, now) if self.want_t else b"data: %b}\n\n" % body))
+        self.chunks += len(events) - 1  # emit() counts one
+        return b"".join(events)
+
 
     def _event(self, body: bytes) -> bytes:
         """SSE event of a JSON object whose closing brace is still missing."""
@@ -238,7 +330,19 @@ class Stream:
         self.last_t = now
         self.chunks += 1
         m.generation_tokens += n
-        if not (last or self.cont_usage or self.want_t):
+        if self.reasoning or self.calls:  # reasoning and tool calls: a chunk per phase (_emit_phased)
+            events = self._emit_phased(start, upto, now, last)
+            if not last:
+                self._write(pre + events)
+            else:
+                out = [pre, events]
+                if self.include_usage:
+                    out.append(frame(self._event(self.common + b',"choices":[]' + self._usage(upto))))
+                out += [frame(DONE), TERMINATOR]
+                self._write(b"".join(out))
+                self.finish("ok")
+                return
+        elif not (last or self.cont_usage or self.want_t):
             self._write(pre + b"%x\r\n%b%b%b}\n\n\r\n" % (self.fixed_len + len(text), self.head, text, self.mid))
         else:
             body = self.head + text + (self.mid_last if last else self.mid)
@@ -286,7 +390,24 @@ class Stream:
             self.conn.drop(reset=self.fault == "cut_reset")
             self.finish(self.fault)
             return
-        if self.endpoint == "chat":
+        if self.endpoint == "chat" and self.phased:
+            message = {"role": "assistant", "content": None}
+            finish = "length"
+            for kind, call, lo, hi in self._segments(0, n):
+                d = self._delta(kind, call, lo, hi)
+                if kind != "call":
+                    message[kind] = d[kind]
+                else:
+                    entry = d["tool_calls"][0]
+                    message.setdefault("tool_calls", []).append(
+                        {"id": entry["id"], "type": "function", "function": {
+                            "name": entry["function"]["name"], "arguments": entry["function"].get("arguments", "{}")}})
+                    finish = "tool_calls"
+            if self.reasoning < n:
+                self.answer_t = now
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+            obj = "chat.completion"
+        elif self.endpoint == "chat":
             choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                       "finish_reason": "length"}
             obj = "chat.completion"
@@ -295,8 +416,7 @@ class Stream:
             obj = "text_completion"
         body = orjson.dumps({"id": self.rid, "object": obj, "created": self.srv.created, "model": self.model,
                              "choices": [choice],
-                             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": n,
-                                       "total_tokens": self.prompt_tokens + n}})
+                             "usage": orjson.loads(self._usage(n)[len(b',"usage":'):])})
         if self.fault == "malformed_chunk":
             body = body[: len(body) // 2]
         m = self.srv.metrics
@@ -352,9 +472,49 @@ class Stream:
                 "arrival": self.arrival, "first_token": self.first_t, "last_token": self.last_t,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.sent, "chunks": self.chunks,
                 "status": self.status, "outcome": outcome, "fault": self.fault,
+                "first_answer_token": self.answer_t if self.phased else self.first_t,
+                "reasoning_tokens": min(self.sent, self.reasoning), "answer_tokens": max(0, self.sent - self.reasoning),
+                "tool_calls": self.tools_sent, "images": self.images, "tool_results": self.tool_results,
             })
         if respond:
             self.conn.response_done()
+
+
+
+def check_tool_messages(msgs: list) -> None:
+    """A tool message answers a tool call of an earlier assistant message, by its id (as OpenAI's
+    API insists; HTTP 400 otherwise)."""
+    called = set()
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        for c in m.get("tool_calls") or ():
+            if isinstance(c, dict):
+                called.add(c.get("id"))
+        if m.get("role") == "tool" and m.get("tool_call_id") not in called:
+            raise HttpError(400, "messages with role 'tool' must be a response to a preceding message with "
+                                 f"'tool_calls' (no call has id {m.get('tool_call_id')!r})")
+
+
+def tool_calls_for(req: dict, profile, seed: int) -> list[str]:
+    """The function names a reply to `req` calls: none without tools or with tool_choice none; the
+    named function; else the tools in turn, as many as profile.parallel_tool_calls, when tool_choice
+    is required, or with probability profile.tool_call_rate (drawn from the request's seed)."""
+    tools = req.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return []
+    names = [t["function"]["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)
+             and isinstance(t["function"].get("name"), str)]
+    choice = req.get("tool_choice", "auto")
+    if not names or choice == "none":
+        return []
+    if isinstance(choice, dict):
+        named = (choice.get("function") or {}).get("name")
+        return [named] if isinstance(named, str) else []
+    if choice != "required" and (seed % 100_003) / 100_003 >= profile.tool_call_rate:
+        return []
+    n = 1 if req.get("parallel_tool_calls") is False else profile.parallel_tool_calls
+    return [names[i % len(names)] for i in range(n)]
 
 
 class SimServer:
@@ -385,6 +545,17 @@ class SimServer:
         self._n += 1
         return f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{self._prefix}{self._n:08x}"
 
+    def shape_reply(self, s: Stream, req: dict) -> None:
+        """Reasoning then answer (profile reasoning_tokens), or tool calls for a request with tools."""
+        p = self.profile
+        kwargs = req.get("chat_template_kwargs")
+        thinking = not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
+        s.reasoning = min(p.reasoning_tokens, s.max_tokens) if thinking else 0
+        s.calls = tool_calls_for(req, p, s.seed)
+        msgs = req["messages"]
+        s.images = image_tokens(msgs, p.image_patch_px, p.image_tokens)[0]
+        s.tool_results = sum(1 for m in msgs if isinstance(m, dict) and m.get("role") == "tool")
+
     def metrics_text(self) -> bytes:
         r = self.runner
         return self.metrics.render(r.num_running(), r.num_waiting(), r.kv_usage())
@@ -400,7 +571,9 @@ class SimServer:
             msgs = req.get("messages")
             if not isinstance(msgs, list) or not msgs:
                 raise HttpError(400, "'messages' must be a non-empty list")
+            check_tool_messages(msgs)
             prompt_tokens = self.counter.count_messages(msgs)
+            prompt_tokens += image_tokens(msgs, self.profile.image_patch_px, self.profile.image_tokens)[1]
         else:
             if "prompt" not in req or req["prompt"] is None:
                 raise HttpError(400, "'prompt' is required")
@@ -630,7 +803,7 @@ class HttpConn(asyncio.Protocol):
         arrival = perf_counter()
         rid = headers.get("x-request-id") or srv.new_id(endpoint)
         try:
-            _, prompt_tokens, max_tokens, stream, inc_usage, cont_usage, model = srv.parse_request(endpoint, body)
+            req, prompt_tokens, max_tokens, stream, inc_usage, cont_usage, model = srv.parse_request(endpoint, body)
         except HttpError as e:
             self.simple(e.status, error_body(e.status, e.message), rid=rid)
             if srv.truth:
@@ -643,6 +816,8 @@ class HttpConn(asyncio.Protocol):
                    headers.get("x-sim-timestamps") == "1", arrival)
         self.active = s
         srv.active.add(s)
+        if endpoint == "chat":
+            srv.shape_reply(s, req)
         fault = srv.faults.draw_request() if srv.faults else None
         if fault is not None:
             name, param = fault

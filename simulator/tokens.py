@@ -21,6 +21,7 @@ assembled by concatenation.
 """
 from __future__ import annotations
 
+import base64
 import os
 
 from core.text import CHAT_TOKENS_PER_MESSAGE, content_text, estimate_tokens
@@ -66,6 +67,40 @@ class PromptCounter:
                 total += self.count_text(content_text(m.get("content")) or "")
             total += CHAT_TOKENS_PER_MESSAGE
         return max(1, total)
+
+
+def image_tokens(messages, patch_px: int, fallback: int) -> tuple[int, int]:
+    """(images, prompt tokens they make) of the ``image_url`` parts of chat ``messages``: a PNG data
+    URL makes one token per ``patch_px`` x ``patch_px`` tile of its size (read from its header, as
+    Qwen2-VL's 28-pixel merged patches), any other image ``fallback`` tokens."""
+    n = tokens = 0
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not (isinstance(part, dict) and part.get("type") == "image_url"):
+                continue
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            n += 1
+            size = _png_size(url) if isinstance(url, str) else None
+            tokens += -(-size[0] // patch_px) * -(-size[1] // patch_px) if size else fallback
+    return n, tokens
+
+
+def _png_size(url: str) -> tuple[int, int] | None:
+    """Width and height of a base64 PNG data URL, from its IHDR chunk (the first 24 bytes)."""
+    head = "data:image/png;base64,"
+    if not url.startswith(head):
+        return None
+    try:
+        raw = base64.b64decode(url[len(head) : len(head) + 32])
+    except ValueError:
+        return None
+    if raw[:8] != b"\x89PNG\r\n\x1a\n" or raw[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
 
 
 VOCAB = (

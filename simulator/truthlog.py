@@ -7,6 +7,7 @@ process, i.e. CLOCK_MONOTONIC on Linux, comparable with a client's
     request_id     str    X-Request-Id of the request (or the generated id);
                           null on a ``refuse`` line (no request was read)
     endpoint       str    "chat" | "completions" (null on a ``refuse`` line)
+                          (the fields after ``fault`` are on lines of answered requests only)
     stream         bool
     arrival        float  when the request body had been read completely
     first_token    float|null  when the first content chunk was written
@@ -19,6 +20,13 @@ process, i.e. CLOCK_MONOTONIC on Linux, comparable with a client's
     outcome        str    "ok" | "client_disconnected" | "<fault name>" |
                           "rejected" (HTTP 4xx) | "server_shutdown"
     fault          str|null  the injected fault, if any
+    first_answer_token  float|null  when the first answer chunk (content or tool call, not
+                          reasoning) was written; null when the reply was only reasoning
+    reasoning_tokens  int   of output_tokens, those sent as reasoning (profile reasoning_tokens)
+    answer_tokens  int    of output_tokens, those sent as content or tool calls
+    tool_calls     int    tool calls begun in the reply
+    images         int    image_url parts in the request (each adds prompt tokens)
+    tool_results   int    tool messages in the request
 
 Lines are buffered and flushed at least every second, and on shutdown. The file is opened for
 appending and each flush is one write of whole lines, so several simulator processes sharing a

@@ -99,7 +99,7 @@ class LLMUser(FastHttpUser):
         got = Event()
 
         def on_parsed(rec, parsed):
-            replies[rec.request_id] = reply_text(parsed) if rec.ok else None
+            replies[rec.request_id] = (reply_text(parsed), parsed.tool_calls) if rec.ok else None
             got.set()
 
         request = first
@@ -111,9 +111,9 @@ class LLMUser(FastHttpUser):
                 got.wait(1.0)
             reply = replies.pop(rec.request_id, None)
             replies.clear()  # failed attempts retried by send_request
-            if not reply or conv.done or ctx.stopping.is_set():
+            if reply is None or not (reply[0] or reply[1]) or conv.done or ctx.stopping.is_set():
                 return
-            request = conv.advance(reply)
+            request = conv.advance(*reply)
             think = conv.think_time()
             if t_intended == t_intended:  # open loop: the next turn is due a think time after this reply
                 t_intended = rec.t_send + rec.e2e_s + think if rec.e2e_s == rec.e2e_s else time.perf_counter() + think

@@ -7,9 +7,10 @@ import math
 import random
 import re
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 
+from .attachments import image_parts
 from .spec import ClassSpec, WorkloadSpec
 
 SEP = "\n\n"              # between context passages, and before the question
@@ -27,26 +28,36 @@ class Request:
     max_tokens: int
     input_chars: int
     # earlier turns sent before `user`, as (role, content) pairs: a logged prompt's history, or the
-    # previous turns of a conversation (user messages and the replies received)
-    history: tuple[tuple[str, str], ...] = ()
+    # previous turns of a conversation (user messages and the replies received); a turn that is not
+    # plain text (an assistant's tool calls, a tool result, a message with images) is its whole
+    # message, a dict
+    history: tuple = ()
     turns: int = 0  # conversation classes: the number of turns of this conversation; 0 = a single request
+    tools: dict | None = None  # request fields of the class's tools: tools, tool_choice (workloads/attachments.py)
+    images: tuple[str, ...] = ()  # image URLs sent with `user`
+    # False: no user message ends the request: a conversation's turn that sends tool results, the
+    # history's end, for the model to go on from
 
-    def messages(self) -> list[dict[str, str]]:
-        """OpenAI chat messages, system first when present, then the history, then the user message."""
-        if not self.history:
+    ask: bool = True
+
+    def messages(self) -> list[dict]:
+        """OpenAI chat messages, system first when present, then the history, then the user message
+        (with its images as image_url parts)."""
+        if not self.history and not self.images:
             if self.system is not None:
                 return [{"role": "system", "content": self.system},
                         {"role": "user", "content": self.user}]
             return [{"role": "user", "content": self.user}]
         out = [{"role": "system", "content": self.system}] if self.system is not None else []
-        out += [{"role": r, "content": c} for r, c in self.history]
-        out.append({"role": "user", "content": self.user})
+        out += [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in self.history]
+        if self.ask:
+            out.append({"role": "user", "content": image_parts(self.user, self.images) if self.images else self.user})
         return out
 
     def prompt(self) -> str:
         """A single completion prompt: system + blank line + (history, blank lines) + user."""
         parts = [self.system] if self.system is not None else []
-        parts += [c for _, c in self.history]
+        parts += [m[1] for m in self.history if not isinstance(m, dict)]
         if not parts:
             return self.user
         parts.append(self.user)
@@ -87,7 +98,7 @@ class _Class:
 
     __slots__ = ("name", "ic", "ot", "share", "q_texts", "q_lens", "q_keys",
                  "s_min", "s_tiers", "pools", "all_pool", "verbatim", "v_prompts", "v_lens", "v_cum",
-                 "turns", "think", "prefix_share", "prefixes")
+                 "turns", "think", "prefix_share", "prefixes", "tools", "images", "image_urls", "image_count")
 
     def __init__(self, c: ClassSpec):
         self.name = c.name
@@ -99,6 +110,10 @@ class _Class:
         sp = c.shared_prefix
         self.prefix_share = sp.share if sp is not None and sp.texts else 0.0
         self.prefixes = sp.texts if sp is not None else ()
+        self.tools = c.tools.body() if c.tools is not None else None
+        self.images = c.images.share if c.images is not None else 0.0
+        self.image_urls = c.image_urls
+        self.image_count = _Dist(c.images.count) if c.images is not None else None
         self.verbatim = c.prompts_mode == "verbatim"
         if self.verbatim:  # whole imported prompts, by input length; weights = logged counts
             ps = sorted(c.prompts, key=lambda t: (t.input_chars, t.id, t.text))
@@ -242,8 +257,7 @@ class Sampler:
         req = self._request(cls, True)
         if cls.turns is not None:
             turns = _draw(self.rng, cls.turns)
-            req = Request(req.request_class, req.system, req.user, req.max_tokens, req.input_chars,
-                          req.history, max(1, turns))
+            req = replace(req, turns=max(1, turns))
         return req
 
     def next_turn(self, class_name: str) -> Request:
@@ -257,6 +271,16 @@ class Sampler:
         return draw_seconds(self.rng, think) if think is not None else 0.0
 
     def _request(self, cls: _Class, first: bool) -> Request:
+        req = self._text(cls, first)
+        if cls.tools is None and not cls.images:
+            return req
+        images: tuple[str, ...] = ()
+        if cls.images and self.rng.random() < cls.images:
+            urls = cls.image_urls
+            images = tuple(urls[int(self.rng.random() * len(urls))] for _ in range(_draw(self.rng, cls.image_count)))
+        return replace(req, tools=cls.tools, images=images)
+
+    def _text(self, cls: _Class, first: bool) -> Request:
         rng = self.rng
         rand = rng.random
         prefix = None

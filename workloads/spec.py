@@ -23,6 +23,8 @@ Schema (every field other than ``classes`` is optional)::
         prompts: verbatim             # optional: send imported prompts (kind "prompt") as they are
         session: {turns: {min: 2, max: 6}, think_time_s: {min: 2, max: 20}}   # optional: conversations
         shared_prefix: {share: 0.5}   # optional per-class override
+        tools: {count: 3, choice: auto}                 # optional: tool definitions (workloads/attachments.py)
+        images: {count: 1, width: 512, height: 512}     # optional: images in the user message
     shared_prefix: {share: 0.5, count: 4, chars: 1500}   # top level: long shared system prompts
 
 Distributions (``dist`` defaults to ``uniform``; values are clipped to [min, max]):
@@ -54,6 +56,10 @@ share of draws (conversations), not of requests.
 characters (replacing any other system prompt), the same texts in every process and run, to
 measure prefix caching. The class's input_chars then applies to the rest of the input. Off unless
 a spec asks for it: the default stays randomised so caching does not inflate results.
+
+``tools`` and ``images`` (chat only): tool definitions sent with every request of the class (with
+``tool_choice``), and images in its user messages, as described in workloads/attachments.py. A
+conversation class answers a reply's tool calls with tool results before its next turn.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from core.errors import InputError
 from core.validation import FieldError, Fix, build, dotted
 
+from .attachments import ToolsSpec, image_urls
 from .library import Library, Template, load_library
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -402,6 +409,26 @@ class SharedPrefixSpec(_Model):
         return {"share": self.share, "count": self.count, "chars": self.chars}
 
 
+class ImagesSpec(_Model):
+    """Images in a class's user messages (workloads/attachments.py)."""
+
+    count: Annotated[Distribution, Field(validate_default=True), Fix("give the images per request, e.g. 1 or {min: 1, max: 3}")] = 1
+    width: Annotated[int, Field(strict=True, ge=1, le=8192), Fix("give pixels, 1 to 8192")] = 512
+    height: Annotated[int, Field(strict=True, ge=1, le=8192), Fix("give pixels, 1 to 8192")] = 512
+    share: Annotated[float, Field(strict=True, ge=0, le=1), Fix("give the fraction of requests with images, 0 to 1")] = 1.0
+    files: Annotated[tuple[str, ...] | None, Fix("give a list of image files, relative to the spec")] = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        _needs_values(self.count, "count", "give values: [...] (images per request)")
+        return self
+
+    def to_dict(self) -> dict:
+        d = self.model_dump(exclude_none=True)
+        d["count"] = self.count.to_dict()
+        return d
+
+
 def _negative_weight(v: float) -> float:
     if not math.isfinite(v) or v < 0:
         raise FieldError(f"negative weight {v:g}" if v < 0 else f"weight {v:g} is not a number",
@@ -431,6 +458,8 @@ class ClassEntry(_Model):
     session: Annotated[SessionSpec | None,
                        Fix("write {turns: {min: 2, max: 6}, think_time_s: {min: 2, max: 20}}")] = None
     shared_prefix: Annotated[SharedPrefixSpec | None, Fix("write {share: 0.5, count: 4, chars: 1500}")] = None
+    tools: Annotated[ToolsSpec | None, Fix("write {count: 3} or {definitions: [...], choice: auto}")] = None
+    images: Annotated[ImagesSpec | None, Fix("write {count: 1, width: 512, height: 512}")] = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -500,6 +529,9 @@ class ClassSpec:
     prompts: tuple[Template, ...] = field(repr=False, default=())  # eligible imported prompts
     session: SessionSpec | None = None
     shared_prefix: SharedPrefixSpec | None = None
+    tools: ToolsSpec | None = None
+    images: ImagesSpec | None = None
+    image_urls: tuple[str, ...] = field(repr=False, default=())  # what images are drawn from
 
     def to_dict(self) -> dict:
         d = {
@@ -518,6 +550,10 @@ class ClassSpec:
             d["session"] = self.session.to_dict()
         if self.shared_prefix is not None and self.shared_prefix.share > 0:
             d["shared_prefix"] = self.shared_prefix.to_dict()
+        if self.tools is not None:
+            d["tools"] = self.tools.to_dict()
+        if self.images is not None:
+            d["images"] = self.images.to_dict()
         return d
 
 
@@ -554,6 +590,12 @@ class WorkloadSpec:
             if c.shared_prefix is not None and c.shared_prefix.share > 0:
                 sp = c.shared_prefix
                 line += f", shared prefix {sp.share:.0%} ({sp.count} x {sp.chars} chars)"
+            if c.tools is not None:
+                line += f", {len(c.tools.tools())} tools (tool_choice {c.tools.choice})"
+            if c.images is not None:
+                im = c.images
+                line += (f", {im.share:.0%} with {im.count.describe()} images "
+                         + (f"from {len(im.files)} files" if im.files else f"of {im.width}x{im.height}"))
             lines.append(line)
         return lines
 
@@ -636,7 +678,15 @@ def load_spec(path: str | None = None) -> WorkloadSpec:
             if key not in prefix_texts:
                 prefix_texts[key] = shared_prefix_texts(library, *key)
             prefix = prefix.with_texts(prefix_texts[key])
-        classes[cname] = replace(cs, session=c.session, shared_prefix=prefix)
+        urls: tuple[str, ...] = ()
+        if c.images is not None:
+            try:
+                urls = image_urls(c.images, spec_dir)
+            except OSError as e:
+                raise _error(path, f"classes.{cname}.images.files", f"cannot read {e.filename}: {e.strerror}",
+                             "give image files that exist, relative to the spec") from None
+        classes[cname] = replace(cs, session=c.session, shared_prefix=prefix, tools=c.tools, images=c.images,
+                                 image_urls=urls)
 
     h = hashlib.sha256()
     h.update(spec_bytes)
