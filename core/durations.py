@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from core.errors import InputError
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Timeouts:
     connect: float = 10.0
     first_token: float = 300.0  # headers and first body bytes
@@ -21,24 +21,32 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
-def parse_duration(option: str, text: str | float) -> float:
-    """'250ms', '1.5s', '10m', '2h' or a plain number of seconds -> seconds (>= 0)."""
-    if isinstance(text, (int, float)):
+def duration_s(text: str | float) -> float:
+    """'250ms', '1.5s', '10m', '2h', '1h30m' or a plain number of seconds -> seconds (>= 0); a
+    ValueError saying what is wrong and the fix otherwise."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
-        total, rest = 0.0, str(text).strip()
+        rest = str(text).strip()
         if not rest:
-            raise InputError(f"--{option}: empty duration; give e.g. 30s, 500ms, 2m")
+            raise ValueError("empty duration; give e.g. 30s, 500ms, 2m")
         # compound forms like 1h30m
         parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", rest)
         if parts and "".join(n + u for n, u in parts) == rest.replace(" ", ""):
-            total = sum(float(n) * _UNIT[u] for n, u in parts)
+            value = sum(float(n) * _UNIT[u] for n, u in parts)
         else:
             m = _DURATION.match(rest)
             if not m:
-                raise InputError(f"--{option}: '{text}' is not a duration; give e.g. 30s, 500ms, 2m, 1h30m")
-            total = float(m.group(1)) * _UNIT[m.group(2)]
-        value = total
+                raise ValueError(f"'{text}' is not a duration; give e.g. 30s, 500ms, 2m, 1h30m")
+            value = float(m.group(1)) * _UNIT[m.group(2)]
     if value < 0 or math.isnan(value):
-        raise InputError(f"--{option}: duration must not be negative; give e.g. 30s")
+        raise ValueError("duration must not be negative; give e.g. 30s")
     return value
+
+
+def parse_duration(option: str, text: str | float) -> float:
+    """duration_s for the value of --`option`: a mistake is one InputError line naming it."""
+    try:
+        return duration_s(text)
+    except ValueError as e:
+        raise InputError(f"--{option}: {e}") from None

@@ -10,19 +10,27 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _UNIT = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
-def parse_size(option: str, text: str | int) -> int:
-    """Bytes of '64MB', '512KB', '1GB', '64MiB' or a plain number of bytes; K, M, G are powers of
-    1024 whichever way they are written. One-line InputError naming `option` otherwise."""
-    if isinstance(text, int):
+def size_bytes(text: str | int) -> int:
+    """Bytes of '64MB', '512KB', '1GB', '64MiB' or a plain number of bytes (above 0); K, M, G are
+    powers of 1024 whichever way they are written. A ValueError with the fix otherwise."""
+    if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
         m = _SIZE.match(str(text))
         if not m:
-            raise InputError(f"--{option}: '{text}' is not a size; give e.g. 64MB, 512KB or a number of bytes")
+            raise ValueError(f"'{text}' is not a size; give e.g. 64MB, 512KB or a number of bytes")
         value = int(float(m.group(1)) * _UNIT[(m.group(2) or "")[:1].lower()])
     if value <= 0:
-        raise InputError(f"--{option}: must be above 0, e.g. 64MB")
+        raise ValueError("must be above 0, e.g. 64MB")
     return value
+
+
+def parse_size(option: str, text: str | int) -> int:
+    """size_bytes for the value of --`option`: a mistake is one InputError line naming it."""
+    try:
+        return size_bytes(text)
+    except ValueError as e:
+        raise InputError(f"--{option}: {e}") from None
 
 
 def format_size(n: int) -> str:

@@ -39,7 +39,7 @@ class Console(Plugin):
 
     def init(self, environment) -> None:
         opts = environment.parsed_options
-        if opts.headless and role_of(environment) != "worker" and not getattr(opts, "locust_tables", False):
+        if opts.headless and role_of(environment) != "worker" and not state_of(environment).plan.locust_tables:
             # Locust starts its periodic table after init, unless --only-summary
             opts.only_summary = True
 
@@ -100,8 +100,8 @@ class Console(Plugin):
 
     def quitting(self, environment) -> None:
         self._stop()
-        opts = environment.parsed_options
-        if not self.ran or not opts.headless or role_of(environment) == "worker" or getattr(opts, "locust_tables", False):
+        opts, state = environment.parsed_options, state_of(environment)
+        if not self.ran or not opts.headless or role_of(environment) == "worker" or (state.plan is not None and state.plan.locust_tables):
             return
         if getattr(opts, "json", False) or getattr(opts, "json_file", None):
             return  # Locust prints JSON instead of the tables: nothing to leave out

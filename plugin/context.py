@@ -115,7 +115,7 @@ class RunContext:
             extras["ignore_eos"] = True
         if plan.min_tokens is not None:
             extras["min_tokens"] = plan.min_tokens
-        extras.update(plan.extra_body)
+        extras.update(plan.extra)
         self.extras = extras
 
     def _pacer(self, plan: RunPlan, worker_index: int, processes: int, environment):

@@ -1,92 +1,308 @@
-"""The suite's command-line options: Locust options with an environment variable each.
+"""The suite's options, each declared once: flag, environment variable, default, help, group, web form.
 
-Every option is also a `locust.conf` key (Locust reads the same names) and, where it makes sense,
-a field of the web UI's start form. `plugin.plan.RunPlan.from_options` turns the parsed values into
-the run's validated plan; a mistake is one line naming the option and the fix (`InputError`),
-raised before any load starts.
+`Options` is the declaration: a field per option (its name is Locust's `dest`, the flag is
+`--name-with-dashes`, the environment variable `LOCUST_NAME`), with the default as a person types
+it, the help, the group it is shown in, whether the web form shows it, and its type (`core.fields`:
+durations, sizes, shares, ports, counts), which parses and checks it. Generated from it:
+
+  Locust's arguments    `add_arguments` (also `locust.conf` keys; the form's fields are these)
+  the web form's order  `webui/form.py` groups and orders the form's fields by `GROUPS`
+  the help              `python -m plugin.options` prints it grouped, with defaults and variables
+                        (`locust --help` is printed before Locust imports any locustfile, so it
+                        cannot hold them), and `docs/options.md` (`python -m plugin.options --markdown`)
+
+`Options.parse(namespace)` parses Locust's values once, before any load; `plugin.plan.RunPlan`
+is built from the result. A mistake is one line naming the option and the fix (`InputError`).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import re
+import sys
+from typing import Annotated, Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
 from core.errors import InputError
-from plugin.plan import RETRYABLE
+from core.fields import Count, Duration, Names, Percent, Port, PositiveCount, PositiveDuration, Rate, Share, Size, Text
+from core.validation import FieldError, build
+from metrics.slo import Objective, parse_slo
+from shapes.steps import parse_steps
+
+# Failure classes a retry may follow: those known from the HTTP exchange alone, before the body is
+# parsed (the user decides right after the stream ends, without parsing it).
+RETRYABLE = ("http_429", "http_4xx", "http_5xx", "connect_error", "timeout", "stream_truncated")
+
+# The groups, in the order the web form and the help show them.
+TARGET = "Target and model"
+WORKLOAD = "Workload"
+LOAD = "Load model: steps, capacity search, open loop, replay"
+SLO = "SLO"
+EXPERT = "Expert settings"
+OBSERVE = "Outputs, observability and self-health (not in the web form)"
+GROUP_ORDER = (TARGET, WORKLOAD, LOAD, SLO, EXPERT, OBSERVE)
+_EMPTY_IS_EMPTY = {"retry_on"}  # an emptied field that means "none", not the default
 
 
-SECRET_OPTIONS = ("api_key",)  # never written to run.json, logs or reports
+def option(default: Any, help: str, group: str, *, web: bool = True, secret: bool = False) -> Any:
+    """One option's declaration: `default` as a person types it (a flag: False), its help, its group,
+    whether the web form shows it (Locust renders a field's value into the page: a secret never)."""
+    return Field(default, description=help, json_schema_extra={"group": group, "web": web and not secret, "secret": secret})
 
 
-# (flag, argparse keywords); the env var is derived by env_var(). Kept as data so docs/options.md and tests can list them.
-OPTIONS: list[tuple[str, dict]] = [
-    ("--endpoint", dict(default="chat", choices=["chat", "completions"], help="chat = /v1/chat/completions, completions = /v1/completions")),
-    ("--model", dict(default="", help="Model id to request; empty = the first id from /v1/models")),
-    # not in the web UI: Locust renders a form field's value into the page (docs/security.md)
-    ("--api-key", dict(default="", is_secret=True, include_in_web_ui=False, help="Bearer token sent as Authorization; never written anywhere; not a web UI field (docs/security.md)")),
-    ("--workload", dict(default="", help="Workload spec YAML; empty = workloads/default.yaml (the reference mix)")),
-    ("--seed", dict(default="", help="Seed for the request sequence (each worker uses seed + worker index); empty = random, recorded in run.json")),
-    ("--tokenizer", dict(default="", help="Tokenizer path or hub name for counting output tokens when the server sends no usage")),
-    ("--max-tokens-override", dict(default="", help="Fixed max_tokens for every request instead of the workload's distribution")),
-    ("--ignore-eos", dict(action="store_true", default=False, help="Send ignore_eos: true (vLLM, llama.cpp; some servers reject it)")),
-    ("--min-tokens", dict(default="", help="Send min_tokens: N (vLLM extension)")),
-    ("--extra-body", dict(default="", help="JSON object merged into every request body, e.g. '{\"top_k\": 1}'")),
-    ("--no-stream", dict(action="store_true", default=False, help="Send stream: false (TTFT then equals E2E)")),
-    ("--warmup", dict(default="0s", help="Exclude requests sent in the first DURATION of the run from the statistics")),
-    ("--results-dir", dict(default="results", help="Folder that receives results/<run-id>/")),
-    ("--run-id", dict(default="", help="Name of the results folder; empty = <UTC time>-<random>")),
-    ("--junit", dict(default="", include_in_web_ui=False, help="Also write JUnit XML to this file at the end of the run: one test case per run check and per --slo objective, a failure carrying the measured value (docs/ci.md)")),
-    ("--overwrite", dict(action="store_true", default=False, help="Replace an existing results folder of the same --run-id; without it such a run is refused before any load")),
-    ("--sim-profile", dict(default="v100-7b-tp8", help="Profile of the built-in simulator used when no --host is given")),
-    ("--sim-timestamps", dict(action="store_true", default=False, include_in_web_ui=False, help="Ask the simulator to stamp its send time into every chunk (client-accuracy benchmarks)")),
-    ("--timeout-connect", dict(default="10s", help="Longest wait for a new connection (TCP connect, TLS handshake); not part of TTFT")),
-    ("--timeout-first-token", dict(default="300s", help="Longest wait from the request's write to the response head and the first body bytes (the connect has --timeout-connect)")),
-    ("--timeout-idle", dict(default="120s", help="Longest gap between two reads of a flowing stream")),
-    ("--timeout-total", dict(default="900s", help="Longest whole request")),
-    ("--max-response-size", dict(default="64MB", help="Longest response body the client reads (MB = 2^20 bytes); a longer one is cut there and recorded as response_too_large, so one huge reply cannot stall every other stream")),
-    ("--connection", dict(default="keep-alive", choices=["keep-alive", "per-request"], help="keep-alive = each user reuses one connection (OpenAI SDKs, browsers, gateways); per-request = a new connection for every request, closed after it (some benchmark clients)")),
-    # Load models (docs/load-models.md)
-    ("--steps", dict(default="", help="Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'")),
-    ("--step-time", dict(default="60s", help="How long each step (or capacity-search level) is held")),
-    ("--step-warmup", dict(default="10s", help="Start of each step excluded from its statistics")),
-    ("--slo", dict(default="", help="Objectives, e.g. 'ttft.p95<5s,tpot.p95<80ms' (ttft|ttfa|tpot|itl|e2e . mean|pNN); a miss fails a headless run")),
-    ("--find-capacity", dict(action="store_true", default=False, help="Search the highest user count (or rate) meeting --slo, within --run-time")),
-    ("--request-rate", dict(default="", help="Open loop: total requests per second across all workers; empty = closed loop")),
-    ("--arrival", dict(default="poisson", choices=["poisson", "gamma", "constant"], help="Open-loop arrival process")),
-    ("--burstiness", dict(default="1.0", help="Gamma shape for --arrival gamma (1 = Poisson, < 1 burstier)")),
-    ("--max-concurrency", dict(default="", include_in_web_ui=False, help="Open loop, headless: most requests in flight (sets the user count); default 512. In the web UI the Users field is the cap")),
-    # Observability (plugin/prometheus.py, plugin/server_metrics.py)
-    ("--prometheus-port", dict(default="0", include_in_web_ui=False, help="Serve client LLM metrics for Prometheus at http://HOST:PORT/metrics from the master (or local process); 0 = off")),
-    ("--prometheus-host", dict(default="127.0.0.1", include_in_web_ui=False, help="Interface for --prometheus-port; 0.0.0.0 to expose it beyond this machine")),
-    ("--prometheus-linger", dict(default="0s", include_in_web_ui=False, help="Keep serving /metrics this long before the process exits, so Prometheus scrapes the final counts")),
-    ("--server-metrics", dict(default="", help="Prometheus endpoints of the server side to scrape during the run, comma-separated (vLLM /metrics, DCGM, node exporter); kept in server_metrics.parquet")),
-    ("--server-metrics-interval", dict(default="5s", help="Scrape interval for --server-metrics")),
-    # Failures, retries and cancellation (docs/failures.md)
-    ("--retry", dict(default="0", help="Retry a failed request up to N times; every attempt is its own record (request id suffix -r1, -r2, ...); 0 = off")),
-    ("--retry-on", dict(default="http_429,http_5xx,connect_error", help="Failure classes that are retried, comma-separated (" + ", ".join(RETRYABLE) + ")")),
-    ("--retry-max-wait", dict(default="30s", help="Longest wait before a retry: caps a 429's Retry-After and the backoff (0.5 s, doubling)")),
-    ("--cancel-rate", dict(default="0", help="Share of requests (0-1) the client aborts on purpose after --cancel-after, to test the server's abort handling; recorded as cancelled")),
-    ("--cancel-after", dict(default="1s", help="How long a request picked by --cancel-rate runs before the client aborts it")),
-    # Client self-health (plugin/health.py): is each load-generating process still accurate?
-    ("--locust-tables", dict(action="store_true", default=False, include_in_web_ui=False, help="Headless: also print Locust's own tables (its rounded live statistics): the periodic one every 2 s and those at the end")),
-    ("--health-cpu-limit", dict(default="70", include_in_web_ui=False, help="Self-health: a worker (or local) process above this CPU, % of one core, in 80 % of the seconds of --health-sustain marks the run client_bound")),
-    ("--health-loop-lag-limit", dict(default="10ms", include_in_web_ui=False, help="Self-health: event-loop lag p99 (a 0.1 s sleep waking late) above this, sustained while the process is busy, marks the run client_bound")),
-    ("--health-token-lag-limit", dict(default="5ms", include_in_web_ui=False, help="Self-health, with --sim-timestamps: p99 of chunk arrival minus the simulator's send time above this, sustained while busy, marks the run client_bound")),
-    ("--health-sustain", dict(default="5s", include_in_web_ui=False, help="Self-health: how long a limit must be passed (in 80 % of its one-second samples) to count")),
-    ("--health-target-cpu", dict(default="60", include_in_web_ui=False, help="Self-health advice: CPU per worker process, % of one core, to plan for (workers needed = ceil(workers x peak CPU / this))")),
-    # Replayed production traffic (shapes/replay.py; traces from `python -m workloads import`)
-    ("--replay", dict(default="", help="Replay a trace (JSONL from `python -m workloads import`): every request at its logged time, open loop, split across workers; the run ends with the trace")),
-    ("--time-scale", dict(default="", help="With --replay: multiply the trace's times by this (0.5 = twice as fast); default 1")),
-]
+def _json_object(value) -> str:
+    """--extra-body: a JSON object, kept as its text (immutable inside the frozen plan)."""
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if value is None or not str(value).strip():
+        return "{}"
+    try:
+        extra = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise FieldError(f"not valid JSON ({e.msg} at column {e.colno}); give a JSON object like '{{\"top_k\": 1}}'") from None
+    if not isinstance(extra, dict):
+        raise FieldError("must be a JSON object like '{\"top_k\": 1}'")
+    return json.dumps(extra)
+
+
+def _steps(value) -> tuple[int, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else tuple(parse_steps(value or ""))
+
+
+def _slo(value) -> tuple[Objective, ...]:
+    if isinstance(value, (list, tuple)):
+        return tuple(o if isinstance(o, Objective) else parse_slo(o)[0] for o in value)
+    return tuple(parse_slo(value or ""))
+
+
+JsonObject = Annotated[str, BeforeValidator(_json_object)]
+Steps = Annotated[tuple[int, ...], BeforeValidator(_steps)]
+Objectives = Annotated[tuple[Objective, ...], BeforeValidator(_slo)]
+
+
+class Options(BaseModel):
+    """Every suite option, in the order of its group's place in the form (docs/options.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", validate_default=True, arbitrary_types_allowed=True)
+
+    # -- target and model
+    model: Text = option("", "Model id to request; empty = the first id from /v1/models", TARGET)
+    sim_profile: Text = option("v100-7b-tp8", "Profile of the built-in simulator used when no --host is given", TARGET)
+    endpoint: Literal["chat", "completions"] = option("chat", "chat = /v1/chat/completions, completions = /v1/completions", TARGET)
+    api_key: Text = option("", "Bearer token sent as Authorization; never written anywhere; not a web UI field (docs/security.md)",
+                           TARGET, secret=True)  # fmt: skip
+    # -- workload
+    workload: Text = option("", "Workload spec YAML; empty = workloads/default.yaml (the reference mix)", WORKLOAD)
+    max_tokens_override: PositiveCount = option("", "Fixed max_tokens for every request instead of the workload's distribution", WORKLOAD)
+    min_tokens: Count = option("", "Send min_tokens: N (vLLM extension)", WORKLOAD)
+    ignore_eos: bool = option(False, "Send ignore_eos: true (vLLM, llama.cpp; some servers reject it)", WORKLOAD)
+    seed: Count = option("", "Seed for the request sequence (each worker uses seed + worker index); empty = random, recorded in run.json", WORKLOAD)
+    no_stream: bool = option(False, "Send stream: false (TTFT then equals E2E)", WORKLOAD)
+    extra_body: JsonObject = option("", "JSON object merged into every request body, e.g. '{\"top_k\": 1}'", WORKLOAD)
+    tokenizer: Text = option("", "Tokenizer path or hub name for counting output tokens when the server sends no usage", WORKLOAD)
+    # -- load models (docs/load-models.md)
+    steps: Steps = option("", "Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'", LOAD)
+    step_time: PositiveDuration = option("60s", "How long each step (or capacity-search level) is held", LOAD)
+    step_warmup: Duration = option("10s", "Start of each step excluded from its statistics", LOAD)
+    find_capacity: bool = option(False, "Search the highest user count (or rate) meeting --slo, within --run-time", LOAD)
+    request_rate: Rate = option("", "Open loop: total requests per second across all workers; empty = closed loop", LOAD)
+    arrival: Literal["poisson", "gamma", "constant"] = option("poisson", "Open-loop arrival process", LOAD)
+    burstiness: Rate = option("1.0", "Gamma shape for --arrival gamma (1 = Poisson, < 1 burstier)", LOAD)
+    replay: Text = option("", "Replay a trace (JSONL from `python -m workloads import`): every request at its logged time, open loop, "
+                          "split across workers; the run ends with the trace", LOAD)  # fmt: skip
+    time_scale: Rate = option("", "With --replay: multiply the trace's times by this (0.5 = twice as fast); default 1", LOAD)
+    max_concurrency: PositiveCount = option("", "Open loop, headless: most requests in flight (sets the user count); default 512. "
+                                            "In the web UI the Users field is the cap", LOAD, web=False)  # fmt: skip
+    # -- SLO
+    slo: Objectives = option("", "Objectives, e.g. 'ttft.p95<5s,tpot.p95<80ms' (ttft|ttfa|tpot|itl|e2e . mean|pNN); a miss fails a headless run", SLO)
+    warmup: Duration = option("0s", "Exclude requests sent in the first DURATION of the run from the statistics", SLO)
+    # -- expert settings
+    results_dir: Text = option("results", "Folder that receives results/<run-id>/", EXPERT)
+    run_id: Text = option("", "Name of the results folder; empty = <UTC time>-<random>", EXPERT)
+    overwrite: bool = option(False, "Replace an existing results folder of the same --run-id; without it such a run is refused before any load", EXPERT)
+    connection: Literal["keep-alive", "per-request"] = option(
+        "keep-alive", "keep-alive = each user reuses one connection (OpenAI SDKs, browsers, gateways); per-request = a new "
+        "connection for every request, closed after it (some benchmark clients)", EXPERT)  # fmt: skip
+    timeout_connect: PositiveDuration = option("10s", "Longest wait for a new connection (TCP connect, TLS handshake); not part of TTFT", EXPERT)
+    timeout_first_token: PositiveDuration = option("300s", "Longest wait from the request's write to the response head and the first body "
+                                                   "bytes (the connect has --timeout-connect)", EXPERT)  # fmt: skip
+    timeout_idle: PositiveDuration = option("120s", "Longest gap between two reads of a flowing stream", EXPERT)
+    timeout_total: PositiveDuration = option("900s", "Longest whole request", EXPERT)
+    max_response_size: Size = option("64MB", "Longest response body the client reads (MB = 2^20 bytes); a longer one is cut there and "
+                                     "recorded as response_too_large, so one huge reply cannot stall every other stream", EXPERT)  # fmt: skip
+    retry: Count = option("0", "Retry a failed request up to N times; every attempt is its own record (request id suffix -r1, -r2, ...); 0 = off", EXPERT)
+    retry_on: Names = option("http_429,http_5xx,connect_error", "Failure classes that are retried, comma-separated (" + ", ".join(RETRYABLE) + ")", EXPERT)
+    retry_max_wait: Duration = option("30s", "Longest wait before a retry: caps a 429's Retry-After and the backoff (0.5 s, doubling)", EXPERT)
+    cancel_rate: Share = option("0", "Share of requests (0-1) the client aborts on purpose after --cancel-after, to test the server's abort "
+                                "handling; recorded as cancelled", EXPERT)  # fmt: skip
+    cancel_after: Duration = option("1s", "How long a request picked by --cancel-rate runs before the client aborts it", EXPERT)
+    server_metrics: Names = option("", "Prometheus endpoints of the server side to scrape during the run, comma-separated (vLLM /metrics, "
+                                   "DCGM, node exporter); kept in server_metrics.parquet", EXPERT)  # fmt: skip
+    server_metrics_interval: Duration = option("5s", "Scrape interval for --server-metrics", EXPERT)
+    sim_timestamps: bool = option(False, "Ask the simulator to stamp its send time into every chunk (client-accuracy benchmarks)", EXPERT, web=False)
+    # -- outputs, observability and client self-health (reports/plugin.py, plugin/prometheus.py, plugin/console.py, plugin/health.py)
+    junit: Text = option("", "Also write JUnit XML to this file at the end of the run: one test case per run check and per --slo "
+                         "objective, a failure carrying the measured value (docs/ci.md)", OBSERVE, web=False)  # fmt: skip
+    prometheus_port: Port = option("0", "Serve client LLM metrics for Prometheus at http://HOST:PORT/metrics from the master (or local "
+                                   "process); 0 = off", OBSERVE, web=False)  # fmt: skip
+    prometheus_host: Text = option("127.0.0.1", "Interface for --prometheus-port; 0.0.0.0 to expose it beyond this machine", OBSERVE, web=False)
+    prometheus_linger: Duration = option("0s", "Keep serving /metrics this long before the process exits, so Prometheus scrapes the final "
+                                         "counts", OBSERVE, web=False)  # fmt: skip
+    locust_tables: bool = option(False, "Headless: also print Locust's own tables (its rounded live statistics): the periodic one every 2 s "
+                                 "and those at the end", OBSERVE, web=False)  # fmt: skip
+    health_cpu_limit: Percent = option("70", "Self-health: a worker (or local) process above this CPU, % of one core, in 80 % of the "
+                                       "seconds of --health-sustain marks the run client_bound", OBSERVE, web=False)  # fmt: skip
+    health_loop_lag_limit: Duration = option("10ms", "Self-health: event-loop lag p99 (a 0.1 s sleep waking late) above this, sustained "
+                                             "while the process is busy, marks the run client_bound", OBSERVE, web=False)  # fmt: skip
+    health_token_lag_limit: Duration = option("5ms", "Self-health, with --sim-timestamps: p99 of chunk arrival minus the simulator's send "
+                                              "time above this, sustained while busy, marks the run client_bound", OBSERVE, web=False)  # fmt: skip
+    health_sustain: Duration = option("5s", "Self-health: how long a limit must be passed (in 80 % of its one-second samples) to count",
+                                      OBSERVE, web=False)  # fmt: skip
+    health_target_cpu: Percent = option("60", "Self-health advice: CPU per worker process, % of one core, to plan for (workers needed "
+                                        "= ceil(workers x peak CPU / this))", OBSERVE, web=False)  # fmt: skip
+
+    # -- what one option's type cannot say ------------------------------------------------------
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_default(cls, data):
+        """An emptied field (the web form, an empty variable) means the option's default."""
+        if isinstance(data, dict):
+            for name, value in list(data.items()):
+                field = cls.model_fields.get(name)
+                if field is not None and (value is None or value == "") and field.default not in ("", False) and name not in _EMPTY_IS_EMPTY:
+                    data[name] = field.default
+        return data
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value):
+        if value and not re.fullmatch(r"[A-Za-z0-9._-]+", value):
+            raise FieldError(f"'{value}' may only hold letters, digits, '.', '_' and '-'")
+        if value in (".", ".."):
+            raise FieldError(f"'{value}' names a folder above the run's; give a name such as nightly-01")
+        return value
+
+    @field_validator("retry_on")
+    @classmethod
+    def _retry_on(cls, value):
+        for name in value:
+            if name not in RETRYABLE:
+                raise FieldError(f"'{name}' is not a retryable failure class; choose from {', '.join(RETRYABLE)}")
+        return value
+
+    @field_validator("server_metrics")
+    @classmethod
+    def _urls(cls, value):
+        from plugin.server_metrics import public_url
+
+        for url in value:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise FieldError(f"'{public_url(url)}' needs a scheme and a host, e.g. http://127.0.0.1:8000/metrics")
+        return value
+
+    @field_validator("server_metrics_interval")
+    @classmethod
+    def _interval(cls, value):
+        if value < 0.1:
+            raise FieldError("must be at least 100ms, e.g. 5s")
+        return value
+
+    @field_validator("health_sustain")
+    @classmethod
+    def _sustain(cls, value):
+        if value < 1:
+            raise FieldError("must be at least 1s")
+        return value
+
+    @model_validator(mode="after")
+    def _together(self):
+        if self.retry and not self.retry_on:
+            raise InputError("--retry-on: empty while --retry is on; name the failure classes to retry, e.g. http_429,http_5xx")
+        if self.cancel_rate and self.cancel_after <= 0:
+            raise InputError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
+        return self
+
+    # -- from Locust ----------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, namespace) -> "Options":
+        """The options of Locust's parsed `namespace` (an option it lacks takes its default), or
+        one-line InputError."""
+        values = {name: getattr(namespace, name) for name in cls.model_fields if hasattr(namespace, name)}
+        return build(cls, values, field_name=flag_of)
+
+
+def flag_of(loc) -> str:
+    return "--" + str(loc[0] if loc else "").replace("_", "-")
 
 
 def env_var(flag: str) -> str:
     return "LOCUST_" + flag.lstrip("-").upper().replace("-", "_")
 
 
+class Declared:
+    """One option as the generators read it."""
+
+    def __init__(self, name: str, field):
+        extra = field.json_schema_extra
+        self.name, self.flag = name, "--" + name.replace("_", "-")
+        self.env = env_var(self.flag)
+        self.default, self.help = field.default, field.description
+        self.group, self.web, self.secret = extra["group"], extra["web"], extra["secret"]
+        self.flag_only = field.annotation is bool  # store_true
+        bare = field.annotation
+        self.choices = list(get_args(bare)) if get_origin(bare) is Literal else None
+
+    def argparse_kwargs(self) -> dict:
+        kw: dict = dict(default=self.default, help=self.help, env_var=self.env)
+        if self.flag_only:
+            kw["action"] = "store_true"
+        if self.choices:
+            kw["choices"] = self.choices
+        if not self.web:
+            kw["include_in_web_ui"] = False
+        if self.secret:
+            kw["is_secret"] = True
+        return kw
+
+
+DECLARED: tuple[Declared, ...] = tuple(Declared(n, f) for n, f in Options.model_fields.items())
+SECRET_OPTIONS = tuple(d.name for d in DECLARED if d.secret)  # never written to run.json, logs or reports
+# the web form's groups: (heading, option names in order), webui/form.py orders the form by them
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (g, tuple(d.name for d in DECLARED if d.group == g and d.web)) for g in GROUP_ORDER if any(d.group == g and d.web for d in DECLARED)
+)
+
+
 def add_arguments(parser) -> None:
-    # Locust's own parser (not an argument group): only it knows include_in_web_ui / is_secret.
-    for flag, kwargs in OPTIONS:
-        parser.add_argument(flag, env_var=env_var(flag), **kwargs)
+    """The suite's options on Locust's parser, each in its group (the help shows them grouped).
+    Added through the parser itself (only it knows include_in_web_ui / is_secret), then listed
+    under their group's heading."""
+    groups = {g: parser.add_argument_group(g) for g in GROUP_ORDER}
+    for d in DECLARED:
+        action = parser.add_argument(d.flag, **d.argparse_kwargs())
+        parser._optionals._group_actions.remove(action)
+        groups[d.group]._group_actions.append(action)
+
+
+def help_text() -> str:
+    """The suite's options as `--help` would print them, grouped, with defaults and variables."""
+    import configargparse
+
+    parser = configargparse.ArgumentParser(usage="locust -f locustfile.py [Locust's options] [the suite's options]", add_help=False,
+                                           description="The LLM suite's options, also environment variables and locust.conf keys "
+                                                       "(Locust's own: locust --help).")  # fmt: skip
+    for g in GROUP_ORDER:
+        group = parser.add_argument_group(g)
+        for d in (d for d in DECLARED if d.group == g):
+            shown = "off" if d.flag_only else (repr(d.default) if d.default != "" else "empty")
+            kw = {"action": "store_true"} if d.flag_only else {"metavar": "|".join(d.choices) if d.choices else "VALUE"}
+            text = f"{d.help} [default: {shown}; env {d.env}]" + ("" if d.web else " (not in the web form)")
+            group.add_argument(d.flag, help=text.replace("%", "%%"), **kw)
+    return parser.format_help()
 
 
 def check_host(host: str) -> str:
@@ -117,14 +333,17 @@ def public_options(parsed_options) -> dict:
 
 def markdown_table() -> str:
     """The options table of docs/options.md (tests/test_readme.py keeps the page equal to it)."""
-    lines = ["| option | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
-    for flag, kw in OPTIONS:
-        default = kw.get("default")
-        shown = "off" if kw.get("action") == "store_true" else (f"`{default}`" if default not in ("", None) else "")
-        text = kw["help"].replace("|", "\\|")
-        lines.append(f"| `{flag}` | `{env_var(flag)}` | {shown} | {text} |")
-    return "\n".join(lines)
+    lines = []
+    for g in GROUP_ORDER:
+        lines += ["", f"**{g}**", "", "| option | environment variable | default | meaning |", "| --- | --- | --- | --- |"]
+        for d in (d for d in DECLARED if d.group == g):
+            shown = "off" if d.flag_only else (f"`{d.default}`" if d.default != "" else "")
+            text = d.help.replace("|", "\\|")
+            lines.append(f"| `{d.flag}` | `{d.env}` | {shown} | {text} |")
+    return "\n".join(lines[1:])
 
 
 if __name__ == "__main__":
-    print(markdown_table())
+    cli = argparse.ArgumentParser(description="Print the suite's options: grouped help, or the Markdown table of docs/options.md")
+    cli.add_argument("--markdown", action="store_true", help="the table of docs/options.md")
+    print(markdown_table() if cli.parse_args(sys.argv[1:]).markdown else help_text())

@@ -59,8 +59,6 @@ from locust.runners import STATE_MISSING, MasterRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 
-from core.durations import parse_duration
-from core.errors import InputError
 from metrics.record import ERROR_CLASSES, FIELD_NAMES
 from plugin.hooks import fail
 from plugin.state import Plugin, role_of
@@ -281,17 +279,6 @@ class MetricsServer:
         self.server.stop(timeout=1)
 
 
-def parse_port(value) -> int:
-
-    try:
-        port = int(str(value).strip() or 0)
-    except ValueError:
-        raise InputError(f"--prometheus-port: '{value}' is not a port number; give e.g. 9646 (0 = off)") from None
-    if not 0 <= port <= 65535:
-        raise InputError(f"--prometheus-port: {port} is not a port number (1-65535, 0 = off)")
-    return port
-
-
 class Prometheus(Plugin):
     """Client metrics at http://HOST:PORT/metrics on the process that writes results (--prometheus-port)."""
 
@@ -302,15 +289,10 @@ class Prometheus(Plugin):
     def init(self, environment) -> None:
         if role_of(environment) == "worker" or environment.parsed_options is None:
             return
-        opts = environment.parsed_options
-        try:
-            port = parse_port(getattr(opts, "prometheus_port", 0))
-            self.linger_s = parse_duration("prometheus-linger", getattr(opts, "prometheus_linger", "0s") or "0s")
-        except InputError as e:
-            fail(str(e))
+        endpoint = environment.llm.plan.prometheus  # --prometheus-*, parsed with the run's plan at init
+        port, host, self.linger_s = endpoint.port, endpoint.host, endpoint.linger_s
         if not port:
             return
-        host = getattr(opts, "prometheus_host", "") or "127.0.0.1"
         try:
             self.server = MetricsServer(environment, host, port)
         except OSError as e:

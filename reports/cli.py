@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from core.errors import InputError
 from metrics.schema import Summary
-from reports.data import ReportError, load_run
+from reports.data import load_run
 
 
 def show_text(summary: Summary) -> str:
@@ -36,7 +37,7 @@ def recover_if_unfinished(run_dir: str) -> None:
     from plugin.results import is_locked, needs_recovery, recover
 
     if is_locked(run_dir):
-        raise ReportError(f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended")
+        raise InputError(f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended")
     if needs_recovery(run_dir):
         summary = recover(run_dir)
         print(f"{run_dir}: {summary['records']['total']} records recovered; summary.json written with complete: false "
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             names = [n.strip() for n in args.format.split(",") if n.strip()]
             unknown = [n for n in names if n not in FORMATS] or ([] if names else [args.format])
             if unknown:
-                raise ReportError(f"--format: '{unknown[0]}' is not a report format; give {', '.join(FORMATS)} "
+                raise InputError(f"--format: '{unknown[0]}' is not a report format; give {', '.join(FORMATS)} "
                                   f"or several, e.g. --format {','.join(FORMATS)}")  # fmt: skip
         if args.command in ("build", "show"):
             recover_if_unfinished(args.run_dir)
@@ -90,15 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "show":
             print(show_text(load_run(args.run_dir).summary))
             return 0
-        from reports.compare import RuleError, run_compare
+        from reports.compare import run_compare
 
-        try:
-            return run_compare(args.base, args.new, args.fail_on, args.out or None, args.resamples, args.seed, args.confidence,
-                               junit=args.junit or None)
-        except RuleError as e:
-            sys.stderr.write(f"error: {e}\n")
-            return 2
-    except ReportError as e:
+        return run_compare(args.base, args.new, args.fail_on, args.out or None, args.resamples, args.seed, args.confidence,
+                           junit=args.junit or None)
+    except InputError as e:  # an unreadable results folder, a --fail-on rule that cannot be read
         sys.stderr.write(f"error: {e}\n")
         return 2
     except Exception:  # a bug or unreadable input: never exit 1, which means "regression"

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from core.errors import InputError
 from core.files import write_atomic
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.summary import distribution
@@ -52,10 +53,6 @@ METRIC_NAMES = [f"{m}.{s}" for m in LATENCY for s in STATS] + list(RATES) + ["er
 UNITS = {**{f"{m}.{s}": "ms" for m in LATENCY for s in STATS}, "requests_per_s": "req/s",
          "output_tokens_per_s": "tok/s", "total_tokens_per_s": "tok/s", "error_rate": "%"}  # fmt: skip
 MAX_GROUPS = 20_000  # exact up to this many values; above, rank groups of n / 20000 values
-
-
-class RuleError(ValueError):
-    """A --fail-on expression that cannot be read; the message names the rule and the fix."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,17 +93,17 @@ def parse_rules(text: str) -> list[Rule]:
             stat = re.match(r"^\s*(?:\w+\.)?(ttft|tpot|itl|e2e)\s*[<>]", part)
             if stat:
                 hint = f" (name a statistic, e.g. {stat.group(1)}.p95)"
-            raise RuleError(f"--fail-on: cannot read rule '{part}'{hint}; {RULE_HELP}")
+            raise InputError(f"--fail-on: cannot read rule '{part}'{hint}; {RULE_HELP}")
         metric, unit = m["metric"], m["unit"] or ""
         value = float(m["value"]) * (-1 if m["sign"] == "-" else 1)
         is_latency = metric.split(".")[0] in LATENCY
         example = f"{metric}{m['op']}{m['sign'] or '+'}{m['value']}%"
         if unit in ("ms", "s") and not is_latency:
-            raise RuleError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use %, e.g. '{example}'")
+            raise InputError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use %, e.g. '{example}'")
         if unit == "pp" and metric != "error_rate":
-            raise RuleError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %, e.g. '{example}'")
+            raise InputError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %, e.g. '{example}'")
         if unit == "" and m["value"]:
-            raise RuleError(f"--fail-on: rule '{part}': give a unit for the threshold: % (relative)"
+            raise InputError(f"--fail-on: rule '{part}': give a unit for the threshold: % (relative)"
                             f"{', ms or s' if is_latency else (', pp' if metric == 'error_rate' else '')}; {RULE_HELP}")
         if unit == "s":
             value *= 1000.0
@@ -318,7 +315,7 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
     for rule in rules:  # before the bootstrap: a rule naming a missing class is a usage error
         if rule.scope not in common:
             known = ", ".join(k for k in common if k != "overall") or "none"
-            raise RuleError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
+            raise InputError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
                             f"(classes and steps in both: {known})")
     alpha = (1 - confidence) / 2 * 100
     result = {
@@ -376,7 +373,7 @@ def judge(result: dict, rules: list[Rule]) -> list[dict]:
         scope = by_scope.get(rule.scope)
         if scope is None:
             known = ", ".join(sorted(k for k in by_scope if k != "overall")) or "none"
-            raise RuleError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
+            raise InputError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
                             f"(classes and steps in both: {known})")
         row = scope[rule.metric]
         change = row["delta_pct"] if rule.relative else row["delta"]
@@ -486,9 +483,9 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
                 seed: int = 0, confidence: float = 0.95, junit: str | None = None) -> int:
     rules = parse_rules(fail_on)  # a bad rule is an error before any work
     if resamples < 100:
-        raise RuleError("--resamples: use at least 100 (default 1000)")
+        raise InputError("--resamples: use at least 100 (default 1000)")
     if not 0.5 <= confidence < 1:
-        raise RuleError("--confidence: give a level between 0.5 and 1, e.g. 0.95")
+        raise InputError("--confidence: give a level between 0.5 and 1, e.g. 0.95")
     result = compare(base, new, resamples, seed, confidence, rules)
     verdicts = judge(result, rules)
     result["rules"] = verdicts
@@ -546,4 +543,4 @@ def _json_safe(x):
     return x
 
 
-__all__ = ["compare", "judge", "parse_rules", "run_compare", "Rule", "RuleError", "boot_quantiles"]
+__all__ = ["compare", "judge", "parse_rules", "run_compare", "Rule", "boot_quantiles"]

@@ -33,10 +33,6 @@ STRINGS = ["request_class", "error", "tokens_source"]  # read as dictionaries: c
 NICE_BINS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 
 
-class ReportError(Exception):
-    """A results folder that cannot be read; the message says which file and why."""
-
-
 @dataclass
 class RunData:
     path: str
@@ -68,7 +64,7 @@ def read_json(path: str) -> dict:
     except FileNotFoundError:
         return {}
     except json.JSONDecodeError as e:
-        raise ReportError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
 
 
 def load_run(path: str) -> RunData:
@@ -76,15 +72,15 @@ def load_run(path: str) -> RunData:
     path = os.path.abspath(path)
     records = os.path.join(path, "requests.parquet")
     if not os.path.isdir(path):
-        raise ReportError(f"{path}: no such results folder; give results/<run-id>")
+        raise InputError(f"{path}: no such results folder; give results/<run-id>")
     if not os.path.isfile(records):
-        raise ReportError(f"{path}: no requests.parquet in it; is it a results folder of a finished run?")
+        raise InputError(f"{path}: no requests.parquet in it; is it a results folder of a finished run?")
     try:
         schema = pq.read_schema(records)
         columns = [c for c in SCALARS if c in schema.names]
         table = pq.read_table(records, columns=columns, read_dictionary=[c for c in STRINGS if c in columns])
     except (pa.ArrowInvalid, OSError) as e:
-        raise ReportError(f"{records}: cannot be read ({e})") from None
+        raise InputError(f"{records}: cannot be read ({e})") from None
     df = table.to_pandas()
     for name in SCALARS:  # an older or partial file: add what is missing, empty
         if name not in df.columns:
@@ -92,10 +88,7 @@ def load_run(path: str) -> RunData:
     run = read_json(os.path.join(path, "run.json"))
     summary_path = os.path.join(path, "summary.json")
     if os.path.isfile(summary_path):
-        try:
-            summary = load_summary(summary_path)
-        except InputError as e:
-            raise ReportError(str(e)) from None
+        summary = load_summary(summary_path)
     else:
         summary = _summary_from_records(records, df, run)
     t0 = run.get("started_at")

@@ -39,7 +39,7 @@ class JUnit(Plugin):
     could not be written, since that is one of its test cases."""
 
     def run_finished(self, run, summary) -> None:
-        path = getattr(run.environment.parsed_options, "junit", "")
+        path = run.plan.junit
         if path:
             write_run_junit(run, summary, path)
 

@@ -9,7 +9,7 @@ import re
 import yaml
 from locust import argument_parser
 
-from plugin.options import OPTIONS, add_arguments, env_var
+from plugin.options import DECLARED, add_arguments
 from tests.helpers import ROOT
 
 COMPOSE = os.path.join(ROOT, "docker-compose.yml")
@@ -71,7 +71,7 @@ def known_env_vars() -> set:
 
 def suite_env_vars() -> set:
     """The LOCUST_* variables of the suite's own options."""
-    return {env_var(flag) for flag, _ in OPTIONS}
+    return {d.env for d in DECLARED}
 
 
 def environment(service: dict, env: dict | None = None) -> dict:

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics, parse_port
+from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics
 from metrics.record import RequestRecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -216,12 +216,18 @@ def test_gauges_without_a_runner_and_with_providers():
 
 
 def test_port_option():
-    from core.errors import InputError
+    from argparse import Namespace
 
-    assert parse_port("0") == 0 and parse_port("9646") == 9646 and parse_port("") == 0
+    from core.errors import InputError
+    from plugin.plan import RunPlan
+
+    def port(text):
+        return RunPlan.from_options(Namespace(prometheus_port=text)).prometheus.port
+
+    assert port("0") == 0 and port("9646") == 9646 and port("") == 0
     for bad in ("x", "70000", "-1"):
         with pytest.raises(InputError, match="--prometheus-port"):
-            parse_port(bad)
+            port(bad)
 
 
 @pytest.mark.process

@@ -339,10 +339,10 @@ def test_stream_tracker_cost_per_report():
 
 
 def test_form_groups_name_every_form_option():
-    from plugin.options import OPTIONS
+    from plugin.options import DECLARED
     from webui.form import GROUPS, ordered
 
-    form = [flag[2:].replace("-", "_") for flag, kw in OPTIONS if kw.get("include_in_web_ui", True)]
+    form = [d.name for d in DECLARED if d.web]
     named = [n for _, names in GROUPS for n in names]
     assert sorted(named) == sorted(set(named))  # each once
     assert set(named) <= set(form), set(named) - set(form)  # no stale name

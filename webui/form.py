@@ -4,25 +4,15 @@ Locust renders the fields in the order of `template_args["extra_options"]`, a di
 from the parser at every page load (`WebUI.update_template_args`), and the page's
 `template_args|tojson` writes that dict with its keys sorted (Jinja's `json.dumps_kwargs` policy
 and Flask's `app.json.sort_keys`, both on by default): the form came out alphabetical. Here the
-page's JSON keeps the order it is given, and the rebuilt dict is put in the order of `GROUPS`;
-a CSS rule injected into the index page (`headings_style`) writes each group's heading above its
+page's JSON keeps the order it is given, and the rebuilt dict is put in the order of `GROUPS`
+(each option declares its group in plugin/options.py); a CSS rule injected into the index page (`headings_style`) writes each group's heading above its
 first field. A field no group names (an option added by another plugin) comes last, with the
 expert settings.
 """
 
 from __future__ import annotations
 
-GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Target and model", ("model", "sim_profile", "endpoint")),
-    ("Workload", ("workload", "max_tokens_override", "min_tokens", "ignore_eos", "seed", "no_stream", "extra_body",
-                  "tokenizer")),
-    ("Load model: steps, capacity search, open loop, replay", ("steps", "step_time", "step_warmup", "find_capacity",
-                  "request_rate", "arrival", "burstiness", "replay", "time_scale")),
-    ("SLO", ("slo", "warmup")),
-    ("Expert settings", ("results_dir", "run_id", "overwrite", "connection", "timeout_connect", "timeout_first_token",
-                         "timeout_idle", "timeout_total", "max_response_size", "retry", "retry_on", "retry_max_wait",
-                         "cancel_rate", "cancel_after", "server_metrics", "server_metrics_interval")),
-)  # fmt: skip
+from plugin.options import GROUPS  # declared with the options (plugin/options.py)
 
 
 def ordered(extra_options: dict) -> dict:
