@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -183,6 +184,14 @@ class Options(BaseModel):
             raise FieldError(f"'{value}' may only hold letters, digits, '.', '_' and '-'")
         if value in (".", ".."):
             raise FieldError(f"'{value}' names a folder above the run's; give a name such as nightly-01")
+        return value
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_exists(cls, value):
+        looks_like_path = os.path.isabs(os.path.expanduser(value)) or value.startswith((".", "~"))
+        if value and looks_like_path and not os.path.exists(os.path.expanduser(value)):
+            raise FieldError(f"'{value}' does not exist; give a local tokenizer folder (or a hub name like org/name)")
         return value
 
     @field_validator("retry_on")

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from core.durations import Timeouts
 from core.errors import InputError
@@ -202,13 +201,6 @@ class RunPlan(_Frozen):
     def _extra_as_object(self, value: str) -> dict[str, Any]:
         return json.loads(value)
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _tokenizer_exists(cls, value):
-        if value and _looks_like_path(value) and not os.path.exists(os.path.expanduser(value)):
-            raise InputError(f"--tokenizer: '{value}' does not exist; give a local tokenizer folder (or a hub name like org/name)")
-        return value
-
     # -- from Locust's options ------------------------------------------------------------------
     @classmethod
     def from_options(cls, o) -> "RunPlan":
@@ -310,7 +302,3 @@ def _check_judged_window(step_time: float, step_warmup: float, distributed: bool
         f"({step_time:g}s - --step-warmup {step_warmup:g}s{lag}), at least {MIN_JUDGED_S:g}s is needed; "
         f"give --step-time {need:g}s or more{shorter}"
     )
-
-
-def _looks_like_path(text: str) -> bool:
-    return os.path.isabs(os.path.expanduser(text)) or text.startswith((".", "~"))
