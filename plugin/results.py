@@ -29,6 +29,7 @@ it, and the run exits with exit_codes.RESULTS_NOT_WRITTEN.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import glob
 import json
@@ -64,6 +65,7 @@ FLUSH_SECONDS = 5.0
 RECORDS = "requests.parquet"
 PARTS = "requests.parts"
 UNSHIPPED = ".unshipped.parquet"  # a worker's records its lost master never acknowledged
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a smaller file may still fit
 LOCK = ".lock"  # the run writing the folder holds an OS lock on it (`lock_folder`)
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
 
@@ -236,6 +238,8 @@ class ResultsWriter:
         self._pending_bytes = 0  # row_bytes of _pending
         self._flushing_bytes = 0  # row_bytes of the rows a flush is writing now
         self.rows_dropped = 0  # handed over while unwritten_limit was reached: lost, counted
+        self.rows_held = 0  # in memory at the end, never written (the disk stayed full)
+        self.unjoined: str | None = None  # why requests.parquet could not be joined from the parts
         self._dropped_why: str | None = None  # the write failure when the first was dropped (or the next one)
         self._parts = 0
         self._tag = secrets.token_hex(2)  # part names of this writer
@@ -321,11 +325,12 @@ class ResultsWriter:
                 flushed.set()
 
     def _flush(self) -> None:
-        """Write pending rows as one part file. In a local run the users share this process, and
+        """Write pending rows as part files. In a local run the users share this process, and
         nothing here may stall their streams: the conversion runs in slices with a yield to the
         event loop between them, and compressing and writing (30-70 ms per 1,000 records of 256
-        tokens) runs in an OS thread, pyarrow releasing the GIL meanwhile. A failed write keeps
-        the rows (and their callbacks) for the next flush."""
+        tokens) runs in an OS thread, pyarrow releasing the GIL meanwhile. On a full disk the rows
+        go out in halves, and halves of those, as far as they fit (`_write_rows`); what is not
+        written is kept, with the callbacks, for the next flush."""
         if not self._pending or self.closed:
             return
         rows, self._pending = self._pending, []
@@ -336,25 +341,41 @@ class ResultsWriter:
             for i in range(0, len(rows), SLICE_ROWS):
                 slices.append(rows_to_table(rows[i : i + SLICE_ROWS]))
                 gevent.sleep(0)
-            name = os.path.join(self.parts_path, f"part-{self._parts + 1:06d}-{self._tag}.parquet")
-            error = gevent.get_hub().threadpool.apply(self._write_part, (pa.concat_tables(slices), name))
-            if error is not None:
-                raise error
-        except OSError as e:
-            self._pending[:0] = rows
-            self._written_callbacks[:0] = callbacks
-            self._pending_bytes += self._flushing_bytes
-            self._write_failed(e)
-            return
+            written, error = self._write_rows(pa.concat_tables(slices))
         finally:
             self._flushing_bytes = 0
-        self._parts += 1
-        self.rows_written += len(rows)
+        self.rows_written += written
+        if error is not None:
+            rest = rows[written:]
+            self._pending[:0] = rest
+            self._written_callbacks[:0] = callbacks  # called once every row handed over with them is on disk
+            self._pending_bytes += sum(map(row_bytes, rest))
+            if written:
+                log.warning("results: %d records that were kept in memory are on disk, %d still wait", written, len(rest))
+            self._write_failed(error)
+            return
         if self.write_error is not None:
             log.warning("results: writing records again; %d records that were kept in memory are on disk", len(rows))
             self.write_error = None
         for callback in callbacks:
             callback()
+
+    def _write_rows(self, table: pa.Table) -> tuple[int, OSError | None]:
+        """`table` as one part file or, when the disk has no room for it, as halves (recursively)
+        that fit: (the rows written, from the first; the failure that stopped the rest, or None)."""
+        name = os.path.join(self.parts_path, f"part-{self._parts + 1:06d}-{self._tag}.parquet")
+        error = gevent.get_hub().threadpool.apply(self._write_part, (table, name))
+        if error is None:
+            self._parts += 1
+            return table.num_rows, None
+        if table.num_rows < 2 or error.errno not in NO_ROOM:
+            return 0, error
+        half = table.num_rows // 2
+        written, error = self._write_rows(table.slice(0, half))
+        if error is not None:
+            return written, error
+        rest, error = self._write_rows(table.slice(half))
+        return written + rest, error
 
     @staticmethod
     def _write_part(table: pa.Table, path: str) -> OSError | None:
@@ -398,7 +419,7 @@ class ResultsWriter:
         self.closed = True
         beyond = f"beyond the {format_size(self.unwritten_limit)} held in memory ({UNWRITTEN_LIMIT_ENV})"
         if self._pending:
-            held = len(self._pending)
+            held = self.rows_held = len(self._pending)
             if self.rows_dropped:
                 self.not_written.append(f"{held + self.rows_dropped} records ({self.write_error}; {held} held in memory are "
                                         f"in the table, {self.rows_dropped} dropped {beyond} are lost, in no table or file)")  # fmt: skip
@@ -412,19 +433,35 @@ class ResultsWriter:
         try:
             join_parts(self.parts_path, self.records_path)
         except OSError as e:
+            self.unjoined = f"{RECORDS} could not be written ({_why(e)}); the records are in {PARTS}/"
             self.not_written.append(f"{RECORDS} ({_why(e)}; the records are in {self.parts_path})")
             return pa.concat_tables(_read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
         return pq.read_table(self.records_path)
 
     def write_summary(self, summary, complete: bool, reason: str | None) -> None:
         """summary.json and the final run.json; a failure is noted in `not_written`, not raised.
-        Records dropped past the memory limit make both say `complete: false` and how many."""
-        if self.rows_dropped:
-            lost = f"{self.rows_dropped} records dropped while they could not be written ({self.dropped_why})"
-            complete, reason = False, "; ".join(filter(None, (reason, lost)))
-            summary = summary.with_sections(complete=False, reason=reason, records_dropped={
-                "records": self.rows_dropped, "limit_bytes": self.unwritten_limit, "reason": self.dropped_why})  # fmt: skip
-            self.run_info["records_dropped"] = self.rows_dropped
+        Any record that is not in the results on disk (held in memory when the disk stayed full,
+        dropped past the memory limit) makes both say `complete: false` and how many (as does a
+        requests.parquet that could not be joined from its parts: `python -m reports build` joins
+        them)."""
+        missing = self.rows_held + self.rows_dropped
+        if missing or self.unjoined:
+            why = []
+            if self.rows_held:
+                why.append(f"{self.rows_held} records held in memory could not be written ({self.write_error})")
+            if self.rows_dropped:
+                why.append(f"{self.rows_dropped} records dropped while they could not be written ({self.dropped_why})")
+            if self.unjoined:
+                why.append(self.unjoined)
+            complete, reason = False, "; ".join(filter(None, (reason, *why)))
+            sections = {"complete": False, "reason": reason,
+                        "records_not_written": {"records": missing, "held": self.rows_held, "dropped": self.rows_dropped}}  # fmt: skip
+            if self.rows_dropped:
+                sections["records_dropped"] = {"records": self.rows_dropped, "limit_bytes": self.unwritten_limit,
+                                               "reason": self.dropped_why}  # fmt: skip
+                self.run_info["records_dropped"] = self.rows_dropped
+            summary = summary.with_sections(**sections)
+            self.run_info["records_not_written"] = missing
         self.run_info.update(ended_at=time.time(), complete=complete, reason=reason, records=self.rows_written)
         for name, data in (("summary.json", summary.model_dump()), ("run.json", self.run_info)):
             try:
@@ -482,10 +519,21 @@ def _unshipped_files(path: str) -> list[str]:
     return sorted(glob.glob(os.path.join(path, "worker-*" + UNSHIPPED)))
 
 
+def _said_complete(path: str) -> bool:
+    """summary.json exists and says the run is complete."""
+    try:
+        with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
+            return json.load(f).get("complete") is not False
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def needs_recovery(path: str) -> bool:
-    """A results folder whose writer stopped before the end (parts on disk, no summary.json), or
-    one a worker's file of unshipped records was copied into and not yet merged."""
-    if os.path.isdir(os.path.join(path, PARTS)) and not os.path.isfile(os.path.join(path, "summary.json")):
+    """A results folder with parts on disk whose writer stopped before the end (no summary.json) or
+    whose summary says it is incomplete (the disk was full at the end: the parts could not all be
+    written or joined), or one a worker's file of unshipped records was copied into and not yet
+    merged."""
+    if _part_files(os.path.join(path, PARTS)) and not _said_complete(path):
         return True
     merged = set(_read_run(path).get("merged_unshipped") or ())
     return any(os.path.basename(p) not in merged for p in _unshipped_files(path))
@@ -503,7 +551,8 @@ def recover(path: str) -> dict:
     parts = _part_files(parts_path)
     if os.path.isdir(parts_path) or not os.path.isfile(records):
         tables = [pq.read_table(p, schema=ARROW_SCHEMA) for p in parts]
-        source = f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)"
+        source = (f"the {len(parts)} part files on disk" if run.get("ended_at") else  # the writer ended, the disk full
+                  f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)")  # fmt: skip
     else:
         tables = [pq.read_table(records, schema=ARROW_SCHEMA)]
         source = RECORDS
@@ -529,8 +578,9 @@ def recover(path: str) -> dict:
         reason += f", with {len(unshipped)} worker file(s) of records its master never acknowledged"
     if earlier and not earlier.startswith("recovered"):  # the writer's own (interrupted, lost worker)
         reason = f"{earlier}; {reason}"
+    missing = {"records_not_written": {"records": run["records_not_written"]}} if run.get("records_not_written") else {}
     summary = summarize(table, start, max(start, end)).with_sections(run_id=str(run.get("run_id") or os.path.basename(path)),
-                                                                     complete=False, reason=reason)  # fmt: skip
+                                                                     complete=False, reason=reason, **missing)  # fmt: skip
     write_json(os.path.join(path, "summary.json"), summary.model_dump())
     if run:
         run.update(complete=False, reason=reason, records=table.num_rows,

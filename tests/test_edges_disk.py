@@ -5,10 +5,14 @@ back. A tmpfs of 2 MB filled to its last byte is the full disk (tests/test_edges
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import time
+
+import numpy as np
+import pyarrow.parquet as pq
 
 import pytest
 
@@ -16,7 +20,8 @@ from core.errors import InputError
 from metrics.summary import summarize
 from plugin import exit_codes, results
 from plugin.results import ResultsWriter, row_bytes
-from tests.edges import fill, record_ids, run_on_a_full_disk
+from metrics.record import RequestRecord
+from tests.edges import fill, record_ids, reports, run_on_a_full_disk
 from tests.test_edges_results import LOAD, small_disk  # noqa: F401  small_disk: the tmpfs fixture
 from tests.test_results_writer import rows
 
@@ -121,3 +126,56 @@ def test_a_run_whose_disk_stays_full_says_exactly_how_many_records_it_lost_and_e
     parts = small_disk / "full" / "requests.parts"
     on_disk = sum(len(record_ids(p)) for p in parts.glob("part-*.parquet"))
     assert on_disk + total == served
+
+
+def noisy_rows(n: int, start: int = 0) -> list[tuple]:
+    """Records of 256 chunks at random times: about 2 KB each on disk (they hardly compress)."""
+    rng = np.random.default_rng(start)
+    now = time.time()
+    return [RequestRecord(f"r{i}", "w", "chat", "short", 10, 256, t_send=1.0, wall_send=now, status=200, ok=True,
+                          ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=256, n_chunks=256,
+                          chunk_times=list(np.cumsum(rng.random(256)))).as_row()
+            for i in range(start, start + n)]  # fmt: skip
+
+
+def test_records_held_at_the_end_make_the_run_incomplete_and_go_out_in_pieces_as_space_returns(small_disk):  # noqa: F811
+    """The disk fills with 200 records held in memory; space for about half of them returns: they
+    go out in pieces that fit (one part file of all 200 would not). At the end, the records still
+    held make summary.json and run.json say `complete: false` with how many; once space is back,
+    `python -m reports build` takes the folder (parts and a summary that says it is incomplete)."""
+    writer = ResultsWriter(str(small_disk), "run", {})
+    writer.add_rows(noisy_rows(20, 0))
+    writer._flush()
+    assert writer.rows_written == 20
+    for name, size in (("reserve", 300 << 10), ("reserve2", 200 << 10)):
+        with open(small_disk / name, "wb") as f:
+            f.write(os.urandom(size))
+    fill(small_disk)
+    writer.add_rows(noisy_rows(200, 20))
+    writer._flush()
+    assert writer.write_error == "No space left on device" and writer.rows_in_memory == 200
+    os.remove(small_disk / "reserve")  # 300 KB: room for part of the 400 KB held
+    writer._flush()
+    assert 20 + 50 <= writer.rows_written < 220 and writer.rows_in_memory == 220 - writer.rows_written
+    table = writer.close_records()
+    held = writer.rows_in_memory
+    assert table.num_rows == 220 and held > 0
+    os.remove(small_disk / "reserve2")  # room for summary.json and run.json, not for the held records
+    summary = summarize(table, 0.0, time.time() + 1).with_sections(run_id="run", complete=True, reason=None)
+    writer.write_summary(summary, True, None)
+    on_disk = sum(pq.read_metadata(p).num_rows for p in glob.glob(os.path.join(writer.parts_path, "part-*.parquet")))
+    assert on_disk == writer.rows_written == 220 - held
+    with open(os.path.join(writer.path, "summary.json")) as f:
+        written = json.load(f)
+    with open(os.path.join(writer.path, "run.json")) as f:
+        run = json.load(f)
+    assert written["complete"] is False and run["complete"] is False
+    assert written["records_not_written"]["records"] == held == run["records_not_written"]
+    assert f"{held} records held in memory could not be written (No space left on device)" in written["reason"]
+    os.remove(small_disk / "filler")  # space is back
+    built = reports("build", writer.path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert sorted(record_ids(writer.records_path)) == sorted(f"r{i}" for i in range(220 - held))
+    recovered = json.load(open(os.path.join(writer.path, "summary.json")))
+    assert recovered["complete"] is False and recovered["records_not_written"]["records"] == held
+    assert recovered["records"]["total"] == 220 - held
