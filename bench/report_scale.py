@@ -29,23 +29,13 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from metrics.record import ARROW_SCHEMA  # noqa: E402
+from shapes.steps import StepPlan  # noqa: E402
 
 CLASSES = np.array(["short", "medium", "long"], dtype=object)
 CLASS_P = (0.4, 0.4, 0.2)
 MAX_OUT = (80, 200, 400)  # mean output ~40 / 100 / 200 tokens: the mix averages ~49 chunks at 2 tokens per chunk
 STEP_USERS = (5, 10, 20, 50, 80, 120, 160)
 ERRORS = np.array(["http_5xx", "timeout", "stream_truncated", "http_429"], dtype=object)
-
-
-class StepPlan:
-    """The shape of metrics.summary's step plan: levels and each step's measured window."""
-
-    def __init__(self, levels, step_time: float, warmup: float):
-        self.levels, self.step_time, self.warmup = list(levels), step_time, warmup
-
-    def window(self, index: int, run_start: float) -> tuple[float, float]:
-        start = run_start + index * self.step_time
-        return start + self.warmup, start + self.step_time
 
 
 def synth_table(n: int, seed: int = 1, t0: float = 1_700_000_000.0, duration: float = 3600.0,

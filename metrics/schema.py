@@ -146,6 +146,30 @@ class Slo(_Model):
     objectives: list[Verdict]
 
 
+class ObjectiveEvidence(_Model):
+    """One objective judged on a load level's declared set (metrics/verdict.py)."""
+
+    objective: str  # as given: "ttft.p95<5s"
+    metric: str  # "ttft.p95"
+    threshold_ms: float
+    value_ms: Num = None  # the statistic of the set
+    lower_ms: Num = None  # confidence bounds of the statistic (None: too few values for one)
+    upper_ms: Num = None
+    samples: int  # values it rests on (ITL: pooled gaps)
+    state: Literal["met", "missed", "undecided"]
+
+
+class LevelVerdict(_Model):
+    """A load level's one verdict: what the live search decided, the table and the report show."""
+
+    state: Literal["met", "missed", "undecided"]
+    requests: int  # successful requests of the set
+    failed: int
+    confidence: float  # of each one-sided bound
+    objectives: list[ObjectiveEvidence]
+    reason: str = ""
+
+
 class Block(_Model):
     """The statistics of one scope: the run, a request class, a conversation turn or a load step."""
 
@@ -177,11 +201,15 @@ class Span(_Model):
 
 
 class Step(Block):
-    """A load step's block, over the step's own window (its warm-up excluded)."""
+    """A load level's block, over its declared set: the requests sent in its window (its warm-up
+    excluded) and, for a capacity search, ended by its cut (metrics/verdict.py)."""
 
-    step: int
+    step: int  # index of the level's first step (an extended level holds several)
     users: int
     window: Span
+    steps: int = 1  # steps the level was held for (a capacity search extends an undecided level)
+    cut: float | None = None  # requests that ended after this (wall clock) are not in the set
+    verdict: LevelVerdict | None = None  # with --slo
 
 
 class Window(_Model):
@@ -203,8 +231,12 @@ class Concurrency(_Model):
 
 class Capacity(_Model):
     slo: str
-    users: int | None = None  # None: the SLO was missed already at the first step
-    next_failing_users: int | None = None
+    users: int | None = None  # the highest level met below the lowest missed; None: none met
+    next_failing_users: int | None = None  # the lowest level missed
+    samples: int | None = None  # successful requests the `users` verdict rests on
+    next_failing_samples: int | None = None
+    undecided: list[int] = []  # levels neither met nor missed (too few requests, or too close)
+    confidence: Num = None
     plus_minus: Num = None
     total_tokens_per_s: Num = None
     output_tokens_per_s: Num = None
@@ -308,6 +340,6 @@ def load_summary(path: str) -> Summary:
 
 __all__ = [
     "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
-    "Verdict", "Slo", "Window", "Records", "Capacity", "OpenLoop", "ClientBound", "as_summary", "load_summary",
+    "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Window", "Records", "Capacity", "OpenLoop", "ClientBound", "as_summary", "load_summary",
     "parse_summary",
 ]  # fmt: skip

@@ -8,6 +8,7 @@ and for the web UI's live window (webui/live.py) alike.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -24,6 +25,7 @@ from metrics.schema import (
 from metrics.slo import good_mask, objective_stats
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, arrival_inputs, arrived_tokens, pooled_itl
+from metrics.verdict import describe, judge, level_values
 
 
 def distribution(values_s) -> Distribution:
@@ -131,6 +133,45 @@ class Measure:
             out.slo = Slo(passed=all(v.passed for v in judged), objectives=judged)
         return out
 
+    def in_level(self, level) -> np.ndarray:
+        """The level's declared set (metrics/verdict.py): the requests of its steps sent in its
+        window and, when it has a cut, ended by the cut (a failure ends where it failed)."""
+        wall = self.df["wall_send"].to_numpy()
+        steps = self.df["step"].to_numpy()
+        mask = (steps >= level.first) & (steps <= level.last) & (wall >= level.start) & (wall <= level.end)
+        if level.cut is not None:
+            done = wall + np.nan_to_num(self.df["e2e_s"].to_numpy(dtype=float), nan=0.0)
+            mask &= done <= level.cut
+        return mask
+
+    def level(self, level) -> Step:
+        """A load level's statistics and its one verdict, both over its declared set."""
+        mask = self.in_level(level)
+        block = self.block(mask, level.start, level.end)
+        verdict = None
+        if self.objectives:
+            sub = self.df[mask]
+            ok = sub[sub["ok"]]
+            itl = pooled_itl(self.chunk_times.filter(pa.array(mask & self.ok)))
+            verdict = judge(self.objectives, level_values(self.objectives, ok, itl), len(ok), block.requests.failed)
+        block.slo = None  # the level's verdict is `verdict` (with its evidence), not a point estimate
+        return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),
+                    steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    df = table.select(list(SCALAR_COLUMNS)).to_pandas()
+    # a retry's request id is the first attempt's plus -rN (users/llm.py)
+    df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)
+    return df
+
+
+def judge_level(rows: pa.Table, level, objectives) -> Step:
+    """A level judged from records holding (at least) its requests: what a capacity search
+    decides on while the run goes, computed as summary.json's by_step computes it."""
+    rows = with_all_columns(rows)
+    return Measure(_frame(rows), rows.column("chunk_times"), objectives).level(level)
+
 
 SCHEDULE_LAG_LIMIT_MS = 10.0  # open loop: sending 1 % of requests later than this is "behind schedule"
 
@@ -140,9 +181,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
     slo and capacity when the run had steps and objectives."""
     table = with_all_columns(table)  # a results file of an older version lacks the newer columns
-    df = table.select(list(SCALAR_COLUMNS)).to_pandas()
-    # a retry's request id is the first attempt's plus -rN (users/llm.py)
-    df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)
+    df = _frame(table)
     m = Measure(df, table.column("chunk_times"), objectives)
 
     wall = df["wall_send"].to_numpy()
@@ -166,11 +205,14 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         present = sorted(set(turns[in_window & (turns >= 1)].tolist()))
         if present:
             summary.by_turn = {str(t): m.block(in_window & (turns == t), window_start, window_end) for t in present}
+    search = plan is not None and plan.cut_lag_s is not None  # a capacity search judged as it went
     if plan is not None and run_start is not None:
-        summary.by_step = by_step(df, plan, run_start, window_end, m)
+        summary.by_step = by_step(plan, run_start, window_end, m)
         if objectives:
             summary.capacity = capacity(summary.by_step, objectives)
-    if objectives:
+    if objectives and not search:
+        # a capacity search answers with its capacity: one pooled verdict over levels it had to
+        # fail on purpose would contradict it (summary.overall.slo keeps the pooled figures)
         summary.slo = summary.overall.slo
     if target_rate:
         summary.open_loop = open_loop(summary.overall, target_rate)
@@ -192,45 +234,52 @@ def open_loop(overall: Block, target_rate: float) -> OpenLoop:
                     behind_schedule=bool(reasons), reasons=reasons)  # fmt: skip
 
 
-def by_step(df: pd.DataFrame, plan, run_start: float, run_end: float, m: Measure) -> list[Step]:
-    """One block per load step, over the step's window (its warm-up excluded)."""
-    steps = df["step"].to_numpy()
-    wall = df["wall_send"].to_numpy()
+def by_step(plan, run_start: float, run_end: float, m: Measure) -> list[Step]:
+    """One block and verdict per load level, over its declared set (Measure.level)."""
     out = []
-    for index, users in enumerate(plan.levels):
-        start, end = plan.window(index, run_start)
-        end = min(end, run_end)
-        if end <= start:
-            break  # the run stopped before this step was measured
-        mask = (steps == index) & (wall >= start) & (wall <= end)
-        block = m.block(mask, start, end)
-        out.append(Step(step=index, users=users, window=Span(start=start, end=end), **dict(block)))
+    for level in plan.levels_at(run_start):
+        if level.end > run_end:  # the run stopped inside this level: its window ends with the run
+            level = replace(level, end=run_end, cut=None if level.cut is None else min(level.cut, run_end))
+        if level.end <= level.start:
+            break  # the run stopped before this level was measured
+        out.append(m.level(level))
     return out
 
 
 def capacity(steps: list[Step], objectives) -> Capacity:
-    """The highest user level meeting every objective below the lowest level that misses one
-    (levels may come in any order: a capacity search bisects)."""
-    met = lambda step: step.slo.passed and step.requests.ok > 0  # noqa: E731
-    lowest_miss = min((st.users for st in steps if not met(st)), default=None)
-    below = [st for st in steps if met(st) and (lowest_miss is None or st.users < lowest_miss)]
-    passing = max(below, key=lambda st: st.users, default=None)
-    failing = next((st for st in steps if st.users == lowest_miss), None)
-    slo_text = " and ".join(o.text for o in objectives)
-    if passing is None:
-        return Capacity(slo=slo_text, sentence=f"{slo_text} is missed already at the first step")
-    users = passing.users
+    """The highest level met below the lowest level missed (levels may come in any order: a
+    capacity search bisects), from each level's one verdict; undecided levels are named."""
+    state = lambda st: st.verdict.state if st.verdict is not None else "undecided"  # noqa: E731
+    missed = [st for st in steps if state(st) == "missed"]
+    failing = min(missed, key=lambda st: st.users, default=None)
     upper = failing.users if failing else None
+    below = [st for st in steps if state(st) == "met" and (upper is None or st.users < upper)]
+    passing = max(below, key=lambda st: st.users, default=None)
+    undecided = sorted({st.users for st in steps if state(st) == "undecided"})
+    slo_text = " and ".join(o.text for o in objectives)
+    confidence = next((st.verdict.confidence for st in steps if st.verdict is not None), None)
+    tail = f"; undecided: {', '.join(map(str, undecided))} users" if undecided else ""
+    if passing is None:
+        where = f"missed at {upper} users ({failing.verdict.requests} requests)" if failing else "decided at no level"
+        return Capacity(slo=slo_text, next_failing_users=upper, undecided=undecided, confidence=confidence,
+                        next_failing_samples=failing.verdict.requests if failing else None,
+                        sentence=f"{slo_text}: no level met it; {where}{tail}")  # fmt: skip
+    users = passing.users
     plus_minus = (upper - users) / 2 if upper else None
     th = passing.throughput
-    bound = f" (±{plus_minus:g})" if plus_minus else " (the highest step tested)"
+    if upper:
+        bound = f" (±{plus_minus:g}; met at {users} users on {passing.verdict.requests} requests, missed at {upper} on {failing.verdict.requests})"
+    else:
+        bound = f" (the highest level tested; met on {passing.verdict.requests} requests)"
     measured = datetime.fromtimestamp(passing.window.end, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
         f"{slo_text} holds up to {users} users{bound}: {_fmt(th.total_tokens_per_s)} total tokens/s, "
-        f"{_fmt(th.requests_per_s, 2)} requests/s, measured {measured}"
+        f"{_fmt(th.requests_per_s, 2)} requests/s, measured {measured}{tail}"
     )
     return Capacity(
         slo=slo_text, users=users, next_failing_users=upper, plus_minus=plus_minus,
+        samples=passing.verdict.requests, next_failing_samples=failing.verdict.requests if failing else None,
+        undecided=undecided, confidence=confidence,
         total_tokens_per_s=th.total_tokens_per_s, output_tokens_per_s=th.output_tokens_per_s,
         requests_per_s=th.requests_per_s, sentence=sentence,
     )  # fmt: skip
@@ -287,17 +336,24 @@ def format_table(summary: Summary | dict) -> str:
 def format_steps(steps: list[Step]) -> str:
     head = (
         f"{'step':>4}{'users':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}{'tot tok/s':>11}"
-        f"{'TTFT mean':>11}{'p50':>8}{'p95':>8}{'p99':>8}{'TPOT p50':>10}{'E2E p50':>9}{'goodput':>9}{'SLO':>6}"
+        f"{'TTFT mean':>11}{'p50':>8}{'p95':>8}{'p99':>8}{'TPOT p50':>10}{'E2E p50':>9}{'goodput':>9}{'SLO':>11}"
     )
     lines = ["Per step (warm-up of each step excluded; ms unless stated)", head, "-" * len(head)]
     for s in steps:
         t, th, r = s.ttft_ms, s.throughput, s.requests
-        slo = ("ok" if s.slo.passed else "MISS") if s.slo is not None else "-"
+        slo = VERDICT_WORD[s.verdict.state] if s.verdict is not None else "-"
         good = s.goodput.good_fraction
         lines.append(
             f"{s.step:>4}{s.users:>7}{r.ok:>7}{r.failed:>6}{_fmt(th.requests_per_s, 2):>8}"
             f"{_fmt(th.output_tokens_per_s):>11}{_fmt(th.total_tokens_per_s):>11}{_fmt(t.mean):>11}"
             f"{_fmt(t.p50):>8}{_fmt(t.p95):>8}{_fmt(t.p99):>8}{_fmt(s.tpot_ms.p50, 1):>10}"
-            f"{_fmt(s.e2e_ms.p50):>9}{_fmt(None if good is None else good * 100, 0) + '%':>9}{slo:>6}"
+            f"{_fmt(s.e2e_ms.p50):>9}{_fmt(None if good is None else good * 100, 0) + '%':>9}{slo:>11}"
         )
+    judged = [s for s in steps if s.verdict is not None]
+    if judged:
+        lines.append(f"SLO: each level's verdict on its own requests, with {judged[0].verdict.confidence:.0%} confidence bounds:")
+        lines += [f"  {s.users} users{f' ({s.steps} steps)' if s.steps > 1 else ''}: {describe(s.verdict)}" for s in judged]
     return "\n".join(lines)
+
+
+VERDICT_WORD = {"met": "met", "missed": "MISSED", "undecided": "undecided"}

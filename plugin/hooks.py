@@ -48,7 +48,6 @@ from plugin.server import check_reachable, check_server, resolve_model
 from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
 from plugin.state import Plugin, SuiteState, role_of, state_of
 from shapes.arrivals import START_DELAY_S
-from shapes.steps import StepPlan
 
 log = logging.getLogger("llm")
 memoize_default_args()  # at import: a late-joining worker gets its first spawn message before init fires
@@ -127,7 +126,7 @@ class Run:
             p.run_stopping(self)
         steps = self.steps
         if self.search is not None:
-            steps = StepPlan(self.search.levels, self.plan.load.step_s, self.plan.load.warmup_s)
+            steps = self.search.plan()
         from metrics.summary import format_table, summarize  # pandas, loaded only by the writing process
 
         writer = self.writer

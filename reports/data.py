@@ -442,7 +442,9 @@ def connection_setup(run: RunData) -> str:
 
 
 def slo_threshold_ms(summary: Summary, metric: str) -> list[tuple[str, float]]:
-    """(statistic, threshold ms) of every objective on `metric` (e.g. 'ttft')."""
-    if summary.slo is None:
+    """(statistic, threshold ms) of every objective on `metric` (e.g. 'ttft'). From the overall
+    block's objectives: a capacity search has no run-wide `slo` verdict, but its thresholds."""
+    slo = summary.overall.slo
+    if slo is None:
         return []
-    return [(v.metric.split(".", 1)[1], v.threshold_ms) for v in summary.slo.objectives if v.metric.startswith(metric + ".")]
+    return [(v.metric.split(".", 1)[1], v.threshold_ms) for v in slo.objectives if v.metric.startswith(metric + ".")]

@@ -195,15 +195,30 @@ STEP_COLUMNS = [
 
 
 def steps_table(steps: list[Step]) -> Table:
-    """One row per load step, in the order the steps ran."""
-    with_slo = any(s.slo is not None for s in steps)
+    """One row per load level, in the order they ran; with --slo, the level's one verdict
+    (metrics/verdict.py) and what it rests on: the requests, the statistic's confidence bounds."""
+    with_slo = any(s.verdict is not None for s in steps)
     rows = []
     for s in steps:
         row = cells(*(fmt(value(s), digits) for _, value, digits in STEP_COLUMNS))
         if with_slo:
-            row.append(verdict(s.slo.passed, "miss") if s.slo is not None else Cell("-"))
+            row += level_verdict(s)
         rows.append(row)
-    return Table([h for h, _, _ in STEP_COLUMNS] + (["SLO"] if with_slo else []), rows, left=0)
+    heads = [h for h, _, _ in STEP_COLUMNS]
+    if with_slo:
+        heads += ["SLO", "judged on", "bounds (ms)"]
+    return Table(heads, rows, left=0, text=tuple(range(len(STEP_COLUMNS), len(heads))) if with_slo else ())
+
+
+def level_verdict(s: Step) -> list[Cell]:
+    """[verdict, requests (and steps held), each objective's confidence bounds] of a level."""
+    v = s.verdict
+    if v is None:
+        return cells("-", "-", "-")
+    status = {"met": "pass", "missed": "fail"}.get(v.state, "")
+    held = f", {s.steps} steps" if s.steps > 1 else ""
+    bounds = "; ".join(f"{e.metric} {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives)
+    return [Cell(v.state, status), Cell(f"{v.requests} requests{held}"), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 
 def slo_table(summary: Summary) -> Table | None:

@@ -1,14 +1,19 @@
 """Capacity search: the highest user count that meets --slo, within --run-time.
 
 Levels are held for --step-time each. Without --steps the search doubles the user count from 1
-until a level misses the SLO, then bisects between the highest passing and the lowest failing
-level until they are within 10 % (at least 1 user) of each other, or the time budget cannot hold
-another level. With --steps it walks the given levels in order and stops at the first miss.
+until a level misses the SLO, then bisects between the highest level met and the lowest missed
+until they are within 10 % (at least 1 user) of each other, or the time budget cannot hold
+another step. With --steps it walks the given levels in order and stops at the first miss.
 
-Each level is judged, when it ends, on the requests that completed inside its window (warm-up
-excluded; with workers, the last 4 s are left out as their records may still be on the way); a
-plan whose judged window would be shorter than MIN_JUDGED_S is refused before the run starts. The
-final answer in summary.json is recomputed from all records after the run.
+Each level is judged when its step ends, by metrics.verdict on its declared set: the requests sent
+after its warm-up that had ended by its cut (its end; with workers, 4 s before it, as their records
+may still be on the way). The verdict is met, missed or undecided (too few requests, or too close
+to call at the verdict's confidence). An undecided level is held for another step (CapacitySearch._extend
+says when), up to MAX_STEPS_PER_LEVEL steps in all and within -t; its window then runs from its
+first step's warm-up to the end of its last step. A level still undecided is neither a pass nor a fail: the doubling
+goes on above it, the bisection stops at it, and the answer names it. summary.json's by_step and
+capacity compute the same verdicts from the same sets after the run (metrics.summary), so the
+log, the table and the answer agree.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import logging
 import math
 import time
 
-import numpy as np
-
-from metrics.record import FIELD_NAMES
+from metrics.record import FIELD_NAMES, rows_to_table
+from metrics.summary import judge_level
+from metrics.verdict import describe, too_few
+from shapes.steps import StepPlan
 
 log = logging.getLogger("llm.capacity")
 
-_I = {name: FIELD_NAMES.index(name) for name in ("step", "wall_send", "ok", "ttft_s", "tpot_s", "e2e_s", "chunk_times")}
+_STEP = FIELD_NAMES.index("step")
 RESOLUTION = 0.10
 # With workers, the last seconds of a level are left out of its judgement: a request that ended
 # there may not have reached the master yet (a worker sends its records with its report, every 3 s,
@@ -31,9 +37,9 @@ RESOLUTION = 0.10
 WORKER_REPORT_LAG_S = 4.0
 # The shortest judged part of a level (after --step-warmup and, with workers, WORKER_REPORT_LAG_S);
 # plugin/plan.py refuses a plan with less before the run starts. A level is judged on the requests
-# that ended inside that part, and a level with none counts as missed: the first level is 1 user
-# sending one request at a time, so a part of a second or two ends the search at "no capacity"
-# whenever one reply takes longer than that. 4 s is as long as the worker margin itself: at least
+# sent in it that ended inside that part; with none it is undecided and held for another step,
+# which a part of a second or two would make the rule at the first level (1 user sending one
+# request at a time) whenever one reply takes longer than that. 4 s is as long as the worker margin itself: at least
 # half of what a distributed level measured after its warm-up is judged, and the part holds a few
 # replies of a second at the first level (the local capacity-search test judges parts of 4 s).
 MIN_JUDGED_S = 4.0
@@ -45,6 +51,10 @@ def judged_s(step_s: float, warmup_s: float, distributed: bool) -> float:
     return step_s - warmup_s - (WORKER_REPORT_LAG_S if distributed else 0.0)
 
 
+# An undecided level is held for more steps (the sample grows), up to this many steps in all.
+MAX_STEPS_PER_LEVEL = 3
+
+
 class CapacitySearch:
     def __init__(self, objectives, step_s: float, warmup_s: float, budget_s: float | None,
                  candidates: list[int] | None = None, distributed: bool = False):  # fmt: skip
@@ -54,73 +64,91 @@ class CapacitySearch:
         self.candidates = candidates
         self.distributed = distributed  # judged without the last WORKER_REPORT_LAG_S of each level
         self.levels: list[int] = []  # users of step index i, as decided
-        self.passed: dict[int, bool] = {}  # users -> passed
-        self.rows: dict[int, list] = {}  # step index -> [(done_wall, ok, ttft, tpot, e2e, itl gaps)]
+        self.states: dict[int, str] = {}  # users -> "met" | "missed" | "undecided", once judged
+        self.rows: dict[int, list] = {}  # step index -> the records sent in it (metrics.record rows)
         self.run_start = time.time()
         self.done = False
+
+    def plan(self) -> StepPlan:
+        """The steps so far as a plan, with the cut the levels are judged at (the summary's, the
+        live view's and this search's one definition of each level's set)."""
+        lag = WORKER_REPORT_LAG_S if self.distributed else 0.0
+        return StepPlan(list(self.levels), self.step_s, self.warmup_s, cut_lag_s=lag)
 
     # records -------------------------------------------------------------------------------
     def on_rows(self, rows) -> None:
         for r in rows:
-            step = r[_I["step"]]
-            if step < 0:
-                continue
-            e2e = r[_I["e2e_s"]]
-            times = r[_I["chunk_times"]]
-            gaps = np.diff(times) if times is not None and len(times) > 1 else ()
-            done = r[_I["wall_send"]] + (e2e if e2e == e2e else 0.0)
-            self.rows.setdefault(step, []).append((done, r[_I["ok"]], r[_I["ttft_s"]], r[_I["tpot_s"]], e2e, gaps))
+            step = r[_STEP]
+            if step >= 0:
+                self.rows.setdefault(step, []).append(r)
 
-    def judge(self, index: int) -> bool:
-        begin = self.run_start + index * self.step_s
-        start = begin + self.warmup_s
-        end = start + judged_s(self.step_s, self.warmup_s, self.distributed)
-        done = [x for x in self.rows.get(index, ()) if start <= x[0] <= end and x[1]]
-        if not done:
-            return False
-        columns = {"ttft": [x[2] for x in done], "tpot": [x[3] for x in done], "e2e": [x[4] for x in done]}
-        itl = np.concatenate([np.asarray(x[5], dtype=float) for x in done]) if done else np.empty(0)
-        for obj in self.objectives:
-            values = itl if obj.metric == "itl" else np.asarray(columns[obj.metric], dtype=float)
-            value = obj.statistic(values)
-            if not value < obj.threshold_s:
-                return False
-        return True
+    def judge(self, index: int):
+        """The level that ends with step `index`, judged: (Level, metrics.schema.Step)."""
+        level = self.plan().levels_at(self.run_start)[-1]
+        assert level.last == index, "a level is judged when its last step ends"
+        rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]
+        return level, judge_level(rows_to_table(rows), level, self.objectives)
 
     # decisions -----------------------------------------------------------------------------
     def bounds(self) -> tuple[int | None, int | None]:
-        failing = [u for u, ok in self.passed.items() if not ok]
-        upper = min(failing) if failing else None
-        passing = [u for u, ok in self.passed.items() if ok and (upper is None or u < upper)]
-        return (max(passing) if passing else None), upper
+        """(highest level met below the lowest missed, lowest missed)."""
+        missed = [u for u, st in self.states.items() if st == "missed"]
+        upper = min(missed) if missed else None
+        met = [u for u, st in self.states.items() if st == "met" and (upper is None or u < upper)]
+        return (max(met) if met else None), upper
 
     def _next_level(self) -> int | None:
         lo, hi = self.bounds()
+        tried = set(self.levels)
         if self.candidates is not None:
             if hi is not None:
                 return None
-            tried = set(self.levels)
             rest = [u for u in self.candidates if u not in tried]
             return rest[0] if rest else None
         if hi is None:
-            return 1 if lo is None else lo * 2
+            return max(tried) * 2 if tried else 1
         if lo is None:
-            return None  # even the first level missed the SLO
+            # levels the doubling left undecided (short of values) below the miss: bisect from the
+            # highest of them; none: the SLO was missed from the first level on
+            below = [u for u, st in self.states.items() if st == "undecided" and u < hi]
+            if not below:
+                return None
+            lo = max(below)
         if hi - lo <= max(1, math.floor(RESOLUTION * lo)):
             return None
-        return (lo + hi) // 2
+        mid = (lo + hi) // 2
+        return None if mid in tried else mid  # tried and undecided: the knee is too close to call
+
+    def _extend(self, level, verdict) -> bool:
+        """Hold an undecided level for another step? While the doubling has found no miss, a level
+        short of values is left for the next, which sends twice as many (the search assumes, as
+        bisection does, that latency grows with the load); one close to its threshold, and every
+        undecided level once the bisection has begun, is held up to MAX_STEPS_PER_LEVEL steps."""
+        if verdict.state != "undecided" or level.steps >= MAX_STEPS_PER_LEVEL:
+            return False
+        return not (self.bounds()[1] is None and self.candidates is None and too_few(verdict))
+
+    def _time_for_a_step(self, index: int) -> bool:
+        return self.budget_s is None or (index + 1) * self.step_s <= self.budget_s
 
     def level_for(self, index: int) -> int | None:
         """Users for step `index` (called once when the step begins); None ends the search."""
         if index < len(self.levels):
             return self.levels[index]
+        if self.done:
+            return None
         if index > 0:
-            users = self.levels[index - 1]
-            self.passed[users] = self.judge(index - 1)
+            level, step = self.judge(index - 1)
+            verdict = step.verdict
+            if self._extend(level, verdict) and self._time_for_a_step(index):
+                log.info("capacity search: %d users %s; held for another step", level.users, describe(verdict))
+                self.levels.append(level.users)
+                return level.users
+            self.states[level.users] = verdict.state
             lo, hi = self.bounds()
-            log.info("capacity search: %d users %s (bounds %s..%s)", users,
-                     "meets the SLO" if self.passed[users] else "misses the SLO", lo, hi)  # fmt: skip
-        if self.budget_s is not None and (index + 1) * self.step_s > self.budget_s:
+            log.info("capacity search: %d users %s (highest met %s, lowest missed %s)", level.users, describe(verdict),
+                     "-" if lo is None else lo, "-" if hi is None else hi)  # fmt: skip
+        if not self._time_for_a_step(index):
             self.done = True
             return None
         nxt = self._next_level()

@@ -9,7 +9,7 @@ its send time alone; no step message has to travel.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.errors import InputError
 
@@ -39,10 +39,33 @@ def parse_steps(text: str) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
+class Level:
+    """A load level as judged: consecutive steps at the same user count (a capacity search holds
+    an undecided level for more steps), its window (wall clock, the warm-up after the change
+    excluded) and its cut: requests that ended after it are not in the level's set (None: every
+    request sent in the window counts, whenever it ended)."""
+
+    first: int  # index of its first step
+    last: int  # index of its last step
+    users: int
+    begin: float  # the level began (its users changed)
+    start: float  # the window: requests sent from here ...
+    end: float  # ... to here
+    cut: float | None
+
+    @property
+    def steps(self) -> int:
+        return self.last - self.first + 1
+
+
+@dataclass(frozen=True, slots=True)
 class StepPlan:
     levels: list[int]
     step_s: float
     warmup_s: float
+    # A capacity search judges each level when it ends, on the requests that had ended by then,
+    # less this lag (records on their way from workers); None: a step ramp, measured after the run
+    cut_lag_s: float | None = None
 
     def index_at(self, elapsed_s: float) -> int:
         """The step running `elapsed_s` after the run started (-1 before, last index after)."""
@@ -58,3 +81,16 @@ class StepPlan:
     @property
     def duration_s(self) -> float:
         return self.step_s * len(self.levels)
+
+    def levels_at(self, run_start: float) -> list[Level]:
+        """The levels (consecutive steps of the same user count merged) on the wall clock."""
+        out: list[Level] = []
+        for index, users in enumerate(self.levels):
+            begin = run_start + index * self.step_s
+            end = begin + self.step_s
+            cut = None if self.cut_lag_s is None else end - self.cut_lag_s
+            if out and out[-1].users == users:
+                out[-1] = replace(out[-1], last=index, end=end, cut=cut)
+            else:
+                out.append(Level(index, index, users, begin, begin + self.warmup_s, end, cut))
+        return out

@@ -67,11 +67,13 @@ def test_a_step_ramp_has_no_margin_and_keeps_short_steps():
 
 def test_the_judged_window_is_the_one_the_search_judges_on():
     """The plan's arithmetic is the search's: with workers, a level's requests that ended in its last
-    WORKER_REPORT_LAG_S are not judged; those that ended in the MIN_JUDGED_S before are."""
+    WORKER_REPORT_LAG_S are not in its set; those sent after its warm-up that ended in the
+    MIN_JUDGED_S before are."""
     step, warmup = 2 * MIN_JUDGED_S + 1, 1.0
     capacity(f"{step:g}s", f"{warmup:g}s", True)  # accepted: 1 s above the minimum
     search = CapacitySearch(parse_slo("ttft.p95<5s"), step, warmup, None, distributed=True)
     search.run_start = 1000.0
+    search.levels = [1]
     judged_end = search.run_start + step - WORKER_REPORT_LAG_S
 
     def ended_at(t: float) -> tuple:
@@ -80,9 +82,9 @@ def test_the_judged_window_is_the_one_the_search_judges_on():
                              ttft_s=0.1, e2e_s=e2e, tpot_s=0.1, chunk_times=[0.1, 0.2]).as_row()  # fmt: skip
 
     search.on_rows([ended_at(judged_end + 0.5)])
-    assert not search.judge(0), "a request that ended inside the workers' margin was judged"
+    assert search.judge(0)[1].requests.ok == 0, "a request that ended inside the workers' margin was judged"
     search.on_rows([ended_at(judged_end - MIN_JUDGED_S + 0.5)])
-    assert search.judge(0)
+    assert search.judge(0)[1].requests.ok == 1
 
 
 @pytest.mark.process

@@ -4,6 +4,8 @@ codes and the capacity search."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,13 @@ def test_capacity_search_finds_the_slot_limit(tmp_path):
     assert cap["next_failing_users"] == 7
     assert "holds up to" in proc.stdout
     assert summary["by_step"][-1]["window"]["end"] - summary["window"]["start"] <= 62
+    # one verdict per level: the search's log line for each level is the table's and summary.json's
+    logged = dict(re.findall(r"capacity search: (\d+) users (met|missed|undecided) on \d+ requests(?!.*held for another)",
+                             proc.stderr))  # fmt: skip
+    levels = {str(s["users"]): s for s in summary["by_step"]}
+    assert logged and logged == {u: s["verdict"]["state"] for u, s in levels.items()}, (logged, proc.stderr[-3000:])
+    passing, failing = levels["6"]["verdict"], levels["7"]["verdict"]
+    assert passing["state"] == "met" and passing["requests"] == cap["samples"] >= 45  # a P95 rests on 45 values at least
+    assert passing["objectives"][0]["upper_ms"] < 150 and failing["objectives"][0]["lower_ms"] >= 150
+    # the answer is the capacity, not a verdict pooled over the levels the search had to fail
+    assert summary.get("slo") is None and "MISSED (measured" not in proc.stdout

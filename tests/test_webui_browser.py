@@ -409,16 +409,17 @@ def test_open_loop_workload_model_and_slo_from_the_form(ui):
 
 
 def test_capacity_search_from_the_form(ui):
-    summary, run, _ = ui.run({"userCount": "3", "spawnRate": "3", "host": ui.sim, "simProfile": "fixed", "model": "",
-                              "maxTokensOverride": "30", "steps": "1,3", "stepTime": "9s", "stepWarmup": "1s",
+    summary, run, _ = ui.run({"userCount": "20", "spawnRate": "20", "host": ui.sim, "simProfile": "fixed", "model": "",
+                              "maxTokensOverride": "30", "steps": "10,20", "stepTime": "9s", "stepWarmup": "1s",
                               "findCapacity": "true", "slo": "ttft.p95<400ms", "runTime": "18s"})  # fmt: skip
     # (with workers a level is judged on its window less the last report interval: 9 - 1 - 4 s, the
-    # shortest a level may be judged on)
-    assert run["plan"]["load"] == {"kind": "capacity", "candidates": [1, 3], "step_s": 9.0, "warmup_s": 1.0}
+    # shortest a level may be judged on; 10 users send ~50 requests in it, enough to bound a P95)
+    assert run["plan"]["load"] == {"kind": "capacity", "candidates": [10, 20], "step_s": 9.0, "warmup_s": 1.0}
     assert run["plan"]["slo"] == ["ttft.p95<400ms"] and run["plan"]["run_time_s"] == 18.0
     cap = summary["capacity"]
-    assert cap is not None and cap["users"] == 3, (cap, [(s["users"], s["slo"], s["requests"]) for s in summary["by_step"]])  # fixed: 100 ms at any load, every level passes
-    assert _steps(summary) == [(0, 1), (1, 3)]
+    assert cap is not None and cap["users"] == 20, (cap, [(s["users"], s["verdict"], s["requests"]) for s in summary["by_step"]])  # fixed: 100 ms at any load, every level passes
+    assert cap["samples"] == summary["by_step"][1]["verdict"]["requests"] >= 45
+    assert _steps(summary) == [(0, 10), (1, 20)]
 
 
 def test_live_view_follows_a_ramp(ui):

@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.record import ARROW_SCHEMA, FIELD_NAMES, NOT_SERVER_FAILURES, SCALAR_COLUMNS
+from shapes.steps import Level
 from webui.progress import FIELDS as FLIGHT_FIELDS
 
 WINDOWS = (5.0, 10.0, 30.0, 60.0)  # window lengths offered by the page, seconds
@@ -248,49 +249,51 @@ class LiveWindow:
         return clean(out)
 
     def _step_rows(self, end: float, flight: Flight, steps, final: bool) -> list | None:
-        """The steps begun so far: "running" until the step's time is over, then "pending" while
-        requests sent before its end are still open, then "final" (kept as it is)."""
+        """The levels begun so far: "running" until the level's time is over, then "pending" while
+        requests sent before its end are still open (or a capacity search may still hold it for
+        another step), then "final" (kept as it is)."""
         if steps is None or self.run_start is None:
             return None
         plan, run_start = steps
+        levels = plan.levels_at(run_start)
         rows = []
-        for index, users in enumerate(plan.levels):
-            begin = run_start + index * plan.step_s
-            if begin > end:
+        for level in levels:
+            if level.begin > end:
                 break
-            if index in self.final_steps:
-                rows.append(self.final_steps[index])
+            if level.first in self.final_steps:
+                rows.append(self.final_steps[level.first])
                 continue
-            start, stop = plan.window(index, run_start)
-            row = {"step": index, "users": users, "begin": begin, "start": start, "end": stop, "open": None, "block": None}
-            if end < stop and not final:
+            row = {"step": level.first, "last": level.last, "users": level.users, "begin": level.begin,
+                   "start": level.start, "end": level.end, "cut": level.cut, "open": None, "block": None}  # fmt: skip
+            if end < level.end and not final:
                 row["status"] = "running"
             else:
-                still_open = int(np.sum(flight.sent < stop))
-                row.update(status="final" if still_open == 0 else "pending", open=still_open)
+                still_open = int(np.sum(flight.sent < level.end))
+                may_grow = plan.cut_lag_s is not None and level is levels[-1] and not final
+                row.update(status="final" if still_open == 0 and not may_grow else "pending", open=still_open)
             rows.append(row)
         return rows
 
     def _step_blocks(self, rows: list, flight: Flight, ratios: dict) -> None:
-        """The blocks of the steps whose time is over, as summary.json's by_step computes them
-        (metrics.summary.by_step: the requests sent in the step's window; tokens that arrived in
-        it); a pending step's open streams add what they delivered in the window so far."""
+        """The blocks of the levels whose time is over, as summary.json's by_step computes them
+        (metrics.summary.Measure.level: the level's declared set, its one verdict); a pending
+        level's open streams add what they delivered in the window so far."""
         todo = [r for r in rows if r["status"] in ("pending", "final") and r["step"] not in self.final_steps]
         table = self.select(min(r["start"] for r in todo))
         m, _ = _measure(table, self.objectives)
         for r in todo:
             start, end = r["start"], r["end"]
             if m is not None:
-                wall = m.df["wall_send"].to_numpy()
-                mask = (m.df["step"].to_numpy() == r["step"]) & (wall >= start) & (wall <= end)
-                block = m.block(mask, start, end).model_dump()
+                level = Level(r["step"], r["last"], r["users"], r["begin"], start, end, r["cut"])
+                mask = m.in_level(level)
+                block = m.level(level).model_dump(exclude={"step", "users", "window", "steps", "cut"})
                 rec_ttft = m.df["ttft_s"].to_numpy()[mask & m.ok]
             else:
                 block, rec_ttft = _empty_block(end - start, self.objectives), np.empty(0)
             if r["status"] == "pending":  # what the open streams delivered in the step's window so far
                 sent_in = (flight.sent >= start) & (flight.sent <= end) & np.isfinite(flight.ttft)
                 _add_open_streams(block, flight, start, end, ratios, np.concatenate([rec_ttft, flight.ttft[sent_in]]))
-                block["slo"] = None  # judged once every request of the step has ended
+                block["verdict"] = None  # judged once its set is complete
             r["block"] = block
             if r["status"] == "final":
                 self.final_steps[r["step"]] = clean(r)

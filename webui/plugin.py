@@ -47,7 +47,6 @@ from locust.runners import STATE_MISSING, MasterRunner
 from plugin.health import Health
 from plugin.server_metrics import ServerMetrics
 from plugin.state import Plugin, role_of, state_of
-from shapes.steps import StepPlan
 from webui.form import headings_style, install_form_order
 from webui.live import DEFAULT_WINDOW, WINDOWS, Flight, LiveWindow, window_key
 from webui.progress import REPORT_KEY as PROGRESS_KEY
@@ -182,7 +181,7 @@ class LiveView:
             return run.steps, run.started
         search = run.search
         if search is not None and search.levels:
-            return StepPlan(list(search.levels), search.step_s, search.warmup_s), run.started
+            return search.plan(), run.started
         return None
 
     def sample(self, final: bool = False) -> dict | None:

@@ -1,0 +1,71 @@
+"""A load level's one verdict (metrics/verdict.py) and the capacity search that acts on it
+(shapes/capacity.py), without processes: met, missed or undecided with the evidence."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metrics.record import RequestRecord
+from metrics.slo import parse_slo
+from metrics.verdict import judge, judge_objective, order_bounds
+from shapes.capacity import MAX_STEPS_PER_LEVEL, CapacitySearch
+
+P95 = parse_slo("ttft.p95<1s")[0]
+
+
+def test_order_statistic_bounds_cover_the_true_percentile_at_their_confidence():
+    """Exponential values, true P95 = ln 20: each one-sided 90 % bound holds in >= 90 % of 2,000
+    samples of 200 (the bounds are conservative: the binomial is discrete)."""
+    rng = np.random.default_rng(7)
+    truth = np.log(20.0)
+    lower_ok = upper_ok = 0
+    for _ in range(2000):
+        lo, hi = order_bounds(np.sort(rng.exponential(1.0, 200)), 0.95, 0.90)
+        lower_ok += lo <= truth
+        upper_ok += hi >= truth
+    assert 0.90 <= lower_ok / 2000 <= 0.97 and 0.90 <= upper_ok / 2000 <= 0.97, (lower_ok, upper_ok)
+
+
+def test_a_p95_needs_45_values_to_be_met_and_one_to_be_missed():
+    fast = np.full(44, 0.1)
+    assert judge_objective(P95, fast).state == "undecided"  # the largest of 44 is no 90 % bound of a P95
+    assert judge_objective(P95, fast).upper_ms is None
+    assert judge_objective(P95, np.full(45, 0.1)).state == "met"
+    assert judge_objective(P95, [2.0]).state == "missed"  # one value above: P(X(1) <= P95) = 0.95
+    # close to the threshold: 1,000 values with 5 % at or above it cannot be told apart from 1 s
+    close = np.r_[np.full(950, 0.5), np.full(50, 1.5)]
+    e = judge_objective(P95, close)
+    assert e.state == "undecided" and e.lower_ms < 1000 <= e.upper_ms and e.samples == 1000
+
+
+def test_a_level_of_failures_misses_and_an_empty_one_is_undecided():
+    assert judge([P95], {}, ok=0, failed=3).state == "missed"
+    v = judge([P95], {}, ok=0, failed=0)
+    assert v.state == "undecided" and "no request" in v.reason
+    two = parse_slo("ttft.p95<1s,e2e.p95<2s")
+    v = judge(two, {"ttft.p95": np.full(100, 0.1), "e2e.p95": np.full(100, 3.0)}, ok=100, failed=0)
+    assert v.state == "missed" and [e.state for e in v.objectives] == ["met", "missed"]
+
+
+def _row(step: int, sent: float, ttft: float) -> tuple:
+    return RequestRecord("r", "w", "chat", "short", 10, 4, step=step, wall_send=sent, status=200, ok=True,
+                         ttft_s=ttft, e2e_s=ttft + 0.1, tpot_s=0.01, chunk_times=[ttft, ttft + 0.1]).as_row()  # fmt: skip
+
+
+def test_the_search_holds_an_undecided_level_and_judges_its_steps_together():
+    """Bisection at 6 users between 4 (met) and 8 (missed): 30 fast replies per step cannot bound a
+    P95, so the level is held for another step; 60 fast replies over both steps meet it."""
+    search = CapacitySearch([P95], 10.0, 2.0, None)
+    search.run_start = 0.0
+    search.levels = [4, 8]
+    search.states = {4: "met"}
+    search.on_rows([_row(1, 13.0, 2.0)])  # one reply above the threshold proves a P95 miss
+    assert search.level_for(2) == 6 and search.states[8] == "missed"
+    search.on_rows([_row(2, 20.0 + 2 + i * 0.25, 0.1) for i in range(30)])
+    assert search.level_for(3) == 6  # undecided on 30 values: held for another step
+    search.on_rows([_row(3, 30.0 + i * 0.25, 0.1) for i in range(30)])
+    assert search.level_for(4) == 7  # 60 values over both steps: met, so the bisection goes to 7
+    assert search.states[6] == "met"
+    level = search.plan().levels_at(0.0)[2]
+    assert (level.first, level.last, level.users, level.start, level.end) == (2, 3, 6, 22.0, 40.0)
+    assert MAX_STEPS_PER_LEVEL >= 2
