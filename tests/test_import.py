@@ -249,9 +249,10 @@ def skewed_log(path, n=3000, seed=7, timed=True):
                 user = rng.choice(popular)
             else:
                 target = int(min(8000, max(8, rng.lognormvariate(math.log(350), 1.0))))
-                parts = []
-                while sum(len(p) + 1 for p in parts) < target:
+                parts, length = [], 0
+                while length < target:
                     parts.append(rng.choice(words))
+                    length += len(parts[-1]) + 1
                 user = " ".join(parts)[:target].strip() + "?"
             msgs = ([{"role": "system", "content": rng.choice(systems)}] if rng.random() < 0.33 else []) + \
                 [{"role": "user", "content": user}]

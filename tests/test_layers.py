@@ -8,6 +8,7 @@ function alike: an import hidden in a function to dodge a cycle is still an arro
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from collections import defaultdict
 
@@ -85,6 +86,7 @@ def layer_of(module: str) -> int:
     return best
 
 
+@functools.cache  # one walk of the sources for all the tests of this module
 def graph() -> dict[str, set[str]]:
     modules = project_modules()
     known = set(modules)
