@@ -38,7 +38,9 @@ def test_overwrite_refuses_a_run_whose_streams_are_all_longer_than_its_flushes(t
         try:
             wait_for(lambda: (tmp_path / "busy" / "run.json").exists(), 60, "the first run started")
             started = run_json(tmp_path / "busy")["started_at"]
-            time.sleep(17)  # longer than any "written lately" heuristic: the run's files are all older
+            hour_ago = time.time() - 3600  # as if it had written nothing for an hour: no "written lately" guess holds it
+            for name in os.listdir(tmp_path / "busy"):
+                os.utime(tmp_path / "busy" / name, (hour_ago, hour_ago))
             second = subprocess.run([*LOCUST, *args, "-u", "1", "-r", "1", "-t", "3s", "--overwrite"], cwd=ROOT,
                                     capture_output=True, text=True, timeout=60)  # fmt: skip
             assert second.returncode == exit_codes.BAD_INPUT, (second.stdout + second.stderr)[-3000:]
