@@ -11,6 +11,7 @@ import threading
 import time
 
 import gevent
+import gevent.event
 import pyarrow.parquet as pq
 from gevent import monkey
 
@@ -52,17 +53,20 @@ def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_pa
             gevent.sleep(0.005)
             ticks[0] += 1
 
+    handed = gevent.event.Event()
+
     def hand_over():  # like the finisher of a local run; killed as the run stops, mid-write
         for k in range(3):
             writer.add_rows(rows(700, 700 * k))
             gevent.sleep(0.35)
         writer.add_rows(rows(100, 2100))
+        handed.set()
         gevent.sleep(10)
 
     g = gevent.spawn(ticker)
     giver = gevent.spawn(hand_over)
     try:
-        gevent.sleep(1.2)
+        assert handed.wait(30)  # every row handed over (not a fixed 1.2 s: a loaded machine hands them later)
         giver.kill()
         # the end of a run as plugin/hooks.py's Run.finish does it: every record back, the summary
         # computed from them, summary.json and the final run.json written

@@ -328,11 +328,11 @@ def test_stream_tracker_cost_per_report():
     for ex in ctx.streams:
         ex.times.extend(10.2 + 0.02 * k for k in range(30))
         ex.datas.extend([event] * 30)
-    started = time.perf_counter()
+    started = time.thread_time()  # its own CPU time: what other processes take meanwhile is not its cost
     out = tracker.collect()
-    cost = time.perf_counter() - started
+    cost = time.thread_time() - started
     assert sum(out["events"]) == 35_000
-    assert cost < 0.05, cost  # typically 5-10 ms; generous for a loaded CI machine
+    assert cost < 0.05, cost  # typically 5-10 ms
 
 
 # -- the start form and the health card ----------------------------------------------------------
