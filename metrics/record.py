@@ -86,6 +86,7 @@ class RequestRecord:
     answer_tokens: int = -1
     reasoning_source: str = ""  # "usage" | "tokenizer" | "chunks" | "" (no reasoning text)
     tool_calls: int = 0  # tool calls in the reply (parallel calls counted one by one)
+    inputs: int = 0  # embeddings: the vectors returned (the request's batch size); 0 for generation
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)
@@ -129,6 +130,7 @@ ARROW_SCHEMA = pa.schema(
         ("answer_tokens", pa.int32()),
         ("reasoning_source", pa.string()),
         ("tool_calls", pa.int16()),
+        ("inputs", pa.int32()),
     ]
 )
 assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
@@ -138,7 +140,7 @@ assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema
 SCALAR_COLUMNS = (
     "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
     "prompt_tokens", "output_tokens", "tokens_source", "worker", "resent",
-    "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason",
+    "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason", "inputs",
 )  # fmt: skip
 
 

@@ -131,6 +131,15 @@ class Tokens(_Model):
     split_known: int = 0
 
 
+class Embeddings(_Model):
+    """/v1/embeddings: what applies instead of TTFT and tokens out (the latency is e2e_ms)."""
+
+    inputs: int  # vectors returned by the successful requests
+    batch_size_mean: Num = None  # inputs per request
+    inputs_per_s: Num = None  # of the requests completed inside the window
+    input_tokens_per_s: Num = None  # prompt tokens per second (by arrival, as throughput counts them)
+
+
 class Verdict(_Model):
     """One SLO objective judged on a run or a step."""
 
@@ -189,6 +198,7 @@ class Block(_Model):
     ttft_from_intended_ms: Distribution | None = None
     e2e_from_intended_ms: Distribution | None = None
     slo: Slo | None = None  # with --slo
+    embeddings: Embeddings | None = None  # --endpoint embeddings
 
     def latency(self, metric: str) -> Distribution:
         """ttft | tpot | itl | e2e | ttfa -> its distribution."""
@@ -340,6 +350,7 @@ def load_summary(path: str) -> Summary:
 
 __all__ = [
     "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
-    "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Window", "Records", "Capacity", "OpenLoop", "ClientBound", "as_summary", "load_summary",
+    "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Embeddings", "Window", "Records", "Capacity", "OpenLoop",
+    "ClientBound", "as_summary", "load_summary",
     "parse_summary",
 ]  # fmt: skip

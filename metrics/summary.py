@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from metrics.percentiles import percentiles
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
 from metrics.schema import (
-    PERCENTILES, Block, Capacity, Concurrency, Distribution, Goodput, OpenLoop, Records, Requests, Slo, Span, Step,
+    PERCENTILES, Block, Capacity, Embeddings, Concurrency, Distribution, Goodput, OpenLoop, Records, Requests, Slo, Span, Step,
     StreamSpeed, Summary, Throughput, Tokens, Window, as_summary,
 )  # fmt: skip
 from metrics.slo import good_mask, objective_stats
@@ -94,6 +94,11 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             split_known=int(split.sum()),
         ),
     )
+    if (ok["inputs"] > 0).any():  # embeddings
+        out.embeddings = Embeddings(
+            inputs=int(ok["inputs"].sum()), batch_size_mean=float(ok["inputs"].mean()),
+            inputs_per_s=per_s(int(finished_in_window["inputs"].sum())), input_tokens_per_s=per_s(prompt),
+        )  # fmt: skip
     lag = (ok["t_send"] - ok["t_intended"]).to_numpy()
     if np.isfinite(lag).any():  # open loop: latency from the intended send time as well
         out.schedule_lag_ms = distribution(df["t_send"] - df["t_intended"])
@@ -321,6 +326,10 @@ def format_table(summary: Summary | dict) -> str:
             f"{_fmt(s.e2e_ms.p50):>9}{_fmt(s.e2e_ms.p95):>9}{_fmt(th.requests_per_s, 2):>8}"
             f"{_fmt(th.output_tokens_per_s):>11}{_fmt(th.total_tokens_per_s):>11}"
         )
+    emb = summary.overall.embeddings
+    if emb is not None:  # no TTFT, TPOT or ITL: the latency is E2E
+        lines.append(f"embeddings: {emb.inputs:,} inputs, {_fmt(emb.batch_size_mean, 1)} per request, "
+                     f"{_fmt(emb.inputs_per_s, 1)} inputs/s, {_fmt(emb.input_tokens_per_s)} input tokens/s")
     errors = summary.overall.requests.by_error
     if errors:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in errors.items()))

@@ -39,6 +39,9 @@ DEFINITIONS = {
     "answer_tokens": "output_tokens - reasoning_tokens: the content and tool-call tokens",
     "tool_calls": "tool calls in a reply (delta.tool_calls by index; parallel calls each count); a reply of "
     "tool calls only is a success like any other, its output tokens from usage",
+    "embeddings": "/v1/embeddings (--endpoint embeddings): latency is e2e (the whole response; no TTFT, TPOT or "
+    "ITL); inputs is the vectors a request returned (its batch size); input tokens (usage.prompt_tokens) count "
+    "for throughput when the response arrived",
     "finish_reason": "the server's finish_reason of choice 0: stop, length, tool_calls, ...",
     "tpot": "(t_last_token - t_first_token) / (output_tokens - 1), only when output_tokens > 1",
     "itl": "every gap between consecutive token-bearing chunks, pooled across successful requests "
@@ -56,6 +59,8 @@ DEFINITIONS = {
 
 def output_tokens(parsed: ParsedStream, count_tokens: TokenCounter | None) -> tuple[int, str]:
     """The output token count and its source, by the order of trust in DEFINITIONS."""
+    if parsed.embeddings:  # an embedding generates no token
+        return 0, "usage"
     if parsed.usage and parsed.usage.get("completion_tokens") is not None:
         return int(parsed.usage["completion_tokens"]), "usage"
     if not parsed.chunks:
@@ -126,7 +131,7 @@ def classify(status: int, parsed: ParsedStream, stream: bool = False, content_ty
         return parsed.error, parsed.error_detail
     if not parsed.finished:
         return "stream_truncated", "the stream ended without [DONE] or a finish_reason"
-    if not parsed.chunks:
+    if not parsed.chunks and not parsed.embeddings:
         return "no_tokens", "the stream carried no generated output (content, reasoning or tool call)"
     return "", ""
 
@@ -152,6 +157,7 @@ def fill_record(
     if rec.output_tokens >= 0 and rec.reasoning_tokens >= 0 and (chunks or rec.output_tokens):
         rec.answer_tokens = max(0, rec.output_tokens - rec.reasoning_tokens)
     rec.tool_calls = len(parsed.tool_calls)
+    rec.inputs = parsed.embeddings
     if chunks:
         rec.ttft_s = rec.chunk_times[0]
         rec.ttfa_s = next((t for t, c in zip(rec.chunk_times, chunks) if c.answer), NAN)
@@ -256,8 +262,12 @@ ARRIVAL_COLUMNS = ("wall_send", "ttft_s", "e2e_s", "prompt_tokens", "output_toke
 def arrival_inputs(df) -> tuple[list[np.ndarray], np.ndarray]:
     """From a records frame: `arrived_tokens`' per-record arrays, and which records' tokens count
     for throughput: the successful ones and those still streaming when the run ended (`stopped`)."""
-    counted = df["ok"].to_numpy(dtype=bool) | (df["error"] == "stopped").to_numpy()
-    return [df[c].to_numpy(dtype=float) for c in ARRIVAL_COLUMNS], counted
+    ok = df["ok"].to_numpy(dtype=bool)
+    counted = ok | (df["error"] == "stopped").to_numpy()
+    arrays = [df[c].to_numpy(dtype=float) for c in ARRIVAL_COLUMNS]
+    ttft, e2e = arrays[1], arrays[2]
+    arrays[1] = np.where(ok & np.isnan(ttft), e2e, ttft)  # embeddings: the input was read when the answer came
+    return arrays, counted
 
 
 __all__ = ["DEFINITIONS", "NAN", "fill_record", "end_early", "classify", "head_class", "pooled_itl", "itl_gaps", "output_tokens", "reasoning_tokens", "arrived_tokens", "arrival_inputs"]

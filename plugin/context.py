@@ -26,6 +26,7 @@ from plugin.plan import OpenLoop, RunPlan, TraceReplay
 from shapes.arrivals import ArrivalSchedule
 from shapes.replay import ReplaySchedule, load_trace
 from workloads import Sampler, load_spec
+from workloads.bodies import body as request_body
 
 log = logging.getLogger("llm")
 
@@ -77,9 +78,15 @@ def _hub_reachable() -> bool:
 
 def load_workload(plan: RunPlan):
     try:
-        return load_spec(plan.workload)
+        spec = load_spec(plan.workload)
     except InputError as e:
         raise InputError(f"--workload: {e}") from None
+    if plan.endpoint in ("completions", "embeddings"):  # tools and images go in chat messages
+        for c in spec.classes.values():
+            if c.tools is not None or c.images is not None:
+                raise InputError(f"--endpoint {plan.endpoint}: class '{c.name}' of the workload has tools or images, "
+                                 "which need --endpoint chat or responses")
+    return spec
 
 
 class RunContext:
@@ -145,18 +152,8 @@ class RunContext:
         return f"{self.tag}-s{next(self._sessions)}"
 
     def body(self, endpoint: str, request) -> bytes:
-        """The JSON request body for one sampled request."""
+        """The JSON request body for one sampled request (workloads/bodies.py), with --extra-body."""
         s = self.plan
-        body: dict = {"model": s.model} if s.model else {}
-        if endpoint == "chat":
-            body["messages"] = request.messages()
-            if request.tools:
-                body.update(request.tools)
-        else:
-            body["prompt"] = request.prompt()
-        body["max_tokens"] = s.max_tokens_override or request.max_tokens
-        body["stream"] = s.stream
-        if s.stream:
-            body["stream_options"] = {"include_usage": True}
+        body = request_body(endpoint, request, s.model, s.max_tokens_override or request.max_tokens, s.stream)
         body.update(self.extras)
         return orjson.dumps(body)

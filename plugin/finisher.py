@@ -125,7 +125,7 @@ class Finisher:
 
     def _finish(self, path: str, rec: RequestRecord, ex: Exchange, stopped: bool, on_parsed=None) -> None:
         ctx = self.ctx
-        stream = ctx.plan.stream
+        stream = rec.stream  # the plan's --no-stream; embeddings are never streamed
         rec.t_send = ex.t_send
         rec.resent = ex.resent
         rec.connect_s = ex.connect_s
@@ -180,7 +180,8 @@ def fire_events(env, path: str, rec: RequestRecord, length: int) -> None:
     )  # fmt: skip
     if rec.ok:  # straight into the entries: a request event would count LLM rows in "Aggregated" too
         stats = env.stats
-        stats.get(rec.request_class, "ttft").log(rec.ttft_s * 1000, 0)
+        if rec.ttft_s == rec.ttft_s:  # embeddings have none
+            stats.get(rec.request_class, "ttft").log(rec.ttft_s * 1000, 0)
         stats.get(rec.request_class, "e2e").log(e2e_ms, 0)
         if rec.tpot_s == rec.tpot_s:
             stats.get(rec.request_class, "tpot").log(rec.tpot_s * 1000, 0)

@@ -41,6 +41,10 @@ image_patch_px              28         chat: each ``image_url`` part adds prompt
                                        so prefill time): one per patch_px x patch_px tile of a
                                        PNG data URL's size
 image_tokens                576        ... and this many for any other image
+embedding_base_s            0.002      /v1/embeddings: each request costs this plus
+embedding_per_token_s       0.00002    this per input token, served one request at a time
+                                       in arrival order (requests queue behind each other)
+embedding_dim               256        numbers per embedding vector
 --- fixed ---
 ttft_s                      0.1        constant time to first token, per request
 itl_s                       0.02       constant inter-token latency, per request
@@ -116,6 +120,9 @@ class Profile(BaseModel):
     parallel_tool_calls: Count = 1
     image_patch_px: Count = 28
     image_tokens: Count = 576
+    embedding_base_s: Seconds = 0.002
+    embedding_per_token_s: Seconds = 0.00002
+    embedding_dim: Count = 256
     # fixed
     ttft_s: Seconds = 0.1
     itl_s: Seconds = 0.02

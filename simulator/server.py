@@ -38,7 +38,12 @@ _ERR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllow
               500: "InternalServerError", 501: "NotImplementedError", 503: "ServiceUnavailableError"}
 
 DONE = b"data: [DONE]\n\n"
+ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/responses": "responses",
+          "/v1/embeddings": "embeddings"}
 TERMINATOR = b"0\r\n\r\n"
+
+
+ID_PREFIX = {"chat": "chatcmpl", "responses": "resp", "embeddings": "embd"}
 
 
 class HttpError(Exception):
@@ -76,7 +81,7 @@ class Stream:
         "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
         "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
         "common", "submitted", "role_pending", "out", "reasoning", "calls", "answer_t", "tools_sent", "images",
-        "tool_results",
+        "tool_results", "seq_no",
     )
 
     def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
@@ -121,6 +126,7 @@ class Stream:
         self.tools_sent = 0  # tool calls begun
         self.images = 0  # image_url parts in the request
         self.tool_results = 0  # tool messages in the request (results of earlier tool calls)
+        self.seq_no = -1  # the Responses API: sequence_number of the last typed event
         if endpoint == "chat":
             obj = b"chat.completion.chunk"
             open_, close_ = b'{"index":0,"delta":{"content":"', b'"}'
@@ -146,7 +152,7 @@ class Stream:
     # -- reasoning and tool calls ---------------------------------------------
     @property
     def phased(self) -> bool:
-        return bool(self.reasoning or self.calls)
+        return bool(self.reasoning or self.calls) or self.endpoint == "responses"
 
     def _call_spans(self) -> list[tuple[int, int]]:
         """[start, end) token positions of each tool call: the answer's tokens split evenly."""
@@ -177,8 +183,8 @@ class Stream:
                 out.append((kind, i, lo, hi))
         return out
 
-    def _delta(self, kind: str, call: int, lo: int, hi: int) -> dict:
-        """The delta of one segment, in vLLM's format."""
+    def _delta(self, kind: str, call: int, lo: int, hi: int, count: bool = True) -> dict:
+        """The delta of one segment, in vLLM's format (`count`: a call begun here counts as sent)."""
         text = token_bytes(self.seed, lo, hi - lo).decode()
         if kind == "reasoning":
             return {"reasoning": text}
@@ -188,7 +194,7 @@ class Stream:
         entry = {"index": call}
         args = ""
         if lo == a:  # the call's first token: its id and name
-            self.tools_sent += 1
+            self.tools_sent += count
             entry.update(id=f"chatcmpl-tool-{self.seed:06x}{call:02d}", type="function",
                          function={"name": self.calls[call]})
             lo += 1
@@ -201,6 +207,59 @@ class Stream:
             entry.setdefault("function", {})["arguments"] = args
         return {"tool_calls": [entry]}
 
+    # -- the Responses API ----------------------------------------------------
+    def _typed(self, kind: str, fields: dict, now: float | None = None) -> bytes:
+        """One typed event of a /v1/responses stream, as OpenAI and vLLM write them."""
+        self.seq_no += 1
+        obj = {"type": kind, "sequence_number": self.seq_no, **fields}
+        if self.want_t:
+            obj["sim_t"] = now if now is not None else perf_counter()
+        return b"event: %b\ndata: %b\n\n" % (kind.encode(), orjson.dumps(obj))
+
+    def _response(self, upto: int, now: float, status: str = "completed") -> dict:
+        """The response object: its output items and usage (response.completed, or the whole body)."""
+        output = []
+        reasoning = min(upto, self.reasoning)
+        if reasoning:
+            output.append({"type": "reasoning", "id": f"rs_{self.rid}", "summary": [],
+                           "content": [{"type": "reasoning_text", "text": token_bytes(self.seed, 0, reasoning).decode()}]})
+        for kind, call, lo, hi in self._segments(reasoning, upto):
+            if kind == "content":
+                output.append({"type": "message", "id": f"msg_{self.rid}", "role": "assistant", "status": "completed",
+                               "content": [{"type": "output_text", "text": token_bytes(self.seed, lo, hi - lo).decode(),
+                                            "annotations": []}]})
+            elif kind == "call":
+                d = self._delta(kind, call, lo, self._call_spans()[call][1], count=False)["tool_calls"][0]
+                output.append({"type": "function_call", "id": f"fc_{d['id']}", "call_id": d["id"],
+                               "name": d["function"]["name"], "arguments": d["function"].get("arguments", "{}"),
+                               "status": "completed"})
+        usage = {"input_tokens": self.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": upto, "total_tokens": self.prompt_tokens + upto}
+        if self.srv.profile.reasoning_usage:
+            usage["output_tokens_details"] = {"reasoning_tokens": reasoning}
+        return {"id": f"resp_{self.rid}", "object": "response", "created_at": self.srv.created, "model": self.model,
+                "status": status, "output": output, "usage": usage}
+
+    def _responses_delta(self, kind: str, call: int, lo: int, hi: int, now: float) -> bytes:
+        """The typed events of one segment: text deltas; a call opens with its output item."""
+        index = call + (1 if self.reasoning else 0) if kind == "call" else (0 if kind == "reasoning" else 1)
+        if kind != "call":
+            name = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
+            item = f"rs_{self.rid}" if kind == "reasoning" else f"msg_{self.rid}"
+            return self._typed(name, {"item_id": item, "output_index": index, "content_index": 0,
+                                      "delta": token_bytes(self.seed, lo, hi - lo).decode()}, now)
+        d = self._delta(kind, call, lo, hi)["tool_calls"][0]
+        out = b""
+        if "id" in d:
+            out += self._typed("response.output_item.added", {"output_index": index, "item": {
+                "type": "function_call", "id": f"fc_{d['id']}", "call_id": d["id"], "name": d["function"]["name"],
+                "arguments": "", "status": "in_progress"}}, now)
+        args = d.get("function", {}).get("arguments")
+        if args:
+            out += self._typed("response.function_call_arguments.delta", {
+                "item_id": f"fc_chatcmpl-tool-{self.seed:06x}{call:02d}", "output_index": index, "delta": args}, now)
+        return out
+
     def _emit_phased(self, start: int, upto: int, now: float, last: bool) -> bytes:
         """The events of tokens [start, upto) of a reasoning or tool-call reply (one per segment)."""
         events = []
@@ -209,16 +268,20 @@ class Stream:
             finish = None
             if last and j == len(segments) - 1:
                 finish = "tool_calls" if self.calls and self._call_spans() else "length"
-            choice = {"index": 0, "delta": self._delta(kind, call, lo, hi), "logprobs": None, "finish_reason": finish}
             if kind != "reasoning" and self.answer_t is None:
                 self.answer_t = now
+            if self.endpoint == "responses":
+                typed = self._responses_delta(kind, call, lo, hi, now)
+                self.chunks += typed.count(b"event: ") - 1  # a call's name and arguments: two events
+                events.append(frame(typed))
+                continue
+            choice = {"index": 0, "delta": self._delta(kind, call, lo, hi), "logprobs": None, "finish_reason": finish}
             body = self.common + b',"choices":[' + orjson.dumps(choice) + b"]"
             if self.cont_usage:
                 body += self._usage(hi)
             events.append(frame(b'data: %b,"sim_t":%r}\n\n' % (body, now) if self.want_t else b"data: %b}\n\n" % body))
         self.chunks += len(events) - 1  # emit() counts one
         return b"".join(events)
-
 
     def _event(self, body: bytes) -> bytes:
         """SSE event of a JSON object whose closing brace is still missing."""
@@ -270,6 +333,10 @@ class Stream:
                 else:  # vLLM: the headers now, the role-only chunk in one write with the first token
                     self._write(hdr)
                     self.role_pending = frame(self._event(role))
+            elif self.endpoint == "responses":
+                created = {"response": {**self._response(0, self.arrival, "in_progress"), "output": [], "usage": None}}
+                self._write(hdr + frame(self._typed("response.created", created)
+                                        + self._typed("response.in_progress", created)))
             else:
                 self._write(hdr)
             if self.fault_k == 0:
@@ -330,10 +397,15 @@ class Stream:
         self.last_t = now
         self.chunks += 1
         m.generation_tokens += n
-        if self.reasoning or self.calls:  # reasoning and tool calls: a chunk per phase (_emit_phased)
+        if self.phased:  # reasoning, tool calls, the Responses API: a chunk per phase (_emit_phased)
             events = self._emit_phased(start, upto, now, last)
             if not last:
                 self._write(pre + events)
+            elif self.endpoint == "responses":  # no [DONE]: response.completed ends it
+                self._write(pre + events + frame(self._typed("response.completed", {"response": self._response(upto, now)}))
+                            + TERMINATOR)
+                self.finish("ok")
+                return
             else:
                 out = [pre, events]
                 if self.include_usage:
@@ -389,6 +461,19 @@ class Stream:
         if self.fault in ("cut_close", "cut_reset"):
             self.conn.drop(reset=self.fault == "cut_reset")
             self.finish(self.fault)
+            return
+        if self.endpoint == "responses":
+            body = orjson.dumps(self._response(n, now))
+            self.first_t = self.last_t = now
+            self.answer_t = now if self.reasoning < n else None
+            self.tools_sent = len(self._call_spans()) if self.calls else 0
+            self.sent = n
+            m = self.srv.metrics
+            m.ttft.observe(now - self.arrival)
+            m.prompt_tokens += self.prompt_tokens
+            m.generation_tokens += n
+            self._send_simple(200, body)
+            self.finish(self.fault or "ok")
             return
         if self.endpoint == "chat" and self.phased:
             message = {"role": "assistant", "content": None}
@@ -491,6 +576,10 @@ def check_tool_messages(msgs: list) -> None:
         for c in m.get("tool_calls") or ():
             if isinstance(c, dict):
                 called.add(c.get("id"))
+        if m.get("type") == "function_call":  # the Responses API's items
+            called.add(m.get("call_id"))
+        if m.get("type") == "function_call_output" and m.get("call_id") not in called:
+            raise HttpError(400, f"No tool call found for function call output with call_id {m.get('call_id')!r}.")
         if m.get("role") == "tool" and m.get("tool_call_id") not in called:
             raise HttpError(400, "messages with role 'tool' must be a response to a preceding message with "
                                  f"'tool_calls' (no call has id {m.get('tool_call_id')!r})")
@@ -503,18 +592,72 @@ def tool_calls_for(req: dict, profile, seed: int) -> list[str]:
     tools = req.get("tools")
     if not isinstance(tools, list) or not tools:
         return []
-    names = [t["function"]["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)
-             and isinstance(t["function"].get("name"), str)]
+    names = [n for n in (_tool_name(t) for t in tools) if n]
     choice = req.get("tool_choice", "auto")
     if not names or choice == "none":
         return []
     if isinstance(choice, dict):
-        named = (choice.get("function") or {}).get("name")
+        named = _tool_name(choice)
         return [named] if isinstance(named, str) else []
     if choice != "required" and (seed % 100_003) / 100_003 >= profile.tool_call_rate:
         return []
     n = 1 if req.get("parallel_tool_calls") is False else profile.parallel_tool_calls
     return [names[i % len(names)] for i in range(n)]
+
+
+def _tool_name(tool) -> str | None:
+    """A function tool's (or a named tool_choice's) name: chat's {"function": {"name"}} or the
+    Responses API's flat {"name"}."""
+    if not isinstance(tool, dict):
+        return None
+    name = tool["function"].get("name") if isinstance(tool.get("function"), dict) else tool.get("name")
+    return name if isinstance(name, str) and name else None
+
+
+class Embedding:
+    """One /v1/embeddings request: it waits its turn on the one embedding queue, then the vectors
+    are written at once (profile embedding_*)."""
+
+    __slots__ = ("srv", "conn", "rid", "arrival", "tokens", "inputs", "model", "timer", "done")
+
+    def __init__(self, srv, conn, rid, arrival, tokens, inputs, model):
+        self.srv, self.conn, self.rid, self.arrival = srv, conn, rid, arrival
+        self.tokens, self.inputs, self.model = tokens, inputs, model
+        self.done = False
+        p = srv.profile
+        start = max(arrival, srv.embed_free_at)
+        srv.embed_free_at = start + p.embedding_base_s + p.embedding_per_token_s * tokens
+        self.timer = srv.loop.call_later(max(0.0, srv.embed_free_at - perf_counter()), self.respond)
+
+    def respond(self):
+        if self.done:
+            return
+        srv = self.srv
+        dim = srv.profile.embedding_dim
+        vector = [round(((zlib.crc32(self.rid.encode()) >> (i % 24)) % 2001 - 1000) / 1000, 3) for i in range(dim)]
+        body = orjson.dumps({"object": "list", "model": self.model, "data": [
+            {"object": "embedding", "index": i, "embedding": vector} for i in range(self.inputs)],
+            "usage": {"prompt_tokens": self.tokens, "total_tokens": self.tokens}})
+        t = perf_counter()  # the moment of the write, as for chunks
+        self.conn.simple(200, body, rid=self.rid)
+        self._end(200, "ok", t)
+        self.conn.response_done()
+
+    def client_gone(self):
+        if not self.done:
+            self.timer.cancel()
+            self._end(0, "client_disconnected", None)
+
+    def _end(self, status, outcome, t):
+        self.done = True
+        srv = self.srv
+        if outcome == "ok":
+            srv.metrics.prompt_tokens += self.tokens
+            srv.metrics.e2e.observe(t - self.arrival)
+        if srv.truth:
+            srv.truth.record({"request_id": self.rid, "endpoint": "embeddings", "stream": False, "arrival": self.arrival,
+                              "first_token": None, "last_token": t, "prompt_tokens": self.tokens, "output_tokens": 0,
+                              "chunks": 0, "status": status, "outcome": outcome, "fault": None, "inputs": self.inputs})
 
 
 class SimServer:
@@ -533,6 +676,7 @@ class SimServer:
         self.stream_interval = profile.stream_interval
         self.role_at_once = profile.role_chunk == "at_once"
         self.created = int(time.time())
+        self.embed_free_at = 0.0  # when the embedding queue is free again (Embedding)
         self.active: set[Stream] = set()
         self.conns: set[HttpConn] = set()
         self._n = 0
@@ -543,7 +687,7 @@ class SimServer:
 
     def new_id(self, endpoint):
         self._n += 1
-        return f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{self._prefix}{self._n:08x}"
+        return f"{ID_PREFIX.get(endpoint, 'cmpl')}-{self._prefix}{self._n:08x}"
 
     def shape_reply(self, s: Stream, req: dict) -> None:
         """Reasoning then answer (profile reasoning_tokens), or tool calls for a request with tools."""
@@ -554,7 +698,8 @@ class SimServer:
         s.calls = tool_calls_for(req, p, s.seed)
         msgs = req["messages"]
         s.images = image_tokens(msgs, p.image_patch_px, p.image_tokens)[0]
-        s.tool_results = sum(1 for m in msgs if isinstance(m, dict) and m.get("role") == "tool")
+        s.tool_results = sum(1 for m in msgs if isinstance(m, dict)
+                             and (m.get("role") == "tool" or m.get("type") == "function_call_output"))
 
     def metrics_text(self) -> bytes:
         r = self.runner
@@ -567,7 +712,19 @@ class SimServer:
             raise HttpError(400, f"invalid JSON body: {e}") from None
         if not isinstance(req, dict):
             raise HttpError(400, "request body must be a JSON object")
-        if endpoint == "chat":
+        if endpoint == "responses":  # input: a string or a list of messages and items
+            items = req.get("input")
+            if isinstance(items, str):
+                items = [{"role": "user", "content": items}]
+            if not isinstance(items, list) or not items:
+                raise HttpError(400, "'input' must be a string or a non-empty list")
+            req["messages"] = items
+            if isinstance(req.get("instructions"), str):
+                items = [{"role": "system", "content": req["instructions"]}, *items]
+            check_tool_messages(items)
+            prompt_tokens = self.counter.count_messages(items)
+            prompt_tokens += image_tokens(items, self.profile.image_patch_px, self.profile.image_tokens)[1]
+        elif endpoint == "chat":
             msgs = req.get("messages")
             if not isinstance(msgs, list) or not msgs:
                 raise HttpError(400, "'messages' must be a non-empty list")
@@ -589,7 +746,7 @@ class SimServer:
                 raise HttpError(400, "'stream_options' must be an object")
         else:
             so = {}
-        max_tokens = _positive_int(req, "max_completion_tokens")
+        max_tokens = _positive_int(req, "max_output_tokens" if endpoint == "responses" else "max_completion_tokens")
         mt = _positive_int(req, "max_tokens")
         if mt is not None:
             max_tokens = mt
@@ -604,7 +761,8 @@ class SimServer:
         model = req.get("model")
         if not isinstance(model, str) or not model:
             model = self.model
-        return req, prompt_tokens, max_tokens, stream, bool(so.get("include_usage")), \
+        include_usage = bool(so.get("include_usage")) or endpoint == "responses"  # usage is in response.completed
+        return req, prompt_tokens, max_tokens, stream, include_usage, \
             bool(so.get("continuous_usage_stats")), model
 
     def shutdown(self):
@@ -779,11 +937,14 @@ class HttpConn(asyncio.Protocol):
 
     def _dispatch(self, method, path, headers, body):
         srv = self.srv
-        if path in ("/v1/chat/completions", "/v1/completions"):
+        if path in ROUTES:
             if method != "POST":
                 self.simple(405, error_body(405, "method not allowed"), extra=b"allow: POST\r\n")
                 return
-            self._completion("chat" if path == "/v1/chat/completions" else "completions", headers, body)
+            if ROUTES[path] == "embeddings":
+                self._embeddings(headers, body)
+            else:
+                self._completion(ROUTES[path], headers, body)
             return
         if method not in ("GET", "HEAD"):
             self.simple(405 if path in ("/health", "/v1/models", "/metrics") else 404,
@@ -797,6 +958,28 @@ class HttpConn(asyncio.Protocol):
             self.simple(200, srv.metrics_text(), ctype=b"text/plain; version=0.0.4; charset=utf-8")
         else:
             self.simple(404, error_body(404, f"no route {path}"))
+
+    def _embeddings(self, headers, body):
+        srv = self.srv
+        arrival = perf_counter()
+        rid = headers.get("x-request-id") or srv.new_id("embeddings")
+        try:
+            req = orjson.loads(body)
+            if not isinstance(req, dict):
+                raise HttpError(400, "request body must be a JSON object")
+            inputs = req.get("input")
+            inputs = [inputs] if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)) else inputs
+            if not isinstance(inputs, list) or not inputs:
+                raise HttpError(400, "'input' must be a string or a non-empty list")
+            tokens = sum(srv.counter.count_prompt(x) for x in inputs)
+        except orjson.JSONDecodeError as e:
+            self.simple(400, error_body(400, f"invalid JSON body: {e}"), rid=rid)
+            return
+        except HttpError as e:
+            self.simple(e.status, error_body(e.status, e.message), rid=rid)
+            return
+        model = req.get("model") if isinstance(req.get("model"), str) and req.get("model") else srv.model
+        self.active = Embedding(srv, self, rid, arrival, tokens, len(inputs), model)
 
     def _completion(self, endpoint, headers, body):
         srv = self.srv
@@ -816,7 +999,7 @@ class HttpConn(asyncio.Protocol):
                    headers.get("x-sim-timestamps") == "1", arrival)
         self.active = s
         srv.active.add(s)
-        if endpoint == "chat":
+        if endpoint in ("chat", "responses"):
             srv.shape_reply(s, req)
         fault = srv.faults.draw_request() if srv.faults else None
         if fault is not None:

@@ -70,7 +70,8 @@ class PromptCounter:
 
 
 def image_tokens(messages, patch_px: int, fallback: int) -> tuple[int, int]:
-    """(images, prompt tokens they make) of the ``image_url`` parts of chat ``messages``: a PNG data
+    """(images, prompt tokens they make) of the ``image_url`` parts of chat ``messages`` (the
+    Responses API's ``input_image``): a PNG data
     URL makes one token per ``patch_px`` x ``patch_px`` tile of its size (read from its header, as
     Qwen2-VL's 28-pixel merged patches), any other image ``fallback`` tokens."""
     n = tokens = 0
@@ -79,7 +80,7 @@ def image_tokens(messages, patch_px: int, fallback: int) -> tuple[int, int]:
         if not isinstance(content, list):
             continue
         for part in content:
-            if not (isinstance(part, dict) and part.get("type") == "image_url"):
+            if not (isinstance(part, dict) and part.get("type") in ("image_url", "input_image")):
                 continue
             url = part.get("image_url")
             url = url.get("url") if isinstance(url, dict) else url

@@ -9,7 +9,7 @@ suite must make of it (`expect`). The bytes are beside it:
                arrival time and TTFT/E2E can be checked against the event they must come from;
   <case>.body  a whole body sent at once with Content-Length (non-streaming answers, HTTP errors).
 
-Sidecar keys: server, shape, source, endpoint (chat | completions), stream (default true),
+Sidecar keys: server, shape, source, endpoint (chat | completions | responses | embeddings), stream (default true),
 status (default 200), content_type, headers (extra response headers), ending ("end": the
 terminating chunk, default; "close": the connection drops instead), expect.
 
@@ -18,7 +18,7 @@ prompt_tokens, finish_reason, chunk_tokens, text (all generated text, reasoning 
 first_token_event / last_token_event (0-based index of the SSE event that TTFT / E2E must be
 timed at), first_answer_event (the event of the first answer token, content or tool call, that
 the time to first answer token must be timed at; null: the reply was only reasoning, no ttfa),
-reasoning_tokens, answer_tokens, reasoning_source, tool_calls (the number of calls),
+reasoning_tokens, answer_tokens, reasoning_source, tool_calls (the number of calls), inputs (embeddings),
 tool_call_names, tool_call_arguments (each call's joined fragments), ttft_equals_e2e, retry_after.
 
 The path is the suite's own: users.stream.StreamClient reads the socket, metrics.sse parses,
@@ -44,7 +44,8 @@ from users.stream import Exchange, StreamClient, Timeouts
 CORPUS = Path(__file__).parent / "corpus"
 DELAY = 0.04  # pause before each event: arrivals are this far apart at least
 REASONS = {200: "OK", 400: "Bad Request", 422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error"}
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
+         "embeddings": "/v1/embeddings"}
 SERVERS = {"vllm", "sglang", "tgi", "trtllm", "llamacpp", "openai"}
 
 
@@ -114,7 +115,7 @@ def test_corpus_case(path: Path):
         assert want["error_detail_contains"] in rec.error_detail
     assert rec.status == want.get("status", 200)
     for key in ("n_chunks", "output_tokens", "tokens_source", "prompt_tokens", "finish_reason", "chunk_tokens",
-                "reasoning_tokens", "answer_tokens", "reasoning_source", "tool_calls"):
+                "reasoning_tokens", "answer_tokens", "reasoning_source", "tool_calls", "inputs"):
         if key in want:
             assert getattr(rec, key) == want[key], key
     if "tool_call_names" in want:
@@ -199,6 +200,8 @@ def test_corpus_covers_every_server_and_shape():
     assert any(e.get("tool_calls") == 2 and e["ok"] for e in expects)
     assert any(e.get("first_answer_event", 0) is None and e["ok"] for e in expects)
     assert any(e.get("tool_calls") and e.get("error") == "mid_stream_error" for e in expects)
+    endpoints = {m.get("endpoint") for m in metas.values()}
+    assert endpoints == {"chat", "completions", "responses", "embeddings"}
     for p, m in metas.items():
         assert {"server", "shape", "source", "expect"} <= m.keys(), p
         assert p.with_suffix(".sse").exists() or p.with_suffix(".body").exists(), p

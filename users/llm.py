@@ -38,7 +38,8 @@ from workloads.session import Conversation
 
 CONTEXT_WAIT_S = 30
 REPLY_WAIT_S = 60  # a conversation waits this long for the finisher to hand back a reply's text
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
+         "embeddings": "/v1/embeddings"}
 
 
 class LLMUser(FastHttpUser):
@@ -55,7 +56,8 @@ class LLMUser(FastHttpUser):
         plan = self.ctx.plan
         self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request",
                                    max_body=plan.max_response_bytes)
-        self.failures = FailurePacing(plan.stream)
+        self.streamed = plan.stream and self.endpoint != "embeddings"  # embeddings are never streamed
+        self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None
 
     def _wait_for_context(self):
@@ -138,7 +140,7 @@ class LLMUser(FastHttpUser):
                                     turn, session_id, on_parsed)  # fmt: skip
             if attempt >= plan.retry:
                 return rec
-            wait = retry_wait(plan, ex, attempt + 1)
+            wait = retry_wait(plan, ex, attempt + 1, self.streamed)
             if wait is None or ctx.stopping.is_set() or ctx.stopping.wait(wait):
                 return rec  # not retryable, or the run is ending: no new attempt
             attempt += 1
@@ -153,7 +155,7 @@ class LLMUser(FastHttpUser):
             request_class=request.request_class,
             input_chars=request.input_chars,
             max_tokens=ctx.plan.max_tokens_override or request.max_tokens,
-            stream=ctx.plan.stream,
+            stream=self.streamed,
             t_intended=t_intended,
             turn=turn,
             session_id=session_id,
@@ -228,10 +230,10 @@ def parse_retry_after(value: str) -> float | None:
     return max(0.0, seconds) if seconds == seconds else None
 
 
-def retry_wait(plan, ex: Exchange, n: int) -> float | None:
+def retry_wait(plan, ex: Exchange, n: int, stream: bool | None = None) -> float | None:
     """Seconds to wait before retry number n (1, 2, ...) after the attempt `ex`; None: no retry.
     A 429's Retry-After is honoured up to --retry-max-wait; otherwise 0.5 s, doubling, capped."""
-    error = exchange_class(ex, plan.stream)
+    error = exchange_class(ex, plan.stream if stream is None else stream)
     if not error or error not in plan.retry_on:
         return None
     if error == "http_429":
@@ -263,4 +265,5 @@ class CompletionsUser(LLMUser):
 
 
 class ConfiguredUser(LLMUser):
-    """The locustfile's user: chat or completions as --endpoint says (also in the web UI form)."""
+    """The locustfile's user: chat, completions, responses or embeddings as --endpoint says (also in
+    the web UI form)."""

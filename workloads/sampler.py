@@ -39,6 +39,7 @@ class Request:
     # history's end, for the model to go on from
 
     ask: bool = True
+    inputs: tuple[str, ...] = ()  # embeddings classes with `batch`: the texts to embed
 
     def messages(self) -> list[dict]:
         """OpenAI chat messages, system first when present, then the history, then the user message
@@ -98,7 +99,8 @@ class _Class:
 
     __slots__ = ("name", "ic", "ot", "share", "q_texts", "q_lens", "q_keys",
                  "s_min", "s_tiers", "pools", "all_pool", "verbatim", "v_prompts", "v_lens", "v_cum",
-                 "turns", "think", "prefix_share", "prefixes", "tools", "images", "image_urls", "image_count")
+                 "turns", "think", "prefix_share", "prefixes", "tools", "images", "image_urls", "image_count",
+                 "batch")
 
     def __init__(self, c: ClassSpec):
         self.name = c.name
@@ -114,6 +116,7 @@ class _Class:
         self.images = c.images.share if c.images is not None else 0.0
         self.image_urls = c.image_urls
         self.image_count = _Dist(c.images.count) if c.images is not None else None
+        self.batch = _Dist(c.batch) if c.batch is not None else None
         self.verbatim = c.prompts_mode == "verbatim"
         if self.verbatim:  # whole imported prompts, by input length; weights = logged counts
             ps = sorted(c.prompts, key=lambda t: (t.input_chars, t.id, t.text))
@@ -272,6 +275,9 @@ class Sampler:
 
     def _request(self, cls: _Class, first: bool) -> Request:
         req = self._text(cls, first)
+        if cls.batch is not None:  # embeddings: more texts of the class
+            n = _draw(self.rng, cls.batch)
+            return replace(req, inputs=(req.user, *(self._text(cls, False).user for _ in range(n - 1))))
         if cls.tools is None and not cls.images:
             return req
         images: tuple[str, ...] = ()

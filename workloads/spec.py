@@ -25,6 +25,7 @@ Schema (every field other than ``classes`` is optional)::
         shared_prefix: {share: 0.5}   # optional per-class override
         tools: {count: 3, choice: auto}                 # optional: tool definitions (workloads/attachments.py)
         images: {count: 1, width: 512, height: 512}     # optional: images in the user message
+        batch: {min: 1, max: 32}      # optional, --endpoint embeddings: texts per request (default 1)
     shared_prefix: {share: 0.5, count: 4, chars: 1500}   # top level: long shared system prompts
 
 Distributions (``dist`` defaults to ``uniform``; values are clipped to [min, max]):
@@ -60,6 +61,9 @@ a spec asks for it: the default stays randomised so caching does not inflate res
 ``tools`` and ``images`` (chat only): tool definitions sent with every request of the class (with
 ``tool_choice``), and images in its user messages, as described in workloads/attachments.py. A
 conversation class answers a reply's tool calls with tool results before its next turn.
+
+``batch`` (``--endpoint embeddings``): the texts each request embeds, each drawn from the class
+like a request's input (system prompt and history left out); without it one text per request.
 """
 
 from __future__ import annotations
@@ -460,6 +464,7 @@ class ClassEntry(_Model):
     shared_prefix: Annotated[SharedPrefixSpec | None, Fix("write {share: 0.5, count: 4, chars: 1500}")] = None
     tools: Annotated[ToolsSpec | None, Fix("write {count: 3} or {definitions: [...], choice: auto}")] = None
     images: Annotated[ImagesSpec | None, Fix("write {count: 1, width: 512, height: 512}")] = None
+    batch: Annotated[Distribution | None, Fix("give the texts per embeddings request, e.g. 8 or {min: 1, max: 32}")] = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -472,6 +477,8 @@ class ClassEntry(_Model):
                              "give values: [...], or add prompts: verbatim to draw the imported prompts' lengths",
                              at=("input_chars", "values"))
         _needs_values(self.output_tokens, "output_tokens", "give values: [...] (the observed output lengths)")
+        if self.batch is not None:
+            _needs_values(self.batch, "batch", "give values: [...] (texts per request)")
         return self
 
 
@@ -532,6 +539,7 @@ class ClassSpec:
     tools: ToolsSpec | None = None
     images: ImagesSpec | None = None
     image_urls: tuple[str, ...] = field(repr=False, default=())  # what images are drawn from
+    batch: Any = None  # a Distribution: texts per /v1/embeddings request
 
     def to_dict(self) -> dict:
         d = {
@@ -554,6 +562,8 @@ class ClassSpec:
             d["tools"] = self.tools.to_dict()
         if self.images is not None:
             d["images"] = self.images.to_dict()
+        if self.batch is not None:
+            d["batch"] = self.batch.to_dict()
         return d
 
 
@@ -686,7 +696,7 @@ def load_spec(path: str | None = None) -> WorkloadSpec:
                 raise _error(path, f"classes.{cname}.images.files", f"cannot read {e.filename}: {e.strerror}",
                              "give image files that exist, relative to the spec") from None
         classes[cname] = replace(cs, session=c.session, shared_prefix=prefix, tools=c.tools, images=c.images,
-                                 image_urls=urls)
+                                 image_urls=urls, batch=c.batch)
 
     h = hashlib.sha256()
     h.update(spec_bytes)

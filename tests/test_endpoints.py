@@ -1,0 +1,139 @@
+"""`--endpoint responses` (/v1/responses, streamed typed events) and `--endpoint embeddings`
+(/v1/embeddings) against the simulator, measured against its truth log: the same record as chat for
+the Responses API (TTFT, time to first answer token, reasoning, tool calls, conversations with tool
+results as function_call_output items), and latency and input tokens/s per load step for embeddings."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
+from tests.test_truth_agentic import MIX, PROFILE
+from workloads import Sampler, load_spec
+from workloads.bodies import body
+
+pytestmark = pytest.mark.process
+
+TEMPLATES = os.path.join(ROOT, "workloads", "templates.jsonl")
+
+
+@pytest.fixture(scope="module")
+def responses_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("responses")
+    truth = str(tmp / "truth.jsonl")
+    (tmp / "agentic.yaml").write_text(PROFILE)
+    (tmp / "mix.yaml").write_text(MIX.format(templates=TEMPLATES))
+    with simulator("--profile", str(tmp / "agentic.yaml"), truth_log=truth) as url:
+        proc = run_locust(
+            "--host", url, "--endpoint", "responses", "-u", "12", "-r", "12", "-t", "8s", "--seed", "5",
+            "--workload", str(tmp / "mix.yaml"), "--results-dir", str(tmp), "--run-id", "resp", "--stop-timeout", "20",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, summary = read_results(str(tmp), "resp")
+    return df, summary, {x["request_id"]: x for x in read_truth(truth)}
+
+
+def test_responses_api_records_match_the_truth_log(responses_run):
+    df, summary, truth = responses_run
+    assert len(df) >= 100 and set(df["request_id"]) == set(truth)
+    assert df["ok"].all(), df.loc[~df["ok"], ["error", "error_detail"]].head()
+    assert (df["endpoint"] == "responses").all() and {truth[r]["endpoint"] for r in df["request_id"]} == {"responses"}
+    rows = [truth[r] for r in df["request_id"]]
+    ttft = np.array([x["first_token"] - x["arrival"] for x in rows])
+    assert abs(np.median((df["ttft_s"].to_numpy() - ttft) * 1000)) < 2.0
+    answered = np.array([x["first_answer_token"] is not None for x in rows])
+    assert (df["ttfa_s"].notna().to_numpy() == answered).all() and (~answered).sum() > 0
+    ttfa = np.array([x["first_answer_token"] - x["arrival"] for x, a in zip(rows, answered) if a])
+    assert abs(np.median((df["ttfa_s"].to_numpy()[answered] - ttfa) * 1000)) < 2.0
+    for column in ("output_tokens", "reasoning_tokens", "answer_tokens", "tool_calls", "prompt_tokens", "chunks"):
+        assert (df["n_chunks" if column == "chunks" else column] == [x[column] for x in rows]).all(), column
+    assert (df["tokens_source"] == "usage").all() and (df["reasoning_source"] == "usage").all()
+    assert (df.loc[df["tool_calls"] > 0, "finish_reason"] == "tool_calls").all() and (df["tool_calls"] > 0).sum() >= 5
+    # conversations sent their tool results back as function_call_output items (the simulator
+    # refuses an output without its call: every request was ok)
+    assert sum(truth[r]["tool_results"] for r in df["request_id"]) > 0
+    assert summary["overall"]["ttfa_ms"]["count"] == int(answered[df["wall_send"].between(
+        summary["window"]["start"], summary["window"]["end"]).to_numpy()].sum())
+
+
+def test_a_request_becomes_the_responses_api_body(tmp_path):
+    spec = tmp_path / "mix.yaml"
+    spec.write_text(MIX.format(templates=TEMPLATES))
+    reqs = Sampler(load_spec(str(spec)), seed=3).sample(60)
+    vision = next(r for r in reqs if r.images)
+    b = body("responses", vision, "m", 20, True)
+    assert b["max_output_tokens"] == 20 and b["stream"] is True and "stream_options" not in b and "max_tokens" not in b
+    parts = b["input"][-1]["content"]
+    assert parts[0]["type"] == "input_text" and parts[1]["type"] == "input_image" and parts[1]["image_url"].startswith("data:")
+    tools = next(r for r in reqs if r.request_class == "tools")
+    b = body("responses", tools, "m", 20, True)
+    assert b["tools"][0]["type"] == "function" and b["tools"][0]["name"] == "get_weather" and "function" not in b["tools"][0]
+    assert b["tool_choice"] == "auto"
+    assert json.dumps(body("chat", reqs[0], "m", 20, True))  # chat stays chat
+
+
+EMBED_MIX = """
+name: embed
+templates: {templates}
+classes:
+  docs: {{weight: 1, input_chars: {{min: 200, max: 800}}, output_tokens: 1, batch: {{min: 4, max: 12}}}}
+"""
+
+
+def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_the_truth(tmp_path):
+    """A serial embedding queue (profile embedding_*): latency grows with the users; each step's
+    input tokens/s is what the simulator embedded in the step's window."""
+    truth_path = str(tmp_path / "truth.jsonl")
+    spec = tmp_path / "embed.yaml"
+    spec.write_text(EMBED_MIX.format(templates=TEMPLATES))
+    profile = tmp_path / "embed-profile.yaml"
+    profile.write_text("kind: fixed\nembedding_base_s: 0.004\nembedding_per_token_s: 0.00002\n")
+    with simulator("--profile", str(profile), truth_log=truth_path) as url:
+        proc = run_locust("--host", url, "--endpoint", "embeddings", "--steps", "1,4", "--step-time", "4s",
+                          "--step-warmup", "1s", "--seed", "2", "--workload", str(spec), "--results-dir", str(tmp_path),
+                          "--run-id", "emb", "--stop-timeout", "5")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, summary = read_results(str(tmp_path), "emb")
+    truth = {t["request_id"]: t for t in read_truth(truth_path)}
+    ok = df[df["ok"]]
+    assert len(ok) >= 100 and (df["ok"] | (df["error"] == "stopped")).all()
+    assert ok["ttft_s"].isna().all() and (ok["output_tokens"] == 0).all() and (ok["n_chunks"] == 0).all()
+    assert (ok["inputs"] == [truth[r]["inputs"] for r in ok["request_id"]]).all() and ok["inputs"].between(4, 12).all()
+    assert (ok["prompt_tokens"] == [truth[r]["prompt_tokens"] for r in ok["request_id"]]).all()
+    # the client's latency holds the server's (arrival of the whole request to the write of the
+    # answer) and the transfer of both bodies, some kB each, over loopback on a busy machine
+    latency = np.array([truth[r]["last_token"] - truth[r]["arrival"] for r in ok["request_id"]])
+    d = (ok["e2e_s"].to_numpy() - latency) * 1000
+    assert (d > 0).all() and np.median(d) < 10.0, np.percentile(d, [0, 50, 99])
+    steps = summary["by_step"]
+    assert steps[0]["ttft_ms"]["count"] == 0 and steps[0]["e2e_ms"]["count"] > 0
+    assert steps[1]["e2e_ms"]["p50"] > 2 * steps[0]["e2e_ms"]["p50"]  # four users queue on one server
+    for st in steps:  # input tokens that arrived (embedded) inside the step's window, per second
+        start, end = st["window"]["start"], st["window"]["end"]
+        wall_done = ok["wall_send"] + ok["e2e_s"]
+        inside = ok[(wall_done >= start) & (wall_done <= end)]
+        expect = inside["prompt_tokens"].sum() / (end - start)
+        assert st["embeddings"]["input_tokens_per_s"] == pytest.approx(expect, rel=1e-6)
+        assert st["throughput"]["total_tokens_per_s"] == pytest.approx(expect, rel=1e-6)
+        assert st["embeddings"]["inputs_per_s"] == pytest.approx(inside["inputs"].sum() / (end - start), rel=1e-6)
+    assert "embeddings:" in proc.stdout + proc.stderr
+
+
+def test_tools_or_images_with_an_endpoint_that_cannot_carry_them_is_bad_input(tmp_path):
+    (tmp_path / "mix.yaml").write_text(MIX.format(templates=TEMPLATES))
+    proc = run_locust("--endpoint", "completions", "-u", "1", "-t", "2s", "--workload", str(tmp_path / "mix.yaml"),
+                      "--results-dir", str(tmp_path), timeout=60)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--endpoint completions: class 'tools' of the workload has tools or images" in proc.stderr
+    assert not (tmp_path / "requests.parquet").exists()
+
+
+def test_the_web_form_offers_every_endpoint():
+    from plugin.options import DECLARED
+
+    endpoint = next(d for d in DECLARED if d.name == "endpoint")
+    assert endpoint.choices == ["chat", "completions", "responses", "embeddings"]  # Locust's form shows choices
