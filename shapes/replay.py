@@ -32,6 +32,7 @@ from functools import lru_cache
 from shapes.arrivals import START_DELAY_S
 from core.errors import InputError
 from workloads import Request, load_library
+from workloads.sampler import template_request
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_CLASS = "replay"
@@ -67,7 +68,7 @@ def _entry_request(obj: dict, where: str, prompts: dict | None, path: str) -> Re
         t = prompts.get(obj["prompt"])
         if t is None:
             raise InputError(f"{where}: prompt {obj['prompt']!r} is not in the template library")
-        return Request(cls, t.system, t.text, mt, t.input_chars, t.history)
+        return template_request(cls, t, mt)
     if "messages" in obj:
         msgs = obj["messages"]
         if not isinstance(msgs, list) or not msgs or not all(

@@ -21,9 +21,9 @@ assembled by concatenation.
 """
 from __future__ import annotations
 
-import base64
 import os
 
+from core.images import png_size
 from core.text import CHAT_TOKENS_PER_MESSAGE, content_text, estimate_tokens
 
 __all__ = ["CHAT_TOKENS_PER_MESSAGE", "estimate_tokens", "PromptCounter", "VOCAB", "VOCAB_BYTES", "VOCAB_SIZE",
@@ -85,23 +85,9 @@ def image_tokens(messages, patch_px: int, fallback: int) -> tuple[int, int]:
             url = part.get("image_url")
             url = url.get("url") if isinstance(url, dict) else url
             n += 1
-            size = _png_size(url) if isinstance(url, str) else None
+            size = png_size(url) if isinstance(url, str) else None
             tokens += -(-size[0] // patch_px) * -(-size[1] // patch_px) if size else fallback
     return n, tokens
-
-
-def _png_size(url: str) -> tuple[int, int] | None:
-    """Width and height of a base64 PNG data URL, from its IHDR chunk (the first 24 bytes)."""
-    head = "data:image/png;base64,"
-    if not url.startswith(head):
-        return None
-    try:
-        raw = base64.b64decode(url[len(head) : len(head) + 32])
-    except ValueError:
-        return None
-    if raw[:8] != b"\x89PNG\r\n\x1a\n" or raw[12:16] != b"IHDR":
-        return None
-    return int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
 
 
 VOCAB = (

@@ -137,3 +137,22 @@ def test_the_web_form_offers_every_endpoint():
 
     endpoint = next(d for d in DECLARED if d.name == "endpoint")
     assert endpoint.choices == ["chat", "completions", "responses", "embeddings"]  # Locust's form shows choices
+
+
+def test_an_imported_agent_log_replays_against_the_simulator(tmp_path):
+    """Every request of an imported agent log (tools, tool calls and results, images) is accepted
+    by a server that checks tool messages against their calls, on chat and on the Responses API."""
+    import urllib.request
+
+    from tests.test_workload_attachments import agent_log
+    from workloads.__main__ import main as cli
+
+    out = tmp_path / "out"
+    assert cli(["import", agent_log(tmp_path / "agent.jsonl"), "--out", str(out)]) == 0
+    reqs = Sampler(load_spec(str(out / "workload.yaml")), seed=1).sample(30)
+    with simulator("--profile", "fixed") as url:
+        for endpoint, path in (("chat", "/v1/chat/completions"), ("responses", "/v1/responses")):
+            for r in reqs:
+                data = json.dumps(body(endpoint, r, "", 4, False)).encode()
+                with urllib.request.urlopen(urllib.request.Request(url + path, data)) as reply:
+                    assert reply.status == 200

@@ -4,6 +4,7 @@ tool calls with tool results (workloads/session.py). The simulator end of it: te
 from __future__ import annotations
 
 import base64
+import json
 import os
 import struct
 import zlib
@@ -13,6 +14,7 @@ import pytest
 from core.errors import InputError
 from tests.helpers import ROOT
 from workloads import Conversation, Sampler, load_spec
+from workloads.__main__ import main as cli
 from workloads.attachments import TOOLS, png
 
 TEMPLATES = os.path.join(ROOT, "workloads", "templates.jsonl")
@@ -97,3 +99,65 @@ def test_a_conversation_answers_tool_calls_with_tool_results_then_goes_on(tmp_pa
     third = conv.advance("It is sunny.")
     assert [m["role"] for m in third.messages()] == ["user", "assistant", "tool", "tool", "assistant", "user"]
     assert third.ask and third.messages()[-1]["content"] == third.user
+
+
+# ------------------------------------------------------------------------------------ logs of agents
+
+
+def agent_log(path):
+    """OpenAI-format request bodies of an agent: tools, a tool call answered by a tool result before
+    the last user message, a request that ends with tool results, and a user message with images."""
+    tools = [TOOLS[0], TOOLS[2]]
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "A1", "mail": "ann@x.org"}'}}
+    rows = [
+        {"messages": [{"role": "user", "content": "Where is my order? Write to ann@x.org"},
+                      {"role": "assistant", "content": None, "tool_calls": [call]},
+                      {"role": "tool", "tool_call_id": "call_1", "content": "Shipped on Monday."},
+                      {"role": "assistant", "content": "It shipped on Monday."},
+                      {"role": "user", "content": "And the weather there?"}],
+         "tools": tools, "tool_choice": "auto", "max_tokens": 30},
+        {"messages": [{"role": "system", "content": "You are an agent."},
+                      {"role": "user", "content": "Weather in Oslo?"},
+                      {"role": "assistant", "content": None, "tool_calls": [
+                          {"id": "call_w", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+                      {"role": "tool", "tool_call_id": "call_w", "content": "Rain, 7 degrees."}],
+         "tools": tools, "max_tokens": 20},
+        {"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is in these pictures?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png(64, 48, 9)).decode()}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}}]}], "max_tokens": 25},
+    ]
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return str(path)
+
+
+def test_the_importer_keeps_tools_tool_messages_and_images_anonymised(tmp_path):
+    out = tmp_path / "out"
+    assert cli(["import", agent_log(tmp_path / "agent.jsonl"), "--out", str(out), "--anonymize"]) == 0
+    rows = [json.loads(x) for x in (out / "templates.jsonl").read_text(encoding="utf-8").splitlines()]
+    prompts = {r["text"]: r for r in rows if r["kind"] == "prompt"}
+    follow = prompts["And the weather there?"]
+    assert follow["tools"]["tool_choice"] == "auto" and [t["function"]["name"] for t in follow["tools"]["tools"]] == ["get_weather", "get_order"]
+    assert [m["role"] for m in follow["history"]] == ["user", "assistant", "tool", "assistant"]
+    args = follow["history"][1]["tool_calls"][0]["function"]["arguments"]
+    assert "ann@x.org" not in args and len(args) == len('{"order_id": "A1", "mail": "ann@x.org"}')  # masked, same length
+    assert "ann@x.org" not in follow["history"][0]["content"]
+    ending = prompts["Weather in Oslo?"]
+    assert [m["role"] for m in ending["after"]] == ["assistant", "tool"] and ending["after"][1]["content"] == "Rain, 7 degrees."
+    assert prompts["What is in these pictures?"]["images"] == [[64, 48], [512, 512]]
+    assert base64.b64encode(png(64, 48, 9)).decode()[:40] not in (out / "templates.jsonl").read_text()  # pixels not kept
+
+    reqs = {r.user: r for r in Sampler(load_spec(str(out / "workload.yaml")), seed=1).sample(60)}
+    r = reqs["Weather in Oslo?"]
+    msgs = r.messages()
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool"] and not r.ask  # the agent goes on
+    assert msgs[2]["tool_calls"][0]["id"] == msgs[3]["tool_call_id"] == "call_w"
+    assert r.input_chars == sum(len(m["content"] or "") for m in msgs) + len('{"city": "Oslo"}')
+    pictures = reqs["What is in these pictures?"].messages()[-1]["content"]
+    assert [p["type"] for p in pictures] == ["text", "image_url", "image_url"]
+    from core.images import png_size
+
+    assert [png_size(p["image_url"]["url"]) for p in pictures[1:]] == [(64, 48), (512, 512)]
+    assert reqs["And the weather there?"].tools["tools"][0]["function"]["name"] == "get_weather"

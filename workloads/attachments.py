@@ -25,6 +25,7 @@ import os
 import random
 import struct
 import zlib
+from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -123,6 +124,12 @@ def png(width: int, height: int, seed: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
 
 
+@lru_cache(maxsize=64)
+def generated_image(width: int, height: int, variant: int) -> str:
+    """A generated PNG of this size as a data URL (made once per size and variant)."""
+    return data_url(png(width, height, variant))
+
+
 def data_url(data: bytes, mime: str = "image/png") -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
@@ -137,7 +144,7 @@ def image_urls(spec, spec_dir: str) -> tuple[str, ...]:
             with open(path, "rb") as f:
                 out.append(data_url(f.read(), mimetypes.guess_type(path)[0] or "image/png"))
         return tuple(out)
-    return tuple(data_url(png(spec.width, spec.height, i)) for i in range(IMAGE_VARIANTS))
+    return tuple(generated_image(spec.width, spec.height, i) for i in range(IMAGE_VARIANTS))
 
 
 def image_parts(text: str, urls: tuple[str, ...]) -> list[dict]:
@@ -145,4 +152,4 @@ def image_parts(text: str, urls: tuple[str, ...]) -> list[dict]:
     return [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": u}} for u in urls)]
 
 
-__all__ = ["TOOLS", "ToolsSpec", "png", "data_url", "image_urls", "image_parts"]
+__all__ = ["TOOLS", "ToolsSpec", "png", "data_url", "generated_image", "image_urls", "image_parts"]

@@ -14,6 +14,13 @@ import``), sent verbatim by classes with ``prompts: verbatim``. It may carry:
     "history": [{"role": "user"|"assistant", "content": "..."}, ...]   earlier turns sent before ``text``
     "count": 17                how often the prompt occurred in the log (sampling weight, default 1)
     "output_tokens": 212       output length observed in the log (informational)
+    "after": [...]             messages after ``text``: an agent's tool calls and their results
+    "tools": {"tools": [...], "tool_choice": "auto"}   the tools the request offered
+    "images": [[640, 480], ...]   sizes of the images sent with ``text`` (generated at replay)
+
+A history (or ``after``) message is ``{"role": "user"|"assistant", "content": "..."}``, an
+assistant's tool calls ``{"role": "assistant", "content": ..., "tool_calls": [...]}`` or a tool
+result ``{"role": "tool", "tool_call_id": "...", "content": "..."}``, as the chat API takes them.
 
 Its input length is the system prompt + every history message + ``text``, in characters.
 """
@@ -30,7 +37,7 @@ from core.errors import InputError
 KINDS = ("question", "context", "system", "prompt")
 REQUIRED_KEYS = ("kind", "domain", "lang", "text")
 OPTIONAL_KEYS = ("id", "source", "tags")
-PROMPT_KEYS = ("system", "history", "count", "output_tokens")  # kind "prompt" only
+PROMPT_KEYS = ("system", "history", "count", "output_tokens", "after", "tools", "images")  # kind "prompt" only
 HISTORY_ROLES = ("user", "assistant")
 
 
@@ -44,13 +51,44 @@ class Template:
     # turns as (role, content) pairs, and how often the prompt occurred
     id: str = ""
     system: str | None = None
-    history: tuple[tuple[str, str], ...] = ()
+    history: tuple = ()  # (role, content) pairs; tool calls and results as their message dicts
     count: int = 1
+    after: tuple = ()  # messages after text (an agent's tool calls and results)
+    tools: dict | None = None  # {"tools": [...], "tool_choice": ...}
+    images: tuple[tuple[int, int], ...] = ()  # sizes of the images sent with text
 
     @property
     def input_chars(self) -> int:
-        """The whole input this template makes as a prompt: system + history + text."""
-        return (len(self.system) if self.system else 0) + sum(len(c) for _, c in self.history) + len(self.text)
+        """The whole input this template makes as a prompt: system + history + text (+ after)."""
+        return (len(self.system) if self.system else 0) + sum(_chars(m) for m in (*self.history, *self.after)) \
+            + len(self.text)
+
+
+def _chars(m) -> int:
+    if isinstance(m, tuple):
+        return len(m[1])
+    if isinstance(m.get("content"), str):
+        return len(m["content"])
+    return sum(len(c["function"]["arguments"]) for c in m.get("tool_calls") or ())
+
+
+def _message(m):
+    """A history message as the library file gives it -> a (role, content) pair, or the message
+    itself (tool calls, a tool result); None when malformed."""
+    if not isinstance(m, dict):
+        return None
+    if set(m) == {"role", "content"} and m["role"] in HISTORY_ROLES and isinstance(m["content"], str):
+        return (m["role"], m["content"])
+    if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str) and isinstance(m.get("content"), str):
+        return {"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]}
+    calls = m.get("tool_calls")
+    if m.get("role") == "assistant" and isinstance(calls, list) and calls and all(
+            isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)
+            and isinstance(c["function"].get("name"), str) and isinstance(c["function"].get("arguments"), str)
+            for c in calls):
+        return {"role": "assistant", "content": m.get("content") if isinstance(m.get("content"), str) else None,
+                "tool_calls": calls}
+    return None
 
 
 @dataclass(frozen=True)
@@ -150,12 +188,22 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
                 raw_systems[tid] = obj["text"]  # referenced by imported prompts: exactly as logged
             continue
         # verbatim prompts keep their text exactly as logged (no strip): lengths must match the log
-        history = obj.get("history", [])
-        if not isinstance(history, list) or not all(
-                isinstance(m, dict) and set(m) == {"role", "content"} and m["role"] in HISTORY_ROLES
-                and isinstance(m["content"], str) for m in history):
-            raise fail(f"{where}: history must be a list of {{\"role\": \"user\"|\"assistant\", \"content\": \"...\"}}",
-                       "fix or drop the history of this prompt")
+        messages = {}
+        for key in ("history", "after"):
+            raw = obj.get(key, [])
+            parsed = [_message(m) for m in raw] if isinstance(raw, list) else [None]
+            if any(m is None for m in parsed):
+                raise fail(f"{where}: {key} must be a list of chat messages ({{\"role\": \"user\"|\"assistant\", "
+                           f"\"content\": \"...\"}}, an assistant's tool_calls or a tool result)",
+                           f"fix or drop the {key} of this prompt")
+            messages[key] = tuple(parsed)
+        tools = obj.get("tools")
+        if tools is not None and not (isinstance(tools, dict) and isinstance(tools.get("tools"), list)):
+            raise fail(f"{where}: tools must be {{\"tools\": [...], \"tool_choice\": ...}}", "fix or drop tools")
+        images = obj.get("images", [])
+        if not isinstance(images, list) or not all(
+                isinstance(i, list) and len(i) == 2 and all(isinstance(x, int) and 0 < x <= 8192 for x in i) for i in images):
+            raise fail(f"{where}: images must be a list of [width, height] in pixels", "fix or drop images")
         count = obj.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise fail(f"{where}: count must be a whole number >= 1", "give how often the prompt occurred")
@@ -164,8 +212,8 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
             raise fail(f"{where}: system must be the id of a system line", 'write e.g. "system": "s0001"')
         prompt_refs.append((where, sys_ref))
         buckets[kind].append(Template(kind, domain, lang, obj["text"], id=tid, system=sys_ref,
-                                      history=tuple((m["role"], m["content"]) for m in history),
-                                      count=count))
+                                      history=messages["history"], count=count, after=messages["after"],
+                                      tools=tools, images=tuple(tuple(i) for i in images)))
 
     if not any(buckets.values()):
         raise fail(f"template file {path} is empty",

@@ -10,7 +10,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
 from itertools import accumulate
 
-from .attachments import image_parts
+from .attachments import IMAGE_VARIANTS, generated_image, image_parts
 from .spec import ClassSpec, WorkloadSpec
 
 SEP = "\n\n"              # between context passages, and before the question
@@ -71,6 +71,23 @@ def derive_seed(seed: int | None, stream: int | str) -> int | None:
         return None
     digest = hashlib.sha256(f"{seed}:{stream}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def template_request(name: str, t, max_tokens: int, prefix: str | None = None, rng=None) -> Request:
+    """The request of an imported prompt (library kind "prompt", workloads/library.py) as it was
+    logged: its system prompt (or `prefix`, a shared prefix, in its place), history and text, and
+    for a logged agent request its tools, images of the logged sizes (generated; which variant is
+    drawn from `rng`) and the messages after the text (then no user message ends the request)."""
+    chars = t.input_chars if prefix is None else len(prefix) + t.input_chars - (len(t.system) if t.system else 0)
+    req = Request(name, prefix if prefix is not None else t.system, t.text, max_tokens, chars, t.history)
+    if t.tools is None and not t.images and not t.after:
+        return req
+    draw = rng.random if rng is not None else (lambda: 0.0)
+    images = tuple(generated_image(w, h, int(draw() * IMAGE_VARIANTS)) for w, h in t.images)
+    if not t.after:
+        return replace(req, tools=t.tools, images=images)
+    user = ("user", image_parts(t.text, images)) if images else ("user", t.text)
+    return replace(req, tools=t.tools, history=(*t.history, user, *t.after), ask=False)
 
 
 class _Ctx:
@@ -313,11 +330,7 @@ class Sampler:
                 i -= 1
             lo, hi = bisect_left(lens, lens[i]), bisect_right(lens, lens[i])
             i = lo + int(rng.random() * (hi - lo))
-        t = cls.v_prompts[i]
-        if prefix is not None:
-            chars = len(prefix) + t.input_chars - (len(t.system) if t.system else 0)
-            return Request(cls.name, prefix, t.text, _draw(rng, cls.ot), chars, t.history)
-        return Request(cls.name, t.system, t.text, _draw(rng, cls.ot), t.input_chars, t.history)
+        return template_request(cls.name, cls.v_prompts[i], _draw(rng, cls.ot), prefix, rng)
 
     def _spliced(self, cls: _Class, allow_system: bool = True) -> Request:
         rng = self.rng

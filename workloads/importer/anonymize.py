@@ -58,3 +58,17 @@ class Anonymizer:
             return s
         self.counts[name] += 1
         return _ALNUM.sub("*", s)
+
+
+def anonymize_message(anon: Anonymizer, m):
+    """A history message masked: its text, a tool call's arguments, a tool result (the function
+    names and ids, which name code, not people, stay)."""
+    if isinstance(m, tuple):
+        return (m[0], anon(m[1]))
+    out = dict(m)
+    if isinstance(out.get("content"), str):
+        out["content"] = anon(out["content"])
+    if out.get("tool_calls"):
+        out["tool_calls"] = [{**c, "function": {**c["function"], "arguments": anon(c["function"]["arguments"])}}
+                             for c in out["tool_calls"]]  # fmt: skip
+    return out

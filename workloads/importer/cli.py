@@ -44,7 +44,13 @@ Anonymisation (`--anonymize`) masks e-mail addresses, phone numbers (mainland Ch
 landline, and international `+CC ...` and North American forms), mainland China 18-digit resident
 ID numbers, card numbers (13-19 digits, optionally grouped) and any other run of `--digit-run`
 (8) or more digits. Masking keeps the length: every letter and digit of a match becomes `*` (the
-`@` and dots of an e-mail stay), so input lengths and classes are those of the log.
+`@` and dots of an e-mail stay), so input lengths and classes are those of the log. It applies to
+every text kept: messages, tool results and tool-call arguments.
+
+Chat requests keep their `tools` (and `tool_choice`), the assistants' tool calls and the tool
+results (before the last user message, and after it: an agent's turn going on), and the number
+and sizes of the final user message's images; the images themselves are not kept, a replay sends
+generated ones of the same sizes.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ import numpy as np
 from core.errors import InputError
 
 from ..spec import load_spec
-from .anonymize import Anonymizer
+from .anonymize import Anonymizer, anonymize_message
 from .fit import DEFAULT_MAX_VALUES, DEFAULT_OUTPUT_TOKENS, DEFAULT_QUANTILES, fit_classes, resolve_output
 from .readers import read_log
 from .write import write_outputs
@@ -158,7 +164,8 @@ def _run_import(args: argparse.Namespace, out) -> int:
             e.text = anon(e.text)
             if e.system is not None:
                 e.system = anon(e.system)
-            e.history = [(r, anon(c)) for r, c in e.history]
+            e.history = [anonymize_message(anon, m) for m in e.history]
+            e.after = [anonymize_message(anon, m) for m in e.after]
     for e in entries:
         resolve_output(e, args.default_output_tokens)
     fit = fit_classes(entries, quantiles, edges, names, args.max_values)

@@ -17,7 +17,9 @@ class Entry:
 
     text: str  # the final user message (chat) or the prompt (completions)
     system: str | None = None
-    history: list = field(default_factory=list)  # [(role, content)] before text
+    # [(role, content)] before text; an assistant's tool calls and a tool result are their whole
+    # message, a dict ({"role": "assistant", "content", "tool_calls"} / {"role": "tool", ...})
+    history: list = field(default_factory=list)
     output_tokens: int | None = None
     output_source: str = ""  # usage | reply_text | max_tokens | default
     max_tokens: int | None = None
@@ -26,10 +28,25 @@ class Entry:
     endpoint: str = "chat"
     reply_text: str | None = None
     out_tokens_usage: int | None = None
+    tools: dict | None = None  # the request's tools and tool_choice, as logged
+    images: list = field(default_factory=list)  # [width, height] of each image of the final user message
+    # (the pixels are not kept: a replay sends a generated image of the same size)
+    after: list = field(default_factory=list)  # messages after `text`: an agent's tool calls and results
 
     @property
     def input_chars(self) -> int:
-        return (len(self.system) if self.system else 0) + sum(len(c) for _, c in self.history) + len(self.text)
+        return (len(self.system) if self.system else 0) + sum(message_chars(m) for m in (*self.history, *self.after)) \
+            + len(self.text)
+
+
+def message_chars(m) -> int:
+    """Characters of a history message: its text, or a tool call's arguments."""
+    if isinstance(m, tuple):
+        return len(m[1])
+    content = m.get("content")
+    if isinstance(content, str):
+        return len(content)
+    return sum(len(c["function"]["arguments"]) for c in m.get("tool_calls") or ())
 
 
 @dataclass

@@ -41,7 +41,7 @@ def write_outputs(out_dir: str, entries: list, fit: Fit, *, name: str, domain: s
         sid = None
         if e.system is not None:
             sid = sys_ids.setdefault(e.system, f"s{len(sys_ids) + 1:04d}")
-        key = (e.system, tuple(e.history), e.text)
+        key = (e.system, json.dumps(e.history), e.text, json.dumps(e.after), json.dumps(e.tools), json.dumps(e.images))
         pid = prompt_ids.get(key)
         if pid is None:
             pid = prompt_ids[key] = f"p{len(prompt_ids) + 1:06d}"
@@ -49,7 +49,13 @@ def write_outputs(out_dir: str, entries: list, fit: Fit, *, name: str, domain: s
             if sid:
                 row["system"] = sid
             if e.history:
-                row["history"] = [{"role": r, "content": c} for r, c in e.history]
+                row["history"] = [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in e.history]
+            if e.after:
+                row["after"] = [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in e.after]
+            if e.tools:
+                row["tools"] = e.tools
+            if e.images:
+                row["images"] = e.images
             row["count"] = 0
             row["output_tokens"] = e.output_tokens
             prompt_rows[pid] = row

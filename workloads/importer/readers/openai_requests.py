@@ -8,11 +8,42 @@ from __future__ import annotations
 from collections import Counter
 
 from core.text import content_text
+from core.images import png_size
 
 from ..records import TIME_KEYS, Entry, Parsed, as_count, maybe_json, parse_time
 from .registry import Source, reader
 
 BODY_KEYS = ("request", "body", "request_body")
+
+
+def _tool_calls(m: dict) -> list[dict] | None:
+    """An assistant message's tool calls, as the chat API takes them; None if it has none or a
+    malformed one."""
+    calls = m.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return None
+    out = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id"), str):
+            return None
+        args = fn.get("arguments")
+        out.append({"id": c["id"], "type": "function",
+                    "function": {"name": fn["name"], "arguments": args if isinstance(args, str) else "{}"}})
+    return out
+
+
+def _image_sizes(content) -> list[list[int]]:
+    """[width, height] of every image part of a message's content (512 x 512 where the logged image
+    does not say: a URL, or a format other than PNG)."""
+    sizes = []
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, dict) and part.get("type") in ("image_url", "input_image"):
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            size = png_size(url) if isinstance(url, str) else None
+            sizes.append(list(size) if size else [512, 512])
+    return sizes
 
 
 def _messages_entry(messages: list, parsed: Parsed) -> Entry | None:
@@ -22,6 +53,13 @@ def _messages_entry(messages: list, parsed: Parsed) -> Entry | None:
             continue
         role = m.get("role")
         text = content_text(m.get("content"))
+        calls = _tool_calls(m) if role == "assistant" else None
+        if calls is not None:  # an assistant's tool calls: kept whole
+            convo.append({"role": "assistant", "content": text, "tool_calls": calls})
+            continue
+        if role == "tool" and isinstance(m.get("tool_call_id"), str) and text is not None:
+            convo.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": text})
+            continue
         if text is None:
             parsed.dropped_roles[str(role)] += 1
             continue
@@ -31,21 +69,25 @@ def _messages_entry(messages: list, parsed: Parsed) -> Entry | None:
             else:
                 parsed.dropped_roles[str(role)] += 1
         elif role in ("user", "assistant"):
-            convo.append((role, text))
+            convo.append((role, text, _image_sizes(m.get("content"))) if role == "user" else (role, text))
         else:
             parsed.dropped_roles[str(role)] += 1
-    last_user = max((i for i, (r, _) in enumerate(convo) if r == "user"), default=None)
+    last_user = max((i for i, m in enumerate(convo) if isinstance(m, tuple) and m[0] == "user"), default=None)
     if last_user is None:
         parsed.skipped["no user message"] += 1
         return None
-    text = convo[last_user][1]
+    text, images = convo[last_user][1], convo[last_user][2]
     if not text.strip():
         parsed.skipped["empty prompt"] += 1
         return None
     system = "\n\n".join(system_parts) if system_parts else None
     if system is not None and not system.strip():
         system = None
-    return Entry(text=text, system=system, history=convo[:last_user], endpoint="chat")
+    # earlier user messages keep their text (their images are not replayed); what follows the last
+    # user message (an agent's tool calls and their results) is kept after it
+    history = [m[:2] if isinstance(m, tuple) else m for m in convo[:last_user]]
+    after = [m[:2] if isinstance(m, tuple) else m for m in convo[last_user + 1 :]]
+    return Entry(text=text, system=system, history=history, endpoint="chat", images=images, after=after)
 
 
 def _usage_of(obj: dict, body: dict) -> dict | None:
@@ -126,6 +168,9 @@ def entry_from_request(obj, parsed: Parsed) -> Entry | None:
         return None
     if e is None:
         return None
+    tools = body.get("tools")
+    if e.endpoint == "chat" and isinstance(tools, list) and tools and all(isinstance(t, dict) for t in tools):
+        e.tools = {"tools": tools, **({"tool_choice": body["tool_choice"]} if "tool_choice" in body else {})}
     e.max_tokens = as_count(body.get("max_tokens", body.get("max_completion_tokens", body.get("max_new_tokens"))))
     usage = _usage_of(obj, body)
     if usage is not None:
