@@ -145,8 +145,8 @@ SCALAR_COLUMNS = (
 
 
 def with_all_columns(table: pa.Table) -> pa.Table:
-    """`table` with every record column: a column an older results file lacks is added, each row
-    holding the field's default (NaN, -1, 0, "")."""
+    """`table` with every record column, in the schema's order: a column an older results file lacks
+    is added, each row holding the field's default (NaN, -1, 0, "")."""
     defaults = {f.name: f for f in fields(RequestRecord)}
     for f in ARROW_SCHEMA:
         if f.name not in table.column_names:
@@ -154,7 +154,7 @@ def with_all_columns(table: pa.Table) -> pa.Table:
             value = field_.default_factory() if callable(field_.default_factory) else field_.default
             value = value if isinstance(value, (int, float, str, bool, list)) else None
             table = table.append_column(f, pa.array([value] * table.num_rows, type=f.type))
-    return table
+    return table.select(list(ARROW_SCHEMA.names))
 
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:
