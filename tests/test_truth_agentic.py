@@ -74,17 +74,22 @@ def test_every_request_once_all_ok_and_every_class_present(run):
 
 
 def test_ttft_and_time_to_first_answer_token_match_the_truth_log(run):
+    """On one clock: the client saw the first token, and the first answer token, just after the
+    simulator wrote them (the request's upload, some kB with images, is in TTFT but not in this)."""
     df, _, truth = run
     rows = [truth[r] for r in df["request_id"]]
+    sent = df["t_send"].to_numpy()
+    lag = (sent + df["ttft_s"].to_numpy() - np.array([x["first_token"] for x in rows])) * 1000
+    assert (lag > -0.5).all() and np.median(lag) < 2.0, np.percentile(lag, [0, 50, 99])
     ttft = np.array([x["first_token"] - x["arrival"] for x in rows])
-    assert abs(np.median((df["ttft_s"].to_numpy() - ttft) * 1000)) < 2.0
+    assert (df["ttft_s"].to_numpy() - ttft > -0.5e-3).all()
     has_answer = np.array([x["first_answer_token"] is not None for x in rows])
     # no answer token (replies of max_tokens <= reasoning_tokens): no ttfa, and the other way round
     assert (np.isnan(df["ttfa_s"].to_numpy()) == ~has_answer).all()
     assert (~has_answer).sum() >= 10 and set(df.loc[~has_answer, "request_class"]) == {"think"}
-    ttfa = np.array([x["first_answer_token"] - x["arrival"] for x, a in zip(rows, has_answer) if a])
-    d = (df["ttfa_s"].to_numpy()[has_answer] - ttfa) * 1000
-    assert abs(np.median(d)) < 2.0, np.percentile(d, [1, 50, 99])
+    answer_written = np.array([x["first_answer_token"] for x, a in zip(rows, has_answer) if a])
+    lag = (sent[has_answer] + df["ttfa_s"].to_numpy()[has_answer] - answer_written) * 1000
+    assert (lag > -0.5).all() and np.median(lag) < 2.0, np.percentile(lag, [0, 50, 99])
     # reasoning came first: 4 tokens at 10 ms each before the first answer token
     gap = (df["ttfa_s"] - df["ttft_s"]).to_numpy()[has_answer] * 1000
     assert 35 < np.median(gap) < 45
