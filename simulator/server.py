@@ -4,7 +4,8 @@ Chunk bytes are assembled from per-request pre-encoded prefixes and the
 pre-encoded vocabulary (no JSON serialisation on the token path) and framed
 with chunked transfer encoding; each write goes straight to the transport.
 
-Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``,
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/responses``
+(OpenAI's Responses API: typed events, ending with ``response.completed``), ``POST /v1/embeddings``,
 ``GET /v1/models``, ``GET /health``, ``GET /metrics``.  Any ``model`` field is
 accepted and echoed back (the served id when absent).
 """
