@@ -159,3 +159,42 @@ def test_an_imported_agent_log_replays_against_the_simulator(tmp_path):
                 data = json.dumps(body(endpoint, r, "", 4, False)).encode()
                 with urllib.request.urlopen(urllib.request.Request(url + path, data)) as reply:
                     assert reply.status == 200
+
+
+def test_a_web_form_run_of_the_mixed_workload_on_the_responses_api(tmp_path):
+    """Started from the web form (endpoint and workload chosen there): the run's records are the
+    truth log's requests, per class, with tool calls and first answer tokens as the simulator
+    sent them."""
+    import urllib.parse
+    import urllib.request
+
+    from tests.helpers import free_port
+    from tests.test_webui import _json, _wait, start_group, stop_group
+
+    truth_path = str(tmp_path / "truth.jsonl")
+    (tmp_path / "agentic.yaml").write_text(PROFILE)
+    (tmp_path / "mix.yaml").write_text(MIX.format(templates=TEMPLATES))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = str(tmp_path / "web.log")
+    with simulator("--profile", str(tmp_path / "agentic.yaml"), truth_log=truth_path) as url:
+        proc = start_group("--host", url, "--web-host", "127.0.0.1", "--web-port", str(port), "--results-dir",
+                           str(tmp_path / "results"), "--run-id", "form", "--stop-timeout", "20", log_path=log)  # fmt: skip
+        try:
+            _wait(lambda: _json(base + "/llm/stats"), 60, "the web UI", proc, log)
+            form = urllib.parse.urlencode({"user_count": 6, "spawn_rate": 6, "run_time": "6s", "endpoint": "responses",
+                                           "workload": str(tmp_path / "mix.yaml"), "seed": "3"}).encode()  # fmt: skip
+            with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=30) as r:
+                assert json.loads(r.read())["success"]
+            final = _wait(lambda: (lambda d: d if d["summary"] else None)(_json(base + "/llm/stats")), 120,
+                          "the end of the run", proc, log)  # fmt: skip
+        finally:
+            stop_group(proc)
+    df, summary = read_results(str(tmp_path / "results"), "form")
+    truth = {t["request_id"]: t for t in read_truth(truth_path)}
+    assert set(df["request_id"]) == set(truth) and df["ok"].all() and (df["endpoint"] == "responses").all()
+    assert set(summary["by_class"]) == {"chat", "tools", "vision", "agent", "think"}
+    for column in ("tool_calls", "reasoning_tokens", "answer_tokens", "output_tokens"):
+        assert (df[column] == [truth[r][column] for r in df["request_id"]]).all(), column
+    assert (df["ttfa_s"].notna() == [truth[r]["first_answer_token"] is not None for r in df["request_id"]]).all()
+    assert final["summary"]["overall"]["ttfa_ms"] == summary["overall"]["ttfa_ms"]
