@@ -37,3 +37,17 @@ def write_json(path: str, data: Any) -> None:
     """`data` as indented JSON, atomically. NaN and infinities are refused (JSON has none): write
     None for a missing value."""
     write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=_jsonable) + "\n")
+
+
+def file_digest(path: str) -> dict:
+    """A file's size and SHA-256, read in blocks: what a results folder records of its records file
+    so that a reader can refuse a damaged copy instead of reading wrong values (reports/data.py)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+            size += len(block)
+    return {"bytes": size, "sha256": h.hexdigest()}

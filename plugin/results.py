@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import InputError
-from core.files import write_json
+from core.files import file_digest, write_json
 from core.sizes import format_size, parse_size
 from metrics.record import ARROW_SCHEMA, FIELD_NAMES, RequestRecord, rows_to_table
 from plugin import exit_codes
@@ -383,7 +383,7 @@ class ResultsWriter:
         A failure is returned, not raised: the thread pool would print a raised one's traceback."""
         tmp = path + ".tmp"
         try:
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
             os.replace(tmp, path)
         except OSError as e:
             try:
@@ -431,12 +431,13 @@ class ResultsWriter:
             self.not_written.append(f"{self.rows_dropped} records ({self.dropped_why}; dropped {beyond}: lost, in no table "
                                     "or file)")  # fmt: skip
         try:
-            join_parts(self.parts_path, self.records_path)
+            rows = join_parts(self.parts_path, self.records_path)
+            self.run_info["files"] = {RECORDS: records_check(self.records_path, rows)}
         except OSError as e:
             self.unjoined = f"{RECORDS} could not be written ({_why(e)}); the records are in {PARTS}/"
             self.not_written.append(f"{RECORDS} ({_why(e)}; the records are in {self.parts_path})")
             return pa.concat_tables(_read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
-        return pq.read_table(self.records_path)
+        return read_records(self.records_path)
 
     def write_summary(self, summary, complete: bool, reason: str | None) -> None:
         """summary.json and the final run.json; a failure is noted in `not_written`, not raised.
@@ -480,8 +481,19 @@ def _part_files(parts_path: str) -> list[str]:
     return sorted(glob.glob(os.path.join(parts_path, "part-*.parquet")))
 
 
+def read_records(path: str) -> pa.Table:
+    """A records file, its pages' checksums verified (a damaged page is an error, not values)."""
+    return pq.read_table(path, schema=ARROW_SCHEMA, page_checksum_verification=True)
+
+
 def _read_parts(parts_path: str) -> list[pa.Table]:
-    return [pq.read_table(p, schema=ARROW_SCHEMA) for p in _part_files(parts_path)]
+    return [read_records(p) for p in _part_files(parts_path)]
+
+
+def records_check(path: str, rows: int) -> dict:
+    """What run.json records of requests.parquet (`files`): its rows, size and SHA-256, checked by
+    every reader (reports/data.py) before it reads a value."""
+    return {"rows": rows, **file_digest(path)}
 
 
 def join_parts(parts_path: str, records_path: str) -> int:
@@ -490,9 +502,9 @@ def join_parts(parts_path: str, records_path: str) -> int:
     tmp = records_path + ".tmp"
     rows = 0
     try:
-        with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression="zstd") as writer:
+        with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression="zstd", write_page_checksum=True) as writer:
             for part in _part_files(parts_path):
-                table = pq.read_table(part, schema=ARROW_SCHEMA)
+                table = read_records(part)
                 writer.write_table(table)
                 rows += table.num_rows
         os.replace(tmp, records_path)
@@ -550,20 +562,20 @@ def recover(path: str) -> dict:
     parts_path, records = os.path.join(path, PARTS), os.path.join(path, RECORDS)
     parts = _part_files(parts_path)
     if os.path.isdir(parts_path) or not os.path.isfile(records):
-        tables = [pq.read_table(p, schema=ARROW_SCHEMA) for p in parts]
+        tables = [read_records(p) for p in parts]
         source = (f"the {len(parts)} part files on disk" if run.get("ended_at") else  # the writer ended, the disk full
                   f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)")  # fmt: skip
     else:
-        tables = [pq.read_table(records, schema=ARROW_SCHEMA)]
+        tables = [read_records(records)]
         source = RECORDS
     unshipped = _unshipped_files(path)
-    tables += [pq.read_table(p, schema=ARROW_SCHEMA) for p in unshipped]
+    tables += [read_records(p) for p in unshipped]
     table = pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
     if unshipped:  # a batch may be both on the master's disk and on the worker's: keep it once
         _, first = np.unique(table.column("request_id").to_numpy(zero_copy_only=False), return_index=True)
         table = table.take(pa.array(np.sort(first)))
     tmp = records + ".tmp"
-    pq.write_table(table, tmp, compression="zstd")
+    pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
     os.replace(tmp, records)
     shutil.rmtree(parts_path, ignore_errors=True)
 
@@ -583,7 +595,7 @@ def recover(path: str) -> dict:
                                                                      complete=False, reason=reason, **missing)  # fmt: skip
     write_json(os.path.join(path, "summary.json"), summary.model_dump())
     if run:
-        run.update(complete=False, reason=reason, records=table.num_rows,
+        run.update(complete=False, reason=reason, records=table.num_rows, files={RECORDS: records_check(records, table.num_rows)},
                    merged_unshipped=[os.path.basename(p) for p in unshipped])  # fmt: skip
         write_json(os.path.join(path, "run.json"), run)
     return summary.model_dump()
@@ -594,7 +606,7 @@ def write_unshipped(folder: str, name: str, rows: list) -> str:
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name + UNSHIPPED)
     tmp = path + ".tmp"
-    pq.write_table(rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd")
+    pq.write_table(rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd", write_page_checksum=True)
     os.replace(tmp, path)
     return path
 

@@ -32,14 +32,20 @@ def show_text(summary: Summary) -> str:
 
 def recover_if_unfinished(run_dir: str) -> None:
     """A folder whose writer stopped before the end (killed, crashed) holds the records it flushed
-    as part files and no summary.json: make requests.parquet and summary.json from them first; so
-    too when a worker's file of unshipped records was copied in (plugin/results.py recover)."""
+    as part files and no summary.json, or parts and a summary that says it is incomplete (a full
+    disk): make requests.parquet and summary.json from them first; so too when a worker's file of
+    unshipped records was copied in (plugin/results.py recover). A folder a run is writing now
+    (it holds the folder's lock) is refused."""
     from plugin.results import is_locked, needs_recovery, recover
 
     if is_locked(run_dir):
         raise InputError(f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended")
     if needs_recovery(run_dir):
-        summary = recover(run_dir)
+        try:
+            summary = recover(run_dir)
+        except Exception as e:  # noqa: BLE001 - a damaged part file (its page checksums): one line
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            raise InputError(f"{run_dir}: its records cannot be recovered ({first})") from None
         print(f"{run_dir}: {summary['records']['total']} records recovered; summary.json written with complete: false "
               f"({summary['reason']})")
 

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from core.errors import InputError
+from core.files import file_digest
 from metrics.percentiles import percentile_by_group
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.schema import Summary, load_summary
@@ -50,7 +51,7 @@ class RunData:
     @functools.cached_property
     def chunk_times(self) -> pa.ChunkedArray:
         """Every record's chunk arrival times (read once: the charts and each compared scope use them)."""
-        return pq.read_table(self.records_path, columns=["chunk_times"]).column("chunk_times")
+        return pq.read_table(self.records_path, columns=["chunk_times"], page_checksum_verification=True).column("chunk_times")
 
     @property
     def window(self) -> tuple[float, float]:
@@ -68,24 +69,31 @@ def read_json(path: str) -> dict:
 
 
 def load_run(path: str) -> RunData:
-    """The records, summary.json, run.json and server metrics of one results folder."""
+    """The records, summary.json, run.json and server metrics of one results folder. The records
+    file is checked before a value is used (`check_records`): a damaged file is refused with one
+    line, never read as data."""
     path = os.path.abspath(path)
     records = os.path.join(path, "requests.parquet")
     if not os.path.isdir(path):
         raise InputError(f"{path}: no such results folder; give results/<run-id>")
     if not os.path.isfile(records):
         raise InputError(f"{path}: no requests.parquet in it; is it a results folder of a finished run?")
+    run = read_json(os.path.join(path, "run.json"))
+    recorded = check_records(records, run)
     try:
         schema = pq.read_schema(records)
         columns = [c for c in SCALARS if c in schema.names]
-        table = pq.read_table(records, columns=columns, read_dictionary=[c for c in STRINGS if c in columns])
-    except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(f"{records}: cannot be read ({e})") from None
+        table = pq.read_table(records, columns=columns, read_dictionary=[c for c in STRINGS if c in columns],
+                              page_checksum_verification=True)  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - whatever a damaged file makes pyarrow raise: one line
+        raise InputError(f"{records}: cannot be read, the file is damaged ({_first_line(e)}); restore it from a copy") from None
+    if recorded is not None and table.num_rows != recorded:
+        raise InputError(f"{records}: {table.num_rows} records where run.json recorded {recorded}; restore it from a copy")
     df = table.to_pandas()
     for name in SCALARS:  # an older or partial file: add what is missing, empty
         if name not in df.columns:
             df[name] = np.nan if name.endswith("_s") or name == "wall_send" else ("" if name in STRINGS else 0)
-    run = read_json(os.path.join(path, "run.json"))
+    check_values(records, df)
     summary_path = os.path.join(path, "summary.json")
     if os.path.isfile(summary_path):
         summary = load_summary(summary_path)
@@ -98,6 +106,54 @@ def load_run(path: str) -> RunData:
     return RunData(path, run.get("run_id") or summary.run_id or os.path.basename(path), summary, run, df, float(t0), server)
 
 
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def check_records(records: str, run: dict) -> int | None:
+    """requests.parquet against what run.json recorded of it when it was written (`files`: rows,
+    bytes, SHA-256; plugin/results.py records_check): any changed byte is refused (InputError, one
+    line). Returns the recorded row count; None for a folder that recorded none (an older writer):
+    its pages' checksums and the values' ranges are still checked."""
+    entry = (run.get("files") or {}).get("requests.parquet") if isinstance(run.get("files"), dict) else None
+    if not isinstance(entry, dict) or not entry.get("sha256"):
+        return None
+    digest = file_digest(records)
+    if digest["bytes"] != entry.get("bytes") or digest["sha256"] != entry["sha256"]:
+        raise InputError(f"{records}: damaged or changed since the run wrote it (its SHA-256 differs from the one in "
+                         "run.json); restore it from a copy")  # fmt: skip
+    rows = entry.get("rows")
+    return int(rows) if isinstance(rows, int) else None
+
+
+LATENCIES = ("ttft_s", "e2e_s", "tpot_s", "connect_s", "ttfa_s")  # seconds: >= 0, or NaN when not measured
+
+
+def check_values(records: str, df: pd.DataFrame) -> None:
+    """Values no record can hold are refused (InputError, one line): a negative or infinite
+    latency, a send time that is missing, a negative count, a success without its E2E."""
+    bad = []
+    for name in LATENCIES:
+        v = df[name].to_numpy(dtype=float)
+        n = int(((v < 0) | np.isinf(v)).sum())
+        if n:
+            bad.append(f"{n} negative or infinite {name}")
+    wall = df["wall_send"].to_numpy(dtype=float)
+    n = int((~np.isfinite(wall) | (wall <= 0)).sum())
+    if n:
+        bad.append(f"{n} wall_send missing or not a time")
+    for name, least in (("prompt_tokens", -1), ("output_tokens", -1), ("n_chunks", 0), ("step", -1)):
+        if name in df.columns:
+            n = int((df[name].to_numpy(dtype=float) < least).sum())
+            if n:
+                bad.append(f"{n} {name} below {least}")
+    n = int((df["ok"].to_numpy(dtype=bool) & ~np.isfinite(df["e2e_s"].to_numpy(dtype=float))).sum())
+    if n:
+        bad.append(f"{n} successes without an E2E")
+    if bad:
+        raise InputError(f"{records}: values no request can have ({', '.join(bad)}): the file is damaged; restore it from a copy")
+
+
 def _summary_from_records(records: str, df: pd.DataFrame, run: dict) -> Summary:
     """No summary.json (an interrupted writer): compute one with metrics.summary over every record."""
     from metrics.summary import summarize
@@ -107,7 +163,7 @@ def _summary_from_records(records: str, df: pd.DataFrame, run: dict) -> Summary:
         start = end = 0.0
     else:
         start, end = float(np.nanmin(wall)), float(np.nanmax(wall))
-    summary = summarize(pq.read_table(records), start, end)
+    summary = summarize(pq.read_table(records, page_checksum_verification=True), start, end)
     summary.run_id = str(run.get("run_id") or "")
     summary.complete = bool(run.get("complete", True))
     summary.note = "summary.json was missing: computed over every record, no warm-up excluded"
@@ -344,7 +400,7 @@ def sample_lists(run: RunData, max_requests: int = 40_000) -> tuple[pa.Table, in
     keep = run.df["ok"].to_numpy(dtype=bool) & (wall >= start) & (wall <= end)
     total = int(keep.sum())
     columns = ["chunk_times", "chunk_tokens"]
-    pf = pq.ParquetFile(run.records_path)
+    pf = pq.ParquetFile(run.records_path, page_checksum_verification=True)
     sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)], dtype=np.int64)
     if total <= max_requests or sizes.size <= 1:
         table = pf.read(columns=columns)

@@ -257,7 +257,8 @@ def error_details(run: D.RunData) -> dict[str, str]:
     if not failed.any():
         return {}
     try:
-        t = pq.read_table(run.records_path, columns=["error", "error_detail"], read_dictionary=["error", "error_detail"])
+        t = pq.read_table(run.records_path, columns=["error", "error_detail"], read_dictionary=["error", "error_detail"],
+                          page_checksum_verification=True)  # fmt: skip
     except (KeyError, ValueError, OSError):
         return {}
     f = t.to_pandas()[failed]
