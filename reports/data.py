@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from core.errors import InputError
 from core.files import file_digest
 from metrics.percentiles import percentile_by_group
-from metrics.record import NOT_SERVER_FAILURES
+from metrics.record import ARROW_SCHEMA, NOT_SERVER_FAILURES
 from metrics.schema import Summary, load_summary
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 
@@ -82,9 +82,12 @@ def load_run(path: str) -> RunData:
     recorded = check_records(records, run)
     try:
         schema = pq.read_schema(records)
+        check_schema(records, schema)
         columns = [c for c in SCALARS if c in schema.names]
         table = pq.read_table(records, columns=columns, read_dictionary=[c for c in STRINGS if c in columns],
                               page_checksum_verification=True)  # fmt: skip
+    except InputError:
+        raise
     except Exception as e:  # noqa: BLE001 - whatever a damaged file makes pyarrow raise: one line
         raise InputError(f"{records}: cannot be read, the file is damaged ({_first_line(e)}); restore it from a copy") from None
     if recorded is not None and table.num_rows != recorded:
@@ -124,6 +127,18 @@ def check_records(records: str, run: dict) -> int | None:
                          "run.json); restore it from a copy")  # fmt: skip
     rows = entry.get("rows")
     return int(rows) if isinstance(rows, int) else None
+
+
+def check_schema(records: str, schema: pa.Schema) -> None:
+    """Every column is one the suite writes, with its type (an older file may lack some): a damaged
+    footer can rename a column or change its type, and would otherwise be read as missing data."""
+    for field in schema:
+        if field.name not in ARROW_SCHEMA.names:
+            raise InputError(f"{records}: a column no version of the suite writes ({field.name!r}): the file is damaged; "
+                             "restore it from a copy")  # fmt: skip
+        if field.type != ARROW_SCHEMA.field(field.name).type:
+            raise InputError(f"{records}: column {field.name!r} is {field.type}, not {ARROW_SCHEMA.field(field.name).type}: "
+                             "the file is damaged; restore it from a copy")  # fmt: skip
 
 
 LATENCIES = ("ttft_s", "e2e_s", "tpot_s", "connect_s", "ttfa_s")  # seconds: >= 0, or NaN when not measured
