@@ -217,6 +217,11 @@ class Stream:
             obj["sim_t"] = now if now is not None else perf_counter()
         return b"event: %b\ndata: %b\n\n" % (kind.encode(), orjson.dumps(obj))
 
+    def _responses_status(self) -> str:
+        """How a Responses API reply ends: completed with its tool calls, else incomplete, the output
+        limit reached (the simulator always generates max_output_tokens; chat says length)."""
+        return "completed" if self.calls and self._call_spans() else "incomplete"
+
     def _response(self, upto: int, now: float, status: str = "completed") -> dict:
         """The response object: its output items and usage (response.completed, or the whole body)."""
         output = []
@@ -238,8 +243,11 @@ class Stream:
                  "output_tokens": upto, "total_tokens": self.prompt_tokens + upto}
         if self.srv.profile.reasoning_usage:
             usage["output_tokens_details"] = {"reasoning_tokens": reasoning}
-        return {"id": f"resp_{self.rid}", "object": "response", "created_at": self.srv.created, "model": self.model,
-                "status": status, "output": output, "usage": usage}
+        out = {"id": self.rid, "object": "response", "created_at": self.srv.created, "model": self.model,
+               "status": status, "output": output, "usage": usage}
+        if status == "incomplete":
+            out["incomplete_details"] = {"reason": "max_output_tokens"}
+        return out
 
     def _responses_delta(self, kind: str, call: int, lo: int, hi: int, now: float) -> bytes:
         """The typed events of one segment: text deltas; a call opens with its output item."""
@@ -402,9 +410,10 @@ class Stream:
             events = self._emit_phased(start, upto, now, last)
             if not last:
                 self._write(pre + events)
-            elif self.endpoint == "responses":  # no [DONE]: response.completed ends it
-                self._write(pre + events + frame(self._typed("response.completed", {"response": self._response(upto, now)}))
-                            + TERMINATOR)
+            elif self.endpoint == "responses":  # no [DONE]: response.completed (or .incomplete) ends it
+                status = self._responses_status()
+                end = {"response": self._response(upto, now, status)}
+                self._write(pre + events + frame(self._typed(f"response.{status}", end)) + TERMINATOR)
                 self.finish("ok")
                 return
             else:
@@ -464,7 +473,7 @@ class Stream:
             self.finish(self.fault)
             return
         if self.endpoint == "responses":
-            body = orjson.dumps(self._response(n, now))
+            body = orjson.dumps(self._response(n, now, self._responses_status()))
             self.first_t = self.last_t = now
             self.answer_t = now if self.reasoning < n else None
             self.tools_sent = len(self._call_spans()) if self.calls else 0

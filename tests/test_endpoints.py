@@ -56,6 +56,7 @@ def test_responses_api_records_match_the_truth_log(responses_run):
         assert (df["n_chunks" if column == "chunks" else column] == [x[column] for x in rows]).all(), column
     assert (df["tokens_source"] == "usage").all() and (df["reasoning_source"] == "usage").all()
     assert (df.loc[df["tool_calls"] > 0, "finish_reason"] == "tool_calls").all() and (df["tool_calls"] > 0).sum() >= 5
+    assert (df.loc[df["tool_calls"] == 0, "finish_reason"] == "length").all()  # response.incomplete: the output limit
     # conversations sent their tool results back as function_call_output items (the simulator
     # refuses an output without its call: every request was ok)
     assert sum(truth[r]["tool_results"] for r in df["request_id"]) > 0
