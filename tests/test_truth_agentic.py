@@ -170,3 +170,24 @@ def test_summary_blocks_carry_the_new_metrics(run):
     tools = sel[sel["request_class"] == "tools"]
     assert summary["by_class"]["tools"]["requests"]["by_finish_reason"] == tools["finish_reason"].value_counts().to_dict()
     assert summary["by_class"]["think"]["ttfa_ms"]["count"] == 0
+
+
+def test_without_the_usage_detail_reasoning_tokens_are_counted_from_the_stream(tmp_path):
+    """A server that does not report completion_tokens_details (reasoning_usage: false): the
+    reasoning chunks are counted (one token each here, stream_interval 1), and agree with the truth."""
+    truth_path = str(tmp_path / "truth.jsonl")
+    profile = tmp_path / "no-detail.yaml"
+    profile.write_text(PROFILE.replace("reasoning_tokens: 4", "reasoning_tokens: 6") + "reasoning_usage: false\n")
+    spec = tmp_path / "mix.yaml"
+    spec.write_text(MIX.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
+    with simulator("--profile", str(profile), truth_log=truth_path) as url:
+        proc = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--seed", "2", "--workload", str(spec),
+                          "--results-dir", str(tmp_path), "--run-id", "nd", "--stop-timeout", "20")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, _ = read_results(str(tmp_path), "nd")
+    truth = {t["request_id"]: t for t in read_truth(truth_path)}
+    assert len(df) >= 20 and df["ok"].all()
+    assert (df["reasoning_source"] == "chunks").all()
+    assert (df["reasoning_tokens"] == [truth[r]["reasoning_tokens"] for r in df["request_id"]]).all()
+    assert (df["answer_tokens"] == [truth[r]["answer_tokens"] for r in df["request_id"]]).all()
+    assert set(df["reasoning_tokens"]) <= {2, 3, 4, 5, 6} and 6 in set(df["reasoning_tokens"])
