@@ -17,12 +17,14 @@ from plugin.hooks import install
 from plugin.prometheus import Prometheus
 from plugin.replay import ReplayEnd
 from plugin.server_metrics import ServerMetrics
+from plugin.setup import RunSetup
 from plugin.shape import LLMShape  # noqa: F401  step ramps and capacity search (Locust runs it only for those)
 from reports.plugin import JUnit, Reports
 from users.llm import ConfiguredUser  # noqa: F401
 from webui.plugin import WebUI
 
 install(
+    RunSetup(),  # summary.json setup: the load and the target every report states first
     Health(),  # client self-health: CPU, loop lag, token lag; client_bound in summary.json
     Prometheus(),  # /metrics for Prometheus (--prometheus-port)
     ServerMetrics(),  # --server-metrics scraping into server_metrics.parquet

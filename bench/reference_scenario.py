@@ -103,7 +103,7 @@ def main() -> None:
     if not a.skip_capacity:
         # doubling then bisection, independent of the ramp's levels
         c = run(["--find-capacity", "--slo", "ttft.p95<5s", "--step-time", a.step_time, "--step-warmup", a.step_warmup,
-                 "--seed", a.seed, "--stop-timeout", "120", "-t", "20m"], timeout=3600)  # fmt: skip
+                 "--seed", a.seed, "--stop-timeout", "120", "-t", "30m"], timeout=3600)  # fmt: skip
         print("capacity search: " + c["capacity"]["sentence"] + f" ({c['_wall_s']:.0f} s)")
     print("\npublished: capacity at P95 TTFT < 5 s about 80-100 users, 5,000-6,000 tokens/s")
     print(f"verdict: {'all judged points within 25 %' if all_ok else 'some judged points off by more than 25 %'}")

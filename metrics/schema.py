@@ -254,6 +254,30 @@ class Capacity(_Model):
     sentence: str
 
 
+class LoadSetup(_Model):
+    kind: str  # closed | steps | capacity | open | replay
+    text: str  # the plan's one line: "step ramp 5,10 users, 60s each (10s warm-up)"
+    users: int | None = None  # closed loop: -u (the web form's user count)
+    parameters: dict[str, Any] = {}  # the load model's own fields (run.json plan.load)
+
+
+class Setup(_Model):
+    """What load ran against what target (plugin/setup.py): the first thing every report states."""
+
+    load: LoadSetup
+    run_time_s: Num = None  # -t, the time asked for (None: until stopped)
+    measured_s: Num = None  # the measurement window
+    slo: list[str] = []
+    workload: str  # its name
+    workload_hash: str
+    server: str  # the URL, credentials left out
+    model: str
+    server_version: str | None = None  # where the server tells it (GET /version)
+    client_hosts: list[str]
+    workers: int  # processes that ran users (1 for a local run)
+    suite_version: str
+
+
 class OpenLoop(_Model):
     target_rate: float
     sent_per_s: Num = None
@@ -279,6 +303,7 @@ class Summary(_Model):
     complete: bool = True  # False: the run was interrupted, the results are partial
     reason: str | None = None  # why the run is incomplete, when it is
     note: str | None = None  # e.g. computed by the report because summary.json was missing
+    setup: Setup | None = None  # the load and the target (plugin/setup.py)
     definitions: dict[str, str]
     window: Window
     records: Records
@@ -350,7 +375,7 @@ def load_summary(path: str) -> Summary:
 
 __all__ = [
     "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
-    "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Embeddings", "Window", "Records", "Capacity", "OpenLoop",
-    "ClientBound", "as_summary", "load_summary",
+    "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Embeddings", "Window", "Records", "Capacity", "Setup",
+    "LoadSetup", "OpenLoop", "ClientBound", "as_summary", "load_summary",
     "parse_summary",
 ]  # fmt: skip

@@ -46,6 +46,7 @@ from plugin.plan import OpenLoop, RunPlan, TraceReplay
 from plugin.results import ResultsWriter, check_folder, new_run_id, reserve_folder, write_unshipped
 from plugin.server import check_reachable, check_server, resolve_model
 from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
+from plugin.server_metrics import public_url
 from plugin.state import Plugin, SuiteState, role_of, state_of
 from shapes.arrivals import START_DELAY_S
 
@@ -86,7 +87,7 @@ class Run:
             plan.results_dir,
             self.run_id,
             {
-                "host": environment.host,
+                "host": public_url(environment.host) if environment.host else environment.host,
                 "plan": plan.record(),
                 "options": public_options(environment.parsed_options),
                 "workload": {"hash": spec.spec_hash, **spec.to_dict()},

@@ -329,10 +329,14 @@ def check_host(host: str) -> str:
 
 def public_options(parsed_options) -> dict:
     """Every option value that may be written down: secrets removed, not masked."""
+    from plugin.server_metrics import public_url
+
     out = {}
     for key, value in sorted(vars(parsed_options).items()):
         if key in SECRET_OPTIONS or key.startswith("_"):
             continue
+        if key == "host" and value:
+            value = public_url(value)  # a user:password@ in the URL is a secret too
         if isinstance(value, (str, int, float, bool, type(None))) or (
             isinstance(value, list) and all(isinstance(v, (str, int, float, bool)) for v in value)
         ):

@@ -54,6 +54,7 @@ from core.files import file_digest, write_json
 from core.sizes import format_size, parse_size
 from metrics.record import ARROW_SCHEMA, FIELD_NAMES, RequestRecord, rows_to_table
 from plugin import exit_codes
+from plugin.server_metrics import without_credentials
 
 log = logging.getLogger("llm")
 
@@ -613,9 +614,9 @@ def write_unshipped(folder: str, name: str, rows: list) -> str:
 
 def _argv() -> list[str]:
     """The command line with secret values blanked (an API key may be given as a flag, also
-    abbreviated as argparse allows: --api-k KEY)."""
+    abbreviated as argparse allows: --api-k KEY; a URL's user:password@ is left out)."""
     out, hide = [], False
-    for arg in sys.argv:
+    for arg in map(without_credentials, sys.argv):
         flag, eq, _ = arg.partition("=")
         secret = len(flag) > 2 and "--api-key".startswith(flag)
         if hide:

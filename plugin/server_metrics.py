@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -89,6 +90,14 @@ def canonical(name: str) -> str:
         if base in ALIASES:
             return ALIASES[base] + suffix
     return name
+
+
+_USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
+
+
+def without_credentials(text: str) -> str:
+    """Free text (a command line) with every URL's user:password@ left out."""
+    return _USERINFO.sub(r"\1", text)
 
 
 def public_url(url: str) -> str:

@@ -6,6 +6,7 @@
                                                         summary.json, complete: false)
     python -m reports show results/<run-id>             the summary tables in the terminal
     python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--junit FILE] [--resamples N] [--seed S]
+                                       [--allow-different]
 
 Exit codes: 0 fine, 1 a --fail-on rule found a regression, 2 a usage or input error (one line).
 """
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     c.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    c.add_argument("--allow-different", action="store_true", help="compare runs that measured different things "
+                   "(workload, load model or level, server, model); refused otherwise, and then the differences "
+                   "head the comparison")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         if args.command == "build":
@@ -100,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         from reports.compare import run_compare
 
         return run_compare(args.base, args.new, args.fail_on, args.out or None, args.resamples, args.seed, args.confidence,
-                           junit=args.junit or None)
+                           junit=args.junit or None, allow_different=args.allow_different)
     except InputError as e:  # an unreadable results folder, a --fail-on rule that cannot be read
         sys.stderr.write(f"error: {e}\n")
         return 2

@@ -35,6 +35,7 @@ import os
 import re
 import zlib
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -304,12 +305,51 @@ def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tup
 
 
 # ---------------------------------------------------------------------------------------------
+# what was measured: a comparison of two runs means something when they share it
+
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def identity(run: RunData) -> dict[str, str]:
+    """What a run measured, from run.json: its workload (content hash), load model and level,
+    server (its URL; a server on this machine without its port: local servers and the built-in
+    simulator take a free port each run) and model."""
+    info = run.run
+    plan, opts = info.get("plan") or {}, info.get("options") or {}
+    load = dict(plan.get("load") or {"kind": "closed"})
+    if load.get("kind") == "closed":  # the level of a closed loop is -u (the web form's user count)
+        load["users"] = opts.get("num_users")
+    wl = info.get("workload") or {}
+    parts = urlsplit(str(info.get("host") or opts.get("host") or ""))
+    host = parts.hostname or ""
+    server = f"{parts.scheme}://{host}{'' if host in LOOPBACK or not parts.port else f':{parts.port}'}{parts.path}"
+    return {
+        "workload": f"{wl.get('name') or '?'} (hash {str(wl.get('hash') or '?')[:12]})",
+        "load": ", ".join(f"{k} {v}" for k, v in load.items() if v is not None),
+        "server": server.rstrip("/"),
+        "model": str(plan.get("model") or opts.get("model") or ""),
+    }
+
+
+def differences(base: RunData, new: RunData) -> list[str]:
+    """'load: kind closed, users 10 (base) vs kind closed, users 40 (new)' for each difference."""
+    a, b = identity(base), identity(new)
+    return [f"{k}: {a[k]} (base) vs {b[k]} (new)" for k in a if a[k] != b[k]]
+
+
+# ---------------------------------------------------------------------------------------------
 # comparison
 
 
 def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
-            rules: list[Rule] = ()) -> dict:
+            rules: list[Rule] = (), allow_different: bool = False) -> dict:
+    """The comparison of two runs; runs that measured different things (`differences`) are refused
+    with one line naming them, unless `allow_different`, and then the differences head it."""
     base, new = prepare(base_path), prepare(new_path)
+    differ = differences(base.run, new.run)
+    if differ and not allow_different:
+        raise InputError(f"the runs measured different things: {'; '.join(differ)}; compare runs of the same workload, "
+                         f"load, server and model, or pass --allow-different to compare anyway")  # fmt: skip
     sb, sn = scopes(base), scopes(new)
     common = [k for k in sb if k in sn]
     for rule in rules:  # before the bootstrap: a rule naming a missing class is a usage error
@@ -323,6 +363,7 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
         "new": {"path": new.run.path, "run_id": new.run.run_id},
         "method": {"bootstrap": "time blocks (see reports/compare.py)", "resamples": resamples, "seed": seed,
                    "confidence": confidence, "significant": "the confidence interval of new - base excludes 0"},
+        "differences": differ,
         "scopes": [],
         "only_in_base": sorted(set(sb) - set(sn)),
         "only_in_new": sorted(set(sn) - set(sb)),
@@ -439,6 +480,9 @@ def text_table(rows: list[list[str]]) -> str:
 def markdown(result: dict, verdicts: list[dict]) -> str:
     m = result["method"]
     lines = [f"## Compare: `{result['base']['run_id']}` (base) vs `{result['new']['run_id']}` (new)", ""]
+    if result.get("differences"):
+        lines += ["> **The runs measured different things** (compared with --allow-different):", ">"]
+        lines += [f"> - {d}" for d in result["differences"]] + [""]
     if verdicts:
         failed = [v for v in verdicts if v["failed"]]
         lines.append(f"**{'REGRESSION: ' + ', '.join(_vname(v) for v in failed) if failed else 'No regression'}** "
@@ -480,13 +524,13 @@ def _change(v: dict) -> str:
 
 
 def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = None, resamples: int = 1000,
-                seed: int = 0, confidence: float = 0.95, junit: str | None = None) -> int:
+                seed: int = 0, confidence: float = 0.95, junit: str | None = None, allow_different: bool = False) -> int:
     rules = parse_rules(fail_on)  # a bad rule is an error before any work
     if resamples < 100:
         raise InputError("--resamples: use at least 100 (default 1000)")
     if not 0.5 <= confidence < 1:
         raise InputError("--confidence: give a level between 0.5 and 1, e.g. 0.95")
-    result = compare(base, new, resamples, seed, confidence, rules)
+    result = compare(base, new, resamples, seed, confidence, rules, allow_different)
     verdicts = judge(result, rules)
     result["rules"] = verdicts
     result["regression"] = any(v["failed"] for v in verdicts)
@@ -499,6 +543,8 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
 
         write_junit(junit, f"compare {result['base']['run_id']} -> {result['new']['run_id']}", compare_cases(verdicts))
     m = result["method"]
+    for d in result["differences"]:
+        print(f"DIFFERENT {d}")
     print(f"compare: base {result['base']['run_id']} ({result['base']['path']})\n"
           f"         new  {result['new']['run_id']} ({result['new']['path']})\n"
           f"delta = new - base; beyond noise = the {m['confidence']:.0%} bootstrap interval of the delta excludes 0 "

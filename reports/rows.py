@@ -94,7 +94,8 @@ class Report:
     @property
     def header_line(self) -> list[tuple[str, str]]:
         """The header fields the short (Markdown) summary shows."""
-        return [(k, v) for k, v in self.header if k in ("host", "model", "started", "measurement window", "records", "connection setup")]
+        return [(k, v) for k, v in self.header if k in (*SETUP_KEYS, "host", "model", "started", "measurement window", "records",
+                                                         "connection setup")]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,14 +297,37 @@ def extras(summary: Summary) -> list[Extra]:
     return [extra_section(k, v) for k, v in data.items() if k not in OWN_VIEW and v is not None]
 
 
+SETUP_KEYS = ("load", "time", "SLO", "workload", "server", "client", "suite")
+
+
+def setup_rows(setup) -> list[tuple[str, str]]:
+    """summary.json's `setup`: the load and the target, stated first (plugin/setup.py)."""
+    load = setup.load
+    users = f", {load.users} users" if load.users is not None else ""
+    asked = f"-t {setup.run_time_s:g} s" if setup.run_time_s is not None else "until stopped"
+    version = f", version {setup.server_version}" if setup.server_version else ""
+    hosts = ", ".join(setup.client_hosts)
+    return [
+        ("load", f"{load.text}{users}"),
+        ("time", f"{asked}; measured {fmt(setup.measured_s, 1)} s"),
+        ("SLO", ", ".join(setup.slo) or "none"),
+        ("workload", f"{setup.workload} (content hash {setup.workload_hash[:12]})"),
+        ("server", f"{setup.server} serving {setup.model}{version}"),
+        ("client", f"{setup.workers} process{'es' if setup.workers != 1 else ''} running users on {hosts}"),
+        ("suite", setup.suite_version),
+    ]
+
+
 def header(run: D.RunData) -> list[tuple[str, str]]:
     info, summary = run.run, run.summary
     opts = info.get("options") or {}
     start, end = run.window
-    rows = [
-        ("run id", run.run_id),
-        ("host", str(info.get("host") or opts.get("host") or "-")),
+    rows = setup_rows(summary.setup) if summary.setup is not None else [
+        ("host", str(info.get("host") or opts.get("host") or "-")),  # a run of a version without `setup`
         ("model", str(opts.get("model") or info.get("model") or "-")),
+    ]
+    rows += [
+        ("run id", run.run_id),
         ("started", utc(info.get("started_at"))),
         ("ended", utc(info.get("ended_at"))),
         ("measurement window", f"{utc(start)} + {end - start:,.1f} s" if end > start else "-"),
@@ -313,7 +337,7 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
         ("command", " ".join(str(a) for a in info.get("argv") or []) or "-"),
     ]
     wl = info.get("workload")
-    if isinstance(wl, dict):
+    if isinstance(wl, dict) and summary.setup is None:
         rows.append(("workload", f"{wl.get('name') or wl.get('path') or ''} hash {str(wl.get('hash', ''))[:12]}".strip()))
     if summary.note:
         rows.append(("note", summary.note))

@@ -177,6 +177,34 @@ def test_compare_slower_prefill_fails_naming_the_metric(runs):
 
 
 @pytest.mark.process
+def test_compare_refuses_runs_of_different_loads_or_workloads_naming_them(runs, tmp_path):
+    """A copy of `same` whose run.json says 40 users and another workload: refused with one line
+    naming both differences (exit 2, nothing written); --allow-different compares them, the
+    differences first. The old compare reported them with `warnings: []`."""
+    other = str(tmp_path / "other")
+    shutil.copytree(runs["same"], other)
+    info_path = os.path.join(other, "run.json")
+    info = json.load(open(info_path))
+    users = info["options"]["num_users"]
+    info["options"]["num_users"] = 40
+    info["workload"]["hash"] = "f" * 64
+    json.dump(info, open(info_path, "w"))
+    proc = reports_cli("compare", runs["base"], other)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"users {users} (base) vs kind closed, users 40 (new)" in line and "workload:" in line
+    assert "--allow-different" in line and not os.path.exists(os.path.join(other, "compare.json"))
+    proc = reports_cli("compare", runs["base"], other, "--allow-different", "--resamples", "200")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("DIFFERENT workload:"), proc.stdout[:300]
+    result = json.load(open(os.path.join(other, "compare.json")))
+    assert len(result["differences"]) == 2
+    md = open(os.path.join(other, "compare.md")).read()
+    assert md.split("\n")[2].startswith("> **The runs measured different things**")
+    # runs of the same setup (the same server on a fresh free port) compare without a word
+    assert reports_cli("compare", runs["base"], runs["same"], "--resamples", "200").returncode == 0
+
+
 def test_compare_values_equal_the_summary(runs):
     from reports.compare import compare
 

@@ -47,6 +47,7 @@ from locust.runners import STATE_MISSING, MasterRunner
 from plugin.health import Health
 from plugin.server_metrics import ServerMetrics
 from plugin.state import Plugin, role_of, state_of
+from reports.rows import setup_rows
 from webui.form import headings_style, install_form_order
 from webui.live import DEFAULT_WINDOW, WINDOWS, Flight, LiveWindow, window_key
 from webui.progress import REPORT_KEY as PROGRESS_KEY
@@ -255,6 +256,8 @@ class LiveView:
             "model": getattr(self.environment.parsed_options, "model", "") or run.plan.model,
             "slo": [o.text for o in run.plan.slo],
             "plan": run.plan.summary_line(),
+            # the load and the target, as the report states them first (summary.json setup)
+            "setup": setup_rows(run.summary_extra["setup"]) if run.summary_extra.get("setup") else [],
             "load": run.plan.load.kind,
             "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,

@@ -1,0 +1,87 @@
+"""What load ran against what target: summary.json's `setup` block, stated first by every report.
+
+The load model and its parameters, the time asked for and measured, the SLO, the workload's name
+and content hash, the server (its URL without credentials), the model, the server's version where
+it tells it (GET /version, as vLLM answers), the client hosts and the number of processes that
+ran users, and the suite's version. Written by the process that writes the results (a master or a
+local run); the reports and the live view read it from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+
+import orjson
+
+from core.errors import InputError
+from metrics.schema import LoadSetup, Setup
+from plugin.server import _get
+from plugin.server_metrics import public_url
+from plugin.state import Plugin, role_of
+from plugin.context import load_workload
+
+log = logging.getLogger("llm")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def suite_version() -> str:
+    """The suite's checkout as `git describe` names it; "unknown" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--tags"], capture_output=True,
+                             text=True, timeout=5)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown" if out.returncode == 0 else "unknown"
+
+
+def server_version(host: str, plan) -> str | None:
+    """The server's version from GET /version ({"version": ...}, vLLM's answer); None otherwise."""
+    try:
+        status, body = _get(host, "/version", plan)
+        version = orjson.loads(body).get("version") if status == 200 else None
+    except (InputError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return str(version) if version else None
+
+
+def client_processes(environment) -> tuple[list[str], int]:
+    """(hosts, processes running users): a master's workers (Locust names each HOSTNAME_ID), or
+    this host and this process."""
+    clients = getattr(environment.runner, "clients", None)
+    if role_of(environment) == "master" and clients is not None:
+        ids = [str(getattr(node, "id", key)) for key, node in clients.items()]
+        return sorted({i.rsplit("_", 1)[0] for i in ids}), len(ids)
+    return [socket.gethostname()], 1
+
+
+def setup_block(run, version: str | None, hosts: list[str], workers: int) -> Setup:
+    plan, environment = run.plan, run.environment
+    load = plan.record()["load"]
+    users = getattr(environment.parsed_options, "num_users", None) if load["kind"] == "closed" else None
+    spec = load_workload(plan)
+    end = run.window_end if run.window_end is not None else run.window_start
+    return Setup(
+        load=LoadSetup(kind=load["kind"], text=plan.summary_line(), users=users,
+                       parameters={k: v for k, v in load.items() if k != "kind"}),
+        run_time_s=plan.run_time_s, measured_s=max(0.0, end - run.window_start), slo=[o.text for o in plan.slo],
+        workload=spec.name, workload_hash=spec.spec_hash, server=public_url(environment.host or ""),
+        model=plan.model, server_version=version, client_hosts=hosts, workers=workers, suite_version=suite_version(),
+    )  # fmt: skip
+
+
+class RunSetup(Plugin):
+    def run_started(self, run) -> None:
+        self.version = server_version(run.environment.host, run.plan) if run.environment.host else None
+        self.hosts, self.workers = client_processes(run.environment)
+        # the live view states it from the start; run_stopping completes it (time measured, workers)
+        run.summary_extra["setup"] = setup_block(run, self.version, self.hosts, self.workers)
+
+    def run_stopping(self, run) -> None:
+        hosts, workers = getattr(self, "hosts", None), getattr(self, "workers", 0)
+        now_hosts, now_workers = client_processes(run.environment)
+        if now_workers >= workers:  # workers may join after the start; lost ones stay counted
+            hosts, workers = now_hosts, now_workers
+        run.summary_extra["setup"] = setup_block(run, getattr(self, "version", None), hosts or now_hosts, workers)
