@@ -205,6 +205,7 @@ def test_compare_refuses_runs_of_different_loads_or_workloads_naming_them(runs, 
     assert reports_cli("compare", runs["base"], runs["same"], "--resamples", "200").returncode == 0
 
 
+@pytest.mark.process
 def test_compare_values_equal_the_summary(runs):
     from reports.compare import compare
 
