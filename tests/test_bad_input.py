@@ -96,6 +96,9 @@ class Outcomes:
 
     def __init__(self, url, tmp, selected):
         self.url, self.tmp = url, tmp
+        # taken here, on pytest's thread: copying os.environ on a pool thread races pytest setting and
+        # deleting PYTEST_CURRENT_TEST meanwhile (KeyError, seen on a loaded machine)
+        self.env = dict(os.environ)
         self.pool = ThreadPoolExecutor(PARALLEL)
         self.futures = {case: self.pool.submit(self.run, case) for case in selected}
         self.lock = threading.Lock()
@@ -110,7 +113,7 @@ class Outcomes:
         host = [] if "--host" in args else ["--host", self.url]
         cmd = [*LOCUST, "--headless", *host, "--model", "sim-model", "-u", "2", "-r", "2", "-t", "20s",
                "--results-dir", str(folder / "results"), *args]  # fmt: skip
-        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ}), folder
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env=self.env), folder
 
     def get(self, case):
         if case not in self.futures:  # not foreseen (e.g. a rerun plugin): run it on its own
