@@ -382,10 +382,10 @@ def test_build_is_fast_on_a_large_run(tmp_path):
 
     t0 = 1_700_000_000.0
     write_run(str(tmp_path), synth_table(100_000, seed=4, t0=t0, duration=1800), t0, 1800)
-    t = time.perf_counter()
+    t = time.process_time()  # its own CPU time (threads included): other processes' share of a loaded machine is not its cost
     html = open(build(str(tmp_path))["html"], encoding="utf-8").read()
-    elapsed = time.perf_counter() - t
-    assert elapsed < 10, f"build took {elapsed:.1f}s for 100k records"
+    elapsed = time.process_time() - t
+    assert elapsed < 10, f"build took {elapsed:.1f}s of CPU for 100k records"
     assert len(html) < 2_000_000, "what is drawn is binned: the page stays small"
     assert "row-group sample" in html
 
