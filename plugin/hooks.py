@@ -305,6 +305,10 @@ def _watch_signals(state: SuiteState) -> None:
     try:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, on_sigint)
+            # the KeyboardInterrupt reaches Locust's main through gevent's hub, which would print
+            # its traceback on the way: an interrupt is not an error (gevent's Hub.NOT_ERROR)
+            hub = gevent.get_hub()
+            hub.NOT_ERROR = (*hub.NOT_ERROR, KeyboardInterrupt)
         state.sigterm_watcher = gevent.signal_handler(signal.SIGTERM, on_sigterm)
     except ValueError:  # not the main thread (a test's environment): nothing to watch
         pass
@@ -404,13 +408,20 @@ def _init_worker(environment, runner, state: SuiteState) -> None:
 
 def _watch_master(environment, runner, state: SuiteState) -> None:
     """A worker's users stop when its master stays silent (killed, network cut) for MASTER_SILENT_S
-    during a run; Locust's own worker would keep loading the server for 60 s, then exit 0."""
+    during a run; Locust's own worker would keep loading the server for 60 s, then exit 0. Silence
+    while this process itself was stopped (SIGSTOP, a paused VM) does not count: the master's
+    heartbeats wait in the socket, and the master takes a worker back when its heartbeats resume."""
+    awake = polled = time.monotonic()
     while True:
         gevent.sleep(0.5)
+        now = time.monotonic()
+        if now - polled > MASTER_SILENT_S:  # this process did not run for that long: it was stopped
+            awake = now
+        polled = now
         ctx, last = state.context, runner.last_heartbeat_timestamp
         if ctx is None or ctx.stopping.is_set() or last is None:
             continue
-        silent = time.time() - last
+        silent = min(time.time() - last, now - awake)
         if silent >= MASTER_SILENT_S:
             _master_lost(environment, runner, state, silent)
             return

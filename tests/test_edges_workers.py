@@ -134,3 +134,40 @@ def test_a_killed_worker_counts_a_lower_bound_of_the_requests_it_lost(tmp_path):
     assert summary["lost_work"]["requests_min"] == w["lost_requests_min"]
     line = re.search(rf"worker {re.escape(cid)}.*at least (\d+) requests? lost", log)
     assert line and int(line.group(1)) == w["lost_requests_min"], log[-3000:]
+
+
+def test_a_worker_stopped_for_20_s_then_resumed_ships_its_late_records_into_the_run(tmp_path):
+    """SIGSTOP a worker for 20 s, then SIGCONT, in the middle of a run of two workers: the master
+    counts it missing meanwhile; once resumed, the worker finds its master's heartbeats waiting
+    (it was the one stopped, not its master) and goes on, and its records reach the run's folder
+    with no copy by hand: every request the server saw has exactly one record, no traceback."""
+    truth = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    with simulator("--profile", slow_profile(tmp_path, 0.1, 0.05), truth_log=truth) as url:
+        master = launch(*master_args(port, url, tmp_path, "paused", 2, 40), log_path=tmp_path / "master.log")
+        workers = [launch(*worker_args(port, "--results-dir", str(tmp_path / f"w{i}")), log_path=tmp_path / f"w{i}.log")
+                   for i in range(2)]  # fmt: skip
+        try:
+            wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
+            time.sleep(2.0)
+            workers[0].send_signal(signal.SIGSTOP)
+            time.sleep(20)
+            workers[0].send_signal(signal.SIGCONT)
+            code = ended(master, 90)
+            worker_codes = [ended(w, 30) for w in workers]
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.send_signal(signal.SIGCONT)
+            kill_all(master, *workers)
+        time.sleep(1.5)  # the simulator's truth log is flushed every second
+    logs = {name: (tmp_path / f"{name}.log").read_text() for name in ("master", "w0", "w1")}
+    for name, log in logs.items():
+        assert "Traceback" not in log, (name, log[-3000:])
+    assert not glob.glob(str(tmp_path / "w*" / "*" / "*.unshipped.parquet")), "records kept apart, to be copied by hand"
+    ids = record_ids(tmp_path / "paused" / "requests.parquet")
+    served = truth_ids(truth)
+    assert len(ids) == len(set(ids)), "a record twice"
+    assert set(served) == set(ids), f"{len(set(served) - set(ids))} of {len(served)} requests have no record"
+    assert code == exit_codes.DONE and worker_codes == [exit_codes.DONE] * 2, (code, worker_codes, logs["master"][-3000:])
+    assert summary_of(tmp_path / "paused")["complete"] is True
