@@ -76,6 +76,8 @@ class Report:
     reason: str  # why the run is incomplete, when it is
     warning: str  # the load generator may have distorted the timings
     capacity: str  # the capacity sentence of a step run with an SLO
+    diagnosis: str  # why the knee is there (metrics/diagnosis.py), for runs with load levels
+    server_levels: Table | None  # the server's gauges at each level
     slo_passed: bool | None  # the run's SLO verdict; None without --slo
     slo: Table | None
     summary: Table
@@ -347,6 +349,24 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
     return rows
 
 
+def knee(run: D.RunData) -> dict:
+    """{diagnosis, server_levels}: why the knee is there, from the server's gauges at each level."""
+    from metrics.diagnosis import diagnose, knee_of, level_gauges
+
+    s = run.summary
+    if not s.by_step:
+        return {"diagnosis": "", "server_levels": None}
+    gauges = level_gauges(run.server, [(st.users, st.window.start, st.window.end) for st in s.by_step])
+    cb = s.client_bound
+    inaccurate = D.client_warning(s) if cb is not None and (cb.bound or getattr(cb, "inaccurate", False)) else ""
+    d = diagnose(gauges, knee_of(s.by_step, s.capacity), inaccurate)
+    rows = [cells(fmt(g.users), fmt(g.samples), fmt(g.running, 1), fmt(g.waiting, 1),
+                  fmt(None if g.kv_peak is None else g.kv_peak * 100, 0), fmt(g.preemptions, 0))
+            for g in gauges if g.samples]  # fmt: skip
+    table = Table(["users", "scrapes", "running (mean)", "waiting (mean)", "KV cache peak %", "preemptions"], rows) if rows else None
+    return {"diagnosis": d.sentence, "server_levels": table}
+
+
 def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
     """The report of one results folder: its tables from summary.json, the given charts."""
     s = run.summary
@@ -361,6 +381,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         reason=s.reason or "",
         warning=D.client_warning(s),
         capacity=s.capacity.sentence if s.capacity is not None else "",
+        **knee(run),
         slo_passed=s.slo.passed if s.slo is not None else None,
         slo=slo_table(s),
         summary=summary_table(s),
