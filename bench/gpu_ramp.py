@@ -18,7 +18,10 @@ max_tokens, so the reference mix's output lengths are what the GPU generates. It
     locust -f locustfile.py --headless --host http://127.0.0.1:PORT --model MODEL_DIR \
         --steps 16,32,64,128,256 --step-time 60s --step-warmup 10s --slo "ttft.p95<5s" --seed 1
 
-and writes the per-step table, summary.json, requests.parquet and the server's log tail to --out.
+and writes the per-step table, summary.json, requests.parquet, report.md and the server's log tail to
+--out, with nvidia-smi sampled every second beside the run (nvidia_smi.csv, and GPU utilisation,
+memory and power per level in steps.md). `--find-capacity --slo "tpot.p50<100ms"` makes it a
+capacity search walking --steps.
 """
 
 from __future__ import annotations
@@ -218,12 +221,13 @@ def warm_up(url: str, model: str, log_path: Path) -> dict:
     return {"status": status, "s": round(time.monotonic() - t0, 2), "events": text.count("data:"), "usage_line": usage[-1][:300] if usage else None}
 
 
-def ramp(url: str, model: Path, out: Path, steps: str, step_time: str, warmup: str, stop_timeout: int, extra: list[str]) -> int:
+def ramp(url: str, model: Path, out: Path, steps: str, step_time: str, warmup: str, stop_timeout: int, extra: list[str],
+         slo: str = "ttft.p95<5s") -> int:
     n_steps = len(steps.split(","))
     seconds = n_steps * float(step_time.rstrip("s"))
     cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--host", url,
            "--model", str(model), "--steps", steps, "--step-time", step_time, "--step-warmup", warmup,
-           "--slo", "ttft.p95<5s", "--seed", "1", "--results-dir", str(out), "--run-id", "ramp",
+           "--slo", slo, "--seed", "1", "--results-dir", str(out), "--run-id", "ramp",
            "-t", f"{int(seconds) + 5}s", "--stop-timeout", str(stop_timeout), "--only-summary", *extra]  # fmt: skip
     log("suite: " + " ".join(cmd[2:]))
     with open(out / "suite.log", "w") as f:
@@ -247,6 +251,53 @@ def step_table(summary: dict) -> str:
                      f"{f('e2e_ms', 'p50')} | {f('tpot_ms', 'p50')} | {f('itl_ms', 'p50')} | "
                      f"{'-' if speed is None else f'{speed:.1f}'} | {t['output_tokens_per_s'] or 0:.0f} | {t['total_tokens_per_s'] or 0:.0f} |")  # fmt: skip
     return "\n".join(lines)
+
+
+class GpuSampler:
+    """nvidia-smi sampled every second beside the run (GPU utilisation %, memory MiB, power W),
+    with this machine's wall clock, so that each load level's window can be matched to it."""
+
+    QUERY = "utilization.gpu,memory.used,power.draw"
+
+    def __init__(self, path: Path):
+        import threading
+
+        self.path, self.rows, self.stop_flag = path, [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True) if shutil.which("nvidia-smi") else None
+        if self.thread:
+            self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop_flag.wait(1.0):
+            try:
+                out = subprocess.run(["nvidia-smi", f"--query-gpu={self.QUERY}", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=5).stdout.splitlines()[0]  # fmt: skip
+                self.rows.append((time.time(), *(float(x) for x in out.split(","))))
+            except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+                continue
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        if self.thread:
+            self.thread.join(timeout=5)
+        self.path.write_text("time,util_pct,memory_mib,power_w\n" + "".join(f"{r[0]:.3f},{r[1]:g},{r[2]:g},{r[3]:g}\n" for r in self.rows))
+
+    def by_level(self, summary: dict) -> str:
+        """Per level: GPU utilisation mean and P95, memory peak, power mean, over its window."""
+        import numpy as np
+
+        rows = np.array(self.rows) if self.rows else np.empty((0, 4))
+        lines = ["| users | verdict | samples | GPU util mean % | GPU util P95 % | memory peak MiB | power mean W |",
+                 "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for s in summary.get("by_step") or []:
+            w = rows[(rows[:, 0] >= s["window"]["start"]) & (rows[:, 0] <= s["window"]["end"])] if rows.size else rows
+            v = (s.get("verdict") or {}).get("state", "-")
+            if not len(w):
+                lines.append(f"| {s['users']} | {v} | 0 | - | - | - | - |")
+                continue
+            lines.append(f"| {s['users']} | {v} | {len(w)} | {w[:, 1].mean():.0f} | {np.percentile(w[:, 1], 95):.0f} | "
+                         f"{w[:, 2].max():.0f} | {w[:, 3].mean():.0f} |")  # fmt: skip
+        return "\n".join(lines)
 
 
 def device_flow(a) -> int:
@@ -273,20 +324,26 @@ def device_flow(a) -> int:
         n_steps = len(a.steps.split(","))
         step_s = min(float(a.step_time.rstrip("s")), max(20.0, left / n_steps))
         info["step_time_s"] = step_s
-        rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, f"{step_s:g}s", a.step_warmup, a.stop_timeout, a.extra)
+        gpu = GpuSampler(out / "nvidia_smi.csv")
+        extra = [*a.extra, *(["--find-capacity"] if a.find_capacity else [])]
+        rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, f"{step_s:g}s", a.step_warmup, a.stop_timeout, extra, a.slo)
     except subprocess.TimeoutExpired:
         rc = "timeout"
     finally:
         stop(server)
+        if "gpu" in locals():
+            gpu.stop()
     info["suite_exit_code"] = rc
     info["total_s"] = round(time.monotonic() - t_start, 1)
     run = out / "ramp"
     summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
     table = step_table(summary)
+    if "gpu" in locals():
+        table += "\n\nGPU (nvidia-smi, each level's window):\n\n" + gpu.by_level(summary)
     capacity = summary.get("capacity")
     (out / "steps.md").write_text(table + "\n\ncapacity: " + json.dumps(capacity) + "\n")
     (out / "info.json").write_text(json.dumps(info, indent=2))
-    for name in ("summary.json", "requests.parquet"):
+    for name in ("summary.json", "requests.parquet", "report.md"):
         if (run / name).exists():
             shutil.copy(run / name, out / name)
     shutil.rmtree(run, ignore_errors=True)
@@ -316,6 +373,8 @@ def main() -> int:
         p.add_argument("--step-time", default="60s" if name == "device" else "12s")
         p.add_argument("--step-warmup", default="10s" if name == "device" else "2s")
         p.add_argument("--stop-timeout", type=int, default=10)
+        p.add_argument("--slo", default="ttft.p95<5s")
+        p.add_argument("--find-capacity", action="store_true", help="a capacity search over --steps (walked in order)")
         p.add_argument("--budget-s", type=float, default=540.0, help="seconds the whole flow may take (the device allows 600 for the command)")
         p.add_argument("--server-python", default=sys.executable, help="python with torch and transformers[serving]")
         p.add_argument("extra", nargs="*", help="more suite options, after --")
