@@ -18,7 +18,7 @@ from simulator.tokens import CHAT_TOKENS_PER_MESSAGE, estimate_tokens
 from tests.helpers import read_results, run_locust, simulator
 from workloads import Sampler, load_spec
 from workloads.__main__ import main as cli
-from workloads.importer import READERS, Anonymizer, Entry, Parsed, parse_time, read_log
+from workloads.importer import READERS, Anonymizer, Entry, Parsed, guess_lang, parse_time, read_log
 
 
 def write_jsonl(path, rows):
@@ -372,3 +372,24 @@ def test_imported_workload_run_reproduces_the_log(tmp_path, capsys):
         assert abs(m_run / m_log - 1) < 0.05, (name, m_run, m_log)
     shares = ok["request_class"].value_counts(normalize=True)
     assert abs(shares["short"] - 0.5) < 0.05 and abs(shares["long"] - 0.1) < 0.04, shares
+
+
+def test_language_guess_counts_each_script_exactly():
+    """guess_lang counts in C (regex classes, map); the same guess as a count per character."""
+
+    def by_characters(text: str) -> str:
+        sample = text[:2000]
+        letters = sum(1 for ch in sample if ch.isalpha()) or 1
+        for lang, share, ranges in (("ja", 0.05, [("\u3040", "\u30ff")]), ("ko", 0.2, [("\uac00", "\ud7af")]),
+                                    ("zh", 0.2, [("\u4e00", "\u9fff"), ("\u3400", "\u4dbf")])):  # fmt: skip
+            if sum(1 for ch in sample if any(a <= ch <= b for a, b in ranges)) > share * letters:
+                return lang
+        return "en"
+
+    rng = random.Random(5)
+    pools = ["refund my order ", "退款订单账户", "ひらがなカタカナ", "한국어텍스트", "\u3400\u4dbf\u9fff\u4e00\u30ff\u3040\uac00\ud7af\u33ff",
+             "123 !?,.", "éàü"]  # fmt: skip
+    mixes = [rng.sample(pools, rng.randint(1, 3)) for _ in range(300)]  # one to three scripts a text
+    texts = ["".join(rng.choice(rng.choice(mix)) for _ in range(rng.randint(0, 2500))) for mix in mixes]
+    assert [guess_lang(t) for t in texts] == [by_characters(t) for t in texts]
+    assert {guess_lang(t) for t in texts} == {"en", "ja", "ko", "zh"}
