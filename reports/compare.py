@@ -358,6 +358,12 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
             raise InputError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
                             f"(classes and steps in both: {known})")
     alpha = (1 - confidence) / 2 * 100
+    # the time to first answer token is TTFT itself unless a reply reasoned first: its rows only then
+    # (or when a rule names it)
+    answers = any(p.values["ttfa"][0].size and not np.array_equal(p.values["ttfa"][0], p.values["ttft"][0])
+                  for p in (base, new)) \
+        or any(r.metric.startswith("ttfa.") for r in rules)
+    names = METRIC_NAMES if answers else [m for m in METRIC_NAMES if not m.startswith("ttfa.")]
     result = {
         "base": {"path": base.run.path, "run_id": base.run.run_id},
         "new": {"path": new.run.path, "run_id": new.run.run_id},
@@ -375,7 +381,7 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
         ma, ka = measure(base, a, seed, "base", resamples)
         mb, kb = measure(new, b, seed, "new", resamples)
         rows = []
-        for metric in METRIC_NAMES:
+        for metric in names:
             va, ra = ma[metric]
             vb, rb = mb[metric]
             row = {"metric": metric, "unit": UNITS[metric], "base": va, "new": vb, "delta": None, "delta_pct": None,
