@@ -141,3 +141,14 @@ def test_an_older_records_file_without_the_new_columns_is_summarised():
     s = summarize(old, 99.0, 200.0)
     assert s.overall.requests.ok == 1 and s.overall.ttfa_ms.count == 0
     assert with_all_columns(old).schema == table.schema
+
+
+def test_the_report_table_shows_the_first_answer_token_and_the_split_only_when_there_is_one():
+    from reports.rows import summary_table
+
+    agentic = summarize(rows_to_table([_rec(0, 0.1, 0.3, 20, 5, 0, "stop"), _rec(1, 0.2, 0.2, 0, 9, 2, "tool_calls")]),
+                        99.0, 200.0)  # fmt: skip
+    table = summary_table(agentic)
+    assert table.headers[-5:] == ["TTFA p50", "TTFA p95", "reasoning tok", "answer tok", "tool calls"]
+    plain = summarize(rows_to_table([_rec(0, 0.1, 0.1, 0, 5, 0, "stop")]), 99.0, 200.0)
+    assert "TTFA p95" not in summary_table(plain).headers
