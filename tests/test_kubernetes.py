@@ -1,13 +1,15 @@
 """deploy/kubernetes/: every resource passes the Kubernetes API schemas (kubernetes-validate, strict:
-no unknown field), and the manifests agree with each other and with the suite: the master's flags
-and LOCUST_* variables are known, the workers reach the master's Service, as many as it expects,
-only the workers reach port 5557, nothing runs as root."""
+no unknown field), as written and as kustomize renders it (`kubectl kustomize`), and the manifests
+agree with each other and with the suite: the master's flags and LOCUST_* variables are known, the
+workers reach the master's Service, as many as it expects, only the workers reach port 5557,
+nothing runs as root; the image and the worker count are set in kustomization.yaml alone."""
 
 from __future__ import annotations
 
 import copy
-import glob
 import os
+import shutil
+import subprocess
 
 import kubernetes_validate
 import pytest
@@ -20,10 +22,19 @@ DIR = os.path.join(ROOT, "deploy", "kubernetes")
 VERSIONS = ("1.29.0", "1.37.0")  # an older release still in use, and the newest the validator knows
 
 
+KUSTOMIZE = [shutil.which("kubectl"), "kustomize"] if shutil.which("kubectl") else None
+
+
+def kustomization(folder: str = DIR) -> dict:
+    with open(os.path.join(folder, "kustomization.yaml"), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
 def resources() -> list[dict]:
+    """The resources the kustomization names, as written."""
     out = []
-    for path in sorted(glob.glob(os.path.join(DIR, "*.yaml"))):
-        with open(path, encoding="utf-8") as f:
+    for name in kustomization()["resources"]:
+        with open(os.path.join(DIR, name), encoding="utf-8") as f:
             out += [d for d in yaml.safe_load_all(f) if d]
     return out
 
@@ -41,17 +52,17 @@ def pod(r: dict) -> dict:
 def test_every_resource_passes_the_api_schema(version):
     found = resources()
     kinds = sorted((r["kind"], r["metadata"]["name"]) for r in found)
-    assert ("Deployment", "llm-loadtest-worker") in kinds and ("Service", "llm-loadtest-master") in kinds
+    assert ("Job", "llm-loadtest-worker") in kinds and ("Service", "llm-loadtest-master") in kinds
     for r in found:
         kubernetes_validate.validate(r, version, strict=True)  # raises ValidationError
 
 
 def test_the_validator_rejects_a_broken_manifest():
-    worker = one("Deployment", "llm-loadtest-worker")
+    worker = one("Job", "llm-loadtest-worker")
     typo = copy.deepcopy(worker)
-    typo["spec"]["replica"] = typo["spec"].pop("replicas")
+    typo["spec"]["paralelism"] = typo["spec"].pop("parallelism")
     bad_type = copy.deepcopy(worker)
-    bad_type["spec"]["replicas"] = "two"
+    bad_type["spec"]["parallelism"] = "two"
     for broken in (typo, bad_type):
         with pytest.raises(kubernetes_validate.ValidationError):
             kubernetes_validate.validate(broken, VERSIONS[-1], strict=True)
@@ -77,13 +88,16 @@ def test_master_and_workers_agree():
     ports = {p["containerPort"] for p in master["ports"]}
     assert {p["port"] for p in service["spec"]["ports"]} == ports == {5557, 9646}
 
-    worker_dep = one("Deployment", "llm-loadtest-worker")
-    (worker,) = pod(worker_dep)["containers"]
+    worker_job = one("Job", "llm-loadtest-worker")
+    (worker,) = pod(worker_job)["containers"]
     wopts = parse_locust(worker["args"], {})
     assert wopts.worker and wopts.master_host == service["metadata"]["name"] and wopts.master_port == 5557
-    assert worker_dep["spec"]["replicas"] == options.expect_workers
+    assert worker_job["spec"]["parallelism"] == worker_job["spec"]["completions"] == options.expect_workers
+    # the workers end with the run: a Job, never restarted, waiting first for the master's port
+    assert pod(worker_job)["restartPolicy"] == "Never" and worker_job["spec"]["backoffLimit"] == 0
+    assert env(worker)["SUITE_WAIT_FOR"] == f"{service['metadata']['name']}:5557"
     assert worker["image"] == master["image"]
-    assert env(worker).keys() <= known | {"SUITE_OUTLIVE"}
+    assert env(worker).keys() <= known | {"SUITE_WAIT_FOR", "SUITE_WAIT_TIMEOUT"}
 
     sim = one("Service", "llm-loadtest-simulator")
     target = f"http://{sim['metadata']['name']}:{sim['spec']['ports'][0]['port']}"
@@ -93,7 +107,7 @@ def test_master_and_workers_agree():
 def test_only_workers_reach_the_master_worker_port():
     policy = one("NetworkPolicy", "llm-loadtest-master")
     master_labels = one("Job", "llm-loadtest-master")["spec"]["template"]["metadata"]["labels"]
-    worker_labels = one("Deployment", "llm-loadtest-worker")["spec"]["template"]["metadata"]["labels"]
+    worker_labels = one("Job", "llm-loadtest-worker")["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= master_labels.items()
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     for rule in policy["spec"]["ingress"]:
@@ -112,3 +126,39 @@ def test_nothing_runs_as_root():
         assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["runAsUser"] == 1000
         for c in spec["containers"]:
             assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def render(folder: str) -> list[dict]:
+    out = subprocess.run([*KUSTOMIZE, folder], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.mark.process
+@pytest.mark.skipif(KUSTOMIZE is None, reason="needs kubectl (its built-in kustomize) to render deploy/kubernetes")
+def test_kustomization_sets_the_image_and_the_worker_count_in_one_place(tmp_path):
+    """The rendered manifests pass the schemas; changing the image and the count in
+    kustomization.yaml alone changes every container's image, the workers' parallelism and
+    completions, and the master's expected workers."""
+    rendered = render(DIR)
+    assert sorted((r["kind"], r["metadata"]["name"]) for r in rendered) == sorted(
+        (r["kind"], r["metadata"]["name"]) for r in resources())
+    for r in rendered:
+        kubernetes_validate.validate(r, VERSIONS[-1], strict=True)
+
+    folder = tmp_path / "kubernetes"
+    shutil.copytree(DIR, folder)
+    k = kustomization(str(folder))
+    k["images"][0].update(newName="registry.example/llm-loadtest", newTag="2026.12")
+    k["patches"][0]["patch"] = k["patches"][0]["patch"].replace("value: 2}", "value: 7}")
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(k))
+    rendered = {(r["kind"], r["metadata"]["name"]): r for r in render(str(folder))}
+    images = {c["image"] for r in rendered.values() if r["kind"] in ("Job", "Deployment") for c in pod(r)["containers"]}
+    assert images == {"registry.example/llm-loadtest:2026.12"}
+    workers = rendered[("Job", "llm-loadtest-worker")]["spec"]
+    assert workers["parallelism"] == workers["completions"] == 7
+    (master,) = pod(rendered[("Job", "llm-loadtest-master")])["containers"]
+    assert env(master)["LOCUST_EXPECT_WORKERS"] == "7"
+    assert parse_locust(master["args"], {k: v for k, v in env(master).items() if v is not None}).expect_workers == 7
+    for r in rendered.values():
+        kubernetes_validate.validate(r, VERSIONS[0], strict=True)
