@@ -8,8 +8,10 @@ argument), and Prometheus is an image of Debian's `prometheus` package on the sa
 Engine settings for this kind of machine live in a containers.conf of the test's own (CONTAINERS_CONF):
 `runc` as the OCI runtime (crun fails with "cgroups in hybrid mode not supported"), and no default
 ulimits (the engine's defaults exceed the machine's hard limits, and runc then fails to start).
-Builds use the host's network (pip and apt) and the host's CA bundle, mounted read-only at another
-path for pip (PIP_CERT). Compose runs inside a network namespace made for the test, so the compose
+The suite's image is built as docs/containers.md "Building without a registry" says: by
+podman-compose from docker-compose.yml (once for every service), the base as SUITE_BASE and the
+host's CA bundle in the clone's deploy/ca/ for pip. The Prometheus image is built with the host's
+network. Compose runs inside a network namespace made for the test, so the compose
 network, its bridge and the published 127.0.0.1 ports exist there only.
 
 The debootstrapped base is cached as a tarball under .cache/containers/ (git-ignored): a cold run
@@ -36,7 +38,6 @@ SUITE = "bookworm"
 INCLUDE = ("python3", "python3-venv")
 CACHE = os.path.join(ROOT, ".cache", "containers")
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
-BUILD_CA = "/run/host-ca.crt"  # a different path: a read-only mount over the bundle's own breaks Debian's ca-certificates
 TAG = "localhost/llm-loadtest-ci"
 TOOLS = ("podman", "runc", "debootstrap", "nsenter", "ip", "git")
 
@@ -179,9 +180,8 @@ def base_image(engine: Engine) -> str:
 
 
 def build(engine: Engine, context: str, containerfile: str, ref: str, build_args: dict | None = None, timeout: float = 600) -> float:
-    """podman build with the host's network and CA bundle; returns the seconds it took."""
-    args = ["build", "--network", "host", "-f", containerfile, "-t", ref,
-            "-v", f"{HOST_CA}:{BUILD_CA}:ro", "--build-arg", f"PIP_CERT={BUILD_CA}"]  # fmt: skip
+    """podman build with the host's network; returns the seconds it took."""
+    args = ["build", "--network", "host", "-f", containerfile, "-t", ref]
     for k, v in (build_args or {}).items():
         args += ["--build-arg", f"{k}={v}"]
     t0 = time.monotonic()
@@ -239,6 +239,15 @@ def tree_key(path: str) -> str:
             with open(full, "rb") as f:
                 h.update(hashlib.sha256(f.read()).digest())
     return h.hexdigest()[:12]
+
+
+def compose_build(engine: Engine, clone: str, base: str, ref: str, timeout: float = 900) -> str:
+    """The suite's image as a person without a registry builds it (docs/containers.md): the host's
+    CA bundle in deploy/ca/, `podman-compose build` with SUITE_BASE; returns the build's output."""
+    shutil.copy(HOST_CA, os.path.join(clone, "deploy", "ca", "host.crt"))
+    cmd = [*compose_command(), "-f", os.path.join(clone, "docker-compose.yml"), "build"]
+    result = engine.run(cmd, timeout, env={"SUITE_BASE": base, "SUITE_IMAGE": ref}, cwd=clone)
+    return result.stdout + result.stderr
 
 
 class Project:

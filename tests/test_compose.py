@@ -239,3 +239,23 @@ def test_image_base_is_a_build_argument_and_runs_as_non_root():
         ignored = {line.strip() for line in f if line.strip() and not line.startswith("#")}
     assert {".git", ".cache", "results", ".venv", "tests"} <= ignored
     assert "!deploy/entrypoint.py" in ignored
+
+
+def test_the_image_is_built_once_for_every_service_with_base_and_ca_from_the_checkout():
+    """A `build` on every suite service made podman-compose build the same image once per service,
+    in parallel; the base is a variable (a local image where no registry is reachable)."""
+    services = load(COMPOSE)["services"]
+    suite = {name for name, s in services.items() if str(s.get("image", "")).startswith("${SUITE_IMAGE")}
+    assert suite == {"simulator", "master", "worker"}, suite
+    assert len({services[n]["image"] for n in suite}) == 1
+    built = [n for n, s in services.items() if "build" in s]
+    assert built == ["simulator"], built
+    build = services["simulator"]["build"]
+    assert build["dockerfile"] == "deploy/Dockerfile" and build["args"] == {"BASE": "${SUITE_BASE:-python:3.11-slim-bookworm}"}
+    worker_host = load(WORKER_HOST)["services"]["worker"]["build"]
+    assert worker_host["args"] == build["args"]
+    with open(os.path.join(ROOT, "deploy", "Dockerfile"), encoding="utf-8") as f:
+        text = f.read()
+    assert "COPY deploy/ca/ " in text and "PIP_CERT=" in text
+    with open(os.path.join(ROOT, ".dockerignore"), encoding="utf-8") as f:
+        assert "!deploy/ca" in f.read().split()
