@@ -107,10 +107,12 @@ class Options(BaseModel):
     extra_body: JsonObject = option("", "JSON object merged into every request body, e.g. '{\"top_k\": 1}'", WORKLOAD)
     tokenizer: Text = option("", "Tokenizer path or hub name for counting output tokens when the server sends no usage", WORKLOAD)
     # -- load models (docs/load-models.md)
-    steps: Steps = option("", "Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'", LOAD)
+    steps: Steps = option("", "Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'; steps and a capacity search set "
+                          "the users themselves (Number of users, -u, is not used)", LOAD)  # fmt: skip
     step_time: PositiveDuration = option("60s", "How long each step (or capacity-search level) is held", LOAD)
     step_warmup: Duration = option("10s", "Start of each step excluded from its statistics", LOAD)
-    find_capacity: bool = option(False, "Search the highest user count (or rate) meeting --slo, within --run-time", LOAD)
+    find_capacity: bool = option(False, "Search the highest user count (or rate) meeting --slo, within --run-time; the search sets "
+                                 "the users (Number of users, -u, is not used)", LOAD)  # fmt: skip
     request_rate: Rate = option("", "Open loop: total requests per second across all workers; empty = closed loop", LOAD)
     arrival: Literal["poisson", "gamma", "constant"] = option("poisson", "Open-loop arrival process", LOAD)
     burstiness: Rate = option("1.0", "Gamma shape for --arrival gamma (1 = Poisson, < 1 burstier)", LOAD)

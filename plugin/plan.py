@@ -207,7 +207,10 @@ class RunPlan(_Frozen):
         """The plan for Locust's parsed options `o` (an argparse namespace; an option it lacks takes
         its default), or one-line `InputError`."""
         run_time = getattr(o, "run_time", None)
-        return cls.from_parsed(Options.parse(o), float(run_time) if run_time else None, bool(getattr(o, "master", False)))
+        plan = cls.from_parsed(Options.parse(o), float(run_time) if run_time else None, bool(getattr(o, "master", False)))
+        if not getattr(o, "worker", False):  # a worker's user count is its master's share
+            _check_users(plan, getattr(o, "num_users", None), getattr(o, "spawn_rate", None))
+        return plan
 
     @classmethod
     def from_parsed(cls, p: Options, run_time_s: float | None = None, distributed: bool = False) -> "RunPlan":
@@ -247,6 +250,29 @@ class RunPlan(_Frozen):
         out["timeouts"] = {k: getattr(self.timeouts, k) for k in ("connect", "first_token", "idle", "total")}
         out["api_key_set"] = bool(self.api_key)
         return out
+
+
+def _check_users(plan: "RunPlan", users, spawn_rate) -> None:
+    """Locust's -u and -r (the web form's "Number of users" and "Ramp up"), before any load: Locust
+    itself takes -u -5 for a traceback seconds into the run, and 0 users for an empty run. A step
+    ramp and a capacity search set the users themselves (-u is not used), an open loop's -u is its
+    most requests in flight."""
+    if users is not None:
+        try:
+            users = int(str(users).strip())
+        except ValueError:
+            raise InputError(f"Number of users (-u): '{users}' is not a whole number; give e.g. 10") from None
+        if users < 0:
+            raise InputError(f"Number of users (-u): {users} is below 0; give 1 or more, e.g. 10")
+        if users == 0 and not plan.stepped:
+            raise InputError("Number of users (-u): 0 would send nothing; give 1 or more, e.g. 10")
+    if spawn_rate is not None:
+        try:
+            rate = float(str(spawn_rate).strip())
+        except ValueError:
+            raise InputError(f"Ramp up (-r): '{spawn_rate}' is not a number of users per second; give e.g. 10") from None
+        if not rate > 0:
+            raise InputError(f"Ramp up (-r): {rate:g} users per second starts nobody; give more than 0, e.g. 10")
 
 
 def _load_model(p: Options, distributed: bool):

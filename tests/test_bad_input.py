@@ -78,6 +78,10 @@ CASES = {
     "cancel-after-zero": (["--cancel-rate", "0.1", "--cancel-after", "0s"], {}, "--cancel-after"),
     "prometheus-port-out-of-range": (["--prometheus-port", "70000"], {}, "--prometheus-port"),
     "server-metrics-without-scheme": (["--server-metrics", "localhost:9100/metrics"], {}, "--server-metrics"),
+    # Locust's own -u and -r (a traceback and exit 4 seven seconds in; an empty run)
+    "users-negative": (["-u", "-5"], {}, "Number of users (-u): -5 is below 0"),
+    "users-zero": (["-u", "0"], {}, "Number of users (-u): 0 would send nothing"),
+    "spawn-rate-zero": (["-r", "0"], {}, "-r/--spawn-rate: must be > 0"),  # Locust's own check
 }  # fmt: skip
 
 

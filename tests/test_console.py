@@ -19,16 +19,16 @@ PROGRESS = re.compile(
 
 
 def test_a_headless_run_prints_progress_lines_and_not_locusts_tables(tmp_path):
-    proc = run_locust("--headless", "-u", "3", "-r", "3", "-t", "22s", "--max-tokens-override", "8",
+    proc = run_locust("--headless", "-u", "3", "-r", "3", "-t", "30s", "--max-tokens-override", "8",
                       "--results-dir", str(tmp_path), "--run-id", "c", "--stop-timeout", "5", timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     err = proc.stderr.splitlines()
-    # before: Locust's table every 2 s, about 70 lines for this run; now the start, two progress
-    # lines and the end
+    # before: Locust's table every 2 s, about 100 lines for this run; now the start, two or three
+    # progress lines (the load starts a few seconds after Locust's clock on a busy machine) and the end
     assert len(err) <= 20, proc.stderr
     assert not [line for line in err if "Aggregated" in line or "|    " in line], proc.stderr
     progress = [m for m in map(PROGRESS.search, err) if m]
-    assert len(progress) == 2, proc.stderr
+    assert 2 <= len(progress) <= 3, proc.stderr
     users, ok, failed, rate, p50, p95, flying = (int(g.replace(",", "")) for g in progress[-1].groups())
     assert users == 3 and failed == 0 and rate > 0 and 0 <= flying <= 3
     table, summary = read_results(str(tmp_path), "c")

@@ -344,6 +344,10 @@ def test_form_is_grouped_for_a_ramp_tester(ui):
     page.js("[...document.querySelectorAll('button, [role=button]')].filter(b => /custom parameters/i.test(b.textContent)).forEach(b => b.click())")
     time.sleep(1)
     page.screenshot(str(ui.tmp / "form.png"))
+    # the form says that steps and a capacity search set the users themselves (in the Steps field's
+    # label: Locust shows no help beside a checkbox)
+    text = page.js("document.querySelector('form').innerText")
+    assert "steps and a capacity search set the users themselves (Number of users, -u, is not used)" in text, text
 
 
 def test_bad_input_is_refused_in_the_page_before_anything_is_sent(ui):
@@ -362,6 +366,19 @@ def test_bad_input_is_refused_in_the_page_before_anything_is_sent(ui):
     assert message.startswith("--model: 'no-such-model' is not served by")
     message = ui.submit({**base, "model": "", "steps": "1,2", "stepTime": "5s", "stepWarmup": "6s"})
     assert message == "--step-warmup: 6s must be shorter than --step-time 5s", message
+    # no users; (Locust's own Number of users field drops a typed minus sign in the page, so -5
+    # reaches the server only from another client of /swarm, refused there alike)
+    message = ui.submit({**base, "userCount": "0"})
+    assert message == _headless_error("--host", ui.sim, "-u", "0"), message
+    assert message.startswith("Number of users (-u): 0 would send nothing"), message
+    form = urllib.parse.urlencode({"user_count": "-5", "spawn_rate": "2", "host": ui.sim}).encode()
+    with urllib.request.urlopen(urllib.request.Request(ui.base + "/swarm", data=form), timeout=30) as r:
+        answer = json.loads(r.read())
+    assert not answer["success"] and answer["message"] == _headless_error("--host", ui.sim, "-u", "-5"), answer
+    message = ui.submit({**base, "spawnRate": "0"})  # (Locust refuses -r 0 on the command line itself)
+    assert message == "Ramp up (-r): 0 users per second starts nobody; give more than 0, e.g. 10", message
+    message = ui.submit({**base, "maxTokensOverride": "-5"})
+    assert message == _headless_error("--host", ui.sim, "--max-tokens-override=-5") == "--max-tokens-override: -5 is below the minimum 1"
     time.sleep(3)  # anything started would have sent its first requests by now
     assert ui.state() == "ready"
     assert _sim_counters(ui.sim) == before  # nothing was sent to the simulator
