@@ -3,7 +3,7 @@
 A module (or one test) declares the kinds of thing it starts with a mark: `process` (simulator,
 Locust or any other child process), `browser` (Chromium), `containers` (podman), `servers` (real
 inference servers and their venvs). A test with none of them is marked `unit`: it starts no
-process at all, so `python -m pytest -m unit` runs in seconds (in-process test doubles, such as
+process at all, so `python -m pytest -m unit` runs in under a minute (in-process test doubles, such as
 a small HTTP server on a thread, are allowed).
 
 The marks are checked while the tests run, so a wrong one fails at once rather than slowing the
