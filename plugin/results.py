@@ -290,7 +290,7 @@ class ResultsWriter:
         while more than ROOM_BYTES of rows wait to be written (a flush is asked for at once). No
         record is dropped for writing that did not keep up. While writes fail (a full disk) it does
         not wait: rows are held up to the unwritten limit, then dropped and counted."""
-        while (self.write_error is None and not self.closed and not self._stopping
+        while (self.write_error is None and not self.closed and not self._stopping and not self._flusher.dead
                and self._pending_bytes + self._flushing_bytes > self.room_bytes):  # fmt: skip
             self._wake.set()
             self._flushed.wait(1.0)

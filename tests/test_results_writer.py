@@ -84,3 +84,26 @@ def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_pa
         assert json.load(f)["overall"]["requests"]["sent"] == 2200
     with open(tmp_path / "run" / "run.json") as f:
         assert json.load(f)["records"] == 2200
+
+
+def test_rows_handed_over_wait_for_the_writer_and_none_is_dropped(tmp_path, monkeypatch):
+    """Backpressure: with more than room_bytes of rows waiting, whoever hands rows over waits for a
+    flush (one starts at once) instead of piling them up; past the memory limit nothing is dropped
+    while writes succeed."""
+    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, str(40 * results.row_bytes(rows(1)[0])))
+    writer = ResultsWriter(str(tmp_path), "run", {})
+    assert writer.room_bytes == 20 * results.row_bytes(rows(1)[0])  # half the limit
+    handed = 0
+
+    def producer():
+        nonlocal handed
+        for i in range(200):
+            writer.wait_for_room()
+            writer.add_rows(rows(1, i))
+            handed += 1
+            assert writer._pending_bytes + writer._flushing_bytes <= writer.unwritten_limit
+
+    gevent.spawn(producer).join(timeout=30)
+    assert handed == 200
+    table = writer.close_records()
+    assert writer.rows_dropped == 0 and table.num_rows == 200 and writer.rows_written == 200
