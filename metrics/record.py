@@ -27,6 +27,7 @@ ERROR_CLASSES = (
     "mid_stream_error",  # an in-stream {"error": ...} event
     "malformed_chunk",  # an SSE event whose JSON did not parse
     "no_tokens",  # the stream ended properly but carried no generated text
+    "missing_results",  # an embeddings or rerank reply with fewer results than the request's inputs or documents
     "not_streamed",  # a streaming request answered 200 with one JSON body (no events): nothing to time
     "cancelled",  # aborted on purpose by the client (--cancel-rate)
     "stopped",  # still in flight when the run ended; not a server failure
@@ -41,7 +42,7 @@ NOT_SERVER_FAILURES = ("stopped", "cancelled")
 class RequestRecord:
     request_id: str
     worker: str
-    endpoint: str  # "chat" | "completions" | "responses" | "embeddings"
+    endpoint: str  # "chat" | "completions" | "responses" | "embeddings" | "rerank"
     request_class: str
     input_chars: int
     max_tokens: int
@@ -86,7 +87,7 @@ class RequestRecord:
     answer_tokens: int = -1
     reasoning_source: str = ""  # "usage" | "tokenizer" | "chunks" | "" (no reasoning text)
     tool_calls: int = 0  # tool calls in the reply (parallel calls counted one by one)
-    inputs: int = 0  # embeddings: the vectors returned (the request's batch size); 0 for generation
+    inputs: int = 0  # embeddings: the vectors returned (the request's batch size); rerank: the documents ranked; 0 for generation
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)

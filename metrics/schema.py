@@ -132,9 +132,9 @@ class Tokens(_Model):
 
 
 class Embeddings(_Model):
-    """/v1/embeddings: what applies instead of TTFT and tokens out (the latency is e2e_ms)."""
+    """/v1/embeddings and /v1/rerank: what applies instead of TTFT and tokens out (the latency is e2e_ms)."""
 
-    inputs: int  # vectors returned by the successful requests
+    inputs: int  # vectors (embeddings) or ranked documents (rerank) returned by the successful requests
     batch_size_mean: Num = None  # inputs per request
     inputs_per_s: Num = None  # of the requests completed inside the window
     input_tokens_per_s: Num = None  # prompt tokens per second (by arrival, as throughput counts them)
@@ -198,7 +198,7 @@ class Block(_Model):
     ttft_from_intended_ms: Distribution | None = None
     e2e_from_intended_ms: Distribution | None = None
     slo: Slo | None = None  # with --slo
-    embeddings: Embeddings | None = None  # --endpoint embeddings
+    embeddings: Embeddings | None = None  # --endpoint embeddings or rerank
 
     def latency(self, metric: str) -> Distribution:
         """ttft | tpot | itl | e2e | ttfa -> its distribution."""

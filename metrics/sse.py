@@ -56,7 +56,7 @@ class ParsedStream:
     # are told apart by index).
     tool_calls: list[dict] = field(default_factory=list)
     _call_index: dict = field(default_factory=dict)  # Responses API: output_index -> position in tool_calls
-    embeddings: int = 0  # /v1/embeddings: the vectors the reply held
+    inputs: int = 0  # the vectors (/v1/embeddings) or the ranked documents (/v1/rerank) the reply held
 
     @property
     def finished(self) -> bool:
@@ -429,7 +429,13 @@ def parse_response(pieces: list[tuple[float, bytes]]) -> ParsedStream:
     out.usage = body.get("usage")
     out.done = True
     if body.get("object") == "list" and isinstance(body.get("data"), list):  # /v1/embeddings
-        out.embeddings = sum(1 for d in body["data"] if isinstance(d, dict) and d.get("embedding") is not None)
+        out.inputs = sum(1 for d in body["data"] if isinstance(d, dict) and d.get("embedding") is not None)
+        return out
+    if "results" in body:  # /v1/rerank (Jina/Cohere form): usage has total_tokens only, all of them input
+        results = body["results"] if isinstance(body["results"], list) else ()
+        out.inputs = sum(1 for r in results if isinstance(r, dict) and r.get("relevance_score") is not None)
+        if isinstance(out.usage, dict) and out.usage.get("prompt_tokens") is None:
+            out.usage = {**out.usage, "prompt_tokens": out.usage.get("total_tokens")}
         return out
     if body.get("object") == "response":  # /v1/responses, not streamed: its output items as events
         for i, item in enumerate(body.get("output") or ()):

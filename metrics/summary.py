@@ -94,7 +94,7 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             split_known=int(split.sum()),
         ),
     )
-    if (ok["inputs"] > 0).any():  # embeddings
+    if (ok["inputs"] > 0).any():  # embeddings or rerank
         out.embeddings = Embeddings(
             inputs=int(ok["inputs"].sum()), batch_size_mean=float(ok["inputs"].mean()),
             inputs_per_s=per_s(int(finished_in_window["inputs"].sum())), input_tokens_per_s=per_s(prompt),

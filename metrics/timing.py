@@ -41,7 +41,9 @@ DEFINITIONS = {
     "tool calls only is a success like any other, its output tokens from usage",
     "embeddings": "/v1/embeddings (--endpoint embeddings): latency is e2e (the whole response; no TTFT, TPOT or "
     "ITL); inputs is the vectors a request returned (its batch size); input tokens (usage.prompt_tokens) count "
-    "for throughput when the response arrived",
+    "for throughput when the response arrived. /v1/rerank (--endpoint rerank) is measured the same way: inputs is "
+    "the documents ranked (results), input tokens usage.total_tokens when the reply has no prompt_tokens. A reply "
+    "with fewer results than the request's inputs or documents (all of them, or top_n) is missing_results",
     "finish_reason": "the server's finish_reason of choice 0: stop, length, tool_calls, ...",
     "tpot": "(t_last_token - t_first_token) / (output_tokens - 1), only when output_tokens > 1",
     "itl": "every gap between consecutive token-bearing chunks, pooled across successful requests "
@@ -59,7 +61,7 @@ DEFINITIONS = {
 
 def output_tokens(parsed: ParsedStream, count_tokens: TokenCounter | None) -> tuple[int, str]:
     """The output token count and its source, by the order of trust in DEFINITIONS."""
-    if parsed.embeddings:  # an embedding generates no token
+    if parsed.inputs:  # an embedding or a ranking generates no token
         return 0, "usage"
     if parsed.usage and parsed.usage.get("completion_tokens") is not None:
         return int(parsed.usage["completion_tokens"]), "usage"
@@ -119,9 +121,11 @@ def head_class(status: int, stream: bool = False, content_type: str = "", first:
 NOT_STREAMED = "the server or a gateway in between did not stream: HTTP 200 with Content-Type {type} to a streaming request"
 
 
-def classify(status: int, parsed: ParsedStream, stream: bool = False, content_type: str = "", first: bytes = b"") -> tuple[str, str]:
+def classify(status: int, parsed: ParsedStream, stream: bool = False, content_type: str = "", first: bytes = b"",
+             expected: int = 0) -> tuple[str, str]:
     """(error class, detail) of a completed HTTP exchange; ("", "") is a success. `content_type` and
-    `first` (the body's first bytes) tell a reply that was not streamed (`head_class`)."""
+    `first` (the body's first bytes) tell a reply that was not streamed (`head_class`); `expected`: the
+    results an embeddings or rerank reply must hold (workloads.bodies.expected_results), 0 unknown."""
     head = head_class(status, stream, content_type, first)
     if head == "not_streamed" and not parsed.chunks and not parsed.finished:
         return head, NOT_STREAMED.format(type=content_type)
@@ -131,8 +135,10 @@ def classify(status: int, parsed: ParsedStream, stream: bool = False, content_ty
         return parsed.error, parsed.error_detail
     if not parsed.finished:
         return "stream_truncated", "the stream ended without [DONE] or a finish_reason"
-    if not parsed.chunks and not parsed.embeddings:
+    if not parsed.chunks and not parsed.inputs:
         return "no_tokens", "the stream carried no generated output (content, reasoning or tool call)"
+    if parsed.inputs < expected:
+        return "missing_results", f"the reply held {parsed.inputs} results for {expected} inputs or documents"
     return "", ""
 
 
@@ -141,9 +147,10 @@ def fill_record(
     content_type: str = "", first: bytes = b"",
 ) -> None:
     """Set every timing and token field of `rec` from one finished exchange (`content_type` and
-    `first`, the body's first bytes, as `classify` takes them)."""
+    `first`, the body's first bytes, as `classify` takes them). `rec.inputs` comes in as the results
+    the request asked for (0 unknown) and leaves as the results the reply held."""
     rec.status = status
-    rec.error, rec.error_detail = classify(status, parsed, stream, content_type, first)
+    rec.error, rec.error_detail = classify(status, parsed, stream, content_type, first, rec.inputs)
     rec.ok = not rec.error
     rec.finish_reason = parsed.finish_reason
     chunks = parsed.chunks
@@ -157,7 +164,7 @@ def fill_record(
     if rec.output_tokens >= 0 and rec.reasoning_tokens >= 0 and (chunks or rec.output_tokens):
         rec.answer_tokens = max(0, rec.output_tokens - rec.reasoning_tokens)
     rec.tool_calls = len(parsed.tool_calls)
-    rec.inputs = parsed.embeddings
+    rec.inputs = parsed.inputs
     if chunks:
         rec.ttft_s = rec.chunk_times[0]
         rec.ttfa_s = next((t for t, c in zip(rec.chunk_times, chunks) if c.answer), NAN)

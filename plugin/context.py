@@ -27,6 +27,7 @@ from shapes.arrivals import ArrivalSchedule
 from shapes.replay import ReplaySchedule, load_trace
 from workloads import Sampler, load_spec
 from workloads.bodies import body as request_body
+from workloads.bodies import expected_results
 
 log = logging.getLogger("llm")
 
@@ -81,7 +82,7 @@ def load_workload(plan: RunPlan):
         spec = load_spec(plan.workload)
     except InputError as e:
         raise InputError(f"--workload: {e}") from None
-    if plan.endpoint in ("completions", "embeddings"):  # tools and images go in chat messages
+    if plan.endpoint in ("completions", "embeddings", "rerank"):  # tools and images go in chat messages
         for c in spec.classes.values():
             if c.tools is not None or c.images is not None:
                 raise InputError(f"--endpoint {plan.endpoint}: class '{c.name}' of the workload has tools or images, "
@@ -151,9 +152,10 @@ class RunContext:
     def next_session_id(self) -> str:
         return f"{self.tag}-s{next(self._sessions)}"
 
-    def body(self, endpoint: str, request) -> bytes:
-        """The JSON request body for one sampled request (workloads/bodies.py), with --extra-body."""
+    def body(self, endpoint: str, request) -> tuple[bytes, int]:
+        """The JSON request body for one sampled request (workloads/bodies.py), with --extra-body, and
+        the results its reply must hold (embeddings, rerank; 0 for generation)."""
         s = self.plan
         body = request_body(endpoint, request, s.model, s.max_tokens_override or request.max_tokens, s.stream)
         body.update(self.extras)
-        return orjson.dumps(body)
+        return orjson.dumps(body), expected_results(endpoint, body)

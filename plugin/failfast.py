@@ -39,6 +39,8 @@ FIXES = {
     "not_streamed": "the server answers streaming requests with one JSON body: a gateway in between may buffer the "
                     "stream (turn its buffering off), or the server does not stream (--no-stream measures it as it is)",
     "no_tokens": "the server ends every stream without generated text: check --model and the workload's max tokens",
+    "missing_results": "the server returns fewer results than inputs or documents sent: check --model (an embedding "
+                       "or reranking model) and the server's limits on inputs per request",
     "response_too_large": "every response is larger than --max-response-size: raise it",
 }
 

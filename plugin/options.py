@@ -92,9 +92,10 @@ class Options(BaseModel):
     # -- target and model
     model: Text = option("", "Model id to request; empty = the first id from /v1/models", TARGET)
     sim_profile: Text = option("v100-7b-tp8", "Profile of the built-in simulator used when no --host is given", TARGET)
-    endpoint: Literal["chat", "completions", "responses", "embeddings"] = option(
+    endpoint: Literal["chat", "completions", "responses", "embeddings", "rerank"] = option(
         "chat", "chat = /v1/chat/completions, completions = /v1/completions, responses = /v1/responses (streamed typed "
-        "events), embeddings = /v1/embeddings (latency and input tokens/s, no TTFT)", TARGET)
+        "events), embeddings = /v1/embeddings, rerank = /v1/rerank (these two: latency, inputs or documents per "
+        "request and input tokens/s, no TTFT)", TARGET)
     api_key: Text = option("", "Bearer token sent as Authorization; never written anywhere; not a web UI field (docs/security.md)",
                            TARGET, secret=True)  # fmt: skip
     # -- workload

@@ -108,7 +108,7 @@ class PrometheusEndpoint(_Frozen):
 # -- the plan -----------------------------------------------------------------------------------
 
 class RunPlan(_Frozen):
-    endpoint: Literal["chat", "completions", "responses", "embeddings"] = "chat"
+    endpoint: Literal["chat", "completions", "responses", "embeddings", "rerank"] = "chat"
     model: str = ""
     api_key: str = Field("", repr=False, exclude=True)  # never written anywhere
     workload: str | None = None

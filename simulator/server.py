@@ -6,7 +6,7 @@ with chunked transfer encoding; each write goes straight to the transport.
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/responses``
 (OpenAI's Responses API: typed events, ending with ``response.completed``), ``POST /v1/embeddings``,
-``GET /v1/models``, ``GET /health``, ``GET /metrics``.  Any ``model`` field is
+``POST /v1/rerank`` (also ``/rerank``; vLLM's Jina/Cohere form), ``GET /v1/models``, ``GET /health``, ``GET /metrics``.  Any ``model`` field is
 accepted and echoed back (the served id when absent).
 """
 from __future__ import annotations
@@ -40,11 +40,11 @@ _ERR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllow
 
 DONE = b"data: [DONE]\n\n"
 ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/responses": "responses",
-          "/v1/embeddings": "embeddings"}
+          "/v1/embeddings": "embeddings", "/v1/rerank": "rerank", "/rerank": "rerank"}
 TERMINATOR = b"0\r\n\r\n"
 
 
-ID_PREFIX = {"chat": "chatcmpl", "responses": "resp", "embeddings": "embd"}
+ID_PREFIX = {"chat": "chatcmpl", "responses": "resp", "embeddings": "embd", "rerank": "rerank"}
 
 
 class HttpError(Exception):
@@ -625,14 +625,16 @@ def _tool_name(tool) -> str | None:
 
 
 class Embedding:
-    """One /v1/embeddings request: it waits its turn on the one embedding queue, then the vectors
-    are written at once (profile embedding_*)."""
+    """One /v1/embeddings or /v1/rerank request: it waits its turn on the one embedding queue (a
+    reranker is a pooling model like an embedding model: it costs per input token), then the
+    vectors, or the documents ranked by relevance (vLLM's Jina/Cohere-form reply), are written at
+    once (profile embedding_*). `documents`: rerank's, `inputs` of them returned (top_n)."""
 
-    __slots__ = ("srv", "conn", "rid", "arrival", "tokens", "inputs", "model", "timer", "done")
+    __slots__ = ("srv", "conn", "rid", "arrival", "tokens", "inputs", "model", "timer", "done", "documents")
 
-    def __init__(self, srv, conn, rid, arrival, tokens, inputs, model):
+    def __init__(self, srv, conn, rid, arrival, tokens, inputs, model, documents=None):
         self.srv, self.conn, self.rid, self.arrival = srv, conn, rid, arrival
-        self.tokens, self.inputs, self.model = tokens, inputs, model
+        self.tokens, self.inputs, self.model, self.documents = tokens, inputs, model, documents
         self.done = False
         p = srv.profile
         start = max(arrival, srv.embed_free_at)
@@ -643,11 +645,17 @@ class Embedding:
         if self.done:
             return
         srv = self.srv
-        dim = srv.profile.embedding_dim
-        vector = [round(((zlib.crc32(self.rid.encode()) >> (i % 24)) % 2001 - 1000) / 1000, 3) for i in range(dim)]
-        body = orjson.dumps({"object": "list", "model": self.model, "data": [
-            {"object": "embedding", "index": i, "embedding": vector} for i in range(self.inputs)],
-            "usage": {"prompt_tokens": self.tokens, "total_tokens": self.tokens}})
+        if self.documents is not None:
+            scores = [(zlib.crc32(f"{self.rid}/{i}".encode()) % 10**6) / 10**6 for i in range(len(self.documents))]
+            ranked = sorted(range(len(scores)), key=lambda i: -scores[i])[: self.inputs]
+            body = orjson.dumps({"id": self.rid, "model": self.model, "usage": {"total_tokens": self.tokens}, "results": [
+                {"index": i, "document": {"text": self.documents[i]}, "relevance_score": scores[i]} for i in ranked]})
+        else:
+            dim = srv.profile.embedding_dim
+            vector = [round(((zlib.crc32(self.rid.encode()) >> (i % 24)) % 2001 - 1000) / 1000, 3) for i in range(dim)]
+            body = orjson.dumps({"object": "list", "model": self.model, "data": [
+                {"object": "embedding", "index": i, "embedding": vector} for i in range(self.inputs)],
+                "usage": {"prompt_tokens": self.tokens, "total_tokens": self.tokens}})
         t = perf_counter()  # the moment of the write, as for chunks
         self.conn.simple(200, body, rid=self.rid)
         self._end(200, "ok", t)
@@ -665,7 +673,8 @@ class Embedding:
             srv.metrics.prompt_tokens += self.tokens
             srv.metrics.e2e.observe(t - self.arrival)
         if srv.truth:
-            srv.truth.record({"request_id": self.rid, "endpoint": "embeddings", "stream": False, "arrival": self.arrival,
+            endpoint = "embeddings" if self.documents is None else "rerank"
+            srv.truth.record({"request_id": self.rid, "endpoint": endpoint, "stream": False, "arrival": self.arrival,
                               "first_token": None, "last_token": t, "prompt_tokens": self.tokens, "output_tokens": 0,
                               "chunks": 0, "status": status, "outcome": outcome, "fault": None, "inputs": self.inputs})
 
@@ -951,8 +960,8 @@ class HttpConn(asyncio.Protocol):
             if method != "POST":
                 self.simple(405, error_body(405, "method not allowed"), extra=b"allow: POST\r\n")
                 return
-            if ROUTES[path] == "embeddings":
-                self._embeddings(headers, body)
+            if ROUTES[path] in ("embeddings", "rerank"):
+                self._pooling(ROUTES[path], headers, body)
             else:
                 self._completion(ROUTES[path], headers, body)
             return
@@ -969,19 +978,33 @@ class HttpConn(asyncio.Protocol):
         else:
             self.simple(404, error_body(404, f"no route {path}"))
 
-    def _embeddings(self, headers, body):
+    def _pooling(self, endpoint, headers, body):
+        """/v1/embeddings, or /v1/rerank: each document is scored with the query before it (a cross
+        encoder's pair), so a document costs the query's tokens and its own, as vLLM counts them."""
         srv = self.srv
         arrival = perf_counter()
-        rid = headers.get("x-request-id") or srv.new_id("embeddings")
+        rid = headers.get("x-request-id") or srv.new_id(endpoint)
+        documents = None
         try:
             req = orjson.loads(body)
             if not isinstance(req, dict):
                 raise HttpError(400, "request body must be a JSON object")
-            inputs = req.get("input")
-            inputs = [inputs] if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)) else inputs
-            if not isinstance(inputs, list) or not inputs:
-                raise HttpError(400, "'input' must be a string or a non-empty list")
-            tokens = sum(srv.counter.count_prompt(x) for x in inputs)
+            if endpoint == "rerank":
+                query, documents, top_n = req.get("query"), req.get("documents"), req.get("top_n") or 0
+                if not isinstance(query, str) or not isinstance(documents, list) or not documents \
+                        or not all(isinstance(d, str) for d in documents):
+                    raise HttpError(400, "'query' must be a string and 'documents' a non-empty list of strings")
+                if not isinstance(top_n, int) or top_n < 0:
+                    raise HttpError(400, "'top_n' must be a non-negative integer")
+                q = srv.counter.count_prompt(query)
+                tokens = sum(q + srv.counter.count_prompt(d) for d in documents)
+                inputs = documents[:top_n] if top_n else documents
+            else:
+                inputs = req.get("input")
+                inputs = [inputs] if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)) else inputs
+                if not isinstance(inputs, list) or not inputs:
+                    raise HttpError(400, "'input' must be a string or a non-empty list")
+                tokens = sum(srv.counter.count_prompt(x) for x in inputs)
         except orjson.JSONDecodeError as e:
             self.simple(400, error_body(400, f"invalid JSON body: {e}"), rid=rid)
             return
@@ -989,7 +1012,7 @@ class HttpConn(asyncio.Protocol):
             self.simple(e.status, error_body(e.status, e.message), rid=rid)
             return
         model = req.get("model") if isinstance(req.get("model"), str) and req.get("model") else srv.model
-        self.active = Embedding(srv, self, rid, arrival, tokens, len(inputs), model)
+        self.active = Embedding(srv, self, rid, arrival, tokens, len(inputs), model, documents)
 
     def _completion(self, endpoint, headers, body):
         srv = self.srv

@@ -1,7 +1,8 @@
-"""`--endpoint responses` (/v1/responses, streamed typed events) and `--endpoint embeddings`
-(/v1/embeddings) against the simulator, measured against its truth log: the same record as chat for
-the Responses API (TTFT, time to first answer token, reasoning, tool calls, conversations with tool
-results as function_call_output items), and latency and input tokens/s per load step for embeddings."""
+"""`--endpoint responses` (/v1/responses, streamed typed events), `--endpoint embeddings`
+(/v1/embeddings) and `--endpoint rerank` (/v1/rerank) against the simulator, measured against its
+truth log: the same record as chat for the Responses API (TTFT, time to first answer token,
+reasoning, tool calls, conversations with tool results as function_call_output items), and latency,
+inputs or documents per request and input tokens/s per load step for embeddings and rerank."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import pytest
 from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
 from tests.test_truth_agentic import MIX, PROFILE
 from workloads import Sampler, load_spec
-from workloads.bodies import body
+from metrics.record import RequestRecord
+from metrics.sse import parse_response
+from metrics.timing import fill_record
+from workloads.bodies import body, expected_results
 
 pytestmark = pytest.mark.process
 
@@ -88,16 +92,18 @@ classes:
 """
 
 
-def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_the_truth(tmp_path):
-    """A serial embedding queue (profile embedding_*): latency grows with the users; each step's
-    input tokens/s is what the simulator embedded in the step's window."""
+@pytest.mark.parametrize("endpoint", ["embeddings", "rerank"])
+def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_the_truth(tmp_path, endpoint):
+    """A serial embedding queue (profile embedding_*; a reranker costs per input token the same way):
+    latency grows with the users; each step's input tokens/s is what the simulator embedded or
+    ranked in the step's window; every record is a request of the truth log."""
     truth_path = str(tmp_path / "truth.jsonl")
     spec = tmp_path / "embed.yaml"
     spec.write_text(EMBED_MIX.format(templates=TEMPLATES))
     profile = tmp_path / "embed-profile.yaml"
     profile.write_text("kind: fixed\nembedding_base_s: 0.004\nembedding_per_token_s: 0.00002\n")
     with simulator("--profile", str(profile), truth_log=truth_path) as url:
-        proc = run_locust("--host", url, "--endpoint", "embeddings", "--steps", "1,4", "--step-time", "4s",
+        proc = run_locust("--host", url, "--endpoint", endpoint, "--steps", "1,4", "--step-time", "4s",
                           "--step-warmup", "1s", "--seed", "2", "--workload", str(spec), "--results-dir", str(tmp_path),
                           "--run-id", "emb", "--stop-timeout", "5")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -105,6 +111,9 @@ def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_
     truth = {t["request_id"]: t for t in read_truth(truth_path)}
     ok = df[df["ok"]]
     assert len(ok) >= 100 and (df["ok"] | (df["error"] == "stopped")).all()
+    served = {r for r, t in truth.items() if t["outcome"] == "ok"}
+    assert set(ok["request_id"]) <= served and len(served - set(ok["request_id"])) <= (df["error"] == "stopped").sum()
+    assert {t["endpoint"] for t in truth.values()} == {endpoint}
     assert ok["ttft_s"].isna().all() and (ok["output_tokens"] == 0).all() and (ok["n_chunks"] == 0).all()
     assert (ok["inputs"] == [truth[r]["inputs"] for r in ok["request_id"]]).all() and ok["inputs"].between(4, 12).all()
     assert (ok["prompt_tokens"] == [truth[r]["prompt_tokens"] for r in ok["request_id"]]).all()
@@ -136,11 +145,78 @@ def test_tools_or_images_with_an_endpoint_that_cannot_carry_them_is_bad_input(tm
     assert not (tmp_path / "requests.parquet").exists()
 
 
+def test_tools_or_images_with_rerank_are_bad_input(tmp_path):
+    (tmp_path / "mix.yaml").write_text(MIX.format(templates=TEMPLATES))
+    with simulator() as url:
+        proc = run_locust("--host", url, "--endpoint", "rerank", "-u", "1", "-t", "2s", "--workload",
+                          str(tmp_path / "mix.yaml"), "--results-dir", str(tmp_path), timeout=60)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--endpoint rerank: class 'tools' of the workload has tools or images" in proc.stderr
+    assert not (tmp_path / "requests.parquet").exists()
+
+
+def test_a_request_becomes_the_rerank_body_and_a_short_reply_is_a_classified_failure(tmp_path):
+    spec = tmp_path / "embed.yaml"
+    spec.write_text(EMBED_MIX.format(templates=TEMPLATES))
+    req = Sampler(load_spec(str(spec)), seed=3).sample(1)[0]
+    b = body("rerank", req, "m", 20, False)
+    assert set(b) == {"model", "query", "documents"} and b["query"] == req.prompt()
+    assert b["documents"] == list(req.inputs) and 4 <= len(b["documents"]) <= 12
+    assert expected_results("rerank", b) == len(b["documents"]) and expected_results("rerank", {**b, "top_n": 2}) == 2
+
+    def record(reply: dict, expected: int) -> RequestRecord:
+        rec = RequestRecord("r1", "w", "rerank", "docs", 10, 1, stream=False, inputs=expected)
+        rec.t_send = 0.0
+        fill_record(rec, 200, parse_response([(0.5, json.dumps(reply).encode())]), None, stream=False)
+        return rec
+
+    results = [{"index": i, "document": {"text": "d"}, "relevance_score": 0.5} for i in range(3)]
+    rec = record({"id": "x", "model": "m", "usage": {"total_tokens": 30}, "results": results}, 3)
+    assert rec.ok and rec.inputs == 3 and rec.prompt_tokens == 30 and rec.e2e_s == 0.5 and rec.output_tokens == 0
+    short = record({"id": "x", "model": "m", "usage": {"total_tokens": 30}, "results": results[:2]}, 3)
+    assert not short.ok and short.error == "missing_results" and "2 results for 3" in short.error_detail
+    none = record({"id": "x", "model": "m", "usage": {"total_tokens": 30}}, 3)
+    assert not none.ok and none.error == "no_tokens"
+
+
+def test_the_simulator_ranks_documents_on_both_rerank_paths(tmp_path):
+    """/v1/rerank and /rerank: documents ranked by score, top_n of them, usage.total_tokens what
+    the truth log says was scored; a body without documents is refused with HTTP 400."""
+    import urllib.error
+    import urllib.request
+
+    truth_path = str(tmp_path / "truth.jsonl")
+    docs = ["first document text", "a second, longer document text here", "third"]
+
+    def post(url, payload):
+        req = urllib.request.Request(url, json.dumps(payload).encode(), {"Content-Type": "application/json",
+                                                                        "X-Request-Id": payload.get("id", "")})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    with simulator(truth_log=truth_path) as url:
+        full = post(f"{url}/v1/rerank", {"model": "m", "query": "which text", "documents": docs, "id": "a"})
+        top = post(f"{url}/rerank", {"query": "which text", "documents": docs, "top_n": 2, "id": "b"})
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            post(f"{url}/v1/rerank", {"query": "which text", "id": "c"})
+    assert bad.value.code == 400
+    assert set(full) == {"id", "model", "usage", "results"} and full["model"] == "m"
+    scores = [r["relevance_score"] for r in full["results"]]
+    assert sorted(r["index"] for r in full["results"]) == [0, 1, 2] and scores == sorted(scores, reverse=True)
+    assert all(r["document"]["text"] == docs[r["index"]] for r in full["results"])
+    top_scores = [r["relevance_score"] for r in top["results"]]
+    assert len(top_scores) == 2 and top_scores == sorted(top_scores, reverse=True)
+    truth = {t["request_id"]: t for t in read_truth(truth_path)}
+    assert truth["a"]["endpoint"] == "rerank" and truth["a"]["inputs"] == 3 and truth["b"]["inputs"] == 2
+    assert full["usage"]["total_tokens"] == truth["a"]["prompt_tokens"] == top["usage"]["total_tokens"]
+    assert truth["a"]["prompt_tokens"] > 3 * 2  # the query's tokens count once per document
+
+
 def test_the_web_form_offers_every_endpoint():
     from plugin.options import DECLARED
 
     endpoint = next(d for d in DECLARED if d.name == "endpoint")
-    assert endpoint.choices == ["chat", "completions", "responses", "embeddings"]  # Locust's form shows choices
+    assert endpoint.choices == ["chat", "completions", "responses", "embeddings", "rerank"]  # Locust's form shows choices
 
 
 def test_an_imported_agent_log_replays_against_the_simulator(tmp_path):

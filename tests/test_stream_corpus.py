@@ -9,16 +9,17 @@ suite must make of it (`expect`). The bytes are beside it:
                arrival time and TTFT/E2E can be checked against the event they must come from;
   <case>.body  a whole body sent at once with Content-Length (non-streaming answers, HTTP errors).
 
-Sidecar keys: server, shape, source, endpoint (chat | completions | responses | embeddings), stream (default true),
-status (default 200), content_type, headers (extra response headers), ending ("end": the
-terminating chunk, default; "close": the connection drops instead), expect.
+Sidecar keys: server, shape, source, endpoint (chat | completions | responses | embeddings | rerank), stream
+(default true), status (default 200), content_type, headers (extra response headers), ending ("end": the
+terminating chunk, default; "close": the connection drops instead), sent (the inputs or documents the
+request held: the results the reply must hold; default 0, unknown), expect.
 
 expect keys: ok, error, error_detail_contains, status, n_chunks, output_tokens, tokens_source,
 prompt_tokens, finish_reason, chunk_tokens, text (all generated text, reasoning included),
 first_token_event / last_token_event (0-based index of the SSE event that TTFT / E2E must be
 timed at), first_answer_event (the event of the first answer token, content or tool call, that
 the time to first answer token must be timed at; null: the reply was only reasoning, no ttfa),
-reasoning_tokens, answer_tokens, reasoning_source, tool_calls (the number of calls), inputs (embeddings),
+reasoning_tokens, answer_tokens, reasoning_source, tool_calls (the number of calls), inputs (embeddings, rerank),
 tool_call_names, tool_call_arguments (each call's joined fragments), ttft_equals_e2e, retry_after.
 
 The path is the suite's own: users.stream.StreamClient reads the socket, metrics.sse parses,
@@ -45,7 +46,7 @@ CORPUS = Path(__file__).parent / "corpus"
 DELAY = 0.04  # pause before each event: arrivals are this far apart at least
 REASONS = {200: "OK", 400: "Bad Request", 422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error"}
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
-         "embeddings": "/v1/embeddings"}
+         "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
 SERVERS = {"vllm", "sglang", "tgi", "trtllm", "llamacpp", "openai"}
 
 
@@ -94,7 +95,7 @@ def replay(meta: dict, script, count_tokens=None):
         client.post(PATHS[endpoint], b'{"model": "m", "stream": true}', {"Content-Type": "application/json"}, ex)
     finally:
         client.close()
-    rec = RequestRecord("r1", "corpus", endpoint, "corpus", 10, 16, stream=stream)
+    rec = RequestRecord("r1", "corpus", endpoint, "corpus", 10, 16, stream=stream, inputs=meta.get("sent", 0))
     rec.t_send = ex.t_send
     parsed = parse_stream(ex.pieces) if stream else parse_response(ex.pieces)
     fill_record(rec, ex.status, parsed, count_tokens, stream=stream)
@@ -201,7 +202,7 @@ def test_corpus_covers_every_server_and_shape():
     assert any(e.get("first_answer_event", 0) is None and e["ok"] for e in expects)
     assert any(e.get("tool_calls") and e.get("error") == "mid_stream_error" for e in expects)
     endpoints = {m.get("endpoint") for m in metas.values()}
-    assert endpoints == {"chat", "completions", "responses", "embeddings"}
+    assert endpoints == {"chat", "completions", "responses", "embeddings", "rerank"}
     for p, m in metas.items():
         assert {"server", "shape", "source", "expect"} <= m.keys(), p
         assert p.with_suffix(".sse").exists() or p.with_suffix(".body").exists(), p

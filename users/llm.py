@@ -39,7 +39,7 @@ from workloads.session import Conversation
 CONTEXT_WAIT_S = 30
 REPLY_WAIT_S = 60  # a conversation waits this long for the finisher to hand back a reply's text
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
-         "embeddings": "/v1/embeddings"}
+         "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
 
 
 class LLMUser(FastHttpUser):
@@ -56,7 +56,7 @@ class LLMUser(FastHttpUser):
         plan = self.ctx.plan
         self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request",
                                    max_body=plan.max_response_bytes)
-        self.streamed = plan.stream and self.endpoint != "embeddings"  # embeddings are never streamed
+        self.streamed = plan.stream and self.endpoint not in ("embeddings", "rerank")  # these are never streamed
         self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None
 
@@ -131,13 +131,13 @@ class LLMUser(FastHttpUser):
         ctx = self.ctx
         plan = ctx.plan
         request_id = ctx.next_request_id()
-        body = ctx.body(self.endpoint, request)
+        body, expected = ctx.body(self.endpoint, request)
         cancel_after = plan.cancel_after_s if plan.cancel_rate and cancel_draw(ctx) < plan.cancel_rate else None
         attempt = 0
         while True:
             rec, ex = self._attempt(request, body, f"{request_id}-r{attempt}" if attempt else request_id,
                                     float("nan") if attempt else t_intended, cancel_after,
-                                    turn, session_id, on_parsed)  # fmt: skip
+                                    turn, session_id, on_parsed, expected)  # fmt: skip
             if attempt >= plan.retry:
                 return rec
             wait = retry_wait(plan, ex, attempt + 1, self.streamed)
@@ -146,7 +146,7 @@ class LLMUser(FastHttpUser):
             attempt += 1
 
     def _attempt(self, request, body: bytes, request_id: str, t_intended: float, cancel_after: float | None,
-                 turn: int = -1, session_id: str = "", on_parsed=None):
+                 turn: int = -1, session_id: str = "", on_parsed=None, expected: int = 0):
         ctx = self.ctx
         rec = RequestRecord(
             request_id=request_id,
@@ -159,6 +159,7 @@ class LLMUser(FastHttpUser):
             t_intended=t_intended,
             turn=turn,
             session_id=session_id,
+            inputs=expected,  # the results the reply must hold; fill_record sets those it held
         )
         headers = {**ctx.headers, "X-Request-Id": rec.request_id}
         ex = Exchange()
@@ -265,5 +266,5 @@ class CompletionsUser(LLMUser):
 
 
 class ConfiguredUser(LLMUser):
-    """The locustfile's user: chat, completions, responses or embeddings as --endpoint says (also in
+    """The locustfile's user: chat, completions, responses, embeddings or rerank as --endpoint says (also in
     the web UI form)."""

@@ -6,20 +6,23 @@
                                        tools in the API's flat form; usage comes with response.completed
     embeddings   /v1/embeddings        input: the request's text, or the class's batch of texts; no
                                        max_tokens, never streamed
+    rerank       /v1/rerank            query: the request's text; documents: the class's batch of texts
+                                       (the first is the query's own text), or that text alone; never streamed
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-ENDPOINTS = ("chat", "completions", "responses", "embeddings")
+ENDPOINTS = ("chat", "completions", "responses", "embeddings", "rerank")
 
 
 def body(endpoint: str, request, model: str, max_tokens: int, stream: bool) -> dict[str, Any]:
     """The request body (the run's extra body fields are added by the caller)."""
     out: dict[str, Any] = {"model": model} if model else {}
-    if endpoint == "embeddings":
-        out["input"] = list(request.inputs) if request.inputs else [request.prompt()]
+    if endpoint in ("embeddings", "rerank"):
+        texts = list(request.inputs) if request.inputs else [request.prompt()]
+        out.update({"input": texts} if endpoint == "embeddings" else {"query": request.prompt(), "documents": texts})
         return out
     if endpoint == "chat":
         out["messages"] = request.messages()
@@ -38,6 +41,18 @@ def body(endpoint: str, request, model: str, max_tokens: int, stream: bool) -> d
     if stream and endpoint != "responses":
         out["stream_options"] = {"include_usage": True}
     return out
+
+
+def expected_results(endpoint: str, sent: dict) -> int:
+    """The results a reply to `sent` (the body with the run's extra fields) must hold: a vector per
+    input, a ranked document per document (top_n of them when a positive top_n is set); 0 for
+    generation."""
+    if endpoint == "embeddings":
+        return len(sent["input"]) if isinstance(sent.get("input"), list) else 1
+    if endpoint == "rerank":
+        n, top = len(sent.get("documents") or ()), sent.get("top_n")
+        return min(n, top) if isinstance(top, int) and top > 0 else n
+    return 0
 
 
 def responses_input(messages: list[dict]) -> list[dict]:
@@ -75,4 +90,4 @@ def responses_tools(fields: dict) -> dict:
     return out
 
 
-__all__ = ["ENDPOINTS", "body", "responses_input", "responses_tools"]
+__all__ = ["ENDPOINTS", "body", "expected_results", "responses_input", "responses_tools"]

@@ -39,7 +39,7 @@ class Request:
     # history's end, for the model to go on from
 
     ask: bool = True
-    inputs: tuple[str, ...] = ()  # embeddings classes with `batch`: the texts to embed
+    inputs: tuple[str, ...] = ()  # classes with `batch`: the texts to embed, or the documents to rank
 
     def messages(self) -> list[dict]:
         """OpenAI chat messages, system first when present, then the history, then the user message

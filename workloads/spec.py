@@ -25,7 +25,7 @@ Schema (every field other than ``classes`` is optional)::
         shared_prefix: {share: 0.5}   # optional per-class override
         tools: {count: 3, choice: auto}                 # optional: tool definitions (workloads/attachments.py)
         images: {count: 1, width: 512, height: 512}     # optional: images in the user message
-        batch: {min: 1, max: 32}      # optional, --endpoint embeddings: texts per request (default 1)
+        batch: {min: 1, max: 32}      # optional, --endpoint embeddings/rerank: texts or documents per request (default 1)
     shared_prefix: {share: 0.5, count: 4, chars: 1500}   # top level: long shared system prompts
 
 Distributions (``dist`` defaults to ``uniform``; values are clipped to [min, max]):
@@ -62,8 +62,9 @@ a spec asks for it: the default stays randomised so caching does not inflate res
 ``tool_choice``), and images in its user messages, as described in workloads/attachments.py. A
 conversation class answers a reply's tool calls with tool results before its next turn.
 
-``batch`` (``--endpoint embeddings``): the texts each request embeds, each drawn from the class
-like a request's input (system prompt and history left out); without it one text per request.
+``batch`` (``--endpoint embeddings`` or ``rerank``): the texts each request embeds, or the documents
+it ranks against its query, each drawn from the class like a request's input (system prompt and
+history left out); without it one text per request.
 """
 
 from __future__ import annotations
@@ -464,7 +465,7 @@ class ClassEntry(_Model):
     shared_prefix: Annotated[SharedPrefixSpec | None, Fix("write {share: 0.5, count: 4, chars: 1500}")] = None
     tools: Annotated[ToolsSpec | None, Fix("write {count: 3} or {definitions: [...], choice: auto}")] = None
     images: Annotated[ImagesSpec | None, Fix("write {count: 1, width: 512, height: 512}")] = None
-    batch: Annotated[Distribution | None, Fix("give the texts per embeddings request, e.g. 8 or {min: 1, max: 32}")] = None
+    batch: Annotated[Distribution | None, Fix("give the texts per embeddings or rerank request, e.g. 8 or {min: 1, max: 32}")] = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -539,7 +540,7 @@ class ClassSpec:
     tools: ToolsSpec | None = None
     images: ImagesSpec | None = None
     image_urls: tuple[str, ...] = field(repr=False, default=())  # what images are drawn from
-    batch: Any = None  # a Distribution: texts per /v1/embeddings request
+    batch: Any = None  # a Distribution: texts per /v1/embeddings request, documents per /v1/rerank request
 
     def to_dict(self) -> dict:
         d = {
