@@ -223,7 +223,12 @@ class MasterCollector:
             )  # fmt: skip
 
     def drain(self, timeout: float, now: bool = False) -> None:
-        """Ask live workers to stop and wait for their final batches (bounded by `timeout`)."""
+        """Ask live workers to stop and wait for their final batches (bounded by `timeout`). A
+        worker missing now is lost, even when it went missing a moment ago: Locust stops the run
+        at once when its last worker goes missing, before the watch (every second) could see it."""
+        for client in list(self.runner.clients.all):
+            if client.state == STATE_MISSING:
+                self._lost(client.id)
         self.ask_to_stop(now)
         live = [c.id for c in self.runner.clients.all if c.state != STATE_MISSING and c.id not in self.failed]
         deadline = time.monotonic() + timeout

@@ -171,3 +171,35 @@ def test_a_worker_stopped_for_20_s_then_resumed_ships_its_late_records_into_the_
     assert set(served) == set(ids), f"{len(set(served) - set(ids))} of {len(served)} requests have no record"
     assert code == exit_codes.DONE and worker_codes == [exit_codes.DONE] * 2, (code, worker_codes, logs["master"][-3000:])
     assert summary_of(tmp_path / "paused")["complete"] is True
+
+
+def test_a_run_whose_only_worker_goes_missing_is_not_complete(tmp_path):
+    """The only worker stopped (SIGSTOP) until its master has ended the run without it (Locust
+    stops a run at once when its last worker goes missing): the master says the worker was lost
+    and how many requests at least went with it, `complete: false`, exit 4; what it received is
+    recorded once. (It exited 0 with `complete: true` before.)"""
+    truth = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    with simulator("--profile", slow_profile(tmp_path, 0.1, 0.05), truth_log=truth) as url:
+        master = launch(*master_args(port, url, tmp_path, "alone", 1, 40), log_path=tmp_path / "master.log")
+        worker = launch(*worker_args(port, "--results-dir", str(tmp_path / "w")), log_path=tmp_path / "w.log")
+        try:
+            wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
+            time.sleep(2.0)
+            worker.send_signal(signal.SIGSTOP)
+            code = ended(master, 90)
+            worker.send_signal(signal.SIGCONT)
+            ended(worker, 60)
+        finally:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGCONT)
+            kill_all(master, worker)
+        time.sleep(1.5)
+    log = (tmp_path / "master.log").read_text()
+    assert "Traceback" not in log, log[-3000:]
+    assert code == exit_codes.INCOMPLETE, log[-3000:]
+    summary = summary_of(tmp_path / "alone")
+    assert summary["complete"] is False and "lost mid-run" in summary["reason"], summary.get("reason")
+    assert summary["lost_work"]["requests_min"] > 0
+    ids = record_ids(tmp_path / "alone" / "requests.parquet")
+    assert len(ids) == len(set(ids)) and set(ids) <= set(truth_ids(truth))
