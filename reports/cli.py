@@ -7,6 +7,9 @@
     python -m reports show results/<run-id>             the summary tables in the terminal
     python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--junit FILE] [--resamples N] [--seed S]
                                        [--allow-different]
+    python -m reports plan results/<run-id> --rpm 600 [--gpus 8]
+                                                        one replica's capacity in users, requests/min,
+                                                        tokens/s (per GPU), and the replicas for 600/min
 
 Exit codes: 0 fine, 1 a --fail-on rule found a regression, 2 a usage or input error (one line).
 """
@@ -65,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         "bootstrap confidence intervals of each delta (time blocks resampled, see reports/compare.py). Writes "
         "compare.md and compare.json into NEW (or --out). Exit 0: no rule failed; 1: a regression; 2: a usage error.",
     )  # fmt: skip
+    pl = sub.add_parser("plan", help="the capacity in the deployment's terms, and replicas for a target traffic",
+                        description="From a capacity search's results: one replica's capacity in users, requests/min and "
+                        "tokens/s (per GPU with --gpus), and the replicas a target of --rpm requests/min needs at the SLO "
+                        "(from the met level's rate; at least the missed level's). See reports/plan.py.")  # fmt: skip
+    pl.add_argument("run_dir", help="results folder of a capacity search (or a step ramp with --slo)")
+    pl.add_argument("--rpm", type=float, required=True, help="target traffic, requests per minute, with the run's mix")
+    pl.add_argument("--gpus", type=int, default=None, help="GPUs of one replica: figures per GPU too")
     c.add_argument("base", help="results folder of the baseline run")
     c.add_argument("new", help="results folder of the run under test")
     c.add_argument("--fail-on", default="", help=(
@@ -97,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
             paths = build(args.run_dir, formats={n: FORMATS[n] for n in names})
             labels = {"html": "report", "md": "summary for CI"}
             print("\n".join(f"{labels.get(name, name)}: {path}" for name, path in paths.items()))
+            return 0
+        if args.command == "plan":
+            from reports.plan import describe, plan
+
+            print(describe(plan(load_run(args.run_dir).summary, args.rpm, args.gpus)))
             return 0
         if args.command == "show":
             print(show_text(load_run(args.run_dir).summary))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from metrics.record import RequestRecord
@@ -69,3 +71,27 @@ def test_the_search_holds_an_undecided_level_and_judges_its_steps_together():
     level = search.plan().levels_at(0.0)[2]
     assert (level.first, level.last, level.users, level.start, level.end) == (2, 3, 6, 22.0, 40.0)
     assert MAX_STEPS_PER_LEVEL >= 2
+
+
+def test_the_plan_turns_the_capacity_into_replicas_with_its_spread():
+    """Two levels of 20 s: 10 users met (200 replies of 0.1 s TTFT), 20 users missed (TTFT 2 s);
+    one replica holds the met level's rate; a target between the two rates needs one more replica
+    by the met rate than by the missed one, and the plan says both."""
+    from metrics.record import rows_to_table
+    from metrics.summary import summarize
+    from reports.plan import describe, plan
+    from shapes.steps import StepPlan
+
+    t0 = 1_000.0
+    rows = [_row(0, t0 + 5 + i * 0.075, 0.1) for i in range(200)]  # sent in [5, 20): 800 requests/min
+    rows += [_row(1, t0 + 25 + i * 0.05, 2.0) for i in range(250)]  # sent in [25, 37.5), ended by 40
+    s = summarize(rows_to_table(rows), t0, t0 + 40, run_start=t0, plan=StepPlan([10, 20], 20.0, 5.0),
+                  objectives=[P95])  # fmt: skip
+    assert (s.capacity.users, s.capacity.next_failing_users) == (10, 20)
+    held = s.by_step[0].throughput.requests_per_s * 60
+    failed = s.by_step[1].throughput.requests_per_s * 60
+    assert failed > held
+    p = plan(s, rpm=held * 2.5, gpus=4)
+    assert p["replicas"] == 3 and p["replicas_at_least"] == math.ceil(held * 2.5 / failed) and p["gpus"] == 12
+    assert p["requests_per_min_per_gpu"] == held / 4
+    assert "3 replicas = 12 GPUs" in describe(p)
