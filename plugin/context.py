@@ -21,10 +21,7 @@ from gevent.event import Event
 
 from core.clock import perf_counter_at
 from core.errors import InputError
-from plugin.pacing import ClosedPacer, IdlePacer, OpenPacer, ReplayPacer
-from plugin.plan import OpenLoop, RunPlan, TraceReplay
-from shapes.arrivals import ArrivalSchedule
-from shapes.replay import ReplaySchedule, load_trace
+from plugin.plan import RunPlan
 from workloads import Sampler, load_spec
 from workloads.bodies import body as request_body
 from workloads.bodies import expected_results
@@ -93,12 +90,12 @@ def load_workload(plan: RunPlan):
 class RunContext:
     """What every virtual user of this process shares during one run."""
 
-    def __init__(self, plan: RunPlan, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1,
+    def __init__(self, plan: RunPlan, spec, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1,
                  environment=None):  # fmt: skip
         self.plan = plan
         self.run_id = run_id
         self.sink = sink
-        self.spec = load_workload(plan)
+        self.spec = spec  # the run's workload, loaded once (a worker's: the one its master sent)
         seed = plan.seed + worker_index if plan.seed is not None else None
         self.sampler = Sampler(self.spec, seed)
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
@@ -107,7 +104,7 @@ class RunContext:
         self.streams: dict = {}  # their Exchange -> RequestRecord (the web UI counts what arrived so far)
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self._sessions = itertools.count()
-        self.pacer = self._pacer(plan, worker_index, processes, environment)
+        self.pacer = plan.load.pacer(self, worker_index, processes, environment)  # the load model says when and which
         self.count_tokens = token_counter(plan.tokenizer) if plan.tokenizer else None
         self.tag = f"{run_id}-w{worker_index}-{secrets.token_hex(2)}"
         self._ids = itertools.count()
@@ -125,23 +122,6 @@ class RunContext:
             extras["min_tokens"] = plan.min_tokens
         extras.update(plan.extra)
         self.extras = extras
-
-    def _pacer(self, plan: RunPlan, worker_index: int, processes: int, environment):
-        load = plan.load
-        if not isinstance(load, (OpenLoop, TraceReplay)):
-            return ClosedPacer(self.sampler)
-        if worker_index >= processes:
-            log.warning(
-                "this worker (index %d) joined an open-loop run after its schedule was split across %d "
-                "processes: it sends nothing (restart the run to include it)", worker_index, processes,
-            )  # fmt: skip
-            return IdlePacer(self.stopping)
-        t0 = perf_counter_at(self.run_start)  # the run start on this process's clock, the same in every process
-        if isinstance(load, TraceReplay):
-            schedule = ReplaySchedule(load_trace(load.trace), load.time_scale, processes, worker_index, t0)
-            return ReplayPacer(schedule, self.stopping, environment)
-        arrivals = ArrivalSchedule(load.rate, load.arrival, load.burstiness, plan.seed or 0, processes, worker_index, t0)
-        return OpenPacer(self.sampler, arrivals, self.stopping)
 
     def step_at(self, wall: float) -> int:
         return int((wall - self.run_start) // self.step_s) if self.step_s else -1

@@ -42,13 +42,14 @@ from plugin.embedded import EmbeddedSimulator
 from plugin.finisher import Finisher
 from plugin.locust_fixes import memoize_default_args
 from plugin.options import add_arguments, check_host, public_options
-from plugin.plan import OpenLoop, RunPlan, TraceReplay
+from plugin import run_start
+from plugin.plan import RunPlan
+from plugin.run_start import CarriedWorkload, RunStart
 from plugin.results import ResultsWriter, check_folder, new_run_id, reserve_folder, write_unshipped
 from plugin.server import check_reachable, check_server, resolve_model
 from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
 from plugin.server_metrics import public_url
 from plugin.state import Plugin, SuiteState, role_of, state_of
-from shapes.arrivals import START_DELAY_S
 
 log = logging.getLogger("llm")
 memoize_default_args()  # at import: a late-joining worker gets its first spawn message before init fires
@@ -74,15 +75,16 @@ def install(*plugins: Plugin) -> None:
 class Run:
     """The results side of one test run, on the process that writes results."""
 
-    def __init__(self, environment, plan: RunPlan):
+    def __init__(self, environment, plan: RunPlan, spec):
         self.environment = environment
         self.plan = plan
+        self.spec = spec  # the run's workload (workloads.WorkloadSpec), loaded once with its plan
         self.run_id = plan.run_id or new_run_id()
         self.started = time.time()
-        # open loop: the first arrival comes START_DELAY_S after the start, so the window does too
-        self.window_start = self.started + plan.warmup_s + (START_DELAY_S if plan.request_rate else 0.0)
+        # the load processes its schedule is split across (open loop, replay)
+        self.processes = environment.runner.worker_count if role_of(environment) == "master" else 1
+        self.window_start = plan.load.window_start(self.started, plan.warmup_s)
         self.window_end: float | None = None
-        spec = load_workload(plan)
         self.writer = ResultsWriter(
             plan.results_dir,
             self.run_id,
@@ -125,9 +127,7 @@ class Run:
                 self.summary_extra["lost_work"] = {"requests_min": sum(lost.values()), "workers": lost}
         for p in _plugins:
             p.run_stopping(self)
-        steps = self.steps
-        if self.search is not None:
-            steps = self.search.plan()
+        steps = self.plan.load.step_plan(self.search)  # the summary's steps (a search's as it decided them)
         from metrics.summary import format_table, summarize  # pandas, loaded only by the writing process
 
         writer = self.writer
@@ -230,17 +230,15 @@ def _stop_children() -> None:
             pass
 
 
-def prepare_plan(environment) -> RunPlan:
-    """The plan for the run about to start, from the options as they are now (raises InputError).
-    Stepped runs arm the shape from it; the run's test start then uses this same plan."""
-    state = state_of(environment)
-    plan = RunPlan.from_options(environment.parsed_options)
-    reserve_folder(plan.results_dir, plan.run_id, plan.overwrite)  # locked now: a second run with this id is refused
-    load_workload(plan)
+def prepare_run(plan: RunPlan):
+    """What the plan needs from this machine, checked once before the run: its results folder
+    (locked now: a second run with this id is refused), its workload (returned: the run's
+    workload, loaded once), its tokenizer. Raises InputError."""
+    reserve_folder(plan.results_dir, plan.run_id, plan.overwrite)
+    spec = load_workload(plan)
     if plan.tokenizer:
         token_counter(plan.tokenizer)
-    state.plan, state.prepared = plan, True
-    return plan
+    return spec
 
 
 def check_target(environment, plan: RunPlan, host: str) -> RunPlan:
@@ -317,12 +315,13 @@ def _watch_signals(state: SuiteState) -> None:
 def _init_results_side(environment, runner, state: SuiteState) -> None:
     opts = environment.parsed_options
     try:
-        plan = prepare_plan(environment)
+        # the plan of a headless run (or of a web UI's --autostart); a start from the form replaces it (webui/start_check.py)
+        plan = RunPlan.from_options(opts)
+        state.workload = prepare_run(plan)
         if environment.host:
             environment.host = check_host(environment.host)
             if opts.headless:
                 plan = check_target(environment, plan, environment.host)
-                opts.model = plan.model
             else:  # the web form may still change the host: its start checks it (webui/plugin.py)
                 try:
                     check_reachable(environment.host, plan.timeouts.connect)
@@ -334,10 +333,11 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
             environment.host = opts.host = sim.url
             log.info("no --host given: started the built-in simulator at %s (profile %s)", sim.url, plan.sim_profile)
             if opts.headless and not plan.model:
-                opts.model = resolve_model(environment.host, plan)
+                plan = plan.with_model(resolve_model(environment.host, plan))
+        state.plan = plan
         choose_shape(environment, plan)
-        if isinstance(plan.load, (OpenLoop, TraceReplay)) and opts.headless:
-            cap = plan.load.max_concurrency or DEFAULT_MAX_CONCURRENCY
+        cap = plan.load.headless_users()
+        if cap is not None and opts.headless:  # Locust's own -u and -r: the count its headless start spawns
             opts.num_users, opts.spawn_rate = cap, float(cap)
         if opts.headless:
             log.info("plan: %s", plan.summary_line())
@@ -350,8 +350,6 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
         runner.register_message(WORKER_ERROR, lambda msg, **kw: _worker_failed(environment, msg))
         events.worker_report.add_listener(lambda client_id, data: _on_worker_report(environment, client_id, data))
 
-
-DEFAULT_MAX_CONCURRENCY = 512
 
 
 def _on_worker_report(environment, client_id, data) -> None:
@@ -457,40 +455,22 @@ def _on_test_start(environment, **_kw) -> None:
     if state is None:  # a worker joining a running test: test_start fires before init
         state = environment.llm = SuiteState(role_of(environment), _plugins)
     opts = environment.parsed_options
+    if state.role == "worker":
+        _start_worker_run(environment, state)
+        return
+    # the plan built and checked before this start (init, or the web form's check): it is the run's
+    plan = state.plan
     try:
-        plan = state.plan if state.prepared else RunPlan.from_options(opts)
-        state.prepared = False
-        if state.role != "worker" and not plan.model:
+        if not plan.model:
             plan = plan.with_model(resolve_model(environment.host, plan))
-            opts.model = plan.model
-        if state.role == "worker":  # what the worker reads from its own disk: the workload, a tokenizer
-            load_workload(plan)
-            if plan.tokenizer:
-                token_counter(plan.tokenizer)
     except InputError as e:
-        if state.role == "worker":
-            _worker_cannot_run(environment, e)
-            return
         log.error("%s", e)
         raise
-    if state.role == "worker":
-        own_key = os.environ.get("LOCUST_API_KEY", "")
-        if own_key:  # the worker's own key wins: the master's travels in clear text (docs/security.md)
-            plan = plan.with_api_key(own_key)
-        state.plan = plan
-        if state.worker_ready:
-            _open_worker_run(environment, plan)
-        else:  # joined a running test: finish once init has run (users wait for the context)
-            gevent.spawn(_open_worker_run_when_ready, environment, plan)
-        for p in _plugins:
-            p.test_start(environment)
-        return
     if plan.seed is None:  # one seed for the run, recorded, shared with workers (arrival split)
         plan = plan.with_seed(random.randrange(2**31))
-        opts.seed = str(plan.seed)
     state.plan = plan
     try:
-        run = Run(environment, plan)
+        run = Run(environment, plan, state.workload)
     except InputError as e:  # the run's folder was taken since the check (another writer, same --run-id)
         log.error("%s", e)
         exit_codes.raise_to(environment, exit_codes.BAD_INPUT)
@@ -499,10 +479,7 @@ def _on_test_start(environment, **_kw) -> None:
     state.run = run
     state.interrupted = None
     state.worker_errors = []
-    # these travel to workers in the spawn message
-    opts.llm_run_id = run.run_id
-    opts.llm_run_start = run.started
-    opts.llm_processes = environment.runner.worker_count if state.role == "master" else 1
+    state.shared = {}
     shape = state.shape
     if plan.stepped and shape is not None:
         run.steps, run.search = shape.steps, shape.search
@@ -511,10 +488,13 @@ def _on_test_start(environment, **_kw) -> None:
     if state.role == "master":
         run.collector = MasterCollector(environment.runner, run.writer, run.run_id)
     else:
-        ctx = state.context = RunContext(plan, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment)
+        ctx = state.context = RunContext(plan, run.spec, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment)
         ctx.finisher = Finisher(ctx, environment)
     for p in _plugins:
         p.test_start(environment)
+    if state.role == "master":  # the plan and the workload travel to the workers with Locust's spawn messages
+        run_start.send(environment, RunStart(plan=plan, workload=CarriedWorkload.of(run.spec), run_id=run.run_id,
+                                             started=run.started, processes=run.processes, shared=state.shared))  # fmt: skip
     for p in _plugins:
         p.run_started(run)
     log.info("run %s: %s; results in %s", run.run_id, plan.summary_line(), run.writer.path)
@@ -537,15 +517,34 @@ def _worker_cannot_run(environment, error: Exception) -> None:
         gevent.spawn(send)
 
 
-def _open_worker_run(environment, plan: RunPlan) -> None:
-    opts, runner = environment.parsed_options, environment.runner
-    state = state_of(environment)
-    run_id = getattr(opts, "llm_run_id", "") or new_run_id()
+def _start_worker_run(environment, state: SuiteState) -> None:
+    """A worker runs the plan and the workload its master sent (plugin/run_start.py), validated
+    here; what it reads from its own disk is only a tokenizer (and a replayed trace)."""
     try:
-        ctx = RunContext(
-            plan, run_id, runner.worker_index, WorkerShipper(runner, run_id),
-            getattr(opts, "llm_run_start", time.time()), getattr(opts, "llm_processes", 1), environment,
-        )  # fmt: skip
+        start = run_start.received(environment)
+        spec = start.workload.load()
+        if start.plan.tokenizer:
+            token_counter(start.plan.tokenizer)
+    except InputError as e:
+        _worker_cannot_run(environment, e)
+        return
+    # the worker's own key wins: the master's travels in clear text with Locust's options (docs/security.md)
+    plan = start.plan.with_api_key(os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or "")
+    state.plan, state.workload, state.start = plan, spec, start
+    if state.worker_ready:
+        _open_worker_run(environment, start, plan, spec)
+    else:  # joined a running test: finish once init has run (users wait for the context)
+        gevent.spawn(_open_worker_run_when_ready, environment, start, plan, spec)
+    for p in _plugins:
+        p.test_start(environment)
+
+
+def _open_worker_run(environment, start, plan: RunPlan, spec) -> None:
+    runner = environment.runner
+    state = state_of(environment)
+    try:
+        ctx = RunContext(plan, spec, start.run_id, runner.worker_index, WorkerShipper(runner, start.run_id), start.started,
+                         start.processes, environment)  # fmt: skip
     except InputError as e:
         _worker_cannot_run(environment, e)
         return
@@ -553,12 +552,12 @@ def _open_worker_run(environment, plan: RunPlan) -> None:
     state.context = ctx
 
 
-def _open_worker_run_when_ready(environment, plan: RunPlan) -> None:
+def _open_worker_run_when_ready(environment, start, plan: RunPlan, spec) -> None:
     state = state_of(environment)
     deadline = time.monotonic() + CONTEXT_WAIT_S
     while not state.worker_ready and time.monotonic() < deadline:
         gevent.sleep(0.01)
-    _open_worker_run(environment, plan)
+    _open_worker_run(environment, start, plan, spec)
 
 
 @events.test_stopping.add_listener

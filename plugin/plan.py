@@ -6,85 +6,27 @@ form's check for a start from the form (the plan it checked is the plan that run
 sends it, with the workload, to its workers (plugin/hooks.py); they validate it and run it.
 Everything a run does reads the plan; `run.json` records it.
 
-The load model is one of five kinds, a tagged union (`load.kind`): closed, steps, capacity, open,
-replay.
+The load model is one class per kind (`load.kind`: closed, steps, capacity, open, replay), chosen
+from the options by the registry in plugin/load_models/.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from core.durations import Timeouts
 from core.errors import InputError
-from metrics.slo import Objective
-from plugin.options import RETRYABLE, JsonObject, Options
-from shapes.capacity import MIN_JUDGED_S, WORKER_REPORT_LAG_S, judged_s
-from shapes.replay import load_trace
+from plugin.load_models import AnyLoadModel, ClosedLoop, load_model
+from plugin.options import JsonObject, Objectives, Options
 
-DEFAULT_MAX_CONCURRENCY = 512
 DEFAULT_MAX_RESPONSE_BYTES = 64 << 20  # --max-response-size 64MB
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
-
-# -- load models --------------------------------------------------------------------------------
-
-
-class ClosedLoop(_Frozen):
-    """-u users, each sending its next request as soon as its last one ended."""
-
-    kind: Literal["closed"] = "closed"
-
-
-class StepRamp(_Frozen):
-    """--steps: closed loop at each user count for --step-time, the first --step-warmup excluded."""
-
-    kind: Literal["steps"] = "steps"
-    levels: tuple[int, ...]
-    step_s: float
-    warmup_s: float
-
-    @property
-    def duration_s(self) -> float:
-        return self.step_s * len(self.levels)
-
-
-class CapacitySearchModel(_Frozen):
-    """--find-capacity: the highest user count meeting --slo, levels held --step-time each."""
-
-    kind: Literal["capacity"] = "capacity"
-    candidates: tuple[int, ...] | None  # --steps given: walk these in order
-    step_s: float
-    warmup_s: float
-
-
-class OpenLoop(_Frozen):
-    """--request-rate: arrivals on a schedule whatever the server does, at most max_concurrency in flight."""
-
-    kind: Literal["open"] = "open"
-    rate: float
-    arrival: Literal["poisson", "gamma", "constant"]
-    burstiness: float
-    max_concurrency: int | None  # None: the user count is the cap (web UI), or DEFAULT_MAX_CONCURRENCY headless
-
-
-class TraceReplay(_Frozen):
-    """--replay: a trace's requests at their logged times (open loop at the trace's mean rate)."""
-
-    kind: Literal["replay"] = "replay"
-    trace: str
-    time_scale: float
-    rate: float  # the trace's mean rate after time_scale
-    max_concurrency: int | None
-
-
-LoadModel = Annotated[Union[ClosedLoop, StepRamp, CapacitySearchModel, OpenLoop, TraceReplay], Field(discriminator="kind")]
 
 
 class HealthLimits(_Frozen):
@@ -129,8 +71,8 @@ class RunPlan(_Frozen):
     connection: Literal["keep-alive", "per-request"] = "keep-alive"
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a longer body is cut: response_too_large
     run_time_s: float | None = None  # Locust's -t
-    load: LoadModel = Field(default_factory=ClosedLoop)
-    slo: tuple[Objective, ...] = ()
+    load: AnyLoadModel = Field(default_factory=ClosedLoop)
+    slo: Objectives = ()
     retry: int = 0
     retry_on: tuple[str, ...] = ("http_429", "http_5xx", "connect_error")
     retry_max_wait_s: float = 30.0
@@ -143,59 +85,45 @@ class RunPlan(_Frozen):
     locust_tables: bool = False  # headless: Locust's own tables too
     junit: str = ""  # also write the run's checks as JUnit XML to this file
 
-    # -- views the rest of the suite reads ------------------------------------------------------
+    # -- views the rest of the suite reads (each answered by the load model) --------------------
     @property
     def steps(self) -> tuple[int, ...]:
         """The user counts of a step ramp (or a capacity search's candidates); () otherwise."""
-        load = self.load
-        if isinstance(load, StepRamp):
-            return load.levels
-        if isinstance(load, CapacitySearchModel):
-            return load.candidates or ()
-        return ()
+        return self.load.fixed_levels()
 
     @property
     def stepped(self) -> bool:
-        return isinstance(self.load, (StepRamp, CapacitySearchModel))
+        return self.load.stepped
 
     @property
     def step_s(self) -> float | None:
-        return self.load.step_s if self.stepped else None
+        return self.load.step_seconds()
 
     @property
     def find_capacity(self) -> bool:
-        return isinstance(self.load, CapacitySearchModel)
+        return self.load.kind == "capacity"
 
     @property
     def request_rate(self) -> float | None:
         """Open loop (and replay): the total requests per second across all processes."""
-        return self.load.rate if isinstance(self.load, (OpenLoop, TraceReplay)) else None
+        return self.load.target_rate()
 
     @property
     def replay(self) -> str | None:
-        return self.load.trace if isinstance(self.load, TraceReplay) else None
+        return getattr(self.load, "trace", None)
 
     def summary_line(self) -> str:
         """What will run, in one line (the log says it before load starts)."""
-        load = self.load
-        if isinstance(load, StepRamp):
-            text = f"step ramp {','.join(map(str, load.levels))} users, {load.step_s:g}s each ({load.warmup_s:g}s warm-up)"
-            if self.run_time_s is not None and self.run_time_s < load.duration_s:
-                held = max(1, math.ceil(self.run_time_s / load.step_s))
-                text += f"; -t {self.run_time_s:g}s ends it in step {held} of {len(load.levels)}"
-            return text
-        if isinstance(load, CapacitySearchModel):
-            return f"capacity search for {', '.join(o.text for o in self.slo)}, levels of {load.step_s:g}s within -t"
-        if isinstance(load, OpenLoop):
-            return f"open loop at {load.rate:g} requests/s ({load.arrival})"
-        if isinstance(load, TraceReplay):
-            return f"replay of {load.trace} at x{load.time_scale:g} time scale ({load.rate:.3g} requests/s)"
-        return "closed loop"
+        return self.load.describe(self)
 
     @property
     def extra(self) -> dict[str, Any]:
         """--extra-body as a new dict (the plan keeps its text, which nothing can change)."""
         return json.loads(self.extra_body)
+
+    @field_serializer("slo")
+    def _slo_as_text(self, value) -> list[str]:
+        return [o.text for o in value]
 
     @field_serializer("extra_body")
     def _extra_as_object(self, value: str) -> dict[str, Any]:
@@ -222,7 +150,7 @@ class RunPlan(_Frozen):
             sim_timestamps=p.sim_timestamps,
             timeouts=Timeouts(p.timeout_connect, p.timeout_first_token, p.timeout_idle, p.timeout_total),
             connection=p.connection, max_response_bytes=p.max_response_size, run_time_s=run_time_s,
-            load=_load_model(p, distributed), slo=p.slo, retry=p.retry or 0, retry_on=p.retry_on,
+            load=load_model(p, distributed), slo=p.slo, retry=p.retry or 0, retry_on=p.retry_on,
             retry_max_wait_s=p.retry_max_wait, cancel_rate=p.cancel_rate, cancel_after_s=p.cancel_after,
             server_metrics=p.server_metrics, server_metrics_interval_s=p.server_metrics_interval,
             health=HealthLimits(cpu_pct=p.health_cpu_limit, loop_lag_s=p.health_loop_lag_limit, token_lag_s=p.health_token_lag_limit,
@@ -230,8 +158,6 @@ class RunPlan(_Frozen):
             prometheus=PrometheusEndpoint(port=p.prometheus_port, host=p.prometheus_host or "127.0.0.1", linger_s=p.prometheus_linger),
             locust_tables=p.locust_tables, junit=p.junit,
         )  # fmt: skip
-        if plan.find_capacity and not plan.slo:
-            raise InputError("--find-capacity: needs --slo, e.g. --slo 'ttft.p95<5s'")
         return plan
 
     def with_model(self, model: str) -> "RunPlan":
@@ -245,9 +171,7 @@ class RunPlan(_Frozen):
 
     def record(self) -> dict:
         """The plan as `run.json` writes it (the API key left out)."""
-        out = self.model_dump(mode="json", exclude={"slo", "timeouts"})
-        out["slo"] = [o.text for o in self.slo]
-        out["timeouts"] = {k: getattr(self.timeouts, k) for k in ("connect", "first_token", "idle", "total")}
+        out = self.model_dump(mode="json")
         out["api_key_set"] = bool(self.api_key)
         return out
 
@@ -273,58 +197,3 @@ def _check_users(plan: "RunPlan", users, spawn_rate) -> None:
             raise InputError(f"Ramp up (-r): '{spawn_rate}' is not a number of users per second; give e.g. 10") from None
         if not rate > 0:
             raise InputError(f"Ramp up (-r): {rate:g} users per second starts nobody; give more than 0, e.g. 10")
-
-
-def _load_model(p: Options, distributed: bool):
-    """Step, capacity, open-loop and replay options, checked together (they constrain each other)."""
-    steps, find_capacity = p.steps, p.find_capacity
-    if (steps or find_capacity) and p.step_warmup >= p.step_time:
-        raise InputError(f"--step-warmup: {p.step_warmup:g}s must be shorter than --step-time {p.step_time:g}s")
-    if find_capacity:
-        _check_judged_window(p.step_time, p.step_warmup, distributed)
-    rate, max_conc = p.request_rate, p.max_concurrency
-    if p.time_scale is not None and not p.replay:
-        raise InputError("--time-scale: only applies with --replay")
-    if p.replay:
-        if rate is not None:
-            raise InputError("--replay: the trace sets the send times; drop --request-rate")
-        if steps or find_capacity:
-            raise InputError("--replay: cannot be combined with --steps or --find-capacity; the trace is the load")
-        scale = p.time_scale or 1.0
-        try:
-            loaded = load_trace(p.replay)
-        except InputError as e:
-            raise InputError(f"--replay: {e}") from None
-        return TraceReplay(trace=p.replay, time_scale=scale, rate=loaded.rate(scale), max_concurrency=max_conc)
-    if rate is not None:
-        if steps:
-            raise InputError("--request-rate: cannot be combined with --steps (closed-loop user steps); pick one")
-        if find_capacity:
-            raise InputError("--find-capacity: searches a user count; drop --request-rate")
-        return OpenLoop(rate=rate, arrival=p.arrival, burstiness=p.burstiness or 1.0, max_concurrency=max_conc)
-    if max_conc is not None:
-        raise InputError("--max-concurrency: only applies with --request-rate or --replay (open loop); in a closed loop use -u")
-    if find_capacity:
-        return CapacitySearchModel(candidates=steps or None, step_s=p.step_time, warmup_s=p.step_warmup)
-    if steps:
-        return StepRamp(levels=steps, step_s=p.step_time, warmup_s=p.step_warmup)
-    return ClosedLoop()
-
-
-def _check_judged_window(step_time: float, step_warmup: float, distributed: bool) -> None:
-    """A capacity search judges each level while the run goes, on --step-time less --step-warmup
-    and, with workers (a master, also --processes), less the last 4 s whose records may still be on
-    their way (shapes/capacity.py): that part must hold MIN_JUDGED_S. Step ramps have no such
-    margin: their steps are measured after the run from every record, over --step-time less
-    --step-warmup, which the check above keeps above 0."""
-    judged = judged_s(step_time, step_warmup, distributed)
-    if judged >= MIN_JUDGED_S:
-        return
-    lag = f" - {WORKER_REPORT_LAG_S:g}s while the workers' last records arrive" if distributed else ""
-    need = step_time - judged + MIN_JUDGED_S
-    shorter = ", or a shorter --step-warmup" if step_warmup > 0 else ""
-    raise InputError(
-        f"--step-time: {step_time:g}s leaves {max(judged, 0.0):g}s to judge each capacity-search level "
-        f"({step_time:g}s - --step-warmup {step_warmup:g}s{lag}), at least {MIN_JUDGED_S:g}s is needed; "
-        f"give --step-time {need:g}s or more{shorter}"
-    )

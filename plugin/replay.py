@@ -71,7 +71,7 @@ class ReplayEnd(Plugin):
 def _worker_done(environment, msg) -> None:
     done = environment.llm.replay_done
     done.add(msg.node_id)
-    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
+    expected = environment.llm.run.processes if environment.llm.run is not None else 1
     log.info("replay: worker %s sent its last request (%d of %d)", msg.node_id, len(done), expected)
     if len(done) >= expected:
         log.info("replay: every worker sent its share of the trace; the run ends")
@@ -82,11 +82,12 @@ def _watch_lost_workers(environment, load) -> None:
     """A worker that died never reports: after the trace's last scheduled time, end the run once
     every worker still connected has reported."""
     trace = load_trace(load.trace)
-    end_wall = float(getattr(environment.parsed_options, "llm_run_start", time.time())) + START_DELAY_S \
+    run = environment.llm.run
+    end_wall = run.started + START_DELAY_S \
         + trace.duration_s * load.time_scale
     gevent.sleep(max(0.0, end_wall - time.time()) + DONE_POLL_S)
     runner = environment.runner
-    expected = int(getattr(environment.parsed_options, "llm_processes", 1) or 1)
+    expected = run.processes
     while runner.state not in ("stopping", "stopped", "quitting"):
         done = len(environment.llm.replay_done)
         if done and done >= min(expected, runner.worker_count):

@@ -2,8 +2,9 @@
 
 Locust runs it only for stepped runs (plugin/hooks.py `choose_shape`, at init and at every start
 from the web form); every other run keeps Locust's usual -u/-r/-t behaviour. Locust resets a shape
-at every start before its first tick: that is where this run's plan is built, from the options as
-they are now (the web form's values included), so each run ramps as its own form said.
+at every start before its first tick: it takes this run's levels (or search) from the load model of
+the plan built for this start (at init, or by the web form's check), so each run ramps as its own
+form said.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import logging
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
-from plugin.hooks import prepare_plan
-from plugin.plan import CapacitySearchModel, StepRamp
 from shapes.capacity import CapacitySearch
 from shapes.steps import StepPlan
 
@@ -33,23 +32,15 @@ class LLMShape(LoadTestShape):
         environment = self.runner.environment
         run = environment.llm.run
         if run is not None and not run.finished:
-            # Locust's master resets the shape once more right after test_start: this run's plan,
-            # steps and search are built already (the run holds them); building them again would
-            # leave the run's search without the levels the shape decides, and the plan prepared
-            # for a run that has started
+            # Locust's master resets the shape once more right after test_start: this run's steps
+            # and search are built already (the run holds them); building them again would leave
+            # the run's search without the levels the shape decides
             return
         self.steps = self.search = None
-        plan = prepare_plan(environment)  # the options were checked when this start was accepted
+        plan = environment.llm.plan  # built and checked when this start was accepted (init or the web form)
         self.run_time_s = plan.run_time_s
-        load = plan.load
-        if isinstance(load, CapacitySearchModel):
-            self.search = CapacitySearch(
-                list(plan.slo), load.step_s, load.warmup_s, plan.run_time_s,
-                candidates=list(load.candidates) if load.candidates else None,
-                distributed=isinstance(self.runner, MasterRunner),
-            )  # fmt: skip
-        elif isinstance(load, StepRamp):
-            self.steps = StepPlan(list(load.levels), load.step_s, load.warmup_s)
+        self.search = plan.load.new_search(plan, distributed=isinstance(self.runner, MasterRunner))
+        self.steps = None if self.search is not None else plan.load.step_plan()
         log.info("shape: %s", plan.summary_line())
 
     def tick(self):

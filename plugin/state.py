@@ -73,8 +73,10 @@ class SuiteState:
     def __init__(self, role: str, plugins: tuple[Plugin, ...]):
         self.role = role  # local | master | worker
         self.plugins = plugins
-        self.plan = None  # plugin.plan.RunPlan of the current (or next) run
-        self.prepared = False  # the plan was built for the run about to start (shape or web form)
+        self.plan = None  # plugin.plan.RunPlan of the current (or next) run: built once per start, never rebuilt
+        self.workload = None  # workloads.WorkloadSpec of that run, loaded once with its plan
+        self.start = None  # worker: the plugin.run_start.RunStart its master sent with the run
+        self.shared: dict = {}  # results process: what its plugins tell the workers with the run (RunStart.shared)
         self.run = None  # plugin.hooks.Run: the results side (master, local)
         self.context = None  # plugin.context.RunContext: the users' side (worker, local)
         self.simulator = None  # plugin.embedded.EmbeddedSimulator when no --host was given

@@ -11,7 +11,7 @@ line `{"trace": {"templates": "templates.jsonl", ...}}`, then one request per li
 header's `templates` file (relative to the trace; default templates.jsonl beside it); `class`
 defaults to "replay"; `max_tokens` to 256.
 
-It is an open loop on one shared clock (plugin/replay.py ends the run): the master fixes the start (`llm_run_start`), request i
+It is an open loop on one shared clock (plugin/replay.py ends the run): the master fixes the start (sent to its workers with the run), request i
 of the trace (in time order) goes to process i mod N, and is sent at start + 1 s + t x time-scale
 (0.5 = twice as fast), whatever the server does; the user count caps requests in flight
 (`--max-concurrency`, default 512). Records carry `t_intended`, so `summary.json` reports the

@@ -15,7 +15,8 @@ from core.errors import InputError
 from metrics.record import RequestRecord
 from metrics.slo import parse_slo
 from plugin import exit_codes
-from plugin.plan import CapacitySearchModel, RunPlan, StepRamp
+from plugin.load_models import CapacitySearchModel, StepRamp
+from plugin.plan import RunPlan
 from shapes.capacity import MIN_JUDGED_S, WORKER_REPORT_LAG_S, CapacitySearch
 from tests.helpers import LOCUST, ROOT, simulator
 

@@ -4,9 +4,9 @@ start the run, a worker killed mid-run. Nothing is lost without being counted, n
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
-import shutil
 import signal
 import time
 from datetime import datetime
@@ -15,7 +15,7 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import (
-    ended, kill_all, launch, record_ids, reports, slow_profile, summary_of, truth_count, truth_ids, wait_for,
+    ended, kill_all, launch, record_ids, records, reports, slow_profile, summary_of, truth_count, truth_ids, wait_for,
 )  # fmt: skip
 from tests.helpers import ROOT, free_port, simulator
 
@@ -72,18 +72,56 @@ def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(t
     assert (at_master | unshipped) <= served
 
 
-# -- 5. a worker that cannot start the run ends it at once, exit 4 ----------------------------------
+# -- 5. one workload per run; a worker that cannot start the run ends it at once, exit 4 ----------
+
+ONE_CLASS = """name: {name}
+templates: {templates}
+classes:
+  {name}:
+    weight: 1
+    input_chars:   {{min: 20, max: 200, dist: uniform}}
+    output_tokens: {{min: 20, max: 40, dist: uniform}}
+"""
 
 
-def test_a_worker_without_the_workload_file_stops_the_run_with_exit_4(tmp_path):
+def test_a_worker_whose_workload_file_differs_runs_the_masters(tmp_path):
+    """The master's workload/ mine.yaml has one class, alpha; the worker's file at the same path
+    (its own working directory) has beta. The worker runs the master's workload: every record is
+    alpha, and run.json names the master's workload by its hash."""
+    from workloads import load_spec
+
+    here, there = tmp_path / "master", tmp_path / "worker"
+    for folder, name in ((here, "alpha"), (there, "beta")):
+        (folder / "workload").mkdir(parents=True)
+        (folder / "workload" / "mine.yaml").write_text(ONE_CLASS.format(name=name, templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
+    port = free_port()
+    with simulator("--profile", "fixed") as url:
+        master = launch(*master_args(port, url, tmp_path, "same", 1, 6, "--workload", "workload/mine.yaml"),
+                        log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
+        worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", cwd=str(there))
+        try:
+            code = ended(master, 60)
+        finally:
+            kill_all(master, worker)
+    log = (tmp_path / "master.log").read_text()
+    assert code == 0, log[-3000:]
+    df = records(tmp_path / "same" / "requests.parquet")
+    assert len(df) > 10 and set(df["request_class"]) == {"alpha"}, (tmp_path / "worker.log").read_text()[-3000:]
+    with open(tmp_path / "same" / "run.json") as f:
+        assert json.load(f)["workload"]["hash"] == load_spec(str(here / "workload" / "mine.yaml")).spec_hash
+
+
+def test_a_worker_without_the_replayed_trace_stops_the_run_with_exit_4(tmp_path):
+    """The trace of --replay is read from each worker's own disk (it can be large): a worker
+    without it cannot run its share, tells the master, and the run ends incomplete."""
     here, there = tmp_path / "master", tmp_path / "worker"
     here.mkdir()
     there.mkdir()
-    shutil.copy(os.path.join(ROOT, "workloads", "default.yaml"), here / "mine.yaml")
-    shutil.copy(os.path.join(ROOT, "workloads", "templates.jsonl"), here / "templates.jsonl")
+    rows = [{"t": i * 0.1, "text": f"question {i}", "max_tokens": 10} for i in range(100)]
+    (here / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = launch(*master_args(port, url, tmp_path, "noload", 1, 30, "--workload", "mine.yaml"),
+        master = launch(*master_args(port, url, tmp_path, "noload", 1, 30, "--replay", "trace.jsonl"),
                         log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
         worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", cwd=str(there))
         try:
@@ -97,10 +135,10 @@ def test_a_worker_without_the_workload_file_stops_the_run_with_exit_4(tmp_path):
     stamps = {what: datetime.strptime(re.search(rf"^\[([^\]]+)\].*{what}", log, re.M).group(1), "%Y-%m-%d %H:%M:%S,%f")
               for what in ("Run time limit set", "Shutting down")}  # fmt: skip
     assert (stamps["Shutting down"] - stamps["Run time limit set"]).total_seconds() < 15, log[-3000:]  # not its -t 30s
-    lines = [ln for ln in log.splitlines() if "--workload" in ln and "mine.yaml" in ln]
-    assert lines and "worker" in lines[0], log[-3000:]
+    lines = [ln for ln in log.splitlines() if "--replay" in ln and "trace.jsonl" in ln and "worker" in ln]
+    assert lines, log[-3000:]
     summary = summary_of(tmp_path / "noload")
-    assert summary["complete"] is False and "--workload" in summary["reason"]
+    assert summary["complete"] is False and "--replay" in summary["reason"]
 
 
 # -- 6. a worker killed mid-run: what it took with it is counted ------------------------------------

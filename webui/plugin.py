@@ -60,7 +60,8 @@ log = logging.getLogger("llm.webui")
 INTERVAL_S = 2.0  # between snapshots while a run is on; the page polls at the same pace
 KEEP_SNAPSHOTS = 10  # retained by number for /llm/stats?seq=N
 WINDOW_KEYS = tuple(window_key(w) for w in WINDOWS)
-LIVE_OPTION = "llm_live"  # set on the master's options when its web UI is on: workers then report open streams
+LIVE_VIEW = "live_view"  # the master's web UI is on: its workers report their open streams
+
 WATERMARK_MAX_LAG_S = 10.0  # never let a silent worker hold the window further back than this
 REPORT_FILES = {"report.html": "text/html", "report.md": "text/markdown", "summary.json": "application/json",
                 "run.json": "application/json"}  # fmt: skip
@@ -253,7 +254,7 @@ class LiveView:
             "started": run.started,
             "finished": finished,
             "host": self.environment.host,
-            "model": getattr(self.environment.parsed_options, "model", "") or run.plan.model,
+            "model": run.plan.model,
             "slo": [o.text for o in run.plan.slo],
             "plan": run.plan.summary_line(),
             # the load and the target, as the report states them first (summary.json setup)
@@ -599,6 +600,11 @@ def _index_links(page_url: str, stats_url: str) -> str:
 """
 
 
+def _live(state) -> bool:
+    """A worker: its master shows the run live (it said so with the run)."""
+    return state.start is not None and bool(state.start.shared.get(LIVE_VIEW))
+
+
 # -- wiring ---------------------------------------------------------------------------------------------
 
 
@@ -621,10 +627,10 @@ class WebUI(Plugin):
     def test_start(self, environment) -> None:
         state = state_of(environment)
         if state.role == "master":
-            if self.view is not None:  # travels to the workers with the run's options
-                setattr(environment.parsed_options, LIVE_OPTION, True)
+            if self.view is not None:  # travels to the workers with the run (plugin/run_start.py)
+                state.shared[LIVE_VIEW] = True
             return
-        live = self.view is not None if state.role == "local" else bool(getattr(environment.parsed_options, LIVE_OPTION, False))
+        live = self.view is not None if state.role == "local" else _live(state)
         self._stop_tracker()
         if live:
             self._tracker_for(state)
@@ -651,7 +657,7 @@ class WebUI(Plugin):
                 self.view.tracker = None
 
     def report_to_master(self, environment, data) -> None:
-        if not getattr(environment.parsed_options, LIVE_OPTION, False):
+        if not _live(state_of(environment)):
             return
         tracker = self._tracker_for(state_of(environment))
         if tracker is not None:  # the same call that cut the record batch: nothing is counted twice

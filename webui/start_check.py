@@ -1,11 +1,14 @@
-"""A start from the web form is checked like a headless run before anything starts.
+"""A start from the web form is checked like a headless run before anything starts, and the plan
+it checked is the plan that runs.
 
 Locust's `/swarm` copies the form's values into the parsed options and starts the run. This hook
-runs first: it builds the run's plan from the options as the form would leave them, checks the
-host (it answers, and serves a model), restarts the built-in simulator when the form picked another
-profile, and picks Locust's shape or its plain start for the plan's load model. A bad value answers
-`{"success": false, "message": ...}`, which Locust's page shows, with the same one line a headless
-run prints; nothing is sent to the target.
+runs first: it builds the run's plan from the options with the form's values over them (the
+option types of plugin/options.py parse the form's text as they parse the command line's), loads
+its workload, checks the host (it answers, and serves a model), restarts the built-in simulator
+when the form picked another profile, and picks Locust's shape or its plain start for the plan's
+load model. The plan and the workload become the run's (the state's); test start uses them as
+they are. A bad value answers `{"success": false, "message": ...}`, which Locust's page shows,
+with the same one line a headless run prints; nothing is sent to the target.
 """
 
 from __future__ import annotations
@@ -18,54 +21,28 @@ from locust.util.timespan import parse_timespan
 
 from core.errors import InputError
 from plugin.embedded import EmbeddedSimulator
-from plugin.hooks import check_target, choose_shape
-from plugin.context import load_workload, token_counter
+from plugin.hooks import check_target, choose_shape, prepare_run
+from plugin.options import Options
 from plugin.plan import RunPlan
 from simulator.profiles import load_profile
 
 log = logging.getLogger("llm.webui")
 
 
-def options_with_form(parsed_options, form) -> argparse.Namespace:
-    """A copy of the options with the form's values, converted the way Locust's /swarm converts them."""
-    opts = argparse.Namespace(**vars(parsed_options))
-    values = vars(opts)
-    for key, value in form.items():
-        if key == "user_count":
-            values["num_users"] = value
-        elif key == "host":
-            values["host"] = str(value).replace("<", "").replace(">", "")
-        elif key == "run_time":
-            if not value:
-                values["run_time"] = None  # no limit (see install_start_check)
-                continue
-            try:
-                values["run_time"] = parse_timespan(value)
-            except ValueError:
-                pass  # Locust's own check answers this one
-        elif key in values:
-            current = values[key]
-            if isinstance(current, bool):
-                values[key] = value == "true"
-            elif current is None or isinstance(current, list):
-                values[key] = value
-            else:
-                try:
-                    values[key] = type(current)(value)
-                except (TypeError, ValueError):
-                    values[key] = value
-    return opts
-
-
 def check_start(environment, form) -> RunPlan:
-    """The plan a start with this form would run (raises InputError). Restarts the built-in
-    simulator with the form's profile when it changed, on the same address."""
-    opts = options_with_form(environment.parsed_options, form)
-    plan = RunPlan.from_options(opts)
-    load_workload(plan)
-    if plan.tokenizer:
-        token_counter(plan.tokenizer)
-    host = (opts.host or environment.host or "").rstrip("/")
+    """The plan a start with this form runs, with its workload made the run's (raises InputError).
+    Restarts the built-in simulator with the form's profile when it changed, on the same address."""
+    opts = environment.parsed_options
+    values = {**vars(opts), **{k: v for k, v in form.items() if k in Options.model_fields}}
+    run_time = form.get("run_time", None)
+    try:  # Locust's own option: its own parser; an emptied field means no limit
+        run_time_s = (parse_timespan(run_time) if run_time else None) if run_time is not None else opts.run_time
+    except ValueError:
+        run_time_s = opts.run_time  # Locust's own check answers this one
+    plan = RunPlan.from_parsed(Options.parse(argparse.Namespace(**values)), float(run_time_s) if run_time_s else None,
+                               distributed=bool(getattr(opts, "master", False)))  # fmt: skip
+    workload = prepare_run(plan)
+    host = str(form.get("host") or environment.host or "").replace("<", "").replace(">", "").rstrip("/")
     state = environment.llm
     sim = state.simulator
     if sim is not None and host == sim.url and plan.sim_profile != sim.profile:
@@ -80,7 +57,9 @@ def check_start(environment, form) -> RunPlan:
         except RuntimeError as e:
             state.simulator = EmbeddedSimulator(sim.profile, port=sim.port)  # keep a target up
             raise InputError(f"--sim-profile: the built-in simulator did not start with '{plan.sim_profile}': {e}") from None
-    return check_target(environment, plan, host)
+    plan = check_target(environment, plan, host)
+    state.plan, state.workload = plan, workload
+    return plan
 
 
 def install_start_check(environment, web_ui) -> None:
@@ -97,9 +76,6 @@ def install_start_check(environment, web_ui) -> None:
             log.warning("start refused: %s", e)
             return jsonify({"success": False, "message": str(e), "host": environment.host})
         choose_shape(environment, plan)
-        # the run builds its plan from the options as Locust leaves them with this form: the shape's
-        # reset (stepped runs) or test start; never a plan prepared earlier (at init, from the command line)
-        environment.llm.prepared = False
         if request.form.get("run_time", None) == "":  # an emptied field means no limit (Locust keeps the last one)
             environment.parsed_options.run_time = None
         return None

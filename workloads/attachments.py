@@ -134,15 +134,20 @@ def data_url(data: bytes, mime: str = "image/png") -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
-def image_urls(spec, spec_dir: str) -> tuple[str, ...]:
+def image_urls(spec, spec_dir: str, read=None) -> tuple[str, ...]:
     """The data URLs a class draws its images from (`spec`: a workloads.spec.ImagesSpec): its
-    files, or generated PNGs."""
+    files, or generated PNGs. `read(name, path)` returns a file's bytes (workloads.spec.load_spec
+    keeps what it read); by default the file is read."""
     if spec.files:
         out = []
         for name in spec.files:
             path = name if os.path.isabs(name) else os.path.join(spec_dir, name)
-            with open(path, "rb") as f:
-                out.append(data_url(f.read(), mimetypes.guess_type(path)[0] or "image/png"))
+            if read is not None:
+                data = read(name, path)
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
+            out.append(data_url(data, mimetypes.guess_type(path)[0] or "image/png"))
         return tuple(out)
     return tuple(generated_image(spec.width, spec.height, i) for i in range(IMAGE_VARIANTS))
 

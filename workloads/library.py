@@ -122,24 +122,26 @@ class Library:
         return [t for t, n in c.items() if n > 1]
 
 
-def load_library(path: str, *, origin: str | None = None, field_name: str = "templates") -> Library:
+def load_library(path: str, *, origin: str | None = None, field_name: str = "templates", data: bytes | None = None) -> Library:
     """Read and validate a JSONL template library.
 
     ``origin`` is the file named first in error messages (the spec file that
-    points to this library); by default the library itself.
+    points to this library); by default the library itself. ``data``: the file's
+    bytes, already read (a worker gets them from its master), instead of reading ``path``.
     """
     origin = origin or path
 
     def fail(problem: str, fix: str) -> InputError:
         return InputError(f"{origin}: {field_name}: {problem} ({fix})")
 
-    if not os.path.exists(path):
-        raise fail(f"template file {path} not found",
-                   "fix the path; it is relative to the spec file")
-    if os.path.isdir(path):
-        raise fail(f"template file {path} is a directory", "point to a .jsonl file")
-    with open(path, "rb") as fh:
-        data = fh.read()
+    if data is None:
+        if not os.path.exists(path):
+            raise fail(f"template file {path} not found",
+                       "fix the path; it is relative to the spec file")
+        if os.path.isdir(path):
+            raise fail(f"template file {path} is a directory", "point to a .jsonl file")
+        with open(path, "rb") as fh:
+            data = fh.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

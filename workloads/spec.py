@@ -580,6 +580,8 @@ class WorkloadSpec:
     spec_hash: str
     load_seconds: float = 0.0
     shared_prefix: SharedPrefixSpec | None = None
+    # the files it is made of, as read (SPEC_SOURCE, TEMPLATES_SOURCE, IMAGE_SOURCE + name): the workload itself
+    sources: dict[str, bytes] = field(repr=False, default_factory=dict)
 
     def class_weights(self) -> list[tuple[str, float]]:
         """``[(class name, weight), ...]`` in spec order, for display."""
@@ -641,17 +643,42 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> InputError:
                   "fix the YAML syntax at that line")
 
 
-def load_spec(path: str | None = None) -> WorkloadSpec:
+SPEC_SOURCE, TEMPLATES_SOURCE, IMAGE_SOURCE = "spec", "templates", "image:"  # keys of WorkloadSpec.sources
+
+
+def load_spec(path: str | None = None, *, sources: dict[str, bytes] | None = None) -> WorkloadSpec:
     """Load and validate a workload spec; ``None`` loads the built-in default.
+
+    ``sources``: the files the spec is made of, as ``WorkloadSpec.sources`` keeps them (the spec,
+    its template library, its image files), instead of reading them (a worker gets those its
+    master read); ``path`` then only names them in messages.
 
     Raises :class:`core.errors.InputError` (one line: ``FILE: FIELD: PROBLEM (FIX)``) on any mistake.
     """
     t0 = time.perf_counter()
     path = os.fspath(DEFAULT_SPEC_PATH if path is None else path)
-    if not os.path.exists(path):
-        raise _error(path, "file", "spec file not found", "check the path")
-    with open(path, "rb") as fh:
-        spec_bytes = fh.read()
+    if sources is None:
+        if not os.path.exists(path):
+            raise _error(path, "file", "spec file not found", "check the path")
+        with open(path, "rb") as fh:
+            spec_bytes = fh.read()
+    else:
+        spec_bytes = sources[SPEC_SOURCE]
+    kept = {SPEC_SOURCE: spec_bytes}
+
+    def read_image(name: str, file: str) -> bytes:
+        key = IMAGE_SOURCE + name
+        if sources is not None:
+            data = sources[key]
+        else:
+            try:
+                with open(file, "rb") as fh:
+                    data = fh.read()
+            except OSError as e:
+                raise _error(path, "images.files", f"cannot read {file} ({e.strerror})", "fix the path; it is relative to the spec file") from None
+        kept[key] = data
+        return data
+
     try:
         doc = yaml.load(spec_bytes, Loader=_YAML_LOADER)  # libyaml when present: long empirical lists load fast
     except yaml.YAMLError as exc:
@@ -667,7 +694,8 @@ def load_spec(path: str | None = None) -> WorkloadSpec:
     source = f.templates or TemplatesSource()
     tpath = os.path.normpath(source.file if os.path.isabs(source.file) else os.path.join(spec_dir, source.file))
     tfield = "templates.file" if isinstance(doc.get("templates"), dict) and "file" in doc["templates"] else "templates"
-    library = load_library(tpath, origin=path, field_name=tfield)
+    library = load_library(tpath, origin=path, field_name=tfield, data=None if sources is None else sources[TEMPLATES_SOURCE])
+    kept[TEMPLATES_SOURCE] = library.data
     top_filter = source.filter()
     _check_filter_known(path, "templates", top_filter, library)
     top_system = f.system_prompt or SystemPromptSpec()
@@ -692,7 +720,7 @@ def load_spec(path: str | None = None) -> WorkloadSpec:
         urls: tuple[str, ...] = ()
         if c.images is not None:
             try:
-                urls = image_urls(c.images, spec_dir)
+                urls = image_urls(c.images, spec_dir, read_image)
             except OSError as e:
                 raise _error(path, f"classes.{cname}.images.files", f"cannot read {e.filename}: {e.strerror}",
                              "give image files that exist, relative to the spec") from None
@@ -703,7 +731,7 @@ def load_spec(path: str | None = None) -> WorkloadSpec:
     h.update(spec_bytes)
     h.update(library.data)
     name = f.name if f.name is not None else os.path.splitext(os.path.basename(path))[0]
-    return WorkloadSpec(name=name.strip(), path=path, description=(f.description or "").strip(),
+    return WorkloadSpec(name=name.strip(), path=path, description=(f.description or "").strip(), sources=kept,
                         templates_path=tpath, library=library, classes=classes,
                         system_prompt=top_system, spec_hash=h.hexdigest(),
                         load_seconds=time.perf_counter() - t0, shared_prefix=f.shared_prefix)

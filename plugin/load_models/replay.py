@@ -1,0 +1,72 @@
+"""Trace replay (--replay): a trace's requests at their logged times, open loop at the trace's mean
+rate, split across processes (shapes/replay.py); the run ends with the trace (plugin/replay.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from gevent.event import Event
+
+from core.errors import InputError
+from plugin import replay as replay_run
+from plugin.load_models.open_loop import Scheduled
+from shapes.replay import ReplaySchedule, load_trace
+
+
+class TraceReplay(Scheduled):
+    kind: Literal["replay"] = "replay"
+    trace: str
+    time_scale: float
+    rate: float  # the trace's mean rate after time_scale
+
+    @classmethod
+    def chosen(cls, p) -> bool:
+        return bool(p.replay)
+
+    @classmethod
+    def from_options(cls, p, distributed: bool) -> "TraceReplay":
+        if p.request_rate is not None:
+            raise InputError("--replay: the trace sets the send times; drop --request-rate")
+        if p.steps or p.find_capacity:
+            raise InputError("--replay: cannot be combined with --steps or --find-capacity; the trace is the load")
+        scale = p.time_scale or 1.0
+        try:
+            loaded = load_trace(p.replay)
+        except InputError as e:
+            raise InputError(f"--replay: {e}") from None
+        return cls(trace=p.replay, time_scale=scale, rate=loaded.rate(scale), max_concurrency=p.max_concurrency)
+
+    def describe(self, plan) -> str:
+        return f"replay of {self.trace} at x{self.time_scale:g} time scale ({self.rate:.3g} requests/s)"
+
+    def target_rate(self) -> float:
+        return self.rate
+
+    def scheduled_pacer(self, ctx, worker_index, processes, environment, t0):
+        try:  # read from this process's disk (a trace can be large: it does not travel with the run)
+            trace = load_trace(self.trace)
+        except InputError as e:
+            raise InputError(f"--replay: {e}") from None
+        schedule = ReplaySchedule(trace, self.time_scale, processes, worker_index, t0)
+        return ReplayPacer(schedule, ctx.stopping, environment)
+
+
+class ReplayPacer:
+    """This process's share of the trace at its logged times."""
+
+    def __init__(self, schedule: ReplaySchedule, stopping: Event, environment):
+        self.schedule, self.stopping, self.environment = schedule, stopping, environment
+
+    def next(self):
+        item = self.schedule.take()
+        if item is None:  # the share is all taken: the run ends once every process sent its last
+            if self.schedule.sent >= len(self.schedule):
+                replay_run.share_done(self.environment, self.schedule)
+            self.stopping.wait(1.0)
+            return None
+        t_intended, request = item
+        if self.stopping.wait(max(t_intended - time.perf_counter(), 0.0)):
+            return None
+        replay_run.sending(self.environment, self.schedule)
+        return t_intended, request
