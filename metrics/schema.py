@@ -13,8 +13,8 @@ Rules of the contract:
   - Times are wall-clock seconds (`window.start`), latencies milliseconds (`*_ms`), rates per
     second (`*_per_s`).
   - Sections that plugins add at the end of a run (`run.summary_extra`: `workers`, `client_bound`,
-    `server_metrics`, or a new one) keep their own shape; the known ones are typed loosely here
-    and a new one is kept as it is (an extra key of `Summary`).
+    `server_metrics`, `lost_work`, or a new one) are models here (their known keys typed, a key a
+    newer writer adds kept); a section no model names is kept as it is (an extra key of `Summary`).
 """
 
 from __future__ import annotations
@@ -295,6 +295,41 @@ class ClientBound(_Section):
     workers: list[dict[str, Any]] = []
 
 
+class WorkerAccount(_Section):
+    """plugin/shipping.py: one worker's records, as the master received them."""
+
+    index: int
+    records: int
+    batches: int
+    final_received: bool
+    records_reported_by_worker: int | None = None
+    missing_batches: list[int] = []
+    lost_at: float | None = None
+    in_flight_when_lost: int = 0
+    lost_requests_min: int = 0
+    failed_to_start: bool = False
+
+
+class LostWork(_Model):
+    """A master's workers lost mid-run: at least this many requests lost with them."""
+
+    requests_min: int
+    workers: dict[str, int]  # worker id -> requests lost with it, at least
+
+
+class ServerScrapes(_Section):
+    """plugin/server_metrics.py: the server-side scrapes of the run (--server-metrics)."""
+
+    sources: list[str]
+    interval_s: float
+    file: str
+    scrapes: int
+    failed_scrapes: int
+    counter_deltas: dict[str, int | float | None]
+    client_counts: dict[str, Any] = {}
+    by_source: dict[str, dict[str, Any]] = {}
+
+
 class Summary(_Model):
     model_config = ConfigDict(extra="allow", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
@@ -317,9 +352,9 @@ class Summary(_Model):
     open_loop: OpenLoop | None = None  # --request-rate
     # sections added by plugins at the end of a run
     client_bound: ClientBound | None = None  # plugin/health.py
-    workers: dict[str, dict[str, Any]] | None = None  # plugin/shipping.py: per-worker record accounting
-    server_metrics: dict[str, Any] | None = None  # plugin/server_metrics.py
-    lost_work: dict[str, Any] | None = None  # a master's workers lost mid-run: the requests lost, at least
+    workers: dict[str, WorkerAccount] | None = None  # plugin/shipping.py: per-worker record accounting
+    server_metrics: ServerScrapes | None = None  # plugin/server_metrics.py
+    lost_work: LostWork | None = None  # a master's workers lost mid-run: the requests lost, at least
 
     def blocks(self, by: str = "by_class") -> list[tuple[str, Block]]:
         """(name, block) of every class (or turn) and then ("overall", the overall block)."""
@@ -332,6 +367,41 @@ class Summary(_Model):
     def with_sections(self, **sections) -> "Summary":
         """A copy with more top-level sections (run_id, complete, the plugins' sections), validated."""
         return Summary.model_validate({**self.model_dump(), **sections})
+
+
+class RunInfo(BaseModel):
+    """run.json: what ran (plugin/results.py writes it at the start and again at the end). Known keys
+    typed; a key a newer writer adds is kept. Written by the suite, so every key has a default: a
+    folder recovered from parts may lack the end's."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    argv: list[str] = []
+    versions: dict[str, Any] = {}
+    host: str | None = None
+    role: str | None = None
+    plan: dict[str, Any] = {}  # plugin.plan.RunPlan.record(): the validated plan, the API key left out
+    options: dict[str, Any] = {}  # Locust's options as given, secrets removed
+    workload: dict[str, Any] | None = None  # name, path, hash, classes
+    complete: bool | None = None
+    reason: str | None = None
+    records: int | None = None
+    files: dict[str, dict[str, Any]] = {}  # what each results file held when written: rows, bytes, SHA-256
+
+    @property
+    def model(self) -> str | None:
+        """The model requested: the plan's (a model the server named is filled in there)."""
+        return self.plan.get("model") or None
+
+    @property
+    def closed_loop_users(self) -> int | None:
+        """Locust's -u of a run whose load is that user count (no load model of its own)."""
+        users = self.options.get("num_users")
+        kind = (self.plan.get("load") or {}).get("kind", "closed")
+        return int(users) if isinstance(users, (int, float)) and kind == "closed" else None
 
 
 def as_summary(data: Summary | dict) -> Summary:
@@ -376,6 +446,7 @@ def load_summary(path: str) -> Summary:
 __all__ = [
     "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
     "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Embeddings", "Window", "Records", "Capacity", "Setup",
-    "LoadSetup", "OpenLoop", "ClientBound", "as_summary", "load_summary",
+    "LoadSetup", "OpenLoop", "ClientBound", "WorkerAccount", "LostWork", "ServerScrapes", "RunInfo", "as_summary",
+    "load_summary",
     "parse_summary",
 ]  # fmt: skip

@@ -36,6 +36,7 @@ from locust import events
 from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS, STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
 
 from core.errors import InputError
+from metrics.schema import Summary
 from plugin import exit_codes
 from plugin.context import RunContext, load_workload, token_counter
 from plugin.embedded import EmbeddedSimulator
@@ -114,7 +115,7 @@ class Run:
         if self.window_end is None:
             self.window_end = time.time()
 
-    def finish(self) -> dict | None:
+    def finish(self) -> Summary | None:
         """Write the results, print the console table and set the exit code; once per run."""
         if self.finished:
             return None
@@ -139,15 +140,15 @@ class Run:
         reason = "; ".join(reasons) or None
         typed = typed.with_sections(run_id=self.run_id, complete=complete, reason=reason, **self.summary_extra)
         writer.write_summary(typed, complete, reason)
-        summary = typed.model_dump()
+        summary = typed
 
         print("\n" + format_table(summary), flush=True)
-        if (summary.get("open_loop") or {}).get("behind_schedule"):
-            log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary["open_loop"]["reasons"]))
-        lost = self.summary_extra.get("lost_work")
-        if lost:
+        if summary.open_loop is not None and summary.open_loop.behind_schedule:
+            log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary.open_loop.reasons))
+        lost = summary.lost_work
+        if lost is not None:
             log.warning("lost work: at least %d requests lost with %d lost worker(s) (summary.json lost_work)",
-                        lost["requests_min"], len(lost["workers"]))  # fmt: skip
+                        lost.requests_min, len(lost.workers))  # fmt: skip
         self._set_exit_code(summary)
         if code == exit_codes.INTERRUPTED:
             log.error("run interrupted (exit %d): %s; the results are partial (complete: false)", code, reason)
@@ -188,12 +189,12 @@ class Run:
             code = exit_codes.INCOMPLETE
         return code, reasons + incomplete
 
-    def _set_exit_code(self, summary: dict) -> None:
+    def _set_exit_code(self, summary: Summary) -> None:
         """A missed SLO fails a headless run; a capacity search fails only when no level met the SLO."""
-        if summary.get("capacity") and self.plan.find_capacity:  # format_table printed its sentence
-            missed = summary["capacity"]["users"] is None
-        elif summary.get("slo"):
-            missed = not summary["slo"]["passed"]  # format_table printed each objective's verdict
+        if summary.capacity is not None and self.plan.find_capacity:  # format_table printed its sentence
+            missed = summary.capacity.users is None
+        elif summary.slo is not None:
+            missed = not summary.slo.passed  # format_table printed each objective's verdict
         else:
             return
         if missed:

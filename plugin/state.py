@@ -13,7 +13,7 @@ locustfile.py installs them, never in import order:
   run_started(run)                  results process: the results folder exists
   rows_recorded(run, rows)          results process: records arrived (each exactly once)
   run_stopping(run)                 results process: load stopped; add sections to run.summary_extra
-  run_finished(run, summary)        results process: summary.json is written
+  run_finished(run, summary)        results process: summary.json is written (`summary`: its metrics.schema.Summary)
   test_stopping(environment)        every process, as the run begins to stop
   test_stop(environment)            every process, once users have stopped
   report_to_master(environment, data)           worker: add to the report it sends every 3 s
@@ -23,7 +23,10 @@ locustfile.py installs them, never in import order:
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from metrics.schema import Summary
 
 
 class Plugin:
@@ -39,7 +42,7 @@ class Plugin:
 
     def run_stopping(self, run) -> None: ...
 
-    def run_finished(self, run, summary: dict) -> None: ...
+    def run_finished(self, run, summary: "Summary") -> None: ...
 
     def test_stopping(self, environment) -> None: ...
 

@@ -148,9 +148,8 @@ def _target_users(run: D.RunData, steps: list[Step]):
         xs = np.column_stack([s, e, np.full(s.size, np.nan)]).ravel()
         ys = np.column_stack([u, u, np.full(u.size, np.nan)]).ravel()
         return xs, ys
-    opts = run.run.get("options") or {}
-    users = opts.get("num_users")
-    if isinstance(users, (int, float)) and not opts.get("request_rate"):
+    users = run.run.closed_loop_users
+    if users is not None:
         start, end = run.window
         return np.array([start - run.t0, end - run.t0]), np.array([float(users), float(users)])
     return None

@@ -19,11 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pydantic import ValidationError
+
 from core.errors import InputError
 from core.files import file_digest
+from core.validation import describe
 from metrics.percentiles import percentile_by_group
 from metrics.record import ARROW_SCHEMA, NOT_SERVER_FAILURES
-from metrics.schema import Summary, load_summary
+from metrics.schema import RunInfo, Summary, load_summary
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 
 SCALARS = [
@@ -39,7 +42,7 @@ class RunData:
     path: str
     run_id: str
     summary: Summary
-    run: dict
+    run: RunInfo
     df: pd.DataFrame  # the scalar columns of every record
     t0: float  # time origin of the charts: the run's start (wall clock)
     server: pd.DataFrame | None = None
@@ -78,7 +81,11 @@ def load_run(path: str) -> RunData:
         raise InputError(f"{path}: no such results folder; give results/<run-id>")
     if not os.path.isfile(records):
         raise InputError(f"{path}: no requests.parquet in it; is it a results folder of a finished run?")
-    run = read_json(os.path.join(path, "run.json"))
+    run_json = os.path.join(path, "run.json")
+    try:
+        run = RunInfo.model_validate(read_json(run_json))
+    except ValidationError as e:
+        raise InputError(f"{run_json}: {describe(e)}") from None
     recorded = check_records(records, run)
     try:
         schema = pq.read_schema(records)
@@ -102,23 +109,23 @@ def load_run(path: str) -> RunData:
         summary = load_summary(summary_path)
     else:
         summary = _summary_from_records(records, df, run)
-    t0 = run.get("started_at")
+    t0 = run.started_at
     if t0 is None or not math.isfinite(float(t0)):
         t0 = float(np.nanmin(df["wall_send"])) if len(df) else 0.0
     server = _server_metrics(os.path.join(path, "server_metrics.parquet"))
-    return RunData(path, run.get("run_id") or summary.run_id or os.path.basename(path), summary, run, df, float(t0), server)
+    return RunData(path, run.run_id or summary.run_id or os.path.basename(path), summary, run, df, float(t0), server)
 
 
 def _first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
 
-def check_records(records: str, run: dict) -> int | None:
+def check_records(records: str, run: RunInfo) -> int | None:
     """requests.parquet against what run.json recorded of it when it was written (`files`: rows,
     bytes, SHA-256; plugin/results.py records_check): any changed byte is refused (InputError, one
     line). Returns the recorded row count; None for a folder that recorded none (an older writer):
     its pages' checksums and the values' ranges are still checked."""
-    entry = (run.get("files") or {}).get("requests.parquet") if isinstance(run.get("files"), dict) else None
+    entry = run.files.get("requests.parquet")
     if not isinstance(entry, dict) or not entry.get("sha256"):
         return None
     digest = file_digest(records)
@@ -169,7 +176,7 @@ def check_values(records: str, df: pd.DataFrame) -> None:
         raise InputError(f"{records}: values no request can have ({', '.join(bad)}): the file is damaged; restore it from a copy")
 
 
-def _summary_from_records(records: str, df: pd.DataFrame, run: dict) -> Summary:
+def _summary_from_records(records: str, df: pd.DataFrame, run: RunInfo) -> Summary:
     """No summary.json (an interrupted writer): compute one with metrics.summary over every record."""
     from metrics.summary import summarize
 
@@ -179,8 +186,8 @@ def _summary_from_records(records: str, df: pd.DataFrame, run: dict) -> Summary:
     else:
         start, end = float(np.nanmin(wall)), float(np.nanmax(wall))
     summary = summarize(pq.read_table(records, page_checksum_verification=True), start, end)
-    summary.run_id = str(run.get("run_id") or "")
-    summary.complete = bool(run.get("complete", True))
+    summary.run_id = run.run_id
+    summary.complete = run.complete is not False
     summary.note = "summary.json was missing: computed over every record, no warm-up excluded"
     return summary
 

@@ -45,10 +45,9 @@ class JUnit(Plugin):
 
 
 def write_run_junit(run, summary, path: str) -> None:
-    from metrics.schema import as_summary
     from reports.junit import run_cases, write_junit
 
-    cases = run_cases(as_summary(summary), run.writer.not_written, find_capacity=run.plan.find_capacity)
+    cases = run_cases(summary, run.writer.not_written, find_capacity=run.plan.find_capacity)
     try:
         write_junit(path, f"run {run.run_id}", cases, time.time() - run.started)
     except OSError as e:  # the pipeline would read no verdict: the run fails as if its results were lost

@@ -322,24 +322,23 @@ def setup_rows(setup) -> list[tuple[str, str]]:
 
 def header(run: D.RunData) -> list[tuple[str, str]]:
     info, summary = run.run, run.summary
-    opts = info.get("options") or {}
     start, end = run.window
     rows = setup_rows(summary.setup) if summary.setup is not None else [
-        ("host", str(info.get("host") or opts.get("host") or "-")),  # a run of a version without `setup`
-        ("model", str(opts.get("model") or info.get("model") or "-")),
+        ("host", info.host or "-"),  # a run of a version without `setup`
+        ("model", info.model or "-"),
     ]
     rows += [
         ("run id", run.run_id),
-        ("started", utc(info.get("started_at"))),
-        ("ended", utc(info.get("ended_at"))),
+        ("started", utc(info.started_at)),
+        ("ended", utc(info.ended_at)),
         ("measurement window", f"{utc(start)} + {end - start:,.1f} s" if end > start else "-"),
         ("records", f"{len(run.df):,} ({summary.records.outside_window:,} outside the window)"),
         ("complete", "yes" if summary.complete else f"no: {summary.reason or 'interrupted'}, partial results"),
-        ("role", str(info.get("role") or "-")),
-        ("command", " ".join(str(a) for a in info.get("argv") or []) or "-"),
+        ("role", info.role or "-"),
+        ("command", " ".join(info.argv) or "-"),
     ]
-    wl = info.get("workload")
-    if isinstance(wl, dict) and summary.setup is None:
+    wl = info.workload
+    if wl is not None and summary.setup is None:
         rows.append(("workload", f"{wl.get('name') or wl.get('path') or ''} hash {str(wl.get('hash', ''))[:12]}".strip()))
     if summary.note:
         rows.append(("note", summary.note))
@@ -370,8 +369,8 @@ def knee(run: D.RunData) -> dict:
 def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
     """The report of one results folder: its tables from summary.json, the given charts."""
     s = run.summary
-    opts = run.run.get("options") or {}
-    versions = run.run.get("versions") or {}
+    opts = run.run.options
+    versions = run.run.versions
     return Report(
         title=f"LLM load test report: {run.run_id}",
         run_id=run.run_id,

@@ -44,6 +44,7 @@ import gevent.event
 from flask import Blueprint, Response, abort, jsonify, redirect, request, send_file, url_for
 from locust.runners import STATE_MISSING, MasterRunner
 
+from metrics.schema import Summary
 from plugin.health import Health
 from plugin.server_metrics import ServerMetrics
 from plugin.state import Plugin, role_of, state_of
@@ -102,7 +103,7 @@ class LiveView:
         self.progress: dict[str, dict] = {}  # worker client id -> its latest open streams (webui/progress.py)
         self.tracker: StreamTracker | None = None  # a local run's own open streams
         self.markers: list[dict] = []  # user-count changes of a run that has no steps
-        self.summary: dict | None = None  # the finished run's summary.json
+        self.summary: Summary | None = None  # the finished run's summary.json
         self.step_rows: list | None = None  # the latest snapshot's load steps
         self._loop: gevent.Greenlet | None = None
         self._stop: gevent.event.Event | None = None
@@ -129,7 +130,7 @@ class LiveView:
         if run is self.run and self.window is not None:
             self.window.add_rows(rows)
 
-    def on_run_finished(self, run, summary: dict | None = None) -> None:
+    def on_run_finished(self, run, summary: Summary | None = None) -> None:
         if run is not self.run or self.window is None:
             return
         if self._loop is not None:  # let a snapshot under way finish, then stop sampling
@@ -310,8 +311,8 @@ class LiveView:
         summary = self.summary if self.run is not None and self.run.run_id in self.finished else None
         if summary is not None:
             stamp = f"run summary ({self.run.run_id})"
-            rows = [_tab_row(name, b, "", sent="sent") for name, b in (summary.get("by_class") or {}).items()]
-            rows.append(_tab_row("All", summary["overall"], stamp, sent="sent", users=snap and snap["users"]))
+            rows = [_tab_row(name, b.model_dump(mode="json"), "", sent="sent") for name, b in summary.by_class.items()]
+            rows.append(_tab_row("All", summary.overall.model_dump(mode="json"), stamp, sent="sent", users=snap and snap["users"]))
             return rows
         if not snap:
             return []
@@ -334,9 +335,9 @@ SUMMARY_KEYS = ("window", "records", "overall", "by_class", "by_step", "slo", "c
                 "client_bound", "complete")  # fmt: skip
 
 
-def summary_view(summary: dict) -> dict:
+def summary_view(summary: Summary) -> dict:
     """The parts of a run's summary.json the view shows after the run."""
-    return {k: summary.get(k) for k in SUMMARY_KEYS}
+    return summary.model_dump(mode="json", include=set(SUMMARY_KEYS))
 
 
 def _tab_row(name: str, b: dict, stamp: str, sent: str = "ended", users=None, in_flight=None) -> dict:
