@@ -7,7 +7,7 @@ Everything lives in the packages next to this file (README "Layout"); this file 
 class Locust runs, the shape of stepped runs, and the plugins of every run, in the order their
 hooks are called. The endpoint is an option (--endpoint chat | completions). To mix both in one
 run, write a locustfile like this one that imports ChatCompletionsUser and CompletionsUser from
-users.llm with the weights you want.
+plugin.users with the weights you want.
 """
 
 from plugin.console import Console
@@ -20,7 +20,7 @@ from plugin.server_metrics import ServerMetrics
 from plugin.setup import RunSetup
 from plugin.shape import LLMShape  # noqa: F401  step ramps and capacity search (Locust runs it only for those)
 from reports.plugin import JUnit, Reports
-from users.llm import ConfiguredUser  # noqa: F401
+from plugin.users import ConfiguredUser  # noqa: F401
 from webui.plugin import WebUI
 
 install(

@@ -2,7 +2,7 @@
 
 `vllm bench serve` sends a fixed number of prompts (--num-prompts) at a fixed concurrency and ends
 when the last one has finished. Locust has no request-count limit, so this locustfile adds one
-without touching the suite: the users are the suite's own (users.llm.LLMUser, the same hot path,
+without touching the suite: the users are the suite's own (plugin.users.LLMUser, the same hot path,
 records and results), and a shared counter lets exactly AGREEMENT_REQUESTS requests start; the
 user that completes the last one quits the runner, which ends the run through the suite's usual
 stop/drain/finish path. As in vllm bench, the last requests drain at falling concurrency.
@@ -20,7 +20,7 @@ import gevent
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import plugin.hooks  # noqa: E402,F401  options, results, event wiring
-from users.llm import LLMUser  # noqa: E402
+from plugin.users import LLMUser  # noqa: E402
 
 LIMIT = int(os.environ.get("AGREEMENT_REQUESTS", "100"))
 # bench/gpu_agreement.py pair runs: this file appears when the first request starts, and the

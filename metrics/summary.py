@@ -166,7 +166,7 @@ class Measure:
 
 def _frame(table: pa.Table) -> pd.DataFrame:
     df = table.select(list(SCALAR_COLUMNS)).to_pandas()
-    # a retry's request id is the first attempt's plus -rN (users/llm.py)
+    # a retry's request id is the first attempt's plus -rN (plugin/users.py)
     df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)
     return df
 

@@ -17,13 +17,12 @@ from tests.helpers import ROOT
 # Lowest first. A module belongs to the longest prefix named here.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("core",)),  # values, durations, the one bad-input error, text helpers
-    ("pure", ("metrics", "workloads", "simulator", "shapes", "users.stream")),  # no Locust
-    ("plugin", ("plugin",)),  # everything that plugs into Locust: hooks, options, run plan, finisher, ...
-    ("users", ("users",)),  # the Locust user classes (users.stream, the plain client, is pure)
+    ("pure", ("metrics", "workloads", "simulator", "shapes", "users")),  # no Locust; users/ is the plain client
+    ("plugin", ("plugin",)),  # everything that plugs into Locust: hooks, options, run plan, load models, users, ...
     ("outputs", ("reports", "webui")),  # reports and the web UI's LLM view
     ("entry", ("locustfile", "bench")),
 ]
-LOCUST_FREE = ("core", "metrics", "workloads", "simulator", "shapes", "users.stream")
+LOCUST_FREE = ("core", "metrics", "workloads", "simulator", "shapes", "users")
 PACKAGES = sorted({p.split(".")[0] for _, prefixes in LAYERS for p in prefixes})
 
 
@@ -134,10 +133,10 @@ def test_no_module_cycle():
 
 
 def test_no_package_cycle():
-    """Packages (and users.stream, the plain client) import each other one way only."""
+    """Packages import each other one way only."""
 
     def unit(module: str) -> str:
-        return "users.stream" if module == "users.stream" else module.split(".")[0]
+        return module.split(".")[0]
 
     edges: dict[str, set[str]] = defaultdict(set)
     for module, targets in graph().items():
@@ -164,6 +163,6 @@ def test_pure_layers_do_not_import_locust():
 def test_the_checker_sees_an_upward_arrow_and_a_cycle():
     """The checks above can fail: a made-up graph with one upward arrow and one loop is caught."""
     assert layer_of("plugin.hooks") > layer_of("metrics.summary")
-    assert layer_of("users.stream") < layer_of("users.llm")
+    assert layer_of("users.stream") < layer_of("plugin.users")
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -4,7 +4,7 @@ TTFT when the first token comes).
 A record exists once its request has ended, so a view built on records alone trails a ramp by a
 request's length (20-60 s on a busy server). Every load process (a worker, or a local run) that
 serves a web UI therefore keeps a `StreamTracker` over its open exchanges: those on the wire
-(`RunContext.streams`, registered by users/llm.py around each request) and those handed to the
+(`RunContext.streams`, registered by plugin/users.py around each request) and those handed to the
 finisher but not yet records (`Finisher.queue`). For each it finds the first token (an exact
 parse of the first reads: `metrics.sse.parse_reads`) and then counts the `data:` events of the
 later reads with `bytes.count` (C speed, no JSON parse). Nothing runs on the hot path: the users

@@ -1,4 +1,5 @@
-"""Virtual users: one closed-loop conversation partner each, on Locust's FastHttpUser.
+"""The Locust user classes: virtual users, one closed-loop conversation partner each, on Locust's
+FastHttpUser. They live with the plugin (users/ keeps the plain client, which knows no Locust).
 
 A user draws a request from the workload, streams it (users/stream.py) and hands what arrived to
 the process's finisher (plugin/finisher.py), which builds the RequestRecord (metrics/timing.py),
