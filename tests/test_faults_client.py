@@ -18,7 +18,8 @@ import pytest
 
 from metrics.record import ERROR_CLASSES
 from core.durations import Timeouts
-from plugin.plan import RETRYABLE, RunPlan
+from plugin.options import RETRYABLE
+from plugin.plan import RunPlan
 from tests.helpers import LOCUST, ROOT, free_port, read_results, read_truth, run_locust, simulator, start_locust, wait_for_lines
 from plugin.users import exchange_class, parse_retry_after, retry_wait
 from users.stream import Exchange, StreamClient

@@ -671,11 +671,8 @@ def load_spec(path: str | None = None, *, sources: dict[str, bytes] | None = Non
         if sources is not None:
             data = sources[key]
         else:
-            try:
-                with open(file, "rb") as fh:
-                    data = fh.read()
-            except OSError as e:
-                raise _error(path, "images.files", f"cannot read {file} ({e.strerror})", "fix the path; it is relative to the spec file") from None
+            with open(file, "rb") as fh:  # an OSError is worded where the class's images are read
+                data = fh.read()
         kept[key] = data
         return data
 
