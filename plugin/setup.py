@@ -21,7 +21,6 @@ from metrics.schema import LoadSetup, Setup
 from plugin.server import _get
 from plugin.server_metrics import public_url
 from plugin.state import Plugin, role_of
-from plugin.context import load_workload
 
 log = logging.getLogger("llm")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,7 +60,7 @@ def setup_block(run, version: str | None, hosts: list[str], workers: int) -> Set
     plan, environment = run.plan, run.environment
     load = plan.record()["load"]
     users = getattr(environment.parsed_options, "num_users", None) if load["kind"] == "closed" else None
-    spec = load_workload(plan)
+    spec = run.spec  # the run's workload, loaded once with its plan
     end = run.window_end if run.window_end is not None else run.window_start
     return Setup(
         load=LoadSetup(kind=load["kind"], text=plan.summary_line(), users=users,

@@ -315,19 +315,18 @@ def identity(run: RunData) -> dict[str, str]:
     server (its URL; a server on this machine without its port: local servers and the built-in
     simulator take a free port each run) and model."""
     info = run.run
-    plan, opts = info.get("plan") or {}, info.get("options") or {}
-    load = dict(plan.get("load") or {"kind": "closed"})
+    load = dict(info.plan.get("load") or {"kind": "closed"})
     if load.get("kind") == "closed":  # the level of a closed loop is -u (the web form's user count)
-        load["users"] = opts.get("num_users")
-    wl = info.get("workload") or {}
-    parts = urlsplit(str(info.get("host") or opts.get("host") or ""))
+        load["users"] = info.options.get("num_users")
+    wl = info.workload or {}
+    parts = urlsplit(info.host or "")
     host = parts.hostname or ""
     server = f"{parts.scheme}://{host}{'' if host in LOOPBACK or not parts.port else f':{parts.port}'}{parts.path}"
     return {
         "workload": f"{wl.get('name') or '?'} (hash {str(wl.get('hash') or '?')[:12]})",
         "load": ", ".join(f"{k} {v}" for k, v in load.items() if v is not None),
         "server": server.rstrip("/"),
-        "model": str(plan.get("model") or opts.get("model") or ""),
+        "model": info.model or "",
     }
 
 
