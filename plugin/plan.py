@@ -137,7 +137,7 @@ class RunPlan(_Frozen):
         run_time = getattr(o, "run_time", None)
         plan = cls.from_parsed(Options.parse(o), float(run_time) if run_time else None, bool(getattr(o, "master", False)))
         if not getattr(o, "worker", False):  # a worker's user count is its master's share
-            _check_users(plan, getattr(o, "num_users", None), getattr(o, "spawn_rate", None))
+            check_users(plan, getattr(o, "num_users", None), getattr(o, "spawn_rate", None))
         return plan
 
     @classmethod
@@ -176,7 +176,7 @@ class RunPlan(_Frozen):
         return out
 
 
-def _check_users(plan: "RunPlan", users, spawn_rate) -> None:
+def check_users(plan: "RunPlan", users, spawn_rate) -> None:
     """Locust's -u and -r (the web form's "Number of users" and "Ramp up"), before any load: Locust
     itself takes -u -5 for a traceback seconds into the run, and 0 users for an empty run. A step
     ramp and a capacity search set the users themselves (-u is not used), an open loop's -u is its

@@ -23,7 +23,7 @@ from core.errors import InputError
 from plugin.embedded import EmbeddedSimulator
 from plugin.hooks import check_target, choose_shape, prepare_run
 from plugin.options import Options
-from plugin.plan import RunPlan
+from plugin.plan import RunPlan, check_users
 from simulator.profiles import load_profile
 
 log = logging.getLogger("llm.webui")
@@ -41,6 +41,7 @@ def check_start(environment, form) -> RunPlan:
         run_time_s = opts.run_time  # Locust's own check answers this one
     plan = RunPlan.from_parsed(Options.parse(argparse.Namespace(**values)), float(run_time_s) if run_time_s else None,
                                distributed=bool(getattr(opts, "master", False)))  # fmt: skip
+    check_users(plan, form.get("user_count", opts.num_users), form.get("spawn_rate", opts.spawn_rate))
     workload = prepare_run(plan)
     host = str(form.get("host") or environment.host or "").replace("<", "").replace(">", "").rstrip("/")
     state = environment.llm
