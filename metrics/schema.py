@@ -220,6 +220,9 @@ class Step(Block):
     steps: int = 1  # steps the level was held for (a capacity search extends an undecided level)
     cut: float | None = None  # requests that ended after this (wall clock) are not in the set
     verdict: LevelVerdict | None = None  # with --slo
+    # a step of a ramp that the run's end (-t, a stop) cut before half its window had passed
+    # (metrics/summary.py by_step): requests and latencies of the part that ran, no per-second rate
+    partial: bool = False
 
 
 class Window(_Model):

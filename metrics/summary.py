@@ -239,21 +239,38 @@ def open_loop(overall: Block, target_rate: float) -> OpenLoop:
                     behind_schedule=bool(reasons), reasons=reasons)  # fmt: skip
 
 
+# a ramp's step whose window the run's end left less than this share of is partial (Step.partial):
+# Locust's -t and the run's start are a few seconds apart on a busy machine, so a full last step
+# may lose a second or two of its window, never half
+PARTIAL_SHARE = 0.5
+
+
 def by_step(plan, run_start: float, run_end: float, m: Measure) -> list[Step]:
-    """One block and verdict per load level, over its declared set (Measure.level)."""
+    """One block and verdict per load level, over its declared set (Measure.level). A step ramp's
+    step that the run ended early is partial: a few requests over the fraction of a second after
+    its warm-up made "13 requests/s" of a step that had not run; its rates are left out. (A
+    capacity search's levels end as the search decides: `cut`, metrics/verdict.py.)"""
+    ramp = getattr(plan, "cut_lag_s", None) is None
     out = []
     for level in plan.levels_at(run_start):
+        partial = False
         if level.end > run_end:  # the run stopped inside this level: its window ends with the run
+            partial = ramp and run_end - level.start < PARTIAL_SHARE * (level.end - level.start)
             level = replace(level, end=run_end, cut=None if level.cut is None else min(level.cut, run_end))
         if level.end <= level.start:
             break  # the run stopped before this level was measured
-        out.append(m.level(level))
+        step = m.level(level)
+        if partial:
+            step = step.model_copy(update={"partial": True, "throughput": Throughput(),
+                                           "goodput": Goodput(good_fraction=step.goodput.good_fraction)})  # fmt: skip
+        out.append(step)
     return out
 
 
 def capacity(steps: list[Step], objectives) -> Capacity:
     """The highest level met below the lowest level missed (levels may come in any order: a
     capacity search bisects), from each level's one verdict; undecided levels are named."""
+    steps = [st for st in steps if not st.partial]  # a step the run cut short: no rates to answer with
     state = lambda st: st.verdict.state if st.verdict is not None else "undecided"  # noqa: E731
     missed = [st for st in steps if state(st) == "missed"]
     failing = min(missed, key=lambda st: st.users, default=None)
@@ -351,6 +368,7 @@ def format_steps(steps: list[Step]) -> str:
     for s in steps:
         t, th, r = s.ttft_ms, s.throughput, s.requests
         slo = VERDICT_WORD[s.verdict.state] if s.verdict is not None else "-"
+        slo = "cut" if s.partial else slo  # its verdict, if any, is in the lines below
         good = s.goodput.good_fraction
         lines.append(
             f"{s.step:>4}{s.users:>7}{r.ok:>7}{r.failed:>6}{_fmt(th.requests_per_s, 2):>8}"

@@ -204,6 +204,8 @@ def steps_table(steps: list[Step]) -> Table:
     rows = []
     for s in steps:
         row = cells(*(fmt(value(s), digits) for _, value, digits in STEP_COLUMNS))
+        if s.partial:  # the run ended early in it: no rates (metrics/summary.py by_step)
+            row[0] = Cell(f"{s.step} (cut)")
         if with_slo:
             row += level_verdict(s)
         rows.append(row)
