@@ -1,7 +1,7 @@
 """Questions asked of the target server before load starts.
 
 `check_server` is the one check of a target, for a headless start and for every start from the web
-form (plugin.hooks.check_target calls it): the host answers a TCP connect; GET HOST/v1/models tells
+form (plugin.run.check_target calls it): the host answers a TCP connect; GET HOST/v1/models tells
 the `/v1` mistake apart (a --host that already ends in /v1: every request would go to /v1/v1/...);
 a --model the server does not list is refused; an unnamed model is the first the server lists.
 Every problem is one line naming the option and the fix, before any request is sent.

@@ -80,7 +80,7 @@ class SuiteState:
         self.workload = None  # workloads.WorkloadSpec of that run, loaded once with its plan
         self.start = None  # worker: the plugin.run_start.RunStart its master sent with the run
         self.shared: dict = {}  # results process: what its plugins tell the workers with the run (RunStart.shared)
-        self.run = None  # plugin.hooks.Run: the results side (master, local)
+        self.run = None  # plugin.run.Run: the results side (master, local)
         self.context = None  # plugin.context.RunContext: the users' side (worker, local)
         self.simulator = None  # plugin.embedded.EmbeddedSimulator when no --host was given
         self.shape = None  # the locustfile's LLMShape, used only by stepped runs

@@ -25,7 +25,7 @@ from metrics.record import ERROR_CLASSES
 from metrics.slo import parse_slo
 from metrics.sse import parse_reads
 from plugin.health import HealthMonitor, Limits
-from plugin.hooks import check_target
+from plugin.run import check_target
 from plugin.plan import RunPlan
 from tests.helpers import ROOT, free_port, read_results, run_locust, simulator, start_locust, stop
 from tests.test_sse_reader import HEAD, ScriptedServer, chunked, content, sse
@@ -158,7 +158,7 @@ def models_at_root():
 
 
 def test_the_web_forms_check_tells_the_same(sim):
-    """The web UI's start check (webui/start_check.py) goes through plugin.hooks.check_target,
+    """The web UI's start check (webui/start_check.py) goes through plugin.run.check_target,
     like a headless start: the same lines, and /v1/models missing where /models answers."""
 
     with pytest.raises(InputError, match="is not served by"):

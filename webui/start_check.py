@@ -21,7 +21,7 @@ from locust.util.timespan import parse_timespan
 
 from core.errors import InputError
 from plugin.embedded import EmbeddedSimulator
-from plugin.hooks import check_target, choose_shape, prepare_run
+from plugin.run import check_target, choose_shape, prepare_run
 from plugin.options import Options
 from plugin.plan import RunPlan, check_users
 from simulator.profiles import load_profile

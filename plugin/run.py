@@ -1,0 +1,175 @@
+"""The results side of one run, on the process that writes results (a master, or a local run):
+its folder and writer, its window, the summary at the end, its verdict and exit code; and the checks
+a run's plan passes on this machine before it starts (its folder, workload, tokenizer, target).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from metrics.schema import Summary
+from plugin import exit_codes
+from plugin.context import load_workload, token_counter
+from plugin.options import check_host, public_options
+from plugin.plan import RunPlan
+from plugin.results import ResultsWriter, check_folder, new_run_id, reserve_folder
+from plugin.server import check_server
+from plugin.server_metrics import public_url
+from plugin.state import role_of, state_of
+
+log = logging.getLogger("llm")
+
+
+class Run:
+    """The results side of one test run, on the process that writes results."""
+
+    def __init__(self, environment, plan: RunPlan, spec):
+        self.environment = environment
+        self.plan = plan
+        self.spec = spec  # the run's workload (workloads.WorkloadSpec), loaded once with its plan
+        self.run_id = plan.run_id or new_run_id()
+        self.started = time.time()
+        # the load processes its schedule is split across (open loop, replay)
+        self.processes = environment.runner.worker_count if role_of(environment) == "master" else 1
+        self.window_start = plan.load.window_start(self.started, plan.warmup_s)
+        self.window_end: float | None = None
+        self.writer = ResultsWriter(
+            plan.results_dir,
+            self.run_id,
+            {
+                "host": public_url(environment.host) if environment.host else environment.host,
+                "plan": plan.record(),
+                "options": public_options(environment.parsed_options),
+                "workload": {"hash": spec.spec_hash, **spec.to_dict()},
+                "role": role_of(environment),
+            },
+            overwrite=plan.overwrite,
+        )
+        self.writer.on_rows = self._rows
+        self.collector = None
+        self.steps = None  # shapes.steps.StepPlan of a step ramp
+        self.search = None  # shapes.capacity.CapacitySearch
+        self.finished = False
+        self.summary_extra: dict = {}  # plugins add sections of summary.json here (run_stopping)
+
+    def _rows(self, rows) -> None:
+        if self.search is not None:
+            self.search.on_rows(rows)
+        for p in state_of(self.environment).plugins:
+            p.rows_recorded(self, rows)
+
+    def stopping(self) -> None:
+        if self.window_end is None:
+            self.window_end = time.time()
+
+    def finish(self) -> Summary | None:
+        """Write the results, print the console table and set the exit code; once per run."""
+        if self.finished:
+            return None
+        self.finished = True
+        self.stopping()
+        if self.collector is not None:
+            self.summary_extra["workers"] = self.collector.report()
+            lost = self.collector.lost_workers()
+            if lost:
+                self.summary_extra["lost_work"] = {"requests_min": sum(lost.values()), "workers": lost}
+        for p in state_of(self.environment).plugins:
+            p.run_stopping(self)
+        steps = self.plan.load.step_plan(self.search)  # the summary's steps (a search's as it decided them)
+        from metrics.summary import format_table, summarize  # pandas, loaded only by the writing process
+
+        writer = self.writer
+        table = writer.close_records()  # from memory too, when the disk refused them
+        typed = summarize(table, self.window_start, self.window_end, run_start=self.started, plan=steps,
+                          objectives=list(self.plan.slo), target_rate=self.plan.request_rate)  # fmt: skip
+        code, reasons = self.verdict(typed)
+        complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
+        reason = "; ".join(reasons) or None
+        typed = typed.with_sections(run_id=self.run_id, complete=complete, reason=reason, **self.summary_extra)
+        writer.write_summary(typed, complete, reason)
+        summary = typed
+
+        print("\n" + format_table(summary), flush=True)
+        if summary.open_loop is not None and summary.open_loop.behind_schedule:
+            log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary.open_loop.reasons))
+        lost = summary.lost_work
+        if lost is not None:
+            log.warning("lost work: at least %d requests lost with %d lost worker(s) (summary.json lost_work)",
+                        lost.requests_min, len(lost.workers))  # fmt: skip
+        self._set_exit_code(summary)
+        if code == exit_codes.INTERRUPTED:
+            log.error("run interrupted (exit %d): %s; the results are partial (complete: false)", code, reason)
+        elif code == exit_codes.INCOMPLETE:
+            log.error("run incomplete (exit %d): %s", code, reason)
+        if code != exit_codes.DONE:
+            exit_codes.raise_to(self.environment, code)
+        if writer.not_written:
+            log.error("results not written (exit %d): %s could not be written in %s; the table above is from memory",
+                      exit_codes.RESULTS_NOT_WRITTEN, ", ".join(writer.not_written), writer.path)  # fmt: skip
+            exit_codes.raise_to(self.environment, exit_codes.RESULTS_NOT_WRITTEN)
+        else:
+            print(f"results: {writer.path}", flush=True)
+        for p in state_of(self.environment).plugins:
+            p.run_finished(self, summary)
+        return summary
+
+    def verdict(self, summary) -> tuple[int, list[str]]:
+        """Did the run do what was asked? (exit code, reasons): INTERRUPTED by a signal; INCOMPLETE
+        when a worker failed to start or was lost, nothing was recorded, or nothing succeeded."""
+        state = state_of(self.environment)
+        code, reasons = exit_codes.DONE, []
+        if state is not None and state.interrupted:
+            code = exit_codes.INTERRUPTED
+            reasons.append(state.interrupted)
+        incomplete = list(state.worker_errors) if state is not None else []
+        if self.collector is not None:
+            incomplete += [f"worker {cid} lost mid-run: at least {n} requests lost with it" if n else
+                           f"worker {cid} lost mid-run: the records it finished after its last report are lost"
+                           for cid, n in self.collector.lost_workers().items()]  # fmt: skip
+        r = summary.overall.requests
+        if summary.records.total == 0:
+            incomplete.append("no request was recorded")
+        elif r.ok == 0:
+            incomplete.append(f"no request succeeded in the measured window ({r.sent} sent: {r.failed} failed, "
+                              f"{r.stopped} cut at the end, {r.cancelled} cancelled)")  # fmt: skip
+        if incomplete and code == exit_codes.DONE:
+            code = exit_codes.INCOMPLETE
+        return code, reasons + incomplete
+
+    def _set_exit_code(self, summary: Summary) -> None:
+        """A missed SLO fails a headless run; a capacity search fails only when no level met the SLO."""
+        if summary.capacity is not None and self.plan.find_capacity:  # format_table printed its sentence
+            missed = summary.capacity.users is None
+        elif summary.slo is not None:
+            missed = not summary.slo.passed  # format_table printed each objective's verdict
+        else:
+            return
+        if missed:
+            exit_codes.raise_to(self.environment, exit_codes.SLO_MISSED)
+
+
+def prepare_run(plan: RunPlan):
+    """What the plan needs from this machine, checked once before the run: its results folder
+    (locked now: a second run with this id is refused), its workload (returned: the run's
+    workload, loaded once), its tokenizer. Raises InputError."""
+    reserve_folder(plan.results_dir, plan.run_id, plan.overwrite)
+    spec = load_workload(plan)
+    if plan.tokenizer:
+        token_counter(plan.tokenizer)
+    return spec
+
+
+def check_target(environment, plan: RunPlan, host: str) -> RunPlan:
+    """The target answers and serves the model (raises InputError; plugin/server.py): before any
+    load, headless at init and at every start from the web form. Returns the plan with the model
+    filled in."""
+    check_folder(plan.results_dir, plan.run_id, plan.overwrite)
+    return check_server(check_host(host), plan)
+
+
+def choose_shape(environment, plan: RunPlan) -> None:
+    """Stepped runs (steps, capacity search) run the locustfile's shape; every other run runs
+    Locust's usual way (the shape would take -u, -r and live edits of the user count away)."""
+    state = state_of(environment)
+    environment.shape_class = state.shape if plan.stepped and state.shape is not None else None
