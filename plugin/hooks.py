@@ -16,7 +16,7 @@ When a run goes wrong (docs/failures.md "When a run goes wrong"):
   SIGINT / SIGTERM   the run stops at once: streams in flight are cut and recorded as `stopped`,
                      a master first collects its workers' last records; summary.json says
                      `complete: false` and why; exit code 130 (exit_codes.INTERRUPTED)
-  a lost master      a worker whose master stays silent for MASTER_SILENT_S stops its users, keeps
+  a lost master      a worker whose master stays silent for MASTER_SILENT_S (plugin/worker.py) stops its users, keeps
                      the records the master never acknowledged in its own --results-dir and exits 4
   a run that did not run as asked (a worker failed or was lost, no record, no successful request)
                      `complete: false`, one line saying why, exit code 4 (exit_codes.INCOMPLETE)
@@ -25,20 +25,18 @@ When a run goes wrong (docs/failures.md "When a run goes wrong"):
 from __future__ import annotations
 
 import logging
-import os
 import random
-import secrets
 import signal
 import sys
 import time
 
 import gevent
 from locust import events
-from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS, STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
+from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
 
 from core.errors import InputError
 from plugin import exit_codes
-from plugin.context import RunContext, token_counter
+from plugin.context import RunContext
 from plugin.embedded import EmbeddedSimulator
 from plugin.finisher import Finisher
 from plugin.locust_fixes import memoize_default_args
@@ -46,10 +44,10 @@ from plugin.options import add_arguments, check_host
 from plugin import run_start
 from plugin.plan import RunPlan
 from plugin.run_start import CarriedWorkload, RunStart
-from plugin.results import write_unshipped
+from plugin import worker
 from plugin.run import Run, check_target, choose_shape, prepare_run
 from plugin.server import check_reachable, resolve_model
-from plugin.shipping import LocalSink, MasterCollector, WorkerShipper
+from plugin.shipping import LocalSink, MasterCollector
 from plugin.state import Plugin, SuiteState, role_of, state_of
 
 log = logging.getLogger("llm")
@@ -57,11 +55,6 @@ memoize_default_args()  # at import: a late-joining worker gets its first spawn 
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
-CONTEXT_WAIT_S = 30  # a late-joining worker's users wait this long for the run context
-WORKER_ERROR = "llm_worker_error"  # a worker could not build the run's plan: it tells the master
-# a worker whose master has been silent this long (Locust's master declares a worker missing after
-# HEARTBEAT_LIVENESS missed heartbeats; Locust's own worker waits 60 s) stops its users
-MASTER_SILENT_S = HEARTBEAT_LIVENESS * HEARTBEAT_INTERVAL + 2.0
 INTERRUPT_WAIT_S = 15  # an interrupted master waits this long for a stop under way to end the run
 
 _plugins: tuple[Plugin, ...] = ()
@@ -122,7 +115,7 @@ def _on_init(environment, runner, **_kw) -> None:
         state = environment.llm = SuiteState(role, _plugins)
     state.shape = environment.shape_class
     if role == "worker":
-        _init_worker(environment, runner, state)
+        worker.init_worker(environment, runner, state)
     else:
         _init_results_side(environment, runner, state)
     _watch_signals(state)
@@ -194,7 +187,7 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
         fail(f"--sim-profile: the built-in simulator did not start: {e}")
     if role_of(environment) == "master":
         runner.register_message("llm_final", lambda msg, **kw: state.run and state.run.collector.on_final(msg))
-        runner.register_message(WORKER_ERROR, lambda msg, **kw: _worker_failed(environment, msg))
+        runner.register_message(worker.WORKER_ERROR, lambda msg, **kw: _worker_failed(environment, msg))
         events.worker_report.add_listener(lambda client_id, data: _on_worker_report(environment, client_id, data))
 
 
@@ -221,81 +214,6 @@ def _worker_failed(environment, msg) -> None:
         gevent.spawn(runner.quit if environment.parsed_options.headless else runner.stop)
 
 
-def _init_worker(environment, runner, state: SuiteState) -> None:
-    def on_drain(msg, **_kw):
-        if msg.data.get("now"):  # the master was interrupted: cut the streams in flight at once
-            environment.stop_timeout = 0
-            state.interrupted = state.interrupted or "the master was interrupted"
-            exit_codes.raise_to(environment, exit_codes.INTERRUPTED)
-            if runner.state in (STATE_CLEANUP, STATE_STOPPING):  # a stop under way waits --stop-timeout
-                runner.user_greenlets.kill(block=True, timeout=5)
-                return
-        if runner.state in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
-            return
-        log.info("drain requested by the master: stopping users")
-        runner.stop()  # fires test_stopping here too: open-loop users stop taking arrivals
-
-    # concurrent: a second, hurried drain must reach the worker while the first one still waits
-    runner.register_message("llm_drain", on_drain, concurrent=True)
-    runner.register_message("llm_ack", lambda msg, **kw: state.context and state.context.sink.on_ack(msg.data))
-
-    def report(client_id, data):
-        if state.context is not None:
-            state.context.sink.on_report(data, state.context.in_flight)
-        for p in _plugins:
-            p.report_to_master(environment, data)
-
-    events.report_to_master.add_listener(report)
-    state.own_results_dir = getattr(environment.parsed_options, "results_dir", None)  # before the master's arrives
-    state.worker_ready = True
-    gevent.spawn(_watch_master, environment, runner, state)
-
-
-def _watch_master(environment, runner, state: SuiteState) -> None:
-    """A worker's users stop when its master stays silent (killed, network cut) for MASTER_SILENT_S
-    during a run; Locust's own worker would keep loading the server for 60 s, then exit 0. Silence
-    while this process itself was stopped (SIGSTOP, a paused VM) does not count: the master's
-    heartbeats wait in the socket, and the master takes a worker back when its heartbeats resume."""
-    awake = polled = time.monotonic()
-    while True:
-        gevent.sleep(0.5)
-        now = time.monotonic()
-        if now - polled > MASTER_SILENT_S:  # this process did not run for that long: it was stopped
-            awake = now
-        polled = now
-        ctx, last = state.context, runner.last_heartbeat_timestamp
-        if ctx is None or ctx.stopping.is_set() or last is None:
-            continue
-        silent = min(time.time() - last, now - awake)
-        if silent >= MASTER_SILENT_S:
-            _master_lost(environment, runner, state, silent)
-            return
-
-
-def _master_lost(environment, runner, state: SuiteState, silent: float) -> None:
-    state.master_lost = True
-    log.error("master silent for %.0f s (its heartbeat comes every %g s): stopping users now; records it has not "
-              "acknowledged are kept on this machine", silent, HEARTBEAT_INTERVAL)  # fmt: skip
-    exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
-    environment.stop_timeout = 0  # nobody collects what they would finish: cut them, record them
-    runner.stop()  # test_stop: the records are kept (_close_context)
-    runner.quit()
-
-
-def _keep_unshipped(environment, ctx, state: SuiteState) -> None:
-    """A worker without its master: every record not acknowledged, on this machine's disk."""
-    rows = ctx.sink.unshipped()
-    folder = os.path.join(state.own_results_dir or ctx.plan.results_dir, ctx.run_id)
-    name = f"worker-{environment.runner.worker_index}-{secrets.token_hex(3)}"
-    try:
-        path = write_unshipped(folder, name, rows)
-    except OSError as e:
-        log.error("could not keep %d unshipped records in %s (%s): they are lost", len(rows), folder, os.strerror(e.errno) if e.errno else e)
-        return
-    log.error("kept %d records the master never acknowledged in %s (copy it into the run's results folder on the "
-              "master's machine and run python -m reports build there: each request is kept once)", len(rows), path)  # fmt: skip
-
-
 @events.test_start.add_listener
 def _on_test_start(environment, **_kw) -> None:
     state = state_of(environment)
@@ -303,7 +221,7 @@ def _on_test_start(environment, **_kw) -> None:
         state = environment.llm = SuiteState(role_of(environment), _plugins)
     opts = environment.parsed_options
     if state.role == "worker":
-        _start_worker_run(environment, state)
+        worker.start_worker_run(environment, state)
         return
     # the plan built and checked before this start (init, or the web form's check): it is the run's
     plan = state.plan
@@ -345,66 +263,6 @@ def _on_test_start(environment, **_kw) -> None:
     for p in _plugins:
         p.run_started(run)
     log.info("run %s: %s; results in %s", run.run_id, plan.summary_line(), run.writer.path)
-
-
-def _worker_cannot_run(environment, error: Exception) -> None:
-    """Tell the master, which stops the run (its summary and exit code say why)."""
-    log.error("cannot run: %s", error)
-    exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
-
-    def send():
-        deadline = time.monotonic() + CONTEXT_WAIT_S
-        while environment.runner is None and time.monotonic() < deadline:  # a late joiner: not yet set
-            gevent.sleep(0.05)
-        environment.runner.send_message(WORKER_ERROR, {"message": str(error)})
-
-    if environment.runner is not None:
-        send()
-    else:
-        gevent.spawn(send)
-
-
-def _start_worker_run(environment, state: SuiteState) -> None:
-    """A worker runs the plan and the workload its master sent (plugin/run_start.py), validated
-    here; what it reads from its own disk is only a tokenizer (and a replayed trace)."""
-    try:
-        start = run_start.received(environment)
-        spec = start.workload.load()
-        if start.plan.tokenizer:
-            token_counter(start.plan.tokenizer)
-    except InputError as e:
-        _worker_cannot_run(environment, e)
-        return
-    # the worker's own key wins: the master's travels in clear text with Locust's options (docs/security.md)
-    plan = start.plan.with_api_key(os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or "")
-    state.plan, state.workload, state.start = plan, spec, start
-    if state.worker_ready:
-        _open_worker_run(environment, start, plan, spec)
-    else:  # joined a running test: finish once init has run (users wait for the context)
-        gevent.spawn(_open_worker_run_when_ready, environment, start, plan, spec)
-    for p in _plugins:
-        p.test_start(environment)
-
-
-def _open_worker_run(environment, start, plan: RunPlan, spec) -> None:
-    runner = environment.runner
-    state = state_of(environment)
-    try:
-        ctx = RunContext(plan, spec, start.run_id, runner.worker_index, WorkerShipper(runner, start.run_id), start.started,
-                         start.processes, environment)  # fmt: skip
-    except InputError as e:
-        _worker_cannot_run(environment, e)
-        return
-    ctx.finisher = Finisher(ctx, environment)
-    state.context = ctx
-
-
-def _open_worker_run_when_ready(environment, start, plan: RunPlan, spec) -> None:
-    state = state_of(environment)
-    deadline = time.monotonic() + CONTEXT_WAIT_S
-    while not state.worker_ready and time.monotonic() < deadline:
-        gevent.sleep(0.01)
-    _open_worker_run(environment, start, plan, spec)
 
 
 @events.test_stopping.add_listener
@@ -458,7 +316,7 @@ def _close_context(environment) -> None:
         state.context = None
         if state.role == "worker":
             if state.master_lost or not ctx.sink.send_final():
-                _keep_unshipped(environment, ctx, state)
+                worker.keep_unshipped(environment, ctx, state)
 
 
 def _interrupt(environment) -> None:
