@@ -13,7 +13,7 @@ with the workload. locustfile.py calls `install(...)` once with the plugins in t
 hooks run. The results side of a run is plugin/run.py.
 
 When a run goes wrong (docs/failures.md "When a run goes wrong"):
-  SIGINT / SIGTERM   the run stops at once: streams in flight are cut and recorded as `stopped`,
+  SIGINT / SIGTERM   (plugin/interrupts.py) the run stops at once: streams in flight are cut and recorded as `stopped`,
                      a master first collects its workers' last records; summary.json says
                      `complete: false` and why; exit code 130 (exit_codes.INTERRUPTED)
   a lost master      a worker whose master stays silent for MASTER_SILENT_S (plugin/worker.py) stops its users, keeps
@@ -26,13 +26,9 @@ from __future__ import annotations
 
 import logging
 import random
-import signal
-import sys
-import time
 
 import gevent
 from locust import events
-from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
 
 from core.errors import InputError
 from plugin import exit_codes
@@ -44,7 +40,7 @@ from plugin.options import add_arguments, check_host
 from plugin import run_start
 from plugin.plan import RunPlan
 from plugin.run_start import CarriedWorkload, RunStart
-from plugin import worker
+from plugin import interrupts, worker
 from plugin.run import Run, check_target, choose_shape, prepare_run
 from plugin.server import check_reachable, resolve_model
 from plugin.shipping import LocalSink, MasterCollector
@@ -55,7 +51,6 @@ memoize_default_args()  # at import: a late-joining worker gets its first spawn 
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
-INTERRUPT_WAIT_S = 15  # an interrupted master waits this long for a stop under way to end the run
 
 _plugins: tuple[Plugin, ...] = ()
 
@@ -64,36 +59,6 @@ def install(*plugins: Plugin) -> None:
     """The plugins of every run, in the order their hooks are called. Called once by the locustfile."""
     global _plugins
     _plugins = tuple(plugins)
-
-
-def fail(message: str) -> None:
-    """A misconfiguration: one line, the bad-input exit code, before any load."""
-    sys.stderr.write(f"error: {message}\n")
-    sys.stderr.flush()
-    _stop_children()
-    sys.exit(exit_codes.BAD_INPUT)
-
-
-def _stop_children() -> None:
-    """With --processes, Locust forks the workers before the options reach the suite. Its own
-    clean-up at exit takes a child that is still running for one that has ended (a non-blocking
-    waitpid returns 0), so without this the workers of a refused run would outlive it by a minute,
-    waiting for a master's heartbeat, and print to the terminal after the prompt came back. Nothing
-    has started yet: the children (those workers, a built-in simulator) are stopped, then killed."""
-    import psutil
-
-    children = psutil.Process().children()
-    for child in children:
-        try:
-            child.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(children, timeout=5)
-    for child in alive:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
 
 
 # -- Locust's events ------------------------------------------------------------------------------
@@ -118,38 +83,12 @@ def _on_init(environment, runner, **_kw) -> None:
         worker.init_worker(environment, runner, state)
     else:
         _init_results_side(environment, runner, state)
-    _watch_signals(state)
+    interrupts.watch_signals(state)
     # Locust fires `quitting` in reverse order of the listeners: this one, added after the runner's
     # own, runs before it (a master's runner would otherwise end the run as if it had finished)
-    environment.events.quitting.add_listener(lambda environment, **kw: _interrupt(environment))
+    environment.events.quitting.add_listener(lambda environment, **kw: interrupts.interrupt(environment))
     for p in _plugins:
         p.init(environment)
-
-
-def _watch_signals(state: SuiteState) -> None:
-    """Note which signal ends the process, for the interrupted run's reason. SIGINT keeps Python's
-    KeyboardInterrupt (Locust's Ctrl-C handling); SIGTERM gets a watcher beside Locust's own."""
-
-    def on_sigint(signum, frame):
-        state.signal = "SIGINT"
-        raise KeyboardInterrupt
-
-    def on_sigterm():
-        state.signal = state.signal or "SIGTERM"
-        # one SIGTERM ends the run; a second one (an orchestrator repeating itself) would run Locust's
-        # shutdown again in the middle of ours and lose the streams in flight: ignore it (SIGKILL stays)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-    try:
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, on_sigint)
-            # the KeyboardInterrupt reaches Locust's main through gevent's hub, which would print
-            # its traceback on the way: an interrupt is not an error (gevent's Hub.NOT_ERROR)
-            hub = gevent.get_hub()
-            hub.NOT_ERROR = (*hub.NOT_ERROR, KeyboardInterrupt)
-        state.sigterm_watcher = gevent.signal_handler(signal.SIGTERM, on_sigterm)
-    except ValueError:  # not the main thread (a test's environment): nothing to watch
-        pass
 
 
 def _init_results_side(environment, runner, state: SuiteState) -> None:
@@ -182,9 +121,9 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
         if opts.headless:
             log.info("plan: %s", plan.summary_line())
     except InputError as e:
-        fail(str(e))
+        interrupts.fail(str(e))
     except RuntimeError as e:
-        fail(f"--sim-profile: the built-in simulator did not start: {e}")
+        interrupts.fail(f"--sim-profile: the built-in simulator did not start: {e}")
     if role_of(environment) == "master":
         runner.register_message("llm_final", lambda msg, **kw: state.run and state.run.collector.on_final(msg))
         runner.register_message(worker.WORKER_ERROR, lambda msg, **kw: _worker_failed(environment, msg))
@@ -291,7 +230,7 @@ def _on_test_stop(environment, **_kw) -> None:
     state = state_of(environment)
     if state is None:
         return
-    _close_context(environment)
+    worker.close_users(environment)
     for p in _plugins:
         p.test_stop(environment)
     run = state.run
@@ -306,61 +245,13 @@ def _on_test_stop(environment, **_kw) -> None:
         environment.stop_timeout = 0
 
 
-def _close_context(environment) -> None:
-    """Users have stopped: every exchange they handed over becomes a record, and a worker sends
-    its last batches (or, its master lost, keeps them on its own disk)."""
-    state = state_of(environment)
-    ctx = state.context
-    if ctx is not None:
-        ctx.finisher.stop()
-        state.context = None
-        if state.role == "worker":
-            if state.master_lost or not ctx.sink.send_final():
-                worker.keep_unshipped(environment, ctx, state)
-
-
-def _interrupt(environment) -> None:
-    """The process quits while a run is on (SIGINT, SIGTERM): the run ends here, before Locust's
-    own quitting (which would end it as if finished, and drop the streams in flight). Users stop at
-    once, their streams in flight recorded as `stopped`; a master first collects its workers'
-    last records. The summary says `complete: false` and why; the exit code is 130."""
-    state = state_of(environment)
-    if state is None or state.interrupted:
-        return
-    run, runner = state.run, environment.runner
-    if not ((run is not None and not run.finished) or (state.role == "worker" and state.context is not None)):
-        return  # no run on: nothing to mark
-    if state.signal is None:
-        gevent.sleep(0)  # the SIGTERM watcher's greenlet may not have run yet
-    started = run.started if run is not None else state.context.run_start
-    planned = state.plan.run_time_s if state.plan is not None else None
-    state.interrupted = (f"interrupted by {state.signal or 'a request to quit'} {time.time() - started:.0f} s into the run"
-                         + (f" of {planned:g} s" if planned else ""))  # fmt: skip
-    exit_codes.raise_to(environment, exit_codes.INTERRUPTED)
-    log.warning("%s: stopping users now; streams in flight are recorded as stopped (complete: false)", state.interrupted)
-    environment.stop_timeout = 0
-    if runner.state not in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
-        runner.stop()  # test_stopping (a master's hurried drain), test_stop: the run is finished there
-    elif state.role == "master":  # a drain under way: hurry it, then let it finish the run
-        run.collector.ask_to_stop(now=True)
-        deadline = time.monotonic() + INTERRUPT_WAIT_S
-        while not run.finished and time.monotonic() < deadline:
-            gevent.sleep(0.1)
-    else:  # a stop under way waits --stop-timeout for the users: cut them now
-        runner.user_greenlets.kill(block=True, timeout=5)
-    _close_context(environment)
-    if run is not None and not run.finished:
-        run.finish()
-        state.run = None
-
-
 @events.quitting.add_listener
 def _on_quitting(environment, **_kw) -> None:
     state = state_of(environment)
     if state is None:
         return
-    _interrupt(environment)  # when the listener added at init did not run (a test's environment)
-    _close_context(environment)
+    interrupts.interrupt(environment)  # when the listener added at init did not run (a test's environment)
+    worker.close_users(environment)
     run = state.run
     if run is not None and not run.finished:
         run.finish()

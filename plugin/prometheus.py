@@ -60,7 +60,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 
 from metrics.record import ERROR_CLASSES, FIELD_NAMES
-from plugin.hooks import fail
+from plugin.interrupts import fail
 from plugin.state import Plugin, role_of
 
 log = logging.getLogger("llm.prometheus")

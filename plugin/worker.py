@@ -90,7 +90,7 @@ def _master_lost(environment, runner, state: SuiteState, silent: float) -> None:
               "acknowledged are kept on this machine", silent, HEARTBEAT_INTERVAL)  # fmt: skip
     exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
     environment.stop_timeout = 0  # nobody collects what they would finish: cut them, record them
-    runner.stop()  # test_stop: the records are kept (_close_context)
+    runner.stop()  # test_stop: the records are kept (close_users)
     runner.quit()
 
 
@@ -166,3 +166,16 @@ def _open_run_when_ready(environment, start, plan: RunPlan, spec) -> None:
     while not state.worker_ready and time.monotonic() < deadline:
         gevent.sleep(0.01)
     _open_run(environment, start, plan, spec)
+
+
+def close_users(environment) -> None:
+    """Users have stopped: every exchange they handed over becomes a record, and a worker sends
+    its last batches (or, its master lost, keeps them on its own disk)."""
+    state = state_of(environment)
+    ctx = state.context
+    if ctx is not None:
+        ctx.finisher.stop()
+        state.context = None
+        if state.role == "worker":
+            if state.master_lost or not ctx.sink.send_final():
+                keep_unshipped(environment, ctx, state)
