@@ -81,8 +81,15 @@ def test_full_disk_is_said_at_once_and_the_run_ends_with_its_table_and_exit_5(tm
     assert "ERROR" in line and "kept in memory" in line, line
     table = re.search(r"^overall\s+(\d+)\s+(\d+)", log, re.M)
     assert table, "no console table: " + log[-3000:]
-    assert int(table.group(1)) + int(table.group(2)) == served  # every record, from memory
-    assert "results not written" in log
+    last = next(ln for ln in reversed(log.splitlines()) if "results not written" in ln)
+    held = re.search(r"\(exit 5\): (\d+) records \(No space left on device\)", last)
+    assert held, last
+    on_disk = sum(len(record_ids(p)) for p in (small_disk / "full" / "requests.parts").glob("part-*.parquet"))
+    assert int(held.group(1)) + on_disk == served  # every record: held in memory, or written before the disk filled
+    # The table counts the requests sent inside the run's window. A closed-loop user may begin one
+    # more request in the moment between the run's end and Locust stopping it (longer on a loaded
+    # machine): served and recorded above, outside the window, so not in the table.
+    assert 0 < int(table.group(1)) + int(table.group(2)) <= served
 
 
 # -- 7. a run id in use is refused before load -------------------------------------------------------
