@@ -114,7 +114,9 @@ def test_a_server_that_never_sends_a_token_is_not_a_success(tmp_path):
 
 
 def test_a_run_without_a_record_is_not_a_success(tmp_path):
-    proc = run_locust("-u", "0", "-r", "1", "-t", "2s", "--results-dir", str(tmp_path), "--run-id", "none", timeout=60)
+    # an open loop whose first arrival is due 100 s after a 3 s run: nothing is sent (0 users is refused as bad input)
+    proc = run_locust("--request-rate", "0.01", "--arrival", "constant", "-t", "3s", "--results-dir", str(tmp_path),
+                      "--run-id", "none", timeout=60)
     assert proc.returncode == exit_codes.INCOMPLETE, proc.stderr[-3000:]
     assert "run incomplete (exit 4): no request was recorded" in proc.stderr
     summary = summary_of(tmp_path / "none")
