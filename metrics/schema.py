@@ -284,6 +284,8 @@ class Setup(_Model):
 class OpenLoop(_Model):
     target_rate: float
     sent_per_s: Num = None
+    scheduled: int | None = None  # arrivals the schedule had due inside the window (all processes)
+    sent: int | None = None  # of those, the ones sent (late or not)
     schedule_lag_p99_ms: Num = None
     behind_schedule: bool
     reasons: list[str]

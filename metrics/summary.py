@@ -179,12 +179,15 @@ def judge_level(rows: pa.Table, level, objectives) -> Step:
 
 
 SCHEDULE_LAG_LIMIT_MS = 10.0  # open loop: sending 1 % of requests later than this is "behind schedule"
+INTENDED_SLACK_S = 0.01
+SENT_SHARE = 0.95  # open loop: sending fewer of the arrivals due in the window than this share is "behind schedule"
 
 
 def summarize(table: pa.Table, window_start: float, window_end: float, run_start: float | None = None,
-              plan=None, objectives=(), target_rate: float | None = None) -> Summary:
+              plan=None, objectives=(), target_rate: float | None = None, scheduled: int | None = None) -> Summary:
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
-    slo and capacity when the run had steps and objectives."""
+    slo and capacity when the run had steps and objectives; open_loop with `target_rate` and
+    `scheduled`, the arrivals the schedule had due inside the window."""
     table = with_all_columns(table)  # a results file of an older version lacks the newer columns
     df = _frame(table)
     m = Measure(df, table.column("chunk_times"), objectives)
@@ -220,23 +223,41 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         # fail on purpose would contradict it (summary.overall.slo keeps the pooled figures)
         summary.slo = summary.overall.slo
     if target_rate:
-        summary.open_loop = open_loop(summary.overall, target_rate)
+        summary.open_loop = open_loop(summary.overall, target_rate, scheduled, sent_on_schedule(df, table, window_start, window_end))
     return summary
 
 
-def open_loop(overall: Block, target_rate: float) -> OpenLoop:
+def sent_on_schedule(df: pd.DataFrame, table: pa.Table, start: float, end: float) -> int:
+    """Arrivals of the schedule due in [start, end] (wall clock) that were sent, late or not: records
+    whose intended send time falls there. A retry or a conversation's later turn is not an arrival
+    of the schedule (a later turn is timed from the reply before it). The intended time is the
+    schedule's number carried through a process's clocks: wall_send is stamped before a new
+    connection is opened (connect_s) and t_send after, so it is matched within INTENDED_SLACK_S."""
+    connect = np.nan_to_num(table.column("connect_s").to_numpy(zero_copy_only=False).astype(float), nan=0.0)
+    intended = df["wall_send"].to_numpy(dtype=float) + connect - (df["t_send"] - df["t_intended"]).to_numpy(dtype=float)
+    turns = table.column("turn").to_numpy(zero_copy_only=False)
+    arrival = ~df["retry"].to_numpy(dtype=bool) & (turns <= 1)
+    inside = (intended >= start - INTENDED_SLACK_S) & (intended <= end + INTENDED_SLACK_S)
+    return int(np.count_nonzero(arrival & inside))
+
+
+def open_loop(overall: Block, target_rate: float, scheduled: int | None = None, sent: int | None = None) -> OpenLoop:
     """Did the client keep to the arrival schedule? Lateness is measured per request
-    (t_send - t_intended); a late request still counts from its intended time in *_from_intended_ms."""
+    (t_send - t_intended); a late request still counts from its intended time in *_from_intended_ms.
+    The arrivals sent are compared with those the schedule had due in the window (`scheduled`), not
+    the rate with the target: over a short window a low rate may have no arrival due at all."""
     lag_p99 = overall.schedule_lag_ms.p99 if overall.schedule_lag_ms is not None else None
-    achieved = overall.throughput.sent_per_s
     reasons = []
     if lag_p99 is not None and lag_p99 > SCHEDULE_LAG_LIMIT_MS:
         reasons.append(f"1 % of requests were sent more than {lag_p99:,.0f} ms after their scheduled time "
                        f"(limit {SCHEDULE_LAG_LIMIT_MS:g} ms): all users busy (--max-concurrency) or the client saturated")
-    if achieved is not None and achieved < 0.95 * target_rate:
-        reasons.append(f"sent {achieved:,.2f} requests/s of the {target_rate:g} scheduled")
-    return OpenLoop(target_rate=target_rate, sent_per_s=achieved, schedule_lag_p99_ms=lag_p99,
-                    behind_schedule=bool(reasons), reasons=reasons)  # fmt: skip
+    if scheduled is not None and sent is not None:
+        sent = min(sent, scheduled)  # one just past the window's edge, matched within the slack
+    if scheduled is not None and sent is not None and sent < SENT_SHARE * scheduled:
+        reasons.append(f"sent {sent:,} of the {scheduled:,} arrivals the schedule had due in the window "
+                       f"({target_rate:g} requests/s): all users busy (--max-concurrency) or the client saturated")
+    return OpenLoop(target_rate=target_rate, sent_per_s=overall.throughput.sent_per_s, scheduled=scheduled, sent=sent,
+                    schedule_lag_p99_ms=lag_p99, behind_schedule=bool(reasons), reasons=reasons)  # fmt: skip
 
 
 # a ramp's step whose window the run's end left less than this share of is partial (Step.partial):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
+from core.errors import InputError
 from metrics.schema import Summary
 from plugin import exit_codes
 from plugin.context import load_workload, token_counter
@@ -82,7 +83,8 @@ class Run:
         writer = self.writer
         table = writer.close_records()  # from memory too, when the disk refused them
         typed = summarize(table, self.window_start, self.window_end, run_start=self.started, plan=steps,
-                          objectives=list(self.plan.slo), target_rate=self.plan.request_rate)  # fmt: skip
+                          objectives=list(self.plan.slo), target_rate=self.plan.request_rate,
+                          scheduled=self.scheduled())  # fmt: skip
         code, reasons = self.verdict(typed)
         complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
         reason = "; ".join(reasons) or None
@@ -113,6 +115,14 @@ class Run:
         for p in state_of(self.environment).plugins:
             p.run_finished(self, summary)
         return summary
+
+    def scheduled(self) -> int | None:
+        """Open loops: the arrivals the run's schedule had due in its window (None otherwise)."""
+        try:
+            return self.plan.load.scheduled_between(self.started, self.window_start, self.window_end, self.plan.seed or 0)
+        except InputError as e:  # a replayed trace no longer readable: the count is left out
+            log.warning("open loop: cannot count the arrivals due in the window (%s)", e)
+            return None
 
     def verdict(self, summary) -> tuple[int, list[str]]:
         """Did the run do what was asked? (exit code, reasons): INTERRUPTED by a signal; INCOMPLETE

@@ -48,6 +48,17 @@ class ArrivalSchedule:
         self.drawn += BLOCK
         self.clock = float(times[-1])
 
+    def count_between(self, start: float, end: float) -> int:
+        """How many of this process's send times fall in [start, end] (this schedule's clock), drawn
+        as `take` draws them; it uses the schedule up (a fresh one is made for the count)."""
+        n = 0
+        while self.clock < end:
+            self._refill()
+            times = np.asarray(self.mine, dtype=float)
+            n += int(np.count_nonzero((times >= start) & (times <= end)))
+            self.mine = []
+        return n
+
     def take(self) -> float:
         """The next send time of this process (perf_counter), in order; one per call."""
         while self.taken >= len(self.mine):

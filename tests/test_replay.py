@@ -151,6 +151,7 @@ def test_replay_sends_logged_prompts_verbatim_at_scaled_times_and_ends_with_the_
     assert list(by_time["max_tokens"]) == [2 + i % 4 for i in range(30)]
     ol = summary["open_loop"]
     assert ol["target_rate"] == pytest.approx(30 / (29 * 0.2 * 0.5))
+    assert ol["scheduled"] == ol["sent"] == 30, ol  # every arrival due was sent (the first at the window's start)
     assert summary["overall"]["schedule_lag_ms"]["count"] == 30
     assert set(df["request_class"]) <= {"short", "medium", "long"}
 

@@ -10,6 +10,7 @@ options, checks them against the others, and owns what differs between kinds:
   window_start(started, warmup_s)      where the measured window begins
   headless_users()                     the user count a headless run starts (None: Locust's -u)
   target_rate()                        requests per second asked for (open loops), for the summary
+  scheduled_between(run_start, s, e, seed)  open loops: the arrivals due in [s, e] (wall clock), all processes
   step_seconds(), fixed_levels()       per-step accounting: each record's step, the levels known up front
   step_plan(search), new_search(...)   the shape of a stepped run and the steps of its summary
 """
@@ -52,6 +53,11 @@ class LoadModel(BaseModel):
         return None
 
     def target_rate(self) -> float | None:
+        return None
+
+    def scheduled_between(self, run_start: float, start: float, end: float, seed: int) -> int | None:
+        """Open loops: how many arrivals of the whole schedule were due in [start, end] (wall clock);
+        None for a load without a schedule."""
         return None
 
     def step_seconds(self) -> float | None:

@@ -69,6 +69,9 @@ class OpenLoop(Scheduled):
     def target_rate(self) -> float:
         return self.rate
 
+    def scheduled_between(self, run_start, start, end, seed):
+        return ArrivalSchedule(self.rate, self.arrival, self.burstiness, seed, 1, 0, run_start).count_between(start, end)
+
     def scheduled_pacer(self, ctx, worker_index, processes, environment, t0):
         arrivals = ArrivalSchedule(self.rate, self.arrival, self.burstiness, ctx.plan.seed or 0, processes, worker_index, t0)
         return OpenPacer(ctx.sampler, arrivals, ctx.stopping)

@@ -43,6 +43,9 @@ class TraceReplay(Scheduled):
     def target_rate(self) -> float:
         return self.rate
 
+    def scheduled_between(self, run_start, start, end, seed):
+        return sum(1 for t in ReplaySchedule(load_trace(self.trace), self.time_scale, 1, 0, run_start).times if start <= t <= end)
+
     def scheduled_pacer(self, ctx, worker_index, processes, environment, t0):
         try:  # read from this process's disk (a trace can be large: it does not travel with the run)
             trace = load_trace(self.trace)
