@@ -494,7 +494,7 @@ def markdown(result: dict, verdicts: list[dict]) -> str:
                      f"(rules: {', '.join('`' + v['rule'] + '`' for v in verdicts)})")
         lines += ["", "| rule | change | beyond noise | verdict | why |", "| --- | ---: | --- | --- | --- |"]
         for v in verdicts:
-            lines.append(f"| `{v['rule']}` | {_change(v)} | {'yes' if v['significant'] else 'no'} | "
+            lines.append(f"| `{v['rule']}` | {change_text(v)} | {'yes' if v['significant'] else 'no'} | "
                          f"{'**FAIL**' if v['failed'] else 'pass'} | {v['reason']} |")
         lines.append("")
     lines += [f"> **Warning:** {w}" for w in result.get("warnings", [])] + ([""] if result.get("warnings") else [])
@@ -519,13 +519,16 @@ def _vname(v: dict) -> str:
     return v["metric"] if v["scope"] == "overall" else f"{v['scope'].replace(':', '')}.{v['metric']}"
 
 
-def _change(v: dict) -> str:
+def change_text(v: dict) -> str:
+    """A rule verdict's change as every output writes it (the compare's table and console, JUnit):
+    '+28.64 %' for a relative rule, '+12.5 ms' or '+1.2 pp' (a share's points) for an absolute one."""
     c = v["change"]
     if c is None:
         return "-"
     if math.isinf(c):
-        return "+inf%" if c > 0 else "-inf%"
-    return f"{c:+.2f}%" if v["relative"] else f"{c:+,.2f}"
+        return "+inf %" if c > 0 else "-inf %"
+    unit = v.get("unit", "")
+    return f"{c:+.2f} %" if v["relative"] else f"{c:+,.4g} {'pp' if unit == '%' else unit}".rstrip()
 
 
 def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = None, resamples: int = 1000,
@@ -573,7 +576,7 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
     if verdicts:
         print("\nrules:")
         for v in verdicts:
-            print(f"  {'FAIL' if v['failed'] else 'pass'}  {v['rule']}: {_change(v)} ({v['reason']})")
+            print(f"  {'FAIL' if v['failed'] else 'pass'}  {v['rule']}: {change_text(v)} ({v['reason']})")
         failed = [v for v in verdicts if v["failed"]]
         if failed:
             print(f"REGRESSION: {', '.join(_vname(v) for v in failed)}")

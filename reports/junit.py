@@ -15,7 +15,6 @@ the health case failed: its latency tails are not to be trusted.
 
 from __future__ import annotations
 
-import math
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from core.files import write_atomic
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.schema import Summary
+from reports.compare import change_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,23 +76,13 @@ def compare_cases(verdicts: list[dict]) -> list[Case]:
     cases = []
     for v in verdicts:
         u = v.get("unit", "")
-        measured = f"base {_num(v['base'], u)}, new {_num(v['new'], u)}, change {_change(v)}; {v['reason']}"
+        measured = f"base {_num(v['base'], u)}, new {_num(v['new'], u)}, change {change_text(v)}; {v['reason']}"
         cases.append(Case("llm.compare", v["rule"], measured if v["failed"] else None, measured))
     return cases
 
 
 def _num(x, unit: str) -> str:
     return "-" if x is None else f"{x:,.4g} {unit}".rstrip()
-
-
-def _change(v: dict) -> str:
-    c = v["change"]
-    if c is None:
-        return "-"
-    if math.isinf(c):
-        return "+inf %" if c > 0 else "-inf %"
-    unit = v.get("unit", "")
-    return f"{c:+.2f} %" if v["relative"] else f"{c:+,.4g} {'pp' if unit == '%' else unit}".rstrip()
 
 
 def junit_xml(suite: str, cases: list[Case], seconds: float = 0.0) -> str:

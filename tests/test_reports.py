@@ -250,11 +250,25 @@ def test_bad_rule_is_one_line_exit_2(runs, rule, words):
 
 
 @pytest.mark.process
-def test_class_qualified_and_absolute_rules(runs):
-    proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "short.ttft.p50>+10ms,long.e2e.p99>+50%,error_rate>+5pp")
+def test_class_qualified_and_absolute_rules(runs, tmp_path):
+    """...and each rule's change is written the same way in the console, compare.md and JUnit: with
+    its unit, a share's change in points (one formatter; the console and compare.md wrote '+12.34%'
+    and a bare '+3.21' where JUnit wrote '+12.34 %' and '+3.21 ms')."""
+    from tests.test_ci_recipes import junit_cases
+
+    rules = ("short.ttft.p50>+10ms", "long.e2e.p99>+50%", "error_rate>+5pp")
+    junit = str(tmp_path / "junit.xml")
+    proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", ",".join(rules), "--out", str(tmp_path), "--junit", junit)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION: short.ttft.p50" in proc.stdout
     assert "long.e2e" not in proc.stdout.split("REGRESSION:")[1]
+    md, cases = (tmp_path / "compare.md").read_text(), junit_cases(junit)
+    units = {"short.ttft.p50>+10ms": r" ms", "long.e2e.p99>+50%": r" %", "error_rate>+5pp": r" pp"}
+    for rule in rules:
+        change = re.search(r", change ([^;]+);", cases[rule][0] or cases[rule][1]).group(1)
+        assert re.fullmatch(r"[+-][\d,.]+" + units[rule], change), (rule, change)
+        assert f"  {rule}: {change} (" in proc.stdout, proc.stdout
+        assert f"| `{rule}` | {change} |" in md, md
 
 
 def test_bootstrap_quantiles_equal_brute_force_resampling():
