@@ -213,14 +213,14 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         present = sorted(set(turns[in_window & (turns >= 1)].tolist()))
         if present:
             summary.by_turn = {str(t): m.block(in_window & (turns == t), window_start, window_end) for t in present}
-    search = plan is not None and plan.cut_lag_s is not None  # a capacity search judged as it went
     if plan is not None and run_start is not None:
         summary.by_step = by_step(plan, run_start, window_end, m)
         if objectives:
             summary.capacity = capacity(summary.by_step, objectives)
-    if objectives and not search:
-        # a capacity search answers with its capacity: one pooled verdict over levels it had to
-        # fail on purpose would contradict it (summary.overall.slo keeps the pooled figures)
+    if objectives and plan is None:
+        # a run with load levels (a step ramp or a capacity search) is judged per level, and
+        # answers with the highest level met: one verdict pooled over levels of different loads
+        # would judge none of them (summary.overall.slo keeps the pooled figures)
         summary.slo = summary.overall.slo
     if target_rate:
         summary.open_loop = open_loop(summary.overall, target_rate, scheduled, sent_on_schedule(df, table, window_start, window_end))
@@ -376,7 +376,7 @@ def format_table(summary: Summary | dict) -> str:
     if summary.slo is not None:
         lines += ["", *format_slo(summary.slo)]
     if summary.capacity is not None:
-        lines.append(summary.capacity.sentence)
+        lines.append(f"Capacity: {summary.capacity.sentence}")
     return "\n".join(lines)
 
 

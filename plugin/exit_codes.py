@@ -9,7 +9,7 @@ from __future__ import annotations
 DONE = 0  # the run did what was asked, every SLO met
 REQUEST_FAILURES = 1  # some requests failed (Locust's --exit-code-on-error, default 1)
 BAD_INPUT = 2  # a misconfiguration, refused before any load
-SLO_MISSED = 3  # an SLO was missed (a capacity search: no level met it)
+SLO_MISSED = 3  # an SLO was missed (a step ramp or a capacity search: no level met it)
 INCOMPLETE = 4  # the run did not run as asked: a worker failed or was lost, no record, or no successful request
 RESULTS_NOT_WRITTEN = 5  # records or summary.json could not be written (disk full, permissions)
 INTERRUPTED = 130  # stopped by SIGINT or SIGTERM before its end; partial results marked complete: false
@@ -18,7 +18,7 @@ TABLE = [
     (DONE, "done", "the run did what was asked, every SLO met"),
     (REQUEST_FAILURES, "request failures", "some requests failed (Locust's --exit-code-on-error)"),
     (BAD_INPUT, "bad input", "a misconfiguration, refused before any load starts"),
-    (SLO_MISSED, "SLO missed", "an objective of --slo was missed (a capacity search: no level met it)"),
+    (SLO_MISSED, "SLO missed", "an objective of --slo was missed (a step ramp or a capacity search: no level met it)"),
     (INCOMPLETE, "run incomplete", "a worker could not start the run or was lost mid-run (or lost its master), no request was recorded, or none succeeded"),
     (RESULTS_NOT_WRITTEN, "results not written", "records or summary.json could not be written (disk full, permissions)"),
     (INTERRUPTED, "interrupted", "SIGINT or SIGTERM before the run's end; partial results, complete: false"),

@@ -148,8 +148,9 @@ class Run:
         return code, reasons + incomplete
 
     def _set_exit_code(self, summary: Summary) -> None:
-        """A missed SLO fails a headless run; a capacity search fails only when no level met the SLO."""
-        if summary.capacity is not None and self.plan.find_capacity:  # format_table printed its sentence
+        """A missed SLO fails a headless run; a run with load levels (a step ramp or a capacity
+        search) fails only when no level met the SLO below the lowest level that missed it."""
+        if summary.capacity is not None:  # format_table printed its sentence
             missed = summary.capacity.users is None
         elif summary.slo is not None:
             missed = not summary.slo.passed  # format_table printed each objective's verdict

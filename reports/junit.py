@@ -3,8 +3,9 @@
     a run (--junit FILE)        llm.run       complete, results written, requests (no server
                                               failure), schedule kept (open loop), client within
                                               its accuracy limits (self-health)
-                                llm.slo       one case per --slo objective (the run's verdict)
-                                llm.capacity  the capacity search found a level (--find-capacity)
+                                llm.slo       one case per --slo objective (the run's verdict; a run
+                                              without load levels)
+                                llm.capacity  a level met the SLO (a step ramp, --find-capacity)
     a compare (--junit FILE)    llm.compare   one case per --fail-on rule
 
 Case names are the checks' own (an objective or a rule as written), so a CI can follow each one
@@ -37,7 +38,7 @@ def _ms(v: float | None) -> str:
     return "no value (no successful request)" if v is None else f"{v:,.1f} ms"
 
 
-def run_cases(summary: Summary, not_written: list[str] | tuple = (), find_capacity: bool = False) -> list[Case]:
+def run_cases(summary: Summary, not_written: list[str] | tuple = ()) -> list[Case]:
     """The checks of one run, from its summary (and the files its writer could not write)."""
     cases = [
         Case("llm.run", "complete", None if summary.complete else
@@ -63,11 +64,9 @@ def run_cases(summary: Summary, not_written: list[str] | tuple = (), find_capaci
         for v in summary.slo.objectives:
             measured = f"{v.metric} = {_ms(v.value_ms)}, threshold {v.threshold_ms:,.1f} ms"
             cases.append(Case("llm.slo", v.objective, None if v.passed else f"missed: {measured}", measured))
-    if find_capacity:
-        cap = summary.capacity
-        found = cap is not None and cap.users is not None
-        sentence = cap.sentence if cap is not None else "no level was judged"
-        cases.append(Case("llm.capacity", cap.slo if cap is not None else "capacity", None if found else sentence, sentence))
+    cap = summary.capacity  # a run with load levels: judged per level, no pooled verdict
+    if cap is not None:
+        cases.append(Case("llm.capacity", cap.slo, None if cap.users is not None else cap.sentence, cap.sentence))
     return cases
 
 

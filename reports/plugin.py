@@ -47,7 +47,7 @@ class JUnit(Plugin):
 def write_run_junit(run, summary, path: str) -> None:
     from reports.junit import run_cases, write_junit
 
-    cases = run_cases(summary, run.writer.not_written, find_capacity=run.plan.find_capacity)
+    cases = run_cases(summary, run.writer.not_written)
     try:
         write_junit(path, f"run {run.run_id}", cases, time.time() - run.started)
     except OSError as e:  # the pipeline would read no verdict: the run fails as if its results were lost

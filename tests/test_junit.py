@@ -46,7 +46,7 @@ def test_an_incomplete_run_a_bound_client_and_a_missed_capacity_are_failed_cases
     data["complete"], data["reason"] = False, "worker w1 lost mid-run: at least 3 requests lost with it"
     data["client_bound"] = {"bound": True, "advice": "this load needs about 3 worker processes"}
     data["capacity"] = {"slo": "ttft.p95<1ms", "users": None, "sentence": "ttft.p95<1ms is missed already at 1 user"}
-    cases = {c.name: c.failure for c in run_cases(as_summary(data), ["requests.parquet"], find_capacity=True)}
+    cases = {c.name: c.failure for c in run_cases(as_summary(data), ["requests.parquet"])}
     assert cases["complete"] == "the run did not do what was asked: worker w1 lost mid-run: at least 3 requests lost with it"
     assert cases["results written"] == "not written: requests.parquet"
     assert cases["client within accuracy limits"] == "client bound: this load needs about 3 worker processes"
