@@ -46,6 +46,7 @@ from metrics.record import NOT_SERVER_FAILURES
 from metrics.summary import distribution
 from metrics.timing import itl_gaps
 from reports.data import RunData, client_warning, load_run, tokens_by_interval
+from reports.junit import Case, write_junit
 
 LATENCY = ("ttft", "ttfa", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -531,6 +532,20 @@ def change_text(v: dict) -> str:
     return f"{c:+.2f} %" if v["relative"] else f"{c:+,.4g} {'pp' if unit == '%' else unit}".rstrip()
 
 
+def compare_cases(verdicts: list[dict]) -> list[Case]:
+    """The JUnit test cases of a compare: one per --fail-on rule (its verdict from `judge`)."""
+    cases = []
+    for v in verdicts:
+        u = v.get("unit", "")
+        measured = f"base {_num(v['base'], u)}, new {_num(v['new'], u)}, change {change_text(v)}; {v['reason']}"
+        cases.append(Case("llm.compare", v["rule"], measured if v["failed"] else None, measured))
+    return cases
+
+
+def _num(x, unit: str) -> str:
+    return "-" if x is None else f"{x:,.4g} {unit}".rstrip()
+
+
 def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = None, resamples: int = 1000,
                 seed: int = 0, confidence: float = 0.95, junit: str | None = None, allow_different: bool = False) -> int:
     rules = parse_rules(fail_on)  # a bad rule is an error before any work
@@ -547,8 +562,6 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
     write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(_json_safe(result), indent=2) + "\n")
     write_atomic(os.path.join(out_dir, "compare.md"), markdown(result, verdicts))
     if junit:
-        from reports.junit import compare_cases, write_junit
-
         write_junit(junit, f"compare {result['base']['run_id']} -> {result['new']['run_id']}", compare_cases(verdicts))
     m = result["method"]
     for d in result["differences"]:

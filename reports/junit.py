@@ -6,7 +6,7 @@
                                 llm.slo       one case per --slo objective (the run's verdict; a run
                                               without load levels)
                                 llm.capacity  a level met the SLO (a step ramp, --find-capacity)
-    a compare (--junit FILE)    llm.compare   one case per --fail-on rule
+    a compare (--junit FILE)    llm.compare   one case per --fail-on rule (reports/compare.py compare_cases)
 
 Case names are the checks' own (an objective or a rule as written), so a CI can follow each one
 from night to night. Every case but the client's health has its own exit code (docs/failures.md);
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from core.files import write_atomic
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.schema import Summary
-from reports.compare import change_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +67,6 @@ def run_cases(summary: Summary, not_written: list[str] | tuple = ()) -> list[Cas
     if cap is not None:
         cases.append(Case("llm.capacity", cap.slo, None if cap.users is not None else cap.sentence, cap.sentence))
     return cases
-
-
-def compare_cases(verdicts: list[dict]) -> list[Case]:
-    """One case per --fail-on rule of `python -m reports compare` (reports/compare.py judge)."""
-    cases = []
-    for v in verdicts:
-        u = v.get("unit", "")
-        measured = f"base {_num(v['base'], u)}, new {_num(v['new'], u)}, change {change_text(v)}; {v['reason']}"
-        cases.append(Case("llm.compare", v["rule"], measured if v["failed"] else None, measured))
-    return cases
-
-
-def _num(x, unit: str) -> str:
-    return "-" if x is None else f"{x:,.4g} {unit}".rstrip()
 
 
 def junit_xml(suite: str, cases: list[Case], seconds: float = 0.0) -> str:
