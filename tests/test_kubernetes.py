@@ -1,6 +1,6 @@
 """deploy/kubernetes/: every resource passes the Kubernetes API schemas (kubernetes-validate, strict:
 no unknown field), as written and as kustomize renders it (`kubectl kustomize`), and the manifests
-agree with each other and with the suite: the master's flags and LOCUST_* variables are known, the
+agree with each other and with the suite (kustomize: the kubectl of tests/kubectl.py, pinned): the master's flags and LOCUST_* variables are known, the
 workers reach the master's Service, as many as it expects, only the workers reach port 5557,
 nothing runs as root; the image and the worker count are set in kustomization.yaml alone."""
 
@@ -16,13 +16,11 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT
+from tests.kubectl import kubectl
 from tests.test_compose import known_env_vars, parse_locust
 
 DIR = os.path.join(ROOT, "deploy", "kubernetes")
 VERSIONS = ("1.29.0", "1.37.0")  # an older release still in use, and the newest the validator knows
-
-
-KUSTOMIZE = [shutil.which("kubectl"), "kustomize"] if shutil.which("kubectl") else None
 
 
 def kustomization(folder: str = DIR) -> dict:
@@ -129,13 +127,12 @@ def test_nothing_runs_as_root():
 
 
 def render(folder: str) -> list[dict]:
-    out = subprocess.run([*KUSTOMIZE, folder], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([kubectl(), "kustomize", folder], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 @pytest.mark.process
-@pytest.mark.skipif(KUSTOMIZE is None, reason="needs kubectl (its built-in kustomize) to render deploy/kubernetes")
 def test_kustomization_sets_the_image_and_the_worker_count_in_one_place(tmp_path):
     """The rendered manifests pass the schemas; changing the image and the count in
     kustomization.yaml alone changes every container's image, the workers' parallelism and
