@@ -7,9 +7,10 @@ durations, sizes, shares, ports, counts), which parses and checks it. Generated 
 
   Locust's arguments    `add_arguments` (also `locust.conf` keys; the form's fields are these)
   the web form's order  `webui/form.py` groups and orders the form's fields by `GROUPS`
-  the help              `python -m plugin.options` prints it grouped, with defaults and variables
-                        (`locust --help` is printed before Locust imports any locustfile, so it
-                        cannot hold them), and `docs/options.md` (`python -m plugin.options --markdown`)
+  the help              `locust -f locustfile.py --help` (plugin/locust_help.py: Locust prints help
+                        before it imports any locustfile) and `python -m plugin.options` print it
+                        grouped, with defaults and variables; `docs/options.md` is
+                        `python -m plugin.options --markdown`
 
 `Options.parse(namespace)` parses Locust's values once, before any load; `plugin.plan.RunPlan`
 is built from the result. A mistake is one line naming the option and the fix (`InputError`).
@@ -270,8 +271,14 @@ class Declared:
         bare = field.annotation
         self.choices = list(get_args(bare)) if get_origin(bare) is Literal else None
 
-    def argparse_kwargs(self) -> dict:
-        kw: dict = dict(default=self.default, help=self.help, env_var=self.env)
+    def help_line(self) -> str:
+        """Its help as --help prints it: with its default and variable (escaped for argparse)."""
+        shown = "off" if self.flag_only else (repr(self.default) if self.default != "" else "empty")
+        text = f"{self.help} [default: {shown}; env {self.env}]" + ("" if self.web else " (not in the web form)")
+        return text.replace("%", "%%")
+
+    def argparse_kwargs(self, for_help: bool = False) -> dict:
+        kw: dict = dict(default=self.default, help=self.help_line() if for_help else self.help, env_var=self.env)
         if self.flag_only:
             kw["action"] = "store_true"
         if self.choices:
@@ -291,13 +298,14 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 )
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser, for_help: bool = False) -> None:
     """The suite's options on Locust's parser, each in its group (the help shows them grouped).
     Added through the parser itself (only it knows include_in_web_ui / is_secret), then listed
-    under their group's heading."""
+    under their group's heading. `for_help`: for `locust --help` (plugin/locust_help.py), each
+    help with its default and variable; otherwise the plain help the web form shows."""
     groups = {g: parser.add_argument_group(g) for g in GROUP_ORDER}
     for d in DECLARED:
-        action = parser.add_argument(d.flag, **d.argparse_kwargs())
+        action = parser.add_argument(d.flag, **d.argparse_kwargs(for_help))
         parser._optionals._group_actions.remove(action)
         groups[d.group]._group_actions.append(action)
 
@@ -312,10 +320,8 @@ def help_text() -> str:
     for g in GROUP_ORDER:
         group = parser.add_argument_group(g)
         for d in (d for d in DECLARED if d.group == g):
-            shown = "off" if d.flag_only else (repr(d.default) if d.default != "" else "empty")
             kw = {"action": "store_true"} if d.flag_only else {"metavar": "|".join(d.choices) if d.choices else "VALUE"}
-            text = f"{d.help} [default: {shown}; env {d.env}]" + ("" if d.web else " (not in the web form)")
-            group.add_argument(d.flag, help=text.replace("%", "%%"), **kw)
+            group.add_argument(d.flag, help=d.help_line(), **kw)
     return parser.format_help()
 
 
