@@ -12,6 +12,7 @@ plugin.users with the weights you want.
 
 from plugin.console import Console
 from plugin.failfast import FailFast
+from plugin.gpu import GpuTelemetry
 from plugin.health import Health
 from plugin.hooks import install
 from plugin.prometheus import Prometheus
@@ -28,6 +29,7 @@ install(
     Health(),  # client self-health: CPU, loop lag, token lag; client_bound in summary.json
     Prometheus(),  # /metrics for Prometheus (--prometheus-port)
     ServerMetrics(),  # --server-metrics scraping into server_metrics.parquet
+    GpuTelemetry(),  # --gpu-telemetry readings per level, energy and cost per token: summary.json gpu
     ReplayEnd(),  # --replay: the run ends once every process sent its share
     Reports(),  # report.html and report.md at the end of every run
     JUnit(),  # --junit: the run's checks as JUnit XML

@@ -141,7 +141,7 @@ assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema
 SCALAR_COLUMNS = (
     "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
     "prompt_tokens", "output_tokens", "tokens_source", "worker", "resent",
-    "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason", "inputs",
+    "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason", "inputs", "turn",
 )  # fmt: skip
 
 

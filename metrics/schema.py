@@ -112,6 +112,9 @@ class Throughput(_Model):
     requests_per_s: Num = None
     output_tokens_per_s: Num = None
     total_tokens_per_s: Num = None
+    # conversations (workload classes with `session`) begun per second: their successful first turns
+    # completed inside the window, counted as requests_per_s counts requests; None without conversations
+    sessions_per_s: Num = None
 
 
 class Goodput(_Model):
@@ -335,6 +338,70 @@ class ServerScrapes(_Section):
     by_source: dict[str, dict[str, Any]] = {}
 
 
+class GpuFigures(_Model):
+    """The GPUs over one window (a load level, or the run's measurement window): the telemetry
+    readings inside it (metrics/gpu.py) and the load it carried, in the deployment's terms. A figure
+    that needs what the run was not given (telemetry, --gpus, --gpu-hour-price) is None."""
+
+    users: int | None = None  # the level's users; None for the run's window
+    window: Span
+    readings: int = 0  # telemetry readings inside the window, every GPU's
+    utilization_pct_mean: Num = None  # over the GPUs and their readings
+    utilization_pct_p95: Num = None  # of every GPU's readings together
+    memory_used_mib_mean: Num = None  # per GPU
+    memory_used_mib_peak: Num = None  # the fullest GPU's highest reading
+    power_w_mean: Num = None  # the GPUs together
+    sm_clock_mhz_mean: Num = None
+    energy_j: Num = None  # the GPUs together over the window
+    energy_source: Literal["counter", "power"] | None = None  # the exporter's energy counter, or power integrated
+    requests_per_min: Num = None
+    sessions_per_min: Num = None  # conversations begun (Throughput.sessions_per_s)
+    output_tokens_per_s: Num = None
+    total_tokens_per_s: Num = None
+    requests_per_min_per_gpu: Num = None
+    output_tokens_per_s_per_gpu: Num = None
+    total_tokens_per_s_per_gpu: Num = None
+    joules_per_output_token: Num = None
+    joules_per_token: Num = None  # per total (prompt + output) token
+    cost_per_million_output_tokens: Num = None  # in the currency of --gpu-hour-price
+    cost_per_million_tokens: Num = None
+
+
+class GpuDevice(_Model):
+    id: str  # nvidia-smi's index, or the exporter's `gpu` label
+    name: str = ""
+    memory_total_mib: Num = None
+    readings: int = 0
+    utilization_pct_mean: Num = None  # over the run's measurement window
+    power_w_mean: Num = None
+
+
+class GpuSection(_Model):
+    """plugin/gpu.py and metrics/gpu.py: the GPUs behind the deployment (--gpu-telemetry, --gpus,
+    --gpu-hour-price): telemetry aligned to each load level, energy and cost per token, and the
+    capacity per GPU. `at(users)` gives a level's figures (the diagnosis reads GPU utilisation
+    there)."""
+
+    source: str | None = None  # "nvidia-smi" or the exporter's URL (credentials left out); None: no telemetry
+    interval_s: Num = None
+    file: str | None = None  # the readings, in the results folder
+    readings: int = 0
+    failed_readings: int = 0
+    last_error: str | None = None
+    devices: list[GpuDevice] = []
+    gpus: int | None = None  # the deployment's GPU count: --gpus, else the GPUs the telemetry saw
+    gpus_from: Literal["--gpus", "telemetry"] | None = None
+    gpu_hour_price: Num = None  # --gpu-hour-price: currency per GPU-hour
+    overall: GpuFigures
+    by_step: list[GpuFigures] = []  # one per load level, in summary.json by_step's order
+    capacity: GpuFigures | None = None  # the level of capacity.users
+    sentence: str = ""  # the capacity in the deployment's terms
+
+    def at(self, users: int) -> GpuFigures | None:
+        """The figures of the level with this many users (the last one, when a ramp repeats it)."""
+        return next((g for g in reversed(self.by_step) if g.users == users), None)
+
+
 class Summary(_Model):
     model_config = ConfigDict(extra="allow", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
@@ -360,6 +427,7 @@ class Summary(_Model):
     workers: dict[str, WorkerAccount] | None = None  # plugin/shipping.py: per-worker record accounting
     server_metrics: ServerScrapes | None = None  # plugin/server_metrics.py
     lost_work: LostWork | None = None  # a master's workers lost mid-run: the requests lost, at least
+    gpu: GpuSection | None = None  # plugin/gpu.py: --gpu-telemetry, --gpus, --gpu-hour-price
 
     def blocks(self, by: str = "by_class") -> list[tuple[str, Block]]:
         """(name, block) of every class (or turn) and then ("overall", the overall block)."""
@@ -451,7 +519,8 @@ def load_summary(path: str) -> Summary:
 __all__ = [
     "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
     "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Embeddings", "Window", "Records", "Capacity", "Setup",
-    "LoadSetup", "OpenLoop", "ClientBound", "WorkerAccount", "LostWork", "ServerScrapes", "RunInfo", "as_summary",
+    "LoadSetup", "OpenLoop", "ClientBound", "WorkerAccount", "LostWork", "ServerScrapes", "GpuFigures", "GpuDevice",
+    "GpuSection", "RunInfo", "as_summary",
     "load_summary",
     "parse_summary",
 ]  # fmt: skip

@@ -79,6 +79,8 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             requests_per_s=per_s(len(finished_in_window)),
             output_tokens_per_s=per_s(output),
             total_tokens_per_s=per_s(prompt + output),
+            # a conversation begins with its first turn (turn -1: a single request)
+            sessions_per_s=per_s(int((finished_in_window["turn"] == 1).sum())) if (df["turn"] >= 1).any() else None,
         ),
         goodput=Goodput(
             requests_per_s=per_s(int(finished_in_window["good"].sum())),

@@ -150,6 +150,14 @@ class Options(BaseModel):
                                    "DCGM, node exporter); kept in server_metrics.parquet", EXPERT)  # fmt: skip
     server_metrics_interval: Duration = option("5s", "Scrape interval for --server-metrics", EXPERT)
     sim_timestamps: bool = option(False, "Ask the simulator to stamp its send time into every chunk (client-accuracy benchmarks)", EXPERT, web=False)
+    gpu_telemetry: Text = option("", "GPU telemetry read during the run and aligned to its load levels: nvidia-smi (the suite runs on the GPU "
+                                 "host) or a DCGM exporter's metrics URL, e.g. http://gpu-box:9400/metrics; gpu_telemetry.parquet and "
+                                 "summary.json gpu (docs/results.md)", OBSERVE, web=False)  # fmt: skip
+    gpu_telemetry_interval: Duration = option("1s", "How often --gpu-telemetry reads the GPUs", OBSERVE, web=False)
+    gpus: PositiveCount = option("", "The deployment's GPU count, for figures per GPU and the cost; default: the GPUs --gpu-telemetry sees",
+                                 OBSERVE, web=False)  # fmt: skip
+    gpu_hour_price: Rate = option("", "Price of one GPU-hour (any currency): cost per million output and total tokens at each level and "
+                                  "at the capacity (needs --gpus or --gpu-telemetry)", OBSERVE, web=False)  # fmt: skip
     # -- outputs, observability and client self-health (reports/plugin.py, plugin/prometheus.py, plugin/console.py, plugin/health.py)
     junit: Text = option("", "Also write JUnit XML to this file at the end of the run: one test case per run check and per --slo "
                          "objective, a failure carrying the measured value (docs/ci.md)", OBSERVE, web=False)  # fmt: skip
@@ -219,7 +227,20 @@ class Options(BaseModel):
                 raise FieldError(f"'{public_url(url)}' needs a scheme and a host, e.g. http://127.0.0.1:8000/metrics")
         return value
 
-    @field_validator("server_metrics_interval")
+    @field_validator("gpu_telemetry")
+    @classmethod
+    def _gpu_source(cls, value):
+        from plugin.server_metrics import public_url
+
+        value = value.strip()
+        if value and value != "nvidia-smi":
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise FieldError(f"'{public_url(value)}' is neither nvidia-smi nor a URL; give nvidia-smi or a DCGM exporter's "
+                                 "metrics URL, e.g. http://gpu-box:9400/metrics")  # fmt: skip
+        return value
+
+    @field_validator("server_metrics_interval", "gpu_telemetry_interval")
     @classmethod
     def _interval(cls, value):
         if value < 0.1:
@@ -237,6 +258,8 @@ class Options(BaseModel):
     def _together(self):
         if self.retry and not self.retry_on:
             raise InputError("--retry-on: empty while --retry is on; name the failure classes to retry, e.g. http_429,http_5xx")
+        if self.gpu_hour_price and not (self.gpus or self.gpu_telemetry):
+            raise InputError("--gpu-hour-price: the cost needs the GPU count; give --gpus N (or --gpu-telemetry)")
         if self.cancel_rate and self.cancel_after <= 0:
             raise InputError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
         return self

@@ -80,6 +80,10 @@ class RunPlan(_Frozen):
     cancel_after_s: float = 1.0
     server_metrics: tuple[str, ...] = ()
     server_metrics_interval_s: float = 5.0
+    gpu_telemetry: str = ""  # nvidia-smi, or a DCGM exporter's URL (plugin/gpu.py)
+    gpu_telemetry_interval_s: float = 1.0
+    gpus: int | None = None  # the deployment's GPU count (None: as the telemetry sees)
+    gpu_hour_price: float | None = None  # currency per GPU-hour
     health: HealthLimits = Field(default_factory=HealthLimits)
     prometheus: PrometheusEndpoint = Field(default_factory=lambda: PrometheusEndpoint())
     locust_tables: bool = False  # headless: Locust's own tables too
@@ -153,6 +157,8 @@ class RunPlan(_Frozen):
             load=load_model(p, distributed), slo=p.slo, retry=p.retry or 0, retry_on=p.retry_on,
             retry_max_wait_s=p.retry_max_wait, cancel_rate=p.cancel_rate, cancel_after_s=p.cancel_after,
             server_metrics=p.server_metrics, server_metrics_interval_s=p.server_metrics_interval,
+            gpu_telemetry=p.gpu_telemetry, gpu_telemetry_interval_s=p.gpu_telemetry_interval, gpus=p.gpus,
+            gpu_hour_price=p.gpu_hour_price,
             health=HealthLimits(cpu_pct=p.health_cpu_limit, loop_lag_s=p.health_loop_lag_limit, token_lag_s=p.health_token_lag_limit,
                                 sustain_s=p.health_sustain, target_cpu_pct=p.health_target_cpu),
             prometheus=PrometheusEndpoint(port=p.prometheus_port, host=p.prometheus_host or "127.0.0.1", linger_s=p.prometheus_linger),

@@ -10,7 +10,7 @@ import time
 
 from core.errors import InputError
 from metrics.schema import Summary
-from plugin import exit_codes
+from plugin import exit_codes, gpu
 from plugin.context import load_workload, token_counter
 from plugin.options import check_host, public_options
 from plugin.plan import RunPlan
@@ -85,6 +85,8 @@ class Run:
         typed = summarize(table, self.window_start, self.window_end, run_start=self.started, plan=steps,
                           objectives=list(self.plan.slo), target_rate=self.plan.request_rate,
                           scheduled=self.scheduled())  # fmt: skip
+        for p in state_of(self.environment).plugins:
+            p.summary_computed(self, typed)
         code, reasons = self.verdict(typed)
         complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
         reason = "; ".join(reasons) or None
@@ -163,11 +165,12 @@ class Run:
 def prepare_run(plan: RunPlan):
     """What the plan needs from this machine, checked once before the run: its results folder
     (locked now: a second run with this id is refused), its workload (returned: the run's
-    workload, loaded once), its tokenizer. Raises InputError."""
+    workload, loaded once), its tokenizer, its GPU telemetry source. Raises InputError."""
     reserve_folder(plan.results_dir, plan.run_id, plan.overwrite)
     spec = load_workload(plan)
     if plan.tokenizer:
         token_counter(plan.tokenizer)
+    gpu.check(plan.gpu_telemetry)
     return spec
 
 

@@ -13,6 +13,8 @@ locustfile.py installs them, never in import order:
   run_started(run)                  results process: the results folder exists
   rows_recorded(run, rows)          results process: records arrived (each exactly once)
   run_stopping(run)                 results process: load stopped; add sections to run.summary_extra
+  summary_computed(run, summary)    results process: the summary's figures are computed (its levels,
+                                    capacity), not yet written; add sections derived from them
   run_finished(run, summary)        results process: summary.json is written (`summary`: its metrics.schema.Summary)
   test_stopping(environment)        every process, as the run begins to stop
   test_stop(environment)            every process, once users have stopped
@@ -41,6 +43,8 @@ class Plugin:
     def rows_recorded(self, run, rows) -> None: ...
 
     def run_stopping(self, run) -> None: ...
+
+    def summary_computed(self, run, summary: "Summary") -> None: ...
 
     def run_finished(self, run, summary: "Summary") -> None: ...
 

@@ -89,6 +89,9 @@ class Report:
     definitions: Table
     options: Table
     versions: Table
+    gpu: str = ""  # the capacity (or the run) in the deployment's terms: summary.json gpu.sentence
+    gpu_note: str = ""  # where the GPU figures come from: the telemetry source and the GPUs it saw
+    gpu_levels: Table | None = None  # the GPUs and the load in the deployment's terms, per level
     built_at: str = ""
     build_s: float = 0.0
     files: dict[str, str] = field(default_factory=dict)  # format name -> path of the file written
@@ -293,7 +296,7 @@ def extra_section(key: str, obj) -> Extra:
 
 # Summary fields with a view of their own; every other section is shown as an Extra.
 OWN_VIEW = {"schema_version", "run_id", "complete", "reason", "note", "definitions", "window", "records", "overall", "by_class",
-            "by_turn", "by_step", "slo", "capacity"}  # fmt: skip
+            "by_turn", "by_step", "slo", "capacity", "gpu"}  # fmt: skip
 
 
 def extras(summary: Summary) -> list[Extra]:
@@ -368,6 +371,40 @@ def knee(run: D.RunData) -> dict:
     return {"diagnosis": d.sentence, "server_levels": table}
 
 
+# (header, the level's GpuFigures field, digits); a column no level has a value for is left out
+GPU_COLUMNS = [
+    ("readings", "readings", 0), ("GPU util mean %", "utilization_pct_mean", 0), ("GPU util p95 %", "utilization_pct_p95", 0),
+    ("memory peak MiB", "memory_used_mib_peak", 0), ("power W", "power_w_mean", 0), ("J/output token", "joules_per_output_token", 3),
+    ("J/token", "joules_per_token", 3), ("req/min", "requests_per_min", 1), ("sessions/min", "sessions_per_min", 1),
+    ("req/min per GPU", "requests_per_min_per_gpu", 1), ("out tok/s per GPU", "output_tokens_per_s_per_gpu", 0),
+    ("total tok/s per GPU", "total_tokens_per_s_per_gpu", 0), ("cost/M output tokens", "cost_per_million_output_tokens", 2),
+    ("cost/M tokens", "cost_per_million_tokens", 2),
+]  # fmt: skip
+
+
+def gpu_block(summary: Summary) -> dict:
+    """{gpu, gpu_note, gpu_levels}: summary.json's `gpu` (metrics/gpu.py): the sentence, where the
+    figures come from, and one row per level and one for the run's window."""
+    g = summary.gpu
+    if g is None:
+        return {}
+    gpus = f"{g.gpus} GPU{'s' if g.gpus != 1 else ''} ({'--gpus' if g.gpus_from == '--gpus' else 'as the telemetry saw'})" \
+        if g.gpus else "GPU count unknown (--gpus)"
+    seen = "; ".join(f"GPU {d.id} {d.name} ({fmt(d.memory_total_mib)} MiB)".replace("  ", " ") for d in g.devices)
+    if g.source:
+        note = f"Telemetry: {g.source} every {g.interval_s:g} s, {fmt(g.readings)} readings ({fmt(g.failed_readings)} failed" \
+               f"{': ' + g.last_error if g.last_error else ''}); {seen or 'no GPU seen'}. Figures for {gpus}."
+    else:
+        note = f"No GPU telemetry (--gpu-telemetry): figures for {gpus}."
+    if g.gpu_hour_price is not None:
+        note += f" Cost at {g.gpu_hour_price:g} per GPU-hour."
+    levels = [*g.by_step, g.overall]
+    shown = [(h, key, d) for h, key, d in GPU_COLUMNS if any(getattr(f, key) is not None for f in levels)]
+    rows = [cells(fmt(f.users) if f.users is not None else "run", *(fmt(getattr(f, key), d) for _, key, d in shown)) for f in levels]
+    table = Table(["users", *(h for h, _, _ in shown)], rows, row_classes=[""] * len(g.by_step) + ["overall"])
+    return {"gpu": g.sentence, "gpu_note": note, "gpu_levels": table}
+
+
 def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
     """The report of one results folder: its tables from summary.json, the given charts."""
     s = run.summary
@@ -394,4 +431,5 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         definitions=Table(["metric", "definition"], [[Cell(k, code=True), Cell(str(v))] for k, v in s.definitions.items()], left=2),
         options=Table(["option", "value"], [cells(k, auto(v)) for k, v in sorted(opts.items())], left=2),
         versions=Table(["package", "version"], [cells(k, str(v)) for k, v in versions.items()], left=2),
+        **gpu_block(s),
     )

@@ -78,6 +78,11 @@ CASES = {
     "cancel-after-zero": (["--cancel-rate", "0.1", "--cancel-after", "0s"], {}, "--cancel-after"),
     "prometheus-port-out-of-range": (["--prometheus-port", "70000"], {}, "--prometheus-port"),
     "server-metrics-without-scheme": (["--server-metrics", "localhost:9100/metrics"], {}, "--server-metrics"),
+    "gpu-telemetry-unknown-source": (["--gpu-telemetry", "dcgm"], {}, "--gpu-telemetry"),
+    "gpu-telemetry-unreachable-url": (["--gpu-telemetry", "http://127.0.0.1:9/metrics"], {}, "--gpu-telemetry"),
+    "gpus-zero": (["--gpus", "0"], {}, "--gpus"),
+    "gpu-hour-price-negative": (["--gpus", "2", "--gpu-hour-price=-2"], {}, "--gpu-hour-price"),
+    "gpu-hour-price-without-gpus": (["--gpu-hour-price", "2"], {}, "--gpu-hour-price"),
     # Locust's own -u and -r (a traceback and exit 4 seven seconds in; an empty run)
     "users-negative": (["-u", "-5"], {}, "Number of users (-u): -5 is below 0"),
     "users-zero": (["-u", "0"], {}, "Number of users (-u): 0 would send nothing"),

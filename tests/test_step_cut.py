@@ -27,7 +27,8 @@ def test_a_step_cut_by_the_run_time_is_marked_and_has_no_rates(tmp_path):
     for s in full:
         assert not s["partial"] and s["throughput"]["requests_per_s"] > 0, s
     assert cut["partial"] and cut["window"]["end"] - cut["window"]["start"] < 11 / 2
-    assert cut["throughput"] == {"sent_per_s": None, "requests_per_s": None, "output_tokens_per_s": None, "total_tokens_per_s": None}
+    assert cut["throughput"] == {"sent_per_s": None, "requests_per_s": None, "output_tokens_per_s": None, "total_tokens_per_s": None,
+                                 "sessions_per_s": None}
     assert cut["goodput"]["requests_per_s"] is None
     assert cut["requests"]["sent"] == int(((table.step == 2) & (table.wall_send >= cut["window"]["start"])
                                            & (table.wall_send <= cut["window"]["end"])).sum())  # fmt: skip
