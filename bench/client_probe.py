@@ -10,7 +10,7 @@ times but not the simulator's `sim_t` of each chunk, and per-chunk server times 
 simulator's truth log either. The finisher already holds the parsed stream (metrics.sse.Chunk
 keeps `sim_t`) when it builds the record, off the hot path, so it fires `plugin.events.
 stream_parsed(rec, parsed)` when anyone listens; this module listens and keeps two floats per
-chunk. The self-health monitor (plugin/health.py) uses the same event for its token lag. No
+chunk. The self-health monitor (plugin/health_monitor.py) uses the same event for its token lag. No
 listener, no cost: the finisher checks for listeners before firing.
 
 The probe also measures its own process: the measurement window starts CLIENT_PROBE_WARMUP

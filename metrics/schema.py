@@ -295,7 +295,7 @@ class OpenLoop(_Model):
 
 
 class ClientBound(_Section):
-    """plugin/health.py: was the load generator itself the bottleneck?"""
+    """plugin/health_board.py: was the load generator itself the bottleneck?"""
 
     bound: bool = False
     contended: bool = False
@@ -423,7 +423,7 @@ class Summary(_Model):
     capacity: Capacity | None = None  # steps and --slo
     open_loop: OpenLoop | None = None  # --request-rate
     # sections added by plugins at the end of a run
-    client_bound: ClientBound | None = None  # plugin/health.py
+    client_bound: ClientBound | None = None  # plugin/health_board.py
     workers: dict[str, WorkerAccount] | None = None  # plugin/shipping.py: per-worker record accounting
     server_metrics: ServerScrapes | None = None  # plugin/server_metrics.py
     lost_work: LostWork | None = None  # a master's workers lost mid-run: the requests lost, at least

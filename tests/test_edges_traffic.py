@@ -24,7 +24,7 @@ from core.errors import InputError
 from metrics.record import ERROR_CLASSES
 from metrics.slo import parse_slo
 from metrics.sse import parse_reads
-from plugin.health import HealthMonitor, Limits
+from plugin.health_monitor import HealthMonitor, Limits
 from plugin.run import check_target
 from plugin.plan import RunPlan
 from tests.helpers import ROOT, free_port, read_results, run_locust, simulator, start_locust, stop

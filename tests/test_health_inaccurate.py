@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from plugin.health import LAG_BOUNDS, HealthBoard, HealthMonitor, Limits
+from plugin.health_board import HealthBoard
+from plugin.health_monitor import LAG_BOUNDS, HealthMonitor, Limits
 
 
 def _monitor(token_lags_s: list[float], loop_lags_s: list[float], seconds: int = 20) -> HealthMonitor:

@@ -1,0 +1,201 @@
+"""Self-health's judging side: the master's (or a local run's) board of every load process's
+health (plugin/health_monitor.py), its console warnings, the `client_bound` section of summary.json
+and the live snapshot the web UI shows.
+
+The board warns on the console once per worker when it first becomes client bound (or contended,
+or inaccurate over the run), and at the end writes `summary.json` -> `client_bound`:
+
+    {"bound": true, "workers": [{"worker", "index", "bound", "since", "reasons", "cpu_p95",
+      "cpu_peak", "loop_lag_p99_ms", "token_lag_p99_ms", "contended", ...}],
+     "workers_needed": 2, "advice": "...", "limits": {...}}
+
+`HealthBoard.snapshot()` returns the same per-worker state plus each worker's recent
+samples, for a live view (web UI).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+
+from plugin.health_monitor import RECENT_SAMPLES, SUSTAIN_SHARE, HealthMonitor, Limits
+
+log = logging.getLogger("llm.health")
+
+REPORT_KEY = "llm_health"  # a worker's state and samples in its report to the master
+
+
+class HealthBoard:
+    """The master's (or a local run's) view of every worker's health: warnings, summary, snapshot."""
+
+    def __init__(self):
+        self.limits = Limits()
+        self.workers: dict[str, dict] = {}  # key -> {"state": ..., "samples": deque}
+        self.warned: set[str] = set()
+        self.warned_contended: set[str] = set()
+        self.warned_inaccurate: set[str] = set()
+        self.running = False
+        self.local: HealthMonitor | None = None
+
+    def reset(self, limits: Limits) -> None:
+        self.limits = limits
+        self.workers = {}
+        self.warned = set()
+        self.warned_contended = set()
+        self.warned_inaccurate = set()
+        self.running = True
+
+    def update(self, key: str, state: dict, samples: list[dict]) -> None:
+        entry = self.workers.setdefault(key, {"state": state, "samples": deque(maxlen=RECENT_SAMPLES)})
+        entry["state"] = state
+        entry["samples"].extend(samples)
+        if state.get("bound") and key not in self.warned:
+            self.warned.add(key)
+            log.warning("%s", self._bound_line(state))
+        elif state.get("contended") and key not in self.warned_contended and key not in self.warned:
+            self.warned_contended.add(key)
+            log.warning("%s", self._contended_line(state))
+        if state.get("inaccurate") and not state.get("bound") and key not in self.warned_inaccurate:
+            self.warned_inaccurate.add(key)
+            log.warning("%s", self._inaccurate_line(state))
+
+    def on_local_sample(self, monitor: HealthMonitor) -> None:
+        self.update(monitor.name, monitor.state(), monitor.take_unsent())
+
+    def on_worker_report(self, client_id: str, data: dict, runner=None) -> None:
+        payload = data.pop(REPORT_KEY, None)
+        if payload:
+            self._ingest(client_id, payload, runner)
+
+    def _ingest(self, client_id: str, payload: dict, runner=None) -> None:
+        state = dict(payload["state"])
+        if runner is not None:
+            try:
+                state["index"] = runner.get_worker_index(client_id)
+            except Exception:  # noqa: BLE001 - an unknown worker keeps its own index
+                pass
+        state["worker"] = client_id
+        self.update(client_id, state, payload.get("samples", []))
+
+    # -- reporting ----------------------------------------------------------------------------
+    def _describe(self, s: dict) -> str:
+        lim = self.limits
+        peak = s.get("peak_while_late") or {}
+        parts = []
+        if "cpu" in s.get("reasons", []) or peak.get("cpu") is not None:
+            cpu = f"CPU {peak.get('cpu', s.get('cpu_peak') or 0):.0f} %"
+            if (peak.get("runq_pct") or 0) >= 20:
+                cpu += f" + {peak['runq_pct']:.0f} % waiting for a CPU"
+            parts.append(f"{cpu} (limit {lim.cpu_pct:g} %)")
+        if peak.get("loop_lag_p99_ms") is not None:
+            parts.append(f"loop lag p99 {peak['loop_lag_p99_ms']:.1f} ms (limit {lim.loop_lag_s * 1000:g} ms)")
+        if peak.get("token_lag_p99_ms") is not None:
+            parts.append(f"token lag p99 {peak['token_lag_p99_ms']:.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
+        return ", ".join(parts)
+
+    def _name(self, s: dict) -> str:
+        return f"worker {s.get('index')} ({s.get('worker')})" if s.get("worker") != "local" else "the local process"
+
+    def _bound_line(self, s: dict) -> str:
+        since = time.strftime("%H:%M:%S", time.localtime(s["since"])) if s.get("since") else "now"
+        return (
+            f"client_bound: {self._name(s)} since {since}: {self._describe(s)} sustained over "
+            f"{self.limits.sustain_s:g} s; its TTFT/ITL are no longer accurate. {self.advice()}"
+        )
+
+    def _inaccurate_line(self, s: dict) -> str:
+        lim = self.limits
+        parts = []
+        if "loop_lag_p99" in s.get("inaccurate_reasons", []):
+            parts.append(f"loop lag p99 {s.get('loop_lag_p99_ms'):.1f} ms (limit {lim.loop_lag_s * 1000:g} ms)")
+        if "token_lag_p99" in s.get("inaccurate_reasons", []):
+            parts.append(f"token lag p99 {s.get('token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
+        return (
+            f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, at CPU p95 "
+            f"{s.get('cpu_p95') or 0:.0f} %: its TTFT/ITL tails are off by about that much (late moments spread "
+            "too thinly to count as sustained). Less load per worker, or a quieter machine."
+        )
+
+    def _contended_line(self, s: dict) -> str:
+        peak = s.get("peak_while_late") or {}
+        host = f", host CPU pressure {peak['host_pressure']:.0f} %" if peak.get("host_pressure") is not None else ""
+        runq = f", waited for a CPU {peak['runq_pct']:.0f} % of the time" if peak.get("runq_pct") is not None else ""
+        return (
+            f"client contended: {self._name(s)} is late ({self._describe(s)}) while using little CPU{runq}{host}: "
+            "other processes on its machine take the CPU; timings may be inflated; a quieter machine helps, more workers do not"
+        )
+
+    def workers_needed(self) -> int:
+        """ceil(workers x peak CPU demand / target CPU): the worker processes this load needs."""
+        states = [e["state"] for e in self.workers.values()]
+        if not states:
+            return 0
+        # demand = CPU used + CPU waited for: on a crowded machine a saturated worker gets little CPU
+        peaks = [max(s.get("demand_p95") or s.get("cpu_p95") or 0, (s.get("peak_while_late") or {}).get("demand") or 0) for s in states]
+        peak = max(peaks)
+        return max(len(states), math.ceil(len(states) * peak / self.limits.target_cpu_pct))
+
+    def advice(self) -> str:
+        states = [e["state"] for e in self.workers.values()]
+        bound = [s for s in states if s.get("bound")]
+        if not bound:
+            if any(s.get("contended") for s in states):
+                return ("No worker ran out of CPU, but some were late while idle: other processes on their machines took "
+                        "the CPU. Run the load generator on a quieter machine for exact timings.")  # fmt: skip
+            late = [s for s in states if s.get("inaccurate")]
+            if late:
+                return (f"{len(late)} of {len(states)} worker processes were late often enough over the run (lag p99 above its "
+                        "limit) for the TTFT/ITL tails to be off, without a sustained overload: less load per worker, or a "
+                        "quieter machine.")  # fmt: skip
+            return "Every worker stayed within the accuracy limits."
+        need = self.workers_needed()
+        saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
+        return (
+            f"{len(bound)} of {len(states)} worker processes passed the accuracy limits: this load needs "
+            f"{'at least ' if saturated else 'about '}{need} worker processes (ceil({len(states)} x peak CPU demand / "
+            f"{self.limits.target_cpu_pct:g} %)), e.g. --processes {need} or --expect-workers {need}, or less load per worker."
+        )
+
+    def summary(self) -> dict:
+        states = sorted((e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0))
+        keep = ("worker", "index", "bound", "since", "reasons", "cpu_p95", "cpu_peak", "demand_p95", "loop_lag_p99_ms",
+                "token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples", "inaccurate",
+                "inaccurate_reasons")  # fmt: skip
+        return {
+            "bound": any(s.get("bound") for s in states),
+            "inaccurate": any(s.get("inaccurate") or s.get("bound") for s in states),
+            "contended": any(s.get("contended") for s in states),
+            "workers": [{k: s.get(k) for k in keep} for s in states],
+            "workers_needed": self.workers_needed(),
+            "advice": self.advice(),
+            "limits": self.limits.to_dict(),
+            "definitions": {
+                "cpu": "CPU of the process, % of one core, sampled every second (psutil)",
+                "demand": "cpu plus the time its main thread waited in the run queue (/proc/self/schedstat), % of a second",
+                "loop_lag": "how late a greenlet sleeping 0.1 s wakes up; p99 over the run from a 10 %-step histogram (bucket upper bound)",
+                "token_lag": "chunk arrival minus the simulator's sim_t of that chunk (--sim-timestamps only); p99 as loop_lag",
+                "bound": f"CPU above its limit, or loop/token lag above its limit while the process is busy (mean CPU + run-queue "
+                         f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain window",
+                "contended": "loop/token lag above its limit while the process is mostly idle: other processes delayed its wake-ups",
+                "inaccurate": "bound, or the run-wide loop-lag p99 or token-lag p99 above its limit, however the late moments were "
+                              "spread over the run: the run's timings are off by about that much",
+            },  # fmt: skip
+        }
+
+    def snapshot(self) -> dict:
+        """Live state for a UI: limits, verdict, advice and every worker's state and last minute of samples."""
+        if self.local is not None:
+            self.on_local_sample(self.local)  # fresh state between samples
+        return {
+            "running": self.running,
+            "bound": any(e["state"].get("bound") for e in self.workers.values()),
+            "limits": self.limits.to_dict(),
+            "workers_needed": self.workers_needed(),
+            "advice": self.advice(),
+            "workers": [
+                {**e["state"], "recent": list(e["samples"])[-60:]}
+                for e in sorted(self.workers.values(), key=lambda e: e["state"].get("index") or 0)
+            ],  # fmt: skip
+        }

@@ -1,0 +1,359 @@
+"""Self-health's measuring side: a process that runs users (each worker, or a local run)
+watching whether it still measures accurately.
+
+A Python client that runs out of CPU does not slow down evenly: its timings stay within
+milliseconds up to about 70 % of a core, then jump to hundreds of milliseconds while mean TPOT
+still looks right (bench/RESULTS.md "Client speed"). Locust's own warning comes at 90 % CPU,
+sampled every 10 s, and never changes the result. So every process that runs
+users (each worker, or a local run) watches itself:
+
+  cpu        its own CPU, % of one core (psutil, every second)
+  loop lag   how late a greenlet that sleeps 0.1 s wakes up (10 probes a second): the delay every
+             read of every stream waits on top of the network. A loop blocked for seconds (one
+             huge parse) cannot sample meanwhile: each second and each probe it missed counts,
+             late by what was left of the stall at its moment, so a stall is never one sample
+  token lag  with --sim-timestamps: chunk arrival minus the simulator's send time (`sim_t`), for
+             every chunk, taken off the finisher's parsed streams (plugin.events.stream_parsed)
+
+Each second gives one sample. A limit counts as passed when at least 80 % of the samples of the
+last --health-sustain seconds exceed it (4 of 5 by default): a lone stall does not count, a
+process that stays late does. The process is **client bound** when its CPU passes
+--health-cpu-limit, or when its loop lag or token lag passes its limit while the process itself
+is busy: it used the CPU or waited in the run queue for it (/proc/self/schedstat) at least half
+the CPU limit on average over those seconds. A process starved by others on a crowded machine is
+busy by this measure (it waits for a CPU all the time) even when it gets little CPU. Lag in a
+process that is mostly idle is not the client's own doing but other processes delaying its
+wake-ups: that is reported as **contended** (with the run-queue wait of the process and the
+host's CPU pressure) and does not mark the run client bound, since more workers would not help.
+
+Over the whole run (after --warmup, until the run begins to stop; streams cut by the stop left
+out) the process is also **inaccurate** when its run-wide token-lag p99 (--sim-timestamps) or
+loop-lag p99 (with at least MIN_LATE_PROBES late probes) passes its limit, however thinly the late
+moments were spread: stalls of one ITL every few seconds at moderate CPU never fill a sustain
+window, yet they put the run's TTFT and ITL tails off by that much (bench/RESULTS.md "Client
+speed", eight workers). A bound process is inaccurate too; summary.json says `inaccurate`.
+
+A worker ships its monitor's state and new samples to the master (plugin/health.py); the board
+that judges every worker together is plugin/health_board.py.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from bisect import bisect_left
+from collections import deque
+
+import gevent
+import psutil
+
+from metrics.percentiles import percentile
+
+PROBE_S = 0.1  # loop-lag probe period
+SUSTAIN_SHARE = 0.8  # share of the sustain window's samples that must pass a limit
+RECENT_SAMPLES = 300  # per worker, for snapshot(); older samples only count in the run totals
+MAX_MISSED_SAMPLES = 3600  # a stall longer than an hour is counted as an hour of late samples
+MAX_MISSED_PROBES = MAX_MISSED_SAMPLES * 10
+MIN_LATE_PROBES = 10  # run-wide loop-lag p99 counts only with at least this many late probes
+# histogram bounds for run-wide lag percentiles: 20 us .. ~400 s in steps of 10 %
+LAG_BOUNDS = [2e-5 * 1.1**i for i in range(177)]
+
+
+class Limits:
+    """The accuracy limits (options --health-*), checked at test start."""
+
+    __slots__ = ("cpu_pct", "loop_lag_s", "token_lag_s", "sustain_s", "target_cpu_pct")
+
+    def __init__(self, cpu_pct=70.0, loop_lag_s=0.010, token_lag_s=0.005, sustain_s=5.0, target_cpu_pct=60.0):
+        self.cpu_pct = cpu_pct
+        self.loop_lag_s = loop_lag_s
+        self.token_lag_s = token_lag_s
+        self.sustain_s = sustain_s
+        self.target_cpu_pct = target_cpu_pct
+
+    @classmethod
+    def from_plan(cls, limits) -> "Limits":
+        """From the plan's checked `HealthLimits` (plugin/plan.py validates the --health-* options)."""
+        return cls(limits.cpu_pct, limits.loop_lag_s, limits.token_lag_s, limits.sustain_s, limits.target_cpu_pct)
+
+    def to_dict(self) -> dict:
+        return {
+            "cpu_pct": self.cpu_pct, "loop_lag_ms": self.loop_lag_s * 1000, "token_lag_ms": self.token_lag_s * 1000,
+            "sustain_s": self.sustain_s, "sustain_share": SUSTAIN_SHARE, "target_cpu_pct": self.target_cpu_pct,
+        }  # fmt: skip
+
+
+def _hist_pct(counts: list[int], q: float) -> float | None:
+    """Upper bound (ms) of the histogram bucket holding the q-quantile; None when empty."""
+    total = sum(counts)
+    if not total:
+        return None
+    rank = q * total
+    acc = 0
+    for i, c in enumerate(counts):
+        acc += c
+        if acc >= rank:
+            return round(LAG_BOUNDS[min(i, len(LAG_BOUNDS) - 1)] * 1000, 3)
+    return round(LAG_BOUNDS[-1] * 1000, 3)
+
+
+def _host_pressure() -> float | None:
+    """The host's CPU pressure (PSI 'some avg10', %), where the kernel has it."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return float(f.readline().split()[1].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _run_delay_s() -> float | None:
+    """Seconds this process's main thread has waited for a CPU (/proc/self/schedstat)."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class HealthMonitor:
+    """One process that runs users, watching itself (one small greenlet: a 0.1 s sleep, a sample a second)."""
+
+    def __init__(self, limits: Limits, token_lag: bool, name: str, index: int, warmup_s: float = 0.0):
+        self.limits = limits
+        self.warmup_s = warmup_s  # run-wide lag percentiles leave out the run's --warmup, like its statistics
+        self.count_from = 0.0
+        self.count_until = math.inf  # the run began to stop: killing streams and draining is not measuring
+        self.token_lag = token_lag
+        self.name = name
+        self.index = index
+        self.proc = psutil.Process()
+        self.window = max(1, int(round(limits.sustain_s)))
+        self.need = max(1, math.ceil(SUSTAIN_SHARE * self.window))
+        self.samples: deque = deque(maxlen=RECENT_SAMPLES)
+        self.unsent: list[dict] = []
+        self._probes: list[float] = []  # loop lags of the current second
+        self._tok_n = 0
+        self._tok_over = 0
+        self._tok_hist = [0] * (len(LAG_BOUNDS) + 1)  # current second
+        self.loop_hist = [0] * (len(LAG_BOUNDS) + 1)  # whole run
+        self.token_hist = [0] * (len(LAG_BOUNDS) + 1)
+        self.cpu_all: list[float] = []
+        self.demand_all: list[float] = []
+        self.bound_since: float | None = None
+        self.bound_reasons: list[str] = []
+        self.contended_since: float | None = None
+        self.peak = {}  # worst sample values while bound or contended
+        self.on_sample = None  # called with each new sample (a local run's board)
+        self._greenlets: list = []
+        self._last_cpu_t = 0.0
+        self._last_delay: float | None = None
+
+    # -- collection ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.proc.cpu_percent(None)  # starts psutil's interval
+        self._last_cpu_t = time.monotonic()
+        self.count_from = time.perf_counter() + self.warmup_s
+        self._last_delay = _run_delay_s()
+        self._greenlets = [gevent.spawn(self._probe_loop)]
+
+    def stop(self) -> None:
+        for g in self._greenlets:
+            g.kill(block=False)
+        self._greenlets = []
+
+    def _probe_loop(self) -> None:
+        perf = time.perf_counter
+        next_sample = time.monotonic() + 1.0
+        run_hist = self.loop_hist
+        spare = [0] * len(run_hist)  # the warm-up's probes: in the per-second samples, not the run-wide p99
+        while True:
+            t = perf()
+            gevent.sleep(PROBE_S)
+            lag = max(0.0, perf() - t - PROBE_S)
+            self._probes.append(lag)
+            hist = run_hist if self.count_from <= t < self.count_until else spare
+            hist[bisect_left(LAG_BOUNDS, lag)] += 1
+            # The loop was blocked for longer than a probe period: the probes that could not run
+            # meanwhile were late too, each by what was left of the stall at its moment.
+            for k in range(1, min(int(lag / PROBE_S), MAX_MISSED_PROBES) + 1):
+                hist[bisect_left(LAG_BOUNDS, lag - k * PROBE_S)] += 1
+            now = time.monotonic()
+            if now >= next_sample:
+                # Every sample moment that passed while the loop was blocked is a sample of its own,
+                # late by as much as the loop was at that moment: a stall of 20 s is 20 late
+                # samples, not one (which the sustained limits would ignore).
+                missed = min(int(now - next_sample), MAX_MISSED_SAMPLES)
+                blocked_since = now - lag
+                stalled = [max(0.0, next_sample + i - blocked_since) for i in range(missed)]
+                next_sample += missed + 1.0
+                if next_sample < now:  # fell behind by more than MAX_MISSED_SAMPLES: resynchronise
+                    next_sample = now + 1.0
+                self._sample(stalled)
+
+    def on_parsed(self, rec, parsed, **_kw) -> None:
+        """Token lag of every chunk of a finished stream (needs --sim-timestamps); streams cut by the
+        run's end are left out, like the statistics leave them out."""
+        if rec.error == "stopped":
+            return
+        limit = self.limits.token_lag_s
+        hist = self._tok_hist
+        bounds = LAG_BOUNDS
+        n = over = 0
+        for c in parsed.chunks:
+            lag = c.t - c.sim_t
+            if lag == lag:  # not nan: the server stamped it
+                n += 1
+                if lag > limit:
+                    over += 1
+                hist[bisect_left(bounds, lag)] += 1
+        self._tok_n += n
+        self._tok_over += over
+
+    def _sample(self, stalled: list[float] = ()) -> None:
+        """One sample of the last second; `stalled`: the loop lags of the sample moments missed
+        before it (the loop was blocked), each a sample of its own with the CPU of the interval."""
+        now = time.monotonic()
+        cpu = self.proc.cpu_percent(None)
+        delay = _run_delay_s()
+        elapsed = max(1e-3, now - self._last_cpu_t)
+        runq = None
+        if delay is not None and self._last_delay is not None:
+            runq = round(100 * (delay - self._last_delay) / elapsed, 1)
+        self._last_cpu_t, self._last_delay = now, delay
+        probes, self._probes = self._probes, []
+        wall = time.time()
+        for i, late in enumerate(stalled):
+            self._add_sample({
+                "t": round(wall - (len(stalled) - i) , 3), "cpu": round(cpu, 1),
+                "loop_lag_p99_ms": round(late * 1000, 2), "loop_lag_max_ms": round(late * 1000, 2),
+                "runq_pct": runq, "demand": round(cpu + (runq or 0.0), 1), "host_pressure": None,
+                **({"tokens": 0, "token_lag_p99_ms": None, "token_lag_over_share": None} if self.token_lag else {}),
+            })  # fmt: skip
+        sample = {
+            "t": round(time.time(), 3),
+            "cpu": round(cpu, 1),
+            "loop_lag_p99_ms": round(percentile(probes, 99) * 1000, 2) if probes else None,
+            "loop_lag_max_ms": round(max(probes) * 1000, 2) if probes else None,
+            "runq_pct": runq,
+            "demand": round(cpu + (runq or 0.0), 1),  # CPU it used plus CPU it waited for
+            "host_pressure": _host_pressure(),
+        }
+        if self.token_lag:
+            n, over, hist = self._tok_n, self._tok_over, self._tok_hist
+            sample["tokens"] = n
+            sample["token_lag_p99_ms"] = _hist_pct(hist, 0.99)
+            sample["token_lag_over_share"] = round(over / n, 4) if n else None
+            if self.count_from <= time.perf_counter() < self.count_until:  # warm-up, stop: not in the run-wide p99
+                for i, c in enumerate(hist):
+                    if c:
+                        self.token_hist[i] += c
+            self._tok_n = self._tok_over = 0
+            self._tok_hist = [0] * (len(LAG_BOUNDS) + 1)
+        self._add_sample(sample)
+        if self.on_sample is not None:
+            self.on_sample(self)
+
+    def _add_sample(self, sample: dict) -> None:
+        self.cpu_all.append(sample["cpu"])
+        self.demand_all.append(sample["demand"])
+        self.samples.append(sample)
+        self.unsent.append(sample)
+        self._judge(sample)
+
+    def _judge(self, latest: dict) -> None:
+        lim = self.limits
+        recent = list(self.samples)[-self.window :]
+        if len(recent) < self.window:
+            return
+        cpu_over = sum(1 for s in recent if s["cpu"] > lim.cpu_pct)
+        loop_over = sum(1 for s in recent if (s["loop_lag_p99_ms"] or 0) > lim.loop_lag_s * 1000)
+        # token lag p99 above the limit <=> more than 1 % of that second's chunks above it (exact)
+        tok_over = sum(1 for s in recent if (s.get("token_lag_over_share") or 0) > 0.01)
+        # busy: the process wanted the CPU (used it, or waited in the run queue for it) at least half
+        # the CPU limit on average; an idle process that is late was kept from the CPU by others
+        busy = sum(s["demand"] for s in recent) / len(recent) >= lim.cpu_pct / 2
+        reasons = []
+        if cpu_over >= self.need:
+            reasons.append("cpu")
+        lagging = []
+        if loop_over >= self.need:
+            lagging.append("loop_lag")
+        if tok_over >= self.need:
+            lagging.append("token_lag")
+        if lagging and (busy or reasons):
+            reasons += lagging
+        if reasons:
+            if self.bound_since is None:
+                self.bound_since = self._first_breach(recent)
+            for r in reasons:
+                if r not in self.bound_reasons:
+                    self.bound_reasons.append(r)
+        elif lagging and self.contended_since is None:
+            self.contended_since = self._first_breach(recent)
+        if reasons or lagging:
+            self._note_peak(recent)
+
+    def _breaches(self, s: dict) -> bool:
+        lim = self.limits
+        return (s["cpu"] > lim.cpu_pct or (s["loop_lag_p99_ms"] or 0) > lim.loop_lag_s * 1000
+                or (s.get("token_lag_over_share") or 0) > 0.01)  # fmt: skip
+
+    def _first_breach(self, recent: list[dict]) -> float:
+        return next((s["t"] for s in recent if self._breaches(s)), recent[-1]["t"])
+
+    def _note_peak(self, recent: list[dict]) -> None:
+        for key in ("cpu", "demand", "loop_lag_p99_ms", "token_lag_p99_ms", "runq_pct", "host_pressure"):
+            values = [s[key] for s in recent if s.get(key) is not None]
+            if values:
+                self.peak[key] = max(self.peak.get(key, values[0]), max(values))
+
+    # -- state --------------------------------------------------------------------------------
+    def run_lags(self) -> tuple[float | None, float | None]:
+        """Run-wide loop-lag and token-lag p99 (ms; token lag None without --sim-timestamps)."""
+        return _hist_pct(self.loop_hist, 0.99), (_hist_pct(self.token_hist, 0.99) if self.token_lag else None)
+
+    def inaccurate_reasons(self) -> list[str]:
+        """Why this process's timings over the whole run are off: bound, or a run-wide lag p99 above its limit."""
+        lim = self.limits
+        loop, token = self.run_lags()
+        reasons = ["bound"] if self.bound_since is not None else []
+        # loop lag: 10 probes a second, so a p99 over a short run can rest on one or two probes; it
+        # counts when at least MIN_LATE_PROBES were late (one stall of 40 ms in a 10 s window at
+        # 66 % CPU left every token exact: bench/RESULTS.md "Client speed")
+        late = sum(c for b, c in zip(LAG_BOUNDS, self.loop_hist) if b > lim.loop_lag_s)
+        if loop is not None and loop > lim.loop_lag_s * 1000 and late >= MIN_LATE_PROBES:
+            reasons.append("loop_lag_p99")
+        if token is not None and token > lim.token_lag_s * 1000:
+            reasons.append("token_lag_p99")
+        return reasons
+
+    def state(self) -> dict:
+        """Where this process stands over the whole run (small: it rides in every worker report)."""
+        cpu = self.cpu_all
+        inaccurate = self.inaccurate_reasons()
+        return {
+            "worker": self.name,
+            "index": self.index,
+            "bound": self.bound_since is not None,
+            "since": self.bound_since,
+            "reasons": list(self.bound_reasons),
+            "contended": self.contended_since is not None and self.bound_since is None,
+            "contended_since": self.contended_since,
+            "cpu_last": cpu[-1] if cpu else None,
+            "cpu_p95": round(percentile(cpu, 95), 1) if cpu else None,
+            "cpu_peak": max(cpu) if cpu else None,
+            "demand_p95": round(percentile(self.demand_all, 95), 1) if self.demand_all else None,
+            "loop_lag_p99_ms": _hist_pct(self.loop_hist, 0.99),
+            "token_lag_p99_ms": _hist_pct(self.token_hist, 0.99) if self.token_lag else None,
+            "peak_while_late": dict(self.peak),
+            "samples": len(cpu),
+            "inaccurate": bool(inaccurate),
+            "inaccurate_reasons": inaccurate,
+        }
+
+    def snapshot(self) -> dict:
+        return {**self.state(), "recent": list(self.samples)[-60:]}
+
+    def take_unsent(self) -> list[dict]:
+        out, self.unsent = self.unsent, []
+        return out
