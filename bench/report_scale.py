@@ -122,7 +122,8 @@ def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=ST
               run_id: str | None = None):
     """A results folder as the suite writes it: requests.parquet, summary.json, run.json; returns
     the summary (metrics.schema.Summary)."""
-    from plugin.results import package_versions, write_json
+    from core.files import write_json
+    from plugin.run_info import package_versions
     from metrics.summary import summarize
 
     os.makedirs(folder, exist_ok=True)

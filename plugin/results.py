@@ -6,11 +6,11 @@ results/<run-id>/
                      ROOM_BYTES / 2 of rows)
   run.json           options without secrets, package versions, workload hash, start/end, workers
   summary.json       metrics/summary.py, written at the end
-  .lock              the writing run holds an OS lock on it (`lock_folder`), released when it ends
+  .lock              the writing run holds an OS lock on it (plugin/results_folder.py), released when it ends
 
 Every flush is a whole Parquet file of its own, written under a temporary name and renamed, so
 whatever was flushed stays readable when the process dies (kill -9, out of memory, a power cut
-of the process): `recover(folder)` (`python -m reports build FOLDER` calls it) turns the parts
+of the process): `recover(folder)` (plugin/recovery.py; `python -m reports build FOLDER` calls it) turns the parts
 into requests.parquet and a summary.json marked `complete: false`. At a clean end the parts are
 joined into requests.parquet (row group by row group: never all records in memory) and removed.
 
@@ -20,7 +20,7 @@ finisher of a local run) waits while more than ROOM_BYTES of rows wait to be wri
 
 A write that fails (disk full, permissions) is logged at once as an error; the rows stay in memory
 and every later flush tries again, so that what is held is written once space comes back. Memory
-is bounded: at most LLM_RESULTS_UNWRITTEN_LIMIT (UNWRITTEN_LIMIT, 512MB, by `row_bytes`) of records
+is bounded: at most LLM_RESULTS_UNWRITTEN_LIMIT (plugin/results_memory.py: 512MB, by `row_bytes`) of records
 wait to be written; records handed over beyond it are dropped and counted, and the end of the run
 says exactly how many. If records still cannot be written at the end, or any were dropped, the
 summary is computed from what is on disk plus what is in memory, the console table is printed from
@@ -30,31 +30,24 @@ it, and the run exits with exit_codes.RESULTS_NOT_WRITTEN.
 from __future__ import annotations
 
 import errno
-import fcntl
-import glob
-import json
 import logging
 import os
-import platform
 import secrets
-import shutil
-import sys
 import time
-from datetime import datetime, timezone
-from importlib import metadata
 
 import gevent
 import gevent.event
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.errors import InputError
-from core.files import file_digest, write_json
-from core.sizes import format_size, parse_size
-from metrics.record import ARROW_SCHEMA, FIELD_NAMES, RequestRecord, rows_to_table
+from core.files import write_json
+from core.sizes import format_size
+from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
 from plugin import exit_codes
-from plugin.server_metrics import without_credentials
+from plugin.record_files import PARTS, RECORDS, join_parts, os_reason, read_parts, read_records, records_check
+from plugin.results_folder import claim_folder, unlock_folder
+from plugin.results_memory import UNWRITTEN_LIMIT_ENV, row_bytes, unwritten_limit
+from plugin.run_info import package_versions, public_argv
 
 log = logging.getLogger("llm")
 
@@ -63,163 +56,7 @@ ROOM_BYTES = 64 << 20  # rows waiting, by `row_bytes`: while writing works, whoe
 # above it (`wait_for_room`; half the unwritten limit when that is lower), and a flush starts at half
 SLICE_ROWS = 250
 FLUSH_SECONDS = 5.0
-RECORDS = "requests.parquet"
-PARTS = "requests.parts"
-UNSHIPPED = ".unshipped.parquet"  # a worker's records its lost master never acknowledged
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a smaller file may still fit
-LOCK = ".lock"  # the run writing the folder holds an OS lock on it (`lock_folder`)
-PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
-
-# Records waiting to be written (a full disk) are held in memory up to this many bytes; those handed
-# over beyond it are dropped and counted. The environment variable sets another limit (e.g. 2GB).
-UNWRITTEN_LIMIT_ENV = "LLM_RESULTS_UNWRITTEN_LIMIT"
-UNWRITTEN_LIMIT = 512 << 20
-# A record's memory, estimated (measured with tracemalloc: 0.5 KB as the local process makes it,
-# 0.8 KB as a master receives it from a worker, plus 40 bytes per streamed chunk: a float in
-# chunk_times and an entry of chunk_tokens). About 47,000 records of 256 chunks fit in 512MB.
-ROW_BYTES = 1024
-CHUNK_BYTES = 40
-_CHUNK_TIMES = FIELD_NAMES.index("chunk_times")
-
-
-def row_bytes(row) -> int:
-    """The memory a record's row takes, estimated (the limit on unwritten records counts these)."""
-    return ROW_BYTES + CHUNK_BYTES * len(row[_CHUNK_TIMES] or ())
-
-
-def unwritten_limit() -> int:
-    """Bytes of unwritten records held in memory: LLM_RESULTS_UNWRITTEN_LIMIT, or UNWRITTEN_LIMIT."""
-    text = os.environ.get(UNWRITTEN_LIMIT_ENV, "").strip()
-    if not text:
-        return UNWRITTEN_LIMIT
-    try:
-        return parse_size(UNWRITTEN_LIMIT_ENV, text)
-    except InputError:
-        raise InputError(f"{UNWRITTEN_LIMIT_ENV}: '{text}' is not a size above 0; give e.g. 512MB or 2GB, or unset it") from None
-
-
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-
-
-def package_versions() -> dict:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def _in_use(path: str) -> bool:
-    return os.path.isdir(path) and any(e.name != LOCK for e in os.scandir(path))
-
-
-# Folders whose lock this process holds (real path -> the lock file's descriptor). The lock is
-# fcntl.flock on the folder's .lock file: held from the moment a run claims the folder (at init for a
-# named headless run, so that a second run with the same --run-id is refused before any load) to
-# the end of its writing, and released by the kernel when the process ends, however it ends.
-_held: dict[str, int] = {}
-
-
-def lock_folder(path: str) -> bool:
-    """Take the OS lock of a results folder (made if missing) for this process; False when another
-    process holds it. Taking it again in the process that holds it is a no-op."""
-    key = os.path.realpath(path)
-    if key in _held:
-        return True
-    os.makedirs(path, exist_ok=True)
-    fd = os.open(os.path.join(path, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
-    _held[key] = fd
-    return True
-
-
-def unlock_folder(path: str) -> None:
-    fd = _held.pop(os.path.realpath(path), None)
-    if fd is not None:
-        os.close(fd)  # closing the descriptor releases the lock
-
-
-def is_locked(path: str) -> bool:
-    """Another process holds the folder's lock: a run is writing it now (whatever its files' age)."""
-    if os.path.realpath(path) in _held:
-        return False
-    try:
-        fd = os.open(os.path.join(path, LOCK), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _being_written(path: str, option: str) -> InputError:
-    return InputError(f"{option}: {path} is being written by a run now (another process holds its lock); "
-                      "choose another --run-id, or wait for that run to end")  # fmt: skip
-
-
-def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
-    """A named run's folder must be free: refused (InputError, one line) when it holds anything,
-    unless `overwrite`, and always when a run is writing it (it holds the folder's lock). Called
-    before any load; `reserve_folder` / the writer then take the lock. The writer's limit on
-    unwritten records (LLM_RESULTS_UNWRITTEN_LIMIT) is checked here too."""
-    unwritten_limit()
-    if not run_id:
-        return
-    path = os.path.join(results_dir, run_id)
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InputError(f"--run-id: {path} exists and is not a folder; choose another --run-id")
-    if is_locked(path):
-        raise _being_written(path, "--overwrite" if overwrite else "--run-id")
-    if not _in_use(path):
-        return
-    if not overwrite:
-        raise InputError(f"--run-id: {path} already holds a run; choose another --run-id, or add --overwrite to replace it")
-    if not os.path.exists(os.path.join(path, "run.json")):
-        raise InputError(f"--overwrite: {path} is not a results folder (no run.json); remove it yourself or choose another --run-id")
-
-
-def reserve_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
-    """A named run's folder, checked (`check_folder`) and locked for this process before any load:
-    of two runs started with one --run-id, the second is refused here (InputError), before its
-    users start. The writer keeps the lock; nothing is removed yet (--overwrite removes the earlier
-    run when the run starts)."""
-    check_folder(results_dir, run_id, overwrite)
-    if run_id:
-        path = os.path.join(results_dir, run_id)
-        if not lock_folder(path):
-            raise _being_written(path, "--overwrite" if overwrite else "--run-id")
-        check_folder(results_dir, run_id, overwrite)  # what the folder holds, now that no other run can write it
-
-
-def claim_folder(results_dir: str, run_id: str, overwrite: bool) -> str:
-    """The run's folder, made and locked (`lock_folder`): two writers with one run id cannot both
-    have it. With `overwrite`, an earlier run in it is removed, the lock file kept."""
-    path = os.path.join(results_dir, run_id)
-    os.makedirs(results_dir, exist_ok=True)
-    if not lock_folder(path):
-        raise _being_written(path, "--overwrite" if overwrite else "--run-id")
-    if _in_use(path):
-        try:
-            check_folder(results_dir, run_id, overwrite)
-        except InputError:
-            unlock_folder(path)
-            raise
-        for entry in os.scandir(path):
-            if entry.name != LOCK:
-                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.remove(entry.path)
-        log.warning("--overwrite: removed the earlier run in %s", path)
-    return path
 
 
 class ResultsWriter:
@@ -233,7 +70,7 @@ class ResultsWriter:
         self.records_path = os.path.join(self.path, RECORDS)
         self.parts_path = os.path.join(self.path, PARTS)
         os.makedirs(self.parts_path, exist_ok=True)
-        self.run_info = {"run_id": run_id, "started_at": time.time(), "argv": _argv(), "versions": package_versions(), **run_info}
+        self.run_info = {"run_id": run_id, "started_at": time.time(), "argv": public_argv(), "versions": package_versions(), **run_info}
         self._pending: list[tuple] = []
         self._written_callbacks: list = []  # called once the rows handed over with them are on disk
         self._pending_bytes = 0  # row_bytes of _pending
@@ -395,7 +232,7 @@ class ResultsWriter:
         return None
 
     def _write_failed(self, e: OSError) -> None:
-        text = _why(e)
+        text = os_reason(e)
         if text != self.write_error:  # said once per kind of failure, at once
             log.error(
                 "results: cannot write records to %s (%s); %d records kept in memory (up to %s, %s; beyond it "
@@ -427,7 +264,7 @@ class ResultsWriter:
             else:
                 self.not_written.append(f"{held} records ({self.write_error})")
             memory = rows_to_table(self._pending)
-            return pa.concat_tables([*_read_parts(self.parts_path), memory]) if self._parts else memory
+            return pa.concat_tables([*read_parts(self.parts_path), memory]) if self._parts else memory
         if self.rows_dropped:  # the disk came back: what was held is written, the dropped are not
             self.not_written.append(f"{self.rows_dropped} records ({self.dropped_why}; dropped {beyond}: lost, in no table "
                                     "or file)")  # fmt: skip
@@ -435,9 +272,9 @@ class ResultsWriter:
             rows = join_parts(self.parts_path, self.records_path)
             self.run_info["files"] = {RECORDS: records_check(self.records_path, rows)}
         except OSError as e:
-            self.unjoined = f"{RECORDS} could not be written ({_why(e)}); the records are in {PARTS}/"
-            self.not_written.append(f"{RECORDS} ({_why(e)}; the records are in {self.parts_path})")
-            return pa.concat_tables(_read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
+            self.unjoined = f"{RECORDS} could not be written ({os_reason(e)}); the records are in {PARTS}/"
+            self.not_written.append(f"{RECORDS} ({os_reason(e)}; the records are in {self.parts_path})")
+            return pa.concat_tables(read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
         return read_records(self.records_path)
 
     def write_summary(self, summary, complete: bool, reason: str | None) -> None:
@@ -469,162 +306,5 @@ class ResultsWriter:
             try:
                 write_json(os.path.join(self.path, name), data)
             except OSError as e:
-                self.not_written.append(f"{name} ({_why(e)})")
+                self.not_written.append(f"{name} ({os_reason(e)})")
         unlock_folder(self.path)  # the run's writing is done: the folder may be read, recovered or replaced
-
-
-def _why(e: OSError) -> str:
-    """An OSError's reason in a few words ("No space left on device"), pyarrow's included."""
-    return os.strerror(e.errno) if e.errno else (e.strerror or str(e))
-
-
-def _part_files(parts_path: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(parts_path, "part-*.parquet")))
-
-
-def read_records(path: str) -> pa.Table:
-    """A records file, its pages' checksums verified (a damaged page is an error, not values)."""
-    return pq.read_table(path, schema=ARROW_SCHEMA, page_checksum_verification=True)
-
-
-def _read_parts(parts_path: str) -> list[pa.Table]:
-    return [read_records(p) for p in _part_files(parts_path)]
-
-
-def records_check(path: str, rows: int) -> dict:
-    """What run.json records of requests.parquet (`files`): its rows, size and SHA-256, checked by
-    every reader (reports/data.py) before it reads a value."""
-    return {"rows": rows, **file_digest(path)}
-
-
-def join_parts(parts_path: str, records_path: str) -> int:
-    """The part files, in order, as one requests.parquet (a row group per part), written under a
-    temporary name and renamed; the parts are removed once it is in place. Returns the rows."""
-    tmp = records_path + ".tmp"
-    rows = 0
-    try:
-        with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression="zstd", write_page_checksum=True) as writer:
-            for part in _part_files(parts_path):
-                table = read_records(part)
-                writer.write_table(table)
-                rows += table.num_rows
-        os.replace(tmp, records_path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    shutil.rmtree(parts_path, ignore_errors=True)
-    return rows
-
-
-# -- a run that did not finish ---------------------------------------------------------------------
-
-
-def _read_run(path: str) -> dict:
-    try:
-        with open(os.path.join(path, "run.json"), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def _unshipped_files(path: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(path, "worker-*" + UNSHIPPED)))
-
-
-def _said_complete(path: str) -> bool:
-    """summary.json exists and says the run is complete."""
-    try:
-        with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
-            return json.load(f).get("complete") is not False
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def needs_recovery(path: str) -> bool:
-    """A results folder with parts on disk whose writer stopped before the end (no summary.json) or
-    whose summary says it is incomplete (the disk was full at the end: the parts could not all be
-    written or joined), or one a worker's file of unshipped records was copied into and not yet
-    merged."""
-    if _part_files(os.path.join(path, PARTS)) and not _said_complete(path):
-        return True
-    merged = set(_read_run(path).get("merged_unshipped") or ())
-    return any(os.path.basename(p) not in merged for p in _unshipped_files(path))
-
-
-def recover(path: str) -> dict:
-    """Make a readable run of a folder whose writer was killed: requests.parquet from every part
-    flushed (or the requests.parquet there is), with every `worker-*.unshipped.parquet` a worker
-    kept and that was copied into the folder, each request once; summary.json and run.json marked
-    `complete: false` with the reason. Returns the summary."""
-    from metrics.summary import summarize
-
-    run = _read_run(path)
-    parts_path, records = os.path.join(path, PARTS), os.path.join(path, RECORDS)
-    parts = _part_files(parts_path)
-    if os.path.isdir(parts_path) or not os.path.isfile(records):
-        tables = [read_records(p) for p in parts]
-        source = (f"the {len(parts)} part files on disk" if run.get("ended_at") else  # the writer ended, the disk full
-                  f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)")  # fmt: skip
-    else:
-        tables = [read_records(records)]
-        source = RECORDS
-    unshipped = _unshipped_files(path)
-    tables += [read_records(p) for p in unshipped]
-    table = pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
-    if unshipped:  # a batch may be both on the master's disk and on the worker's: keep it once
-        _, first = np.unique(table.column("request_id").to_numpy(zero_copy_only=False), return_index=True)
-        table = table.take(pa.array(np.sort(first)))
-    tmp = records + ".tmp"
-    pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
-    os.replace(tmp, records)
-    shutil.rmtree(parts_path, ignore_errors=True)
-
-    plan = run.get("plan") or {}
-    started = run.get("started_at")
-    wall = table.column("wall_send").to_numpy(zero_copy_only=False)
-    start = float(started) + float(plan.get("warmup_s") or 0.0) if started else (float(wall.min()) if len(wall) else 0.0)
-    end = float(wall.max()) if len(wall) else start
-    earlier = run.get("reason") or ""
-    reason = earlier if source == RECORDS and earlier.startswith("recovered") else f"recovered from {source}"
-    if unshipped:
-        reason += f", with {len(unshipped)} worker file(s) of records its master never acknowledged"
-    if earlier and not earlier.startswith("recovered"):  # the writer's own (interrupted, lost worker)
-        reason = f"{earlier}; {reason}"
-    missing = {"records_not_written": {"records": run["records_not_written"]}} if run.get("records_not_written") else {}
-    summary = summarize(table, start, max(start, end)).with_sections(run_id=str(run.get("run_id") or os.path.basename(path)),
-                                                                     complete=False, reason=reason, **missing)  # fmt: skip
-    write_json(os.path.join(path, "summary.json"), summary.model_dump())
-    if run:
-        run.update(complete=False, reason=reason, records=table.num_rows, files={RECORDS: records_check(records, table.num_rows)},
-                   merged_unshipped=[os.path.basename(p) for p in unshipped])  # fmt: skip
-        write_json(os.path.join(path, "run.json"), run)
-    return summary.model_dump()
-
-
-def write_unshipped(folder: str, name: str, rows: list) -> str:
-    """A worker's records that no master acknowledged, in `folder/<name>.unshipped.parquet`."""
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, name + UNSHIPPED)
-    tmp = path + ".tmp"
-    pq.write_table(rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd", write_page_checksum=True)
-    os.replace(tmp, path)
-    return path
-
-
-def _argv() -> list[str]:
-    """The command line with secret values blanked (an API key may be given as a flag, also
-    abbreviated as argparse allows: --api-k KEY; a URL's user:password@ is left out)."""
-    out, hide = [], False
-    for arg in map(without_credentials, sys.argv):
-        flag, eq, _ = arg.partition("=")
-        secret = len(flag) > 2 and "--api-key".startswith(flag)
-        if hide:
-            out.append("***")
-            hide = False
-        elif secret and eq:
-            out.append(f"{flag}=***")
-        else:
-            out.append(arg)
-            hide = secret
-    return out

@@ -14,7 +14,8 @@ from plugin import exit_codes, gpu
 from plugin.context import load_workload, token_counter
 from plugin.options import check_host, public_options
 from plugin.plan import RunPlan
-from plugin.results import ResultsWriter, check_folder, new_run_id, reserve_folder
+from plugin.results import ResultsWriter
+from plugin.results_folder import check_folder, new_run_id, reserve_folder
 from plugin.server import check_server
 from plugin.server_metrics import public_url
 from plugin.state import role_of, state_of

@@ -38,9 +38,10 @@ def recover_if_unfinished(run_dir: str) -> None:
     """A folder whose writer stopped before the end (killed, crashed) holds the records it flushed
     as part files and no summary.json, or parts and a summary that says it is incomplete (a full
     disk): make requests.parquet and summary.json from them first; so too when a worker's file of
-    unshipped records was copied in (plugin/results.py recover). A folder a run is writing now
+    unshipped records was copied in (plugin/recovery.py recover). A folder a run is writing now
     (it holds the folder's lock) is refused."""
-    from plugin.results import is_locked, needs_recovery, recover
+    from plugin.recovery import needs_recovery, recover
+    from plugin.results_folder import is_locked
 
     if is_locked(run_dir):
         raise InputError(f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended")

@@ -18,8 +18,9 @@ import pytest
 
 from core.errors import InputError
 from metrics.summary import summarize
-from plugin import exit_codes, results
-from plugin.results import ResultsWriter, row_bytes
+from plugin import exit_codes, results_folder, results_memory
+from plugin.results import ResultsWriter
+from plugin.results_memory import row_bytes
 from metrics.record import RequestRecord
 from tests.edges import fill, record_ids, reports, run_on_a_full_disk
 from tests.test_edges_results import LOAD, small_disk  # noqa: F401  small_disk: the tmpfs fixture
@@ -33,7 +34,7 @@ HELD = 10  # the limit, in records of rows(): what the tests let the writer hold
 
 
 def limited_writer(folder, monkeypatch) -> ResultsWriter:
-    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, str(HELD * row_bytes(rows(1)[0])))
+    monkeypatch.setenv(results_memory.UNWRITTEN_LIMIT_ENV, str(HELD * row_bytes(rows(1)[0])))
     return ResultsWriter(str(folder), "run", {})
 
 
@@ -56,7 +57,7 @@ def test_records_beyond_the_limit_are_dropped_and_counted_exactly_while_the_disk
     limit = HELD * row_bytes(rows(1)[0])
     assert writer.not_written == [
         f"19 records (No space left on device; 10 held in memory are in the table, 9 dropped beyond the {limit} bytes "
-        f"held in memory ({results.UNWRITTEN_LIMIT_ENV}) are lost, in no table or file)"
+        f"held in memory ({results_memory.UNWRITTEN_LIMIT_ENV}) are lost, in no table or file)"
     ]  # fmt: skip
 
 
@@ -83,7 +84,7 @@ def test_what_is_held_is_written_when_space_comes_back_and_the_dropped_are_count
     assert writer.rows_written == 14 and writer.rows_dropped == 3
     assert len(writer.not_written) == 1 and writer.not_written[0] == (
         f"3 records (No space left on device; dropped beyond the {HELD * row_bytes(rows(1)[0])} bytes held in memory "
-        f"({results.UNWRITTEN_LIMIT_ENV}): lost, in no table or file)"), writer.not_written  # fmt: skip
+        f"({results_memory.UNWRITTEN_LIMIT_ENV}): lost, in no table or file)"), writer.not_written  # fmt: skip
     with open(os.path.join(writer.path, "summary.json")) as f:
         written = json.load(f)
     assert written["complete"] is False and written["records_dropped"]["records"] == 3
@@ -95,11 +96,11 @@ def test_what_is_held_is_written_when_space_comes_back_and_the_dropped_are_count
 
 
 def test_a_bad_limit_is_one_line_before_any_load(tmp_path, monkeypatch):
-    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, "lots")
+    monkeypatch.setenv(results_memory.UNWRITTEN_LIMIT_ENV, "lots")
     try:
-        results.check_folder(str(tmp_path), "", False)
+        results_folder.check_folder(str(tmp_path), "", False)
     except InputError as e:
-        assert str(e) == f"{results.UNWRITTEN_LIMIT_ENV}: 'lots' is not a size above 0; give e.g. 512MB or 2GB, or unset it"
+        assert str(e) == f"{results_memory.UNWRITTEN_LIMIT_ENV}: 'lots' is not a size above 0; give e.g. 512MB or 2GB, or unset it"
     else:
         raise AssertionError("not refused")
 
@@ -109,7 +110,7 @@ def test_a_run_whose_disk_stays_full_says_exactly_how_many_records_it_lost_and_e
     than the 5 s between two flushes): the disk is filled as load begins and stays full. The last
     line counts the records held (in the table) and those dropped (lost); with what was written
     before the disk filled, they are every request the server saw."""
-    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, "320KB")
+    monkeypatch.setenv(results_memory.UNWRITTEN_LIMIT_ENV, "320KB")
     code, log, served = run_on_a_full_disk(tmp_path, small_disk, LOAD, 12, 16, "No space left on device",
                                            "are dropped and counted, and the run exits 5")  # fmt: skip
     assert code == exit_codes.RESULTS_NOT_WRITTEN, log[-3000:]

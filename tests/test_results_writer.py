@@ -18,7 +18,7 @@ from gevent import monkey
 import locust  # noqa: F401  patches the standard library like a real run
 from metrics.record import RequestRecord
 from metrics.summary import summarize
-from plugin import results
+from plugin import results, results_memory
 from plugin.results import ResultsWriter
 
 _real_sleep = monkey.get_original("time", "sleep")
@@ -90,9 +90,9 @@ def test_rows_handed_over_wait_for_the_writer_and_none_is_dropped(tmp_path, monk
     """Backpressure: with more than room_bytes of rows waiting, whoever hands rows over waits for a
     flush (one starts at once) instead of piling them up; past the memory limit nothing is dropped
     while writes succeed."""
-    monkeypatch.setenv(results.UNWRITTEN_LIMIT_ENV, str(40 * results.row_bytes(rows(1)[0])))
+    monkeypatch.setenv(results_memory.UNWRITTEN_LIMIT_ENV, str(40 * results_memory.row_bytes(rows(1)[0])))
     writer = ResultsWriter(str(tmp_path), "run", {})
-    assert writer.room_bytes == 20 * results.row_bytes(rows(1)[0])  # half the limit
+    assert writer.room_bytes == 20 * results_memory.row_bytes(rows(1)[0])  # half the limit
     handed = 0
 
     def producer():

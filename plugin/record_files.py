@@ -1,0 +1,74 @@
+"""The records' files in a results folder: the part files flushed during a run, joined at its end
+into requests.parquet, read back with their checksums verified, and a worker's file of records its
+lost master never acknowledged.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.files import file_digest
+from metrics.record import ARROW_SCHEMA, rows_to_table
+
+RECORDS = "requests.parquet"
+PARTS = "requests.parts"
+UNSHIPPED = ".unshipped.parquet"  # a worker's records its lost master never acknowledged
+
+
+def os_reason(e: OSError) -> str:
+    """An OSError's reason in a few words ("No space left on device"), pyarrow's included."""
+    return os.strerror(e.errno) if e.errno else (e.strerror or str(e))
+
+
+def part_files(parts_path: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(parts_path, "part-*.parquet")))
+
+
+def read_records(path: str) -> pa.Table:
+    """A records file, its pages' checksums verified (a damaged page is an error, not values)."""
+    return pq.read_table(path, schema=ARROW_SCHEMA, page_checksum_verification=True)
+
+
+def read_parts(parts_path: str) -> list[pa.Table]:
+    return [read_records(p) for p in part_files(parts_path)]
+
+
+def records_check(path: str, rows: int) -> dict:
+    """What run.json records of requests.parquet (`files`): its rows, size and SHA-256, checked by
+    every reader (reports/data.py) before it reads a value."""
+    return {"rows": rows, **file_digest(path)}
+
+
+def join_parts(parts_path: str, records_path: str) -> int:
+    """The part files, in order, as one requests.parquet (a row group per part), written under a
+    temporary name and renamed; the parts are removed once it is in place. Returns the rows."""
+    tmp = records_path + ".tmp"
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression="zstd", write_page_checksum=True) as writer:
+            for part in part_files(parts_path):
+                table = read_records(part)
+                writer.write_table(table)
+                rows += table.num_rows
+        os.replace(tmp, records_path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    shutil.rmtree(parts_path, ignore_errors=True)
+    return rows
+
+
+def write_unshipped(folder: str, name: str, rows: list) -> str:
+    """A worker's records that no master acknowledged, in `folder/<name>.unshipped.parquet`."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name + UNSHIPPED)
+    tmp = path + ".tmp"
+    pq.write_table(rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd", write_page_checksum=True)
+    os.replace(tmp, path)
+    return path

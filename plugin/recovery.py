@@ -1,0 +1,101 @@
+"""A run that did not finish: a results folder whose writer was killed (or whose disk stayed
+full at the end), made readable again from the part files it flushed and the records its workers
+kept (`python -m reports build FOLDER` calls `recover`).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from core.files import write_json
+from metrics.record import ARROW_SCHEMA
+from plugin.record_files import PARTS, RECORDS, UNSHIPPED, part_files, read_records, records_check
+
+
+def _read_run(path: str) -> dict:
+    try:
+        with open(os.path.join(path, "run.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _unshipped_files(path: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(path, "worker-*" + UNSHIPPED)))
+
+
+def _said_complete(path: str) -> bool:
+    """summary.json exists and says the run is complete."""
+    try:
+        with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
+            return json.load(f).get("complete") is not False
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def needs_recovery(path: str) -> bool:
+    """A results folder with parts on disk whose writer stopped before the end (no summary.json) or
+    whose summary says it is incomplete (the disk was full at the end: the parts could not all be
+    written or joined), or one a worker's file of unshipped records was copied into and not yet
+    merged."""
+    if part_files(os.path.join(path, PARTS)) and not _said_complete(path):
+        return True
+    merged = set(_read_run(path).get("merged_unshipped") or ())
+    return any(os.path.basename(p) not in merged for p in _unshipped_files(path))
+
+
+def recover(path: str) -> dict:
+    """Make a readable run of a folder whose writer was killed: requests.parquet from every part
+    flushed (or the requests.parquet there is), with every `worker-*.unshipped.parquet` a worker
+    kept and that was copied into the folder, each request once; summary.json and run.json marked
+    `complete: false` with the reason. Returns the summary."""
+    from metrics.summary import summarize
+
+    run = _read_run(path)
+    parts_path, records = os.path.join(path, PARTS), os.path.join(path, RECORDS)
+    parts = part_files(parts_path)
+    if os.path.isdir(parts_path) or not os.path.isfile(records):
+        tables = [read_records(p) for p in parts]
+        source = (f"the {len(parts)} part files on disk" if run.get("ended_at") else  # the writer ended, the disk full
+                  f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)")  # fmt: skip
+    else:
+        tables = [read_records(records)]
+        source = RECORDS
+    unshipped = _unshipped_files(path)
+    tables += [read_records(p) for p in unshipped]
+    table = pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
+    if unshipped:  # a batch may be both on the master's disk and on the worker's: keep it once
+        _, first = np.unique(table.column("request_id").to_numpy(zero_copy_only=False), return_index=True)
+        table = table.take(pa.array(np.sort(first)))
+    tmp = records + ".tmp"
+    pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
+    os.replace(tmp, records)
+    shutil.rmtree(parts_path, ignore_errors=True)
+
+    plan = run.get("plan") or {}
+    started = run.get("started_at")
+    wall = table.column("wall_send").to_numpy(zero_copy_only=False)
+    start = float(started) + float(plan.get("warmup_s") or 0.0) if started else (float(wall.min()) if len(wall) else 0.0)
+    end = float(wall.max()) if len(wall) else start
+    earlier = run.get("reason") or ""
+    reason = earlier if source == RECORDS and earlier.startswith("recovered") else f"recovered from {source}"
+    if unshipped:
+        reason += f", with {len(unshipped)} worker file(s) of records its master never acknowledged"
+    if earlier and not earlier.startswith("recovered"):  # the writer's own (interrupted, lost worker)
+        reason = f"{earlier}; {reason}"
+    missing = {"records_not_written": {"records": run["records_not_written"]}} if run.get("records_not_written") else {}
+    summary = summarize(table, start, max(start, end)).with_sections(run_id=str(run.get("run_id") or os.path.basename(path)),
+                                                                     complete=False, reason=reason, **missing)  # fmt: skip
+    write_json(os.path.join(path, "summary.json"), summary.model_dump())
+    if run:
+        run.update(complete=False, reason=reason, records=table.num_rows, files={RECORDS: records_check(records, table.num_rows)},
+                   merged_unshipped=[os.path.basename(p) for p in unshipped])  # fmt: skip
+        write_json(os.path.join(path, "run.json"), run)
+    return summary.model_dump()
