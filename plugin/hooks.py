@@ -101,7 +101,7 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
             environment.host = check_host(environment.host)
             if opts.headless:
                 plan = check_target(environment, plan, environment.host)
-            else:  # the web form may still change the host: its start checks it (webui/plugin.py)
+            else:  # the web form may still change the host: its start checks it (webui/start_check.py)
                 try:
                     check_reachable(environment.host, plan.timeouts.connect)
                 except InputError as e:

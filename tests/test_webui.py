@@ -357,7 +357,7 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     from plugin.health import Health
     from plugin.server_metrics import ServerMetrics
     from plugin.state import SuiteState
-    from webui.plugin import client_health, in_flight, server_gauges
+    from webui.gauges import client_health, in_flight, server_gauges
 
     health, scraping = Health(), ServerMetrics()
     env = SimpleNamespace(llm=SuiteState("local", (health, scraping)))
