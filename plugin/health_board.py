@@ -112,6 +112,8 @@ class HealthBoard:
             parts.append(f"loop lag p99 {s.get('loop_lag_p99_ms'):.1f} ms (limit {lim.loop_lag_s * 1000:g} ms)")
         if "token_lag_p99" in s.get("inaccurate_reasons", []):
             parts.append(f"token lag p99 {s.get('token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
+        if "first_token_lag_p99" in s.get("inaccurate_reasons", []):
+            parts.append(f"first-token lag p99 {s.get('first_token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
         return (
             f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, at CPU p95 "
             f"{s.get('cpu_p95') or 0:.0f} %: its TTFT/ITL tails are off by about that much (late moments spread "
@@ -161,7 +163,7 @@ class HealthBoard:
     def summary(self) -> dict:
         states = sorted((e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0))
         keep = ("worker", "index", "bound", "since", "reasons", "cpu_p95", "cpu_peak", "demand_p95", "loop_lag_p99_ms",
-                "token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples", "inaccurate",
+                "token_lag_p99_ms", "first_token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples", "inaccurate",
                 "inaccurate_reasons")  # fmt: skip
         return {
             "bound": any(s.get("bound") for s in states),
@@ -176,11 +178,14 @@ class HealthBoard:
                 "demand": "cpu plus the time its main thread waited in the run queue (/proc/self/schedstat), % of a second",
                 "loop_lag": "how late a greenlet sleeping 0.1 s wakes up; p99 over the run from a 10 %-step histogram (bucket upper bound)",
                 "token_lag": "chunk arrival minus the simulator's sim_t of that chunk (--sim-timestamps only); p99 as loop_lag",
+                "first_token_lag": "token_lag of each stream's first token-bearing chunk, the one TTFT is read from; p99 as loop_lag",
                 "bound": f"CPU above its limit, or loop/token lag above its limit while the process is busy (mean CPU + run-queue "
-                         f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain window",
+                         f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain "
+                         "window; with --sim-timestamps only token lag so sustained (CPU and loop lag are then named as its cause)",
                 "contended": "loop/token lag above its limit while the process is mostly idle: other processes delayed its wake-ups",
-                "inaccurate": "bound, or the run-wide loop-lag p99 or token-lag p99 above its limit, however the late moments were "
-                              "spread over the run: the run's timings are off by about that much",
+                "inaccurate": "bound, or the run-wide token-lag or first-token-lag p99 (--sim-timestamps), else the loop-lag p99, "
+                              "above its limit, however the late moments were spread over the run: the run's timings are off by "
+                              "about that much",
             },  # fmt: skip
         }
 

@@ -13,8 +13,8 @@ from plugin.health_board import HealthBoard
 from plugin.health_monitor import LAG_BOUNDS, HealthMonitor, Limits
 
 
-def _monitor(token_lags_s: list[float], loop_lags_s: list[float], seconds: int = 20) -> HealthMonitor:
-    m = HealthMonitor(Limits(), True, "w", 0)
+def _monitor(token_lags_s: list[float], loop_lags_s: list[float], seconds: int = 20, measured: bool = True) -> HealthMonitor:
+    m = HealthMonitor(Limits(), measured, "w", 0)
     for lag in token_lags_s:
         m.token_hist[bisect_left(LAG_BOUNDS, lag)] += 1
     for lag in loop_lags_s:
@@ -39,11 +39,15 @@ def test_sparse_late_tokens_make_the_run_inaccurate_without_a_sustained_breach()
     assert "late often enough" in summary["advice"]
 
 
-def test_late_loop_probes_make_the_run_inaccurate():
-    m = _monitor([0.0001] * 1000, [0.001] * 980 + [0.030] * 20)
+def test_late_loop_probes_make_the_run_inaccurate_against_a_real_server():
+    # without the simulator's timestamps the loop's lateness is the evidence there is
+    m = _monitor([], [0.001] * 980 + [0.030] * 20, measured=False)
     assert m.state()["inaccurate_reasons"] == ["loop_lag_p99"]
     # one or two late probes of a short run are not evidence enough (p99 over 150 probes is the 2nd worst)
-    m = _monitor([0.0001] * 1000, [0.001] * 148 + [0.040] * 2)
+    m = _monitor([], [0.001] * 148 + [0.040] * 2, measured=False)
+    assert m.state()["inaccurate_reasons"] == []
+    # with them, the tokens themselves say whether the loop's lateness reached the reads
+    m = _monitor([0.0001] * 1000, [0.001] * 980 + [0.030] * 20)
     assert m.state()["inaccurate_reasons"] == []
 
 
@@ -56,3 +60,55 @@ def test_an_accurate_run_is_not_flagged():
     board.update("w", state, [])
     assert not board.summary()["inaccurate"]
     assert board.advice() == "Every worker stayed within the accuracy limits."
+
+
+def _second(cpu: float, loop_lag_ms: float, late_share: float, t: float) -> dict:
+    return {"t": t, "cpu": cpu, "loop_lag_p99_ms": loop_lag_ms, "loop_lag_max_ms": loop_lag_ms, "runq_pct": 0.0,
+            "demand": cpu, "host_pressure": None, "tokens": 5000, "token_lag_p99_ms": 0.05 if not late_share else 20.0,
+            "token_lag_over_share": late_share}  # fmt: skip
+
+
+def test_high_cpu_and_loop_lag_with_tokens_on_time_is_not_bound_when_tokens_are_measured():
+    # four workers at 3,600 streams: 79-85 % CPU and loop-lag p99 33-106 ms for the whole window,
+    # while the simulator's timestamps showed every token read within 0.04 ms (TTFT error p99 0.9 ms)
+    def busy(measured: bool) -> HealthMonitor:
+        m = HealthMonitor(Limits(), measured, "w", 0)
+        for i in range(10):
+            m._add_sample(_second(82.0, 60.0, 0.0, 1000.0 + i))
+            m.loop_hist[bisect_left(LAG_BOUNDS, 0.060)] += 10
+            m.token_hist[bisect_left(LAG_BOUNDS, 0.00004)] += 5000
+            m.first_token_hist[bisect_left(LAG_BOUNDS, 0.0002)] += 20
+        return m
+
+    state = busy(True).state()
+    assert not state["bound"] and not state["inaccurate"], state
+    assert state["peak_while_late"]["cpu"] == 82.0  # the near-limit CPU is kept for the board
+    # a real server (no timestamps): CPU and loop lag are all there is to go by
+    state = busy(False).state()
+    assert state["bound"] and state["reasons"] == ["cpu", "loop_lag"], state
+    assert state["inaccurate"] and state["inaccurate_reasons"] == ["bound", "loop_lag_p99"]
+
+
+def test_late_tokens_while_busy_still_make_a_measured_process_bound():
+    m = HealthMonitor(Limits(), True, "w", 0)
+    for i in range(10):
+        m._add_sample(_second(82.0, 60.0, 0.05, 1000.0 + i))
+    state = m.state()
+    assert state["bound"] and state["reasons"] == ["cpu", "loop_lag", "token_lag"], state
+    assert state["inaccurate"]
+
+
+def test_late_first_tokens_make_the_run_inaccurate_when_the_chunks_p99_hides_them():
+    # eight workers at 6,400 streams: all-chunk token lag p99 0.03 ms, yet the first token of a few
+    # percent of the streams was read 40 ms late: TTFT error p99 41 ms. One chunk in 256 is a first
+    # token, so only its own percentile shows it.
+    m = _monitor([0.00003] * 25_600, [0.001] * 200)
+    m.first_token_hist[bisect_left(LAG_BOUNDS, 0.0002)] += 97
+    m.first_token_hist[bisect_left(LAG_BOUNDS, 0.040)] += 3
+    state = m.state()
+    assert state["token_lag_p99_ms"] < 0.1
+    assert state["inaccurate_reasons"] == ["first_token_lag_p99"] and 40 <= state["first_token_lag_p99_ms"] < 45
+    board = HealthBoard()
+    board.reset(Limits())
+    board.update("w", state, [])
+    assert board.summary()["inaccurate"]
