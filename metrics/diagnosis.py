@@ -1,119 +1,211 @@
-"""Why the knee is where it is: the server's own gauges per load level, and one stated diagnosis.
+"""Why the knee is where it is: the server's own metrics per load level, and one stated diagnosis.
 
-The server's Prometheus samples (server_metrics.parquet, vLLM's names) are aligned to each level's
-window: requests running and waiting (means), KV-cache use (peak) and preemptions (the counter's
-increase). The diagnosis looks at the knee, the lowest level that missed the SLO (without an SLO,
-or when none missed, the highest level), and says which limit it hit:
+The server's Prometheus samples (--server-metrics: server_metrics.parquet after the run, the
+scraper's memory while it goes on) are aligned to each level's window (after its warm-up):
+requests running and waiting (means), KV-cache use (peak), preemptions (the counter's increase),
+the prefix-cache hit rate (hits over queries inside the window, or the server's own rate gauge),
+and GPU utilisation (mean, where a DCGM exporter was scraped or GPU telemetry gave it per step).
+The diagnosis looks at the knee, the lowest level that missed the SLO (without an SLO, or when
+none missed, the highest level), and says which limit it hit:
 
 - *memory-bound*: requests wait in the server's queue while the KV cache is (nearly) full, or the
   server preempts requests to free it;
 - *scheduler-bound*: requests wait while the KV cache has room: the server runs no more requests
-  at once (its max-num-seqs, or a token budget per step);
+  at once (its max-num-seqs, or a token budget per step); or nothing waits while the GPU is mostly
+  idle: the server's own loop (CPU) is the limit;
 - *compute-bound*: nothing waits in the server's queue; every request runs, and each step of the
   growing batch takes longer;
-- *client inaccurate*: no server gauges, and the client's self-health flagged the run: its
-  latencies are off, and so may be the knee;
-- *unknown*: no server gauges to say (run with --server-metrics URL/metrics).
+- *client inaccurate*: no server metrics, and the client's self-health flagged the run: its
+  latencies are off, and so may be the knee (add workers);
+- *unknown*: no server metrics to say (run with --server-metrics URL/metrics).
 
-The server's gauges are its own, whatever the client's accuracy: when the client flagged itself,
-the limit stands and the sentence adds that the knee's place may be the client's.
+A prefix-cache hit rate that falls by PREFIX_DROP or more from the lowest level to the knee is
+named as part of the cause: cached prefixes were evicted, so each request prefills more.
+
+The server's metrics are its own, whatever the client's accuracy: when the client flagged itself,
+the limit stands and the sentence adds that the knee's place may be the client's. Every diagnosis
+names what it rests on (`evidence`: the level, the figure and the server's metric name), and the
+same function (`diagnose_levels`) makes summary.json's `diagnosis`, the live view's and the
+report's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
+import numpy as np
 
-RUNNING, WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
-KV, PREEMPTIONS = "vllm:kv_cache_usage_perc", "vllm:num_preemptions"
+from metrics.schema import ClientBound, KneeDiagnosis, LevelEvidence
+
+# Each figure's metric names, by engine (the first present wins); vLLM's renamed metrics arrive
+# under their current names (plugin/server_metrics.py canonical).
+NAMES = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"),
+    "kv": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
+    "preemptions": ("vllm:num_preemptions",),  # a counter
+    "prefix_hits": ("vllm:prefix_cache_hits",),  # counters of tokens (vLLM V1)
+    "prefix_queries": ("vllm:prefix_cache_queries",),
+    "prefix_rate": ("vllm:prefix_cache_hit_rate", "sglang:cache_hit_rate"),  # a gauge, 0..1 (V0, SGLang)
+    "gpu": ("DCGM_FI_DEV_GPU_UTIL",),  # percent, per GPU
+}
+SUMMED = ("running", "waiting", "preemptions", "prefix_hits", "prefix_queries")  # over label sets; the rest averaged
+if TYPE_CHECKING:
+    import pandas as pd
+
+METRIC_NAMES = frozenset(n for names in NAMES.values() for n in names)
+
 QUEUE_MIN = 1.0  # mean requests waiting in the server at the knee for "they queue"
 KV_FULL = 0.90  # KV-cache use (peak) from which the cache is "full"
+PREFIX_DROP = 0.2  # a fall of the prefix-cache hit rate (absolute) from the lowest level to the knee that explains it
+GPU_IDLE = 0.5  # mean GPU utilisation under which nothing waiting is not "compute-bound"
 
 
-@dataclass(frozen=True, slots=True)
-class LevelGauges:
-    users: int
-    samples: int  # scrapes inside the level's window
-    running: float | None  # mean
-    waiting: float | None  # mean
-    kv_peak: float | None  # 0..1
-    preemptions: float | None  # increase inside the window
+def _base(name: str) -> str:
+    return name[: -len("_total")] if name.endswith("_total") else name
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    kind: str  # client inaccurate | memory-bound | scheduler-bound | compute-bound | unknown
-    users: int | None  # the knee's level
-    sentence: str
+def _series(server: pd.DataFrame, role: str) -> tuple[str | None, pd.Series]:
+    """The first of a figure's metric names the server sent, and its values per scrape time (summed
+    or averaged over label sets, as the figure is a count or a share)."""
+    import pandas as pd  # loaded by the process that writes results, and the reports
+
+    if server is None or server.empty:
+        return None, pd.Series(dtype=float)
+    base = server["metric"].map(_base)
+    for name in NAMES[role]:
+        rows = server[base == name]
+        if not rows.empty:
+            grouped = rows.groupby("timestamp")["value"]
+            sent = str(rows["metric"].iloc[0])  # as the server sent it (counters with _total)
+            return sent, (grouped.sum() if role in SUMMED else grouped.mean()).sort_index()
+    return None, pd.Series(dtype=float)
 
 
-def _series(server: pd.DataFrame, name: str) -> pd.Series:
-    """A gauge or counter summed over its labels (and sources) per scrape time."""
-    rows = server[(server["metric"] == name) | (server["metric"] == name + "_total")]
-    return rows.groupby("timestamp")["value"].sum().sort_index()
+def _increase(s: pd.Series) -> float | None:
+    """A counter's increase over its readings; a drop is a reset (the counter restarted at 0)."""
+    v = s.to_numpy(dtype=float)
+    if len(v) < 2:
+        return None
+    d = np.diff(v)
+    return float(np.where(d >= 0, d, v[1:]).sum())
 
 
-def level_gauges(server: pd.DataFrame | None, levels) -> list[LevelGauges]:
-    """Each level's gauges; `levels` are (users, window start, window end) in wall-clock seconds."""
+def level_evidence(server: pd.DataFrame | None, levels, gpu: dict | None = None) -> tuple[list[LevelEvidence], dict[str, str]]:
+    """Each level's figures and the metric names they came from. `levels` are (step, users, window
+    start, window end) in wall-clock seconds; `gpu` maps a step to its mean GPU utilisation (0..1)
+    from GPU telemetry, when the run had it (a scraped DCGM exporter gives it otherwise)."""
+    found = {role: _series(server, role) for role in NAMES}
+    names = {role: name for role, (name, _) in found.items() if name is not None}
     out = []
-    series = {} if server is None or server.empty else {n: _series(server, n) for n in (RUNNING, WAITING, KV, PREEMPTIONS)}
-    for users, start, end in levels:
-        def inside(name):
-            s = series.get(name)
-            return s[(s.index >= start) & (s.index <= end)] if s is not None and not s.empty else pd.Series(dtype=float)
-
-        run, wait, kv, pre = (inside(n) for n in (RUNNING, WAITING, KV, PREEMPTIONS))
-        mean = lambda s: float(s.mean()) if len(s) else None  # noqa: E731
-        out.append(LevelGauges(users, int(max(len(run), len(wait))), mean(run), mean(wait),
-                               float(kv.max()) if len(kv) else None,
-                               float(max(0.0, pre.iloc[-1] - pre.iloc[0])) if len(pre) > 1 else None))  # fmt: skip
-    return out
-
-
-def diagnose(gauges: list[LevelGauges], knee_users: int | None, client_inaccurate: str = "") -> Diagnosis:
-    """The stated diagnosis at the knee (`knee_users`; None: the highest level); `client_inaccurate`:
-    the client's own warning, when it flagged itself."""
-    d = _server_limit(gauges, knee_users)
-    if not client_inaccurate:
-        return d
-    if d.kind == "unknown":
-        return Diagnosis("client inaccurate", knee_users,
-                         f"client inaccurate: {client_inaccurate} The knee may be the client's: add workers and run again")
-    return Diagnosis(d.kind, d.users, f"{d.sentence}. The client was inaccurate too, so the knee's place may be off: "
-                     f"{client_inaccurate}")  # fmt: skip
+    for step, users, start, end in levels:
+        inside = {role: s[(s.index >= start) & (s.index <= end)] for role, (_, s) in found.items()}
+        mean = lambda role: float(inside[role].mean()) if len(inside[role]) else None  # noqa: E731
+        kv = float(inside["kv"].max()) if len(inside["kv"]) else None
+        if kv is not None and kv > 1.0:
+            kv /= 100.0  # a percentage where a share was expected
+        hits, queries = _increase(inside["prefix_hits"]), _increase(inside["prefix_queries"])
+        prefix = hits / queries if hits is not None and queries else mean("prefix_rate")
+        busy = (gpu or {}).get(step)
+        if busy is None and mean("gpu") is not None:
+            busy = mean("gpu") / 100.0
+        scrapes = max((len(v) for v in inside.values()), default=0)
+        out.append(LevelEvidence(step=step, users=users, scrapes=scrapes, running=mean("running"), waiting=mean("waiting"),
+                                 kv_cache_peak=kv, preemptions=_increase(inside["preemptions"]),
+                                 prefix_cache_hit_rate=prefix, gpu_utilisation=busy))  # fmt: skip
+    if gpu:
+        names.setdefault("gpu", "GPU telemetry")
+    return out, names
 
 
-def _server_limit(gauges: list[LevelGauges], knee_users: int | None) -> Diagnosis:
-    measured = [g for g in gauges if g.samples and g.running is not None]
+def knee_of(steps, capacity) -> tuple[int | None, str]:
+    """(users, why this level): the lowest level that missed the SLO; without one, the highest."""
+    if capacity is not None and capacity.next_failing_users is not None:
+        return capacity.next_failing_users, f"the lowest level that missed {capacity.slo}"
+    if not steps:
+        return None, ""
+    why = "the highest level (no level missed the SLO)" if capacity is not None else "the highest level (no --slo)"
+    return max(s.users for s in steps), why
+
+
+def diagnose_levels(steps, capacity, server: pd.DataFrame | None, client: ClientBound | None = None,
+                    gpu: dict | None = None) -> KneeDiagnosis:  # fmt: skip
+    """The run's diagnosis from its levels (summary.json by_step, or the live view's final steps),
+    its capacity, the server's samples and the client's self-health."""
+    levels = [(s.step, s.users, s.window.start, s.window.end) for s in steps if not s.partial]
+    evidence, names = level_evidence(server, levels, gpu)
+    users, why = knee_of([s for s in steps if not s.partial], capacity)
+    return diagnose(evidence, users, names, client.inaccurate_warning() if client is not None else "", why)
+
+
+def _pct(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:.0%}"
+
+
+def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str] | None = None,
+             client: str = "", knee_why: str = "") -> KneeDiagnosis:  # fmt: skip
+    """The stated diagnosis at the knee (`knee_users`; None: the highest level) from each level's
+    figures (`names`: the metric each figure was read from); `client`: the client's own warning,
+    when it flagged itself."""
+    names = names or {}
+    kind, users, sentence, evidence = _server_limit(levels, knee_users, names)
+    if client:
+        evidence.append(f"client self-health: {client}")
+        if kind == "unknown":
+            kind, sentence = "client inaccurate", f"client inaccurate: {client} The knee may be the client's: add workers and run again"
+        else:
+            sentence += f". The client was inaccurate too, so the knee's place may be off: {client}"
+    return KneeDiagnosis(kind=kind, users=users, knee=knee_why, sentence=sentence, evidence=evidence, metrics=names,
+                         levels=levels, client=client or None)  # fmt: skip
+
+
+def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]):
+    measured = [g for g in levels if g.scrapes and g.running is not None]
     if not measured:
-        return Diagnosis("unknown", knee_users, "no server gauges aligned to the levels: run with --server-metrics "
-                         "URL/metrics (vLLM's /metrics) to say why the knee is there")
+        return ("unknown", knee_users, "no server metrics aligned to the levels: run with --server-metrics URL/metrics "
+                "(vLLM's /metrics) to say why the knee is there", [])  # fmt: skip
     knee = next((g for g in measured if g.users == knee_users), None) or max(measured, key=lambda g: g.users)
+    low = min(measured, key=lambda g: g.users)
     peak_running = max(g.running for g in measured)
-    kv = f"{knee.kv_peak:.0%}" if knee.kv_peak is not None else "unknown"
     waiting = knee.waiting or 0.0
+    n = lambda role: names.get(role, role)  # noqa: E731
+    at = f"at {knee.users} users (step {knee.step}, {knee.scrapes} scrapes)"
+    evidence = [f"{at}: {n('waiting')} mean {waiting:,.1f}", f"{at}: {n('running')} mean {knee.running:,.1f}"]
+    if knee.kv_cache_peak is not None:
+        evidence.append(f"{at}: {n('kv')} peak {_pct(knee.kv_cache_peak)}")
+    if knee.preemptions is not None:
+        evidence.append(f"{at}: {n('preemptions')} +{knee.preemptions:,.0f}")
+    if knee.gpu_utilisation is not None:
+        evidence.append(f"{at}: {n('gpu')} mean {_pct(knee.gpu_utilisation)}")
+    prefix = ""
+    if knee.prefix_cache_hit_rate is not None:
+        source = n("prefix_rate") if "prefix_hits" not in names else f"{n('prefix_hits')} / {n('prefix_queries')}"
+        evidence.append(f"{at}: prefix-cache hit rate {_pct(knee.prefix_cache_hit_rate)} ({source}; "
+                        f"{_pct(low.prefix_cache_hit_rate)} at {low.users} users)")  # fmt: skip
+        if low is not knee and low.prefix_cache_hit_rate is not None \
+                and low.prefix_cache_hit_rate - knee.prefix_cache_hit_rate >= PREFIX_DROP:
+            prefix = (f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.users} users to "
+                      f"{_pct(knee.prefix_cache_hit_rate)}: cached prefixes were evicted, so each request prefills more")  # fmt: skip
     where = f"at {knee.users} users"
+    kv = _pct(knee.kv_cache_peak)
     if waiting >= QUEUE_MIN:
         preempted = knee.preemptions is not None and knee.preemptions > 0
-        if (knee.kv_peak is not None and knee.kv_peak >= KV_FULL) or preempted:
+        if (knee.kv_cache_peak is not None and knee.kv_cache_peak >= KV_FULL) or preempted:
             extra = f", {knee.preemptions:,.0f} preemptions" if preempted else ""
-            return Diagnosis("memory-bound", knee.users,
-                             f"memory-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the "
-                             f"KV cache is full (peak {kv}{extra}); {knee.running:,.1f} run at once")  # fmt: skip
-        return Diagnosis("scheduler-bound", knee.users,
-                         f"scheduler-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the KV "
-                         f"cache has room (peak {kv}): the server runs no more than about {peak_running:,.0f} at once "
-                         f"(its max-num-seqs or token budget per step)")  # fmt: skip
-    return Diagnosis("compute-bound", knee.users,
-                     f"compute-bound: {where} nothing waits in the server's queue (mean {waiting:,.1f}); all "
-                     f"{knee.running:,.1f} requests run at once (KV cache peak {kv}) and each step of the larger batch "
-                     f"takes longer")  # fmt: skip
-
-
-def knee_of(steps, capacity) -> int | None:
-    """The lowest level that missed the SLO; without one, the highest level."""
-    if capacity is not None and capacity.next_failing_users is not None:
-        return capacity.next_failing_users
-    return max((s.users for s in steps), default=None) if steps else None
-
+            return ("memory-bound", knee.users,
+                    f"memory-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the KV cache is "
+                    f"full (peak {kv}{extra}); {knee.running:,.1f} run at once{prefix}", evidence)  # fmt: skip
+        return ("scheduler-bound", knee.users,
+                f"scheduler-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the KV cache has "
+                f"room (peak {kv}): the server runs no more than about {peak_running:,.0f} at once (its max-num-seqs or "
+                f"token budget per step){prefix}", evidence)  # fmt: skip
+    if knee.gpu_utilisation is not None and knee.gpu_utilisation < GPU_IDLE:
+        return ("scheduler-bound", knee.users,
+                f"scheduler-bound: {where} nothing waits in the server's queue (mean {waiting:,.1f}) and all "
+                f"{knee.running:,.1f} requests run at once, yet the GPU is busy only {_pct(knee.gpu_utilisation)}: the "
+                f"server's own loop (CPU) is the limit{prefix}", evidence)  # fmt: skip
+    return ("compute-bound", knee.users,
+            f"compute-bound: {where} nothing waits in the server's queue (mean {waiting:,.1f}); all {knee.running:,.1f} "
+            f"requests run at once (KV cache peak {kv}"
+            f"{'' if knee.gpu_utilisation is None else ', GPU ' + _pct(knee.gpu_utilisation)}) and each step of the larger "
+            f"batch takes longer{prefix}", evidence)  # fmt: skip

@@ -284,6 +284,33 @@ class Setup(_Model):
     suite_version: str
 
 
+class LevelEvidence(_Model):
+    """The server's figures over one load level's window (metrics/diagnosis.py); None: not sent."""
+
+    step: int
+    users: int
+    scrapes: int  # scrapes inside the level's window
+    running: Num = None  # requests running, mean
+    waiting: Num = None  # requests waiting in the server's queue, mean
+    kv_cache_peak: Num = None  # KV-cache use, peak, 0..1
+    preemptions: Num = None  # the preemption counter's increase
+    prefix_cache_hit_rate: Num = None  # 0..1: prefix-cache hits over queries inside the window (or the server's gauge)
+    gpu_utilisation: Num = None  # 0..1, mean
+
+
+class KneeDiagnosis(_Model):
+    """Why the knee is where it is (metrics/diagnosis.py): the limit, and what it rests on."""
+
+    kind: Literal["memory-bound", "scheduler-bound", "compute-bound", "client inaccurate", "unknown"]
+    users: int | None = None  # the level looked at (the knee)
+    knee: str = ""  # why that level: "the lowest level that missed ttft.p95<5s", "the highest level (no --slo)"
+    sentence: str
+    evidence: list[str] = []  # each figure the diagnosis rests on: level, value and the server's metric name
+    metrics: dict[str, str] = {}  # figure -> the server's metric it was read from (running, waiting, kv, ...)
+    levels: list[LevelEvidence] = []
+    client: str | None = None  # the client's self-health warning, when it flagged the run
+
+
 class OpenLoop(_Model):
     target_rate: float
     sent_per_s: Num = None
@@ -301,6 +328,22 @@ class ClientBound(_Section):
     contended: bool = False
     advice: str = ""
     workers: list[dict[str, Any]] = []
+
+    def warning(self) -> str:
+        """One sentence when the load generator itself may have distorted the timings."""
+        advice = self.advice.strip()
+        if self.bound:
+            return "The load generator was client bound (out of CPU): its timings include client delay. " + advice
+        if self.contended:
+            return "The load generator's machine was contended (other processes took the CPU): timings may include client delay. " + advice
+        if (self.model_extra or {}).get("inaccurate"):
+            return "The load generator was late often enough over the run for its TTFT/ITL tails to be off. " + advice
+        return ""
+
+    def inaccurate_warning(self) -> str:
+        """The warning when the client's own timings are off (bound or inaccurate), else "": what the
+        knee's diagnosis states (a contended machine alone does not move the knee)."""
+        return self.warning() if self.bound or (self.model_extra or {}).get("inaccurate") else ""
 
 
 class WorkerAccount(_Section):
@@ -426,6 +469,7 @@ class Summary(_Model):
     client_bound: ClientBound | None = None  # plugin/health_board.py
     workers: dict[str, WorkerAccount] | None = None  # plugin/shipping.py: per-worker record accounting
     server_metrics: ServerScrapes | None = None  # plugin/server_metrics.py
+    diagnosis: KneeDiagnosis | None = None  # runs with load levels: why the knee is there (metrics/diagnosis.py)
     lost_work: LostWork | None = None  # a master's workers lost mid-run: the requests lost, at least
     gpu: GpuSection | None = None  # plugin/gpu.py: --gpu-telemetry, --gpus, --gpu-hour-price
 
@@ -519,7 +563,7 @@ def load_summary(path: str) -> Summary:
 __all__ = [
     "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
     "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Embeddings", "Window", "Records", "Capacity", "Setup",
-    "LoadSetup", "OpenLoop", "ClientBound", "WorkerAccount", "LostWork", "ServerScrapes", "GpuFigures", "GpuDevice",
+    "LoadSetup", "OpenLoop", "LevelEvidence", "KneeDiagnosis", "ClientBound", "WorkerAccount", "LostWork", "ServerScrapes", "GpuFigures", "GpuDevice",
     "GpuSection", "RunInfo", "as_summary",
     "load_summary",
     "parse_summary",

@@ -379,6 +379,8 @@ def format_table(summary: Summary | dict) -> str:
         lines += ["", *format_slo(summary.slo)]
     if summary.capacity is not None:
         lines.append(f"Capacity: {summary.capacity.sentence}")
+    if summary.diagnosis is not None:
+        lines.append(f"Why the knee is there: {summary.diagnosis.sentence}")
     return "\n".join(lines)
 
 

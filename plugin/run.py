@@ -54,6 +54,7 @@ class Run:
         self.search = None  # shapes.capacity.CapacitySearch
         self.finished = False
         self.summary_extra: dict = {}  # plugins add sections of summary.json here (run_stopping)
+        self.server_gauges = None  # the server's metrics the knee's diagnosis reads (plugin/server_metrics.py, run_stopping)
 
     def _rows(self, rows) -> None:
         if self.search is not None:
@@ -92,6 +93,10 @@ class Run:
         complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
         reason = "; ".join(reasons) or None
         typed = typed.with_sections(run_id=self.run_id, complete=complete, reason=reason, **self.summary_extra)
+        if typed.by_step:  # why the knee is there: the levels, the server's metrics, the client's self-health
+            from metrics.diagnosis import diagnose_levels
+
+            typed.diagnosis = diagnose_levels(typed.by_step, typed.capacity, self.server_gauges, typed.client_bound)
         writer.write_summary(typed, complete, reason)
         summary = typed
 

@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
+from metrics.diagnosis import METRIC_NAMES as DIAGNOSIS_METRICS
 from metrics.record import FIELD_NAMES
 from plugin.state import Plugin
 
@@ -131,6 +132,10 @@ def parse_text(text: str, now: float, source: str) -> tuple[list[tuple], dict[st
     return rows, totals
 
 
+def _base(name: str) -> str:
+    return name[: -len("_total")] if name.endswith("_total") else name
+
+
 def increase(series: list[float]) -> float:
     """Increase of a counter over successive readings; a drop is a reset (the counter restarted at 0)."""
     total = 0.0
@@ -171,6 +176,8 @@ class ServerMetricsScraper:
         self._loop = None
         self.closed = False
         self.client = {"requests": 0, "requests_ok": 0, "prompt_tokens": 0, "output_tokens": 0}
+        # (time, metric, value) of every label set of the metrics the knee's diagnosis reads (a few per scrape)
+        self.gauges: list[tuple[float, str, float]] = []
 
     # -- scraping -----------------------------------------------------------------------------
 
@@ -203,6 +210,7 @@ class ServerMetricsScraper:
             if math.isfinite(row[4]):
                 values[row[2]] = values.get(row[2], 0.0) + row[4]
         src.values = values
+        self.gauges.extend((row[0], row[2], row[4]) for row in rows if _base(row[2]) in DIAGNOSIS_METRICS)
         self._pending.extend(rows)
 
     def scrape(self) -> None:
@@ -236,6 +244,13 @@ class ServerMetricsScraper:
             for name, value in src.values.items():
                 out[name] = out.get(name, 0.0) + value
         return out
+
+    def frame(self):
+        """The diagnosis' metrics scraped so far (timestamp, metric, value), as server_metrics.parquet
+        holds them: what metrics/diagnosis.py aligns to the levels, live and at the end."""
+        import pandas as pd  # loaded only by the process that writes results
+
+        return pd.DataFrame(self.gauges, columns=["timestamp", "metric", "value"])
 
     # -- client side --------------------------------------------------------------------------
 
@@ -331,7 +346,12 @@ class ServerMetrics(Plugin):
         scraper, self.scraper = self.scraper, None
         if scraper is not None:
             run.summary_extra["server_metrics"] = scraper.stop()
+            run.server_gauges = scraper.frame()  # the knee's diagnosis reads them (plugin/run.py)
 
     def latest(self) -> dict | None:
         """The running scraper's newest values (the web UI's server gauges); None when off."""
         return self.scraper.latest() if self.scraper is not None else None
+
+    def frame(self):
+        """The running scraper's diagnosis metrics so far (the live view's diagnosis); None when off."""
+        return self.scraper.frame() if self.scraper is not None else None

@@ -488,17 +488,7 @@ def flatten(obj, prefix: str = "") -> dict:
 
 def client_warning(summary: Summary) -> str:
     """One sentence when the load generator itself may have distorted the timings (client_bound)."""
-    cb = summary.client_bound
-    if cb is None:
-        return ""
-    advice = cb.advice.strip()
-    if cb.bound:
-        return "The load generator was client bound (out of CPU): its timings include client delay. " + advice
-    if cb.contended:
-        return "The load generator's machine was contended (other processes took the CPU): timings may include client delay. " + advice
-    if getattr(cb, "inaccurate", False):
-        return "The load generator was late often enough over the run for its TTFT/ITL tails to be off. " + advice
-    return ""
+    return summary.client_bound.warning() if summary.client_bound is not None else ""
 
 
 CONNECT_MATERIAL_MS = 1.0  # connection setup p95 from this on is shown in the report's header

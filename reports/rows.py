@@ -296,7 +296,7 @@ def extra_section(key: str, obj) -> Extra:
 
 # Summary fields with a view of their own; every other section is shown as an Extra.
 OWN_VIEW = {"schema_version", "run_id", "complete", "reason", "note", "definitions", "window", "records", "overall", "by_class",
-            "by_turn", "by_step", "slo", "capacity", "gpu"}  # fmt: skip
+            "by_turn", "by_step", "slo", "capacity", "gpu", "diagnosis"}  # fmt: skip
 
 
 def extras(summary: Summary) -> list[Extra]:
@@ -354,21 +354,23 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
 
 
 def knee(run: D.RunData) -> dict:
-    """{diagnosis, server_levels}: why the knee is there, from the server's gauges at each level."""
-    from metrics.diagnosis import diagnose, knee_of, level_gauges
+    """{diagnosis, server_levels}: why the knee is there (summary.json's diagnosis; computed the same
+    way from the folder's server metrics for results written before it had one)."""
+    from metrics.diagnosis import diagnose_levels
 
     s = run.summary
     if not s.by_step:
         return {"diagnosis": "", "server_levels": None}
-    gauges = level_gauges(run.server, [(st.users, st.window.start, st.window.end) for st in s.by_step])
-    cb = s.client_bound
-    inaccurate = D.client_warning(s) if cb is not None and (cb.bound or getattr(cb, "inaccurate", False)) else ""
-    d = diagnose(gauges, knee_of(s.by_step, s.capacity), inaccurate)
-    rows = [cells(fmt(g.users), fmt(g.samples), fmt(g.running, 1), fmt(g.waiting, 1),
-                  fmt(None if g.kv_peak is None else g.kv_peak * 100, 0), fmt(g.preemptions, 0))
-            for g in gauges if g.samples]  # fmt: skip
-    table = Table(["users", "scrapes", "running (mean)", "waiting (mean)", "KV cache peak %", "preemptions"], rows) if rows else None
-    return {"diagnosis": d.sentence, "server_levels": table}
+    d = s.diagnosis or diagnose_levels(s.by_step, s.capacity, run.server, s.client_bound)
+    pct = lambda x: fmt(None if x is None else x * 100, 0)  # noqa: E731
+    rows = [cells(fmt(g.users), fmt(g.scrapes), fmt(g.running, 1), fmt(g.waiting, 1), pct(g.kv_cache_peak),
+                  fmt(g.preemptions, 0), pct(g.prefix_cache_hit_rate), pct(g.gpu_utilisation))
+            for g in d.levels if g.scrapes]  # fmt: skip
+    headers = ["users", "scrapes", "running (mean)", "waiting (mean)", "KV cache peak %", "preemptions", "prefix-cache hits %",
+               "GPU busy %"]  # fmt: skip
+    table = Table(headers, rows) if rows else None
+    text = d.sentence + (f" (rests on: {'; '.join(d.evidence)})" if d.evidence else "")
+    return {"diagnosis": text, "server_levels": table}
 
 
 # (header, the level's GpuFigures field, digits); a column no level has a value for is left out

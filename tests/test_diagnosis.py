@@ -1,48 +1,153 @@
 """Why the knee is there (metrics/diagnosis.py): simulator profiles built to hit a known limit are
-diagnosed as that limit, in the report of a real step ramp with --server-metrics."""
+diagnosed as that limit from a real step ramp with --server-metrics, in summary.json (typed, with
+the evidence it rests on), the console, the report and the live view; the rule on figures, and the
+prefix-cache hit rate that explains a knee when it falls."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
+import urllib.request
 
+import pandas as pd
 import pytest
 
-from metrics.diagnosis import LevelGauges, diagnose
-from tests.helpers import run_locust, simulator
+from metrics.diagnosis import diagnose, level_evidence
+from metrics.schema import LevelEvidence
+from tests.helpers import free_port, read_results, run_locust, simulator, start_locust
 
 BASE = ("kind: batch\nscheduler: chunked\nmax_num_batched_tokens: 8192\nstep_base_s: 0.02\nper_seq_s: 0.0\n"
         "per_prefill_token_s: 0.0\nmax_model_len: 4096\n")  # fmt: skip
 PROFILES = {
-    # 6 running at most, KV without limit: the 7th request waits for a slot
+    # 6 running at most, KV without limit: the 7th request waits for a slot while KV stays near empty
     "scheduler-bound": BASE + "max_num_seqs: 6\nkv_cache_tokens: 1000000\n",
-    # slots enough, KV for about ten requests of the mix (prompt + 30 tokens reserved each)
+    # slots enough, KV for about ten requests of the mix (prompt + 30 tokens reserved each): it fills
     "memory-bound": BASE + "max_num_seqs: 128\nkv_cache_tokens: 4096\n",
 }
+RAMP = ("--steps", "2,24", "--step-time", "6s", "--step-warmup", "2s", "--slo", "ttft.p95<150ms", "--max-tokens-override", "30",
+        "--server-metrics-interval", "1s", "--stop-timeout", "10")  # fmt: skip
+
+
+def _profile(tmp_path, limit: str) -> str:
+    path = tmp_path / f"{limit}.yaml"
+    path.write_text(PROFILES[limit])
+    return str(path)
 
 
 @pytest.mark.process
 @pytest.mark.parametrize("limit", sorted(PROFILES))
-def test_a_known_limit_is_diagnosed_in_the_report(tmp_path, limit):
-    profile = tmp_path / "p.yaml"
-    profile.write_text(PROFILES[limit])
-    with simulator("--profile", str(profile)) as url:
-        proc = run_locust("--host", url, "--steps", "2,24", "--step-time", "6s", "--step-warmup", "2s",
-                          "--slo", "ttft.p95<150ms", "--max-tokens-override", "30", "--server-metrics", url + "/metrics",
-                          "--server-metrics-interval", "1s", "--results-dir", str(tmp_path), "--run-id", "r",
-                          "--stop-timeout", "10", timeout=120)  # fmt: skip
-    md = open(os.path.join(tmp_path, "r", "report.md")).read()
+def test_a_known_limit_is_diagnosed_in_summary_json_and_the_report(tmp_path, limit):
+    with simulator("--profile", _profile(tmp_path, limit)) as url:
+        proc = run_locust("--host", url, *RAMP, "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
+                          "--run-id", "r", timeout=120)  # fmt: skip
+    _, summary = read_results(str(tmp_path), "r")
+    d = summary.get("diagnosis")
+    assert d is not None and d["kind"] == limit, (d, proc.stderr[-2000:])
+    assert d["users"] == 24 and d["knee"] == "the lowest level that missed ttft.p95<150ms"
+    assert d["metrics"]["waiting"] == "vllm:num_requests_waiting" and d["metrics"]["kv"] == "vllm:kv_cache_usage_perc"
+    low, knee = d["levels"]
+    assert (low["users"], knee["users"]) == (2, 24) and knee["scrapes"] >= 3
+    assert low["waiting"] < 1 <= knee["waiting"]  # the queue grows at the knee
+    if limit == "memory-bound":
+        assert knee["kv_cache_peak"] >= 0.9 and knee["running"] < 24  # full, and fewer run than are sent
+    else:
+        assert knee["kv_cache_peak"] < 0.1 and knee["running"] <= 6  # room in the cache: the slots are the limit
+    # it names what it rests on: the level, the figure and the server's metric
+    assert any(e.startswith("at 24 users (step 1, ") and "vllm:num_requests_waiting mean" in e for e in d["evidence"])
+    assert any("vllm:kv_cache_usage_perc peak" in e for e in d["evidence"])
+    assert f"Why the knee is there: {d['sentence']}" in proc.stdout
+    md = open(os.path.join(tmp_path, "r", "report.md"), encoding="utf-8").read()
     line = next((x for x in md.splitlines() if x.startswith("**Why the knee is there:**")), "")
-    assert line.startswith(f"**Why the knee is there:** {limit}: at 24 users"), (line, proc.stderr[-2000:])
+    assert line.startswith(f"**Why the knee is there:** {d['sentence']} (rests on: "), line
     assert "### The server at each level" in md
 
 
-def test_the_rule_on_gauges():
-    g = lambda users, running, waiting, kv: LevelGauges(users, 5, running, waiting, kv, 0.0)  # noqa: E731
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+@pytest.mark.process
+def test_the_live_view_states_the_diagnosis_as_levels_complete_and_then_summary_json_s(tmp_path):
+    """A web-UI run of the slot-bound profile: once the first level is final the view states a
+    diagnosis over it; after the run its JSON carries summary.json's diagnosis, equal to it."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = str(tmp_path / "locust.log")
+    with simulator("--profile", _profile(tmp_path, "scheduler-bound")) as url:
+        proc = start_locust("--host", url, *RAMP, "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
+                            "--run-id", "ui", "--autostart", "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port",
+                            str(port), "-t", "12s", log_path=log)  # fmt: skip
+        try:
+            live, end = None, time.monotonic() + 60
+            while time.monotonic() < end and proc.poll() is None:
+                try:
+                    d = _get(base + "/llm/stats?history=0")
+                except OSError:
+                    d = {}
+                if d.get("diagnosis") and not d.get("final") and live is None:
+                    live = d["diagnosis"]
+                if d.get("final") and d.get("summary"):
+                    break
+                time.sleep(0.5)
+            else:
+                pytest.fail("the run did not finish: " + open(log).read()[-3000:])
+            assert live is not None, open(log).read()[-3000:]
+            # while the 24-user level runs: the 2-user level is final, the highest so far, nothing queues
+            assert [lv["users"] for lv in live["levels"]][0] == 2 and live["levels"][0]["scrapes"] >= 3
+            assert live["users"] in (2, 24) and live["metrics"]["running"] == "vllm:num_requests_running"
+            _, summary = read_results(str(tmp_path), "ui")
+            assert d["diagnosis"] == summary["diagnosis"] == d["summary"]["diagnosis"]
+            assert summary["diagnosis"]["kind"] == "scheduler-bound"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def test_the_rule_on_figures():
+    g = lambda users, running, waiting, kv, **kw: LevelEvidence(step=users, users=users, scrapes=5, running=running,  # noqa: E731
+                                                                waiting=waiting, kv_cache_peak=kv, preemptions=0.0, **kw)  # fmt: skip
     assert diagnose([g(2, 2, 0, 0.01), g(24, 6, 17, 0.02)], 24).kind == "scheduler-bound"
     assert diagnose([g(2, 2, 0, 0.2), g(24, 10, 14, 0.97)], 24).kind == "memory-bound"
     assert diagnose([g(2, 2, 0, 0.2), g(24, 24, 0.2, 0.5)], 24).kind == "compute-bound"
+    # nothing waits and every request runs, but the GPU is mostly idle: the server's own loop
+    idle = diagnose([g(2, 2, 0, 0.2), g(24, 24, 0.2, 0.5, gpu_utilisation=0.26)], 24)
+    assert idle.kind == "scheduler-bound" and "GPU is busy only 26%" in idle.sentence
     assert diagnose([], 24).kind == "unknown"
-    # the server's gauges are its own: the limit stands when the client flagged itself, with a caveat
-    late = diagnose([g(24, 6, 17, 0.02)], 24, "the client was late.")
+    # the server's figures are its own: the limit stands when the client flagged itself, with a caveat
+    late = diagnose([g(24, 6, 17, 0.02)], 24, client="the client was late.")
     assert late.kind == "scheduler-bound" and "client was inaccurate" in late.sentence
-    assert diagnose([], 24, "the client was late.").kind == "client inaccurate"
+    assert late.evidence[-1] == "client self-health: the client was late."
+    unknown = diagnose([], 24, client="the client was late.")
+    assert unknown.kind == "client inaccurate" and "add workers" in unknown.sentence
+
+
+def _scrapes(levels) -> pd.DataFrame:
+    """Scrapes every second of vLLM's gauges and prefix-cache counters: for each (start, end,
+    waiting, kv, queries/s, hits/s) level, the counters grow at those rates."""
+    rows, hits, queries = [], 0.0, 0.0
+    for start, end, waiting, kv, q, h in levels:
+        for t in range(start, end + 1):
+            queries, hits = queries + q, hits + h
+            rows += [(float(t), "vllm:num_requests_running", 8.0), (float(t), "vllm:num_requests_waiting", waiting),
+                     (float(t), "vllm:kv_cache_usage_perc", kv), (float(t), "vllm:prefix_cache_queries_total", queries),
+                     (float(t), "vllm:prefix_cache_hits_total", hits)]  # fmt: skip
+    return pd.DataFrame(rows, columns=["timestamp", "metric", "value"])
+
+
+def test_a_falling_prefix_cache_hit_rate_is_evidence_and_part_of_the_cause():
+    """Hits over queries inside each level's window: 80 % at 4 users, 25 % at 32 where the KV cache
+    is full; the diagnosis says memory-bound and names the fall and the counters it read."""
+    server = _scrapes([(0, 20, 0.0, 0.5, 1000, 800), (21, 40, 9.0, 0.98, 1000, 250)])
+    levels, names = level_evidence(server, [(0, 4, 2.0, 20.0), (1, 32, 23.0, 40.0)])
+    assert [round(lv.prefix_cache_hit_rate, 3) for lv in levels] == [0.8, 0.25]
+    assert names["prefix_hits"] == "vllm:prefix_cache_hits_total" and names["prefix_queries"] == "vllm:prefix_cache_queries_total"
+    d = diagnose(levels, 32, names)
+    assert d.kind == "memory-bound" and "prefix-cache hit rate fell from 80% at 4 users to 25%" in d.sentence
+    assert any("prefix-cache hit rate 25% (vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total; 80% at 4 users)"
+               in e for e in d.evidence)  # fmt: skip
+    # a steady hit rate is evidence, not a cause
+    steady, names = level_evidence(_scrapes([(0, 20, 0.0, 0.5, 1000, 800), (21, 40, 9.0, 0.98, 1000, 790)]),
+                                   [(0, 4, 2.0, 20.0), (1, 32, 23.0, 40.0)])  # fmt: skip
+    assert "prefix-cache" not in diagnose(steady, 32, names).sentence

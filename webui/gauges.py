@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+from metrics.schema import ClientBound
 from plugin.health import Health
 from plugin.server_metrics import ServerMetrics
 
@@ -117,3 +118,24 @@ def _latest_server_values(env, run) -> dict | None:
     """The run's --server-metrics scraper's newest values (plugin/server_metrics.py)."""
     scraper = env.llm.plugin(ServerMetrics)
     return scraper.latest() if scraper is not None else None
+
+
+def live_client(env) -> ClientBound | None:
+    """The client's self-health so far, as summary.json's client_bound states it (bound, inaccurate,
+    advice): what the live diagnosis says of the client."""
+    health = env.llm.plugin(Health)
+    if health is None:
+        return None
+    try:
+        data = health.snapshot()
+        workers = [w for w in data.get("workers") or [] if isinstance(w, dict)]
+        return ClientBound(bound=bool(data.get("bound")), advice=str(data.get("advice") or ""),
+                           inaccurate=any(w.get("inaccurate") or w.get("bound") for w in workers))  # fmt: skip
+    except Exception:  # noqa: BLE001 - a misbehaving monitor must not break the view
+        return None
+
+
+def server_frame(env):
+    """The run's --server-metrics scraper's diagnosis metrics so far (a frame; None when off)."""
+    scraper = env.llm.plugin(ServerMetrics)
+    return scraper.frame() if scraper is not None else None

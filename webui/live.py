@@ -29,6 +29,10 @@ warm-up excluded; tokens that arrived in it); "pending" while requests sent befo
 still open, "final" after. --warmup is not applied to the windows; after the run the view shows
 the run's summary.json.
 
+Why the knee is there (`live_diagnosis`): once a level's row is final, the diagnosis of
+metrics/diagnosis.py over the final levels, from the server's metrics scraped so far; after the
+run the view shows summary.json's.
+
 This module has no Flask or Locust dependency; webui/plugin.py feeds it and serves it.
 """
 
@@ -323,6 +327,24 @@ class LiveWindow:
             self.history.append(point)
             return point
         return None
+
+
+def live_diagnosis(step_rows, objectives, server, client) -> dict | None:
+    """Why the knee is there, over the levels whose rows are final so far: the levels as
+    summary.json's by_step holds them, judged into a capacity as summary.json's is, and the same
+    diagnosis (metrics/diagnosis.py) from the server's metrics scraped so far (`server`, a frame;
+    None without --server-metrics) and the client's self-health (`client`, a ClientBound)."""
+    from metrics.diagnosis import diagnose_levels
+    from metrics.schema import Step
+    from metrics.summary import capacity
+
+    final = [r for r in step_rows or () if r["status"] == "final" and r.get("block")]
+    if not final:
+        return None
+    steps = [Step.model_validate({**r["block"], "step": r["step"], "users": r["users"], "steps": r["last"] - r["step"] + 1,
+                                  "window": {"start": r["start"], "end": r["end"]}, "cut": r["cut"]}) for r in final]  # fmt: skip
+    cap = capacity(steps, objectives) if objectives else None
+    return diagnose_levels(steps, cap, server, client).model_dump(mode="json")
 
 
 def _measure(table: pa.Table, objectives):

@@ -24,8 +24,8 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from metrics.schema import Summary
 from reports.rows import setup_rows
-from webui.gauges import SERVER_GAUGES, client_health, in_flight, server_gauges
-from webui.live import DEFAULT_WINDOW, WINDOWS, Flight, LiveWindow, window_key
+from webui.gauges import SERVER_GAUGES, client_health, in_flight, live_client, server_frame, server_gauges
+from webui.live import DEFAULT_WINDOW, WINDOWS, Flight, LiveWindow, live_diagnosis, window_key
 from webui.progress import REPORT_KEY as PROGRESS_KEY
 from webui.progress import StreamTracker
 from webui.progress import valid as valid_progress
@@ -155,6 +155,7 @@ class LiveView:
             if window is not self.window:  # a new run started meanwhile
                 return None
             snap.update(self._gauges(run, snap, now))
+            snap["diagnosis"] = self._diagnosis(run, final, snap.get("steps") or self.step_rows)
             if final:  # every stream has ended and is a record (the gauge would be a last report's)
                 snap["in_flight"].update(value=0.0, source="the run has ended")
             self.seq += 1
@@ -174,6 +175,13 @@ class LiveView:
             return snap
         finally:
             self._busy = False
+
+    def _diagnosis(self, run, final: bool, step_rows) -> dict | None:
+        """Why the knee is there: summary.json's after the run, else over the levels final so far."""
+        if final:
+            d = self.summary.diagnosis if self.summary is not None else None
+            return d.model_dump(mode="json") if d is not None else None
+        return live_diagnosis(step_rows, run.plan.slo, server_frame(self.environment), live_client(self.environment))
 
     def _gauges(self, run, snap: dict, now: float) -> dict:
         env = self.environment
@@ -233,7 +241,7 @@ class LiveView:
         out = {
             "seq": 0, "generated_at": None, "lag_s": None, "final": False, "window": None, "overall": None, "by_class": {},
             "totals": None, "users": None, "workers": None, "in_flight": None, "steps": None, "ratios": None,
-            "health": client_health(self.environment), "server": None,
+            "health": client_health(self.environment), "server": None, "diagnosis": None,
         }  # fmt: skip
         if snap is not None:
             out.update({k: v for k, v in snap.items() if k not in ("windows", "end")})
@@ -284,7 +292,7 @@ def _flat_point(p: dict, key: str) -> dict:
 
 
 SUMMARY_KEYS = ("window", "records", "overall", "by_class", "by_step", "slo", "capacity", "concurrency", "open_loop",
-                "client_bound", "complete")  # fmt: skip
+                "client_bound", "complete", "diagnosis")  # fmt: skip
 
 
 def summary_view(summary: Summary) -> dict:
