@@ -531,7 +531,11 @@ def test_slo_values_print_rounded(tmp_path):
     from metrics.summary import format_table
     from reports.build import build
 
-    summary = _steps_run(tmp_path, n=3000)
+    from bench.report_scale import synth_table, write_run
+
+    t0 = 1_700_000_000.0  # a run without load levels: one run-wide verdict
+    summary = write_run(str(tmp_path), synth_table(3000, seed=2, t0=t0, duration=60, steps=(5,)), t0, 60, steps=(),
+                        slo="ttft.p95<150ms")  # fmt: skip
     (verdict,) = summary.slo.objectives
     assert verdict.value_ms != round(verdict.value_ms, 1)  # the raw value has more digits
     table = format_table(summary)
