@@ -114,7 +114,7 @@ def level_evidence(server: pd.DataFrame | None, levels, gpu: dict | None = None)
                                  kv_cache_peak=kv, preemptions=_increase(inside["preemptions"]),
                                  prefix_cache_hit_rate=prefix, gpu_utilisation=busy))  # fmt: skip
     if gpu:
-        names.setdefault("gpu", "GPU telemetry")
+        names["gpu"] = "GPU telemetry (summary.json gpu.by_step utilization_pct_mean)"
     return out, names
 
 
@@ -128,10 +128,24 @@ def knee_of(steps, capacity) -> tuple[int | None, str]:
     return max(s.users for s in steps), why
 
 
+def gpu_by_step(steps, gpu) -> dict[int, float]:
+    """Each level's mean GPU utilisation (0..1) from summary.json's `gpu` section (GPU telemetry,
+    one figure per level in by_step's order), where it measured one."""
+    if gpu is None:
+        return {}
+    out = {}
+    for s, g in zip(steps, gpu.by_step):
+        if g.users == s.users and g.utilization_pct_mean is not None:
+            out[s.step] = g.utilization_pct_mean / 100.0
+    return out
+
+
 def diagnose_levels(steps, capacity, server: pd.DataFrame | None, client: ClientBound | None = None,
-                    gpu: dict | None = None) -> KneeDiagnosis:  # fmt: skip
+                    gpu=None) -> KneeDiagnosis:  # fmt: skip
     """The run's diagnosis from its levels (summary.json by_step, or the live view's final steps),
-    its capacity, the server's samples and the client's self-health."""
+    its capacity, the server's samples, the client's self-health and the GPU telemetry's section
+    (summary.json `gpu`; absent without it)."""
+    gpu = gpu_by_step(steps, gpu)
     levels = [(s.step, s.users, s.window.start, s.window.end) for s in steps if not s.partial]
     evidence, names = level_evidence(server, levels, gpu)
     users, why = knee_of([s for s in steps if not s.partial], capacity)

@@ -96,7 +96,7 @@ class Run:
         if typed.by_step:  # why the knee is there: the levels, the server's metrics, the client's self-health
             from metrics.diagnosis import diagnose_levels
 
-            typed.diagnosis = diagnose_levels(typed.by_step, typed.capacity, self.server_gauges, typed.client_bound)
+            typed.diagnosis = diagnose_levels(typed.by_step, typed.capacity, self.server_gauges, typed.client_bound, typed.gpu)
         writer.write_summary(typed, complete, reason)
         summary = typed
 

@@ -361,7 +361,7 @@ def knee(run: D.RunData) -> dict:
     s = run.summary
     if not s.by_step:
         return {"diagnosis": "", "server_levels": None}
-    d = s.diagnosis or diagnose_levels(s.by_step, s.capacity, run.server, s.client_bound)
+    d = s.diagnosis or diagnose_levels(s.by_step, s.capacity, run.server, s.client_bound, s.gpu)
     pct = lambda x: fmt(None if x is None else x * 100, 0)  # noqa: E731
     rows = [cells(fmt(g.users), fmt(g.scrapes), fmt(g.running, 1), fmt(g.waiting, 1), pct(g.kv_cache_peak),
                   fmt(g.preemptions, 0), pct(g.prefix_cache_hit_rate), pct(g.gpu_utilisation))
