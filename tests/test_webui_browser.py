@@ -271,6 +271,22 @@ class UI:
             time.sleep(0.3)
         pytest.fail(f"the form neither started a run nor showed a message (state {self.state()})")
 
+    def type_into(self, name: str, text: str) -> str:
+        """Empty a field, type `text` into it key by key as a person does; what the field then shows."""
+        assert self.page.js(f"{SET_VALUE_JS}({json.dumps(name)}, '')"), name
+        self.page.js(f"document.querySelector('form [name={name}]').focus()")
+        for char in text:
+            self.page.b.page("Input.insertText", {"text": char})
+        return self.page.js(f"document.querySelector('form [name={name}]').value")
+
+    def press_start(self) -> str | None:
+        """Press Start with the form as it is: the message Locust's page shows (None: none in 15 s)."""
+        before = len(self.page.posted("/swarm"))
+        self.page.js("document.querySelector('form button[type=submit]').click()")
+        _until(lambda: len(self.page.posted("/swarm")) > before, 15, "the form's POST", self.logs)
+        return _until(lambda: self.page.js("(a => a ? a.innerText.trim() : null)(document.querySelector('form [role=alert]'))"),
+                      15, "the page's message", self.logs)  # fmt: skip
+
     def run(self, fields: dict, timeout: float = 150) -> tuple[dict, dict, str]:
         """A run from the form, to its end: (summary.json, run.json, its results folder)."""
         previous = set(glob.glob(str(self.results / "*")))
@@ -366,11 +382,23 @@ def test_bad_input_is_refused_in_the_page_before_anything_is_sent(ui):
     assert message.startswith("--model: 'no-such-model' is not served by")
     message = ui.submit({**base, "model": "", "steps": "1,2", "stepTime": "5s", "stepWarmup": "6s"})
     assert message == "--step-warmup: 6s must be shorter than --step-time 5s", message
-    # no users; (Locust's own Number of users field drops a typed minus sign in the page, so -5
-    # reaches the server only from another client of /swarm, refused there alike)
+    # no users
     message = ui.submit({**base, "userCount": "0"})
     assert message == _headless_error("--host", ui.sim, "-u", "0"), message
     assert message.startswith("Number of users (-u): 0 would send nothing"), message
+    # -5 typed into Number of users: Locust's field drops the minus as it is typed (it shows 5, and
+    # sent 5: a run of 5 users started), the page sends -5, refused with the command line's line
+    ui.form()
+    assert ui.type_into("userCount", "-5") == "5"
+    message = ui.press_start()
+    assert ui.page.posted("/swarm")[-1]["user_count"] == "-5"
+    assert message == _headless_error("--host", ui.sim, "-u", "-5"), message
+    assert message == "Number of users (-u): -5 is below 0; give 1 or more, e.g. 10", message
+    # typed over, the minus is gone: 2 is sent (refused here for the SLO typed with it)
+    assert ui.type_into("userCount", "2") == "2" and ui.page.js(f"{SET_VALUE_JS}('slo', 'ttft<5s')")
+    message = ui.press_start()
+    assert ui.page.posted("/swarm")[-1]["user_count"] == "2" and message.startswith("--slo: "), message
+    # another client of /swarm: refused alike
     form = urllib.parse.urlencode({"user_count": "-5", "spawn_rate": "2", "host": ui.sim}).encode()
     with urllib.request.urlopen(urllib.request.Request(ui.base + "/swarm", data=form), timeout=30) as r:
         answer = json.loads(r.read())

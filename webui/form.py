@@ -62,3 +62,38 @@ def install_form_order(web_ui) -> None:
     web_ui.update_template_args = update_template_args
     if web_ui.environment.runner is not None:
         update_template_args()
+
+
+# Locust's "Number of users" and "Ramp up" fields keep only digits and '.' (its NumericField strips
+# the rest as it is typed): a typed -5 showed and started 5. A minus typed or pasted into them is
+# remembered, and put back in front of the value when the form is sent (the listener runs before
+# Locust's, which reads the fields then), so the start check refuses it with the one line a
+# headless -u -5 gets (plugin/plan.py check_users); the field shows what was sent. Emptying the
+# field, or typing over all of it, forgets the minus.
+SIGNED_FIELDS_SCRIPT = """<script id="llm-form-minus">
+(function () {
+  var FIELDS = {userCount: 1, spawnRate: 1};
+  var minus = {};
+  function field(t) { return t && t.form && FIELDS[t.name] ? t.name : null; }
+  function whole(t) {
+    try { return t.value !== '' && t.selectionStart === 0 && t.selectionEnd === t.value.length; } catch (e) { return false; }
+  }
+  document.addEventListener('beforeinput', function (e) {
+    var name = field(e.target);
+    if (!name) return;
+    if ((e.data || '').indexOf('-') >= 0) minus[name] = true;
+    else if (/^insert/.test(e.inputType || '') && whole(e.target)) minus[name] = false;
+  }, true);
+  document.addEventListener('input', function (e) {
+    var name = field(e.target);
+    // emptied (deleted, or set by a script), not by the minus just typed that Locust then strips
+    if (name && e.target.value.replace(/-/g, '') === '' && (e.data || '').indexOf('-') < 0) minus[name] = false;
+  }, true);
+  document.addEventListener('submit', function (e) {
+    Object.keys(minus).forEach(function (name) {
+      var el = e.target.querySelector && e.target.querySelector('[name="' + name + '"]');
+      if (minus[name] && el && el.value !== '' && el.value.charAt(0) !== '-') el.value = '-' + el.value;
+    });
+  }, true);
+})();
+</script>"""
