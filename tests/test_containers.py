@@ -24,6 +24,9 @@ Then the UI variant serves the LLM view on 127.0.0.1:8089, and a ramp started th
 Then the route for several hosts: deploy/compose.master.yml publishes 5557 on a private address
 (192.0.2.10, a documentation address on an interface inside the test's namespace) and a second compose
 project of deploy/compose.worker.yml, on a network of its own, joins it with two workers.
+Then `podman kube play` of deploy/kubernetes/podman.yaml (the Kubernetes manifests as Pods and a
+Deployment) runs the same distributed test, its results taken out of the volume; and the image's
+default command, `locust -f locustfile.py --help`, lists the suite's options.
 """
 
 from __future__ import annotations
@@ -332,3 +335,69 @@ def test_workers_from_another_compose_project_join_the_master(stack):
     finally:
         workers.down()
         master.down()
+
+
+@pytest.mark.timeout(900)
+def test_kube_play_runs_the_kubernetes_manifests_distributed(stack):
+    """deploy/kubernetes/podman.yaml (the kustomization as Pods and a Deployment) played by podman
+    on a network of its own inside the test's namespace: the master Pod, two workers of the
+    Deployment, the simulator Pod, the results volume. The master exits 0 after a 20 s run, the
+    results come out with the documented `podman volume export`, and summary.json names both
+    workers, all of whose records arrived."""
+    engine, images, clone, workdir = stack
+    with open(os.path.join(clone, "deploy", "kubernetes", "podman.yaml"), encoding="utf-8") as f:
+        resources = [d for d in yaml.safe_load_all(f) if d]
+    settings = {"LOCUST_RUN_TIME": "20s", "LOCUST_USERS": "16", "LOCUST_SPAWN_RATE": "16", "LOCUST_SEED": "7",
+                "LOCUST_MAX_TOKENS_OVERRIDE": "64", "LOCUST_PROMETHEUS_LINGER": "1s"}  # fmt: skip
+    for r in resources:
+        spec = r["spec"]["template"]["spec"] if r["kind"] == "Deployment" else r["spec"]
+        for c in spec.get("containers", []):
+            assert c["image"] == "llm-loadtest:latest" and "ports" not in c, c  # nothing published on the host
+            c["image"] = images["suite"]
+            if c["name"] == "master":  # the run's settings, as a person edits master.yaml's LOCUST_* values
+                c["env"] = [e for e in c["env"] if e["name"] not in settings] + [{"name": k, "value": v} for k, v in settings.items()]
+    play = os.path.join(workdir, "podman-play.yaml")
+    with open(play, "w", encoding="utf-8") as f:
+        yaml.safe_dump_all(resources, f)
+    network = f"llmkp{os.urandom(3).hex()}"
+    results = os.path.join(workdir, "kube-results")
+    try:
+        engine.podman("network", "create", network, ns=True)
+        t0 = time.monotonic()
+        engine.podman("kube", "play", "--network", network, play, ns=True, timeout=180)
+        status = engine.podman("wait", "llm-loadtest-master-master", timeout=400).stdout.strip()
+        logs = ct.tail(engine.podman("logs", "llm-loadtest-master-master", check=False).stderr, 6000)
+        ct.log(f"kube play: the master exited {status} after {time.monotonic() - t0:.0f}s")
+        assert status == "0", logs
+        workers = [c for c in json.loads(engine.podman("ps", "-a", "--format", "json").stdout)
+                   if any(n.startswith("llm-loadtest-worker-pod-") and n.endswith("-worker") for n in c["Names"])]  # fmt: skip
+        assert len(workers) == 2, workers
+        os.mkdir(results)
+        # docs/containers.md "Kubernetes with podman": the results volume to a local folder
+        engine.run(["sh", "-c", f"podman volume export llm-loadtest-results | tar -C {results} -xf -"], 120)
+        (run_id,) = os.listdir(results)
+        with open(os.path.join(results, run_id, "summary.json"), encoding="utf-8") as f:
+            summary = json.load(f)
+        records = pq.read_table(os.path.join(results, run_id, "requests.parquet"))
+        rows = records.num_rows
+        assert summary["complete"] and rows > 50, (rows, logs)
+        joined = summary["workers"]
+        assert len(joined) == 2 and all(w["final_received"] and not w["missing_batches"] and w["records"] > 0 for w in joined.values()), joined
+        assert sum(w["records"] for w in joined.values()) == rows == summary["records"]["total"]
+        assert all(records.column("ok").to_pylist()), summary["records"]["by_error"]
+        ct.log(f"kube play: {rows} records from workers {sorted(w['records'] for w in joined.values())}")
+    finally:
+        engine.podman("kube", "down", play, ns=True, check=False, timeout=120)
+        engine.podman("volume", "rm", "-f", "llm-loadtest-results", check=False)
+        engine.podman("network", "rm", "-f", network, check=False)
+
+
+def test_the_images_default_command_lists_the_suites_options(stack):
+    """The image's command, `locust -f locustfile.py --help`, lists the suite's options with their
+    variables: the image installs the project (requirements.txt's `.`), whose start-up hook adds them."""
+    engine, images, clone, workdir = stack
+    out = engine.podman("run", "--rm", "--network", "none", images["suite"], timeout=120).stdout
+    text = " ".join(out.split())
+    assert "--spawn-rate" in text and "Target and model:" in text, out[-2000:]
+    for flag, env in (("--slo", "LOCUST_SLO"), ("--find-capacity", "LOCUST_FIND_CAPACITY"), ("--model", "LOCUST_MODEL")):
+        assert f" {flag} " in text and f"env {env}]" in text, flag
