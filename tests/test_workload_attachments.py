@@ -4,6 +4,7 @@ tool calls with tool results (workloads/session.py). The simulator end of it: te
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import struct
@@ -73,6 +74,20 @@ def test_image_files_are_sent_as_data_urls(tmp_path):
     (tmp_path / "cat.jpg").write_bytes(b"\xff\xd8\xff\xe0 a jpeg")
     req = Sampler(load_spec(spec_file(tmp_path, "images: {files: [cat.jpg]}")), seed=1).next()
     assert req.images == ("data:image/jpeg;base64," + base64.b64encode(b"\xff\xd8\xff\xe0 a jpeg").decode(),)
+
+
+def test_the_content_hash_covers_the_image_files(tmp_path):
+    """Two runs whose image files differ by one byte measured different workloads: the hash says so
+    (it covered the spec and the templates only). A workload without images keeps its hash."""
+    cat = tmp_path / "cat.jpg"
+    cat.write_bytes(b"\xff\xd8\xff\xe0 a jpeg")
+    path = spec_file(tmp_path, "images: {files: [cat.jpg]}")
+    first = load_spec(path).spec_hash
+    assert load_spec(path).spec_hash == first
+    cat.write_bytes(b"\xff\xd8\xff\xe0 a jpeG")
+    assert load_spec(path).spec_hash != first
+    plain = load_spec(None)
+    assert plain.spec_hash == hashlib.sha256(plain.sources["spec"] + plain.sources["templates"]).hexdigest()
 
 
 def test_the_default_workload_attaches_nothing():

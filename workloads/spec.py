@@ -727,6 +727,9 @@ def load_spec(path: str | None = None, *, sources: dict[str, bytes] | None = Non
     h = hashlib.sha256()
     h.update(spec_bytes)
     h.update(library.data)
+    for key in sorted(k for k in kept if k.startswith(IMAGE_SOURCE)):  # image files are content too
+        h.update(b"\0%s\0%d\0" % (key.encode(), len(kept[key])))  # named and sized: no two files read alike
+        h.update(kept[key])
     name = f.name if f.name is not None else os.path.splitext(os.path.basename(path))[0]
     return WorkloadSpec(name=name.strip(), path=path, description=(f.description or "").strip(), sources=kept,
                         templates_path=tpath, library=library, classes=classes,
