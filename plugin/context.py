@@ -1,4 +1,4 @@
-"""Per-process run state that virtual users read: the plan, sampler, pacer, tokenizer, model, record sink.
+"""Per-process run state that virtual users read: the plan, sampler, pacer, token counter, model, record sink.
 
 Built at `test_start` (on a worker that is when the master's option values arrive: Locust sends
 them only in its spawn message), once per process and per run, never at import: `--processes`
@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import random
 import secrets
-import socket
-from functools import lru_cache
-from urllib.parse import urlsplit
 
 import orjson
 from gevent.event import Event
@@ -27,51 +23,6 @@ from workloads.bodies import body as request_body
 from workloads.bodies import expected_results
 
 log = logging.getLogger("llm")
-
-
-HUB_CHECK_S = 2.0  # a hub name is fetched only when the hub answers a TCP connect this fast
-
-
-@lru_cache(maxsize=4)
-def token_counter(tokenizer: str):
-    """A callable counting the tokens of a text with `transformers.AutoTokenizer` (loaded once).
-
-    A local folder, or a hub name already in the local cache, loads without the network. Any other
-    hub name is fetched only when the hub (HF_ENDPOINT) answers a TCP connect within HUB_CHECK_S:
-    without it the hub client retries for about a minute before it gives up."""
-    from transformers import AutoTokenizer  # heavy import: only when a tokenizer is asked for
-
-    def cannot(e: Exception) -> InputError:
-        return InputError(f"--tokenizer: cannot load '{tokenizer}' ({type(e).__name__}); give a local tokenizer folder")
-
-    try:
-        tok = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
-    except Exception as e:  # noqa: BLE001 - any loading failure is a configuration mistake
-        if os.path.isdir(os.path.expanduser(tokenizer)):
-            raise cannot(e) from None
-        if not _hub_reachable():
-            raise InputError(f"--tokenizer: '{tokenizer}' is not a local folder and the model hub cannot be reached; "
-                             "give a local tokenizer folder") from None  # fmt: skip
-        try:
-            tok = AutoTokenizer.from_pretrained(tokenizer)
-        except Exception as e:  # noqa: BLE001
-            raise cannot(e) from None
-    return lambda text: len(tok.encode(text, add_special_tokens=False))
-
-
-def _hub_reachable() -> bool:
-    """The model hub (HF_ENDPOINT, default huggingface.co) answers a TCP connect within HUB_CHECK_S;
-    False at once when HF_HUB_OFFLINE is set."""
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return False
-    parts = urlsplit(constants.ENDPOINT)
-    try:
-        socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)), HUB_CHECK_S).close()
-    except OSError:
-        return False
-    return True
 
 
 def load_workload(plan: RunPlan):
@@ -90,12 +41,14 @@ def load_workload(plan: RunPlan):
 class RunContext:
     """What every virtual user of this process shares during one run."""
 
-    def __init__(self, plan: RunPlan, spec, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1,
+    def __init__(self, plan: RunPlan, inputs, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1,
                  environment=None):  # fmt: skip
         self.plan = plan
         self.run_id = run_id
         self.sink = sink
-        self.spec = spec  # the run's workload, loaded once (a worker's: the one its master sent)
+        # the run's inputs (plugin.run_start.RunInputs), read once with the plan (a worker's: those its master sent)
+        self.spec = inputs.workload
+        self.trace = inputs.trace
         seed = plan.seed + worker_index if plan.seed is not None else None
         self.sampler = Sampler(self.spec, seed)
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
@@ -105,7 +58,7 @@ class RunContext:
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self._sessions = itertools.count()
         self.pacer = plan.load.pacer(self, worker_index, processes, environment)  # the load model says when and which
-        self.count_tokens = token_counter(plan.tokenizer) if plan.tokenizer else None
+        self.count_tokens = inputs.tokenizer.count if inputs.tokenizer is not None else None
         self.tag = f"{run_id}-w{worker_index}-{secrets.token_hex(2)}"
         self._ids = itertools.count()
         self.rng = random.Random(seed)

@@ -39,7 +39,7 @@ from plugin.locust_fixes import memoize_default_args
 from plugin.options import add_arguments, check_host
 from plugin import run_start
 from plugin.plan import RunPlan
-from plugin.run_start import CarriedWorkload, RunStart
+from plugin.run_start import RunStart
 from plugin import interrupts, worker
 from plugin.run import Run, check_target, choose_shape, prepare_run
 from plugin.server import check_reachable, resolve_model
@@ -96,7 +96,7 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
     try:
         # the plan of a headless run (or of a web UI's --autostart); a start from the form replaces it (webui/start_check.py)
         plan = RunPlan.from_options(opts)
-        state.workload = prepare_run(plan)
+        state.inputs = prepare_run(plan)
         if environment.host:
             environment.host = check_host(environment.host)
             if opts.headless:
@@ -174,7 +174,7 @@ def _on_test_start(environment, **_kw) -> None:
         plan = plan.with_seed(random.randrange(2**31))
     state.plan = plan
     try:
-        run = Run(environment, plan, state.workload)
+        run = Run(environment, plan, state.inputs.workload)
     except InputError as e:  # the run's folder was taken since the check (another writer, same --run-id)
         log.error("%s", e)
         exit_codes.raise_to(environment, exit_codes.BAD_INPUT)
@@ -192,13 +192,13 @@ def _on_test_start(environment, **_kw) -> None:
     if state.role == "master":
         run.collector = MasterCollector(environment.runner, run.writer, run.run_id)
     else:
-        ctx = state.context = RunContext(plan, run.spec, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment)
+        ctx = state.context = RunContext(plan, state.inputs, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment)
         ctx.finisher = Finisher(ctx, environment)
     for p in _plugins:
         p.test_start(environment)
-    if state.role == "master":  # the plan and the workload travel to the workers with Locust's spawn messages
-        run_start.send(environment, RunStart(plan=plan, workload=CarriedWorkload.of(run.spec), run_id=run.run_id,
-                                             started=run.started, processes=run.processes, shared=state.shared))  # fmt: skip
+    if state.role == "master":  # the plan and its inputs travel to the workers with Locust's spawn messages
+        run_start.send(environment, RunStart.of(plan, state.inputs, run_id=run.run_id, started=run.started,
+                                                processes=run.processes, shared=state.shared))  # fmt: skip
     for p in _plugins:
         p.run_started(run)
     log.info("run %s: %s; results in %s", run.run_id, plan.summary_line(), run.writer.path)

@@ -14,7 +14,7 @@ import gevent
 
 from shapes.arrivals import START_DELAY_S
 from plugin.state import Plugin, role_of
-from shapes.replay import ReplaySchedule, load_trace
+from shapes.replay import ReplaySchedule
 
 log = logging.getLogger("llm")
 
@@ -81,10 +81,8 @@ def _worker_done(environment, msg) -> None:
 def _watch_lost_workers(environment, load) -> None:
     """A worker that died never reports: after the trace's last scheduled time, end the run once
     every worker still connected has reported."""
-    trace = load_trace(load.trace)
     run = environment.llm.run
-    end_wall = run.started + START_DELAY_S \
-        + trace.duration_s * load.time_scale
+    end_wall = run.started + START_DELAY_S + load.duration_s * load.time_scale
     gevent.sleep(max(0.0, end_wall - time.time()) + DONE_POLL_S)
     runner = environment.runner
     expected = run.processes

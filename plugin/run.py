@@ -1,6 +1,7 @@
 """The results side of one run, on the process that writes results (a master, or a local run):
 its folder and writer, its window, the summary at the end, its verdict and exit code; and the checks
-a run's plan passes on this machine before it starts (its folder, workload, tokenizer, target).
+a run's plan passes on this machine before it starts (its folder, its inputs: workload, trace,
+tokenizer; its target).
 """
 
 from __future__ import annotations
@@ -8,17 +9,21 @@ from __future__ import annotations
 import logging
 import time
 
+import gevent
+
 from core.errors import InputError
 from metrics.schema import Summary
 from plugin import exit_codes, gpu
-from plugin.context import load_workload, token_counter
+from plugin.context import load_workload
 from plugin.options import check_host, public_options
 from plugin.plan import RunPlan
+from plugin.run_start import RunInputs
 from plugin.results import ResultsWriter
 from plugin.results_folder import check_folder, new_run_id, reserve_folder
 from plugin.server import check_server
 from plugin.server_metrics import public_url
 from plugin.state import role_of, state_of
+from workloads.tokenizer import read_tokenizer
 
 log = logging.getLogger("llm")
 
@@ -168,16 +173,22 @@ class Run:
             exit_codes.raise_to(self.environment, exit_codes.SLO_MISSED)
 
 
-def prepare_run(plan: RunPlan):
+def prepare_run(plan: RunPlan) -> RunInputs:
     """What the plan needs from this machine, checked once before the run: its results folder
-    (locked now: a second run with this id is refused), its workload (returned: the run's
-    workload, loaded once), its tokenizer, its GPU telemetry source. Raises InputError."""
+    (locked now: a second run with this id is refused), its GPU telemetry source, and its inputs, read
+    once and returned (the workload, a replayed trace, the tokenizer; a master sends them to its
+    workers). Raises InputError."""
     reserve_folder(plan.results_dir, plan.run_id, plan.overwrite)
-    spec = load_workload(plan)
-    if plan.tokenizer:
-        token_counter(plan.tokenizer)
     gpu.check(plan.gpu_telemetry)
-    return spec
+    # off the event loop (a tokenizer's first load imports transformers: seconds): a master's
+    # workers are not taken for lost while a start from the web form reads them
+    return gevent.get_hub().threadpool.apply(_read_inputs, (plan,))
+
+
+def _read_inputs(plan: RunPlan) -> RunInputs:
+    spec = load_workload(plan)
+    trace = plan.load.read() if plan.replay is not None else None
+    return RunInputs(spec, trace, read_tokenizer(plan.tokenizer) if plan.tokenizer else None)
 
 
 def check_target(environment, plan: RunPlan, host: str) -> RunPlan:

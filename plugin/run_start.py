@@ -1,20 +1,25 @@
-"""What a master sends its workers with a run: the plan it validated and the workload itself.
+"""What a master sends its workers with a run: the plan it validated and the run's inputs themselves.
 
-One workload and one set of options per run: a worker does not rebuild the plan from option
-strings, nor read a workload file of its own. At test start the master puts a `RunStart` (the
-plan, the workload's files as it read them, the run id, the run's start, the number of load
-processes, and what plugins share) under one key of its options, `llm_run`: Locust sends the
-master's options with every spawn message, to each worker, also to one that joins late and before
-its first users start (a custom message could reach a late joiner before it can receive one).
-The worker validates it (`received`) and runs exactly that: a worker whose own workload file
-differs runs the master's. The API key is not in it (RunPlan leaves it out): a worker uses its
-own LOCUST_API_KEY, else the key Locust's spawn message copies with the options (docs/security.md).
+One set of inputs and one set of options per run: a worker does not rebuild the plan from option
+strings, nor read a file of its own. The inputs (`RunInputs`) are read once, where the run is
+planned (plugin/run.py `prepare_run`): the workload with its templates and image files, the
+replayed trace with its templates, the tokenizer as files. At test start the master puts a
+`RunStart` (the plan, those files as it read them, compressed, the run id, the run's start, the
+number of load processes, and what plugins share) under one key of its options, `llm_run`: Locust
+sends the master's options with every spawn message, to each worker, also to one that joins late
+and before its first users start (a custom message could reach a late joiner before it can receive
+one). The worker validates it (`received`, then `RunStart.inputs`: each input rebuilt from its
+files and checked against its hash) and runs exactly that: a worker whose own workload, trace or
+tokenizer differs, or that has none, runs the master's. The API key is not in it (RunPlan leaves it
+out): a worker uses its own LOCUST_API_KEY, else the key Locust's spawn message copies with the
+options (docs/security.md).
 """
 
 from __future__ import annotations
 
 import base64
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -22,15 +27,36 @@ from pydantic import BaseModel, ConfigDict
 from core.errors import InputError
 from core.validation import build
 from plugin.plan import RunPlan
-from workloads import load_spec
+from shapes.replay import Trace, load_trace
+from workloads import WorkloadSpec, load_spec
+from workloads.tokenizer import Tokenizer, tokenizer_from
 
 CARRIER = "llm_run"  # the key of Locust's options that carries it
 
 
-class CarriedWorkload(BaseModel):
-    """A workload's files as the master read them (compressed), and the hash of what they make."""
+@dataclass(frozen=True)
+class RunInputs:
+    """What a run reads from files, read once where it is planned: each process's users use these."""
 
+    workload: WorkloadSpec
+    trace: Trace | None = None  # --replay
+    tokenizer: Tokenizer | None = None  # --tokenizer
+
+
+def _pack(files: dict[str, bytes]) -> dict[str, str]:
+    return {k: base64.b64encode(zlib.compress(v, 6)).decode() for k, v in files.items()}
+
+
+def _unpack(files: dict[str, str]) -> dict[str, bytes]:
+    return {k: zlib.decompress(base64.b64decode(v)) for k, v in files.items()}
+
+
+class _Carried(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CarriedWorkload(_Carried):
+    """A workload's files as the master read them (compressed), and the hash of what they make."""
 
     path: str  # as the master names it (messages only)
     sources: dict[str, str]  # WorkloadSpec.sources, each zlib-compressed, base64
@@ -38,14 +64,12 @@ class CarriedWorkload(BaseModel):
 
     @classmethod
     def of(cls, spec) -> "CarriedWorkload":
-        packed = {k: base64.b64encode(zlib.compress(v, 6)).decode() for k, v in spec.sources.items()}
-        return cls(path=spec.path, sources=packed, spec_hash=spec.spec_hash)
+        return cls(path=spec.path, sources=_pack(spec.sources), spec_hash=spec.spec_hash)
 
     def load(self):
         """The master's workload (workloads.WorkloadSpec), built from its files, or InputError."""
         try:
-            sources = {k: zlib.decompress(base64.b64decode(v)) for k, v in self.sources.items()}
-            spec = load_spec(self.path, sources=sources)
+            spec = load_spec(self.path, sources=_unpack(self.sources))
         except (KeyError, ValueError, zlib.error) as e:
             raise InputError(f"--workload: the master's workload {self.path} arrived damaged ({e})") from None
         if spec.spec_hash != self.spec_hash:
@@ -54,15 +78,79 @@ class CarriedWorkload(BaseModel):
         return spec
 
 
+class CarriedTrace(_Carried):
+    """A replayed trace's files as the master read them (compressed), and their hash."""
+
+    path: str  # as the master names it (messages only)
+    sources: dict[str, str]  # Trace.sources, each zlib-compressed, base64
+    digest: str
+
+    @classmethod
+    def of(cls, trace: Trace) -> "CarriedTrace":
+        return cls(path=trace.path, sources=_pack(trace.sources), digest=trace.digest)
+
+    def load(self) -> Trace:
+        try:
+            trace = load_trace(self.path, sources=_unpack(self.sources))
+        except (KeyError, ValueError, zlib.error) as e:
+            raise InputError(f"--replay: the master's trace {self.path} arrived damaged ({e})") from None
+        if trace.digest != self.digest:
+            raise InputError(f"--replay: the master's trace {self.path} arrived damaged (hash {trace.digest[:12]}, "
+                             f"sent {self.digest[:12]})")  # fmt: skip
+        return trace
+
+
+class CarriedTokenizer(_Carried):
+    """The tokenizer's files as the master saved them (compressed), their hash and its probe."""
+
+    name: str
+    files: dict[str, str]  # Tokenizer.files, each zlib-compressed, base64
+    digest: str
+    probe: str
+
+    @classmethod
+    def of(cls, tok: Tokenizer) -> "CarriedTokenizer":
+        return cls(name=tok.name, files=_pack(tok.files), digest=tok.digest, probe=tok.probe)
+
+    def load(self) -> Tokenizer:
+        try:
+            files = _unpack(self.files)
+        except (ValueError, zlib.error) as e:
+            raise InputError(f"--tokenizer: the master's tokenizer '{self.name}' arrived damaged ({e})") from None
+        return tokenizer_from(self.name, files, self.digest, self.probe)
+
+
 class RunStart(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     plan: RunPlan
     workload: CarriedWorkload
+    trace: CarriedTrace | None = None  # a replay's trace
+    tokenizer: CarriedTokenizer | None = None
     run_id: str
     started: float  # the master's test start, wall clock: steps and open-loop schedules count from it
     processes: int  # load processes the run's schedule is split across
     shared: dict[str, Any] = {}  # what the results process's plugins tell the workers (SuiteState.shared)
+
+    @classmethod
+    def of(cls, plan: RunPlan, inputs: RunInputs, **run) -> "RunStart":
+        """The start of a run with these inputs (`run`: run_id, started, processes, shared)."""
+        return cls(plan=plan, workload=CarriedWorkload.of(inputs.workload),
+                   trace=CarriedTrace.of(inputs.trace) if inputs.trace is not None else None,
+                   tokenizer=CarriedTokenizer.of(inputs.tokenizer) if inputs.tokenizer is not None else None, **run)  # fmt: skip
+
+    def inputs(self) -> RunInputs:
+        """The master's inputs, each rebuilt from its files and checked (InputError when one is
+        missing, damaged, or counts differently here)."""
+        if (self.plan.replay is not None) != (self.trace is not None) or (
+                self.trace is not None and self.trace.digest != self.plan.load.digest):
+            raise InputError("--replay: the master's trace does not match its plan; start the master and the workers "
+                             "from the same version of this suite")  # fmt: skip
+        if bool(self.plan.tokenizer) != (self.tokenizer is not None):
+            raise InputError("--tokenizer: the master sent no tokenizer with its plan; start the master and the workers "
+                             "from the same version of this suite")  # fmt: skip
+        return RunInputs(self.workload.load(), self.trace.load() if self.trace is not None else None,
+                         self.tokenizer.load() if self.tokenizer is not None else None)
 
 
 def send(environment, start: RunStart) -> None:

@@ -81,7 +81,7 @@ class SuiteState:
         self.role = role  # local | master | worker
         self.plugins = plugins
         self.plan = None  # plugin.plan.RunPlan of the current (or next) run: built once per start, never rebuilt
-        self.workload = None  # workloads.WorkloadSpec of that run, loaded once with its plan
+        self.inputs = None  # plugin.run_start.RunInputs of that run (workload, trace, tokenizer), read once with its plan
         self.start = None  # worker: the plugin.run_start.RunStart its master sent with the run
         self.shared: dict = {}  # results process: what its plugins tell the workers with the run (RunStart.shared)
         self.run = None  # plugin.run.Run: the results side (master, local)

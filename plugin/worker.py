@@ -17,7 +17,7 @@ from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS, STATE_CLEANUP
 
 from core.errors import InputError
 from plugin import exit_codes, run_start
-from plugin.context import RunContext, token_counter
+from plugin.context import RunContext
 from plugin.finisher import Finisher
 from plugin.plan import RunPlan
 from plugin.record_files import write_unshipped
@@ -126,32 +126,32 @@ def cannot_run(environment, error: Exception) -> None:
 
 
 def start_worker_run(environment, state: SuiteState) -> None:
-    """A worker runs the plan and the workload its master sent (plugin/run_start.py), validated
-    here; what it reads from its own disk is only a tokenizer (and a replayed trace)."""
+    """A worker runs the plan and the inputs its master sent (plugin/run_start.py: workload, trace,
+    tokenizer), validated here; it reads none of them from its own disk."""
     try:
         start = run_start.received(environment)
-        spec = start.workload.load()
-        if start.plan.tokenizer:
-            token_counter(start.plan.tokenizer)
+        # off the event loop (a tokenizer's first load imports transformers: seconds), so that the
+        # heartbeats go on and the master does not take this worker for lost meanwhile
+        inputs = gevent.get_hub().threadpool.apply(start.inputs)
     except InputError as e:
         cannot_run(environment, e)
         return
     # the worker's own key wins: the master's travels in clear text with Locust's options (docs/security.md)
     plan = start.plan.with_api_key(os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or "")
-    state.plan, state.workload, state.start = plan, spec, start
+    state.plan, state.inputs, state.start = plan, inputs, start
     if state.worker_ready:
-        _open_run(environment, start, plan, spec)
+        _open_run(environment, start, plan, inputs)
     else:  # joined a running test: finish once init has run (users wait for the context)
-        gevent.spawn(_open_run_when_ready, environment, start, plan, spec)
+        gevent.spawn(_open_run_when_ready, environment, start, plan, inputs)
     for p in state.plugins:
         p.test_start(environment)
 
 
-def _open_run(environment, start, plan: RunPlan, spec) -> None:
+def _open_run(environment, start, plan: RunPlan, inputs) -> None:
     runner = environment.runner
     state = state_of(environment)
     try:
-        ctx = RunContext(plan, spec, start.run_id, runner.worker_index, WorkerShipper(runner, start.run_id), start.started,
+        ctx = RunContext(plan, inputs, start.run_id, runner.worker_index, WorkerShipper(runner, start.run_id), start.started,
                          start.processes, environment)  # fmt: skip
     except InputError as e:
         cannot_run(environment, e)
@@ -160,12 +160,12 @@ def _open_run(environment, start, plan: RunPlan, spec) -> None:
     state.context = ctx
 
 
-def _open_run_when_ready(environment, start, plan: RunPlan, spec) -> None:
+def _open_run_when_ready(environment, start, plan: RunPlan, inputs) -> None:
     state = state_of(environment)
     deadline = time.monotonic() + CONTEXT_WAIT_S
     while not state.worker_ready and time.monotonic() < deadline:
         gevent.sleep(0.01)
-    _open_run(environment, start, plan, spec)
+    _open_run(environment, start, plan, inputs)
 
 
 def close_users(environment) -> None:

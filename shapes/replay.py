@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from shapes.arrivals import START_DELAY_S
@@ -38,12 +39,19 @@ DEFAULT_MAX_TOKENS = 256
 DEFAULT_CLASS = "replay"
 
 
+TRACE_SOURCE, TEMPLATES_SOURCE = "trace", "templates"  # keys of Trace.sources
+
+
 @dataclass(frozen=True)
 class Trace:
     path: str
     times: tuple[float, ...]  # seconds after the trace start, sorted
     requests: tuple[Request, ...]
     header: dict
+    # the files it is made of, as read (TRACE_SOURCE, and TEMPLATES_SOURCE when its prompts use a
+    # library): what a master sends its workers, who never open the trace themselves
+    sources: dict[str, bytes] = field(repr=False, default_factory=dict)
+    digest: str = ""  # SHA-256 of the sources: the trace's identity in the plan and run.json
 
     @property
     def duration_s(self) -> float:
@@ -91,14 +99,22 @@ def _entry_request(obj: dict, where: str, prompts: dict | None, path: str) -> Re
     return Request(cls, system, text, mt, chars, history)
 
 
-def _read_trace(path: str) -> Trace:
+def _read_trace(path: str, sources: dict[str, bytes] | None = None) -> Trace:
+    if sources is None:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            raise InputError(f"{path}: trace file not found") from None
+        except OSError as e:
+            raise InputError(f"{path}: cannot read ({e})") from None
+    else:
+        data = sources[TRACE_SOURCE]
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{path}: trace file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
         raise InputError(f"{path}: cannot read ({e})") from None
+    kept = {TRACE_SOURCE: data}
     header: dict = {}
     rows = []
     for n, line in enumerate(lines, start=1):
@@ -126,12 +142,19 @@ def _read_trace(path: str) -> Trace:
     if any("prompt" in obj for _, _, obj, _ in rows):
         lib_name = header.get("templates", "templates.jsonl")
         lib_path = lib_name if os.path.isabs(lib_name) else os.path.join(os.path.dirname(os.path.abspath(path)), lib_name)
-        if os.path.exists(lib_path):
-            lib = load_library(lib_path, origin=path)
+        lib_data = sources.get(TEMPLATES_SOURCE) if sources is not None else None
+        if lib_data is not None or (sources is None and os.path.exists(lib_path)):
+            lib = load_library(lib_path, origin=path, data=lib_data)
+            kept[TEMPLATES_SOURCE] = lib.data
             prompts = {t.id: t for t in lib.prompts if t.id}
     rows.sort(key=lambda r: (r[0], r[1]))  # by time; equal times keep the file order
     requests = tuple(_entry_request(obj, where, prompts, path) for _, _, obj, where in rows)
-    return Trace(path=path, times=tuple(r[0] for r in rows), requests=requests, header=header)
+    h = hashlib.sha256()
+    for key in sorted(kept):
+        h.update(b"%s\0%d\0" % (key.encode(), len(kept[key])))
+        h.update(kept[key])
+    return Trace(path=path, times=tuple(r[0] for r in rows), requests=requests, header=header, sources=kept,
+                 digest=h.hexdigest())
 
 
 @lru_cache(maxsize=4)
@@ -139,8 +162,12 @@ def _cached(path: str, mtime_ns: int, size: int) -> Trace:
     return _read_trace(path)
 
 
-def load_trace(path: str) -> Trace:
-    """The parsed trace (cached while the file is unchanged). Raises InputError."""
+def load_trace(path: str, *, sources: dict[str, bytes] | None = None) -> Trace:
+    """The parsed trace (cached while the file is unchanged). ``sources``: its files as
+    ``Trace.sources`` keeps them, instead of reading them (a worker gets those its master read);
+    ``path`` then only names them in messages. Raises InputError."""
+    if sources is not None:
+        return _read_trace(path, sources)
     try:
         st = os.stat(path)
     except OSError:

@@ -315,8 +315,8 @@ def test_a_hub_tokenizer_name_without_a_hub_fails_fast(tmp_path):
     """--tokenizer org/name where the model hub cannot be reached: one line at once, not a minute
     of retries (the hub is pointed at a closed port on 127.0.0.1; the cache is empty)."""
     env = {"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": ROOT}
-    code = ("from core.errors import InputError\nfrom plugin.context import token_counter\n"
-            "try:\n    token_counter('some-org/some-tokenizer')\nexcept InputError as e:\n    print(e)\n")  # fmt: skip
+    code = ("from core.errors import InputError\nfrom workloads.tokenizer import read_tokenizer\n"
+            "try:\n    read_tokenizer('some-org/some-tokenizer')\nexcept InputError as e:\n    print(e)\n")  # fmt: skip
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={**os.environ, **env})  # fmt: skip

@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import time
-from datetime import datetime
 
 import pytest
 
@@ -72,7 +71,7 @@ def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(t
     assert (at_master | unshipped) <= served
 
 
-# -- 5. one workload per run; a worker that cannot start the run ends it at once, exit 4 ----------
+# -- 5. one workload, trace and tokenizer per run: the master's, whatever a worker's disk holds ----
 
 ONE_CLASS = """name: {name}
 templates: {templates}
@@ -111,34 +110,60 @@ def test_a_worker_whose_workload_file_differs_runs_the_masters(tmp_path):
         assert json.load(f)["workload"]["hash"] == load_spec(str(here / "workload" / "mine.yaml")).spec_hash
 
 
-def test_a_worker_without_the_replayed_trace_stops_the_run_with_exit_4(tmp_path):
-    """The trace of --replay is read from each worker's own disk (it can be large): a worker
-    without it cannot run its share, tells the master, and the run ends incomplete."""
-    here, there = tmp_path / "master", tmp_path / "worker"
-    here.mkdir()
-    there.mkdir()
-    rows = [{"t": i * 0.1, "text": f"question {i}", "max_tokens": 10} for i in range(100)]
-    (here / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path):
+    """The master replays trace.jsonl and counts tokens with tok/, both in its working directory
+    (the server sends no usage). One worker's working directory has another trace.jsonl and another
+    tokenizer at tok/ (one token per byte); the other worker's has neither. Both run the master's:
+    every request of its trace is sent once, none of the other trace, request i by process i mod 2
+    at its logged time on one clock, and every record's output tokens are the master's tokenizer's
+    count of the reply. Before, each worker read both from its own disk: the first replayed its own
+    trace and counted with its own tokenizer, the second could not start and the run ended (exit 4)."""
+    from pathlib import Path
+
+    from tests.servers.model import build_tokenizer
+    from tests.test_run_start import byte_tokenizer
+    from tests.test_sessions import CaptureServer
+    from transformers import AutoTokenizer
+
+    here, other, bare = tmp_path / "master", tmp_path / "w-other", tmp_path / "w-bare"
+    for folder, who in ((here, "master"), (other, "worker")):
+        folder.mkdir()
+        rows = [{"t": round(i * 0.1 + (0.03 if who == "worker" else 0), 3), "text": f"{who} question {i}", "max_tokens": 6}
+                for i in range(40)]  # fmt: skip
+        (folder / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bare.mkdir()
+    build_tokenizer(Path(ROOT), here / "tok")
+    byte_tokenizer(other / "tok")
+    ours, theirs = (AutoTokenizer.from_pretrained(str(d / "tok")) for d in (here, other))
+
+    def count(tok, text):
+        return len(tok.encode(text, add_special_tokens=False))
+
     port = free_port()
-    with simulator("--profile", "fixed") as url:
-        master = launch(*master_args(port, url, tmp_path, "noload", 1, 30, "--replay", "trace.jsonl"),
+    with CaptureServer(usage=False) as srv:
+        master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                        "--expect-workers", "2", "--host", srv.url, "--model", "capture", "--replay", "trace.jsonl",
+                        "--tokenizer", "./tok", "--results-dir", str(tmp_path), "--run-id", "carried", "--stop-timeout", "10",
                         log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
-        worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", cwd=str(there))
+        workers = [launch(*worker_args(port), log_path=tmp_path / f"{d.name}.log", cwd=str(d)) for d in (other, bare)]
         try:
-            code = ended(master, 120)  # a hang, not a time: how soon the run stopped is read from its log below
-            # (the worker is not checked: it would stay ~20 s more, its --stop-timeout, after the quit)
-            ended(worker, 2)
+            code = ended(master, 120)
         finally:
-            kill_all(master, worker)
+            kill_all(master, *workers)
+        bodies, replies = dict(srv.bodies), dict(srv.replies)
     log = (tmp_path / "master.log").read_text()
-    assert code == exit_codes.INCOMPLETE, log[-3000:]
-    stamps = {what: datetime.strptime(re.search(rf"^\[([^\]]+)\].*{what}", log, re.M).group(1), "%Y-%m-%d %H:%M:%S,%f")
-              for what in ("Run time limit set", "Shutting down")}  # fmt: skip
-    assert (stamps["Shutting down"] - stamps["Run time limit set"]).total_seconds() < 15, log[-3000:]  # not its -t 30s
-    lines = [ln for ln in log.splitlines() if "--replay" in ln and "trace.jsonl" in ln and "worker" in ln]
-    assert lines, log[-3000:]
-    summary = summary_of(tmp_path / "noload")
-    assert summary["complete"] is False and "--replay" in summary["reason"]
+    assert code == 0, log[-3000:] + "".join((tmp_path / f"{d.name}.log").read_text()[-2000:] for d in (other, bare))
+    df = records(tmp_path / "carried" / "requests.parquet").sort_values("t_intended")
+    assert len(df) == 40 and df["ok"].all() and df["request_id"].is_unique
+    assert [bodies[r]["messages"][-1]["content"] for r in df["request_id"]] == [f"master question {i}" for i in range(40)]
+    rel = df["t_intended"].to_numpy() - df["t_intended"].iloc[0]
+    assert max(abs(rel - [i * 0.1 for i in range(40)])) < 1e-6  # the master's times, one clock
+    by = df["worker"].to_numpy()
+    assert len(set(by)) == 2 and (by[::2] == by[0]).all() and (by[1::2] != by[0]).all()
+    texts = [replies[r] for r in df["request_id"]]
+    assert any(count(ours, t) != count(theirs, t) for t in texts)  # the two tokenizers tell apart
+    assert (df["tokens_source"] == "tokenizer").all()
+    assert list(df["output_tokens"]) == [count(ours, t) for t in texts]
 
 
 # -- 6. a worker killed mid-run: what it took with it is counted ------------------------------------

@@ -21,9 +21,10 @@ from workloads import Conversation, Sampler, load_spec
 class CaptureServer:
     """A small OpenAI-compatible streaming server on 127.0.0.1 that keeps every request body and
     the text it answered with (by X-Request-Id). Replies are `max_tokens` words, one per SSE chunk,
-    each naming the request, then a usage chunk and [DONE]; chunked HTTP/1.1 with keep-alive."""
+    each naming the request, then a usage chunk (unless `usage` is False) and [DONE]; chunked HTTP/1.1
+    with keep-alive."""
 
-    def __init__(self, chunk_gap_s: float = 0.002, ttft_s: float = 0.005):
+    def __init__(self, chunk_gap_s: float = 0.002, ttft_s: float = 0.005, usage: bool = True):
         self.bodies: dict[str, dict] = {}
         self.replies: dict[str, str] = {}
         self.lock = threading.Lock()
@@ -66,7 +67,7 @@ class CaptureServer:
                     if i + 1 < len(words):
                         time.sleep(chunk_gap_s)
                 self._event({"id": rid, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(words)}})
+                             **({"usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(words)}} if usage else {})})
                 self._chunk(b"data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()

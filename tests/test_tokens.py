@@ -10,7 +10,7 @@ import pytest
 from metrics.record import RequestRecord
 from metrics.sse import parse_stream
 from metrics.timing import fill_record
-from plugin.context import token_counter
+from workloads.tokenizer import read_tokenizer
 from tests.helpers import ROOT, read_results, run_locust, simulator
 from tests.servers.model import build_tokenizer
 from tests.test_sse_reader import END, HEAD, chunked, content, run_script, sse
@@ -30,7 +30,7 @@ def test_tokenizer_count_when_no_usage(tokenizer_dir):
     script = [(0, HEAD)] + [(0.01, chunked(sse(content(t)))) for t in texts]
     script.append((0, chunked(sse(content("", "stop")) + b"data: [DONE]\n\n") + END))
     rec, ex, _ = run_script(script)
-    counter = token_counter(tokenizer_dir)
+    counter = read_tokenizer(tokenizer_dir).count
     rec2 = RequestRecord("r", "t", "chat", "short", 1, 16)
     rec2.t_send = ex.t_send
     fill_record(rec2, ex.status, parse_stream(ex.pieces), counter)

@@ -42,7 +42,7 @@ def check_start(environment, form) -> RunPlan:
     plan = RunPlan.from_parsed(Options.parse(argparse.Namespace(**values)), float(run_time_s) if run_time_s else None,
                                distributed=bool(getattr(opts, "master", False)))  # fmt: skip
     check_users(plan, form.get("user_count", opts.num_users), form.get("spawn_rate", opts.spawn_rate))
-    workload = prepare_run(plan)
+    inputs = prepare_run(plan)
     host = str(form.get("host") or environment.host or "").replace("<", "").replace(">", "").rstrip("/")
     state = environment.llm
     sim = state.simulator
@@ -59,7 +59,7 @@ def check_start(environment, form) -> RunPlan:
             state.simulator = EmbeddedSimulator(sim.profile, port=sim.port)  # keep a target up
             raise InputError(f"--sim-profile: the built-in simulator did not start with '{plan.sim_profile}': {e}") from None
     plan = check_target(environment, plan, host)
-    state.plan, state.workload = plan, workload
+    state.plan, state.inputs = plan, inputs
     return plan
 
 

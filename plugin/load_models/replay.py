@@ -1,5 +1,9 @@
 """Trace replay (--replay): a trace's requests at their logged times, open loop at the trace's mean
-rate, split across processes (shapes/replay.py); the run ends with the trace (plugin/replay.py)."""
+rate, split across processes (shapes/replay.py); the run ends with the trace (plugin/replay.py).
+
+The trace is read where the run is planned; the plan names it by its content hash, and a master
+sends its files to the workers with the run (plugin/run_start.py): every process replays the one
+trace, on one clock, and no worker opens a trace file of its own."""
 
 from __future__ import annotations
 
@@ -11,12 +15,14 @@ from gevent.event import Event
 from core.errors import InputError
 from plugin import replay as replay_run
 from plugin.load_models.open_loop import Scheduled
-from shapes.replay import ReplaySchedule, load_trace
+from shapes.replay import ReplaySchedule, Trace, load_trace
 
 
 class TraceReplay(Scheduled):
     kind: Literal["replay"] = "replay"
-    trace: str
+    trace: str  # the file, as --replay names it on the planning machine
+    digest: str  # the trace's content hash (shapes.replay.Trace.digest)
+    duration_s: float  # its last request's time, before time_scale
     time_scale: float
     rate: float  # the trace's mean rate after time_scale
 
@@ -35,7 +41,18 @@ class TraceReplay(Scheduled):
             loaded = load_trace(p.replay)
         except InputError as e:
             raise InputError(f"--replay: {e}") from None
-        return cls(trace=p.replay, time_scale=scale, rate=loaded.rate(scale), max_concurrency=p.max_concurrency)
+        return cls(trace=p.replay, digest=loaded.digest, duration_s=loaded.duration_s, time_scale=scale,
+                   rate=loaded.rate(scale), max_concurrency=p.max_concurrency)
+
+    def read(self) -> Trace:
+        """The planned trace, read once more where the run starts (the same file, unchanged)."""
+        try:
+            trace = load_trace(self.trace)
+        except InputError as e:
+            raise InputError(f"--replay: {e}") from None
+        if trace.digest != self.digest:
+            raise InputError(f"--replay: {self.trace} changed since the run was planned; start the run again")
+        return trace
 
     def describe(self, plan) -> str:
         return f"replay of {self.trace} at x{self.time_scale:g} time scale ({self.rate:.3g} requests/s)"
@@ -47,11 +64,8 @@ class TraceReplay(Scheduled):
         return sum(1 for t in ReplaySchedule(load_trace(self.trace), self.time_scale, 1, 0, run_start).times if start <= t <= end)
 
     def scheduled_pacer(self, ctx, worker_index, processes, environment, t0):
-        try:  # read from this process's disk (a trace can be large: it does not travel with the run)
-            trace = load_trace(self.trace)
-        except InputError as e:
-            raise InputError(f"--replay: {e}") from None
-        schedule = ReplaySchedule(trace, self.time_scale, processes, worker_index, t0)
+        # the run's trace: read with the plan, or (a worker) the one its master sent
+        schedule = ReplaySchedule(ctx.trace, self.time_scale, processes, worker_index, t0)
         return ReplayPacer(schedule, ctx.stopping, environment)
 
 
