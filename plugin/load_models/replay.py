@@ -61,7 +61,8 @@ class TraceReplay(Scheduled):
         return self.rate
 
     def scheduled_between(self, run_start, start, end, seed):
-        return sum(1 for t in ReplaySchedule(load_trace(self.trace), self.time_scale, 1, 0, run_start).times if start <= t <= end)
+        # the planned trace (cached while its file is unchanged; InputError when it changed since)
+        return sum(1 for t in ReplaySchedule(self.read(), self.time_scale, 1, 0, run_start).times if start <= t <= end)
 
     def scheduled_pacer(self, ctx, worker_index, processes, environment, t0):
         # the run's trace: read with the plan, or (a worker) the one its master sent
