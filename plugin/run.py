@@ -9,15 +9,13 @@ from __future__ import annotations
 import logging
 import time
 
-import gevent
-
 from core.errors import InputError
 from metrics.schema import Summary
 from plugin import exit_codes, gpu
 from plugin.context import load_workload
 from plugin.options import check_host, public_options
 from plugin.plan import RunPlan
-from plugin.run_start import RunInputs
+from plugin.run_start import RunInputs, off_loop
 from plugin.results import ResultsWriter
 from plugin.results_folder import check_folder, new_run_id, reserve_folder
 from plugin.server import check_server
@@ -180,9 +178,7 @@ def prepare_run(plan: RunPlan) -> RunInputs:
     workers). Raises InputError."""
     reserve_folder(plan.results_dir, plan.run_id, plan.overwrite)
     gpu.check(plan.gpu_telemetry)
-    # off the event loop (a tokenizer's first load imports transformers: seconds): a master's
-    # workers are not taken for lost while a start from the web form reads them
-    return gevent.get_hub().threadpool.apply(_read_inputs, (plan,))
+    return off_loop(_read_inputs, plan)
 
 
 def _read_inputs(plan: RunPlan) -> RunInputs:

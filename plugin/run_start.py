@@ -22,6 +22,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+import gevent
+
 from pydantic import BaseModel, ConfigDict
 
 from core.errors import InputError
@@ -41,6 +43,24 @@ class RunInputs:
     workload: WorkloadSpec
     trace: Trace | None = None  # --replay
     tokenizer: Tokenizer | None = None  # --tokenizer
+
+
+def off_loop(read, *args):
+    """`read(*args)` in gevent's thread pool: reading inputs can take seconds (a tokenizer's first
+    load imports transformers), and meanwhile the event loop goes on (heartbeats: a master does not
+    take a worker for lost, nor a worker its master). Its InputError is raised here (the pool would
+    print a raised one's traceback)."""
+
+    def call():
+        try:
+            return read(*args), None
+        except InputError as e:
+            return None, e
+
+    value, error = gevent.get_hub().threadpool.apply(call)
+    if error is not None:
+        raise error
+    return value
 
 
 def _pack(files: dict[str, bytes]) -> dict[str, str]:

@@ -130,9 +130,7 @@ def start_worker_run(environment, state: SuiteState) -> None:
     tokenizer), validated here; it reads none of them from its own disk."""
     try:
         start = run_start.received(environment)
-        # off the event loop (a tokenizer's first load imports transformers: seconds), so that the
-        # heartbeats go on and the master does not take this worker for lost meanwhile
-        inputs = gevent.get_hub().threadpool.apply(start.inputs)
+        inputs = run_start.off_loop(start.inputs)
     except InputError as e:
         cannot_run(environment, e)
         return
