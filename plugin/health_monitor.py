@@ -17,7 +17,9 @@ users (each worker, or a local run) watches itself:
 
 Each second gives one sample. A limit counts as passed when at least 80 % of the samples of the
 last --health-sustain seconds exceed it (4 of 5 by default): a lone stall does not count, a
-process that stays late does. The process is **client bound** when its CPU passes
+process that stays late does. Only the seconds the statistics count are judged (after --warmup,
+before the stop): four workers starting 2,400 users each passed the token-lag limit for seconds of
+the ramp, then read every token on time for the whole window. The process is **client bound** when its CPU passes
 --health-cpu-limit, or when its loop lag or token lag passes its limit while the process itself
 is busy: it used the CPU or waited in the run queue for it (/proc/self/schedstat) at least half
 the CPU limit on average over those seconds. A process starved by others on a crowded machine is
@@ -139,6 +141,7 @@ class HealthMonitor:
         self.window = max(1, int(round(limits.sustain_s)))
         self.need = max(1, math.ceil(SUSTAIN_SHARE * self.window))
         self.samples: deque = deque(maxlen=RECENT_SAMPLES)
+        self._counted: deque = deque(maxlen=self.window)  # the last samples inside the counted window
         self.unsent: list[dict] = []
         self._probes: list[float] = []  # loop lags of the current second
         self._tok_n = 0
@@ -273,11 +276,15 @@ class HealthMonitor:
         self.demand_all.append(sample["demand"])
         self.samples.append(sample)
         self.unsent.append(sample)
-        self._judge(sample)
+        # the sustained limits judge the seconds the statistics count: not the --warmup (users being
+        # started cost CPU and delay reads that no statistic keeps), not the stop
+        if self.count_from <= time.perf_counter() < self.count_until:
+            self._counted.append(sample)
+            self._judge(sample)
 
     def _judge(self, latest: dict) -> None:
         lim = self.limits
-        recent = list(self.samples)[-self.window :]
+        recent = list(self._counted)
         if len(recent) < self.window:
             return
         cpu_over = sum(1 for s in recent if s["cpu"] > lim.cpu_pct)

@@ -7,6 +7,7 @@ token lag was far above the limit. The run-wide p99 must say so.
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 
 from plugin.health_board import HealthBoard
@@ -112,3 +113,16 @@ def test_late_first_tokens_make_the_run_inaccurate_when_the_chunks_p99_hides_the
     board.reset(Limits())
     board.update("w", state, [])
     assert board.summary()["inaccurate"]
+
+
+def test_seconds_of_the_warm_up_are_not_judged():
+    # a ramp starting thousands of users delays reads for some seconds; the window after it is clean
+    m = HealthMonitor(Limits(), True, "w", 0, warmup_s=3600.0)
+    m.count_from = time.perf_counter() + 3600.0  # what start() sets: the whole test is warm-up
+    for i in range(10):
+        m._add_sample(_second(92.0, 100.0, 0.05, 1000.0 + i))
+    assert not m.state()["bound"]
+    m.count_from = 0.0  # the counted window begins: the same seconds now count
+    for i in range(10):
+        m._add_sample(_second(92.0, 100.0, 0.05, 1010.0 + i))
+    assert m.state()["bound"]
