@@ -32,14 +32,15 @@ With --sim-timestamps the lateness of every read is measured, not inferred: CPU 
 only its proxies, and wrong both ways (four workers at 3,600 streams each ran 79-85 % CPU with
 loop-lag p99 up to 106 ms while every token and first token was read within 1 ms of its sending:
 bench/RESULTS.md "Self-health both ways"). There the process is bound only when its token lag
-passes the limit (sustained, while busy), with CPU and loop lag named beside it as its cause; on
+passes the limit (sustained, while busy; seconds in which no token was parsed measured nothing,
+and the proxies stand for them), with CPU and loop lag named beside it as its cause; on
 their own they do not mark it.
 
 Over the whole run (after --warmup, until the run begins to stop; streams cut by the stop left
 out) the process is also **inaccurate** when its run-wide token-lag p99 or first-token-lag p99
 (--sim-timestamps; the first token is what TTFT reads, and one in hundreds of chunks, so the
-all-chunk p99 can hide it being late) passes its limit, or, without the simulator's timestamps,
-its loop-lag p99 (with at least MIN_LATE_PROBES late probes) does, however thinly the late
+all-chunk p99 can hide it being late) passes its limit, or, without tokens so measured in the
+run's window, its loop-lag p99 (with at least MIN_LATE_PROBES late probes) does, however thinly the late
 moments were spread: stalls of one ITL every few seconds at moderate CPU never fill a sustain
 window, yet they put the run's TTFT and ITL tails off by that much (bench/RESULTS.md "Client
 speed", eight workers). A bound process is inaccurate too; summary.json says `inaccurate`.
@@ -304,8 +305,10 @@ class HealthMonitor:
             lagging.append("token_lag")
         if lagging and (busy or reasons):
             reasons += lagging
-        if self.token_lag and "token_lag" not in reasons:
-            # lateness is measured: CPU or loop lag alone is a proxy that the tokens contradict
+        if self.token_lag and "token_lag" not in reasons and all(s.get("tokens") for s in recent):
+            # lateness was measured in each of these seconds: CPU or loop lag alone is a proxy that the
+            # tokens contradict. (Seconds without parsed tokens, e.g. a finisher far behind a starved
+            # loop, measured nothing: the proxies stand.)
             if reasons:
                 self._note_peak(recent)
             reasons = []
@@ -344,12 +347,12 @@ class HealthMonitor:
         lim = self.limits
         loop, token = self.run_lags()
         reasons = ["bound"] if self.bound_since is not None else []
-        if self.token_lag:  # measured: the tokens' own lateness decides, not the loop's
-            if token is not None and token > lim.token_lag_s * 1000:
-                reasons.append("token_lag_p99")
-            first = _hist_pct(self.first_token_hist, 0.99)
-            if first is not None and first > lim.token_lag_s * 1000:
-                reasons.append("first_token_lag_p99")
+        if token is not None and token > lim.token_lag_s * 1000:
+            reasons.append("token_lag_p99")
+        first = _hist_pct(self.first_token_hist, 0.99) if self.token_lag else None
+        if first is not None and first > lim.token_lag_s * 1000:
+            reasons.append("first_token_lag_p99")
+        if token is not None:  # measured: the tokens' own lateness decides, not the loop's
             return reasons
         # loop lag: 10 probes a second, so a p99 over a short run can rest on one or two probes; it
         # counts when at least MIN_LATE_PROBES were late (one stall of 40 ms in a 10 s window at

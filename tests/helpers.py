@@ -39,17 +39,28 @@ def simulator(*args: str, truth_log: str | None = None, host: str = "127.0.0.1",
             proc.kill()
 
 
+def own_master_port(args) -> list[str]:
+    """`args` with a free master port of its own when they start a master (`--master`, or
+    `--processes`, whose forked workers dial `--master-port`): Locust's default 5557 is one port for
+    every test of the machine, and a worker of one test would join another's master."""
+    args = list(args)
+    if ("--master" in args or "--processes" in args) and "--master-bind-port" not in args:
+        port = str(free_port())
+        args += ["--master-bind-port", port] + (["--master-port", port] if "--processes" in args else [])
+    return args
+
+
 def run_locust(*args: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
     """One headless Locust process to completion."""
     return subprocess.run(
-        [*LOCUST, "--headless", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        [*LOCUST, "--headless", *own_master_port(args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})},
     )  # fmt: skip
 
 
 def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subprocess.Popen:
     out = open(log_path, "w") if log_path else subprocess.DEVNULL
-    cmd = [*LOCUST, *args]
+    cmd = [*LOCUST, *own_master_port(args)]
     if wrap is not None:
         cmd = wrap(cmd)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # tests watch the log as it is written

@@ -18,7 +18,7 @@ from plugin import exit_codes
 from plugin.load_models import CapacitySearchModel, StepRamp
 from plugin.plan import RunPlan
 from shapes.capacity import MIN_JUDGED_S, WORKER_REPORT_LAG_S, CapacitySearch
-from tests.helpers import LOCUST, ROOT, simulator
+from tests.helpers import LOCUST, ROOT, own_master_port, simulator
 
 
 def plan(step_time: str, step_warmup: str, master: bool, **more) -> RunPlan:
@@ -95,9 +95,9 @@ def test_a_headless_master_refuses_it_before_any_load(tmp_path):
     results = tmp_path / "results"
     with simulator("--profile", "fixed", truth_log=str(truth)) as url:
         proc = subprocess.run(
-            [*LOCUST, "--master", "--headless", "--expect-workers", "1", "--host", url, "--model", "sim-model",
-             "--find-capacity", "--slo", "ttft.p95<5s", "--step-time", "5s", "--step-warmup", "0s", "-t", "60s",
-             "--results-dir", str(results)],
+            [*LOCUST, *own_master_port(["--master", "--headless", "--expect-workers", "1", "--host", url, "--model",
+             "sim-model", "--find-capacity", "--slo", "ttft.p95<5s", "--step-time", "5s", "--step-warmup", "0s", "-t", "60s",
+             "--results-dir", str(results)])],
             cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ},
         )  # fmt: skip
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]

@@ -15,16 +15,16 @@ import psutil
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, own_master_port
 
 pytestmark = pytest.mark.process
 
 
 def test_a_refused_run_with_forked_workers_ends_at_once_with_them(tmp_path):
     run_id = f"refused-{uuid.uuid4().hex[:8]}"  # marks this run's processes
-    cmd = [sys.executable, "-m", "locust", "-f", str(Path(ROOT) / "locustfile.py"), "--headless", "--processes", "2",
-           "-u", "2", "-t", "5s", "--host", "http://127.0.0.1:9", "--slo", "ttft.p95<abc",
-           "--results-dir", str(tmp_path), "--run-id", run_id]  # fmt: skip
+    cmd = [sys.executable, "-m", "locust", "-f", str(Path(ROOT) / "locustfile.py"), "--headless",
+           *own_master_port(["--processes", "2", "-u", "2", "-t", "5s", "--host", "http://127.0.0.1:9", "--slo", "ttft.p95<abc",
+                             "--results-dir", str(tmp_path), "--run-id", run_id])]  # fmt: skip
     t0 = time.monotonic()
     # capture_output reads the pipes to their end: it returns only when every forked worker has closed them
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)

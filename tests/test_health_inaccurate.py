@@ -63,9 +63,9 @@ def test_an_accurate_run_is_not_flagged():
     assert board.advice() == "Every worker stayed within the accuracy limits."
 
 
-def _second(cpu: float, loop_lag_ms: float, late_share: float, t: float) -> dict:
+def _second(cpu: float, loop_lag_ms: float, late_share: float, t: float, tokens: int = 5000) -> dict:
     return {"t": t, "cpu": cpu, "loop_lag_p99_ms": loop_lag_ms, "loop_lag_max_ms": loop_lag_ms, "runq_pct": 0.0,
-            "demand": cpu, "host_pressure": None, "tokens": 5000, "token_lag_p99_ms": 0.05 if not late_share else 20.0,
+            "demand": cpu, "host_pressure": None, "tokens": tokens, "token_lag_p99_ms": 0.05 if not late_share else 20.0,
             "token_lag_over_share": late_share}  # fmt: skip
 
 
@@ -88,6 +88,15 @@ def test_high_cpu_and_loop_lag_with_tokens_on_time_is_not_bound_when_tokens_are_
     state = busy(False).state()
     assert state["bound"] and state["reasons"] == ["cpu", "loop_lag"], state
     assert state["inaccurate"] and state["inaccurate_reasons"] == ["bound", "loop_lag_p99"]
+    # seconds in which no stream finished measured no token: a starved loop (1 s late) whose streams
+    # are parsed only after the run is judged by its proxies, as without timestamps
+    m = HealthMonitor(Limits(), True, "w", 0)
+    for i in range(10):
+        m._add_sample(_second(22.0 if i else 95.0, 1150.0, 0.0, 1000.0 + i, tokens=0) | {"demand": 96.0})
+        m.loop_hist[bisect_left(LAG_BOUNDS, 1.15)] += 10
+    state = m.state()
+    assert state["bound"] and state["reasons"] == ["loop_lag"], state
+    assert state["inaccurate_reasons"] == ["bound", "loop_lag_p99"]
 
 
 def test_late_tokens_while_busy_still_make_a_measured_process_bound():

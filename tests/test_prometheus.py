@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics
 from metrics.record import RequestRecord
+from tests.helpers import own_master_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "sk-test-secret-9f3c"
@@ -71,7 +72,7 @@ def simulator():
 
 
 def locust(*args: str, log_path: str, env: dict | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "locust", "-f", "locustfile.py", *args]
+    cmd = [sys.executable, "-m", "locust", "-f", "locustfile.py", *own_master_port(args)]
     log = open(log_path, "w")
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
