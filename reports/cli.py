@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(from the met level's rate; at least the missed level's). See reports/plan.py.")  # fmt: skip
     pl.add_argument("run_dir", help="results folder of a capacity search (or a step ramp with --slo)")
     pl.add_argument("--rpm", type=float, required=True, help="target traffic, requests per minute, with the run's mix")
-    pl.add_argument("--gpus", type=int, default=None, help="GPUs of one replica: figures per GPU too")
+    pl.add_argument("--gpus", type=int, default=None, help="GPUs of one replica: figures per GPU too (default: the run's "
+                    "--gpus, or the GPUs its --gpu-telemetry saw)")  # fmt: skip
+    pl.add_argument("--gpu-hour-price", type=float, default=None, help="price of one GPU-hour: cost per million tokens and "
+                    "of the replicas per hour (default: the run's --gpu-hour-price)")  # fmt: skip
     c.add_argument("base", help="results folder of the baseline run")
     c.add_argument("new", help="results folder of the run under test")
     c.add_argument("--fail-on", default="", help=(
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             from reports.plan import describe, plan
 
-            print(describe(plan(load_run(args.run_dir).summary, args.rpm, args.gpus)))
+            print(describe(plan(load_run(args.run_dir).summary, args.rpm, args.gpus, args.gpu_hour_price)))
             return 0
         if args.command == "show":
             print(show_text(load_run(args.run_dir).summary))

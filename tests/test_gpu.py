@@ -65,6 +65,45 @@ def test_the_capacity_in_the_deployments_terms():
     assert bare.requests_per_min_per_gpu is None and bare.joules_per_token is None and bare.cost_per_million_tokens is None
 
 
+def test_the_plan_answers_with_the_runs_gpus_price_and_energy():
+    """A ramp of two 20 s levels (10 users met, 20 missed) with readings of 2 GPUs at 300 W in all:
+    `reports plan` takes the run's GPU count and price, keeps the met level's energy per token, and
+    prices the replicas; --gpus given to the plan recomputes the per-GPU figures and the cost."""
+    from metrics.gpu import gpu_section
+    from metrics.record import rows_to_table
+    from metrics.slo import parse_slo
+    from metrics.summary import summarize
+    from reports.plan import describe, plan
+    from metrics.record import RequestRecord
+    from shapes.steps import StepPlan
+
+    def _row(step, sent, ttft, i=0):  # conversations of two turns, 4 output tokens a reply
+        return RequestRecord("r", "w", "chat", "short", 10, 4, step=step, wall_send=sent, status=200, ok=True, ttft_s=ttft,
+                             e2e_s=ttft + 0.1, tpot_s=0.01, prompt_tokens=10, output_tokens=4, tokens_source="usage",
+                             n_chunks=2, chunk_times=[ttft, ttft + 0.1], turn=1 + i % 2, session_id=f"s{i // 2}").as_row()  # fmt: skip
+
+    t0 = 1_000.0
+    rows = [_row(0, t0 + 5 + i * 0.075, 0.1, i) for i in range(200)] + [_row(1, t0 + 25 + i * 0.05, 2.0, i) for i in range(250)]
+    s = summarize(rows_to_table(rows), t0, t0 + 40, run_start=t0, plan=StepPlan([10, 20], 20.0, 5.0),
+                  objectives=parse_slo("ttft.p95<1s"))  # fmt: skip
+    nan = math.nan
+    seen = readings([(t0 + t / 2, str(i), "g", 50.0, 1.0, 2.0, 300.0, 1.0, nan) for t in range(81) for i in range(2)])
+    s.gpu = gpu_section(s, seen, source="nvidia-smi", price=2.0)
+    met = s.by_step[0]
+    seconds = met.window.end - met.window.start
+    p = plan(s, rpm=2000)
+    assert (p["gpus_per_replica"], p["gpu_hour_price"]) == (2, 2.0)
+    assert p["sessions_per_min"] == pytest.approx(p["requests_per_min"] / 2)  # every other request begins a conversation
+    assert p["joules_per_output_token"] == pytest.approx(600.0 * seconds / (met.throughput.output_tokens_per_s * seconds))
+    assert p["cost_per_million_tokens"] == pytest.approx(2.0 * 2 / 3600 / met.throughput.total_tokens_per_s * 1e6)
+    held = met.throughput.requests_per_s * 60
+    assert p["replicas"] == math.ceil(2000 / held) and p["cost_per_hour"] == p["replicas"] * 2 * 2.0
+    assert "J per output token" in describe(p) and "per hour" in describe(p)
+    q = plan(s, rpm=2000, gpus=8, price=1.0)
+    assert q["output_tokens_per_s_per_gpu"] == pytest.approx(met.throughput.output_tokens_per_s / 8)
+    assert q["cost_per_hour"] == q["replicas"] * 8 * 1.0 and q["joules_per_token"] == p["joules_per_token"]
+
+
 def test_bad_gpu_options_are_refused_with_one_line():
     from argparse import Namespace
 
