@@ -332,6 +332,10 @@ class GpuTelemetry(Plugin):
             file=FILE_NAME if s else None,
         )  # fmt: skip
 
+    def run_finished(self, run, summary) -> None:
+        if summary.gpu is not None:  # beside the capacity the console printed
+            print(f"In the deployment's terms: {summary.gpu.sentence}", flush=True)
+
     def latest(self) -> dict | None:
         """The running sampler's newest readings (the web UI's live view); None when off."""
         return self.sampler.latest() if self.sampler is not None else None

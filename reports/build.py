@@ -20,6 +20,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from core.files import write_atomic
+from metrics.gpu import read_readings
 from metrics.schema import Step, Summary, as_summary
 from reports import data as D
 from reports import rows as R
@@ -136,6 +137,7 @@ def time_charts(run: D.RunData, grid: D.TimeGrid) -> list[str]:
         charts.append(chart("errors_over_time", "Failures by class over time (none)", "failures/s",
                             [Series("failures/s", x, np.zeros(grid.n))], note="no failed request"))
     charts += server_charts(run, grid, common, rng)
+    charts += gpu_charts(run, grid, common, rng)
     return charts
 
 
@@ -160,7 +162,6 @@ SERVER_GROUPS = [
      ("vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs", "sglang:num_queue_reqs")),
     ("server_kv_cache", "Server: KV-cache usage", "KV cache used (%)", "mean",
      ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")),
-    ("server_gpu", "GPU utilisation", "GPU utilisation (%)", "labels", ("DCGM_FI_DEV_GPU_UTIL",)),
 ]
 
 
@@ -198,6 +199,34 @@ def server_charts(run: D.RunData, grid: D.TimeGrid, common: dict, rng: Series) -
                     s.x, s.y = s.x[::step], s.y[::step]
             out.append(render(Chart(cid, title, y_label=ylabel, series=[rng] + keep,
                                     **{**common, "note": "scraped from the server's /metrics"})))
+    return out
+
+
+GPU_CHARTS = [("gpu_util", "GPU utilisation", "GPU utilisation (%)", "utilization_pct"),
+              ("gpu_power", "GPU power draw", "power (W)", "power_w")]  # fmt: skip
+
+
+def gpu_charts(run: D.RunData, grid: D.TimeGrid, common: dict, rng: Series) -> list[str]:
+    """Each GPU's utilisation and power over time, from gpu_telemetry.parquet (--gpu-telemetry)."""
+    readings = read_readings(run.path)
+    if readings is None or readings.empty:
+        return []
+    t_all = readings["timestamp"].to_numpy(dtype=float) - run.t0
+    inside = (t_all >= 0) & (t_all <= grid.end_s)
+    out = []
+    for cid, title, ylabel, column in GPU_CHARTS:
+        series = []
+        for i, (gid, g) in enumerate(readings[inside].groupby("gpu", sort=True)):
+            if i >= len(PALETTE):  # more GPUs than colours: the first ones (the table has them all)
+                break
+            g = g.sort_values("timestamp")
+            t, v = g["timestamp"].to_numpy(dtype=float) - run.t0, g[column].to_numpy(dtype=float)
+            if np.isfinite(v).any():
+                step = max(1, int(math.ceil(t.size / 2000)))  # draw at most ~2000 points per series
+                series.append(Series(f"GPU {gid}", t[::step], v[::step], color=PALETTE[i]))
+        if series:
+            out.append(render(Chart(cid, title, y_label=ylabel, series=[rng] + series,
+                                    **{**common, "note": "--gpu-telemetry readings, each GPU"})))  # fmt: skip
     return out
 
 

@@ -315,12 +315,18 @@ def _steps_run(folder, n=6000, seed=2, slow=1.0):
     steps = (5, 20, 50, 80)
     table = synth_table(n, seed=seed, t0=t0, duration=240, steps=steps, slow=slow)
     summary = write_run(str(folder), table, t0, 240, steps=steps, slo="ttft.p95<150ms")
-    ts = np.repeat(t0 + np.arange(0, 241, 5.0), 4)
-    metric = np.tile(["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "DCGM_FI_DEV_GPU_UTIL"], ts.size // 4)
-    value = np.where(metric == "vllm:kv_cache_usage_perc", 0.4, np.where(metric == "DCGM_FI_DEV_GPU_UTIL", 87.0, 12.0))
+    ts = np.repeat(t0 + np.arange(0, 241, 5.0), 3)
+    metric = np.tile(["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"], ts.size // 3)
+    value = np.where(metric == "vllm:kv_cache_usage_perc", 0.4, 12.0)
     pq.write_table(pa.table({"timestamp": ts, "source": ["http://sim/metrics"] * ts.size, "metric": metric,
-                             "labels": ['{"gpu":"0"}'] * ts.size, "value": value, "raw_metric": metric}),
+                             "labels": ["{}"] * ts.size, "value": value, "raw_metric": metric}),
                    os.path.join(folder, "server_metrics.parquet"))  # fmt: skip
+    gpu = np.repeat(t0 + np.arange(0, 241, 1.0), 2)  # two GPUs read every second (--gpu-telemetry)
+    n = gpu.size
+    pq.write_table(pa.table({"timestamp": gpu, "gpu": ["0", "1"] * (n // 2), "name": ["H200"] * n, "utilization_pct": np.full(n, 87.0),
+                             "memory_used_mib": np.full(n, 1e4), "memory_total_mib": np.full(n, 1.4e5), "power_w": np.full(n, 300.0),
+                             "sm_clock_mhz": np.full(n, 1980.0), "energy_j": np.full(n, np.nan)}),
+                   os.path.join(folder, "gpu_telemetry.parquet"))  # fmt: skip
     return summary
 
 
@@ -333,7 +339,7 @@ def test_steps_slo_capacity_and_server_metrics(tmp_path):
     paths = build(str(tmp_path))
     html = open(paths["html"], encoding="utf-8").read()
     found = charts_in(html)
-    for cid in CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "server_gpu"]:
+    for cid in CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "gpu_util", "gpu_power"]:
         assert cid in found, cid
     step_ttft = re.search(r'data-chart="step_ttft".*?</svg>', html, flags=re.S).group(0)
     assert "SLO ttft.p95 &lt; 150 ms" in step_ttft and "capacity:" in step_ttft

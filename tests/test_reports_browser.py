@@ -69,4 +69,4 @@ def test_synthetic_large_report_renders(tmp_path):
     from reports.build import build
 
     html = build(str(tmp_path))["html"]
-    _check(html, tmp_path, CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "server_gpu"])
+    _check(html, tmp_path, CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "gpu_util", "gpu_power"])
