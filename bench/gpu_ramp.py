@@ -19,8 +19,9 @@ max_tokens, so the reference mix's output lengths are what the GPU generates. It
         --steps 16,32,64,128,256 --step-time 60s --step-warmup 10s --slo "ttft.p95<5s" --seed 1
 
 and writes the per-step table, summary.json, requests.parquet, report.md and the server's log tail to
---out, with nvidia-smi sampled every second beside the run (nvidia_smi.csv, and GPU utilisation,
-memory and power per level in steps.md). `--find-capacity --slo "tpot.p50<100ms"` makes it a
+--out. On the GPU the suite reads the GPU itself (`--gpu-telemetry nvidia-smi`: one nvidia-smi -lms
+process, readings in gpu_telemetry.parquet, per level utilisation, memory, power and energy per
+token in summary.json `gpu` and in steps.md). `--find-capacity --slo "tpot.p50<100ms"` makes it a
 capacity search walking --steps.
 """
 
@@ -253,51 +254,21 @@ def step_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-class GpuSampler:
-    """nvidia-smi sampled every second beside the run (GPU utilisation %, memory MiB, power W),
-    with this machine's wall clock, so that each load level's window can be matched to it."""
+def gpu_table(summary: dict) -> str:
+    """Per level: the suite's own GPU figures (--gpu-telemetry nvidia-smi; summary.json gpu.by_step)."""
+    gpu = summary.get("gpu") or {}
+    lines = ["| users | verdict | readings | GPU util mean % | GPU util P95 % | memory peak MiB | power mean W | J/output token | "
+             "out tok/s per GPU |", "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
 
-    QUERY = "utilization.gpu,memory.used,power.draw"
+    def f(x, digits=0):
+        return "-" if x is None else f"{x:,.{digits}f}"
 
-    def __init__(self, path: Path):
-        import threading
-
-        self.path, self.rows, self.stop_flag = path, [], threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True) if shutil.which("nvidia-smi") else None
-        if self.thread:
-            self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop_flag.wait(1.0):
-            try:
-                out = subprocess.run(["nvidia-smi", f"--query-gpu={self.QUERY}", "--format=csv,noheader,nounits"],
-                                     capture_output=True, text=True, timeout=5).stdout.splitlines()[0]  # fmt: skip
-                self.rows.append((time.time(), *(float(x) for x in out.split(","))))
-            except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-                continue
-
-    def stop(self) -> None:
-        self.stop_flag.set()
-        if self.thread:
-            self.thread.join(timeout=5)
-        self.path.write_text("time,util_pct,memory_mib,power_w\n" + "".join(f"{r[0]:.3f},{r[1]:g},{r[2]:g},{r[3]:g}\n" for r in self.rows))
-
-    def by_level(self, summary: dict) -> str:
-        """Per level: GPU utilisation mean and P95, memory peak, power mean, over its window."""
-        import numpy as np
-
-        rows = np.array(self.rows) if self.rows else np.empty((0, 4))
-        lines = ["| users | verdict | samples | GPU util mean % | GPU util P95 % | memory peak MiB | power mean W |",
-                 "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
-        for s in summary.get("by_step") or []:
-            w = rows[(rows[:, 0] >= s["window"]["start"]) & (rows[:, 0] <= s["window"]["end"])] if rows.size else rows
-            v = (s.get("verdict") or {}).get("state", "-")
-            if not len(w):
-                lines.append(f"| {s['users']} | {v} | 0 | - | - | - | - |")
-                continue
-            lines.append(f"| {s['users']} | {v} | {len(w)} | {w[:, 1].mean():.0f} | {np.percentile(w[:, 1], 95):.0f} | "
-                         f"{w[:, 2].max():.0f} | {w[:, 3].mean():.0f} |")  # fmt: skip
-        return "\n".join(lines)
+    for s, g in zip(summary.get("by_step") or [], gpu.get("by_step") or []):
+        v = (s.get("verdict") or {}).get("state", "-")
+        lines.append(f"| {g['users']} | {v} | {g['readings']} | {f(g['utilization_pct_mean'])} | {f(g['utilization_pct_p95'])} | "
+                     f"{f(g['memory_used_mib_peak'])} | {f(g['power_w_mean'])} | {f(g['joules_per_output_token'], 3)} | "
+                     f"{f(g['output_tokens_per_s_per_gpu'])} |")  # fmt: skip
+    return "\n".join(lines) + (f"\n\n{gpu['sentence']}" if gpu.get("sentence") else "")
 
 
 def device_flow(a) -> int:
@@ -324,26 +295,25 @@ def device_flow(a) -> int:
         n_steps = len(a.steps.split(","))
         step_s = min(float(a.step_time.rstrip("s")), max(20.0, left / n_steps))
         info["step_time_s"] = step_s
-        gpu = GpuSampler(out / "nvidia_smi.csv")
         extra = [*a.extra, *(["--find-capacity"] if a.find_capacity else [])]
+        if a.device == "cuda":  # the suite reads the GPU itself, aligned to its levels (plugin/gpu.py)
+            extra += ["--gpu-telemetry", "nvidia-smi"]
         rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, f"{step_s:g}s", a.step_warmup, a.stop_timeout, extra, a.slo)
     except subprocess.TimeoutExpired:
         rc = "timeout"
     finally:
         stop(server)
-        if "gpu" in locals():
-            gpu.stop()
     info["suite_exit_code"] = rc
     info["total_s"] = round(time.monotonic() - t_start, 1)
     run = out / "ramp"
     summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
     table = step_table(summary)
-    if "gpu" in locals():
-        table += "\n\nGPU (nvidia-smi, each level's window):\n\n" + gpu.by_level(summary)
+    if summary.get("gpu"):
+        table += "\n\nGPU (the suite's --gpu-telemetry nvidia-smi, each level's window):\n\n" + gpu_table(summary)
     capacity = summary.get("capacity")
     (out / "steps.md").write_text(table + "\n\ncapacity: " + json.dumps(capacity) + "\n")
     (out / "info.json").write_text(json.dumps(info, indent=2))
-    for name in ("summary.json", "requests.parquet", "report.md"):
+    for name in ("summary.json", "requests.parquet", "report.md", "gpu_telemetry.parquet"):
         if (run / name).exists():
             shutil.copy(run / name, out / name)
     shutil.rmtree(run, ignore_errors=True)

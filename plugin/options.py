@@ -146,8 +146,8 @@ class Options(BaseModel):
     cancel_rate: Share = option("0", "Share of requests (0-1) the client aborts on purpose after --cancel-after, to test the server's abort "
                                 "handling; recorded as cancelled", EXPERT)  # fmt: skip
     cancel_after: Duration = option("1s", "How long a request picked by --cancel-rate runs before the client aborts it", EXPERT)
-    server_metrics: Names = option("", "Prometheus endpoints of the server side to scrape during the run, comma-separated (vLLM /metrics, "
-                                   "DCGM, node exporter); kept in server_metrics.parquet", EXPERT)  # fmt: skip
+    server_metrics: Names = option("", "Prometheus endpoints of the server side to scrape during the run, comma-separated (vLLM's /metrics, "
+                                   "SGLang's; the GPUs' exporter goes to --gpu-telemetry); kept in server_metrics.parquet", EXPERT)  # fmt: skip
     server_metrics_interval: Duration = option("5s", "Scrape interval for --server-metrics", EXPERT)
     sim_timestamps: bool = option(False, "Ask the simulator to stamp its send time into every chunk (client-accuracy benchmarks)", EXPERT, web=False)
     gpu_telemetry: Text = option("", "GPU telemetry read during the run and aligned to its load levels: nvidia-smi (the suite runs on the GPU "

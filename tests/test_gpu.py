@@ -104,6 +104,25 @@ def test_the_plan_answers_with_the_runs_gpus_price_and_energy():
     assert q["cost_per_hour"] == q["replicas"] * 8 * 1.0 and q["joules_per_token"] == p["joules_per_token"]
 
 
+def test_the_live_view_shows_the_newest_reading_of_each_gpu():
+    from types import SimpleNamespace
+
+    from plugin.gpu import GpuSampler, GpuTelemetry
+    from webui.gauges import gpu_gauges
+
+    nan = math.nan
+    sampler = GpuSampler("nvidia-smi", 1.0)
+    sampler.rows = [(1.0, "0", "g", 10.0, 100.0, 200.0, 50.0, 1.0, nan), (1.0, "1", "g", 20.0, 300.0, 200.0, 70.0, 1.0, nan),
+                    (2.0, "0", "g", 30.0, 500.0, 200.0, 90.0, 1.0, nan), (2.0, "1", "g", 50.0, 700.0, 200.0, nan, 1.0, nan)]  # fmt: skip
+    telemetry = GpuTelemetry()
+    env = SimpleNamespace(llm=SimpleNamespace(plan=SimpleNamespace(gpu_telemetry=""), plugin=lambda kind: telemetry))
+    assert gpu_gauges(env) is None  # --gpu-telemetry off
+    env.llm.plan.gpu_telemetry = "nvidia-smi"
+    assert gpu_gauges(env) == {"available": False}  # not reading (yet)
+    telemetry.sampler = sampler
+    assert gpu_gauges(env) == {"available": True, "gpus": 2, "utilization_pct": 40.0, "memory_used_mib": 600.0, "power_w": 90.0}
+
+
 def test_bad_gpu_options_are_refused_with_one_line():
     from argparse import Namespace
 

@@ -1,5 +1,6 @@
 """The live view's gauges read from the rest of the run: requests in flight, the client's health
-(plugin/health.py's board) and the server's own gauges (plugin/server_metrics.py's scraper).
+(plugin/health.py's board), the server's own gauges (plugin/server_metrics.py's scraper) and the
+GPUs' newest reading (plugin/gpu.py).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import json
 import math
 
 from metrics.schema import ClientBound
+from plugin.gpu import GpuTelemetry
 from plugin.health import Health
 from plugin.server_metrics import ServerMetrics
 
@@ -139,3 +141,11 @@ def server_frame(env):
     """The run's --server-metrics scraper's diagnosis metrics so far (a frame; None when off)."""
     scraper = env.llm.plugin(ServerMetrics)
     return scraper.frame() if scraper is not None else None
+def gpu_gauges(env) -> dict | None:
+    """The GPUs' newest readings from --gpu-telemetry (plugin/gpu.py: utilisation and memory per GPU
+    averaged, power summed); None when it is off."""
+    if env.llm.plan is None or not env.llm.plan.gpu_telemetry:
+        return None
+    telemetry = env.llm.plugin(GpuTelemetry)
+    latest = telemetry.latest() if telemetry is not None else None
+    return {"available": latest is not None, **(latest or {})}

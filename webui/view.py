@@ -24,7 +24,7 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from metrics.schema import Summary
 from reports.rows import setup_rows
-from webui.gauges import SERVER_GAUGES, client_health, in_flight, live_client, server_frame, server_gauges
+from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, live_client, server_frame, server_gauges
 from webui.live import DEFAULT_WINDOW, WINDOWS, Flight, LiveWindow, live_diagnosis, window_key
 from webui.progress import REPORT_KEY as PROGRESS_KEY
 from webui.progress import StreamTracker
@@ -198,6 +198,7 @@ class LiveView:
             "in_flight": {**in_flight(env, run, users, snap), **snap.pop("in_flight")},
             "health": client_health(env),
             "server": server_gauges(env, run),
+            "gpu": gpu_gauges(env),
         }
 
     # -- answers ----------------------------------------------------------------------------------
