@@ -4,7 +4,8 @@
 
   nvidia-smi    on the GPU host itself: one long-lived `nvidia-smi --query-gpu=... -lms N` process
                 for the whole run (not one process per reading), every GPU it sees, each reading
-                stamped with nvidia-smi's own timestamp (so a late line still lands in its window)
+                stamped with nvidia-smi's own timestamp (so a late line still lands in its window),
+                its output read through a pseudo-terminal (line by line, nothing held back at the end)
   URL           a DCGM exporter's Prometheus endpoint (or a node exporter's textfile collector
                 with DCGM's names), read every --gpu-telemetry-interval with prometheus-client's
                 parser: DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED / _FREE (/ _RESERVED),
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shutil
 import subprocess
 import time
@@ -32,6 +34,7 @@ import urllib.request
 from datetime import datetime
 
 import gevent
+import gevent.os
 import gevent.subprocess
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -182,6 +185,8 @@ class GpuSampler:
         self.last_error: str | None = None
         self._logged = False
         self._proc = None
+        self._pty = -1
+        self._said = ""  # nvidia-smi's first line that was not a reading (its message, when it fails)
         self._loop = None
         self.stopped = False
 
@@ -197,25 +202,45 @@ class GpuSampler:
             self._loop = gevent.spawn(self._scrape_loop)
             return
         ms = max(100, int(round(self.interval_s * 1000)))
-        self._proc = gevent.subprocess.Popen([shutil.which(NVIDIA_SMI) or NVIDIA_SMI, f"--query-gpu={QUERY}",
-                                              "--format=csv,noheader,nounits", "-lms", str(ms)],
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        # its output goes to a terminal (a pty), where C's stdio writes every line at once: into a pipe
+        # it would be held in a 4 KiB buffer (about a minute of readings of one GPU) and lost when
+        # nvidia-smi is stopped
+        self._pty, slave = os.openpty()
+        try:
+            self._proc = gevent.subprocess.Popen([shutil.which(NVIDIA_SMI) or NVIDIA_SMI, f"--query-gpu={QUERY}",
+                                                  "--format=csv,noheader,nounits", "-lms", str(ms)],
+                                                 stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)  # fmt: skip
+        finally:
+            os.close(slave)
+        gevent.os.make_nonblocking(self._pty)
         self._loop = gevent.spawn(self._read_smi)
 
     def _read_smi(self) -> None:
-        proc = self._proc
-        for raw in iter(proc.stdout.readline, b""):
-            line = raw.decode(errors="replace")
-            if not line.strip():
-                continue
-            row = parse_smi_line(line, time.time())
-            if row is None:
-                self._failed(f"unreadable line {line.strip()[:120]!r}")
-            else:
-                self.rows.append(row)
+        pending = b""
+        while True:
+            try:
+                data = gevent.os.nb_read(self._pty, 65536)
+            except OSError:  # EIO: nvidia-smi ended and the terminal closed
+                data = b""
+            if not data:
+                break
+            *lines, pending = (pending + data).split(b"\n")
+            for raw in lines:
+                self._line(raw.decode(errors="replace").strip())
+        self._line(pending.decode(errors="replace").strip())
+        os.close(self._pty)
         if not self.stopped:  # nvidia-smi ended on its own
-            err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-            self._failed(f"nvidia-smi exited ({err[0][:200] if err else f'exit code {proc.wait()}'})")
+            self._failed(f"nvidia-smi exited (exit code {self._proc.wait()}{': ' + self._said if self._said else ''})")
+
+    def _line(self, line: str) -> None:
+        if not line:
+            return
+        row = parse_smi_line(line, time.time())
+        if row is None:
+            self._said = self._said or line[:200]
+            self._failed(f"unreadable line {line[:120]!r}")
+        else:
+            self.rows.append(row)
 
     def _scrape_once(self) -> None:
         try:
