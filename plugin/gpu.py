@@ -243,10 +243,11 @@ class GpuSampler:
             self.rows.append(row)
 
     def _scrape_once(self) -> None:
+        sent = time.time()
         try:
             with gevent.Timeout(max(1.0, min(10.0, self.interval_s)) + 1.0):
                 text = fetch(self.source, max(1.0, min(10.0, self.interval_s)))
-            rows = parse_dcgm(text, time.time())
+            rows = parse_dcgm(text, (sent + time.time()) / 2)  # the exporter answered between the two
         except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - a reading never ends the run
             self._failed(_describe(e))
             return

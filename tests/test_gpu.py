@@ -279,8 +279,9 @@ def test_a_dcgm_exporter_per_window_with_its_energy_counter(tmp_path):
     assert o["utilization_pct_mean"] == pytest.approx(50.0) and o["utilization_pct_p95"] == pytest.approx(60.0)
     assert o["memory_used_mib_mean"] == pytest.approx(2000.0) and o["memory_used_mib_peak"] == 3000.0
     assert o["power_w_mean"] == pytest.approx(500.5) and o["sm_clock_mhz_mean"] == 1980.0
-    # the counter grows 500.5 J/s: the window's energy, to within the few ms between its reading and its stamp
-    assert o["energy_source"] == "counter" and o["energy_j"] == pytest.approx(500.5 * w["seconds"], rel=2e-3)
+    # the counter grows 500.5 J/s: the window's energy, to within the time between the exporter's reading
+    # and its stamp (the middle of the scrape: a few ms, tens on a loaded machine, of an 8 s window)
+    assert o["energy_source"] == "counter" and o["energy_j"] == pytest.approx(500.5 * w["seconds"], rel=1e-2)
     th = summary["overall"]["throughput"]
     assert o["joules_per_output_token"] == pytest.approx(o["energy_j"] / (th["output_tokens_per_s"] * w["seconds"]))
     assert o["requests_per_min_per_gpu"] == pytest.approx(th["requests_per_s"] * 60 / 4)

@@ -141,6 +141,8 @@ def server_frame(env):
     """The run's --server-metrics scraper's diagnosis metrics so far (a frame; None when off)."""
     scraper = env.llm.plugin(ServerMetrics)
     return scraper.frame() if scraper is not None else None
+
+
 def gpu_gauges(env) -> dict | None:
     """The GPUs' newest readings from --gpu-telemetry (plugin/gpu.py: utilisation and memory per GPU
     averaged, power summed); None when it is off."""
