@@ -11,8 +11,10 @@ line `{"trace": {"templates": "templates.jsonl", ...}}`, then one request per li
 header's `templates` file (relative to the trace; default templates.jsonl beside it); `class`
 defaults to "replay"; `max_tokens` to 256.
 
-It is an open loop on one shared clock (plugin/replay.py ends the run): the master fixes the start (sent to its workers with the run), request i
-of the trace (in time order) goes to process i mod N, and is sent at start + 1 s + t x time-scale
+It is an open loop on one shared clock (plugin/replay.py ends the run): the master fixes the start
+and sends it to its workers with the trace itself (its files, plugin/run_start.py: no worker opens
+a trace file), request i of the trace (in time order) goes to process i mod N, and is sent at
+start + 1 s + t x time-scale
 (0.5 = twice as fast), whatever the server does; the user count caps requests in flight
 (`--max-concurrency`, default 512). Records carry `t_intended`, so `summary.json` reports the
 schedule lag and latency from the intended send time, and `open_loop.target_rate` is the trace's
