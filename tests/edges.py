@@ -24,11 +24,12 @@ def slow_profile(tmp, ttft: float = 0.1, itl: float = 0.1) -> str:
     return str(path)
 
 
-def launch(*args: str, log_path, cwd: str = ROOT) -> subprocess.Popen:
+def launch(*args: str, log_path, cwd: str = ROOT, path: tuple[str, ...] = ()) -> subprocess.Popen:
     """A Locust process of the suite (locustfile by absolute path) started from `cwd`, SIGINT at
-    its default (a terminal's Ctrl-C reaches it), its output in `log_path`."""
+    its default (a terminal's Ctrl-C reaches it), its output in `log_path`; `path`: folders whose
+    modules come before the suite's and the installed ones."""
     out = open(log_path, "w")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": ROOT}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join((*path, ROOT))}
     return subprocess.Popen([*LOCUST, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
 

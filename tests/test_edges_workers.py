@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import time
+from datetime import datetime
 
 import pytest
 
@@ -164,6 +165,38 @@ def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path)
     assert any(count(ours, t) != count(theirs, t) for t in texts)  # the two tokenizers tell apart
     assert (df["tokens_source"] == "tokenizer").all()
     assert list(df["output_tokens"]) == [count(ours, t) for t in texts]
+
+
+def test_a_worker_that_cannot_load_the_masters_tokenizer_ends_the_run_with_exit_4(tmp_path):
+    """A worker without transformers (a package that fails to import, first on its path, stands in
+    for a host where it is not installed) cannot count with the tokenizer its master sent: it says
+    so in one line, the master stops the run at once, and the run ends incomplete (exit 4)."""
+    from tests.test_run_start import byte_tokenizer
+
+    here = tmp_path / "master"
+    here.mkdir()
+    byte_tokenizer(here / "tok")
+    shim = tmp_path / "shim" / "transformers"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError(\"No module named 'transformers'\")\n")
+    port = free_port()
+    with simulator("--profile", "fixed") as url:
+        master = launch(*master_args(port, url, tmp_path, "nocount", 1, 30, "--tokenizer", "./tok"),
+                        log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
+        worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", path=(str(tmp_path / "shim"),))
+        try:
+            code = ended(master, 120)  # a hang, not a time: how soon the run stopped is read from its log below
+            ended(worker, 2)
+        finally:
+            kill_all(master, worker)
+    log = (tmp_path / "master.log").read_text()
+    assert code == exit_codes.INCOMPLETE, log[-3000:]
+    stamps = {what: datetime.strptime(re.search(rf"^\[([^\]]+)\].*{what}", log, re.M).group(1), "%Y-%m-%d %H:%M:%S,%f")
+              for what in ("Run time limit set", "Shutting down")}  # fmt: skip
+    assert (stamps["Shutting down"] - stamps["Run time limit set"]).total_seconds() < 15, log[-3000:]  # not its -t 30s
+    assert "could not start the run: --tokenizer: this worker cannot load the master's tokenizer './tok' (ImportError)" in log
+    summary = summary_of(tmp_path / "nocount")
+    assert summary["complete"] is False and "--tokenizer" in summary["reason"]
 
 
 # -- 6. a worker killed mid-run: what it took with it is counted ------------------------------------
