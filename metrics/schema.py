@@ -278,7 +278,8 @@ class Setup(_Model):
     workload_hash: str
     server: str  # the URL, credentials left out
     model: str
-    server_version: str | None = None  # where the server tells it (GET /version)
+    server_version: str | None = None  # where the server tells it (plugin/setup.py server_version)
+    server_version_source: str | None = None  # where: "GET /version", "GET /metrics NAME{version}", "response header server"
     client_hosts: list[str]
     workers: int  # processes that ran users (1 for a local run)
     suite_version: str

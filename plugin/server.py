@@ -78,6 +78,13 @@ def resolve_model(host: str, plan: RunPlan) -> str:
 
 def _get(host: str, path: str, plan: RunPlan) -> tuple[int, bytes]:
     """GET HOST+path within the connect timeout: (status, body), or InputError when nothing answers."""
+    status, _, body = get_with_headers(host, path, plan)
+    return status, body
+
+
+def get_with_headers(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str, str], bytes]:
+    """GET HOST+path within the connect timeout: (status, headers with lower-case names, body), or
+    InputError when nothing answers."""
     parts = urlsplit(host)
     headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
     client = HTTPClient(
@@ -87,7 +94,7 @@ def _get(host: str, path: str, plan: RunPlan) -> tuple[int, bytes]:
     url = parts.path.rstrip("/") + path
     try:
         resp = client.get(url, headers=headers)
-        return resp.status_code, resp.read()
+        return resp.status_code, {str(k).lower(): str(v) for k, v in resp.items()}, resp.read()
     except OSError as e:
         raise InputError(f"--host: cannot reach {public_url(host)} ({type(e).__name__}: {e}); check the address and that the server is up") from None
     except Exception as e:  # noqa: BLE001 - HTTP parse errors

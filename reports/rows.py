@@ -312,7 +312,8 @@ def setup_rows(setup) -> list[tuple[str, str]]:
     load = setup.load
     users = f", {load.users} users" if load.users is not None else ""
     asked = f"-t {setup.run_time_s:g} s" if setup.run_time_s is not None else "until stopped"
-    version = f", version {setup.server_version}" if setup.server_version else ""
+    source = f" ({setup.server_version_source})" if setup.server_version_source else ""
+    version = f", version {setup.server_version}{source}" if setup.server_version else ""
     hosts = ", ".join(setup.client_hosts)
     return [
         ("load", f"{load.text}{users}"),

@@ -13,4 +13,9 @@ Modules:
 * ``metrics``   -- Prometheus text with vLLM metric names
 * ``truthlog``  -- the per-request truth log (JSONL)
 * ``faults``    -- fault injection plan
+
+It names itself as servers do: a ``server: llm-simulator/VERSION`` header on every
+response and an ``llm_simulator_build_info{version=...}`` gauge on ``/metrics``.
 """
+
+__version__ = "1.0.0"  # raised when the simulator's behaviour (engine model, protocol) changes

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from . import __version__
+
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
@@ -65,6 +67,8 @@ class Metrics:
             lines.append(f"{name}_count{{{lbl}}} {_fmt(h.count)}\n{name}_sum{{{lbl}}} {_fmt(h.sum)}\n")
             out.append("".join(lines))
 
+        out.append(f'# HELP llm_simulator_build_info The simulator\'s version.\n# TYPE llm_simulator_build_info gauge\n'
+                   f'llm_simulator_build_info{{version="{__version__}"}} 1.0\n')
         gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running)
         gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting)
         gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage)

@@ -21,6 +21,7 @@ from time import perf_counter
 
 import orjson
 
+from . import __version__
 from .faults import HTTP_FAULTS, FaultPlan
 from .metrics import Metrics
 from .runtime import BatchRunner, FixedRunner
@@ -30,6 +31,8 @@ from .truthlog import TruthLog
 MAX_HEAD = 65536
 MAX_BODY = 64 * 1024 * 1024
 DEFAULT_MAX_TOKENS = 256
+
+SERVER_HEADER = b"server: llm-simulator/%s\r\n" % __version__.encode()  # names the server, as real ones do
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             413: "Payload Too Large", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
@@ -847,7 +850,7 @@ class HttpConn(asyncio.Protocol):
 
     # -- output -----------------------------------------------------------------
     def headers_bytes(self, status, ctype, length, rid, extra=b""):
-        h = [b"HTTP/1.1 %d %s\r\ncontent-type: %b\r\n" % (status, _REASONS.get(status, "OK").encode(), ctype)]
+        h = [b"HTTP/1.1 %d %s\r\n%bcontent-type: %b\r\n" % (status, _REASONS.get(status, "OK").encode(), SERVER_HEADER, ctype)]
         if length is None:
             h.append(b"transfer-encoding: chunked\r\n")
         else:
