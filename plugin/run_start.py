@@ -184,4 +184,8 @@ def received(environment) -> RunStart:
     if not isinstance(data, dict):
         raise InputError("the master sent no run plan with its spawn message; start the master and the workers "
                          "from the same version of this suite")  # fmt: skip
-    return build(RunStart, data)
+    try:
+        return build(RunStart, data)
+    except InputError as e:  # a master of another version sends fields this worker does not know, or lacks some
+        raise InputError(f"the master's run does not fit this worker ({e}); start the master and the workers from the same "
+                         "version of this suite") from None  # fmt: skip

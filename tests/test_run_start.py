@@ -12,7 +12,7 @@ import pytest
 from core.errors import InputError
 from core.validation import build
 from plugin.run import _read_inputs
-from plugin.run_start import RunStart
+from plugin.run_start import CARRIER, RunStart, received
 from plugin.plan import RunPlan
 from tests.test_replay import parse, write_trace
 from workloads import tokenizer as tokenizer_module
@@ -96,3 +96,14 @@ def test_a_tokenizer_too_large_to_send_is_refused(planned, monkeypatch):
         tokenizer_module.read_tokenizer(str(tmp / "tok"))
     assert str(e.value).startswith(f"--tokenizer: '{tmp / 'tok'}' is 0.0 MiB of files, more than the 0.000976562 MiB a run "
                                     "sends to its workers; give a tokenizer folder"), str(e.value)
+
+
+def test_a_start_from_another_version_of_the_suite_is_refused_in_one_line(planned):
+    from types import SimpleNamespace
+
+    sent = dict(planned[3], later_field=1)
+    environment = SimpleNamespace(parsed_options=SimpleNamespace(**{CARRIER: sent}))
+    with pytest.raises(InputError) as e:
+        received(environment)
+    assert str(e.value).startswith("the master's run does not fit this worker (later_field: unknown field")
+    assert str(e.value).endswith("start the master and the workers from the same version of this suite")
