@@ -110,15 +110,22 @@ class Console(Plugin):
 
 
 def _step(run, elapsed: float) -> tuple[str, int] | None:
-    """("step i/n (level N users)", index) of a step ramp or a capacity search now; None otherwise."""
+    """("step i (level N)", index) of a step ramp or a capacity search now; None otherwise. The step
+    is numbered as in the per-step table and summary.json's `by_step` (from 0), and a level held for
+    more steps names the step its row has ("step 3 (level 5 since step 2)")."""
     if run.steps is not None:
-        i = max(run.steps.index_at(elapsed), 0)
-        return f"step {i + 1}/{len(run.steps.levels)} (level {run.steps.levels[i]})", i
-    search = run.search
-    if search is not None and search.levels:
-        i = min(int(elapsed // run.plan.step_s), len(search.levels) - 1)
-        return f"step {i + 1} (level {search.levels[i]})", i
-    return None
+        levels, i = run.steps.levels, max(run.steps.index_at(elapsed), 0)
+        of = f" of 0-{len(levels) - 1}"
+    else:
+        search = run.search
+        if search is None or not search.levels:
+            return None
+        levels, i, of = search.levels, min(int(elapsed // run.plan.step_s), len(search.levels) - 1), ""
+    first = i
+    while first > 0 and levels[first - 1] == levels[i]:
+        first -= 1
+    since = f" since step {first}" if first < i else ""
+    return f"step {i}{of} (level {levels[i]}{since})", i
 
 
 def _ms(seconds: float) -> str:
