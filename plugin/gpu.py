@@ -352,11 +352,14 @@ class GpuTelemetry(Plugin):
         readings = pd.DataFrame(s.rows, columns=list(COLUMNS)) if s is not None else None
         if s is not None and not s.rows:
             log.warning("--gpu-telemetry: no reading arrived from %s during the run (%s)", s.public, s.last_error or "none sent")
-        run.summary_extra["gpu"] = gpu_section(
+        section = run.summary_extra["gpu"] = gpu_section(
             summary, readings, source=s.public if s else None, interval_s=plan.gpu_telemetry_interval_s,
             gpus=plan.gpus, price=plan.gpu_hour_price, failed=s.failed if s else 0, last_error=s.last_error if s else None,
             file=FILE_NAME if s else None,
         )  # fmt: skip
+        if plan.gpus and section.devices and len(section.devices) != plan.gpus:
+            log.warning("--gpus %d while %s sees %d GPUs: power and energy per token are all %d GPUs', the figures per GPU "
+                        "and the cost are for %d", plan.gpus, section.source, len(section.devices), len(section.devices), plan.gpus)
 
     def run_finished(self, run, summary) -> None:
         if summary.gpu is not None:  # beside the capacity the console printed
