@@ -19,6 +19,11 @@ none missed, the highest level), and says which limit it hit:
   latencies are off, and so may be the knee (add workers);
 - *unknown*: no server metrics to say (run with --server-metrics URL/metrics).
 
+Without the server's gauges (a server with no /metrics) but with GPU telemetry, a GPU busy less
+than GPU_IDLE at the knee is still a diagnosis: the server's own loop, not the GPU's compute, is
+the limit (`transformers serve` on an H200: 20 % busy at its highest level); a busier GPU alone
+cannot tell compute from memory or the scheduler.
+
 A prefix-cache hit rate that falls by PREFIX_DROP or more from the lowest level to the knee is
 named as part of the cause: cached prefixes were evicted, so each request prefills more.
 
@@ -173,11 +178,29 @@ def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[st
                          levels=levels, client=client or None)  # fmt: skip
 
 
+def _gpu_only(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]):
+    """No server gauges (a server without /metrics, e.g. `transformers serve`): the GPU's own use
+    still tells whether its compute is the limit."""
+    busy = [g for g in levels if g.gpu_utilisation is not None]
+    if not busy:
+        return ("unknown", knee_users, "no server metrics aligned to the levels: run with --server-metrics URL/metrics "
+                "(vLLM's /metrics) to say why the knee is there", [])  # fmt: skip
+    knee = next((g for g in busy if g.users == knee_users), None) or max(busy, key=lambda g: g.users)
+    gpu = _pct(knee.gpu_utilisation)
+    evidence = [f"at {knee.users} users (step {knee.step}): {names.get('gpu', 'gpu')} mean {gpu}"]
+    unseen = "the server sends no queue or KV-cache metrics (--server-metrics URL/metrics, where it has them)"
+    if knee.gpu_utilisation < GPU_IDLE:
+        return ("scheduler-bound", knee.users,
+                f"scheduler-bound: at {knee.users} users the GPU is busy only {gpu}: its compute is not the limit, the "
+                f"server's own loop (CPU, its scheduling of the batch) is; {unseen} to show its queue", evidence)  # fmt: skip
+    return ("unknown", knee.users, f"at {knee.users} users the GPU is busy {gpu}, and {unseen}: compute cannot be told "
+            "from memory or the scheduler", evidence)  # fmt: skip
+
+
 def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]):
     measured = [g for g in levels if g.scrapes and g.running is not None]
     if not measured:
-        return ("unknown", knee_users, "no server metrics aligned to the levels: run with --server-metrics URL/metrics "
-                "(vLLM's /metrics) to say why the knee is there", [])  # fmt: skip
+        return _gpu_only(levels, knee_users, names)
     knee = next((g for g in measured if g.users == knee_users), None) or max(measured, key=lambda g: g.users)
     low = min(measured, key=lambda g: g.users)
     peak_running = max(g.running for g in measured)

@@ -120,6 +120,12 @@ def test_the_rule_on_figures():
     idle = diagnose([g(2, 2, 0, 0.2), g(24, 24, 0.2, 0.5, gpu_utilisation=0.26)], 24)
     assert idle.kind == "scheduler-bound" and "GPU is busy only 26%" in idle.sentence
     assert diagnose([], 24).kind == "unknown"
+    # no server gauges (a server without /metrics), GPU telemetry only: an idle GPU still rules compute out
+    gpu = lambda users, busy: LevelEvidence(step=users, users=users, scrapes=0, gpu_utilisation=busy)  # noqa: E731
+    alone = diagnose([gpu(16, 0.15), gpu(32, 0.20)], 32, {"gpu": "GPU telemetry"})
+    assert alone.kind == "scheduler-bound" and "GPU is busy only 20%" in alone.sentence, alone
+    assert alone.evidence == ["at 32 users (step 32): GPU telemetry mean 20%"]
+    assert diagnose([gpu(16, 0.5), gpu(32, 0.9)], 32).kind == "unknown"
     # the server's figures are its own: the limit stands when the client flagged itself, with a caveat
     late = diagnose([g(24, 6, 17, 0.02)], 24, client="the client was late.")
     assert late.kind == "scheduler-bound" and "client was inaccurate" in late.sentence
