@@ -108,3 +108,15 @@ def test_a_headless_master_refuses_it_before_any_load(tmp_path):
                          "- 4s while the workers' last records arrive), at least 4s is needed; give --step-time 8s or more")  # fmt: skip
     assert not truth.exists() or truth.read_text().strip() == "", "a request reached the server"
     assert not results.exists(), "a results folder was made"
+
+
+def test_the_plan_states_the_levels_and_the_warm_up_of_a_search():
+    """The load line of the console, run.json and the report's header says what a capacity search
+    walks and how each level is held, as a step ramp's says (it said "levels of 40s within -t")."""
+    given = dict(find_capacity=True, slo="ttft.p95<5s", run_time=600.0)
+    walked = plan("40s", "10s", False, steps="5,10,20,50,80,120,160", **given)
+    assert walked.load.describe(walked) == ("capacity search for ttft.p95<5s: levels 5,10,20,50,80,120,160 users in order up to "
+                                            "the first miss, 40s each (10s warm-up), within -t 600s")  # fmt: skip
+    doubled = plan("40s", "10s", False, **given)
+    assert doubled.load.describe(doubled) == ("capacity search for ttft.p95<5s: doubling from 1 user, then bisecting to 10%, "
+                                              "40s each (10s warm-up), within -t 600s")  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Literal
 from core.errors import InputError
 from plugin.load_models.base import LoadModel, no_open_loop_options
 from plugin.load_models.steps import check_step_window
-from shapes.capacity import MIN_JUDGED_S, WORKER_REPORT_LAG_S, CapacitySearch, judged_s
+from shapes.capacity import MIN_JUDGED_S, RESOLUTION, WORKER_REPORT_LAG_S, CapacitySearch, judged_s
 from shapes.steps import StepPlan
 
 
@@ -34,7 +34,13 @@ class CapacitySearchModel(LoadModel):
         return cls(candidates=p.steps or None, step_s=p.step_time, warmup_s=p.step_warmup)
 
     def describe(self, plan) -> str:
-        return f"capacity search for {', '.join(o.text for o in plan.slo)}, levels of {self.step_s:g}s within -t"
+        # the levels it may walk and how each is held, as a step ramp states its own (a reader of the
+        # report's header or run.json sees what load ran)
+        walk = (f"levels {','.join(map(str, self.candidates))} users in order up to the first miss" if self.candidates
+                else f"doubling from 1 user, then bisecting to {RESOLUTION:.0%}")  # fmt: skip
+        within = f", within -t {plan.run_time_s:g}s" if plan.run_time_s is not None else ""
+        return (f"capacity search for {', '.join(o.text for o in plan.slo)}: {walk}, {self.step_s:g}s each "
+                f"({self.warmup_s:g}s warm-up){within}")  # fmt: skip
 
     def step_seconds(self) -> float:
         return self.step_s
