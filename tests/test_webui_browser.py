@@ -530,6 +530,14 @@ def test_live_view_follows_a_ramp(ui):
     assert shown >= 60, shown
     assert "summary.overall.ttft_ms.p95" in done["values"] and "summary.by_step.1.throughput.output_tokens_per_s" in done["values"]
     assert done["steps"] == [["0", "final"], ["1", "final"]]
+    # each level's verdict in the table is summary.json's, and only a missed level has the colour of
+    # a failure, as in the report (the page showed "undecided" as a miss): 2 users sending ~8 s
+    # replies for 10 s end too few requests to bound a P95
+    verdicts = [(s["verdict"]["state"], s["verdict"]["requests"]) for s in steps]
+    assert verdicts[0][0] == "undecided", verdicts
+    cells = page.js("[...document.querySelectorAll('#steps tbody tr')].map(r => [r.lastChild.textContent, r.lastChild.className])")
+    assert [text for text, _ in cells] == [f"{state} ({n})" for state, n in verdicts], cells
+    assert [("some" in cls) for _, cls in cells] == [state == "missed" for state, _ in verdicts], cells
     page.screenshot(str(ui.tmp / "llm-view-finished.png"))
     # another window length, picked in the page: its charts from the start
     page.js("(s => { s.value = '30'; s.dispatchEvent(new Event('change', {bubbles: true})); })(document.getElementById('window'))")
