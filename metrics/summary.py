@@ -305,10 +305,12 @@ def capacity(steps: list[Step], objectives) -> Capacity:
     confidence = next((st.verdict.confidence for st in steps if st.verdict is not None), None)
     tail = f"; undecided: {', '.join(map(str, undecided))} users" if undecided else ""
     if passing is None:
-        where = f"missed at {upper} users ({failing.verdict.requests} requests)" if failing else "decided at no level"
+        # none missed either: every level was undecided (too few requests, or too close to call)
+        what = f"no level met it; missed at {upper} users ({failing.verdict.requests} requests)" if failing else \
+            "no level was decided (met or missed)"
         return Capacity(slo=slo_text, next_failing_users=upper, undecided=undecided, confidence=confidence,
                         next_failing_samples=failing.verdict.requests if failing else None,
-                        sentence=f"{slo_text}: no level met it; {where}{tail}")  # fmt: skip
+                        sentence=f"{slo_text}: {what}{tail}")  # fmt: skip
     users = passing.users
     plus_minus = (upper - users) / 2 if upper else None
     th = passing.throughput

@@ -95,3 +95,21 @@ def test_the_plan_turns_the_capacity_into_replicas_with_its_spread():
     assert p["replicas"] == 3 and p["replicas_at_least"] == math.ceil(held * 2.5 / failed) and p["gpus"] == 12
     assert p["requests_per_min_per_gpu"] == held / 4
     assert "3 replicas = 12 GPUs" in describe(p)
+
+
+def test_a_ramp_whose_every_level_is_undecided_says_so():
+    """Two short levels that end too few requests to bound a P95: the answer says no level was
+    decided (it said "no level met it; decided at no level", as if they had been judged and failed),
+    and a level that missed is still named."""
+    from types import SimpleNamespace
+
+    from metrics.summary import capacity
+
+    def level(users, ttft_s, n):
+        return SimpleNamespace(partial=False, users=users, verdict=judge([P95], {"ttft.p95": np.full(n, ttft_s)}, ok=n, failed=0))
+
+    answer = capacity([level(4, 0.3, 9), level(12, 0.7, 34)], [P95])
+    assert answer.users is None and answer.undecided == [4, 12]
+    assert answer.sentence == "ttft.p95<1s: no level was decided (met or missed); undecided: 4, 12 users", answer.sentence
+    answer = capacity([level(4, 0.3, 9), level(12, 2.0, 34)], [P95])
+    assert answer.sentence == "ttft.p95<1s: no level met it; missed at 12 users (34 requests); undecided: 4 users", answer.sentence
