@@ -495,6 +495,11 @@ def test_live_view_follows_a_ramp(ui):
                 data = _json(f"{ui.base}/llm/stats?seq={v['seq']}&history=0&window={v['window']}")
                 data["state"] = v["values"]["state"].lower()
                 matched = (v, data, _check_page_against_json(v["values"], data))
+                # the 5 s window's figures against each threshold: no "met"/"missed", which are the
+                # levels' verdicts (the steps table; the window said "met" on 2 requests while the
+                # level it was in was undecided)
+                chips = page.js("[...document.querySelectorAll('#slo .obj .pill')].map(e => e.textContent)")
+                assert len(chips) == 2 and set(chips) <= {"under", "over", "no data"}, chips
                 page.screenshot(str(ui.tmp / "llm-view-ramp.png"))
             except urllib.error.HTTPError:  # that snapshot is gone already: read again
                 pass
