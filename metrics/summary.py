@@ -316,6 +316,8 @@ def capacity(steps: list[Step], objectives) -> Capacity:
     th = passing.throughput
     if upper:
         bound = f" (±{plus_minus:g}; met at {users} users on {passing.verdict.requests} requests, missed at {upper} on {failing.verdict.requests})"
+    elif any(u > users for u in undecided):  # a higher level was tried and left undecided: not the highest tested
+        bound = f" (the highest level met, none missed; met on {passing.verdict.requests} requests)"
     else:
         bound = f" (the highest level tested; met on {passing.verdict.requests} requests)"
     measured = datetime.fromtimestamp(passing.window.end, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -113,3 +113,25 @@ def test_a_ramp_whose_every_level_is_undecided_says_so():
     assert answer.sentence == "ttft.p95<1s: no level was decided (met or missed); undecided: 4, 12 users", answer.sentence
     answer = capacity([level(4, 0.3, 9), level(12, 2.0, 34)], [P95])
     assert answer.sentence == "ttft.p95<1s: no level met it; missed at 12 users (34 requests); undecided: 4 users", answer.sentence
+
+
+def test_a_level_met_below_an_undecided_one_is_not_called_the_highest_tested():
+    """20 users met, 80 undecided when -t ended the search: the answer is 20 users, "the highest level
+    met, none missed" (it said "the highest level tested", with 80 users tested)."""
+    from types import SimpleNamespace
+
+    from metrics.summary import capacity
+
+    def level(users, ttft_s, n, above=0):
+        values = np.r_[np.full(n - above, ttft_s), np.full(above, 1.5)]
+        th = SimpleNamespace(total_tokens_per_s=1000.0, output_tokens_per_s=500.0, requests_per_s=2.0)
+        return SimpleNamespace(partial=False, users=users, throughput=th, window=SimpleNamespace(end=0.0),
+                               verdict=judge([P95], {"ttft.p95": values}, ok=n, failed=0))  # fmt: skip
+
+    close = level(80, 0.5, 1000, above=50)  # 5 % at the threshold's other side: too close to call
+    assert close.verdict.state == "undecided"
+    answer = capacity([level(20, 0.3, 66), close], [P95])
+    assert answer.users == 20 and answer.undecided == [80]
+    assert "holds up to 20 users (the highest level met, none missed; met on 66 requests)" in answer.sentence, answer.sentence
+    answer = capacity([level(20, 0.3, 66)], [P95])  # every level met: it was the highest tested
+    assert "holds up to 20 users (the highest level tested; met on 66 requests)" in answer.sentence, answer.sentence
