@@ -15,8 +15,10 @@ same way. `process` is implied by the other three (a browser test also starts Lo
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -98,11 +100,109 @@ def _describe(argv) -> str:
 sys.addaudithook(_audit)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item):
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's clock: waiting for a turn is no test's time
+def pytest_runtest_protocol(item, nextitem):
     global _current
+    alone = item.get_closest_marker("alone") is not None
+    if _turns is not None:
+        _turns.take(alone)
     _current = (item.nodeid, frozenset(declared(item)))
     try:
         yield
     finally:
         _current = None
+        if _turns is not None and not (alone and nextitem is not None and nextitem.get_closest_marker("alone")):
+            _turns.give_back()  # an alone test keeps the machine for the alone test after it
+
+
+# ------------------------------------------------------------------ side by side (pytest-xdist)
+# pytest.ini runs the tests in several processes (`-n`): most of a test's time is spent waiting
+# on the processes it starts. `--dist loadfile` keeps each module in one process, so a
+# module-scoped fixture (often a whole Locust run) is made once and `containers` tests (fixed
+# ports 8089, 9090) never overlap. (`--dist loadgroup` would group finer, but pytest-xdist 3.8
+# cannot rename a test's id under pytest 9, so its groups are ignored.) An `alone` test runs while
+# no other test of the run does: its assertion is about timing that a busy CPU would change (the
+# simulator's schedule, TTFT against the truth log, an open-loop rate, the client's self-health).
+
+
+class _Turns:
+    """Whose turn it is among the run's processes: any number of tests side by side, or one alone
+    test. A test holds `turn` shared, an alone test exclusive (flock(2)); each takes `gate` while
+    it waits for `turn`, so an alone test waiting for the running tests to end keeps new ones
+    from starting (it is not starved)."""
+
+    def __init__(self, folder: str):
+        os.makedirs(folder, exist_ok=True)
+        self.gate = open(os.path.join(folder, "gate"), "a")
+        self.turn = open(os.path.join(folder, "turn"), "a")
+        self.held = None
+
+    def take(self, alone: bool) -> None:
+        mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+        if self.held == mode:
+            return
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.turn, mode)
+        finally:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+        self.held = mode
+
+    def give_back(self) -> None:
+        fcntl.flock(self.turn, fcntl.LOCK_UN)
+        self.held = None
+
+
+_turns: _Turns | None = None  # in a pytest-xdist worker only: a serial run is one test at a time
+
+
+def pytest_configure(config):
+    global _turns
+    run = getattr(config, "workerinput", {}).get("testrunuid")
+    if run:
+        _turns = _Turns(os.path.join(tempfile.gettempdir(), f"pytest-turns-{run}"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """In a pytest-xdist worker, wait for the next test on OS locks. Importing Locust
+    monkey-patches threading with gevent's, and xdist's queue of tests to run, filled by its
+    receiver thread (an OS thread), would then wait on a gevent lock in the main thread: gevent
+    raises LoopExit ("this operation would block forever")."""
+    for plugin in session.config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if queue is not None and hasattr(queue, "_has_items_event"):
+            with queue._lock:
+                event = _OSEvent()
+                if queue._items:
+                    event.set()
+                queue._has_items_event = event
+
+
+class _OSEvent:
+    """threading.Event's set, clear and wait on the OS locks gevent saved before patching."""
+
+    def __init__(self):
+        from gevent.monkey import get_original
+
+        allocate = get_original("_thread", "allocate_lock")
+        self._mutex, self._open = allocate(), allocate()  # `_open` is held while the event is clear
+        self._open.acquire()
+        self._set = False
+
+    def set(self):
+        with self._mutex:
+            if not self._set:
+                self._set = True
+                self._open.release()
+
+    def clear(self):
+        with self._mutex:
+            if self._set:
+                self._set = False
+                self._open.acquire()
+
+    def wait(self):
+        self._open.acquire()
+        self._open.release()
+

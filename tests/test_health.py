@@ -34,6 +34,7 @@ def _run(tmp_path, profile: str, run_id: str, *args: str):
     return summary, proc.stdout + proc.stderr
 
 
+@pytest.mark.alone
 def test_overloaded_worker_marks_the_run_client_bound(tmp_path):
     summary, console = _run(
         tmp_path, FLOOD, "flood", "--processes", "1", "-u", "200", "-r", "200", "-t", "16s",
@@ -52,6 +53,7 @@ def test_overloaded_worker_marks_the_run_client_bound(tmp_path):
     assert "worker 0" in lines[0]
 
 
+@pytest.mark.alone
 def test_light_run_is_not_client_bound(tmp_path):
     summary, console = _run(
         tmp_path, LIGHT, "light", "-u", "5", "-r", "5", "-t", "12s", "--max-tokens-override", "64",

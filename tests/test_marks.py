@@ -1,9 +1,11 @@
 """tests/conftest.py holds every test to the marks of what it starts: a pytest of its own runs probe
-tests under it (with Locust's gevent subprocess and with the standard one) and each wrong mark
-fails naming the mark to add, while a right one passes; `-m unit` selects the unmarked tests."""
+tests under it (with Locust's gevent subprocess and with the standard one, in one process and
+side by side under pytest-xdist) and each wrong mark fails naming the mark to add, while a right
+one passes; `-m unit` selects the unmarked tests; an `alone` test runs while no other test does."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -52,21 +54,22 @@ def test_containers_starts_podman_and_python():
 '''
 
 
-def probe(tmp_path, gevent: bool, *args: str) -> subprocess.CompletedProcess:
+def probe(tmp_path, gevent: bool, *args: str, source: str = PROBE, env: dict | None = None) -> subprocess.CompletedProcess:
     shutil.copy(os.path.join(ROOT, "tests", "conftest.py"), tmp_path / "conftest.py")
     shutil.copy(os.path.join(ROOT, "pytest.ini"), tmp_path / "pytest.ini")
     (tmp_path / "bin").mkdir(exist_ok=True)
     for tool in ("chromium", "podman"):  # stand-ins: what a command is, is told by its name
         (tmp_path / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
         (tmp_path / "bin" / tool).chmod(0o755)
-    (tmp_path / "test_probe.py").write_text(PROBE.format(gevent="import locust  # gevent's subprocess" if gevent else ""))
+    (tmp_path / "test_probe.py").write_text(source.format(gevent="import locust  # gevent's subprocess" if gevent else ""))
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-rA", *args,
-                           "test_probe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+                           "test_probe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, **(env or {})})  # fmt: skip
 
 
-@pytest.mark.parametrize("gevent", [True, False], ids=["gevent", "standard"])
-def test_a_test_that_starts_more_than_its_marks_say_fails_naming_the_mark(tmp_path, gevent):
-    out = probe(tmp_path, gevent).stdout
+@pytest.mark.parametrize("gevent, args", [(True, ()), (False, ()), (True, ("-n", "2"))], ids=["gevent", "standard", "gevent-xdist"])
+def test_a_test_that_starts_more_than_its_marks_say_fails_naming_the_mark(tmp_path, gevent, args):
+    out = probe(tmp_path, gevent, *args).stdout
     outcomes = {test: result for result, test in re.findall(r"^(PASSED|FAILED) test_probe.py::(\w+)", out, re.M)}
     assert outcomes == {
         "test_unit_computes": "PASSED", "test_unit_starts_python": "FAILED",
@@ -83,3 +86,41 @@ def test_a_test_that_starts_more_than_its_marks_say_fails_naming_the_mark(tmp_pa
 def test_unit_selects_the_tests_without_a_mark(tmp_path):
     out = probe(tmp_path, False, "-m", "unit", "--collect-only", "-q").stdout
     assert re.findall(r"test_probe.py::(\w+)", out) == ["test_unit_computes", "test_unit_starts_python"], out
+
+
+TURNS = '''
+import json, os, time
+import pytest
+{gevent}
+
+def log(name):
+    with open(os.environ["TURNS_LOG"], "a") as f:
+        f.write(json.dumps([name, time.time()]) + "\\n")
+        time.sleep(1)
+        f.write(json.dumps([name, time.time()]) + "\\n")
+
+@pytest.mark.parametrize("i", range(6))
+def test_side(i):
+    log(f"side{{i}}")
+
+@pytest.mark.alone
+@pytest.mark.parametrize("i", range(2))
+def test_alone(i):
+    log(f"alone{{i}}")
+'''
+
+
+def test_an_alone_test_runs_while_no_other_test_does_and_the_others_side_by_side(tmp_path):
+    out = probe(tmp_path, True, "-n", "3", "--dist", "load", source=TURNS, env={"TURNS_LOG": str(tmp_path / "turns.log")})
+    assert out.returncode == 0 and "8 passed" in out.stdout, out.stdout[-3000:]
+    spans = {}
+    for name, t in (json.loads(line) for line in (tmp_path / "turns.log").read_text().splitlines()):
+        spans.setdefault(name, []).append(t)
+    assert len(spans) == 8 and all(len(s) == 2 for s in spans.values()), spans
+
+    def beside(name):
+        (start, end) = spans[name]
+        return [other for other, (s, e) in spans.items() if other != name and s < end and start < e]
+
+    assert not beside("alone0") and not beside("alone1"), spans
+    assert any(beside(f"side{i}") for i in range(6)), spans  # and the others did run side by side

@@ -168,6 +168,7 @@ def test_replay_is_cut_by_run_time(tmp_path):
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_two_workers_replay_a_trace_on_one_clock(tmp_path):
     """A 30 s trace at ~20 requests/s (Poisson, ~600 requests) over two workers: each request
     once, request i by process i mod 2, at its logged time; P99 schedule lag under 50 ms (a

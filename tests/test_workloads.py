@@ -36,6 +36,7 @@ def samples(spec) -> list[Request]:
 # --------------------------------------------------------------------- default spec
 
 
+@pytest.mark.alone
 def test_default_spec_loads(spec):
     assert spec.name == "reference-mix"
     assert spec.class_weights() == [("short", 0.4), ("medium", 0.4), ("long", 0.2)]
@@ -49,6 +50,7 @@ def test_default_spec_loads(spec):
     assert len(spec.describe_classes()) == 3
 
 
+@pytest.mark.alone
 def test_load_cost_visible():
     t0 = time.perf_counter()
     s = load_spec(DEFAULT_SPEC_PATH)
