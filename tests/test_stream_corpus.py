@@ -251,6 +251,7 @@ def _post(client) -> Exchange:
     return ex
 
 
+@pytest.mark.alone
 def test_request_on_a_kept_alive_connection_the_server_closed_is_sent_again():
     server = _ClosingServer(answers=3)
     client = StreamClient(f"http://127.0.0.1:{server.port}", Timeouts(connect=2, first_token=5, idle=5, total=20), {})

@@ -188,6 +188,7 @@ def test_iteration_protocol(spec):
 # --------------------------------------------------------------------- speed
 
 
+@pytest.mark.alone
 def test_sampler_speed(spec):
     s = Sampler(spec, seed=0)
     s.sample(1000)  # warm up
