@@ -125,6 +125,15 @@ def pytest_runtest_protocol(item, nextitem):
 # simulator's schedule, TTFT against the truth log, an open-loop rate, the client's self-health).
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads -n
+def pytest_cmdline_main(config):
+    """`-m unit` runs in one process unless -n is given: its tests compute rather than wait, and
+    each extra process would import every test module again (twice the CPU time)."""
+    explicit = config.invocation_params.args
+    if config.option.markexpr == "unit" and not any(str(a).startswith(("-n", "--numprocesses")) for a in explicit):
+        config.option.numprocesses = 0
+
+
 class _Turns:
     """Whose turn it is among the run's processes: any number of tests side by side, or one alone
     test. A test holds `turn` shared, an alone test exclusive (flock(2)); each takes `gate` while

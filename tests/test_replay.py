@@ -22,6 +22,8 @@ from tests.helpers import free_port, read_results, run_locust, simulator, start_
 from tests.test_sessions import CaptureServer
 from workloads.__main__ import main as workloads_cli
 
+pytestmark = pytest.mark.alone  # arrival and schedule timings: tests/conftest.py
+
 
 def write_trace(path, rows, header=None):
     with open(path, "w", encoding="utf-8") as f:
@@ -168,7 +170,6 @@ def test_replay_is_cut_by_run_time(tmp_path):
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_two_workers_replay_a_trace_on_one_clock(tmp_path):
     """A 30 s trace at ~20 requests/s (Poisson, ~600 requests) over two workers: each request
     once, request i by process i mod 2, at its logged time; P99 schedule lag under 50 ms (a

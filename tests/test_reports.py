@@ -84,6 +84,7 @@ def charts_in(html: str) -> list[str]:
 
 
 @pytest.mark.process
+@pytest.mark.alone  # its runs' TTFT (x 1.2 told apart) is made by the module's fixture
 def test_report_built_at_the_end_of_the_run(runs):
     proc = runs["base_proc"]
     log = proc.stdout + proc.stderr
@@ -93,6 +94,7 @@ def test_report_built_at_the_end_of_the_run(runs):
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_report_has_every_chart_and_the_contract(runs):
     path = runs["base"]
     with open(os.path.join(path, "report.html"), encoding="utf-8") as f:
@@ -126,6 +128,7 @@ def test_report_has_every_chart_and_the_contract(runs):
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_show_prints_the_summary_table(runs):
     proc = reports_cli("show", runs["base"])
     assert proc.returncode == 0, proc.stderr
@@ -148,6 +151,7 @@ def test_build_and_show_errors_are_one_line(tmp_path):
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_compare_same_setup_passes(runs):
     for base, new in (("base", "same"), ("same", "base")):
         out = os.path.join(runs["results"], f"cmp-{base}-{new}")
@@ -160,6 +164,7 @@ def test_compare_same_setup_passes(runs):
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_compare_slower_prefill_fails_naming_the_metric(runs):
     proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "ttft.p95>+10%")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -177,6 +182,7 @@ def test_compare_slower_prefill_fails_naming_the_metric(runs):
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_compare_refuses_runs_of_different_loads_or_workloads_naming_them(runs, tmp_path):
     """A copy of `same` whose run.json says 40 users and another workload: refused with one line
     naming both differences (exit 2, nothing written); --allow-different compares them, the
@@ -206,6 +212,7 @@ def test_compare_refuses_runs_of_different_loads_or_workloads_naming_them(runs, 
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_compare_values_equal_the_summary(runs):
     from reports.compare import compare
 
@@ -241,6 +248,7 @@ def test_compare_values_equal_the_summary(runs):
         ("nosuchclass.ttft.p95>+10%", "'nosuchclass' is not a request class"),
     ],
 )
+@pytest.mark.alone
 def test_bad_rule_is_one_line_exit_2(runs, rule, words):
     proc = reports_cli("compare", runs["base"], runs["same"], "--fail-on", f"ttft.p95>+10%,{rule}")
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -250,6 +258,7 @@ def test_bad_rule_is_one_line_exit_2(runs, rule, words):
 
 
 @pytest.mark.process
+@pytest.mark.alone
 def test_class_qualified_and_absolute_rules(runs, tmp_path):
     """...and each rule's change is written the same way in the console, compare.md and JUnit: with
     its unit, a share's change in points (one formatter; the console and compare.md wrote '+12.34%'

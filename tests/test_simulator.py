@@ -338,6 +338,7 @@ def test_sim_t_only_when_asked(fast):
 
 
 # ---------------------------------------------------------------- truth and metrics
+@pytest.mark.alone
 def test_metrics_and_truth_log_match_client(tmp_path):
     sim = start_sim(tmp_path, profile=FAST_FIXED)
     try:

@@ -23,6 +23,8 @@ from metrics.sse import parse_stream
 from metrics.timing import fill_record
 from users.stream import Exchange, StreamClient, Timeouts
 
+pytestmark = pytest.mark.alone  # arrival and schedule timings: tests/conftest.py
+
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
@@ -133,7 +135,6 @@ def test_role_only_first_chunk_does_not_count_and_usage_gives_tokens():
     assert all(0.04 < g < 0.09 for g in gaps), gaps
 
 
-@pytest.mark.alone
 def test_each_event_is_timed_when_it_arrives_not_batched():
     script = [(0, HEAD)] + [(0.03, chunked(sse(content(f"t{i}")))) for i in range(10)]
     script.append((0, chunked(sse(content("", "length")) + b"data: [DONE]\n\n") + END))
@@ -146,7 +147,6 @@ def test_each_event_is_timed_when_it_arrives_not_batched():
     assert max(lags) < 0.005, lags
 
 
-@pytest.mark.alone
 def test_first_token_with_the_head_is_stamped_on_arrival_not_when_the_loop_gets_to_it():
     """A server sends its head with the first token while the client's event loop is held (here
     40 ms by a blocking call, as a busy process would): the head's read is stamped by the kernel

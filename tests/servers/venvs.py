@@ -110,20 +110,46 @@ def ensure_venv(name: str) -> Path:
         log(f"building {venv_dir(name)} from {spec['requirements'].name} ...")
         shutil.rmtree(venv_dir(name), ignore_errors=True)
         # The base interpreter, not the suite's venv: a venv made from inside a venv is fine.
-        _run([sys.executable, "-m", "venv", str(venv_dir(name))], 120)
+        _run([sys.executable, "-m", "venv", *(["--without-pip"] if _uv() else []), str(venv_dir(name))], 120)
         py = str(venv_python(name))
-        _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(spec["requirements"])], INSTALL_TIMEOUT_S)
+        _run([*_installer(py, "install"), "-r", str(spec["requirements"])], INSTALL_TIMEOUT_S)
         if spec["remove"]:
-            _run([py, "-m", "pip", "uninstall", "--quiet", "-y", *spec["remove"]], 300)
+            _run([*_installer(py, "uninstall"), *spec["remove"]], 300)
         _run([py, "-c", spec["check"]], 300, env=venv_env(name))
         stamp.write_text(key + "\n")
         log(f"{venv_dir(name)} ready in {time.monotonic() - t0:.0f} s")
     return venv_python(name)
 
 
+def _uv() -> str | None:
+    return shutil.which("uv") or shutil.which("uv", path=os.path.dirname(sys.executable))
+
+
+def _installer(py: str, verb: str) -> list[str]:
+    """uv when it is installed (requirements-dev.txt pins it: it installs torch and transformers
+    in a fraction of pip's time, most of it downloading), else the venv's pip. uv reads none of
+    pip's configuration, so the find-links, indexes and constraints pip is configured with (`pip
+    config list`; on this project's machines, a local CPU build of torch) are passed on, and
+    like pip it takes the best version from any of them."""
+    uv = _uv()
+    if uv is None:
+        return [py, "-m", "pip", verb, "--quiet", "--disable-pip-version-check", *(["-y"] if verb == "uninstall" else [])]
+    if verb == "uninstall":
+        return [uv, "pip", "uninstall", "--quiet", "--python", py]
+    config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    options = {"find-links": "--find-links", "index-url": "--index-url", "extra-index-url": "--extra-index-url",
+               "constraint": "--constraint"}  # fmt: skip
+    pairs = []
+    for line in config.splitlines():  # e.g. global.find-links='/opt/wheels'
+        key, _, value = line.partition("=")
+        option = options.get(key.rsplit(".", 1)[-1])
+        pairs += [(option, v) for v in value.strip("'\"").split() if option]
+    flags = [word for pair in dict.fromkeys(pairs) for word in pair]
+    return [uv, "pip", "install", "--quiet", "--python", py, "--index-strategy", "unsafe-best-match", *flags]
+
+
 def ensure_converter() -> Path:
     """llama.cpp's convert_hf_to_gguf.py with its conversion/ and gguf-py/ folders."""
-    py = ensure_venv("servers")
     out = CACHE / "llamacpp-convert"
     stamp = out / ".built"
     if stamp.exists() and stamp.read_text().strip() == LLAMA_CPP_PYTHON:
@@ -135,7 +161,7 @@ def ensure_converter() -> Path:
         log(f"downloading the {LLAMA_CPP_PYTHON} source package for llama.cpp's converter ...")
         shutil.rmtree(out, ignore_errors=True)
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-            _run([str(py), "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps", "-d", tmp, LLAMA_CPP_PYTHON], 900)
+            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps", "-d", tmp, LLAMA_CPP_PYTHON], 900)
             sdist = next(Path(tmp).glob("*.tar.gz"))
             staging = Path(tmp) / "convert"
             with tarfile.open(sdist) as tar:
