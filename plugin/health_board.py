@@ -155,7 +155,7 @@ class HealthBoard:
         need = self.workers_needed()
         saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
         return (
-            f"{len(bound)} of {len(states)} worker processes passed the accuracy limits: this load needs "
+            f"{len(bound)} of {len(states)} worker processes went past the accuracy limits: this load needs "
             f"{'at least ' if saturated else 'about '}{need} worker processes (ceil({len(states)} x peak CPU demand / "
             f"{self.limits.target_cpu_pct:g} %)), e.g. --processes {need} or --expect-workers {need}, or less load per worker."
         )

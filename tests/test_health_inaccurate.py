@@ -135,3 +135,12 @@ def test_seconds_of_the_warm_up_are_not_judged():
     for i in range(10):
         m._add_sample(_second(92.0, 100.0, 0.05, 1010.0 + i))
     assert m.state()["bound"]
+
+
+def test_the_advice_says_a_bound_worker_went_past_its_limits():
+    """'1 of 1 worker processes passed the accuracy limits' read as if it had met them: it went past
+    them (the summary's advice, the report's warning and the knee's diagnosis quote it)."""
+    board = HealthBoard()
+    board.reset(Limits())
+    board.update("w", {"bound": True, "cpu_p95": 90.0, "demand_p95": 90.0}, [])
+    assert board.advice().startswith("1 of 1 worker processes went past the accuracy limits: this load needs about 2 "), board.advice()

@@ -46,7 +46,7 @@ def client_health(env) -> dict:
     each worker without its recent samples. `checks` holds every value the card shows with its
     limit (the worst over the workers: CPU p95, loop lag p99, token lag p99 when measured) and
     whether it is over. `state` is the snapshot's own when it has one, else "client bound" (a
-    worker passed the accuracy limits, sustained while busy), "over limit" (a value is above its
+    worker went past the accuracy limits, sustained while busy), "over limit" (a value is above its
     limit, not sustained), "contended" (late while idle: other processes took the CPU), "ok"
     (every value within its limit), or "unknown" (no monitor, or no sample yet)."""
     health = env.llm.plugin(Health)
