@@ -22,7 +22,7 @@ import gevent
 
 from metrics.percentiles import percentiles
 from metrics.record import FIELD_NAMES, NOT_SERVER_FAILURES
-from plugin.state import Plugin, role_of, state_of
+from plugin.state import Plugin, state_of
 
 log = logging.getLogger("llm")
 
@@ -37,9 +37,9 @@ class Console(Plugin):
         self.greenlet = None
         self.ran = False
 
-    def init(self, environment) -> None:
+    def results_init(self, environment) -> None:
         opts = environment.parsed_options
-        if opts.headless and role_of(environment) != "worker" and not state_of(environment).plan.locust_tables:
+        if opts.headless and not state_of(environment).plan.locust_tables:
             # Locust starts its periodic table after init, unless --only-summary
             opts.only_summary = True
 
@@ -98,10 +98,10 @@ class Console(Plugin):
     def run_stopping(self, run) -> None:
         self._stop()
 
-    def quitting(self, environment) -> None:
+    def results_quitting(self, environment) -> None:
         self._stop()
         opts, state = environment.parsed_options, state_of(environment)
-        if not self.ran or not opts.headless or role_of(environment) == "worker" or (state.plan is not None and state.plan.locust_tables):
+        if not self.ran or not opts.headless or (state.plan is not None and state.plan.locust_tables):
             return
         if getattr(opts, "json", False) or getattr(opts, "json_file", None):
             return  # Locust prints JSON instead of the tables: nothing to leave out

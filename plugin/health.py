@@ -19,82 +19,80 @@ import time
 from plugin import events as llm_events
 from plugin.health_board import REPORT_KEY, HealthBoard
 from plugin.health_monitor import HealthMonitor, Limits
-from plugin.state import Plugin, role_of
+from plugin.state import Plugin
 
 FINAL_MESSAGE = "llm_health_final"
 
 
 class Health(Plugin):
     """Self-health on every load process: a monitor per run where users run, a board where results
-    are written (the master gathers its workers' reports; a local run watches itself)."""
+    are written (the master gathers its workers' reports; a local run's board watches its own monitor)."""
 
     def __init__(self):
-        self.monitor: HealthMonitor | None = None  # this process's, while a run is on
-        self.board: HealthBoard | None = None  # master, local
-
-    def init(self, environment) -> None:
-        if role_of(environment) != "worker":
-            self.board = HealthBoard()
-        if role_of(environment) == "master":
-            runner = environment.runner
-            runner.register_message(FINAL_MESSAGE, lambda msg, **kw: self.board._ingest(msg.node_id, msg.data, runner))
-
-    def report_to_master(self, environment, data) -> None:
-        m = self.monitor
-        if m is not None:
-            data[REPORT_KEY] = {"state": m.state(), "samples": m.take_unsent()}
-
-    def worker_report(self, environment, client_id, data) -> None:
-        self.board.on_worker_report(client_id, data, environment.runner)
-
-    def test_start(self, environment) -> None:
-        role = role_of(environment)
-        limits = Limits.from_plan(environment.llm.plan.health)
-        if self.board is not None:
-            self.board.reset(limits)
-        if role == "master":
-            return
-        self._stop_monitor()
-        token_lag = environment.llm.plan.sim_timestamps
-        name = "local" if role == "local" else f"{os.uname().nodename}-{os.getpid()}"
-        runner = environment.runner
-        index = runner.worker_index if role == "worker" and runner is not None else 0
-        monitor = HealthMonitor(limits, token_lag, name, index, warmup_s=environment.llm.plan.warmup_s)
-        if token_lag:
-            llm_events.stream_parsed.add_listener(monitor.on_parsed)
-        if role == "local":
-            self.board.local = monitor
-            monitor.on_sample = self.board.on_local_sample
-        monitor.start()
-        self.monitor = monitor
+        self.monitor: HealthMonitor | None = None  # the load process's own, while a run is on
+        self.board: HealthBoard | None = None  # the results process's
 
     def snapshot(self) -> dict | None:
         """The live state the web UI shows: the board's (master, local) or the monitor's."""
         source = self.board if self.board is not None else self.monitor
         return source.snapshot() if source is not None else None
 
-    def test_stopping(self, environment) -> None:
-        """A worker's last word, sent before its final records so it reaches the summary."""
-        m = self.monitor
-        if m is not None:
-            m.count_until = time.perf_counter()
-        if m is not None and role_of(environment) == "worker":
-            environment.runner.send_message(FINAL_MESSAGE, {"state": m.state(), "samples": m.take_unsent()})
+    # -- the results process: the board ----------------------------------------------------------
+    def results_init(self, environment) -> None:
+        board = self.board = HealthBoard()
+        runner = environment.runner
+        runner.register_message(FINAL_MESSAGE, lambda msg, **kw: board._ingest(msg.node_id, msg.data, runner))
+
+    def run_starting(self, run) -> None:
+        self.board.reset(Limits.from_plan(run.plan.health))
+
+    def worker_report(self, environment, client_id, data) -> None:
+        self.board.on_worker_report(client_id, data, environment.runner)
 
     def run_stopping(self, run) -> None:
         board = self.board
-        if board is not None:
-            if board.local is not None:
-                board.on_local_sample(board.local)
-            run.summary_extra["client_bound"] = board.summary()
+        if board.local is not None:
+            board.on_local_sample(board.local)
+        run.summary_extra["client_bound"] = board.summary()
 
-    def test_stop(self, environment) -> None:
+    def run_finished(self, run, summary) -> None:
         board = self.board
-        if board is not None:
-            if board.local is not None:
-                board.on_local_sample(board.local)
-                board.local = None
-            board.running = False
+        if board.local is not None:
+            board.on_local_sample(board.local)
+            board.local = None
+        board.running = False
+
+    # -- the load process: the monitor -----------------------------------------------------------
+    def load_started(self, environment) -> None:
+        plan = environment.llm.plan
+        self._stop_monitor()
+        # a worker's index (a late joiner's runner is not set yet: its master knows it anyway)
+        index = getattr(environment.runner, "worker_index", 0)
+        monitor = HealthMonitor(Limits.from_plan(plan.health), plan.sim_timestamps, f"{os.uname().nodename}-{os.getpid()}",
+                                index, warmup_s=plan.warmup_s)  # fmt: skip
+        if plan.sim_timestamps:
+            llm_events.stream_parsed.add_listener(monitor.on_parsed)
+        if self.board is not None:  # a local run: its own board watches the monitor, every sample
+            self.board.watch_local(monitor)
+        monitor.start()
+        self.monitor = monitor
+
+    def report_to_master(self, environment, data) -> None:
+        m = self.monitor
+        if m is not None:
+            data[REPORT_KEY] = {"state": m.state(), "samples": m.take_unsent()}
+
+    def load_stopping(self, environment) -> None:
+        """The monitor stops counting; a monitor whose board is its master's sends its last word,
+        before its final records, so it reaches the summary."""
+        m = self.monitor
+        if m is None:
+            return
+        m.count_until = time.perf_counter()
+        if self.board is None:
+            environment.runner.send_message(FINAL_MESSAGE, {"state": m.state(), "samples": m.take_unsent()})
+
+    def load_stopped(self, environment) -> None:
         self._stop_monitor()
 
     def _stop_monitor(self) -> None:

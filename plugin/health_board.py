@@ -61,6 +61,12 @@ class HealthBoard:
             self.warned_inaccurate.add(key)
             log.warning("%s", self._inaccurate_line(state))
 
+    def watch_local(self, monitor: HealthMonitor) -> None:
+        """A local run: the board takes every sample of its own process's monitor, named "local"."""
+        monitor.name = "local"
+        self.local = monitor
+        monitor.on_sample = self.on_local_sample
+
     def on_local_sample(self, monitor: HealthMonitor) -> None:
         self.update(monitor.name, monitor.state(), monitor.take_unsent())
 

@@ -10,7 +10,8 @@ Roles:
 Every run's plan (plugin/plan.py) is built once, before a user spawns: at init (headless) or by the
 web form's check (webui/start_check.py); test start runs it, and a master sends it to its workers
 with the workload. locustfile.py calls `install(...)` once with the plugins in the order their
-hooks run. The results side of a run is plugin/run.py.
+hooks run; each event calls the hooks of its sides (results, load: plugin/state.py), and a process
+runs those of its role's sides. The results side of a run is plugin/run.py.
 
 When a run goes wrong (docs/failures.md "When a run goes wrong"):
   SIGINT / SIGTERM   (plugin/interrupts.py) the run stops at once: streams in flight are cut and recorded as `stopped`,
@@ -87,8 +88,7 @@ def _on_init(environment, runner, **_kw) -> None:
     # Locust fires `quitting` in reverse order of the listeners: this one, added after the runner's
     # own, runs before it (a master's runner would otherwise end the run as if it had finished)
     environment.events.quitting.add_listener(lambda environment, **kw: interrupts.interrupt(environment))
-    for p in _plugins:
-        p.init(environment)
+    state.call("results_init", environment)
 
 
 def _init_results_side(environment, runner, state: SuiteState) -> None:
@@ -135,8 +135,7 @@ def _on_worker_report(environment, client_id, data) -> None:
     state = state_of(environment)
     if state.run is not None and state.run.collector is not None:
         state.run.collector.on_worker_report(client_id, data)
-    for p in _plugins:
-        p.worker_report(environment, client_id, data)
+    state.call("worker_report", environment, client_id, data)
 
 
 def _worker_failed(environment, msg) -> None:
@@ -194,13 +193,12 @@ def _on_test_start(environment, **_kw) -> None:
     else:
         ctx = state.context = RunContext(plan, state.inputs, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment)
         ctx.finisher = Finisher(ctx, environment)
-    for p in _plugins:
-        p.test_start(environment)
+    state.call("run_starting", run)
     if state.role == "master":  # the plan and its inputs travel to the workers with Locust's spawn messages
         run_start.send(environment, RunStart.of(plan, state.inputs, run_id=run.run_id, started=run.started,
                                                 processes=run.processes, shared=state.shared))  # fmt: skip
-    for p in _plugins:
-        p.run_started(run)
+    state.call("load_started", environment)  # a local process runs the users too
+    state.call("run_started", run)
     log.info("run %s: %s; results in %s", run.run_id, plan.summary_line(), run.writer.path)
 
 
@@ -209,8 +207,7 @@ def _on_test_stopping(environment, **_kw) -> None:
     state = state_of(environment)
     if state is None:
         return
-    for p in _plugins:
-        p.test_stopping(environment)
+    state.call("load_stopping", environment)
     if state.context is not None:
         state.context.stopping.set()
     run = state.run
@@ -231,8 +228,7 @@ def _on_test_stop(environment, **_kw) -> None:
     if state is None:
         return
     worker.close_users(environment)
-    for p in _plugins:
-        p.test_stop(environment)
+    state.call("load_stopped", environment)
     run = state.run
     if run is not None:
         run.finish()
@@ -255,7 +251,6 @@ def _on_quitting(environment, **_kw) -> None:
     run = state.run
     if run is not None and not run.finished:
         run.finish()
-    for p in _plugins:
-        p.quitting(environment)
+    state.call("results_quitting", environment)
     if state.simulator is not None:
         gevent.spawn(state.simulator.stop).join(10)

@@ -61,7 +61,7 @@ from prometheus_client.metrics_core import Metric
 
 from metrics.record import ERROR_CLASSES, FIELD_NAMES
 from plugin.interrupts import fail
-from plugin.state import Plugin, role_of
+from plugin.state import Plugin
 
 log = logging.getLogger("llm.prometheus")
 
@@ -286,8 +286,8 @@ class Prometheus(Plugin):
         self.server: MetricsServer | None = None
         self.linger_s = 0.0
 
-    def init(self, environment) -> None:
-        if role_of(environment) == "worker" or environment.parsed_options is None:
+    def results_init(self, environment) -> None:
+        if environment.parsed_options is None:
             return
         endpoint = environment.llm.plan.prometheus  # --prometheus-*, parsed with the run's plan at init
         port, host, self.linger_s = endpoint.port, endpoint.host, endpoint.linger_s
@@ -303,7 +303,7 @@ class Prometheus(Plugin):
         if self.server is not None:
             self.server.metrics.observe_rows(rows)
 
-    def quitting(self, environment) -> None:
+    def results_quitting(self, environment) -> None:
         """Last thing before the process exits: keep /metrics up --prometheus-linger longer, so a
         scraper (scrape interval below the linger) reads the final counts of a headless run."""
         if self.server is not None and self.linger_s > 0:

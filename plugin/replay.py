@@ -13,7 +13,7 @@ import time
 import gevent
 
 from shapes.arrivals import START_DELAY_S
-from plugin.state import Plugin, role_of
+from plugin.state import Plugin
 from shapes.replay import ReplaySchedule
 
 log = logging.getLogger("llm")
@@ -56,16 +56,14 @@ def end_run(environment) -> None:
 class ReplayEnd(Plugin):
     """On the master of a replayed trace: end the run once every worker sent its share."""
 
-    def init(self, environment) -> None:
-        if role_of(environment) == "master":
-            environment.runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))
+    def results_init(self, environment) -> None:
+        environment.runner.register_message(DONE_MESSAGE, lambda msg, **kw: _worker_done(environment, msg))
 
-    def test_start(self, environment) -> None:
-        state = environment.llm
-        if state.role != "master" or state.plan.replay is None:
+    def run_starting(self, run) -> None:
+        if run.plan.replay is None or run.collector is None:  # a local run's one process ends it itself (share_done)
             return
-        state.replay_done = set()
-        gevent.spawn(_watch_lost_workers, environment, state.plan.load)
+        run.environment.llm.replay_done = set()
+        gevent.spawn(_watch_lost_workers, run.environment, run.plan.load)
 
 
 def _worker_done(environment, msg) -> None:

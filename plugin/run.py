@@ -62,8 +62,7 @@ class Run:
     def _rows(self, rows) -> None:
         if self.search is not None:
             self.search.on_rows(rows)
-        for p in state_of(self.environment).plugins:
-            p.rows_recorded(self, rows)
+        state_of(self.environment).call("rows_recorded", self, rows)
 
     def stopping(self) -> None:
         if self.window_end is None:
@@ -80,8 +79,7 @@ class Run:
             lost = self.collector.lost_workers()
             if lost:
                 self.summary_extra["lost_work"] = {"requests_min": sum(lost.values()), "workers": lost}
-        for p in state_of(self.environment).plugins:
-            p.run_stopping(self)
+        state_of(self.environment).call("run_stopping", self)
         steps = self.plan.load.step_plan(self.search)  # the summary's steps (a search's as it decided them)
         from metrics.summary import format_table, summarize  # pandas, loaded only by the writing process
 
@@ -90,8 +88,7 @@ class Run:
         typed = summarize(table, self.window_start, self.window_end, run_start=self.started, plan=steps,
                           objectives=list(self.plan.slo), target_rate=self.plan.request_rate,
                           scheduled=self.scheduled())  # fmt: skip
-        for p in state_of(self.environment).plugins:
-            p.summary_computed(self, typed)
+        state_of(self.environment).call("summary_computed", self, typed)
         code, reasons = self.verdict(typed)
         complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
         reason = "; ".join(reasons) or None
@@ -123,8 +120,7 @@ class Run:
             exit_codes.raise_to(self.environment, exit_codes.RESULTS_NOT_WRITTEN)
         else:
             print(f"results: {writer.path}", flush=True)
-        for p in state_of(self.environment).plugins:
-            p.run_finished(self, summary)
+        state_of(self.environment).call("run_finished", self, summary)
         return summary
 
     def scheduled(self) -> int | None:

@@ -22,7 +22,7 @@ from core.errors import InputError
 from metrics.schema import LoadSetup, Setup
 from plugin.server import get_with_headers
 from plugin.server_metrics import public_url
-from plugin.state import Plugin, role_of
+from plugin.state import Plugin
 
 log = logging.getLogger("llm")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,8 +95,8 @@ ENGINE_PREFIXES = ("vllm:", "sglang:", "tgi_", "llamacpp:", "trtllm", "llm_simul
 def client_processes(environment) -> tuple[list[str], int]:
     """(hosts, processes running users): a master's workers (Locust names each HOSTNAME_ID), or
     this host and this process."""
-    clients = getattr(environment.runner, "clients", None)
-    if role_of(environment) == "master" and clients is not None:
+    clients = getattr(environment.runner, "clients", None)  # a master's runner only
+    if clients is not None:
         ids = [str(getattr(node, "id", key)) for key, node in clients.items()]
         return sorted({i.rsplit("_", 1)[0] for i in ids}), len(ids)
     return [socket.gethostname()], 1

@@ -5,22 +5,30 @@ its role, the current run's plan, the results side of the run (master or local),
 (worker or local), the built-in simulator, and the installed plugins.
 
 A plugin is a feature of a run (self-health, Prometheus, server scraping, reports, the web UI's
-LLM view). It overrides the hooks it needs; plugin/hooks.py calls every plugin's hook in the order
-locustfile.py installs them, never in import order:
+LLM view). It says what it does on each side of a run by the hooks it overrides; plugin/hooks.py
+calls every plugin's hook in the order locustfile.py installs them, never in import order, and
+`SuiteState.call` runs a hook only on a process of its side (from the process's role, decided
+once: a local process is both sides, a master the results side, a worker the load side):
 
-  init(environment)                 every process, at Locust's init (routes, messages, servers)
-  test_start(environment)           every process, once the run's plan is built (state.plan)
-  run_started(run)                  results process: the results folder exists
-  rows_recorded(run, rows)          results process: records arrived (each exactly once)
-  run_stopping(run)                 results process: load stopped; add sections to run.summary_extra
-  summary_computed(run, summary)    results process: the summary's figures are computed (its levels,
-                                    capacity), not yet written; add sections derived from them
-  run_finished(run, summary)        results process: summary.json is written (`summary`: its metrics.schema.Summary)
-  test_stopping(environment)        every process, as the run begins to stop
-  test_stop(environment)            every process, once users have stopped
-  report_to_master(environment, data)           worker: add to the report it sends every 3 s
+the results process (master, local): the results side of each run
+  results_init(environment)         at Locust's init: routes, servers, boards, messages from load processes
+  run_starting(run)                 test start: the plan and the results folder are fixed; what a plugin
+                                    puts in `state.shared` travels to the workers with the run
+  run_started(run)                  the workers were told; the run is on
+  rows_recorded(run, rows)          records arrived (each exactly once)
+  run_stopping(run)                 load stopped; add sections to run.summary_extra
+  summary_computed(run, summary)    the summary's figures are computed (its levels, capacity), not yet
+                                    written; add sections derived from them
+  run_finished(run, summary)        summary.json is written (`summary`: its metrics.schema.Summary)
   worker_report(environment, client_id, data)   master: a worker's report arrived
-  quitting(environment)             every process, before it exits
+  results_quitting(environment)     before the process exits
+
+the load process (worker, local): the users' side of each run
+  load_started(environment)         test start: the run's plan is this process's (state.plan), and
+                                    `state.shared` holds what the results side shared
+  load_stopping(environment)        the run begins to stop
+  load_stopped(environment)         its users have stopped
+  report_to_master(environment, data)           worker: add to the report it sends every 3 s
 """
 
 from __future__ import annotations
@@ -30,13 +38,18 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from metrics.schema import Summary
 
+RESULTS = "results"  # the side that writes results: its run's folder, summary and verdict
+LOAD = "load"  # the side that runs users
+SIDES = {"local": (RESULTS, LOAD), "master": (RESULTS,), "worker": (LOAD,)}
+
 
 class Plugin:
     """A feature of a run. Every hook is optional; see the module's docstring for when each runs."""
 
-    def init(self, environment) -> None: ...
+    # -- the results process ------------------------------------------------------------------
+    def results_init(self, environment) -> None: ...
 
-    def test_start(self, environment) -> None: ...
+    def run_starting(self, run) -> None: ...
 
     def run_started(self, run) -> None: ...
 
@@ -48,16 +61,26 @@ class Plugin:
 
     def run_finished(self, run, summary: "Summary") -> None: ...
 
-    def test_stopping(self, environment) -> None: ...
+    def worker_report(self, environment, client_id: str, data: dict) -> None: ...
 
-    def test_stop(self, environment) -> None: ...
+    def results_quitting(self, environment) -> None: ...
+
+    # -- the load process ---------------------------------------------------------------------
+    def load_started(self, environment) -> None: ...
+
+    def load_stopping(self, environment) -> None: ...
+
+    def load_stopped(self, environment) -> None: ...
 
     def report_to_master(self, environment, data: dict) -> None: ...
 
-    def worker_report(self, environment, client_id: str, data: dict) -> None: ...
 
-    def quitting(self, environment) -> None: ...
-
+# the side each hook belongs to: `SuiteState.call` runs it only on a process of that side
+HOOK_SIDES = {
+    **dict.fromkeys(("results_init", "run_starting", "run_started", "rows_recorded", "run_stopping", "summary_computed",
+                     "run_finished", "worker_report", "results_quitting"), RESULTS),
+    **dict.fromkeys(("load_started", "load_stopping", "load_stopped", "report_to_master"), LOAD),
+}  # fmt: skip
 
 P = TypeVar("P", bound=Plugin)
 
@@ -79,11 +102,12 @@ class SuiteState:
 
     def __init__(self, role: str, plugins: tuple[Plugin, ...]):
         self.role = role  # local | master | worker
+        self.sides = SIDES[role]  # the sides of a run this process is: which plugin hooks it runs
         self.plugins = plugins
         self.plan = None  # plugin.plan.RunPlan of the current (or next) run: built once per start, never rebuilt
         self.inputs = None  # plugin.run_start.RunInputs of that run (workload, trace, tokenizer), read once with its plan
         self.start = None  # worker: the plugin.run_start.RunStart its master sent with the run
-        self.shared: dict = {}  # results process: what its plugins tell the workers with the run (RunStart.shared)
+        self.shared: dict = {}  # what the results side's plugins share with the load side for the run (a worker's: RunStart.shared)
         self.run = None  # plugin.run.Run: the results side (master, local)
         self.context = None  # plugin.context.RunContext: the users' side (worker, local)
         self.simulator = None  # plugin.embedded.EmbeddedSimulator when no --host was given
@@ -114,6 +138,9 @@ class SuiteState:
         return None
 
     def call(self, hook: str, *args) -> None:
+        """Every plugin's `hook`, in their order, when this process is of the hook's side."""
+        if HOOK_SIDES[hook] not in self.sides:
+            return
         for p in self.plugins:
             getattr(p, hook)(*args)
 

@@ -54,8 +54,7 @@ def init_worker(environment, runner, state: SuiteState) -> None:
     def report(client_id, data):
         if state.context is not None:
             state.context.sink.on_report(data, state.context.in_flight)
-        for p in state.plugins:
-            p.report_to_master(environment, data)
+        state.call("report_to_master", environment, data)
 
     events.report_to_master.add_listener(report)
     state.own_results_dir = getattr(environment.parsed_options, "results_dir", None)  # before the master's arrives
@@ -137,12 +136,12 @@ def start_worker_run(environment, state: SuiteState) -> None:
     # the worker's own key wins: the master's travels in clear text with Locust's options (docs/security.md)
     plan = start.plan.with_api_key(os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or "")
     state.plan, state.inputs, state.start = plan, inputs, start
+    state.shared = start.shared  # what the master's plugins shared with the run (its load side reads it)
     if state.worker_ready:
         _open_run(environment, start, plan, inputs)
     else:  # joined a running test: finish once init has run (users wait for the context)
         gevent.spawn(_open_run_when_ready, environment, start, plan, inputs)
-    for p in state.plugins:
-        p.test_start(environment)
+    state.call("load_started", environment)
 
 
 def _open_run(environment, start, plan: RunPlan, inputs) -> None:

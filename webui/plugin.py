@@ -3,13 +3,14 @@ state and sampler (webui/view.py), the start form's check (webui/start_check.py)
 (webui/form.py), and the tracker of open streams on every load process of a web-UI run
 (webui/progress.py).
 
-Active only on the process that serves the web UI (the master, or a local run started without
---headless); workers and headless runs do nothing here.
+The view is on the results process that serves the web UI (the master, or a local run started
+without --headless); the load processes of such a run (its workers, or the local process) track
+their open streams for it; headless runs do nothing here.
 """
 
 from __future__ import annotations
 
-from plugin.state import Plugin, role_of, state_of
+from plugin.state import Plugin, state_of
 from webui.form import install_form_order
 from webui.progress import REPORT_KEY as PROGRESS_KEY
 from webui.progress import StreamTracker
@@ -21,11 +22,8 @@ LIVE_VIEW = "live_view"  # the master's web UI is on: its workers report their o
 
 
 def _live(state) -> bool:
-    """A worker: its master shows the run live (it said so with the run)."""
-    return state.start is not None and bool(state.start.shared.get(LIVE_VIEW))
-
-
-# -- wiring ---------------------------------------------------------------------------------------------
+    """The results side shows this run live (it said so with the run): the load side tracks its open streams."""
+    return bool(state.shared.get(LIVE_VIEW))
 
 
 class WebUI(Plugin):
@@ -36,24 +34,51 @@ class WebUI(Plugin):
         self.view: LiveView | None = None
         self.tracker: StreamTracker | None = None
 
-    def init(self, environment) -> None:
+    # -- the results process: the view ---------------------------------------------------------
+    def results_init(self, environment) -> None:
         web_ui = environment.web_ui
-        if web_ui is None or role_of(environment) == "worker":
+        if web_ui is None:
             return
         self.view = install(environment, web_ui)
         install_start_check(environment, web_ui)
         install_form_order(web_ui)
 
-    def test_start(self, environment) -> None:
+    def run_starting(self, run) -> None:
+        if self.view is not None:  # the load processes track their open streams (a worker's travel with the run)
+            state_of(run.environment).shared[LIVE_VIEW] = True
+
+    def run_started(self, run) -> None:
+        if self.view is not None:
+            self.view.on_run_started(run)
+
+    def rows_recorded(self, run, rows) -> None:
+        if self.view is not None:
+            self.view.on_rows(run, rows)
+
+    def worker_report(self, environment, client_id, data) -> None:
+        if self.view is not None:
+            self.view.on_worker_report(client_id, data)
+
+    def run_finished(self, run, summary) -> None:
+        if self.view is not None:
+            self.view.on_run_finished(run, summary)
+
+    # -- the load process: the tracker of its open streams ---------------------------------------
+    def load_started(self, environment) -> None:
         state = state_of(environment)
-        if state.role == "master":
-            if self.view is not None:  # travels to the workers with the run (plugin/run_start.py)
-                state.shared[LIVE_VIEW] = True
-            return
-        live = self.view is not None if state.role == "local" else _live(state)
         self._stop_tracker()
-        if live:
+        if _live(state):
             self._tracker_for(state)
+
+    def report_to_master(self, environment, data) -> None:
+        if not _live(state_of(environment)):
+            return
+        tracker = self._tracker_for(state_of(environment))
+        if tracker is not None:  # the same call that cut the record batch: nothing is counted twice
+            data[PROGRESS_KEY] = tracker.collect()
+
+    def load_stopped(self, environment) -> None:
+        self._stop_tracker()
 
     def _tracker_for(self, state) -> StreamTracker | None:
         """This process's tracker over the run's context (a late-joining worker gets its context
@@ -75,29 +100,3 @@ class WebUI(Plugin):
             self.tracker = None
             if self.view is not None:
                 self.view.tracker = None
-
-    def report_to_master(self, environment, data) -> None:
-        if not _live(state_of(environment)):
-            return
-        tracker = self._tracker_for(state_of(environment))
-        if tracker is not None:  # the same call that cut the record batch: nothing is counted twice
-            data[PROGRESS_KEY] = tracker.collect()
-
-    def test_stop(self, environment) -> None:
-        self._stop_tracker()
-
-    def worker_report(self, environment, client_id, data) -> None:
-        if self.view is not None:
-            self.view.on_worker_report(client_id, data)
-
-    def run_started(self, run) -> None:
-        if self.view is not None:
-            self.view.on_run_started(run)
-
-    def rows_recorded(self, run, rows) -> None:
-        if self.view is not None:
-            self.view.on_rows(run, rows)
-
-    def run_finished(self, run, summary) -> None:
-        if self.view is not None:
-            self.view.on_run_finished(run, summary)
