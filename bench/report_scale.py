@@ -123,6 +123,7 @@ def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=ST
     """A results folder as the suite writes it: requests.parquet, summary.json, run.json; returns
     the summary (metrics.schema.Summary)."""
     from core.files import write_json
+    from metrics.run_info import RunInfo
     from plugin.run_info import package_versions
     from metrics.summary import summarize
 
@@ -139,12 +140,12 @@ def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=ST
         summary = summarize(table, start, end)
     summary = summary.with_sections(run_id=run_id, complete=True)
     write_json(os.path.join(folder, "summary.json"), summary.model_dump())
-    write_json(os.path.join(folder, "run.json"), {
-        "run_id": run_id, "started_at": t0, "ended_at": t0 + duration, "host": "http://synthetic:8000",
-        "argv": ["locust", "--synthetic"], "versions": package_versions(), "role": "local", "records": table.num_rows,
-        "options": {"model": "synthetic-7b", "steps": ",".join(map(str, steps)) if steps else "", "slo": slo, "seed": 1},
-        "complete": True,
-    })  # fmt: skip
+    info = RunInfo(
+        run_id=run_id, started_at=t0, ended_at=t0 + duration, host="http://synthetic:8000", argv=["locust", "--synthetic"],
+        versions=package_versions(), role="local", records=table.num_rows, complete=True,
+        options={"model": "synthetic-7b", "steps": ",".join(map(str, steps)) if steps else "", "slo": slo, "seed": 1},
+    )  # fmt: skip
+    write_json(os.path.join(folder, "run.json"), info.dump())
     return summary
 
 

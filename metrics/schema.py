@@ -487,41 +487,6 @@ class Summary(_Model):
         return Summary.model_validate({**self.model_dump(), **sections})
 
 
-class RunInfo(BaseModel):
-    """run.json: what ran (plugin/results.py writes it at the start and again at the end). Known keys
-    typed; a key a newer writer adds is kept. Written by the suite, so every key has a default: a
-    folder recovered from parts may lack the end's."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str = ""
-    started_at: float | None = None
-    ended_at: float | None = None
-    argv: list[str] = []
-    versions: dict[str, Any] = {}
-    host: str | None = None
-    role: str | None = None
-    plan: dict[str, Any] = {}  # plugin.plan.RunPlan.record(): the validated plan, the API key left out
-    options: dict[str, Any] = {}  # Locust's options as given, secrets removed
-    workload: dict[str, Any] | None = None  # name, path, hash, classes
-    complete: bool | None = None
-    reason: str | None = None
-    records: int | None = None
-    files: dict[str, dict[str, Any]] = {}  # what each results file held when written: rows, bytes, SHA-256
-
-    @property
-    def model(self) -> str | None:
-        """The model requested: the plan's (a model the server named is filled in there)."""
-        return self.plan.get("model") or None
-
-    @property
-    def closed_loop_users(self) -> int | None:
-        """Locust's -u of a run whose load is that user count (no load model of its own)."""
-        users = self.options.get("num_users")
-        kind = (self.plan.get("load") or {}).get("kind", "closed")
-        return int(users) if isinstance(users, (int, float)) and kind == "closed" else None
-
-
 def as_summary(data: Summary | dict) -> Summary:
     """A Summary from itself or from its JSON form (a dict, as json.load gives it)."""
     return data if isinstance(data, Summary) else Summary.model_validate(data)
@@ -565,7 +530,7 @@ __all__ = [
     "SCHEMA_VERSION", "Summary", "Block", "Step", "Distribution", "Requests", "Throughput", "Goodput", "Tokens",
     "Verdict", "Slo", "LevelVerdict", "ObjectiveEvidence", "Embeddings", "Window", "Records", "Capacity", "Setup",
     "LoadSetup", "OpenLoop", "LevelEvidence", "KneeDiagnosis", "ClientBound", "WorkerAccount", "LostWork", "ServerScrapes", "GpuFigures", "GpuDevice",
-    "GpuSection", "RunInfo", "as_summary",
+    "GpuSection", "as_summary",
     "load_summary",
     "parse_summary",
 ]  # fmt: skip

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from core.files import file_digest
 from metrics.record import ARROW_SCHEMA, rows_to_table
+from metrics.run_info import FileCheck
 
 RECORDS = "requests.parquet"
 PARTS = "requests.parts"
@@ -38,10 +39,10 @@ def read_parts(parts_path: str) -> list[pa.Table]:
     return [read_records(p) for p in part_files(parts_path)]
 
 
-def records_check(path: str, rows: int) -> dict:
+def records_check(path: str, rows: int) -> FileCheck:
     """What run.json records of requests.parquet (`files`): its rows, size and SHA-256, checked by
     every reader (reports/data.py) before it reads a value."""
-    return {"rows": rows, **file_digest(path)}
+    return FileCheck(rows=rows, **file_digest(path))
 
 
 def join_parts(parts_path: str, records_path: str) -> int:

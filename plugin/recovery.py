@@ -13,18 +13,21 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from core.files import write_json
 from metrics.record import ARROW_SCHEMA
+from metrics.run_info import RunInfo
 from plugin.record_files import PARTS, RECORDS, UNSHIPPED, part_files, read_records, records_check
 
 
-def _read_run(path: str) -> dict:
+def _read_run(path: str) -> RunInfo | None:
+    """The folder's run.json; None when it has none that can be read."""
     try:
         with open(os.path.join(path, "run.json"), encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return {}
+            return RunInfo.model_validate(json.load(f))
+    except (OSError, json.JSONDecodeError, ValidationError):
+        return None
 
 
 def _unshipped_files(path: str) -> list[str]:
@@ -47,7 +50,8 @@ def needs_recovery(path: str) -> bool:
     merged."""
     if part_files(os.path.join(path, PARTS)) and not _said_complete(path):
         return True
-    merged = set(_read_run(path).get("merged_unshipped") or ())
+    run = _read_run(path)
+    merged = set(run.merged_unshipped) if run is not None else set()
     return any(os.path.basename(p) not in merged for p in _unshipped_files(path))
 
 
@@ -59,11 +63,12 @@ def recover(path: str) -> dict:
     from metrics.summary import summarize
 
     run = _read_run(path)
+    known = run or RunInfo()
     parts_path, records = os.path.join(path, PARTS), os.path.join(path, RECORDS)
     parts = part_files(parts_path)
     if os.path.isdir(parts_path) or not os.path.isfile(records):
         tables = [read_records(p) for p in parts]
-        source = (f"the {len(parts)} part files on disk" if run.get("ended_at") else  # the writer ended, the disk full
+        source = (f"the {len(parts)} part files on disk" if known.ended_at else  # the writer ended, the disk full
                   f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)")  # fmt: skip
     else:
         tables = [read_records(records)]
@@ -79,23 +84,23 @@ def recover(path: str) -> dict:
     os.replace(tmp, records)
     shutil.rmtree(parts_path, ignore_errors=True)
 
-    plan = run.get("plan") or {}
-    started = run.get("started_at")
+    started = known.started_at
     wall = table.column("wall_send").to_numpy(zero_copy_only=False)
-    start = float(started) + float(plan.get("warmup_s") or 0.0) if started else (float(wall.min()) if len(wall) else 0.0)
+    start = float(started) + known.plan.warmup_s if started else (float(wall.min()) if len(wall) else 0.0)
     end = float(wall.max()) if len(wall) else start
-    earlier = run.get("reason") or ""
+    earlier = known.reason or ""
     reason = earlier if source == RECORDS and earlier.startswith("recovered") else f"recovered from {source}"
     if unshipped:
         reason += f", with {len(unshipped)} worker file(s) of records its master never acknowledged"
     if earlier and not earlier.startswith("recovered"):  # the writer's own (interrupted, lost worker)
         reason = f"{earlier}; {reason}"
-    missing = {"records_not_written": {"records": run["records_not_written"]}} if run.get("records_not_written") else {}
-    summary = summarize(table, start, max(start, end)).with_sections(run_id=str(run.get("run_id") or os.path.basename(path)),
+    missing = {"records_not_written": {"records": known.records_not_written}} if known.records_not_written else {}
+    summary = summarize(table, start, max(start, end)).with_sections(run_id=known.run_id or os.path.basename(path),
                                                                      complete=False, reason=reason, **missing)  # fmt: skip
     write_json(os.path.join(path, "summary.json"), summary.model_dump())
-    if run:
-        run.update(complete=False, reason=reason, records=table.num_rows, files={RECORDS: records_check(records, table.num_rows)},
-                   merged_unshipped=[os.path.basename(p) for p in unshipped])  # fmt: skip
-        write_json(os.path.join(path, "run.json"), run)
+    if run is not None:
+        run.complete, run.reason, run.records = False, reason, table.num_rows
+        run.files = {RECORDS: records_check(records, table.num_rows)}
+        run.merged_unshipped = [os.path.basename(p) for p in unshipped]
+        write_json(os.path.join(path, "run.json"), run.dump())
     return summary.model_dump()

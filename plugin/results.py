@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from core.files import write_json
 from core.sizes import format_size
 from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
+from metrics.run_info import RunInfo
 from plugin import exit_codes
 from plugin.record_files import PARTS, RECORDS, join_parts, os_reason, read_parts, read_records, records_check
 from plugin.results_folder import claim_folder, unlock_folder
@@ -60,9 +61,10 @@ NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a smaller file may still 
 
 
 class ResultsWriter:
-    """Owns one results folder: appends records, writes run.json and, at the end, summary.json."""
+    """Owns one results folder: appends records, writes run.json (`info`, completed at the end) and,
+    at the end, summary.json."""
 
-    def __init__(self, results_dir: str, run_id: str, run_info: dict, overwrite: bool = False):
+    def __init__(self, results_dir: str, run_id: str, info: RunInfo, overwrite: bool = False):
         self.run_id = run_id
         self.unwritten_limit = unwritten_limit()
         self.room_bytes = min(ROOM_BYTES, self.unwritten_limit // 2)  # rows handed over wait above it (wait_for_room)
@@ -70,7 +72,8 @@ class ResultsWriter:
         self.records_path = os.path.join(self.path, RECORDS)
         self.parts_path = os.path.join(self.path, PARTS)
         os.makedirs(self.parts_path, exist_ok=True)
-        self.run_info = {"run_id": run_id, "started_at": time.time(), "argv": public_argv(), "versions": package_versions(), **run_info}
+        self.info = info.model_copy(update={"run_id": run_id, "started_at": time.time(), "argv": public_argv(),
+                                            "versions": package_versions()})  # fmt: skip
         self._pending: list[tuple] = []
         self._written_callbacks: list = []  # called once the rows handed over with them are on disk
         self._pending_bytes = 0  # row_bytes of _pending
@@ -89,7 +92,7 @@ class ResultsWriter:
         self.on_rows = None  # called with every batch of rows as it arrives
         self.write_error: str | None = None  # the last write that failed; None once one succeeds again
         self.not_written: list[str] = []  # at the end: what could not be written
-        write_json(os.path.join(self.path, "run.json"), self.run_info)
+        write_json(os.path.join(self.path, "run.json"), self.info.dump())
         # Parts are written by a greenlet of the writer's own: whoever hands rows over (the
         # finisher of a local run, the master's message handler) never blocks on a write, and a
         # greenlet killed as the run stops cannot take rows with it or leave a write half done.
@@ -270,7 +273,7 @@ class ResultsWriter:
                                     "or file)")  # fmt: skip
         try:
             rows = join_parts(self.parts_path, self.records_path)
-            self.run_info["files"] = {RECORDS: records_check(self.records_path, rows)}
+            self.info.files = {RECORDS: records_check(self.records_path, rows)}
         except OSError as e:
             self.unjoined = f"{RECORDS} could not be written ({os_reason(e)}); the records are in {PARTS}/"
             self.not_written.append(f"{RECORDS} ({os_reason(e)}; the records are in {self.parts_path})")
@@ -298,11 +301,12 @@ class ResultsWriter:
             if self.rows_dropped:
                 sections["records_dropped"] = {"records": self.rows_dropped, "limit_bytes": self.unwritten_limit,
                                                "reason": self.dropped_why}  # fmt: skip
-                self.run_info["records_dropped"] = self.rows_dropped
+                self.info.records_dropped = self.rows_dropped
             summary = summary.with_sections(**sections)
-            self.run_info["records_not_written"] = missing
-        self.run_info.update(ended_at=time.time(), complete=complete, reason=reason, records=self.rows_written)
-        for name, data in (("summary.json", summary.model_dump()), ("run.json", self.run_info)):
+            self.info.records_not_written = missing
+        info = self.info
+        info.ended_at, info.complete, info.reason, info.records = time.time(), complete, reason, self.rows_written
+        for name, data in (("summary.json", summary.model_dump()), ("run.json", info.dump())):
             try:
                 write_json(os.path.join(self.path, name), data)
             except OSError as e:

@@ -10,6 +10,7 @@ import logging
 import time
 
 from core.errors import InputError
+from metrics.run_info import RunInfo
 from metrics.schema import Summary
 from plugin import exit_codes, gpu
 from plugin.context import load_workload
@@ -39,18 +40,10 @@ class Run:
         self.processes = environment.runner.worker_count if role_of(environment) == "master" else 1
         self.window_start = plan.load.window_start(self.started, plan.warmup_s)
         self.window_end: float | None = None
-        self.writer = ResultsWriter(
-            plan.results_dir,
-            self.run_id,
-            {
-                "host": public_url(environment.host) if environment.host else environment.host,
-                "plan": plan.record(),
-                "options": public_options(environment.parsed_options),
-                "workload": {"hash": spec.spec_hash, **spec.to_dict()},
-                "role": role_of(environment),
-            },
-            overwrite=plan.overwrite,
-        )
+        info = RunInfo(host=public_url(environment.host) if environment.host else environment.host, role=role_of(environment),
+                       plan=plan.record(), options=public_options(environment.parsed_options),
+                       workload={"hash": spec.spec_hash, **spec.to_dict()})  # fmt: skip
+        self.writer = ResultsWriter(plan.results_dir, self.run_id, info, overwrite=plan.overwrite)
         self.writer.on_rows = self._rows
         self.collector = None
         self.steps = None  # shapes.steps.StepPlan of a step ramp

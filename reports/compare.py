@@ -316,15 +316,13 @@ def identity(run: RunData) -> dict[str, str]:
     server (its URL; a server on this machine without its port: local servers and the built-in
     simulator take a free port each run) and model."""
     info = run.run
-    load = dict(info.plan.get("load") or {"kind": "closed"})
-    if load.get("kind") == "closed":  # the level of a closed loop is -u (the web form's user count)
-        load["users"] = info.options.get("num_users")
-    wl = info.workload or {}
+    load = info.load_level()  # a closed loop's level is -u (the web form's user count)
+    wl = info.workload
     parts = urlsplit(info.host or "")
     host = parts.hostname or ""
     server = f"{parts.scheme}://{host}{'' if host in LOOPBACK or not parts.port else f':{parts.port}'}{parts.path}"
     return {
-        "workload": f"{wl.get('name') or '?'} (hash {str(wl.get('hash') or '?')[:12]})",
+        "workload": f"{wl.name or '?'} (hash {wl.hash[:12] or '?'})" if wl is not None else "? (hash ?)",
         "load": ", ".join(f"{k} {v}" for k, v in load.items() if v is not None),
         "server": server.rstrip("/"),
         "model": info.model or "",

@@ -26,7 +26,8 @@ from core.files import file_digest
 from core.validation import describe
 from metrics.percentiles import percentile_by_group
 from metrics.record import ARROW_SCHEMA, NOT_SERVER_FAILURES
-from metrics.schema import RunInfo, Summary, load_summary
+from metrics.run_info import RunInfo
+from metrics.schema import Summary, load_summary
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 
 SCALARS = [
@@ -122,18 +123,17 @@ def _first_line(e: Exception) -> str:
 
 def check_records(records: str, run: RunInfo) -> int | None:
     """requests.parquet against what run.json recorded of it when it was written (`files`: rows,
-    bytes, SHA-256; plugin/results.py records_check): any changed byte is refused (InputError, one
-    line). Returns the recorded row count; None for a folder that recorded none (an older writer):
-    its pages' checksums and the values' ranges are still checked."""
+    bytes, SHA-256; plugin/record_files.py records_check): any changed byte is refused (InputError,
+    one line). Returns the recorded row count; None for a folder that recorded none (an older
+    writer): its pages' checksums and the values' ranges are still checked."""
     entry = run.files.get("requests.parquet")
-    if not isinstance(entry, dict) or not entry.get("sha256"):
+    if entry is None:
         return None
     digest = file_digest(records)
-    if digest["bytes"] != entry.get("bytes") or digest["sha256"] != entry["sha256"]:
+    if digest["bytes"] != entry.bytes or digest["sha256"] != entry.sha256:
         raise InputError(f"{records}: damaged or changed since the run wrote it (its SHA-256 differs from the one in "
                          "run.json); restore it from a copy")  # fmt: skip
-    rows = entry.get("rows")
-    return int(rows) if isinstance(rows, int) else None
+    return entry.rows
 
 
 def check_schema(records: str, schema: pa.Schema) -> None:

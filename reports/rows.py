@@ -345,7 +345,7 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
     ]
     wl = info.workload
     if wl is not None and summary.setup is None:
-        rows.append(("workload", f"{wl.get('name') or wl.get('path') or ''} hash {str(wl.get('hash', ''))[:12]}".strip()))
+        rows.append(("workload", f"{wl.name or wl.path} hash {wl.hash[:12]}".strip()))
     if summary.note:
         rows.append(("note", summary.note))
     connect = D.connection_setup(run)

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.errors import InputError
+from metrics.run_info import RunInfo
 from metrics.summary import summarize
 from plugin import exit_codes, results_folder, results_memory
 from plugin.results import ResultsWriter
@@ -35,7 +36,7 @@ HELD = 10  # the limit, in records of rows(): what the tests let the writer hold
 
 def limited_writer(folder, monkeypatch) -> ResultsWriter:
     monkeypatch.setenv(results_memory.UNWRITTEN_LIMIT_ENV, str(HELD * row_bytes(rows(1)[0])))
-    return ResultsWriter(str(folder), "run", {})
+    return ResultsWriter(str(folder), "run", RunInfo())
 
 
 def test_records_beyond_the_limit_are_dropped_and_counted_exactly_while_the_disk_stays_full(small_disk, monkeypatch):  # noqa: F811
@@ -146,7 +147,7 @@ def test_records_held_at_the_end_make_the_run_incomplete_and_go_out_in_pieces_as
     go out in pieces that fit (one part file of all 200 would not). At the end, the records still
     held make summary.json and run.json say `complete: false` with how many; once space is back,
     `python -m reports build` takes the folder (parts and a summary that says it is incomplete)."""
-    writer = ResultsWriter(str(small_disk), "run", {})
+    writer = ResultsWriter(str(small_disk), "run", RunInfo())
     writer.add_rows(noisy_rows(20, 0))
     writer._flush()
     assert writer.rows_written == 20

@@ -18,6 +18,7 @@ from gevent import monkey
 
 import locust  # noqa: F401  patches the standard library like a real run
 from metrics.record import RequestRecord
+from metrics.run_info import RunInfo
 from metrics.summary import summarize
 from plugin import results, results_memory
 from plugin.results import ResultsWriter
@@ -36,7 +37,7 @@ def rows(n: int, start: int = 0) -> list[tuple]:
 @pytest.mark.alone
 def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "FLUSH_ROWS", 500)
-    writer = ResultsWriter(str(tmp_path), "run", {})
+    writer = ResultsWriter(str(tmp_path), "run", RunInfo())
     real_write = writer._write_part
     threads, ticks_during_write = [], []
     ticks = [0]
@@ -88,12 +89,34 @@ def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_pa
         assert json.load(f)["records"] == 2200
 
 
+def test_run_json_is_written_from_the_one_model_that_reads_it(tmp_path):
+    """run.json is a RunInfo (metrics/run_info.py) as the run starts, with only the start's keys,
+    and completed at the end; what the reports read back is the model the writer wrote."""
+    info = RunInfo(host="http://127.0.0.1:9", role="local", options={"num_users": 3},
+                   plan={"model": "m", "warmup_s": 2.0, "load": {"kind": "steps", "levels": [1, 2]}, "seed": 7},
+                   workload={"name": "mix", "path": "mix.yaml", "hash": "ab" * 32, "classes": {"short": {}}})  # fmt: skip
+    writer = ResultsWriter(str(tmp_path), "run", info)
+    with open(tmp_path / "run" / "run.json") as f:
+        start = json.load(f)
+    assert start["run_id"] == "run" and start["plan"]["seed"] == 7 and start["workload"]["classes"] == {"short": {}}
+    assert not {"ended_at", "complete", "reason", "records", "files"} & set(start)  # the start has no end
+    writer.add_rows(rows(10))
+    table = writer.close_records()
+    writer.write_summary(summarize(table, 0.0, time.time() + 1).with_sections(run_id="run", complete=True), True, None)
+    with open(tmp_path / "run" / "run.json") as f:
+        read = RunInfo.model_validate(json.load(f))
+    assert read == writer.info
+    assert read.complete is True and read.records == 10 and read.files["requests.parquet"].rows == 10
+    assert read.model == "m" and read.plan.warmup_s == 2.0 and read.workload.hash == "ab" * 32
+    assert read.load_level() == {"kind": "steps", "levels": [1, 2]} and read.closed_loop_users is None
+
+
 def test_rows_handed_over_wait_for_the_writer_and_none_is_dropped(tmp_path, monkeypatch):
     """Backpressure: with more than room_bytes of rows waiting, whoever hands rows over waits for a
     flush (one starts at once) instead of piling them up; past the memory limit nothing is dropped
     while writes succeed."""
     monkeypatch.setenv(results_memory.UNWRITTEN_LIMIT_ENV, str(40 * results_memory.row_bytes(rows(1)[0])))
-    writer = ResultsWriter(str(tmp_path), "run", {})
+    writer = ResultsWriter(str(tmp_path), "run", RunInfo())
     assert writer.room_bytes == 20 * results_memory.row_bytes(rows(1)[0])  # half the limit
     handed = 0
 
