@@ -2,7 +2,7 @@
 
 Every percentile the suite reports comes from here: summary.json's distributions, the SLO
 statistics of a run or a step and of each request (metrics/slo.py), the client's own health
-figures (plugin/health_monitor.py) and the report's per-time-bin latencies (reports/data.py).
+figures (plugin/health_monitor.py) and the report's per-time-bin latencies (reports/series.py).
 """
 
 from __future__ import annotations

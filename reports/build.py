@@ -1,7 +1,7 @@
 """`python -m reports build RUN_DIR`: report.html (self-contained, offline) and report.md (CI summary).
 
 The tables are summary.json's exact figures (metrics/summary.py), read as fields; the charts are
-drawn from the records in requests.parquet, binned with vectorised pandas/numpy (reports/data.py)
+drawn from the records in requests.parquet, binned with vectorised pandas/numpy (reports/series.py)
 and rendered as inline SVG (reports/svg.py). Both files render one content model
 (reports/rows.py) through a Jinja2 template each (reports/templates/); `FORMATS` names them. The
 page loads nothing: no script, no stylesheet, no font, no image.
@@ -23,6 +23,7 @@ from core.files import write_atomic
 from metrics.gpu import read_readings
 from metrics.schema import Step, Summary, as_summary
 from reports import data as D
+from reports import series as S
 from reports import rows as R
 from reports.svg import CSS, PALETTE, Chart, Ref, Series, render, render_bars, render_stacked
 
@@ -84,7 +85,7 @@ def step_charts(summary: Summary) -> list[str]:
     return charts
 
 
-def time_charts(run: D.RunData, grid: D.TimeGrid) -> list[str]:
+def time_charts(run: D.RunData, grid: S.TimeGrid) -> list[str]:
     start, end = run.window
     steps = run.summary.by_step or []
     bands = []
@@ -99,7 +100,7 @@ def time_charts(run: D.RunData, grid: D.TimeGrid) -> list[str]:
             bands.append((prev, a, "step warm-up: outside the step's window"))
         prev = max(prev, b)
     x = grid.mid
-    ot = D.over_time(run, grid)
+    ot = S.over_time(run, grid)
     note = f"{grid.width:g} s bins: requests and latency by completion time, tokens by arrival"
     rng = Series("", np.array([0.0, t_end]), np.array([np.nan, np.nan]))  # pins a shared time axis
     common = dict(x_label="time since start (s)", bands=bands, x_time=True, note=note)
@@ -122,14 +123,14 @@ def time_charts(run: D.RunData, grid: D.TimeGrid) -> list[str]:
         chart("tokens_over_time", "Token throughput over time", "tokens/s",
               [Series("output tokens/s", x, ot["output_tokens_per_s"]), Series("total tokens/s", x, ot["total_tokens_per_s"])]),
     ]
-    mean, peak = D.in_flight(run, grid)
+    mean, peak = S.in_flight(run, grid)
     conc = [Series("in flight (time-weighted mean)", x, mean, fill=True), Series("in flight (peak)", x, peak, dash=True)]
     target = _target_users(run, steps)
     if target is not None:
         conc.append(Series("target users", target[0], target[1], color="#777777", step=True))
     charts.append(chart("concurrency_over_time", "Requests in flight over time (from wall_send and e2e)", "requests in flight", conc,
                         note=f"{grid.width:g} s bins"))
-    errs = D.errors_over_time(run, grid)
+    errs = S.errors_over_time(run, grid)
     if errs:
         charts.append(render_stacked("errors_over_time", "Failures by class over time", grid.left, grid.widths, errs,
                                      "time since start (s)", "failures/s"))
@@ -165,7 +166,7 @@ SERVER_GROUPS = [
 ]
 
 
-def server_charts(run: D.RunData, grid: D.TimeGrid, common: dict, rng: Series) -> list[str]:
+def server_charts(run: D.RunData, grid: S.TimeGrid, common: dict, rng: Series) -> list[str]:
     sm = run.server
     if sm is None or sm.empty:
         return []
@@ -248,16 +249,16 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
         charts.append(render_bars("output_tokens_hist", title, [str(v) for v in distinct.tolist()], groups, "requests",
                                   "output tokens per request (tokens)"))
     else:
-        _, _, width = D.int_hist(tok)
+        _, _, width = S.int_hist(tok)
         series = []
         for i, name in enumerate(sources):
-            left, counts, _ = D.int_hist(tok[masks[name]], max_bins=max(1, int(math.ceil((tok.max() + 1) / width))))
+            left, counts, _ = S.int_hist(tok[masks[name]], max_bins=max(1, int(math.ceil((tok.max() + 1) / width))))
             series.append(Series(f"{names.get(name, name)} ({counts.sum():,.0f} requests)", left, counts, step=True, fill=i == 0))
         charts.append(render(Chart("output_tokens_hist", title, f"output tokens per request (tokens; {width:g}-token bins)",
                                    "requests", series)))
-    lists, sampled, total = D.sample_lists(run)
+    lists, sampled, total = S.sample_lists(run)
     sample_note = "" if sampled >= total else f"drawn from {sampled:,} of {total:,} requests (row-group sample)"
-    values, what = D.tokens_per_chunk(lists, df)
+    values, what = S.tokens_per_chunk(lists, df)
     title = "Tokens per chunk"
     if values.dtype.kind in "iu" and values.size and 0 <= values.min() and values.max() < 40:
         counts = np.bincount(values.astype(np.int64))
@@ -281,8 +282,8 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
         charts.append(render(Chart("tokens_per_chunk_hist", title, "tokens per chunk (tokens)", f"{unit} (%)",
                                    [Series(unit, (edges[:-1] + edges[1:]) / 2, share, step=True, fill=True)],
                                    note=f"{what}; {sample_note}".strip("; "))))
-    itl = D.itl_ms(lists)
-    cx, cy = D.log_hist(itl)
+    itl = S.itl_ms(lists)
+    cx, cy = S.log_hist(itl)
     itl = run.summary.overall.itl_ms
     itl_refs = [Ref("x", float(v), f"p{p}", color="#555555") for p, v in (("50", itl.p50), ("99", itl.p99)) if v]
     charts.append(render(Chart("itl_hist", "Inter-token latency distribution (pooled gaps between chunks)", "ITL (ms, log scale)",
@@ -293,7 +294,7 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
     for key, label in (("ttft_s", "TTFT"), ("e2e_s", "E2E latency")):
         series = []
         for name, g in inside.groupby("request_class", observed=True):  # one group per class
-            xs, qs = D.cdf_points(g[key].to_numpy(dtype=float) * 1000)
+            xs, qs = S.cdf_points(g[key].to_numpy(dtype=float) * 1000)
             series.append(Series(str(name), xs, qs))
         xs_all = np.concatenate([s.x for s in series]) if series else np.empty(0)
         log_x = bool(xs_all.size) and xs_all.min() > 0 and xs_all.max() / xs_all.min() > 20
@@ -343,7 +344,7 @@ def environment() -> jinja2.Environment:
 def charts(run: D.RunData) -> list[R.ChartGroup]:
     """Every chart of the page, in groups, as inline SVG."""
     s = run.summary
-    grid = D.time_grid(run)
+    grid = S.time_grid(run)
     dist, _ = distribution_charts(run)
     groups = [R.ChartGroup("Latency by request class", latency_by_class_charts(s))]
     by_step = step_charts(s)

@@ -45,8 +45,9 @@ from core.files import write_atomic
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.summary import distribution
 from metrics.timing import itl_gaps
-from reports.data import RunData, client_warning, load_run, tokens_by_interval
+from reports.data import RunData, client_warning, load_run
 from reports.junit import Case, write_junit
+from reports.series import tokens_by_interval
 
 LATENCY = ("ttft", "ttfa", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")

@@ -389,12 +389,13 @@ def test_in_flight_equals_brute_force(tmp_path):
     """The vectorised in-flight mean and peak per bin against a direct count on a fine grid."""
     from bench.report_scale import synth_table, write_run
     from reports import data as D
+    from reports import series as S
 
     t0 = 1_700_000_000.0
     write_run(str(tmp_path), synth_table(600, seed=9, t0=t0, duration=60, steps=(3,), error_rate=0.05), t0, 60, steps=(3,), slo="")
     run = D.load_run(str(tmp_path))
-    grid = D.time_grid(run)
-    mean, peak = D.in_flight(run, grid)
+    grid = S.time_grid(run)
+    mean, peak = S.in_flight(run, grid)
     send = run.df["wall_send"].to_numpy()
     finish = send + np.nan_to_num(run.df["e2e_s"].to_numpy(), nan=0.0)
     for i in range(grid.n):  # a few bins, each checked on a fine grid
@@ -568,6 +569,7 @@ def test_throughput_charts_end_without_a_spike(tmp_path):
     from bench.report_scale import write_run
     from metrics.record import RequestRecord, rows_to_table
     from reports import data as D
+    from reports import series as S
 
     t0 = 1_700_000_000.0
     records = [RequestRecord(f"r{i}", "w", "chat", "short", 10, 2, t_send=0.0, wall_send=t0 + 9.75 + i * 0.5, status=200,
@@ -578,10 +580,10 @@ def test_throughput_charts_end_without_a_spike(tmp_path):
                                  chunk_times=[0.25, 0.5]).as_row())  # ends 4 ms after a bin edge  # fmt: skip
     write_run(str(tmp_path), rows_to_table(records), t0, 30, steps=(), slo="")
     run = D.load_run(str(tmp_path))
-    grid = D.time_grid(run)
+    grid = S.time_grid(run)
     assert grid.width == 1.0 and grid.end_s == pytest.approx(30.004)
     assert grid.n == 30 and grid.widths[-1] == pytest.approx(1.004)  # merged, not a 4 ms bin of its own
-    ot = D.over_time(run, grid)
+    ot = S.over_time(run, grid)
     assert ot["requests_per_s"][11:29].tolist() == [2.0] * 18  # two completions a second
     assert ot["requests_per_s"][-1] == pytest.approx(3 / 1.004)  # two, and the last one, over 1.004 s (not 1 over 4 ms)
     assert ot["output_tokens_per_s"][-1] == pytest.approx(6 / 1.004)
@@ -590,7 +592,7 @@ def test_throughput_charts_end_without_a_spike(tmp_path):
 
 @pytest.mark.parametrize("span, n, last", [(30.004, 30, 1.004), (30.4, 30, 1.4), (30.6, 31, 0.6), (30.0, 30, 1.0), (0.5, 1, 1.0)])
 def test_time_grid_last_bin_is_at_least_half_a_bin(span, n, last):
-    from reports.data import grid_for
+    from reports.series import grid_for
 
     grid = grid_for(100.0, span)
     assert grid.n == n and grid.widths[-1] == pytest.approx(last)
