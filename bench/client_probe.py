@@ -7,7 +7,7 @@ Loaded next to the real locustfile, so the suite runs unchanged:
 
 Why a listener and not a record column: the record (metrics/record.py) keeps chunk arrival
 times but not the simulator's `sim_t` of each chunk, and per-chunk server times are not in the
-simulator's truth log either. The finisher already holds the parsed stream (metrics.sse.Chunk
+simulator's truth log either. The finisher already holds the parsed stream (metrics.parsed.Chunk
 keeps `sim_t`) when it builds the record, off the hot path, so it fires `plugin.events.
 stream_parsed(rec, parsed)` when anyone listens; this module listens and keeps two floats per
 chunk. The self-health monitor (plugin/health_monitor.py) uses the same event for its token lag. No

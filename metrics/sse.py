@@ -12,56 +12,19 @@ holds exactly one chunk holding exactly one `data:` event.
 
 Tolerated, as servers send them: `data:` with or without a space, `\\r\\n` line ends, comment
 lines starting with `:` (keep-alives), `event:`/`id:`/`retry:` lines, blank lines.
+
+What it gives is a `metrics.parsed.ParsedStream`; the Responses API's typed events are parsed by
+metrics/responses_events.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import orjson
 
+from metrics.parsed import NAN, Chunk, ParsedStream, error_text
+from metrics.responses_events import responses_event, responses_item
+
 DONE = b"[DONE]"
-NAN = float("nan")
-
-
-@dataclass(slots=True)
-class Chunk:
-    """One token-bearing event: it carried content, reasoning or a tool call's name or arguments."""
-
-    t: float  # arrival time (perf_counter)
-    text: str  # generated text it carried (content + reasoning + tool-call name and arguments)
-    answer: bool  # carried an answer token: content or a tool call (not only reasoning)
-    usage_tokens: int  # cumulative completion_tokens when the server sent usage in it, else -1
-    sim_t: float  # the simulator's own send time, when asked for (X-Sim-Timestamps), else nan
-    reasoning: str = ""  # the part of `text` that was reasoning
-    tool: str = ""  # the part of `text` that was a tool call's name or arguments
-
-    @property
-    def content(self) -> str:
-        """The part of `text` that was content (`text` is content + reasoning + tool, in this order)."""
-        return self.text[: len(self.text) - len(self.reasoning) - len(self.tool)]
-
-
-@dataclass(slots=True)
-class ParsedStream:
-    chunks: list[Chunk] = field(default_factory=list)
-    usage: dict | None = None  # the last usage object seen
-    finish_reason: str = ""
-    done: bool = False  # saw data: [DONE]
-    error: str = ""  # "mid_stream_error" | "malformed_chunk" | ""
-    error_detail: str = ""
-    t_end: float = NAN  # arrival of the last piece
-    # Tool calls of choice 0 by their index, each {"id", "name", "arguments"} with the fragments
-    # joined (a server streams the name first, then the arguments in pieces; several calls at once
-    # are told apart by index).
-    tool_calls: list[dict] = field(default_factory=list)
-    _call_index: dict = field(default_factory=dict)  # Responses API: output_index -> position in tool_calls
-    inputs: int = 0  # the vectors (/v1/embeddings) or the ranked documents (/v1/rerank) the reply held
-
-    @property
-    def finished(self) -> bool:
-        """The server ended the stream properly."""
-        return self.done or bool(self.finish_reason)
 
 
 class Dechunker:
@@ -251,11 +214,11 @@ def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> N
             continue
         kind = event.get("type")
         if type(kind) is str and (kind[:9] == "response." or kind == "error"):  # the Responses API's typed events
-            _responses_event(out, t, kind, event)
+            responses_event(out, t, kind, event)
             continue
         if "error" in event:
             if out.error != "mid_stream_error":
-                out.error, out.error_detail = "mid_stream_error", _error_text(event["error"])
+                out.error, out.error_detail = "mid_stream_error", error_text(event["error"])
             continue
         usage = event.get("usage")
         if usage:
@@ -291,85 +254,6 @@ def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> N
             chunks.append(Chunk(t, text, answer, tokens, event.get("sim_t", NAN), reasoning, called))
 
 
-# Responses API events that carry generated output, and what kind: (content, reasoning, tool).
-RESPONSES_TEXT = {
-    "response.output_text.delta": "content",
-    "response.refusal.delta": "content",
-    "response.reasoning_text.delta": "reasoning",  # vLLM, gpt-oss
-    "response.reasoning_summary_text.delta": "reasoning",  # OpenAI's reasoning models: the summary
-    "response.function_call_arguments.delta": "tool",
-}
-RESPONSES_END = {"response.completed": "stop", "response.incomplete": "length"}
-
-
-def _responses_event(out: ParsedStream, t: float, kind: str, event: dict) -> None:
-    """One typed event of a streamed /v1/responses reply, into the same ParsedStream a chat stream
-    makes: text deltas are chunks; a function call's name (response.output_item.added) and its
-    argument deltas are a tool call's, by output_index; response.completed (or .incomplete: the
-    output limit) ends it with the usage, mapped to chat's names; error and response.failed are
-    in-stream errors."""
-    what = RESPONSES_TEXT.get(kind)
-    if what is not None:
-        text = event.get("delta")
-        if type(text) is not str or not text:
-            return
-        if what == "tool":
-            call = _responses_call(out, event.get("output_index"))
-            call["arguments"] += text
-        out.chunks.append(Chunk(t, text, what != "reasoning", -1, event.get("sim_t", NAN),
-                                text if what == "reasoning" else "", text if what == "tool" else ""))
-        return
-    if kind == "response.output_item.added":
-        item = event.get("item")
-        if type(item) is dict and item.get("type") == "function_call":
-            call = _responses_call(out, event.get("output_index"))
-            call["id"] = item.get("call_id") or item.get("id") or ""
-            name = item.get("name") or ""
-            if type(name) is str and name:
-                call["name"] = name
-                out.chunks.append(Chunk(t, name, True, -1, event.get("sim_t", NAN), "", name))
-        return
-    if kind in RESPONSES_END:
-        response = event.get("response")
-        response = response if type(response) is dict else {}
-        usage = response.get("usage")
-        if type(usage) is dict:
-            details = usage.get("output_tokens_details")
-            out.usage = {"prompt_tokens": usage.get("input_tokens"), "completion_tokens": usage.get("output_tokens")}
-            if type(details) is dict and details.get("reasoning_tokens") is not None:
-                out.usage["completion_tokens_details"] = {"reasoning_tokens": details["reasoning_tokens"]}
-        out.finish_reason = "tool_calls" if out.tool_calls and kind == "response.completed" else RESPONSES_END[kind]
-        out.done = True
-        return
-    if kind == "error" or kind == "response.failed":
-        if out.error != "mid_stream_error":
-            error = event if kind == "error" else ((event.get("response") or {}).get("error") or event)
-            out.error, out.error_detail = "mid_stream_error", _error_text(error)
-
-
-def _responses_item(out: ParsedStream, t: float, index: int, item: dict) -> None:
-    """A whole output item of a non-streamed /v1/responses reply, as its stream would deliver it."""
-    kind = item.get("type")
-    if kind == "function_call":
-        _responses_event(out, t, "response.output_item.added", {"output_index": index, "item": item})
-        _responses_event(out, t, "response.function_call_arguments.delta", {"output_index": index, "delta": item.get("arguments")})
-    elif kind in ("message", "reasoning"):
-        for part in item.get("content") or ():
-            if isinstance(part, dict) and part.get("type") in ("output_text", "reasoning_text", "refusal"):
-                name = "response.reasoning_text.delta" if part["type"] == "reasoning_text" else "response.output_text.delta"
-                _responses_event(out, t, name, {"delta": part.get("text") or part.get("refusal")})
-
-
-def _responses_call(out: ParsedStream, output_index) -> dict:
-    """The tool call of a Responses output item, by its output_index (calls keep their order)."""
-    key = output_index if type(output_index) is int else -1
-    index = out._call_index.get(key)
-    if index is None:
-        index = out._call_index[key] = len(out.tool_calls)
-        out.tool_calls.append({"id": "", "name": "", "arguments": ""})
-    return out.tool_calls[index]
-
-
 def _add_tool_calls(calls: list[dict], deltas) -> str:
     """Fold one event's tool-call deltas into `calls` (by index); the generated text they carried
     (name and argument fragments)."""
@@ -403,12 +287,6 @@ def _add_tool_calls(calls: list[dict], deltas) -> str:
     return text
 
 
-def _error_text(error) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error)[:200]
-    return str(error)[:200]
-
-
 def parse_response(pieces: list[tuple[float, bytes]]) -> ParsedStream:
     """A non-streaming response as a one-chunk stream arriving when the body completed."""
     out = ParsedStream()
@@ -440,8 +318,8 @@ def parse_response(pieces: list[tuple[float, bytes]]) -> ParsedStream:
     if body.get("object") == "response":  # /v1/responses, not streamed: its output items as events
         for i, item in enumerate(body.get("output") or ()):
             if isinstance(item, dict):
-                _responses_item(out, out.t_end, i, item)
-        _responses_event(out, out.t_end, "response.completed" if body.get("status") != "incomplete"
+                responses_item(out, out.t_end, i, item)
+        responses_event(out, out.t_end, "response.completed" if body.get("status") != "incomplete"
                          else "response.incomplete", {"response": body})  # fmt: skip
         return out
     for choice in body.get("choices") or ():

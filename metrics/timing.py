@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.record import NAN, RequestRecord
-from metrics.sse import ParsedStream
+from metrics.parsed import ParsedStream
 
 TokenCounter = Callable[[str], int]
 

@@ -2,7 +2,7 @@
 local run) by plugin/finisher.py:
 
   stream_parsed(rec, parsed)    one exchange became a record: the RequestRecord and its
-                                metrics.sse.ParsedStream (chunk arrival times, and `sim_t` with
+                                metrics.parsed.ParsedStream (chunk arrival times, and `sim_t` with
                                 --sim-timestamps); off the hot path, only when someone listens
 
 It stays an event rather than a plugin hook because it fires once per request and only a few
