@@ -35,7 +35,7 @@ from functools import lru_cache
 from shapes.arrivals import START_DELAY_S
 from core.errors import InputError
 from workloads import Request, load_library
-from workloads.sampler import template_request
+from workloads.request import template_request
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_CLASS = "replay"

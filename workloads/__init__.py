@@ -10,7 +10,8 @@ Every mistake in a spec or a template library raises `core.errors.InputError` (o
 """
 
 from .library import Library, Template, load_library
-from .sampler import Request, Sampler, derive_seed
+from .request import Request, derive_seed
+from .sampler import Sampler
 from .session import Conversation
 from .spec import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, ClassSpec, Distribution, SecondsDistribution, SessionSpec,
                    SharedPrefixSpec, SystemPromptSpec, TemplateFilter, WorkloadFile, WorkloadSpec, load_spec)

@@ -23,7 +23,8 @@ from dataclasses import replace
 from core.text import content_text
 
 from .attachments import image_parts
-from .sampler import Request, Sampler
+from .request import Request
+from .sampler import Sampler
 
 
 class Conversation:
