@@ -1,7 +1,8 @@
 """run.json as a typed contract: what ran. One model is both what the results process writes
-(plugin/run_info.py builds it as the run starts, plugin/results.py completes it at the end,
-plugin/recovery.py marks a recovered folder) and what every reader reads (reports/data.py), so a
-reader names fields (`info.plan.load.kind`), never string keys with fallbacks.
+(plugin/run.py builds it as the run starts, plugin/results.py adds the command line and versions
+of plugin/run_info.py and completes it at the end, plugin/recovery.py marks a recovered folder)
+and what every reader reads (reports/data.py), so a reader names fields (`info.plan.load.kind`),
+never string keys with fallbacks.
 
 The suite's own sections are typed: the plan as the run ran it (the fields the readers use; the
 rest of `RunPlan.record()` kept as written), the workload's identity, the check of each results

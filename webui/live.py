@@ -33,7 +33,7 @@ Why the knee is there (`live_diagnosis`): once a level's row is final, the diagn
 metrics/diagnosis.py over the final levels, from the server's metrics scraped so far; after the
 run the view shows summary.json's.
 
-This module has no Flask or Locust dependency; webui/plugin.py feeds it and serves it.
+This module has no Flask or Locust dependency; webui/view.py feeds it and webui/routes.py serves it.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class LiveWindow:
     """The records of one run that ended recently, the open streams, and a history of points.
 
     `add_rows` and `take` belong to the event loop's thread; one `snapshot` at a time may run in
-    a worker thread (webui/plugin.py does, so a long computation never stalls a local run's
+    a worker thread (webui/view.py does, so a long computation never stalls a local run's
     streams) given the rows `take` returned. Nothing else touches the window meanwhile.
     """
 
