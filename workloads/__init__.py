@@ -13,8 +13,10 @@ from .library import Library, Template, load_library
 from .request import Request, derive_seed
 from .sampler import Sampler
 from .session import Conversation
-from .spec import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, ClassSpec, Distribution, SecondsDistribution, SessionSpec,
-                   SharedPrefixSpec, SystemPromptSpec, TemplateFilter, WorkloadFile, WorkloadSpec, load_spec)
+from .distributions import Distribution, SecondsDistribution
+from .spec import ClassSpec, WorkloadSpec, load_spec
+from .spec_file import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, SessionSpec, SharedPrefixSpec, SystemPromptSpec,
+                        TemplateFilter, WorkloadFile)
 
 __all__ = [
     "WorkloadSpec", "WorkloadFile", "ClassSpec", "Distribution", "SecondsDistribution", "SystemPromptSpec",

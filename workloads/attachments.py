@@ -135,7 +135,7 @@ def data_url(data: bytes, mime: str = "image/png") -> str:
 
 
 def image_urls(spec, spec_dir: str, read=None) -> tuple[str, ...]:
-    """The data URLs a class draws its images from (`spec`: a workloads.spec.ImagesSpec): its
+    """The data URLs a class draws its images from (`spec`: a workloads.spec_file.ImagesSpec): its
     files, or generated PNGs. `read(name, path)` returns a file's bytes (workloads.spec.load_spec
     keeps what it read); by default the file is read."""
     if spec.files:
