@@ -282,7 +282,7 @@ def test_class_qualified_and_absolute_rules(runs, tmp_path):
 
 def test_bootstrap_quantiles_equal_brute_force_resampling():
     """boot_quantiles gives exactly numpy's percentile of the explicitly resampled blocks."""
-    from reports.compare import boot_quantiles
+    from reports.block_bootstrap import boot_quantiles
 
     rng = np.random.default_rng(3)
     values = np.sort(rng.lognormal(0, 1, 3000))
