@@ -24,10 +24,17 @@ PROFILES = {
     "scheduler-bound": BASE + "max_num_seqs: 6\nkv_cache_tokens: 1000000\n",
     # slots enough, KV for about ten requests of the mix (prompt + 30 tokens reserved each): it fills
     "memory-bound": BASE + "max_num_seqs: 128\nkv_cache_tokens: 4096\n",
-    # slots and KV enough, 10 ms more per sequence in the batch: all 24 run, each step takes 0.26 s
-    "compute-bound": BASE.replace("per_seq_s: 0.0", "per_seq_s: 0.01") + "max_num_seqs: 128\nkv_cache_tokens: 1000000\n",
+    # slots and KV enough, 12 ms more per sequence in the batch: all 24 run, each step takes 0.31 s
+    # (a token budget per step for all 24 prompts at once: the users send in step, and with 8,192 a
+    # burst of long prompts waited a step for its prefill)
+    "compute-bound": BASE.replace("per_seq_s: 0.0", "per_seq_s: 0.012").replace("batched_tokens: 8192", "batched_tokens: 131072")
+    + "max_num_seqs: 128\nkv_cache_tokens: 1000000\n",
 }
-RAMP = ("--steps", "2,24", "--step-time", "6s", "--step-warmup", "2s", "--slo", "ttft.p95<150ms", "--max-tokens-override", "30",
+# The compute-bound level must send inside its 4 s window, and enough to decide a P95 (45 values):
+# 8-token replies of 0.31 s steps take about 2.5 s, so each of the 24 users sends twice in it. (30
+# tokens at 0.26 s outlasted the window: the level had no request of its own and stayed undecided.)
+MAX_TOKENS = {"scheduler-bound": "30", "memory-bound": "30", "compute-bound": "8"}
+RAMP = ("--steps", "2,24", "--step-time", "6s", "--step-warmup", "2s", "--slo", "ttft.p95<150ms",
         "--server-metrics-interval", "1s", "--stop-timeout", "10")  # fmt: skip
 
 
@@ -41,8 +48,8 @@ def _profile(tmp_path, limit: str) -> str:
 @pytest.mark.parametrize("limit", sorted(PROFILES))
 def test_a_known_limit_is_diagnosed_in_summary_json_and_the_report(tmp_path, limit):
     with simulator("--profile", _profile(tmp_path, limit)) as url:
-        proc = run_locust("--host", url, *RAMP, "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
-                          "--run-id", "r", timeout=120)  # fmt: skip
+        proc = run_locust("--host", url, *RAMP, "--max-tokens-override", MAX_TOKENS[limit], "--server-metrics", url + "/metrics",
+                          "--results-dir", str(tmp_path), "--run-id", "r", timeout=120)  # fmt: skip
     _, summary = read_results(str(tmp_path), "r")
     d = summary.get("diagnosis")
     assert d is not None and d["kind"] == limit, (d, proc.stderr[-2000:])
@@ -81,7 +88,7 @@ def test_the_live_view_states_the_diagnosis_as_levels_complete_and_then_summary_
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "locust.log")
     with simulator("--profile", _profile(tmp_path, "scheduler-bound")) as url:
-        proc = start_locust("--host", url, *RAMP, "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
+        proc = start_locust("--host", url, *RAMP, "--max-tokens-override", MAX_TOKENS["scheduler-bound"], "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
                             "--run-id", "ui", "--autostart", "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port",
                             str(port), "-t", "12s", log_path=log)  # fmt: skip
         try:
