@@ -3,7 +3,7 @@
 The tables are summary.json's exact figures (metrics/summary.py), read as fields; the charts are
 drawn from the records in requests.parquet, binned with vectorised pandas/numpy (reports/series.py)
 and rendered as inline SVG (reports/svg.py). Both files render one content model
-(reports/rows.py) through a Jinja2 template each (reports/templates/); `FORMATS` names them. The
+(reports/report_model.py, built by reports/rows.py) through a Jinja2 template each (reports/templates/); `FORMATS` names them. The
 page loads nothing: no script, no stylesheet, no font, no image.
 """
 
@@ -25,6 +25,8 @@ from metrics.schema import Step, Summary, as_summary
 from reports import data as D
 from reports import series as S
 from reports import rows as R
+from reports.formatting import auto, utc
+from reports.report_model import ChartGroup
 from reports.svg import CSS, PALETTE, Chart, Ref, Series, render, render_bars, render_stacked
 
 LATENCY_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E latency"))
@@ -57,7 +59,7 @@ def step_charts(summary: Summary) -> list[str]:
     if not steps:
         return []
     cap_users = summary.capacity.users if summary.capacity is not None else None
-    refs_x = [Ref("x", float(cap_users), f"capacity: {R.auto(cap_users)} users")] if cap_users is not None else []
+    refs_x = [Ref("x", float(cap_users), f"capacity: {auto(cap_users)} users")] if cap_users is not None else []
     steps = sorted(steps, key=lambda st: st.users)  # a capacity search runs its levels in any order
     x = np.array([st.users for st in steps], dtype=float)
 
@@ -316,7 +318,7 @@ class Format:
     template: str
 
 
-# The report formats, by name: each renders the same reports.rows.Report.
+# The report formats, by name: each renders the same reports.report_model.Report.
 FORMATS: dict[str, Format] = {
     "html": Format("report.html", "report.html.j2"),
     "md": Format("report.md", "report.md.j2"),
@@ -341,19 +343,19 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def charts(run: D.RunData) -> list[R.ChartGroup]:
+def charts(run: D.RunData) -> list[ChartGroup]:
     """Every chart of the page, in groups, as inline SVG."""
     s = run.summary
     grid = S.time_grid(run)
     dist, _ = distribution_charts(run)
-    groups = [R.ChartGroup("Latency by request class", latency_by_class_charts(s))]
+    groups = [ChartGroup("Latency by request class", latency_by_class_charts(s))]
     by_step = step_charts(s)
     if by_step:
-        groups.append(R.ChartGroup("Load steps", by_step))
+        groups.append(ChartGroup("Load steps", by_step))
     groups += [
-        R.ChartGroup("Over time", time_charts(run, grid),
+        ChartGroup("Over time", time_charts(run, grid),
                      "Shaded: outside the measurement window (warm-up, drain). Latency and requests by completion time, tokens by arrival."),
-        R.ChartGroup("Distributions", dist),
+        ChartGroup("Distributions", dist),
     ]  # fmt: skip
     for g in groups:
         g.charts = [Markup(svg) for svg in g.charts]  # built by reports/svg.py, which escapes every text it holds
@@ -370,7 +372,7 @@ def build(path: str, summary: Summary | dict | None = None, formats: dict[str, F
         run.summary = as_summary(summary)
     report = R.report(run, charts(run))
     report.files = {name: os.path.join(run.path, f.filename) for name, f in formats.items()}
-    report.built_at = R.utc(time.time())
+    report.built_at = utc(time.time())
     report.build_s = time.perf_counter() - t_start
     env = environment()
     for name, f in formats.items():

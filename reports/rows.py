@@ -1,4 +1,5 @@
-"""The report's content as data: one row model that every format renders (reports/templates/).
+"""The report's content as data: the rows of the model that every format renders
+(reports/report_model.py, reports/templates/).
 
 Everything the report says is built here once, from summary.json's fields (metrics/schema.py)
 and the results folder's records and run.json, as plain text in cells and tables. A template
@@ -8,139 +9,11 @@ summary bolds a failure. No number is formatted in a template.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-
-import numpy as np
-
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.schema import Step, Summary
 from reports import data as D
-
-
-# ---------------------------------------------------------------------------------------------
-# the model
-
-
-@dataclass
-class Cell:
-    text: str  # as shown, plain text (a template escapes it for its format)
-    status: str = ""  # "pass" | "fail" | "": a verdict, coloured in HTML, a failure bold in Markdown
-    code: bool = False  # a name shown as code (metric definitions)
-
-
-@dataclass
-class Table:
-    headers: list[str]
-    rows: list[list[Cell]]
-    left: int = 1  # the first `left` columns are text (left-aligned); the others numbers, unless in `text`
-    text: tuple[int, ...] = ()
-    row_classes: list[str] = field(default_factory=list)  # e.g. "overall" (bold in HTML)
-
-    def is_text(self, i: int) -> bool:
-        return i < self.left or i in self.text
-
-    def row_class(self, r: int) -> str:
-        return self.row_classes[r] if r < len(self.row_classes) else ""
-
-
-@dataclass
-class Extra:
-    """A summary section with no view of its own (a plugin's, concurrency, open_loop): a table of
-    its flattened fields, or one line of text."""
-
-    key: str
-    table: Table | None = None
-    text: str = ""
-
-    @property
-    def title(self) -> str:
-        return self.key.replace("_", " ").capitalize()
-
-
-@dataclass
-class ChartGroup:
-    title: str
-    charts: list[str]  # inline SVG, escaped by reports/svg.py
-    note: str = ""
-
-
-@dataclass
-class Report:
-    title: str
-    run_id: str
-    path: str  # the results folder
-    header: list[tuple[str, str]]  # (field, value) of the run
-    complete: bool
-    reason: str  # why the run is incomplete, when it is
-    warning: str  # the load generator may have distorted the timings
-    capacity: str  # the capacity sentence of a step run with an SLO
-    diagnosis: str  # why the knee is there (metrics/diagnosis.py), for runs with load levels
-    server_levels: Table | None  # the server's gauges at each level
-    slo_passed: bool | None  # the run's SLO verdict; None without --slo
-    slo: Table | None
-    summary: Table
-    turns: Table | None
-    steps: Table | None
-    failures: Table | None  # None: no failed request
-    charts: list[ChartGroup]
-    extras: list[Extra]
-    definitions: Table
-    options: Table
-    versions: Table
-    gpu: str = ""  # the capacity (or the run) in the deployment's terms: summary.json gpu.sentence
-    gpu_note: str = ""  # where the GPU figures come from: the telemetry source and the GPUs it saw
-    gpu_levels: Table | None = None  # the GPUs and the load in the deployment's terms, per level
-    built_at: str = ""
-    build_s: float = 0.0
-    files: dict[str, str] = field(default_factory=dict)  # format name -> path of the file written
-
-    @property
-    def header_line(self) -> list[tuple[str, str]]:
-        """The header fields the short (Markdown) summary shows."""
-        return [(k, v) for k, v in self.header if k in (*SETUP_KEYS, "host", "model", "started", "measurement window", "records",
-                                                         "connection setup")]  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------
-# formatting: the one place numbers become text
-
-
-def fmt(v, digits: int = 0) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
-        return f"{int(v):,}"
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):,.{digits}f}"
-    return str(v)
-
-
-def auto(v) -> str:
-    """A number with sensible digits for its size (sections we have no view for)."""
-    if isinstance(v, (float, np.floating)) and math.isfinite(v) and not float(v).is_integer():
-        a = abs(float(v))
-        return fmt(v, 0 if a >= 100 else (2 if a >= 1 else 4))
-    text = fmt(v)
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def utc(ts) -> str:
-    try:
-        return datetime.fromtimestamp(float(ts), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (TypeError, ValueError, OverflowError, OSError):
-        return "-"
-
-
-def cells(*texts: str) -> list[Cell]:
-    return [Cell(t) for t in texts]
-
-
-def verdict(passed: bool, fail_text: str = "FAIL") -> Cell:
-    return Cell("pass", "pass") if passed else Cell(fail_text, "fail")
+from reports.formatting import auto, fmt, utc
+from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells, verdict
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,9 +175,6 @@ OWN_VIEW = {"schema_version", "run_id", "complete", "reason", "note", "definitio
 def extras(summary: Summary) -> list[Extra]:
     data = summary.model_dump()
     return [extra_section(k, v) for k, v in data.items() if k not in OWN_VIEW and v is not None]
-
-
-SETUP_KEYS = ("load", "time", "SLO", "workload", "server", "client", "suite")
 
 
 def setup_rows(setup) -> list[tuple[str, str]]:

@@ -303,8 +303,8 @@ def summary_view(summary: Summary) -> dict:
 
 def _tab_row(name: str, b: dict, stamp: str, sent: str = "ended", users=None, in_flight=None) -> dict:
     """Locust renders the tab's cells as given: text, with the report's digits and separators
-    (reports/rows.py fmt: TTFT and E2E whole ms, TPOT and ITL to 0.1 ms, tokens/s whole)."""
-    from reports.rows import fmt
+    (reports/formatting.py fmt: TTFT and E2E whole ms, TPOT and ITL to 0.1 ms, tokens/s whole)."""
+    from reports.formatting import fmt
 
     r, th, gp = b["requests"], b["throughput"], b["goodput"]
     return {
