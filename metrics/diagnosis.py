@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from metrics.schema import ClientBound, KneeDiagnosis, LevelEvidence
+from metrics.schema.client_health import ClientBound
+from metrics.schema.server_side import KneeDiagnosis, LevelEvidence
 
 # Each figure's metric names, by engine (the first present wins); vLLM's renamed metrics arrive
 # under their current names (plugin/server_metrics.py canonical).

@@ -37,7 +37,9 @@ import numpy as np
 import pandas as pd
 
 from metrics.percentiles import percentile
-from metrics.schema import GpuDevice, GpuFigures, GpuSection, Span, Step, Summary
+from metrics.schema import Summary
+from metrics.schema.figures import Span, Step
+from metrics.schema.server_side import GpuDevice, GpuFigures, GpuSection
 
 FILE_NAME = "gpu_telemetry.parquet"
 # one row per GPU per reading; NaN where the source did not say (nvidia-smi has no energy counter)

@@ -22,7 +22,7 @@ import numpy as np
 from core.durations import parse_duration
 from core.errors import InputError
 from metrics.percentiles import mean, percentile, percentile_by_group
-from metrics.schema import Verdict
+from metrics.schema.verdicts import Verdict
 from metrics.timing import itl_gaps
 
 METRICS = {"ttft": "ttft_s", "ttfa": "ttfa_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}

@@ -1,6 +1,6 @@
 """Records -> summary.json: exact percentiles, throughput over the window, per class and overall.
 
-`summary.json` is a public contract (metrics/schema.py, docs/results.md); pipelines parse it.
+`summary.json` is a public contract (metrics/schema/, docs/results.md); pipelines parse it.
 Every figure comes from the per-request records with numpy; no rounded histogram is involved.
 A scope's statistics (a `Block`) are computed by one function, `Measure.block`, for the summary
 and for the web UI's live window (webui/live.py) alike.
@@ -18,10 +18,14 @@ import pyarrow.compute as pc
 
 from metrics.percentiles import percentiles
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
-from metrics.schema import (
-    PERCENTILES, Block, Capacity, Embeddings, Concurrency, Distribution, Goodput, OpenLoop, Records, Requests, Slo, Span, Step,
-    StreamSpeed, Summary, Throughput, Tokens, Window, as_summary,
-)  # fmt: skip
+from metrics.schema import Summary, as_summary
+from metrics.schema.base import PERCENTILES
+from metrics.schema.client_health import OpenLoop
+from metrics.schema.figures import (
+    Block, Concurrency, Distribution, Embeddings, Goodput, Records, Requests, Span, Step, StreamSpeed, Throughput,
+    Tokens, Window,
+)
+from metrics.schema.verdicts import Capacity, Slo
 from metrics.slo import good_mask, objective_stats
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import DEFINITIONS, arrival_inputs, arrived_tokens, pooled_itl

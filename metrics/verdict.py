@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from metrics.schema import LevelVerdict, ObjectiveEvidence
+from metrics.schema.verdicts import LevelVerdict, ObjectiveEvidence
 
 CONFIDENCE = 0.90  # one-sided, for each bound
 State = Literal["met", "missed", "undecided"]

@@ -21,7 +21,8 @@ from markupsafe import Markup
 
 from core.files import write_atomic
 from metrics.gpu import read_readings
-from metrics.schema import Step, Summary, as_summary
+from metrics.schema import Summary, as_summary
+from metrics.schema.figures import Step
 from reports import data as D
 from reports import series as S
 from reports import rows as R

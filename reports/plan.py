@@ -20,7 +20,9 @@ import math
 
 from core.errors import InputError
 from metrics.gpu import figures
-from metrics.schema import GpuFigures, Span, Summary
+from metrics.schema import Summary
+from metrics.schema.figures import Span
+from metrics.schema.server_side import GpuFigures
 
 
 def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | None = None) -> dict:

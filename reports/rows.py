@@ -1,7 +1,7 @@
 """The report's content as data: the rows of the model that every format renders
 (reports/report_model.py, reports/templates/).
 
-Everything the report says is built here once, from summary.json's fields (metrics/schema.py)
+Everything the report says is built here once, from summary.json's fields (metrics/schema/)
 and the results folder's records and run.json, as plain text in cells and tables. A template
 decides only how it looks: the HTML page escapes the text and colours a verdict, the Markdown
 summary bolds a failure. No number is formatted in a template.
@@ -10,7 +10,8 @@ summary bolds a failure. No number is formatted in a template.
 from __future__ import annotations
 
 from metrics.record import NOT_SERVER_FAILURES
-from metrics.schema import Step, Summary
+from metrics.schema import Summary
+from metrics.schema.figures import Step
 from reports import data as D
 from reports.formatting import auto, fmt, utc
 from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells, verdict

@@ -83,7 +83,7 @@ class CapacitySearch:
                 self.rows.setdefault(step, []).append(r)
 
     def judge(self, index: int):
-        """The level that ends with step `index`, judged: (Level, metrics.schema.Step)."""
+        """The level that ends with step `index`, judged: (Level, metrics.schema.figures.Step)."""
         level = self.plan().levels_at(self.run_start)[-1]
         assert level.last == index, "a level is judged when its last step ends"
         rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]

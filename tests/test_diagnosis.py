@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from metrics.diagnosis import diagnose, level_evidence
-from metrics.schema import LevelEvidence
+from metrics.schema.server_side import LevelEvidence
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust
 
 BASE = ("kind: batch\nscheduler: chunked\nmax_num_batched_tokens: 8192\nstep_base_s: 0.02\nper_seq_s: 0.0\n"

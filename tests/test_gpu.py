@@ -51,7 +51,8 @@ def test_power_is_integrated_over_the_window_and_a_counter_preferred():
 
 def test_the_capacity_in_the_deployments_terms():
     from metrics.gpu import figures
-    from metrics.schema import GpuFigures, Span, Throughput
+    from metrics.schema.figures import Span, Throughput
+    from metrics.schema.server_side import GpuFigures
 
     base = GpuFigures(window=Span(start=0.0, end=10.0), energy_j=4000.0)
     th = Throughput(requests_per_s=2.0, output_tokens_per_s=100.0, total_tokens_per_s=400.0, sessions_per_s=0.5)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 
-from metrics.schema import ClientBound
+from metrics.schema.client_health import ClientBound
 from plugin.gpu import GpuTelemetry
 from plugin.health import Health
 from plugin.server_metrics import ServerMetrics

@@ -335,7 +335,7 @@ def live_diagnosis(step_rows, objectives, server, client) -> dict | None:
     diagnosis (metrics/diagnosis.py) from the server's metrics scraped so far (`server`, a frame;
     None without --server-metrics) and the client's self-health (`client`, a ClientBound)."""
     from metrics.diagnosis import diagnose_levels
-    from metrics.schema import Step
+    from metrics.schema.figures import Step
     from metrics.summary import capacity
 
     final = [r for r in step_rows or () if r["status"] == "final" and r.get("block")]

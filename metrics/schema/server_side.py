@@ -1,0 +1,113 @@
+"""summary.json's sections on the server: its scraped metrics, the knee's diagnosis with each
+level's evidence (metrics/diagnosis.py) and the GPU telemetry's figures (metrics/gpu.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from metrics.schema.base import Model, Num, Section
+from metrics.schema.figures import Span
+
+
+class ServerScrapes(Section):
+    """plugin/server_metrics.py: the server-side scrapes of the run (--server-metrics)."""
+
+    sources: list[str]
+    interval_s: float
+    file: str
+    scrapes: int
+    failed_scrapes: int
+    counter_deltas: dict[str, int | float | None]
+    client_counts: dict[str, Any] = {}
+    by_source: dict[str, dict[str, Any]] = {}
+
+
+class LevelEvidence(Model):
+    """The server's figures over one load level's window (metrics/diagnosis.py); None: not sent."""
+
+    step: int
+    users: int
+    scrapes: int  # scrapes inside the level's window
+    running: Num = None  # requests running, mean
+    waiting: Num = None  # requests waiting in the server's queue, mean
+    kv_cache_peak: Num = None  # KV-cache use, peak, 0..1
+    preemptions: Num = None  # the preemption counter's increase
+    prefix_cache_hit_rate: Num = None  # 0..1: prefix-cache hits over queries inside the window (or the server's gauge)
+    gpu_utilisation: Num = None  # 0..1, mean
+
+
+class KneeDiagnosis(Model):
+    """Why the knee is where it is (metrics/diagnosis.py): the limit, and what it rests on."""
+
+    kind: Literal["memory-bound", "scheduler-bound", "compute-bound", "client inaccurate", "unknown"]
+    users: int | None = None  # the level looked at (the knee)
+    knee: str = ""  # why that level: "the lowest level that missed ttft.p95<5s", "the highest level (no --slo)"
+    sentence: str
+    evidence: list[str] = []  # each figure the diagnosis rests on: level, value and the server's metric name
+    metrics: dict[str, str] = {}  # figure -> the server's metric it was read from (running, waiting, kv, ...)
+    levels: list[LevelEvidence] = []
+    client: str | None = None  # the client's self-health warning, when it flagged the run
+
+
+class GpuFigures(Model):
+    """The GPUs over one window (a load level, or the run's measurement window): the telemetry
+    readings inside it (metrics/gpu.py) and the load it carried, in the deployment's terms. A figure
+    that needs what the run was not given (telemetry, --gpus, --gpu-hour-price) is None."""
+
+    users: int | None = None  # the level's users; None for the run's window
+    window: Span
+    readings: int = 0  # telemetry readings inside the window, every GPU's
+    utilization_pct_mean: Num = None  # over the GPUs and their readings
+    utilization_pct_p95: Num = None  # of every GPU's readings together
+    memory_used_mib_mean: Num = None  # per GPU
+    memory_used_mib_peak: Num = None  # the fullest GPU's highest reading
+    power_w_mean: Num = None  # the GPUs together
+    sm_clock_mhz_mean: Num = None
+    energy_j: Num = None  # the GPUs together over the window
+    energy_source: Literal["counter", "power"] | None = None  # the exporter's energy counter, or power integrated
+    requests_per_min: Num = None
+    sessions_per_min: Num = None  # conversations begun (Throughput.sessions_per_s)
+    output_tokens_per_s: Num = None
+    total_tokens_per_s: Num = None
+    requests_per_min_per_gpu: Num = None
+    output_tokens_per_s_per_gpu: Num = None
+    total_tokens_per_s_per_gpu: Num = None
+    joules_per_output_token: Num = None
+    joules_per_token: Num = None  # per total (prompt + output) token
+    cost_per_million_output_tokens: Num = None  # in the currency of --gpu-hour-price
+    cost_per_million_tokens: Num = None
+
+
+class GpuDevice(Model):
+    id: str  # nvidia-smi's index, or the exporter's `gpu` label
+    name: str = ""
+    memory_total_mib: Num = None
+    readings: int = 0
+    utilization_pct_mean: Num = None  # over the run's measurement window
+    power_w_mean: Num = None
+
+
+class GpuSection(Model):
+    """plugin/gpu.py and metrics/gpu.py: the GPUs behind the deployment (--gpu-telemetry, --gpus,
+    --gpu-hour-price): telemetry aligned to each load level, energy and cost per token, and the
+    capacity per GPU. `at(users)` gives a level's figures (the diagnosis reads GPU utilisation
+    there)."""
+
+    source: str | None = None  # "nvidia-smi" or the exporter's URL (credentials left out); None: no telemetry
+    interval_s: Num = None
+    file: str | None = None  # the readings, in the results folder
+    readings: int = 0
+    failed_readings: int = 0
+    last_error: str | None = None
+    devices: list[GpuDevice] = []
+    gpus: int | None = None  # the deployment's GPU count: --gpus, else the GPUs the telemetry saw
+    gpus_from: Literal["--gpus", "telemetry"] | None = None
+    gpu_hour_price: Num = None  # --gpu-hour-price: currency per GPU-hour
+    overall: GpuFigures
+    by_step: list[GpuFigures] = []  # one per load level, in summary.json by_step's order
+    capacity: GpuFigures | None = None  # the level of capacity.users
+    sentence: str = ""  # the capacity in the deployment's terms
+
+    def at(self, users: int) -> GpuFigures | None:
+        """The figures of the level with this many users (the last one, when a ramp repeats it)."""
+        return next((g for g in reversed(self.by_step) if g.users == users), None)
