@@ -111,6 +111,8 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
             state.simulator = sim
             environment.host = opts.host = sim.url
             log.info("no --host given: started the built-in simulator at %s (profile %s)", sim.url, plan.sim_profile)
+            if not plan.server_metrics:  # its gauges (running, waiting, KV cache) are what the knee's diagnosis reads
+                plan = plan.with_server_metrics((sim.url + "/metrics",))
             if opts.headless and not plan.model:
                 plan = plan.with_model(resolve_model(environment.host, plan))
         state.plan = plan

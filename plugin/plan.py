@@ -169,6 +169,9 @@ class RunPlan(_Frozen):
     def with_model(self, model: str) -> "RunPlan":
         return self.model_copy(update={"model": model})
 
+    def with_server_metrics(self, urls: tuple[str, ...]) -> "RunPlan":
+        return self.model_copy(update={"server_metrics": urls})
+
     def with_seed(self, seed: int) -> "RunPlan":
         return self.model_copy(update={"seed": seed})
 

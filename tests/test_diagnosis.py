@@ -169,3 +169,18 @@ def test_a_falling_prefix_cache_hit_rate_is_evidence_and_part_of_the_cause():
     steady, names = level_evidence(_scrapes([(0, 20, 0.0, 0.5, 1000, 800), (21, 40, 9.0, 0.98, 1000, 790)]),
                                    [(0, 4, 2.0, 20.0), (1, 32, 23.0, 40.0)])  # fmt: skip
     assert "prefix-cache" not in diagnose(steady, 32, names).sentence
+
+
+@pytest.mark.process
+def test_the_built_in_simulator_is_scraped_for_the_diagnosis(tmp_path):
+    """No --host: the built-in simulator answers, and its own gauges reach the knee's diagnosis
+    without a --server-metrics URL nobody could know before the run."""
+    proc = run_locust("--steps", "2,4", "--step-time", "5s", "--step-warmup", "1s", "--server-metrics-interval", "1s",
+                      "--max-tokens-override", "16", "--results-dir", str(tmp_path), "--run-id", "sim", timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, summary = read_results(str(tmp_path), "sim")
+    d = summary["diagnosis"]
+    assert d["metrics"]["waiting"] == "vllm:num_requests_waiting", d
+    assert [lv["users"] for lv in d["levels"]] == [2, 4] and all(lv["scrapes"] >= 3 for lv in d["levels"]), d["levels"]
+    assert d["kind"] != "unknown", d
+    assert os.path.exists(os.path.join(tmp_path, "sim", "server_metrics.parquet"))
