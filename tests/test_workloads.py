@@ -42,7 +42,6 @@ def test_default_spec_loads(spec):
     assert spec.class_weights() == [("short", 0.4), ("medium", 0.4), ("long", 0.2)]
     assert workloads.class_weights() == spec.class_weights()
     assert len(spec.spec_hash) == 64
-    assert spec.load_seconds < 0.1
     d = spec.to_dict()
     json.dumps(d)  # serialisable
     assert d["classes"]["short"]["input_chars"] == {"dist": "uniform", "min": 20, "max": 200}
