@@ -15,7 +15,6 @@ import secrets
 import orjson
 from gevent.event import Event
 
-from core.clock import perf_counter_at
 from core.errors import InputError
 from plugin.plan import RunPlan
 from workloads import Sampler, load_spec
