@@ -42,7 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.errors import InputError
 from metrics.gpu import COLUMNS, FILE_NAME, gpu_section
-from plugin.server_metrics import public_url
+from plugin.server_metrics import describe_error, public_url
 from plugin.state import Plugin
 
 log = logging.getLogger("llm.gpu")
@@ -128,16 +128,6 @@ def fetch(url: str, timeout_s: float) -> str:
     return body.decode(charset, errors="replace")
 
 
-def _describe(e: BaseException) -> str:
-    if isinstance(e, gevent.Timeout):
-        return "timed out"
-    if isinstance(e, urllib.error.HTTPError):
-        return f"HTTP {e.code}"
-    if isinstance(e, urllib.error.URLError):
-        return str(e.reason)
-    return f"{type(e).__name__}: {e}"
-
-
 # -- before the run -------------------------------------------------------------------------------
 
 def check(source: str, timeout_s: float = 15.0) -> list[tuple]:
@@ -149,7 +139,7 @@ def check(source: str, timeout_s: float = 15.0) -> list[tuple]:
         try:
             rows = parse_dcgm(fetch(source, min(timeout_s, 10.0)), time.time())
         except Exception as e:  # noqa: BLE001 - whatever the URL does: one line
-            raise InputError(f"--gpu-telemetry: {shown} cannot be read ({_describe(e)}); give a DCGM exporter's "
+            raise InputError(f"--gpu-telemetry: {shown} cannot be read ({describe_error(e)}); give a DCGM exporter's "
                              "metrics URL that answers from this machine, e.g. http://gpu-box:9400/metrics") from None  # fmt: skip
         if not rows:
             raise InputError(f"--gpu-telemetry: {shown} serves no DCGM_FI_DEV_ metric; give a DCGM exporter's metrics "
@@ -249,7 +239,7 @@ class GpuSampler:
                 text = fetch(self.source, max(1.0, min(10.0, self.interval_s)))
             rows = parse_dcgm(text, (sent + time.time()) / 2)  # the exporter answered between the two
         except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - a reading never ends the run
-            self._failed(_describe(e))
+            self._failed(describe_error(e))
             return
         if rows:
             self.rows.extend(rows)

@@ -75,6 +75,19 @@ class _Carried(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _rebuilt(what: str, path: str, build):
+    """An input rebuilt from the files the master sent, or one line saying it arrived damaged."""
+    try:
+        return build()
+    except (KeyError, ValueError, zlib.error) as e:
+        raise InputError(f"{what} {path} arrived damaged ({e})") from None
+
+
+def _check_hash(what: str, path: str, got: str, sent: str) -> None:
+    if got != sent:
+        raise InputError(f"{what} {path} arrived damaged (hash {got[:12]}, sent {sent[:12]})")
+
+
 class CarriedWorkload(_Carried):
     """A workload's files as the master read them (compressed), and the hash of what they make."""
 
@@ -88,13 +101,8 @@ class CarriedWorkload(_Carried):
 
     def load(self):
         """The master's workload (workloads.WorkloadSpec), built from its files, or InputError."""
-        try:
-            spec = load_spec(self.path, sources=_unpack(self.sources))
-        except (KeyError, ValueError, zlib.error) as e:
-            raise InputError(f"--workload: the master's workload {self.path} arrived damaged ({e})") from None
-        if spec.spec_hash != self.spec_hash:
-            raise InputError(f"--workload: the master's workload {self.path} arrived damaged (hash {spec.spec_hash[:12]}, "
-                             f"sent {self.spec_hash[:12]})")  # fmt: skip
+        spec = _rebuilt("--workload: the master's workload", self.path, lambda: load_spec(self.path, sources=_unpack(self.sources)))
+        _check_hash("--workload: the master's workload", self.path, spec.spec_hash, self.spec_hash)
         return spec
 
 
@@ -110,13 +118,8 @@ class CarriedTrace(_Carried):
         return cls(path=trace.path, sources=_pack(trace.sources), digest=trace.digest)
 
     def load(self) -> Trace:
-        try:
-            trace = load_trace(self.path, sources=_unpack(self.sources))
-        except (KeyError, ValueError, zlib.error) as e:
-            raise InputError(f"--replay: the master's trace {self.path} arrived damaged ({e})") from None
-        if trace.digest != self.digest:
-            raise InputError(f"--replay: the master's trace {self.path} arrived damaged (hash {trace.digest[:12]}, "
-                             f"sent {self.digest[:12]})")  # fmt: skip
+        trace = _rebuilt("--replay: the master's trace", self.path, lambda: load_trace(self.path, sources=_unpack(self.sources)))
+        _check_hash("--replay: the master's trace", self.path, trace.digest, self.digest)
         return trace
 
 

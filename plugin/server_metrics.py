@@ -197,7 +197,7 @@ class ServerMetricsScraper:
             rows, totals = parse_text(text, time.time(), src.public)
         except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - a scrape never ends the run
             src.failed += 1
-            src.last_error = _describe(e)
+            src.last_error = describe_error(e)
             if not src.logged:
                 src.logged = True
                 log.warning("--server-metrics: scraping %s failed (%s); the run goes on, failures are counted", src.public, src.last_error)
@@ -310,7 +310,8 @@ _I = {name: i for i, name in enumerate(FIELD_NAMES)}
 _OK, _PROMPT, _OUTPUT = _I["ok"], _I["prompt_tokens"], _I["output_tokens"]
 
 
-def _describe(e: BaseException) -> str:
+def describe_error(e: BaseException) -> str:
+    """One short reason for a failed scrape (also plugin/gpu.py's exporter reads)."""
     if isinstance(e, gevent.Timeout):
         return "timed out"
     if isinstance(e, urllib.error.HTTPError):
