@@ -74,7 +74,8 @@ class Run:
                 self.summary_extra["lost_work"] = {"requests_min": sum(lost.values()), "workers": lost}
         state_of(self.environment).call("run_stopping", self)
         steps = self.plan.load.step_plan(self.search)  # the summary's steps (a search's as it decided them)
-        from metrics.summary import format_table, summarize  # pandas, loaded only by the writing process
+        from metrics.console_table import format_table
+        from metrics.summary import summarize  # pandas, loaded only by the writing process
 
         writer = self.writer
         table = writer.close_records()  # from memory too, when the disk refused them

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from metrics.measure import distribution
 from metrics.record import NOT_SERVER_FAILURES
-from metrics.summary import distribution
 from metrics.timing import itl_gaps
 from reports.data import RunData, load_run
 from reports.series import tokens_by_interval
@@ -77,7 +77,7 @@ class Scope:
 
 
 def scopes(p: Prepared) -> dict[str, Scope]:
-    """As metrics/summary.py cuts them: latency from the requests sent in the window; throughput
+    """As metrics/measure.py cuts them: latency from the requests sent in the window; throughput
     from the successful requests of the group (all, or the class) completed in it, whenever sent."""
     start, end = p.run.window
     inside = (p.wall >= start) & (p.wall <= end)

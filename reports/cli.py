@@ -25,8 +25,8 @@ from reports.data import load_run
 
 
 def show_text(summary: Summary) -> str:
-    """The console table of the run (metrics.summary.format_table: classes, steps, SLO, capacity)."""
-    from metrics.summary import format_table
+    """The console table of the run (metrics.console_table.format_table: classes, steps, SLO, capacity)."""
+    from metrics.console_table import format_table
 
     parts = [format_table(summary)]
     if not summary.complete:

@@ -12,7 +12,7 @@ to call at the verdict's confidence). An undecided level is held for another ste
 says when), up to MAX_STEPS_PER_LEVEL steps in all and within -t; its window then runs from its
 first step's warm-up to the end of its last step. A level still undecided is neither a pass nor a fail: the doubling
 goes on above it, the bisection stops at it, and the answer names it. summary.json's by_step and
-capacity compute the same verdicts from the same sets after the run (metrics.summary), so the
+capacity compute the same verdicts from the same sets after the run (metrics.measure), so the
 log, the table and the answer agree.
 """
 
@@ -22,8 +22,8 @@ import logging
 import math
 import time
 
+from metrics.measure import judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
-from metrics.summary import judge_level
 from metrics.verdict import describe, too_few
 from shapes.steps import StepPlan
 

@@ -1,4 +1,4 @@
-"""The open loop's schedule check (metrics/summary.py open_loop): the arrivals sent are compared with
+"""The open loop's schedule check (metrics/open_loop_check.py): the arrivals sent are compared with
 the arrivals the schedule had due in the measured window, not the achieved rate with the target, so
 a rate too low for any arrival to fall in the window is not "behind schedule", and arrivals that
 were due but not sent are."""

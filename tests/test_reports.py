@@ -544,7 +544,7 @@ def test_failure_table_shows_the_summary_numbers(tmp_path):
 
 def test_slo_values_print_rounded(tmp_path):
     """The console table and both report files show an SLO's measured value to 0.1 ms."""
-    from metrics.summary import format_table
+    from metrics.console_table import format_table
     from reports.build import build
 
     from bench.report_scale import synth_table, write_run

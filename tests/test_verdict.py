@@ -103,7 +103,7 @@ def test_a_ramp_whose_every_level_is_undecided_says_so():
     and a level that missed is still named."""
     from types import SimpleNamespace
 
-    from metrics.summary import capacity
+    from metrics.capacity import capacity
 
     def level(users, ttft_s, n):
         return SimpleNamespace(partial=False, users=users, verdict=judge([P95], {"ttft.p95": np.full(n, ttft_s)}, ok=n, failed=0))
@@ -120,7 +120,7 @@ def test_a_level_met_below_an_undecided_one_is_not_called_the_highest_tested():
     met, none missed" (it said "the highest level tested", with 80 users tested)."""
     from types import SimpleNamespace
 
-    from metrics.summary import capacity
+    from metrics.capacity import capacity
 
     def level(users, ttft_s, n, above=0):
         values = np.r_[np.full(n - above, ttft_s), np.full(above, 1.5)]

@@ -5,7 +5,7 @@ The process that writes results (master, or a local run) hands every record batc
 `rows_recorded` delivers to `LiveWindow.add_rows`, and every load process reports its open
 streams (webui/progress.py). A snapshot ending at `end` computes, for each window length in
 `WINDOWS` (the page picks one), per request class and overall, the same block as summary.json
-with the same code (`metrics.summary.Measure.block`), counted where things happen:
+with the same code (`metrics.measure.Measure.block`), counted where things happen:
 
   tokens      when they arrived: the records' chunk arrivals (`arrived_tokens`, as summary.json)
               plus the token events of the open streams, each spread evenly between its first
@@ -280,7 +280,7 @@ class LiveWindow:
 
     def _step_blocks(self, rows: list, flight: Flight, ratios: dict) -> None:
         """The blocks of the levels whose time is over, as summary.json's by_step computes them
-        (metrics.summary.Measure.level: the level's declared set, its one verdict); a pending
+        (metrics.measure.Measure.level: the level's declared set, its one verdict); a pending
         level's open streams add what they delivered in the window so far."""
         todo = [r for r in rows if r["status"] in ("pending", "final") and r["step"] not in self.final_steps]
         table = self.select(min(r["start"] for r in todo))
@@ -336,7 +336,7 @@ def live_diagnosis(step_rows, objectives, server, client) -> dict | None:
     None without --server-metrics) and the client's self-health (`client`, a ClientBound)."""
     from metrics.diagnosis import diagnose_levels
     from metrics.schema.figures import Step
-    from metrics.summary import capacity
+    from metrics.capacity import capacity
 
     final = [r for r in step_rows or () if r["status"] == "final" and r.get("block")]
     if not final:
@@ -348,11 +348,11 @@ def live_diagnosis(step_rows, objectives, server, client) -> dict | None:
 
 
 def _measure(table: pa.Table, objectives):
-    """A metrics.summary.Measure over the records of `table`, and their end times; (None, empty)
+    """A metrics.measure.Measure over the records of `table`, and their end times; (None, empty)
     when there are none."""
     if table.num_rows == 0:
         return None, np.empty(0)
-    from metrics.summary import Measure  # pandas: loaded by the web UI's process at its first snapshot
+    from metrics.measure import Measure  # pandas: loaded by the web UI's process at its first snapshot
 
     df = table.select(list(SCALAR_COLUMNS)).to_pandas()
     m = Measure(df, table.column("chunk_times").combine_chunks(), objectives)
@@ -379,7 +379,7 @@ def _ratios(m, table) -> dict:
 def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Flight, flight_group, ratios: dict,
                objectives=()) -> dict:  # fmt: skip
     """One class's (or the overall) statistics over [start, end]: summary.json's block (`m`, a
-    metrics.summary.Measure) of the records that ended in the window, with tokens counted where
+    metrics.measure.Measure) of the records that ended in the window, with tokens counted where
     they arrived and TTFT where the first token came, the open streams included (module doc).
     `requests.ended` stands for summary.json's `requests.sent`; no `sent_per_s`, no token sources."""
     fsel = np.ones(len(flight), dtype=bool) if flight_group is None else flight_group
@@ -411,7 +411,7 @@ def _add_open_streams(block: dict, flight: Flight, start: float, end: float, rat
     """Add to a block what the open streams (`select` of `flight`) delivered in [start, end]:
     output tokens that arrived, prompt tokens of first tokens that came; TTFT becomes the
     distribution of `ttft_s`."""
-    from metrics.summary import distribution  # pandas
+    from metrics.measure import distribution  # pandas
 
     sel = np.ones(len(flight), dtype=bool) if select is None else select
     first_in = flight.first_in(start, end) & sel
@@ -441,7 +441,7 @@ def _rejudge_ttft(slo: dict, objectives, ttft_s: np.ndarray) -> None:
 
 def _empty_block(seconds: float, objectives=()) -> dict:
     """A block of no records (what summary.json's block says for an empty window)."""
-    from metrics.summary import Measure
+    from metrics.measure import Measure
 
     df = rows_to_live_table([]).select(list(SCALAR_COLUMNS)).to_pandas()
     m = Measure(df, pa.array([], ARROW_SCHEMA.field("chunk_times").type), objectives)

@@ -1,0 +1,179 @@
+"""The statistics of a scope of records (a `Block`: latency distributions, outcomes, throughput,
+goodput, tokens) and of a load level (a `Step` with its one verdict).
+
+Every figure comes from the per-request records with numpy; no rounded histogram is involved.
+A scope's statistics are computed by one function, `Measure.block`, for the summary
+(metrics/summary.py) and for the web UI's live window (webui/live.py) alike; a level's by
+`Measure.level`, for summary.json's by_step and for a capacity search while it runs (`judge_level`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metrics.percentiles import percentiles
+from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
+from metrics.schema.base import PERCENTILES
+from metrics.schema.figures import (
+    Block, Distribution, Embeddings, Goodput, Requests, Span, Step, StreamSpeed, Throughput, Tokens,
+)
+from metrics.schema.verdicts import Slo
+from metrics.slo import good_mask, objective_stats
+from metrics.slo import verdicts as slo_verdicts
+from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
+from metrics.verdict import judge, level_values
+
+
+def distribution(values_s) -> Distribution:
+    """{count, mean, min, p50, p90, p95, p99, p99.9, max} in milliseconds; None when empty."""
+    v = np.asarray(values_s, dtype=float)
+    v = v[~np.isnan(v)] * 1000.0
+    if v.size == 0:
+        return Distribution()
+    qs = percentiles(v, [q for _, q in PERCENTILES])
+    return Distribution(count=int(v.size), mean=float(v.mean()), min=float(v.min()), max=float(v.max()),
+                        **{name: x for (name, _), x in zip(PERCENTILES, qs)})  # fmt: skip
+
+
+def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarray, window_s: float,
+            tokens_in_window: tuple[float, float]) -> Block:
+    """One block's figures. Latency and outcomes come from `df`, the requests sent inside the
+    window; request throughput from `finished_in_window`, the successful requests that completed
+    inside it, whenever they were sent; token throughput from `tokens_in_window`, (output, prompt)
+    tokens that arrived inside it (metrics.timing.arrived_tokens). Both frames carry a boolean
+    column `good` (succeeded and met every SLO; equal to `ok` without SLOs)."""
+    ok = df[df["ok"]]
+    # "stopped" (in flight at the end) and "cancelled" (aborted on purpose, --cancel-rate) are not
+    # server failures: counted apart, outside the good fraction's denominator
+    errors = df[~df["ok"] & ~df["error"].isin(NOT_SERVER_FAILURES)]
+    output, prompt = tokens_in_window
+    per_s = (lambda x: float(x) / window_s) if window_s > 0 else (lambda x: None)
+    speed = (1.0 / ok["tpot_s"]).replace([np.inf, -np.inf], np.nan)
+    ended = len(ok) + len(errors)
+    split = (ok["reasoning_tokens"] >= 0) & (ok["answer_tokens"] >= 0)
+    out = Block(
+        requests=Requests(
+            sent=int(len(df)),
+            ok=int(len(ok)),
+            failed=int(len(errors)),
+            stopped=int((df["error"] == "stopped").sum()),
+            cancelled=int((df["error"] == "cancelled").sum()),
+            retries=int(df["retry"].sum()) if "retry" in df else 0,
+            resent=int(df["resent"].sum()),
+            by_error={str(k): int(v) for k, v in errors["error"].value_counts().sort_index().items()},
+            by_finish_reason={str(k): int(v) for k, v in ok["finish_reason"].value_counts().sort_index().items() if k},
+            tool_calls=int(ok["tool_calls"].sum()),
+        ),
+        ttft_ms=distribution(ok["ttft_s"]),
+        tpot_ms=distribution(ok["tpot_s"]),
+        itl_ms=distribution(itl_s),
+        e2e_ms=distribution(ok["e2e_s"]),
+        ttfa_ms=distribution(ok["ttfa_s"]),
+        stream_tokens_per_s=StreamSpeed(mean=speed.mean(), p50=speed.median()),
+        throughput=Throughput(
+            sent_per_s=per_s(len(df)),
+            requests_per_s=per_s(len(finished_in_window)),
+            output_tokens_per_s=per_s(output),
+            total_tokens_per_s=per_s(prompt + output),
+            # a conversation begins with its first turn (turn -1: a single request)
+            sessions_per_s=per_s(int((finished_in_window["turn"] == 1).sum())) if (df["turn"] >= 1).any() else None,
+        ),
+        goodput=Goodput(
+            requests_per_s=per_s(int(finished_in_window["good"].sum())),
+            good_fraction=(float(df["good"].sum()) / ended) if ended else None,
+        ),
+        tokens=Tokens(
+            prompt=int(ok["prompt_tokens"].clip(lower=0).sum()),
+            output=int(ok["output_tokens"].clip(lower=0).sum()),
+            prompt_known=int((ok["prompt_tokens"] >= 0).sum()),
+            source={str(k): int(v) for k, v in ok["tokens_source"].value_counts().sort_index().items()},
+            reasoning=int(ok["reasoning_tokens"][split].sum()),
+            answer=int(ok["answer_tokens"][split].sum()),
+            split_known=int(split.sum()),
+        ),
+    )
+    if (ok["inputs"] > 0).any():  # embeddings or rerank
+        out.embeddings = Embeddings(
+            inputs=int(ok["inputs"].sum()), batch_size_mean=float(ok["inputs"].mean()),
+            inputs_per_s=per_s(int(finished_in_window["inputs"].sum())), input_tokens_per_s=per_s(prompt),
+        )  # fmt: skip
+    lag = (ok["t_send"] - ok["t_intended"]).to_numpy()
+    if np.isfinite(lag).any():  # open loop: latency from the intended send time as well
+        out.schedule_lag_ms = distribution(df["t_send"] - df["t_intended"])
+        out.ttft_from_intended_ms = distribution(ok["ttft_s"] + lag)
+        out.e2e_from_intended_ms = distribution(ok["e2e_s"] + lag)
+    return out
+
+
+class Measure:
+    """The records (a frame of SCALAR_COLUMNS and their chunk_times), prepared once, and the one
+    way a scope's statistics are computed from them: `block`."""
+
+    def __init__(self, df: pd.DataFrame, chunk_times: pa.Array | pa.ChunkedArray, objectives=()):
+        self.df = df
+        self.chunk_times = chunk_times
+        self.objectives = list(objectives)
+        df["good"] = good_mask(self.objectives, df, chunk_times)
+        self.ok = df["ok"].to_numpy(dtype=bool)
+        self.done = (df["wall_send"] + df["e2e_s"]).to_numpy(dtype=float)
+        self.arrival, self.counted = arrival_inputs(df)  # tokens count where they arrived
+
+    def block(self, select: np.ndarray, start: float, end: float, group: np.ndarray | bool = True,
+              tokens: tuple[float, float] | None = None) -> Block:
+        """The statistics of the records in `select` (latency, outcomes: the requests sent in
+        [start, end]); request throughput from the successful records of `group` that completed
+        in [start, end]; token throughput from the tokens of `group` that arrived in it, unless
+        `tokens` gives (output, prompt) counted otherwise (the live view counts at completion)."""
+        itl = pooled_itl(self.chunk_times.filter(pa.array(select & self.ok)))
+        sub = self.df[select]
+        finished = self.df[group & self.ok & (self.done >= start) & (self.done <= end)]
+        if tokens is None:
+            output, prompt = arrived_tokens([start, end], *self.arrival, self.chunk_times, group & self.counted)
+            tokens = (float(output[0]), float(prompt[0]))
+        out = section(sub, finished, itl, max(0.0, end - start), tokens)
+        if self.objectives:
+            judged = slo_verdicts(self.objectives, objective_stats(self.objectives, sub[sub["ok"]], itl))
+            out.slo = Slo(passed=all(v.passed for v in judged), objectives=judged)
+        return out
+
+    def in_level(self, level) -> np.ndarray:
+        """The level's declared set (metrics/verdict.py): the requests of its steps sent in its
+        window and, when it has a cut, ended by the cut (a failure ends where it failed)."""
+        wall = self.df["wall_send"].to_numpy()
+        steps = self.df["step"].to_numpy()
+        mask = (steps >= level.first) & (steps <= level.last) & (wall >= level.start) & (wall <= level.end)
+        if level.cut is not None:
+            done = wall + np.nan_to_num(self.df["e2e_s"].to_numpy(dtype=float), nan=0.0)
+            mask &= done <= level.cut
+        return mask
+
+    def level(self, level) -> Step:
+        """A load level's statistics and its one verdict, both over its declared set."""
+        mask = self.in_level(level)
+        block = self.block(mask, level.start, level.end)
+        verdict = None
+        if self.objectives:
+            sub = self.df[mask]
+            ok = sub[sub["ok"]]
+            itl = pooled_itl(self.chunk_times.filter(pa.array(mask & self.ok)))
+            verdict = judge(self.objectives, level_values(self.objectives, ok, itl), len(ok), block.requests.failed)
+        block.slo = None  # the level's verdict is `verdict` (with its evidence), not a point estimate
+        return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),
+                    steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
+
+
+def records_frame(table: pa.Table) -> pd.DataFrame:
+    df = table.select(list(SCALAR_COLUMNS)).to_pandas()
+    # a retry's request id is the first attempt's plus -rN (plugin/users.py)
+    df["retry"] = pc.match_substring_regex(table.column("request_id"), r"-r[0-9]+$").to_numpy(zero_copy_only=False)
+    return df
+
+
+def judge_level(rows: pa.Table, level, objectives) -> Step:
+    """A level judged from records holding (at least) its requests: what a capacity search
+    decides on while the run goes, computed as summary.json's by_step computes it."""
+    rows = with_all_columns(rows)
+    return Measure(records_frame(rows), rows.column("chunk_times"), objectives).level(level)
