@@ -9,12 +9,15 @@ The diagnosis looks at the knee, the lowest level that missed the SLO (without a
 none missed, the highest level), and says which limit it hit:
 
 - *memory-bound*: requests wait in the server's queue while the KV cache is (nearly) full, or the
-  server preempts requests to free it;
+  server preempts requests to free it. Full: KV_FULL used, or room for fewer than KV_ROOM more
+  requests of the size the running ones have on average (peak over running): a first-come server
+  stops admitting at the first waiting request that does not fit, so a cache whose requests are
+  large can be full with a request's worth of it free (13 running, 89 % used);
 - *scheduler-bound*: requests wait while the KV cache has room: the server runs no more requests
   at once (its max-num-seqs, or a token budget per step); or nothing waits while the GPU is mostly
   idle: the server's own loop (CPU) is the limit;
-- *compute-bound*: nothing waits in the server's queue; every request runs, and each step of the
-  growing batch takes longer;
+- *compute-bound*: nothing waits in the server's queue (or only for the step in progress, below);
+  every request runs, and each step of the growing batch takes longer;
 - *client inaccurate*: no server metrics, and the client's self-health flagged the run: its
   latencies are off, and so may be the knee (add workers);
 - *unknown*: no server metrics to say (run with --server-metrics URL/metrics).
@@ -23,6 +26,14 @@ Without the server's gauges (a server with no /metrics) but with GPU telemetry, 
 than GPU_IDLE at the knee is still a diagnosis: the server's own loop, not the GPU's compute, is
 the limit (`transformers serve` on an H200: 20 % busy at its highest level); a busier GPU alone
 cannot tell compute from memory or the scheduler.
+
+Requests wait for a slot, not only for the step in progress, when their mean wait is more than
+QUEUE_STEPS engine steps. In any continuous-batching server a request that arrives while a step
+runs waits for that step to end, so a compute-bound server's queue gauge is not zero: with 24
+users sending 8-token replies into 0.3 s steps it reads 1-3. By Little's law the mean wait is the
+mean number waiting over the arrival rate (the level's requests completed per second, equal to
+arrivals in a steady level), and the wait for the step in progress is at most one step (the
+client's ITL p50); a queue for slots grows it to many steps (18 waiting at 6 slots: 90 steps).
 
 A prefix-cache hit rate that falls by PREFIX_DROP or more from the lowest level to the knee is
 named as part of the cause: cached prefixes were evicted, so each request prefills more.
@@ -62,7 +73,9 @@ if TYPE_CHECKING:
 METRIC_NAMES = frozenset(n for names in NAMES.values() for n in names)
 
 QUEUE_MIN = 1.0  # mean requests waiting in the server at the knee for "they queue"
+QUEUE_STEPS = 2.0  # a mean wait (Little's law) of more engine steps than this is a queue for slots
 KV_FULL = 0.90  # KV-cache use (peak) from which the cache is "full"
+KV_ROOM = 2.0  # ... or room left for fewer requests than this, of the running ones' mean size
 PREFIX_DROP = 0.2  # a fall of the prefix-cache hit rate (absolute) from the lowest level to the knee that explains it
 GPU_IDLE = 0.5  # mean GPU utilisation under which nothing waiting is not "compute-bound"
 
@@ -152,9 +165,11 @@ def diagnose_levels(steps, capacity, server: pd.DataFrame | None, client: Client
     its capacity, the server's samples, the client's self-health and the GPU telemetry's section
     (summary.json `gpu`; absent without it)."""
     gpu = gpu_by_step(steps, gpu)
-    levels = [(s.step, s.users, s.window.start, s.window.end) for s in steps if not s.partial]
-    evidence, names = level_evidence(server, levels, gpu)
-    users, why = knee_of([s for s in steps if not s.partial], capacity)
+    whole = [s for s in steps if not s.partial]
+    evidence, names = level_evidence(server, [(s.step, s.users, s.window.start, s.window.end) for s in whole], gpu)
+    evidence = [e.model_copy(update={"request_rate": s.throughput.requests_per_s, "step_ms": s.itl_ms.p50})
+                for e, s in zip(evidence, whole)]  # fmt: skip
+    users, why = knee_of(whole, capacity)
     return diagnose(evidence, users, names, client.inaccurate_warning() if client is not None else "", why)
 
 
@@ -177,6 +192,14 @@ def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[st
             sentence += f". The client was inaccurate too, so the knee's place may be off: {client}"
     return KneeDiagnosis(kind=kind, users=users, knee=knee_why, sentence=sentence, evidence=evidence, metrics=names,
                          levels=levels, client=client or None)  # fmt: skip
+
+
+def _cache_full(g: LevelEvidence) -> bool:
+    peak = g.kv_cache_peak
+    if peak is None:
+        return False
+    per_request = peak / g.running if g.running else None
+    return peak >= KV_FULL or (per_request is not None and 1.0 - peak < KV_ROOM * per_request)
 
 
 def _gpu_only(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]):
@@ -224,11 +247,16 @@ def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: di
                 and low.prefix_cache_hit_rate - knee.prefix_cache_hit_rate >= PREFIX_DROP:
             prefix = (f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.users} users to "
                       f"{_pct(knee.prefix_cache_hit_rate)}: cached prefixes were evicted, so each request prefills more")  # fmt: skip
+    wait_ms = waiting / knee.request_rate * 1000.0 if knee.request_rate and knee.step_ms else None
+    if wait_ms is not None:
+        evidence.append(f"{at}: each request waits {wait_ms:,.0f} ms on average ({n('waiting')} mean over "
+                        f"{knee.request_rate:,.1f} requests/s) against one engine step of {knee.step_ms:,.0f} ms (ITL p50)")  # fmt: skip
     where = f"at {knee.users} users"
     kv = _pct(knee.kv_cache_peak)
-    if waiting >= QUEUE_MIN:
+    for_the_step = waiting >= QUEUE_MIN and wait_ms is not None and wait_ms <= QUEUE_STEPS * knee.step_ms
+    if waiting >= QUEUE_MIN and not for_the_step:
         preempted = knee.preemptions is not None and knee.preemptions > 0
-        if (knee.kv_cache_peak is not None and knee.kv_cache_peak >= KV_FULL) or preempted:
+        if _cache_full(knee) or preempted:
             extra = f", {knee.preemptions:,.0f} preemptions" if preempted else ""
             return ("memory-bound", knee.users,
                     f"memory-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the KV cache is "
@@ -237,13 +265,15 @@ def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: di
                 f"scheduler-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the KV cache has "
                 f"room (peak {kv}): the server runs no more than about {peak_running:,.0f} at once (its max-num-seqs or "
                 f"token budget per step){prefix}", evidence)  # fmt: skip
+    queue = (f"requests wait only for the step in progress (mean {waiting:,.1f} waiting, {wait_ms:,.0f} ms each against "
+             f"{knee.step_ms:,.0f} ms steps)" if for_the_step else f"nothing waits in the server's queue (mean {waiting:,.1f})")  # fmt: skip
     if knee.gpu_utilisation is not None and knee.gpu_utilisation < GPU_IDLE:
         return ("scheduler-bound", knee.users,
-                f"scheduler-bound: {where} nothing waits in the server's queue (mean {waiting:,.1f}) and all "
+                f"scheduler-bound: {where} {queue} and all "
                 f"{knee.running:,.1f} requests run at once, yet the GPU is busy only {_pct(knee.gpu_utilisation)}: the "
                 f"server's own loop (CPU) is the limit{prefix}", evidence)  # fmt: skip
     return ("compute-bound", knee.users,
-            f"compute-bound: {where} nothing waits in the server's queue (mean {waiting:,.1f}); all {knee.running:,.1f} "
+            f"compute-bound: {where} {queue}; all {knee.running:,.1f} "
             f"requests run at once (KV cache peak {kv}"
             f"{'' if knee.gpu_utilisation is None else ', GPU ' + _pct(knee.gpu_utilisation)}) and each step of the larger "
             f"batch takes longer{prefix}", evidence)  # fmt: skip

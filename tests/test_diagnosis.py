@@ -30,12 +30,16 @@ PROFILES = {
     "compute-bound": BASE.replace("per_seq_s: 0.0", "per_seq_s: 0.012").replace("batched_tokens: 8192", "batched_tokens: 131072")
     + "max_num_seqs: 128\nkv_cache_tokens: 1000000\n",
 }
-# The compute-bound level must send inside its 4 s window, and enough to decide a P95 (45 values):
-# 8-token replies of 0.31 s steps take about 2.5 s, so each of the 24 users sends twice in it. (30
-# tokens at 0.26 s outlasted the window: the level had no request of its own and stayed undecided.)
+# The compute-bound level must send inside its 4 s window: 8-token replies of 0.31 s steps take
+# about 2.5 s, so each of the 24 users sends twice in it. (30 tokens at 0.26 s outlasted the
+# window: the level had no request of its own and stayed undecided.)
 MAX_TOKENS = {"scheduler-bound": "30", "memory-bound": "30", "compute-bound": "8"}
-RAMP = ("--steps", "2,24", "--step-time", "6s", "--step-warmup", "2s", "--slo", "ttft.p95<150ms",
-        "--server-metrics-interval", "1s", "--stop-timeout", "10")  # fmt: skip
+# What each limit makes slow: a queue delays the first token; a slower batch every token after it.
+# (Not TTFT for compute-bound: its users end in step and send again together, and a burst's first
+# tokens come from one prefill step with nothing decoding beside it, 0.02 s, under any threshold.)
+SLO = {"scheduler-bound": "ttft.p95<150ms", "memory-bound": "ttft.p95<150ms", "compute-bound": "tpot.p95<150ms"}
+RAMP = ("--steps", "2,24", "--step-time", "6s", "--step-warmup", "2s", "--server-metrics-interval", "1s",
+        "--stop-timeout", "10")  # fmt: skip
 
 
 def _profile(tmp_path, limit: str) -> str:
@@ -48,21 +52,22 @@ def _profile(tmp_path, limit: str) -> str:
 @pytest.mark.parametrize("limit", sorted(PROFILES))
 def test_a_known_limit_is_diagnosed_in_summary_json_and_the_report(tmp_path, limit):
     with simulator("--profile", _profile(tmp_path, limit)) as url:
-        proc = run_locust("--host", url, *RAMP, "--max-tokens-override", MAX_TOKENS[limit], "--server-metrics", url + "/metrics",
+        proc = run_locust("--host", url, *RAMP, "--slo", SLO[limit], "--max-tokens-override", MAX_TOKENS[limit], "--server-metrics", url + "/metrics",
                           "--results-dir", str(tmp_path), "--run-id", "r", timeout=120)  # fmt: skip
     _, summary = read_results(str(tmp_path), "r")
     d = summary.get("diagnosis")
     assert d is not None and d["kind"] == limit, (d, proc.stderr[-2000:])
-    assert d["users"] == 24 and d["knee"] == "the lowest level that missed ttft.p95<150ms"
+    assert d["users"] == 24 and d["knee"] == f"the lowest level that missed {SLO[limit]}"
     assert d["metrics"]["waiting"] == "vllm:num_requests_waiting" and d["metrics"]["kv"] == "vllm:kv_cache_usage_perc"
     low, knee = d["levels"]
     assert (low["users"], knee["users"]) == (2, 24) and knee["scrapes"] >= 3
-    if limit == "compute-bound":  # nothing queues: every request runs, in a slower batch
-        assert knee["waiting"] < 1 and knee["running"] >= 20
+    if limit == "compute-bound":  # no queue for slots: most of the 24 run at once, in a slower batch
+        assert knee["running"] > 12 and knee["waiting"] / knee["request_rate"] * 1000 <= 2 * knee["step_ms"], knee
     else:
         assert low["waiting"] < 1 <= knee["waiting"]  # the queue grows at the knee
     if limit == "memory-bound":
-        assert knee["kv_cache_peak"] >= 0.9 and knee["running"] < 24  # full, and fewer run than are sent
+        # full (no room for two more requests of the running ones' size), and fewer run than are sent
+        assert 1 - knee["kv_cache_peak"] < 2 * knee["kv_cache_peak"] / knee["running"] and knee["running"] < 24, knee
     elif limit == "scheduler-bound":
         assert knee["kv_cache_peak"] < 0.1 and knee["running"] <= 6  # room in the cache: the slots are the limit
     # it names what it rests on: the level, the figure and the server's metric
@@ -88,7 +93,7 @@ def test_the_live_view_states_the_diagnosis_as_levels_complete_and_then_summary_
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "locust.log")
     with simulator("--profile", _profile(tmp_path, "scheduler-bound")) as url:
-        proc = start_locust("--host", url, *RAMP, "--max-tokens-override", MAX_TOKENS["scheduler-bound"], "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
+        proc = start_locust("--host", url, *RAMP, "--slo", SLO["scheduler-bound"], "--max-tokens-override", MAX_TOKENS["scheduler-bound"], "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
                             "--run-id", "ui", "--autostart", "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port",
                             str(port), "-t", "12s", log_path=log)  # fmt: skip
         try:
@@ -122,7 +127,17 @@ def test_the_rule_on_figures():
                                                                 waiting=waiting, kv_cache_peak=kv, preemptions=0.0, **kw)  # fmt: skip
     assert diagnose([g(2, 2, 0, 0.01), g(24, 6, 17, 0.02)], 24).kind == "scheduler-bound"
     assert diagnose([g(2, 2, 0, 0.2), g(24, 10, 14, 0.97)], 24).kind == "memory-bound"
+    # 13 running hold 89 %, about 7 % each: 11 % free is room for fewer than two more
+    assert diagnose([g(2, 2, 0, 0.2), g(24, 13, 11, 0.89)], 24).kind == "memory-bound"
+    assert diagnose([g(2, 2, 0, 0.2), g(24, 128, 40, 0.89)], 24).kind == "scheduler-bound"  # room for 15 more
     assert diagnose([g(2, 2, 0, 0.2), g(24, 24, 0.2, 0.5)], 24).kind == "compute-bound"
+    # 3 waiting at 12 requests/s wait 250 ms (Little's law): within two 300 ms steps, only for the
+    # step in progress; 18 waiting at 10 requests/s wait 1.8 s, 90 steps of 20 ms: a queue for slots
+    step = diagnose([g(2, 2, 0, 0.2), g(24, 18, 3.0, 0.01, request_rate=12.0, step_ms=300.0)], 24)
+    assert step.kind == "compute-bound" and "wait only for the step in progress (mean 3.0 waiting, 250 ms each" in step.sentence
+    assert any("each request waits 250 ms on average" in e and "one engine step of 300 ms (ITL p50)" in e for e in step.evidence)
+    slots = diagnose([g(2, 2, 0, 0.2), g(24, 6, 18.0, 0.01, request_rate=10.0, step_ms=20.0)], 24)
+    assert slots.kind == "scheduler-bound"
     # nothing waits and every request runs, but the GPU is mostly idle: the server's own loop
     idle = diagnose([g(2, 2, 0, 0.2), g(24, 24, 0.2, 0.5, gpu_utilisation=0.26)], 24)
     assert idle.kind == "scheduler-bound" and "GPU is busy only 26%" in idle.sentence

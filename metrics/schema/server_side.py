@@ -34,6 +34,10 @@ class LevelEvidence(Model):
     preemptions: Num = None  # the preemption counter's increase
     prefix_cache_hit_rate: Num = None  # 0..1: prefix-cache hits over queries inside the window (or the server's gauge)
     gpu_utilisation: Num = None  # 0..1, mean
+    # the client's figures over the same window, which tell a queue for slots from the wait for the
+    # step in progress (metrics/diagnosis.py): requests completed per second and ITL p50 (one engine step)
+    request_rate: Num = None
+    step_ms: Num = None
 
 
 class KneeDiagnosis(Model):
