@@ -8,7 +8,11 @@ replayed trace with its templates, the tokenizer as files. At test start the mas
 number of load processes, and what plugins share) under one key of its options, `llm_run`: Locust
 sends the master's options with every spawn message, to each worker, also to one that joins late
 and before its first users start (a custom message could reach a late joiner before it can receive
-one). The worker validates it (`received`, then `RunStart.inputs`: each input rebuilt from its
+one). A stepped run sends a spawn message at every step (and a spawn rate several per start), and
+the start can hold a tokenizer of up to 64 MiB: the master sends it once per worker and run, with
+the first spawn message a worker gets (`OncePerWorker`), again only to a worker that joins again (a
+new Locust worker node). The worker takes it out of its options as it reads it, so a run never starts
+from an earlier run's start. The worker validates it (`received`, then `RunStart.inputs`: each input rebuilt from its
 files and checked against its hash) and runs exactly that: a worker whose own workload, trace or
 tokenizer differs, or that has none, runs the master's. The API key is not in it (RunPlan leaves it
 out): a worker uses its own LOCUST_API_KEY, else the key Locust's spawn message copies with the
@@ -177,13 +181,54 @@ class RunStart(BaseModel):
 
 
 def send(environment, start: RunStart) -> None:
-    """Master: the run travels with the options of every spawn message from now on."""
+    """Master: the run travels with the options of each worker's first spawn message from now on."""
     setattr(environment.parsed_options, CARRIER, start.model_dump(mode="json"))
+    OncePerWorker.on(environment.runner).new_run()
+
+
+class OncePerWorker:
+    """The master's sending of messages to its workers (Locust's `server.send_to_client`), wrapped:
+    a spawn message keeps the carried start only for a worker that has not had it in this run.
+
+    A worker is known by the node Locust's master makes for it when it reports ready: a worker
+    that joins late, reconnects or becomes ready after a stop is a new node and gets the start
+    with its next spawn message. The wrapper belongs to the server it wraps: when Locust's master
+    replaces its server (a broken connection), a new one is installed at the next run, and until
+    then every spawn message carries the start, as Locust sends it."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.forward = runner.server.send_to_client
+        self.had: dict[str, object] = {}  # worker id -> the node that got this run's start
+
+    @classmethod
+    def on(cls, runner) -> "OncePerWorker":
+        current = runner.server.send_to_client
+        if isinstance(current, cls):
+            return current
+        wrapper = runner.server.send_to_client = cls(runner)
+        return wrapper
+
+    def new_run(self) -> None:
+        self.had.clear()
+
+    def __call__(self, msg) -> None:
+        node = None
+        if msg.type == "spawn" and isinstance(msg.data, dict) and CARRIER in msg.data.get("parsed_options", {}):
+            node = self.runner.clients.get(msg.node_id)
+            if node is not None and self.had.get(msg.node_id) is node:
+                # Locust put the master's options themselves in the message: a copy without the start
+                msg.data = dict(msg.data, parsed_options={k: v for k, v in msg.data["parsed_options"].items() if k != CARRIER})
+                node = None
+        self.forward(msg)
+        if node is not None:  # sent (a failed send raises, and the next spawn message carries it again)
+            self.had[msg.node_id] = node
 
 
 def received(environment) -> RunStart:
-    """Worker: the run its master sent, validated (InputError when it is missing or damaged)."""
-    data = getattr(environment.parsed_options, CARRIER, None)
+    """Worker: the run its master sent, validated (InputError when it is missing or damaged). It is
+    taken out of the options: the next run's start comes with that run's first spawn message."""
+    data = vars(environment.parsed_options).pop(CARRIER, None)
     if not isinstance(data, dict):
         raise InputError("the master sent no run plan with its spawn message; start the master and the workers "
                          "from the same version of this suite")  # fmt: skip

@@ -153,3 +153,61 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
     assert (df["worker"] == starts.index[1]).sum() > 20  # ... and took a share of the users
     assert set(df["request_id"]) == {t["request_id"] for t in read_truth(truth)}
 
+
+
+def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
+    """The run's start (plan, workload, tokenizer's files) travels in Locust's spawn messages, and a
+    step ramp sends one to each worker at every step. Two workers run four steps with a tokenizer;
+    a third joins after the first step. Each worker gets the start once, with its first spawn
+    message (the late one too, whose records show it ran); the other spawn messages are a few kB.
+    Before, every spawn message carried it: 2 + 3 + 3 + 3 of them here, each with the tokenizer."""
+    import glob
+    import json
+
+    from tests.test_run_start import byte_tokenizer
+
+    byte_tokenizer(tmp_path / "tok")
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    monkeypatch.setenv("SPAWN_BENCH_OUT", str(counts))  # bench/spawn_messages_locustfile.py counts the messages
+    counted = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "spawn_messages_locustfile.py")
+
+    def measured(cmd):
+        return [counted if part.endswith("locustfile.py") else part for part in cmd]
+
+    port = free_port()
+    with simulator("--profile", "fixed") as url:
+        master = start_locust(
+            "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+            "--expect-workers", "2", "--steps", "2,4,6,8", "--step-time", "3s", "--step-warmup", "1s", "--host", url,
+            "--tokenizer", str(tmp_path / "tok"), "--results-dir", str(tmp_path), "--run-id", "once",
+            "--stop-timeout", "20", *COMMON, log_path=str(tmp_path / "once-master.log"), wrap=measured,
+        )  # fmt: skip
+        workers = [start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / f"once-w{i}.log"), wrap=measured)
+                   for i in range(2)]  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while "run once:" not in (tmp_path / "once-master.log").read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(4)  # into the second step
+            workers.append(start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "once-w2.log"), wrap=measured))
+            code = master.wait(timeout=120)
+            for w in workers:  # they quit with their master, and write their counts as they do
+                w.wait(timeout=30)
+        finally:
+            for p in (master, *workers):
+                if p.poll() is None:
+                    p.kill()
+    log = (tmp_path / "once-master.log").read_text()
+    assert code == 0, log[-3000:]
+    files = {os.path.basename(f): json.load(open(f)) for f in glob.glob(str(counts / "*.json"))}
+    sent = next(v["sent"] for k, v in files.items() if k.startswith("master"))
+    received = [v["received"] for k, v in files.items() if k.startswith("worker")]
+    assert len(received) == 3 and all(received), files.keys()
+    assert [[m["carries_start"] for m in r] for r in received] == [[True] + [False] * (len(r) - 1) for r in received]
+    assert sum(m["carries_start"] for m in sent) == 3 and len(sent) >= 9, sent
+    tokenizer_bytes = sum(os.path.getsize(f) for f in glob.glob(str(tmp_path / "tok" / "*")))
+    assert min(m["bytes"] for m in sent if m["carries_start"]) > tokenizer_bytes / 4  # the start, compressed
+    assert max(m["bytes"] for m in sent if not m["carries_start"]) < 8000
+    df, _summary = read_results(str(tmp_path), "once")
+    assert df[df["ok"]]["worker"].nunique() == 3  # each worker ran the start it got once, the late one too

@@ -107,3 +107,51 @@ def test_a_start_from_another_version_of_the_suite_is_refused_in_one_line(planne
         received(environment)
     assert str(e.value).startswith("the master's run does not fit this worker (later_field: unknown field")
     assert str(e.value).endswith("start the master and the workers from the same version of this suite")
+
+
+def test_the_master_sends_the_start_once_per_worker_node_and_run():
+    """Locust puts the master's options in every spawn message; the start rides only on the first
+    to each worker node of a run: again to a worker that reported ready anew (a new node: it joined
+    again, reconnected or stopped) and to every worker at the next run. Other messages pass as they are."""
+    from types import SimpleNamespace
+
+    from locust.rpc.protocol import Message
+
+    from plugin.run_start import OncePerWorker
+
+    wire = []
+    options = SimpleNamespace(users=4, **{CARRIER: {"run_id": "a"}})
+    runner = SimpleNamespace(server=SimpleNamespace(send_to_client=wire.append), clients={"w1": object(), "w2": object()})
+    environment = SimpleNamespace(parsed_options=options, runner=runner)
+
+    def spawn(worker):
+        runner.server.send_to_client(Message("spawn", {"parsed_options": vars(options), "users": 1}, worker))
+        return CARRIER in wire[-1].data["parsed_options"]
+
+    OncePerWorker.on(runner).new_run()
+    assert [spawn("w1"), spawn("w2"), spawn("w1"), spawn("w2")] == [True, True, False, False]
+    assert wire[-1].data["parsed_options"] == {"users": 4} and wire[-1].data["users"] == 1
+    assert CARRIER in vars(options)  # the master's own options keep it (for the next worker)
+    runner.server.send_to_client(Message("heartbeat", {"parsed_options": vars(options)}, "w1"))
+    assert CARRIER in wire[-1].data["parsed_options"]  # not a spawn message: as Locust sent it
+    runner.clients["w1"] = object()  # w1 reported ready again: a new node
+    assert [spawn("w1"), spawn("w1"), spawn("w2")] == [True, False, False]
+    assert spawn("w3") is True and spawn("w3") is True  # not (yet) a node of the master: always carried
+    assert OncePerWorker.on(runner) is runner.server.send_to_client  # installed once per server
+    OncePerWorker.on(runner).new_run()  # the next run: every worker gets its start
+    assert [spawn("w1"), spawn("w2"), spawn("w2")] == [True, True, False]
+    runner.server = SimpleNamespace(send_to_client=wire.append)  # Locust replaced its broken server
+    assert isinstance(OncePerWorker.on(runner), OncePerWorker) and spawn("w1") is True and spawn("w1") is False
+
+
+def test_a_worker_takes_the_start_out_of_its_options(planned):
+    """A worker reads the start once: the next run's comes with that run's first spawn message, and
+    a run whose start did not come is refused in one line, never run with the last run's."""
+    from types import SimpleNamespace
+
+    environment = SimpleNamespace(parsed_options=SimpleNamespace(users=4, **{CARRIER: planned[3]}))
+    assert received(environment).run_id == RunStart.model_validate(planned[3]).run_id
+    assert vars(environment.parsed_options) == {"users": 4}
+    with pytest.raises(InputError) as e:
+        received(environment)
+    assert str(e.value).startswith("the master sent no run plan with its spawn message")
