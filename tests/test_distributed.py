@@ -157,10 +157,11 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
 
 def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
     """The run's start (plan, workload, tokenizer's files) travels in Locust's spawn messages, and a
-    step ramp sends one to each worker at every step. Two workers run four steps with a tokenizer;
-    a third joins after the first step. Each worker gets the start once, with its first spawn
+    step ramp sends one to each worker at every step. Two workers run six steps with a tokenizer;
+    a third joins in the first steps. Each worker gets the start once, with its first spawn
     message (the late one too, whose records show it ran); the other spawn messages are a few kB.
-    Before, every spawn message carried it: 2 + 3 + 3 + 3 of them here, each with the tokenizer."""
+    Before, every spawn message carried it: one per worker and step (and rebalance), each with the
+    tokenizer. The ramp lasts 30 s, so that the late worker joins inside it on a loaded machine too."""
     import glob
     import json
 
@@ -179,7 +180,7 @@ def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
     with simulator("--profile", "fixed") as url:
         master = start_locust(
             "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-            "--expect-workers", "2", "--steps", "2,4,6,8", "--step-time", "3s", "--step-warmup", "1s", "--host", url,
+            "--expect-workers", "2", "--steps", "2,4,6,8,10,12", "--step-time", "5s", "--step-warmup", "1s", "--host", url,
             "--tokenizer", str(tmp_path / "tok"), "--results-dir", str(tmp_path), "--run-id", "once",
             "--stop-timeout", "20", *COMMON, log_path=str(tmp_path / "once-master.log"), wrap=measured,
         )  # fmt: skip
@@ -189,11 +190,11 @@ def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
             deadline = time.monotonic() + 60
             while "run once:" not in (tmp_path / "once-master.log").read_text() and time.monotonic() < deadline:
                 time.sleep(0.1)
-            time.sleep(4)  # into the second step
+            time.sleep(3)  # into the first step
             workers.append(start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "once-w2.log"), wrap=measured))
-            code = master.wait(timeout=120)
+            code = master.wait(timeout=150)
             for w in workers:  # they quit with their master, and write their counts as they do
-                w.wait(timeout=30)
+                w.wait(timeout=60)
         finally:
             for p in (master, *workers):
                 if p.poll() is None:
@@ -203,9 +204,9 @@ def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
     files = {os.path.basename(f): json.load(open(f)) for f in glob.glob(str(counts / "*.json"))}
     sent = next(v["sent"] for k, v in files.items() if k.startswith("master"))
     received = [v["received"] for k, v in files.items() if k.startswith("worker")]
-    assert len(received) == 3 and all(received), files.keys()
+    assert len(received) == 3 and all(received), (files.keys(), received)
     assert [[m["carries_start"] for m in r] for r in received] == [[True] + [False] * (len(r) - 1) for r in received]
-    assert sum(m["carries_start"] for m in sent) == 3 and len(sent) >= 9, sent
+    assert sum(m["carries_start"] for m in sent) == 3 and len(sent) >= 13, sent
     tokenizer_bytes = sum(os.path.getsize(f) for f in glob.glob(str(tmp_path / "tok" / "*")))
     assert min(m["bytes"] for m in sent if m["carries_start"]) > tokenizer_bytes / 4  # the start, compressed
     assert max(m["bytes"] for m in sent if not m["carries_start"]) < 8000
