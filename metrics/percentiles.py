@@ -1,8 +1,11 @@
-"""The one percentile: exact, numpy's 'linear' interpolation, missing values (NaN) left out.
+"""The percentiles: exact, numpy's 'linear' interpolation, missing values (NaN) left out.
 
 Every percentile the suite reports comes from here: summary.json's distributions, the SLO
 statistics of a run or a step and of each request (metrics/slo.py), the client's own health
 figures (plugin/health_monitor.py) and the report's per-time-bin latencies (reports/series.py).
+
+One exception, `order_percentile`: the value a load level's verdict states next to its
+order-statistic confidence bounds (metrics/verdict.py) is itself an order statistic.
 """
 
 from __future__ import annotations
@@ -15,6 +18,18 @@ def percentile(values, q: float) -> float | None:
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
     return float(np.percentile(v, q)) if v.size else None
+
+
+def order_percentile(values, q: float) -> float | None:
+    """The q-th percentile (0..100) as an order statistic: X(ceil(q/100 n)) of the n values, the
+    smallest value with at least q % of the values at or below it (numpy 'inverted_cdf'); None
+    when no value is there. A level's verdict states it (metrics/verdict.py): its order-statistic
+    confidence bounds X(i) <= X(ceil(q n)) <= X(j) hold for any confidence of 50 % or more, so it
+    always lies within them, where 'linear' interpolates between X(n-1) and X(n) of two values to
+    a P95 below its lower bound X(2)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(np.percentile(v, q, method="inverted_cdf")) if v.size else None
 
 
 def percentiles(values, qs) -> list[float] | None:

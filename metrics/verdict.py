@@ -16,6 +16,10 @@ order-statistic interval). The level
 - *missed* it when the lower bound is at or above the threshold,
 - is *undecided* otherwise: too few values, or a percentile too close to the threshold.
 
+The percentile the verdict states is the order statistic X(ceil(q n)) (metrics/percentiles.py
+order_percentile), which lies within those bounds, where the run's interpolated percentile of a
+level with few values can fall below its own lower bound.
+
 A P95 needs at least 45 values (at 90 % confidence) before it can be met at all: with fewer, the
 upper bound is above the largest value. A single value above the threshold can already prove a
 miss. A mean objective uses the normal approximation (mean +- z s / sqrt(n), n >= 2). ITL gaps are
@@ -32,6 +36,7 @@ from typing import Literal
 
 import numpy as np
 
+from metrics.percentiles import order_percentile
 from metrics.schema.verdicts import LevelVerdict, ObjectiveEvidence
 
 CONFIDENCE = 0.90  # one-sided, for each bound
@@ -82,14 +87,18 @@ def judge_objective(obj, values_s, confidence: float = CONFIDENCE) -> ObjectiveE
     v = np.asarray(values_s, dtype=float)
     v = np.sort(v[~np.isnan(v)])
     n = int(v.size)
-    value = obj.statistic(v)
     if obj.stat == "mean":
+        value = obj.statistic(v)
         if n >= 2:
             half = _z(confidence) * float(v.std(ddof=1)) / math.sqrt(n)
             lower, upper = value - half, value + half
         else:
             lower = upper = None
     else:
+        # The level's percentile is stated as the order statistic its bounds are (not the run's
+        # 'linear' interpolation, summary.json's distributions): so it always lies within them
+        value = order_percentile(v, obj.percentile())
+        value = math.nan if value is None else value
         lower, upper = order_bounds(v, obj.percentile() / 100.0, confidence)
     if upper is not None and upper < obj.threshold_s:
         state = "met"

@@ -88,18 +88,19 @@ def steps_table(steps: list[Step]) -> Table:
         rows.append(row)
     heads = [h for h, _, _ in STEP_COLUMNS]
     if with_slo:
-        heads += ["SLO", "judged on", "bounds (ms)"]
+        heads += ["SLO", "judged on", "statistic (bounds), ms"]
     return Table(heads, rows, left=0, text=tuple(range(len(STEP_COLUMNS), len(heads))) if with_slo else ())
 
 
 def level_verdict(s: Step) -> list[Cell]:
-    """[verdict, requests (and steps held), each objective's confidence bounds] of a level."""
+    """[verdict, requests (and steps held), each objective's statistic and confidence bounds] of a
+    level: the statistic the verdict states, an order statistic that lies within its bounds."""
     v = s.verdict
     if v is None:
         return cells("-", "-", "-")
     status = {"met": "pass", "missed": "fail"}.get(v.state, "")
     held = f", {s.steps} steps" if s.steps > 1 else ""
-    bounds = "; ".join(f"{e.metric} {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives)
+    bounds = "; ".join(f"{e.metric} {fmt(e.value_ms, 0)} ({fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)})" for e in v.objectives)
     return [Cell(v.state, status), Cell(f"{v.requests} requests{held}"), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 

@@ -40,6 +40,20 @@ def test_a_p95_needs_45_values_to_be_met_and_one_to_be_missed():
     assert e.state == "undecided" and e.lower_ms < 1000 <= e.upper_ms and e.samples == 1000
 
 
+def test_a_levels_percentile_lies_within_its_own_bounds():
+    """The percentile a level's verdict states is the order statistic its bounds are made of: with
+    2 values the P95 is the larger one, the lower bound (the run's 'linear' P95, 1.95 s here, fell
+    below it); for every n and spread it lies within the bounds that exist."""
+    e = judge_objective(P95, [1.0, 2.0])
+    assert e.state == "missed" and e.lower_ms == 2000 and e.value_ms == 2000, e
+    rng = np.random.default_rng(3)
+    for n in [*range(1, 60), 100, 333, 1000]:
+        for objective in (P95, parse_slo("ttft.p50<1s")[0], parse_slo("ttft.p99.9<1s")[0]):
+            e = judge_objective(objective, rng.lognormal(0.0, 1.0, n))
+            assert e.lower_ms is None or e.lower_ms <= e.value_ms, (n, objective.text, e)
+            assert e.upper_ms is None or e.value_ms <= e.upper_ms, (n, objective.text, e)
+
+
 def test_a_level_of_failures_misses_and_an_empty_one_is_undecided():
     assert judge([P95], {}, ok=0, failed=3).state == "missed"
     v = judge([P95], {}, ok=0, failed=0)
