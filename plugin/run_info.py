@@ -1,20 +1,34 @@
 """What run.json records of the process that ran: the command line (secrets blanked) and the
-versions of the packages that measured.
+versions of the suite and of the packages that measured, read as the run starts.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
 import sys
 from importlib import metadata
 
 from plugin.server_metrics import without_credentials
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
 
 
+def suite_version() -> str:
+    """The suite's checkout as `git describe` names it; "unknown" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--tags"], capture_output=True,
+                             text=True, timeout=5)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown" if out.returncode == 0 else "unknown"
+
+
 def package_versions() -> dict:
-    out = {"python": platform.python_version()}
+    """The suite's version (summary.json's setup states it) and Python's and the packages'."""
+    out = {"suite": suite_version(), "python": platform.python_version()}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)

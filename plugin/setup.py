@@ -4,16 +4,14 @@ The load model and its parameters, the time asked for and measured, the SLO, the
 and content hash, the server (its URL without credentials), the model, the server's version where
 it tells it and where it did (GET /version, an info gauge's version label on /metrics, or a
 response header: server_version), the client hosts and the number of processes that
-ran users, and the suite's version. Written by the process that writes the results (a master or a
+ran users, and the suite's version (read as the run started: run.json `versions.suite`). Written by the process that writes the results (a master or a
 local run); the reports and the live view read it from there.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import socket
-import subprocess
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
@@ -25,17 +23,6 @@ from plugin.server_metrics import public_url
 from plugin.state import Plugin
 
 log = logging.getLogger("llm")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def suite_version() -> str:
-    """The suite's checkout as `git describe` names it; "unknown" outside a git checkout."""
-    try:
-        out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--tags"], capture_output=True,
-                             text=True, timeout=5)  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() or "unknown" if out.returncode == 0 else "unknown"
 
 
 def server_version(host: str, plan) -> tuple[str | None, str | None]:
@@ -113,7 +100,8 @@ def setup_block(run, version: tuple[str | None, str | None], hosts: list[str], w
                        parameters={k: v for k, v in load.items() if k != "kind"}),
         run_time_s=plan.run_time_s, measured_s=max(0.0, end - run.window_start), slo=[o.text for o in plan.slo],
         workload=spec.name, workload_hash=spec.spec_hash, server=public_url(environment.host or ""),
-        model=plan.model, server_version=version[0], server_version_source=version[1], client_hosts=hosts, workers=workers, suite_version=suite_version(),
+        model=plan.model, server_version=version[0], server_version_source=version[1], client_hosts=hosts, workers=workers,
+        suite_version=run.writer.info.versions.get("suite") or "unknown",  # read as the run started (run.json)
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ def test_every_report_states_its_load_and_target_without_credentials(tmp_path):
     assert setup["workload"] == "reference-mix" and setup["workload_hash"] == run["workload"]["hash"]
     assert setup["server"] == url and setup["model"] == "sim-model"
     assert setup["workers"] == 2 and len(setup["client_hosts"]) == 1 and setup["suite_version"]
+    assert setup["suite_version"] == run["versions"]["suite"]  # read once, as the run started (run.json)
     md = open(os.path.join(tmp_path, "s", "report.md")).read()
     html = open(os.path.join(tmp_path, "s", "report.html")).read()
     head = md.split("\n\n")[1]  # the line under the title: the first thing read
