@@ -6,7 +6,7 @@ from __future__ import annotations
 from metrics.schema import Summary, as_summary
 from metrics.schema.figures import Step
 from metrics.schema.verdicts import Slo
-from metrics.verdict import describe
+from metrics.verdict import describe, held
 
 
 def fmt(x, digits=0) -> str:
@@ -48,6 +48,9 @@ def format_table(summary: Summary | dict) -> str:
         lines += ["", *format_slo(summary.slo)]
     if summary.capacity is not None:
         lines.append(f"Capacity: {summary.capacity.sentence}")
+    warning = summary.client_bound.warning() if summary.client_bound is not None else ""
+    if warning:  # said once: the diagnosis refers to it
+        lines.append(f"Client warning: {warning}")
     if summary.diagnosis is not None:
         lines.append(f"Why the knee is there: {summary.diagnosis.sentence}")
     return "\n".join(lines)
@@ -73,7 +76,7 @@ def format_steps(steps: list[Step]) -> str:
     judged = [s for s in steps if s.verdict is not None]
     if judged:
         lines.append(f"SLO: each level's verdict on its own requests, with {judged[0].verdict.confidence:.0%} confidence bounds:")
-        lines += [f"  {s.users} users{f' ({s.steps} steps)' if s.steps > 1 else ''}: {describe(s.verdict)}" for s in judged]
+        lines += [f"  {s.users} users{f' ({held(s.steps)})' if s.steps > 1 else ''}: {describe(s.verdict)}" for s in judged]
     return "\n".join(lines)
 
 

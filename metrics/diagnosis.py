@@ -19,7 +19,7 @@ none missed, the highest level), and says which limit it hit:
 - *compute-bound*: nothing waits in the server's queue (or only for the step in progress, below);
   every request runs, and each step of the growing batch takes longer;
 - *client inaccurate*: no server metrics, and the client's self-health flagged the run: its
-  latencies are off, and so may be the knee (add workers);
+  latencies are off, and so may be the knee;
 - *unknown*: no server metrics to say (run with --server-metrics URL/metrics).
 
 Without the server's gauges (a server with no /metrics) but with GPU telemetry, a GPU busy less
@@ -39,7 +39,11 @@ A prefix-cache hit rate that falls by PREFIX_DROP or more from the lowest level 
 named as part of the cause: cached prefixes were evicted, so each request prefills more.
 
 The server's metrics are its own, whatever the client's accuracy: when the client flagged itself,
-the limit stands and the sentence adds that the knee's place may be the client's. Every diagnosis
+the limit stands and the sentence adds that the knee's place may be the client's. The client's
+warning itself (what happened, and its advice: more workers when it ran out of CPU, a quieter
+machine when other processes took it) is said once, beside the diagnosis, by whatever shows it
+(summary.json `client_bound`, `diagnosis.client`); the sentence refers to it, never repeats it or
+gives advice of its own that could contradict it. Every diagnosis
 names what it rests on (`evidence`: the level, the figure and the server's metric name), and the
 same function (`diagnose_levels`) makes summary.json's `diagnosis`, the live view's and the
 report's.
@@ -184,12 +188,13 @@ def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[st
     when it flagged itself."""
     names = names or {}
     kind, users, sentence, evidence = _server_limit(levels, knee_users, names)
-    if client:
-        evidence.append(f"client self-health: {client}")
+    if client:  # the warning is said once, beside the diagnosis (module doc)
+        evidence.append("client self-health: its own timings were off (summary.json client_bound)")
         if kind == "unknown":
-            kind, sentence = "client inaccurate", f"client inaccurate: {client} The knee may be the client's: add workers and run again"
+            kind, sentence = "client inaccurate", ("client inaccurate: no server metrics say why, and the client's own "
+                                                   "timings were off (see its warning): the knee may be the client's")
         else:
-            sentence += f". The client was inaccurate too, so the knee's place may be off: {client}"
+            sentence += ". The client's own timings were off too (see its warning), so the knee's place may be off"
     return KneeDiagnosis(kind=kind, users=users, knee=knee_why, sentence=sentence, evidence=evidence, metrics=names,
                          levels=levels, client=client or None)  # fmt: skip
 

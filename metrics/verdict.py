@@ -152,6 +152,17 @@ def too_few(v: LevelVerdict) -> bool:
     return v.state == "undecided" and (v.requests == 0 or any(e.upper_ms is None for e in v.objectives if e.state == "undecided"))
 
 
+def held(steps: int) -> str:
+    """'held 2 steps' for a level a capacity search extended to decide it; "" for one step."""
+    return f"held {steps} steps" if steps > 1 else ""
+
+
+def judged_on(requests: int, steps: int) -> str:
+    """What a level's verdict rests on, as every per-step table says it (the report's, the live
+    view's): '165 requests', '212 requests, held 2 steps'."""
+    return f"{requests:,} requests" + (f", {held(steps)}" if steps > 1 else "")
+
+
 def describe(v: LevelVerdict) -> str:
     """'met: ttft.p95 4,400 ms (90 % bounds 4,100..4,800 ms, 312 requests)' for logs and tables."""
     parts = []

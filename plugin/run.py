@@ -16,6 +16,7 @@ from plugin import exit_codes, gpu
 from plugin.context import load_workload
 from plugin.options import check_host, public_options
 from plugin.plan import RunPlan
+from plugin.run_info import suite_version
 from plugin.run_start import RunInputs, off_loop
 from plugin.results import ResultsWriter
 from plugin.results_folder import check_folder, new_run_id, reserve_folder
@@ -42,7 +43,8 @@ class Run:
         self.window_end: float | None = None
         info = RunInfo(host=public_url(environment.host) if environment.host else environment.host, role=role_of(environment),
                        plan=plan.record(), options=public_options(environment.parsed_options),
-                       workload={"hash": spec.spec_hash, **spec.to_dict()})  # fmt: skip
+                       workload={"hash": spec.spec_hash, **spec.to_dict()},
+                       versions={"suite": suite_version()})  # fmt: skip
         self.writer = ResultsWriter(plan.results_dir, self.run_id, info, overwrite=plan.overwrite)
         self.writer.on_rows = self._rows
         self.collector = None

@@ -17,7 +17,8 @@ PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy"
 
 
 def suite_version() -> str:
-    """The suite's checkout as `git describe` names it; "unknown" outside a git checkout."""
+    """The suite's checkout as `git describe` names it; "unknown" outside a git checkout. Read once
+    as a run starts (plugin/run.py: run.json `versions.suite`, which summary.json's setup states)."""
     try:
         out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--tags"], capture_output=True,
                              text=True, timeout=5)  # fmt: skip
@@ -27,8 +28,7 @@ def suite_version() -> str:
 
 
 def package_versions() -> dict:
-    """The suite's version (summary.json's setup states it) and Python's and the packages'."""
-    out = {"suite": suite_version(), "python": platform.python_version()}
+    out = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)

@@ -10,6 +10,7 @@ summary bolds a failure. No number is formatted in a template.
 from __future__ import annotations
 
 from metrics.record import NOT_SERVER_FAILURES
+from metrics.verdict import judged_on
 from metrics.schema import Summary
 from metrics.schema.figures import Step
 from reports import data as D
@@ -99,9 +100,8 @@ def level_verdict(s: Step) -> list[Cell]:
     if v is None:
         return cells("-", "-", "-")
     status = {"met": "pass", "missed": "fail"}.get(v.state, "")
-    held = f", {s.steps} steps" if s.steps > 1 else ""
     bounds = "; ".join(f"{e.metric} {fmt(e.value_ms, 0)} ({fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)})" for e in v.objectives)
-    return [Cell(v.state, status), Cell(f"{v.requests} requests{held}"), Cell(f"{bounds} ({v.confidence:.0%})")]
+    return [Cell(v.state, status), Cell(judged_on(v.requests, s.steps)), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 
 def slo_table(summary: Summary) -> Table | None:

@@ -86,23 +86,29 @@ def _get(url: str):
 
 
 @pytest.mark.process
-def test_the_live_view_states_the_diagnosis_as_levels_complete_and_then_summary_json_s(tmp_path):
-    """A web-UI run of the slot-bound profile: once the first level is final the view states a
-    diagnosis over it; after the run its JSON carries summary.json's diagnosis, equal to it."""
+def test_the_live_view_states_the_diagnosis_once_there_is_a_knee_and_then_summary_json_s(tmp_path):
+    """A web-UI run of the slot-bound profile, 2, 24 and 26 users: while only the 2-user level is
+    final (met: no knee yet) the view states no diagnosis (it used to diagnose the highest level so
+    far); once the 24-user level is final and missed, it states the diagnosis at that knee while
+    the run goes on; after the run its JSON carries summary.json's diagnosis, equal to it."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "locust.log")
+    ramp = [a if a != "2,24" else "2,24,26" for a in RAMP]
     with simulator("--profile", _profile(tmp_path, "scheduler-bound")) as url:
-        proc = start_locust("--host", url, *RAMP, "--slo", SLO["scheduler-bound"], "--max-tokens-override", MAX_TOKENS["scheduler-bound"], "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
+        proc = start_locust("--host", url, *ramp, "--slo", SLO["scheduler-bound"], "--max-tokens-override", MAX_TOKENS["scheduler-bound"], "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
                             "--run-id", "ui", "--autostart", "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port",
-                            str(port), "-t", "12s", log_path=log)  # fmt: skip
+                            str(port), "-t", "18s", log_path=log)  # fmt: skip
         try:
-            live, end = None, time.monotonic() + 60
+            before_knee, live, end = [], None, time.monotonic() + 80
             while time.monotonic() < end and proc.poll() is None:
                 try:
                     d = _get(base + "/llm/stats?history=0")
                 except OSError:
                     d = {}
+                final = [s["users"] for s in d.get("steps") or () if s["status"] == "final"]
+                if final == [2] and not d.get("final"):
+                    before_knee.append(d.get("diagnosis"))
                 if d.get("diagnosis") and not d.get("final") and live is None:
                     live = d["diagnosis"]
                 if d.get("final") and d.get("summary"):
@@ -110,10 +116,12 @@ def test_the_live_view_states_the_diagnosis_as_levels_complete_and_then_summary_
                 time.sleep(0.5)
             else:
                 pytest.fail("the run did not finish: " + open(log).read()[-3000:])
+            assert before_knee and before_knee == [None] * len(before_knee), before_knee[-1:]
             assert live is not None, open(log).read()[-3000:]
-            # while the 24-user level runs: the 2-user level is final, the highest so far, nothing queues
-            assert [lv["users"] for lv in live["levels"]][0] == 2 and live["levels"][0]["scrapes"] >= 3
-            assert live["users"] in (2, 24) and live["metrics"]["running"] == "vllm:num_requests_running"
+            # while the 26-user level runs: the 24-user level is final and missed it, the knee
+            assert live["users"] == 24 and live["knee"] == "the lowest level that missed ttft.p95<150ms", live
+            assert [lv["users"] for lv in live["levels"]] == [2, 24] and live["levels"][1]["scrapes"] >= 3
+            assert live["kind"] == "scheduler-bound" and live["metrics"]["running"] == "vllm:num_requests_running"
             _, summary = read_results(str(tmp_path), "ui")
             assert d["diagnosis"] == summary["diagnosis"] == d["summary"]["diagnosis"]
             assert summary["diagnosis"]["kind"] == "scheduler-bound"
@@ -149,11 +157,14 @@ def test_the_rule_on_figures():
     assert alone.evidence == ["at 32 users (step 32): GPU telemetry mean 20%"]
     assert diagnose([gpu(16, 0.5), gpu(32, 0.9)], 32).kind == "unknown"
     # the server's figures are its own: the limit stands when the client flagged itself, with a caveat
+    # that says the client's warning once (beside it, `client`), not inside the sentence or the evidence
     late = diagnose([g(24, 6, 17, 0.02)], 24, client="the client was late.")
-    assert late.kind == "scheduler-bound" and "client was inaccurate" in late.sentence
-    assert late.evidence[-1] == "client self-health: the client was late."
+    assert late.kind == "scheduler-bound" and "client's own timings were off" in late.sentence and late.client == "the client was late."
+    assert "late." not in late.sentence + "".join(late.evidence)
+    assert late.evidence[-1] == "client self-health: its own timings were off (summary.json client_bound)"
+    # no advice of its own: "add workers" contradicted a contended client's (a quieter machine, not more workers)
     unknown = diagnose([], 24, client="the client was late.")
-    assert unknown.kind == "client inaccurate" and "add workers" in unknown.sentence
+    assert unknown.kind == "client inaccurate" and "workers" not in unknown.sentence, unknown.sentence
 
 
 def _scrapes(levels) -> pd.DataFrame:

@@ -25,7 +25,9 @@ import pytest
 from metrics.record import FIELD_NAMES, RequestRecord, rows_to_table
 from metrics.slo import parse_slo
 from tests.helpers import LOCUST, ROOT, free_port
-from webui.live import LIVE_COLUMNS, Flight, LiveWindow
+from webui.live import LiveWindow
+from webui.live_blocks import Flight
+from webui.live_table import LIVE_COLUMNS
 
 T0 = 1_800_000_000.0  # a fixed wall clock for the synthetic runs
 NAN = float("nan")
@@ -223,6 +225,39 @@ def test_step_rows_equal_summary_by_step():
     for i in (1, 2):
         expected = {k: v for k, v in by_step[i].items() if k not in ("step", "users", "window", "steps", "cut")}
         assert json.loads(json.dumps(again["steps"][i]["block"])) == json.loads(json.dumps(expected)), i
+
+
+def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
+    """A capacity search held its 2-user level for two steps (steps 0-1), then 4 users: the live
+    row marks it held and says what its verdict rests on in the words of the report's per-step
+    table and of the view after the run (metrics/verdict.py judged_on), from the same Step. No
+    diagnosis while no final level missed (the old view diagnosed the highest level so far: no
+    knee yet); once one missed, the diagnosis names it."""
+    from metrics.summary import summarize
+    from metrics.verdict import judged_on
+    from reports.rows import level_verdict
+    from shapes.steps import StepPlan
+    from webui.live_steps import live_diagnosis
+    from webui.view import summary_view
+
+    plan = StepPlan([2, 2, 4], 20.0, 5.0, cut_lag_s=0.0)
+    rows = _rows(seed=5, n=1200, span=60.0, step_s=20.0)
+    for slo, knee in (("ttft.p95<500ms", None), ("ttft.p95<300ms", 2)):  # replies' TTFT: 20-400 ms
+        objectives = parse_slo(slo)
+        w = LiveWindow(objectives, run_start=T0)
+        w.add_rows(rows)
+        snap = w.snapshot(end=T0 + 61, flight=Flight(), steps=(plan, T0))
+        assert [(r["step"], r["last"], r["status"], r["held"]) for r in snap["steps"]] == [
+            (0, 1, "final", "held 2 steps"), (2, 2, "pending", "")]  # the search may still hold the last level
+        summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives)
+        step = summary.by_step[0]
+        assert step.steps == 2 and step.verdict.state == ("met" if knee is None else "missed"), step.verdict
+        said = judged_on(step.verdict.requests, 2)
+        assert said.endswith(" requests, held 2 steps")
+        assert snap["steps"][0]["judged_on"] == summary_view(summary)["by_step"][0]["judged_on"] == said
+        assert level_verdict(step)[1].text == said  # the report's "judged on" cell
+        diagnosis = live_diagnosis(snap["steps"], objectives, None, None)
+        assert (diagnosis and diagnosis["users"]) == knee, diagnosis
 
 
 def test_window_is_cut_at_the_run_start_and_forgets_old_records():

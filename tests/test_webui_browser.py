@@ -34,6 +34,7 @@ import urllib.request
 
 import pytest
 
+from metrics.verdict import judged_on
 from tests.helpers import LOCUST, ROOT, free_port
 from tests.test_webui import start_group, stop_group
 
@@ -469,6 +470,45 @@ def test_capacity_search_from_the_form(ui):
     assert _steps(summary) == [(0, 10), (1, 20)]
 
 
+STEP_CELLS_JS = ("[...document.querySelectorAll('#steps tbody tr')].map(r => [r.dataset.step, "
+                 "r.querySelector('td.status').textContent, r.lastChild.textContent])")  # fmt: skip
+
+
+def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
+    """A capacity search of one candidate, 2 users: ~0.7 s replies give too few values in a level's
+    4 judged seconds to bound a P95, so the search holds the level for more steps. While it runs,
+    the page's per-step row says it is held (the old page showed step 0 and nothing more); after
+    the run the row says what the report's per-step table says (metrics/verdict.py judged_on)."""
+    page = ui.page
+    message = ui.submit({"userCount": "2", "spawnRate": "2", "host": ui.sim, "simProfile": "fixed", "model": "",
+                         "maxTokensOverride": "30", "steps": "2", "stepTime": "9s", "stepWarmup": "1s",
+                         "findCapacity": "true", "slo": "ttft.p95<400ms", "runTime": "40s"})  # fmt: skip
+    assert message is None, message
+    page.goto(ui.base + "/llm")
+    live = []  # the step rows the page showed while the run was on
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        v = page.js(PAGE_VALUES_JS)
+        if v.get("mode") == "summary":
+            break
+        if v.get("mode") == "live":
+            live.append(page.js(STEP_CELLS_JS))
+        time.sleep(1.0)
+    done = _until(lambda: (lambda d: d if d["summary"] else None)(_json(ui.base + "/llm/stats?history=0&window=5")), 60,
+                  "the run's summary in the view", ui.logs)  # fmt: skip
+    ui.runs.append(done["run"]["results_path"])
+    summary = json.load(open(os.path.join(done["run"]["results_path"], "summary.json")))
+    (step,) = summary["by_step"]
+    assert step["steps"] >= 2, step  # held
+    assert any(row[0] == "0" and "held 2 steps" in row[1] for rows in live for row in rows), live[-5:]
+    final = _until(lambda: (lambda v: page.js(STEP_CELLS_JS) if v.get("mode") == "summary" else None)(page.js(PAGE_VALUES_JS)),
+                   30, "the page's final steps table", ui.logs)  # fmt: skip
+    v = step["verdict"]
+    assert final == [["0", f"final, held {step['steps']} steps", f"{v['state']} ({judged_on(v['requests'], step['steps'])})"]], final
+    md = open(os.path.join(done["run"]["results_path"], "report.md")).read()
+    assert f"| {judged_on(v['requests'], step['steps'])} |" in md  # the report's "judged on" cell
+
+
 def test_live_view_follows_a_ramp(ui):
     """Steps of 12 s, replies of ~8 s: a view built on ended requests alone would still be in the
     previous step; counted where tokens arrive, the 5 s window inside each step is the step's
@@ -543,7 +583,8 @@ def test_live_view_follows_a_ramp(ui):
     verdicts = [(s["verdict"]["state"], s["verdict"]["requests"]) for s in steps]
     assert verdicts[0][0] == "undecided", verdicts
     cells = page.js("[...document.querySelectorAll('#steps tbody tr')].map(r => [r.lastChild.textContent, r.lastChild.className])")
-    assert [text for text, _ in cells] == [f"{state} ({n})" for state, n in verdicts], cells
+    said = [f"{s['verdict']['state']} ({judged_on(s['verdict']['requests'], s['steps'])})" for s in steps]  # as the report says
+    assert [text for text, _ in cells] == said, cells
     assert [("some" in cls) for _, cls in cells] == [state == "missed" for state, _ in verdicts], cells
     page.screenshot(str(ui.tmp / "llm-view-finished.png"))
     # another window length, picked in the page: its charts from the start

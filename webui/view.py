@@ -23,9 +23,12 @@ from flask import url_for
 from locust.runners import STATE_MISSING, MasterRunner
 
 from metrics.schema import Summary
+from metrics.verdict import held, judged_on
 from reports.rows import setup_rows
 from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, live_client, server_frame, server_gauges
-from webui.live import DEFAULT_WINDOW, WINDOWS, Flight, LiveWindow, live_diagnosis, window_key
+from webui.live import DEFAULT_WINDOW, WINDOWS, LiveWindow, window_key
+from webui.live_blocks import Flight
+from webui.live_steps import live_diagnosis
 from webui.progress import REPORT_KEY as PROGRESS_KEY
 from webui.progress import StreamTracker
 from webui.progress import valid as valid_progress
@@ -297,8 +300,13 @@ SUMMARY_KEYS = ("window", "records", "overall", "by_class", "by_step", "slo", "c
 
 
 def summary_view(summary: Summary) -> dict:
-    """The parts of a run's summary.json the view shows after the run."""
-    return summary.model_dump(mode="json", include=set(SUMMARY_KEYS))
+    """The parts of a run's summary.json the view shows after the run; each level says what its
+    verdict rests on as the live rows and the report's per-step table do (`judged_on`)."""
+    out = summary.model_dump(mode="json", include=set(SUMMARY_KEYS))
+    for step, s in zip(out.get("by_step") or (), summary.by_step or ()):
+        step["held"] = held(s.steps)
+        step["judged_on"] = judged_on(s.verdict.requests, s.steps) if s.verdict is not None else None
+    return out
 
 
 def _tab_row(name: str, b: dict, stamp: str, sent: str = "ended", users=None, in_flight=None) -> dict:

@@ -1,0 +1,109 @@
+"""The live view's load steps (a step ramp or a capacity search) and why the knee is there.
+
+Once a step's time is over, its row is computed from the records exactly as summary.json's
+`by_step` (the requests sent in its window, its warm-up excluded; tokens that arrived in it);
+"pending" while requests sent before its end are still open (or a capacity search may still hold
+it for another step), "final" after, and then kept as it is. A row says what its verdict rests on
+as the report's per-step table does (metrics/verdict.py `judged_on`: its requests, and the steps
+a capacity search held it for).
+
+Why the knee is there (`live_diagnosis`): once a final level has missed the SLO (the knee), the
+diagnosis of metrics/diagnosis.py over the final levels, from the server's metrics scraped so far;
+none before (a search doubling its load has no knee yet, and the highest level so far is not one).
+After the run the view shows summary.json's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metrics.verdict import held, judged_on
+from shapes.steps import Level
+from webui.live_blocks import Flight, add_open_streams, empty_block, measure
+from webui.live_table import clean
+
+
+class LiveSteps:
+    """The rows of the levels begun so far; a final row is kept as it is."""
+
+    def __init__(self, objectives=()):
+        self.objectives = list(objectives)
+        self.final: dict[int, dict] = {}  # step index -> its final row
+
+    def rows(self, end: float, flight: Flight, steps, run_start: float | None, final: bool) -> list | None:
+        """The levels begun so far: "running" until the level's time is over, then "pending" while
+        requests sent before its end are still open (or a capacity search may still hold it for
+        another step), then "final" (kept as it is). `steps`: (StepPlan, run start) or None."""
+        if steps is None or run_start is None:
+            return None
+        plan, run_start = steps
+        levels = plan.levels_at(run_start)
+        rows = []
+        for level in levels:
+            if level.begin > end:
+                break
+            if level.first in self.final:
+                rows.append(self.final[level.first])
+                continue
+            row = {"step": level.first, "last": level.last, "users": level.users, "begin": level.begin,
+                   "start": level.start, "end": level.end, "cut": level.cut, "held": held(level.steps), "open": None,
+                   "block": None, "judged_on": None}  # fmt: skip
+            if end < level.end and not final:
+                row["status"] = "running"
+            else:
+                still_open = int(np.sum(flight.sent < level.end))
+                may_grow = plan.cut_lag_s is not None and level is levels[-1] and not final
+                row.update(status="final" if still_open == 0 and not may_grow else "pending", open=still_open)
+            rows.append(row)
+        return rows
+
+    def waiting(self, rows) -> list[dict]:
+        """The rows whose time is over and that are not kept yet: their records are still needed."""
+        return [r for r in rows or () if r["status"] in ("pending", "final") and r["step"] not in self.final]
+
+    def fill(self, rows: list, flight: Flight, ratios: dict, select) -> None:
+        """The blocks of the levels whose time is over, as summary.json's by_step computes them
+        (metrics.measure.Measure.level: the level's declared set, its one verdict); a pending
+        level's open streams add what they delivered in the window so far. `select(t)`: the
+        records that ended at or after t."""
+        todo = self.waiting(rows)
+        m, _ = measure(select(min(r["start"] for r in todo)), self.objectives)
+        for r in todo:
+            start, end = r["start"], r["end"]
+            level = Level(r["step"], r["last"], r["users"], r["begin"], start, end, r["cut"])
+            if m is not None:
+                mask = m.in_level(level)
+                block = m.level(level).model_dump(exclude={"step", "users", "window", "steps", "cut"})
+                rec_ttft = m.df["ttft_s"].to_numpy()[mask & m.ok]
+            else:
+                block, rec_ttft = empty_block(end - start, self.objectives), np.empty(0)
+            if r["status"] == "pending":  # what the open streams delivered in the step's window so far
+                sent_in = (flight.sent >= start) & (flight.sent <= end) & np.isfinite(flight.ttft)
+                add_open_streams(block, flight, start, end, ratios, np.concatenate([rec_ttft, flight.ttft[sent_in]]))
+                block["verdict"] = None  # judged once its set is complete
+            r["block"] = block
+            if block.get("verdict"):
+                r["judged_on"] = judged_on(block["verdict"]["requests"], level.steps)
+            if r["status"] == "final":
+                self.final[r["step"]] = clean(r)
+
+
+def live_diagnosis(step_rows, objectives, server, client) -> dict | None:
+    """Why the knee is there, once a final level missed the SLO (module doc): the levels final so
+    far as summary.json's by_step holds them, judged into a capacity as summary.json's is, and the
+    same diagnosis (metrics/diagnosis.py) from the server's metrics scraped so far (`server`, a
+    frame; None without --server-metrics) and the client's self-health (`client`, a ClientBound).
+    None while no level has missed: no knee yet."""
+    from metrics.diagnosis import diagnose_levels
+    from metrics.schema.figures import Step
+    from metrics.capacity import capacity
+
+    final = [r for r in step_rows or () if r["status"] == "final" and r.get("block")]
+    if not final or not objectives:
+        return None
+    steps = [Step.model_validate({**r["block"], "step": r["step"], "users": r["users"], "steps": r["last"] - r["step"] + 1,
+                                  "window": {"start": r["start"], "end": r["end"]}, "cut": r["cut"]}) for r in final]  # fmt: skip
+    cap = capacity(steps, objectives)
+    if cap.next_failing_users is None:
+        return None
+    return diagnose_levels(steps, cap, server, client).model_dump(mode="json")
