@@ -461,6 +461,36 @@ def test_client_bound_warning_and_turns_in_report_and_compare(tmp_path, capsys):
     assert "warning: new run: The load generator was client bound" in capsys.readouterr().out
 
 
+def test_the_client_warning_is_said_once_and_no_advice_contradicts_it(tmp_path):
+    """A step run whose client was late while idle (contended) and so inaccurate: the report says
+    the client's warning once, and the knee's diagnosis refers to it (the old report said it three
+    times: the warning, inside the diagnosis' sentence and in its evidence) without advice of its
+    own; the console table says it once too."""
+    from core.files import write_json
+    from metrics.summary import format_table
+    from reports.build import build
+
+    summary = _steps_run(tmp_path)
+    advice = "No worker ran out of CPU, but some were late while idle: run the load generator on a quieter machine."
+    summary = summary.with_sections(client_bound={"bound": False, "contended": True, "inaccurate": True, "advice": advice,
+                                                  "workers": [{"worker": "local", "contended": True, "inaccurate": True}]})  # fmt: skip
+    summary.diagnosis = None  # the report diagnoses from the folder's server metrics and this client_bound
+    write_json(str(tmp_path / "summary.json"), summary.model_dump())
+    paths = build(str(tmp_path))
+    md = open(paths["md"], encoding="utf-8").read()
+    body = md.split("<details>")[0]  # the summary.json sections shown as they are come after
+    assert body.count(advice) == 1 and "machine was contended" in body, body
+    assert "**Why the knee is there:**" in body and "see its warning" in body and "add workers" not in md
+    html = open(paths["html"], encoding="utf-8").read()
+    assert html.count(html_escape(advice)) <= 2 and "add workers" not in html  # the warning; client_bound's table
+    from metrics.diagnosis import diagnose_levels
+
+    summary.diagnosis = diagnose_levels(summary.by_step, summary.capacity, None, summary.client_bound)  # no server metrics
+    table = format_table(summary)
+    assert summary.diagnosis.kind == "client inaccurate" and "see its warning" in summary.diagnosis.sentence
+    assert table.count(advice) == 1 and "add workers" not in table, table
+
+
 # ---------------------------------------------------------------------------------------------
 # summary.json as a typed contract; the report's figures are the summary's
 
