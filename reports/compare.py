@@ -39,6 +39,7 @@ from core.errors import InputError
 from core.files import write_atomic
 from reports.block_bootstrap import METRIC_NAMES, UNITS, measure, prepare, scopes
 from reports.comparable import differences
+from reports.compare_gpu import gpu_comparison, gpu_console, gpu_markdown
 from reports.data import client_warning
 from reports.fail_on import Rule, judge, parse_rules
 from reports.junit import Case, write_junit
@@ -82,6 +83,7 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
         "only_in_new": sorted(set(sn) - set(sb)),
         "warnings": [f"{role} run: {w}" for role, w in (("base", client_warning(base.run.summary)),
                                                           ("new", client_warning(new.run.summary))) if w],
+        "gpu": gpu_comparison(base.run.summary, new.run.summary),  # energy and cost per token (reports/compare_gpu.py)
     }  # fmt: skip
     for key in common:
         a, b = sb[key], sn[key]
@@ -185,6 +187,7 @@ def markdown(result: dict, verdicts: list[dict]) -> str:
         lines.append("| --- | " + " | ".join("---:" for _ in HEADERS[1:]) + " |")
         lines += ["| " + " | ".join(r) + " |" for r in rows_for(s)]
         lines.append("")
+    lines += gpu_markdown(result.get("gpu"))
     for side in ("only_in_base", "only_in_new"):
         if result[side]:
             lines.append(f"_{side.replace('_', ' ')}: {', '.join(result[side])}_")
@@ -259,6 +262,8 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
                        and r["delta_pct"] is not None and math.isfinite(r["delta_pct"]) and abs(r["delta_pct"]) >= 5]
             more = f" and {len(flagged) - 6} more" if len(flagged) > 6 else ""
             print(f"  {s['label']}: {', '.join(flagged[:6]) + more if flagged else 'none'}")
+    for line in gpu_console(result["gpu"]):
+        print(line)
     print(f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}" + (f", {junit}" if junit else ""))
     for w in result["warnings"]:
         print(f"\nwarning: {w}")

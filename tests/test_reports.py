@@ -360,6 +360,46 @@ def test_steps_slo_capacity_and_server_metrics(tmp_path):
     assert "step" in shown.lower() and summary.capacity.sentence in shown
 
 
+@pytest.mark.process
+def test_compare_energy_and_cost_per_token_when_both_runs_have_gpu_figures(tmp_path, capsys):
+    """Two step runs with GPU figures (2 GPUs at 300 W, 2.0 per GPU-hour; the second run's
+    replies slower): compare puts summary.json's energy per token and cost per million tokens side
+    by side, for the run and each level; against a run without GPU figures it says which run has
+    them instead of leaving them out."""
+    import pandas as pd
+
+    from core.files import write_json
+    from metrics.gpu import gpu_section
+    from reports.compare import compare, run_compare
+
+    summaries = {}
+    for name, slow, gpu in (("a", 1.0, True), ("b", 1.3, True), ("c", 1.0, False)):
+        summary = _steps_run(tmp_path / name, slow=slow)
+        if gpu:
+            readings = pd.read_parquet(tmp_path / name / "gpu_telemetry.parquet")
+            summary.gpu = gpu_section(summary, readings, source="nvidia-smi", price=2.0)
+            write_json(str(tmp_path / name / "summary.json"), summary.model_dump())
+        summaries[name] = summary
+    result = compare(str(tmp_path / "a"), str(tmp_path / "b"), resamples=100)
+    gpu = result["gpu"]
+    assert gpu["note"] == "" and [s["scope"] for s in gpu["scopes"]] == ["overall", "step:0", "step:1", "step:2", "step:3"]
+    a, b = summaries["a"].gpu, summaries["b"].gpu
+    for scope, fa, fb in zip(gpu["scopes"], [a.overall, *a.by_step], [b.overall, *b.by_step]):
+        rows = {r["figure"]: r for r in scope["rows"]}
+        assert set(rows) == {"joules_per_output_token", "joules_per_token", "cost_per_million_output_tokens", "cost_per_million_tokens"}
+        for key, r in rows.items():
+            assert (r["base"], r["new"]) == (getattr(fa, key), getattr(fb, key)) and r["base"] > 0
+            assert r["delta"] == pytest.approx(r["new"] - r["base"])
+    assert run_compare(str(tmp_path / "a"), str(tmp_path / "b"), resamples=100) == 0
+    out = capsys.readouterr().out
+    assert "energy and cost per token" in out and "J/token" in out
+    md = open(tmp_path / "b" / "compare.md", encoding="utf-8").read()
+    assert "### Energy and cost per token" in md and "| cost/M tokens |" in md
+    one = compare(str(tmp_path / "a"), str(tmp_path / "c"), resamples=100)["gpu"]
+    assert one["scopes"] == [] and one["note"].startswith("only the base run has GPU figures"), one
+    assert compare(str(tmp_path / "c"), str(tmp_path / "c"), resamples=100)["gpu"] is None
+
+
 def test_build_without_summary_json(tmp_path):
     from reports.build import build
 
