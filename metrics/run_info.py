@@ -63,7 +63,8 @@ class RunInfo(_Record):
     run_id: str = ""
     started_at: float | None = None
     ended_at: float | None = None
-    argv: list[str] = []  # the command line, secret values blanked
+    argv: list[str] = []  # what ran: the command line (secret values blanked), or the web form's settings as options
+    started_from: Literal["command line", "web form"] | None = None  # where `argv` comes from (None: an older run.json)
     versions: dict[str, str | None] = {}  # Python and the packages that measured
     host: str | None = None  # the target, credentials removed
     role: Literal["local", "master", "worker"] | None = None  # the process that wrote the results

@@ -175,7 +175,7 @@ def _on_test_start(environment, **_kw) -> None:
         plan = plan.with_seed(random.randrange(2**31))
     state.plan = plan
     try:
-        run = Run(environment, plan, state.inputs.workload)
+        run = Run(environment, plan, state.inputs.workload, state.form_argv)
     except InputError as e:  # the run's folder was taken since the check (another writer, same --run-id)
         log.error("%s", e)
         exit_codes.raise_to(environment, exit_codes.BAD_INPUT)

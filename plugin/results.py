@@ -72,7 +72,7 @@ class ResultsWriter:
         self.records_path = os.path.join(self.path, RECORDS)
         self.parts_path = os.path.join(self.path, PARTS)
         os.makedirs(self.parts_path, exist_ok=True)
-        self.info = info.model_copy(update={"run_id": run_id, "started_at": time.time(), "argv": public_argv(),
+        self.info = info.model_copy(update={"run_id": run_id, "started_at": time.time(), "argv": info.argv or public_argv(),
                                             "versions": {**info.versions, **package_versions()}})  # fmt: skip
         self._pending: list[tuple] = []
         self._written_callbacks: list = []  # called once the rows handed over with them are on disk

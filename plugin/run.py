@@ -31,7 +31,7 @@ log = logging.getLogger("llm")
 class Run:
     """The results side of one test run, on the process that writes results."""
 
-    def __init__(self, environment, plan: RunPlan, spec):
+    def __init__(self, environment, plan: RunPlan, spec, form_argv: list[str] | None = None):
         self.environment = environment
         self.plan = plan
         self.spec = spec  # the run's workload (workloads.WorkloadSpec), loaded once with its plan
@@ -44,7 +44,8 @@ class Run:
         info = RunInfo(host=public_url(environment.host) if environment.host else environment.host, role=role_of(environment),
                        plan=plan.record(), options=public_options(environment.parsed_options),
                        workload={"hash": spec.spec_hash, **spec.to_dict()},
-                       versions={"suite": suite_version()})  # fmt: skip
+                       versions={"suite": suite_version()},  # as the run starts: summary.json's setup states it
+                       argv=form_argv or [], started_from="web form" if form_argv else "command line")  # fmt: skip
         self.writer = ResultsWriter(plan.results_dir, self.run_id, info, overwrite=plan.overwrite)
         self.writer.on_rows = self._rows
         self.collector = None

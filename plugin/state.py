@@ -106,6 +106,7 @@ class SuiteState:
         self.plugins = plugins
         self.plan = None  # plugin.plan.RunPlan of the current (or next) run: built once per start, never rebuilt
         self.inputs = None  # plugin.run_start.RunInputs of that run (workload, trace, tokenizer), read once with its plan
+        self.form_argv: list[str] | None = None  # that run's settings as the web form set them (None: the command line's)
         self.start = None  # worker: the plugin.run_start.RunStart its master sent with the run
         self.shared: dict = {}  # what the results side's plugins share with the load side for the run (a worker's: RunStart.shared)
         self.run = None  # plugin.run.Run: the results side (master, local)

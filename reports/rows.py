@@ -213,7 +213,7 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
         ("records", f"{len(run.df):,} ({summary.records.outside_window:,} outside the window)"),
         ("complete", "yes" if summary.complete else f"no: {summary.reason or 'interrupted'}, partial results"),
         ("role", info.role or "-"),
-        ("command", " ".join(info.argv) or "-"),
+        ("web form settings" if info.started_from == "web form" else "command", " ".join(info.argv) or "-"),
     ]
     wl = info.workload
     if wl is not None and summary.setup is None:

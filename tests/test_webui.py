@@ -7,6 +7,7 @@ The browser side is tests/test_webui_browser.py."""
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from html import escape as html_escape
 from types import SimpleNamespace
 
 import numpy as np
@@ -618,6 +620,37 @@ def test_local_web_ui_run_shows_tokens_before_any_request_ended(tmp_path):
         assert o["open_streams"]["counted"] == 4 and o["throughput"]["output_tokens_per_s"] > 50  # 4 streams of 50 tokens/s
     finally:
         stop_group(proc)
+
+
+@pytest.mark.process
+def test_a_form_runs_report_says_what_ran_not_the_command_line(tmp_path):
+    """A web UI process started with --steps 1,9 --step-time 30s; the form runs 2 users for 3 s
+    without steps, 5 tokens a reply. run.json's argv and the report's row say the form's settings,
+    labelled as such (they said the process's command line, with the steps that did not run)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = str(tmp_path / "local.log")
+    proc = start_group("--web-host", "127.0.0.1", "--web-port", str(port), "--sim-profile", "fixed", "--steps", "1,9",
+                       "--step-time", "30s", "--results-dir", str(tmp_path / "results"), "--stop-timeout", "5",
+                       log_path=log)  # fmt: skip
+    try:
+        _wait(lambda: _json(base + "/stats/requests")["state"] == "ready", 60, "the web UI", proc, log)
+        form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2, "run_time": "3s", "steps": "", "max_tokens_override": "5",
+                                       "slo": "ttft.p95<2s"}).encode()  # fmt: skip
+        with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=30) as r:
+            answer = json.loads(r.read())
+        assert answer["success"], answer
+        folder = _wait(lambda: next(iter(glob.glob(str(tmp_path / "results" / "*" / "report.html"))), None), 60, "the report", proc, log)
+    finally:
+        stop_group(proc)
+    run = json.load(open(os.path.join(os.path.dirname(folder), "run.json")))
+    assert run["started_from"] == "web form" and run["plan"]["load"]["kind"] == "closed"
+    argv = run["argv"]
+    assert argv[:6] == ["-u", "2", "-r", "2", "-t", "3s"] and "--steps" not in argv and "--step-time" in argv, argv
+    assert argv[argv.index("--max-tokens-override") + 1] == "5" and argv[argv.index("--sim-profile") + 1] == "fixed", argv
+    assert argv[argv.index("--slo") + 1] == "ttft.p95<2s" and "--web-port" not in argv, argv
+    html = open(folder, encoding="utf-8").read()
+    assert "web form settings" in html and html_escape(" ".join(argv)) in html
 
 
 @pytest.mark.process

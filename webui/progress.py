@@ -14,7 +14,7 @@ The tracker looks at the open streams every `TICK_S` in slices, yielding between
 a report never has many reads to catch up with; `collect()` catches up and returns one entry per
 open stream. A worker sends it with its report (the same synchronous call that cuts the record
 batch), so each stream is either a record the master has or an entry of this report, never both.
-The master keeps each worker's latest report (webui/live.py merges it into the window).
+The master keeps each worker's latest report (webui/live_blocks.py Flight merges them for the window).
 
 Per stream: request class, send time (wall), prompt size in characters, first-token time (wall,
 NaN before the first token), TTFT (s), time of the last counted read (wall) and the number of

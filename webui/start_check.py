@@ -22,7 +22,7 @@ from locust.util.timespan import parse_timespan
 from core.errors import InputError
 from plugin.embedded import EmbeddedSimulator
 from plugin.run import check_target, choose_shape, prepare_run
-from plugin.options import Options
+from plugin.options import DECLARED, Options
 from plugin.plan import RunPlan, check_users
 from simulator.profiles import load_profile
 
@@ -60,7 +60,35 @@ def check_start(environment, form) -> RunPlan:
             raise InputError(f"--sim-profile: the built-in simulator did not start with '{plan.sim_profile}': {e}") from None
     plan = check_target(environment, plan, host)
     state.plan, state.inputs = plan, inputs
+    state.form_argv = form_settings(form, opts, host)  # run.json's argv: what ran, not this process's command line
     return plan
+
+
+def form_settings(form, opts, host: str) -> list[str]:
+    """The run's settings as the web form set them, written as the options that run the same:
+    Locust's users, ramp, run time and host, then each of the suite's form fields whose value is
+    not its default (a flag: set; a field the form left out keeps the process's value, as the plan
+    does). The process's own command line (a master's) says nothing of what a form start ran."""
+    from plugin.server_metrics import public_url
+
+    out = ["-u", str(form.get("user_count", opts.num_users)), "-r", str(form.get("spawn_rate", opts.spawn_rate))]
+    run_time = form.get("run_time", None)
+    if run_time is None and opts.run_time:  # not in the form: the process's own -t holds
+        run_time = f"{opts.run_time:g}s"
+    if run_time:
+        out += ["-t", str(run_time)]
+    if host:
+        out += ["--host", public_url(host)]
+    for d in DECLARED:
+        if not d.web or d.secret:
+            continue
+        value = form[d.name] if d.name in form else getattr(opts, d.name, d.default)  # a field left out: the process's
+        if d.flag_only:
+            if value is True or str(value).strip().lower() in ("true", "on", "1", "yes"):
+                out.append(d.flag)
+        elif value is not None and str(value).strip() != str(d.default):
+            out += [d.flag, str(value).strip()]
+    return out
 
 
 def install_start_check(environment, web_ui) -> None:
