@@ -507,7 +507,7 @@ def test_the_client_warning_is_said_once_and_no_advice_contradicts_it(tmp_path):
     times: the warning, inside the diagnosis' sentence and in its evidence) without advice of its
     own; the console table says it once too."""
     from core.files import write_json
-    from metrics.summary import format_table
+    from metrics.console_table import format_table
     from reports.build import build
 
     summary = _steps_run(tmp_path)
