@@ -177,7 +177,8 @@ def pytest_runtestloop(session):
     """In a pytest-xdist worker, wait for the next test on OS locks. Importing Locust
     monkey-patches threading with gevent's, and xdist's queue of tests to run, filled by its
     receiver thread (an OS thread), would then wait on a gevent lock in the main thread: gevent
-    raises LoopExit ("this operation would block forever")."""
+    raises LoopExit ("this operation would block forever"). The same holds for execnet's event
+    that the main thread waits on once the tests are done, for its next task or the shutdown."""
     for plugin in session.config.pluginmanager.get_plugins():
         queue = getattr(plugin, "torun", None)
         if queue is not None and hasattr(queue, "_has_items_event"):
@@ -186,6 +187,14 @@ def pytest_runtestloop(session):
                 if queue._items:
                     event.set()
                 queue._has_items_event = event
+            pool = getattr(getattr(plugin.channel, "gateway", None), "_execpool", None)
+            ready = getattr(pool, "_primary_thread_task_ready", None)
+            if ready is not None:  # its waiting loop holds the object: its methods are replaced, not it
+                with pool._running_lock:  # the lock execnet sets the event under
+                    event = _OSEvent()
+                    if ready.is_set():
+                        event.set()
+                    ready.set, ready.clear, ready.wait, ready.is_set = event.set, event.clear, event.wait, event.is_set
 
 
 class _OSEvent:
@@ -210,6 +219,9 @@ class _OSEvent:
             if self._set:
                 self._set = False
                 self._open.acquire()
+
+    def is_set(self) -> bool:
+        return self._set
 
     def wait(self):
         self._open.acquire()

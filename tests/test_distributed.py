@@ -128,14 +128,14 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
     with simulator("--profile", "fixed", truth_log=truth) as url:
         master = start_locust(
             "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-            "--expect-workers", "1", "-u", "20", "-r", "20", "-t", "14s", "--host", url, "--results-dir", str(tmp_path),
+            "--expect-workers", "1", "-u", "20", "-r", "20", "-t", "20s", "--host", url, "--results-dir", str(tmp_path),
             "--run-id", "late", "--stop-timeout", "20", "--max-tokens-override", "17", "--seed", "3",
             log_path=str(tmp_path / "late-master.log"),
         )  # fmt: skip
         first = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w0.log"))
         log = tmp_path / "late-master.log"
         wait_for_lines(truth, 20)
-        time.sleep(3)
+        time.sleep(3)  # the run has 16 s left: time for a worker to start on a loaded machine (8-12 s seen)
         late = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w1.log"))
         try:
             assert stop(master, timeout=120) == 0, log.read_text()[-3000:]

@@ -48,7 +48,10 @@ def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(t
         worker = launch(*worker_args(port, "--results-dir", str(own)), log_path=tmp_path / "worker.log")
         try:
             wait_for(lambda: truth_count(truth) >= 20, 40, "load began")
-            time.sleep(4)
+            # the master has written records of its own (a batch can take longer on a loaded
+            # machine than a fixed wait), and the worker has more since
+            wait_for(lambda: (tmp_path / "orphan" / "requests.parquet").exists(), 40, "the master's first records")
+            time.sleep(2)
             master.send_signal(signal.SIGKILL)
             killed = time.monotonic()
             code = ended(worker, 25)

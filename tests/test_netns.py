@@ -82,17 +82,38 @@ def test_seeded_run_across_hosts_matches_one_process(hosts, tmp_path):
     for name, block in summary["by_class"].items():
         assert block["requests"]["sent"] == int((in_window["request_class"] == name).sum())
     # one process, same seed and load, same simulator profile
-    with simulator("--profile", "fixed") as url:
+    single_truth = str(tmp_path / "single-truth.jsonl")
+    with simulator("--profile", "fixed", truth_log=single_truth) as url:
         single = run_locust("--host", url, "-u", "30", "-r", "30", "-t", "12s", "--results-dir", str(tmp_path),
                             "--run-id", "single", "--stop-timeout", "15", *SEED_ARGS)  # fmt: skip
     assert single.returncode == 0, single.stderr[-2000:]
-    _, one = read_results(str(tmp_path), "single")
-    # medians within 5 %; tails within 30 % (on 2 shared cores, scheduling noise lives in the tail)
+    one_df, one = read_results(str(tmp_path), "single")
+    # medians within 5 %
     for key in ("ttft_ms", "e2e_ms", "itl_ms"):
-        for stat, tolerance in (("p50", 0.05), ("p95", 0.30)):
-            a, b = summary["overall"][key][stat], one["overall"][key][stat]
-            assert abs(a - b) / b < tolerance, (key, stat, a, b)
-    assert abs(summary["overall"]["throughput"]["requests_per_s"] / one["overall"]["throughput"]["requests_per_s"] - 1) < 0.10
+        a, b = summary["overall"][key]["p50"], one["overall"][key]["p50"]
+        assert abs(a - b) / b < 0.05, (key, a, b)
+    # Tails: four processes on two shared cores make the simulator's own timers late in the tail
+    # (its truth log's TTFT p95 was 141 ms against 104 ms in one process, where the profile says
+    # 100 ms), which is no measurement's fault. Across hosts the client adds to the server's TTFT
+    # what it adds in one process: p95 of (measured - truth) per request, within a few ms.
+    added = {name: _added_ttft_ms(frame, read_truth(path)) for name, frame, path in
+             (("hosts", df, str(tmp_path / "multi-truth.jsonl")), ("one", one_df, single_truth))}  # fmt: skip
+    assert all(abs(np.median(a)) < 2.0 for a in added.values()), {k: np.percentile(a, [50, 95]) for k, a in added.items()}
+    assert np.percentile(added["hosts"], 95) < np.percentile(added["one"], 95) + 10.0, \
+        {k: np.percentile(a, [50, 95, 99]) for k, a in added.items()}
+    # the same load: each run kept its 30 users busy, at the rate its latencies allow (Little's law)
+    for s, frame in ((summary, df), (one, one_df)):
+        ok = frame[frame["ok"] & (frame["wall_send"] >= s["window"]["start"]) & (frame["wall_send"] <= s["window"]["end"])]
+        busy = s["overall"]["throughput"]["requests_per_s"] * ok["e2e_s"].mean()
+        assert 0.85 * 30 < busy <= 30.5, (busy, s["overall"]["throughput"])
+
+
+def _added_ttft_ms(df, truth) -> np.ndarray:
+    """What the client adds to the server's TTFT, per successful request, in ms."""
+    t = {x["request_id"]: x for x in truth}
+    ok = df[df["ok"]]
+    server = np.array([t[r]["first_token"] - t[r]["arrival"] for r in ok["request_id"]])
+    return (ok["ttft_s"].to_numpy() - server) * 1000.0
 
 
 def test_worker_lost_across_hosts(hosts, tmp_path):
