@@ -50,7 +50,8 @@ def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(t
             wait_for(lambda: truth_count(truth) >= 20, 40, "load began")
             # the master has written records of its own (a batch can take longer on a loaded
             # machine than a fixed wait), and the worker has more since
-            wait_for(lambda: (tmp_path / "orphan" / "requests.parquet").exists(), 40, "the master's first records")
+            wait_for(lambda: glob.glob(str(tmp_path / "orphan" / "requests.parts" / "part-*.parquet")), 40,
+                     "the master's first flushed records")  # fmt: skip
             time.sleep(2)
             master.send_signal(signal.SIGKILL)
             killed = time.monotonic()
