@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metrics.percentiles import percentiles
+from metrics.percentiles import LINEAR, ORDER, percentiles
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
 from metrics.schema.base import PERCENTILES
 from metrics.schema.figures import (
@@ -27,24 +27,26 @@ from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 from metrics.verdict import judge, level_values
 
 
-def distribution(values_s) -> Distribution:
-    """{count, mean, min, p50, p90, p95, p99, p99.9, max} in milliseconds; None when empty."""
+def distribution(values_s, method: str = LINEAR) -> Distribution:
+    """{count, mean, min, p50, p90, p95, p99, p99.9, max} in milliseconds; None when empty.
+    `method`: the percentiles' definition (metrics/percentiles.py; ORDER for a load level)."""
     v = np.asarray(values_s, dtype=float)
     v = v[~np.isnan(v)] * 1000.0
     if v.size == 0:
         return Distribution()
-    qs = percentiles(v, [q for _, q in PERCENTILES])
+    qs = percentiles(v, [q for _, q in PERCENTILES], method)
     return Distribution(count=int(v.size), mean=float(v.mean()), min=float(v.min()), max=float(v.max()),
                         **{name: x for (name, _), x in zip(PERCENTILES, qs)})  # fmt: skip
 
 
 def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarray, window_s: float,
-            tokens_in_window: tuple[float, float]) -> Block:
+            tokens_in_window: tuple[float, float], method: str = LINEAR) -> Block:
     """One block's figures. Latency and outcomes come from `df`, the requests sent inside the
     window; request throughput from `finished_in_window`, the successful requests that completed
     inside it, whenever they were sent; token throughput from `tokens_in_window`, (output, prompt)
     tokens that arrived inside it (metrics.timing.arrived_tokens). Both frames carry a boolean
-    column `good` (succeeded and met every SLO; equal to `ok` without SLOs)."""
+    column `good` (succeeded and met every SLO; equal to `ok` without SLOs). `method`: the
+    percentiles' definition (ORDER for a load level: metrics/percentiles.py)."""
     ok = df[df["ok"]]
     # "stopped" (in flight at the end) and "cancelled" (aborted on purpose, --cancel-rate) are not
     # server failures: counted apart, outside the good fraction's denominator
@@ -67,11 +69,11 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             by_finish_reason={str(k): int(v) for k, v in ok["finish_reason"].value_counts().sort_index().items() if k},
             tool_calls=int(ok["tool_calls"].sum()),
         ),
-        ttft_ms=distribution(ok["ttft_s"]),
-        tpot_ms=distribution(ok["tpot_s"]),
-        itl_ms=distribution(itl_s),
-        e2e_ms=distribution(ok["e2e_s"]),
-        ttfa_ms=distribution(ok["ttfa_s"]),
+        ttft_ms=distribution(ok["ttft_s"], method),
+        tpot_ms=distribution(ok["tpot_s"], method),
+        itl_ms=distribution(itl_s, method),
+        e2e_ms=distribution(ok["e2e_s"], method),
+        ttfa_ms=distribution(ok["ttfa_s"], method),
         stream_tokens_per_s=StreamSpeed(mean=speed.mean(), p50=speed.median()),
         throughput=Throughput(
             sent_per_s=per_s(len(df)),
@@ -102,9 +104,9 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
         )  # fmt: skip
     lag = (ok["t_send"] - ok["t_intended"]).to_numpy()
     if np.isfinite(lag).any():  # open loop: latency from the intended send time as well
-        out.schedule_lag_ms = distribution(df["t_send"] - df["t_intended"])
-        out.ttft_from_intended_ms = distribution(ok["ttft_s"] + lag)
-        out.e2e_from_intended_ms = distribution(ok["e2e_s"] + lag)
+        out.schedule_lag_ms = distribution(df["t_send"] - df["t_intended"], method)
+        out.ttft_from_intended_ms = distribution(ok["ttft_s"] + lag, method)
+        out.e2e_from_intended_ms = distribution(ok["e2e_s"] + lag, method)
     return out
 
 
@@ -122,18 +124,19 @@ class Measure:
         self.arrival, self.counted = arrival_inputs(df)  # tokens count where they arrived
 
     def block(self, select: np.ndarray, start: float, end: float, group: np.ndarray | bool = True,
-              tokens: tuple[float, float] | None = None) -> Block:
+              tokens: tuple[float, float] | None = None, method: str = LINEAR) -> Block:
         """The statistics of the records in `select` (latency, outcomes: the requests sent in
         [start, end]); request throughput from the successful records of `group` that completed
         in [start, end]; token throughput from the tokens of `group` that arrived in it, unless
-        `tokens` gives (output, prompt) counted otherwise (the live view counts at completion)."""
+        `tokens` gives (output, prompt) counted otherwise (the live view counts at completion);
+        `method`: the percentiles' definition (metrics/percentiles.py)."""
         itl = pooled_itl(self.chunk_times.filter(pa.array(select & self.ok)))
         sub = self.df[select]
         finished = self.df[group & self.ok & (self.done >= start) & (self.done <= end)]
         if tokens is None:
             output, prompt = arrived_tokens([start, end], *self.arrival, self.chunk_times, group & self.counted)
             tokens = (float(output[0]), float(prompt[0]))
-        out = section(sub, finished, itl, max(0.0, end - start), tokens)
+        out = section(sub, finished, itl, max(0.0, end - start), tokens, method)
         if self.objectives:
             judged = slo_verdicts(self.objectives, objective_stats(self.objectives, sub[sub["ok"]], itl))
             out.slo = Slo(passed=all(v.passed for v in judged), objectives=judged)
@@ -151,9 +154,10 @@ class Measure:
         return mask
 
     def level(self, level) -> Step:
-        """A load level's statistics and its one verdict, both over its declared set."""
+        """A load level's statistics and its one verdict, both over its declared set; its
+        percentiles are order statistics, as its verdict's (metrics/percentiles.py ORDER)."""
         mask = self.in_level(level)
-        block = self.block(mask, level.start, level.end)
+        block = self.block(mask, level.start, level.end, method=ORDER)
         verdict = None
         if self.objectives:
             sub = self.df[mask]

@@ -1,11 +1,17 @@
-"""The percentiles: exact, numpy's 'linear' interpolation, missing values (NaN) left out.
+"""The percentiles: exact, missing values (NaN) left out, by one of two definitions.
 
 Every percentile the suite reports comes from here: summary.json's distributions, the SLO
 statistics of a run or a step and of each request (metrics/slo.py), the client's own health
 figures (plugin/health_monitor.py) and the report's per-time-bin latencies (reports/series.py).
 
-One exception, `order_percentile`: the value a load level's verdict states next to its
-order-statistic confidence bounds (metrics/verdict.py) is itself an order statistic.
+LINEAR, numpy's 'linear' interpolation (`vllm bench serve`'s), is the metric contract: the run's,
+each class's and each window's percentiles. ORDER, the order statistic X(ceil(q n)) (numpy
+'inverted_cdf': the smallest value with at least q % of the values at or below it), is a load
+level's (summary.json by_step, its verdict, the live per-step rows): a level's verdict brackets its
+percentile with order-statistic confidence bounds X(i) <= X(ceil(q n)) <= X(j), which hold for any
+confidence of 50 % or more (metrics/verdict.py), so the level's percentile always lies within its
+bounds, where 'linear' interpolates between X(n-1) and X(n) of two values to a P95 below its lower
+bound X(2).
 """
 
 from __future__ import annotations
@@ -13,30 +19,22 @@ from __future__ import annotations
 import numpy as np
 
 
-def percentile(values, q: float) -> float | None:
+LINEAR = "linear"  # the metric contract (module doc)
+ORDER = "inverted_cdf"  # a load level's: an order statistic, within its verdict's bounds (module doc)
+
+
+def percentile(values, q: float, method: str = LINEAR) -> float | None:
     """The q-th percentile (0..100) of `values`; None when no value is there."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
-    return float(np.percentile(v, q)) if v.size else None
+    return float(np.percentile(v, q, method=method)) if v.size else None
 
 
-def order_percentile(values, q: float) -> float | None:
-    """The q-th percentile (0..100) as an order statistic: X(ceil(q/100 n)) of the n values, the
-    smallest value with at least q % of the values at or below it (numpy 'inverted_cdf'); None
-    when no value is there. A level's verdict states it (metrics/verdict.py): its order-statistic
-    confidence bounds X(i) <= X(ceil(q n)) <= X(j) hold for any confidence of 50 % or more, so it
-    always lies within them, where 'linear' interpolates between X(n-1) and X(n) of two values to
-    a P95 below its lower bound X(2)."""
-    v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    return float(np.percentile(v, q, method="inverted_cdf")) if v.size else None
-
-
-def percentiles(values, qs) -> list[float] | None:
+def percentiles(values, qs, method: str = LINEAR) -> list[float] | None:
     """Several percentiles of the same values (one sort); None when no value is there."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
-    return [float(x) for x in np.percentile(v, list(qs))] if v.size else None
+    return [float(x) for x in np.percentile(v, list(qs), method=method)] if v.size else None
 
 
 def percentile_by_group(values, groups, n_groups: int, q: float) -> np.ndarray:

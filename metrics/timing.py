@@ -54,7 +54,8 @@ DEFINITIONS = {
     "it (at the first token), of successful requests and of those still streaming when the run ended",
     "window": "from test start + --warmup to the moment the run began to stop; a request belongs to "
     "the latency statistics when it was sent inside the window",
-    "percentiles": "exact, from the per-request records (numpy 'linear' interpolation); ms",
+    "percentiles": "exact, from the per-request records (numpy 'linear' interpolation); a load level's (by_step) are the "
+                   "order statistic X(ceil(q n)) (numpy 'inverted_cdf'), which its verdict's confidence bounds bracket; ms",
     "success": "HTTP 200, stream ended with [DONE] or a finish_reason, no in-stream error, at least one token",
 }
 

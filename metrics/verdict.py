@@ -16,9 +16,9 @@ order-statistic interval). The level
 - *missed* it when the lower bound is at or above the threshold,
 - is *undecided* otherwise: too few values, or a percentile too close to the threshold.
 
-The percentile the verdict states is the order statistic X(ceil(q n)) (metrics/percentiles.py
-order_percentile), which lies within those bounds, where the run's interpolated percentile of a
-level with few values can fall below its own lower bound.
+The percentile the verdict states, as the level's by_step distributions do, is the order statistic
+X(ceil(q n)) (metrics/percentiles.py ORDER), which lies within those bounds, where the run's
+interpolated percentile of a level with few values can fall below its own lower bound.
 
 A P95 needs at least 45 values (at 90 % confidence) before it can be met at all: with fewer, the
 upper bound is above the largest value. A single value above the threshold can already prove a
@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-from metrics.percentiles import order_percentile
+from metrics.percentiles import ORDER, percentile
 from metrics.schema.verdicts import LevelVerdict, ObjectiveEvidence
 
 CONFIDENCE = 0.90  # one-sided, for each bound
@@ -95,9 +95,9 @@ def judge_objective(obj, values_s, confidence: float = CONFIDENCE) -> ObjectiveE
         else:
             lower = upper = None
     else:
-        # The level's percentile is stated as the order statistic its bounds are (not the run's
-        # 'linear' interpolation, summary.json's distributions): so it always lies within them
-        value = order_percentile(v, obj.percentile())
+        # the level's percentile is the order statistic its bounds are made of (not the run's 'linear'
+        # interpolation): so it always lies within them (metrics/percentiles.py)
+        value = percentile(v, obj.percentile(), ORDER)
         value = math.nan if value is None else value
         lower, upper = order_bounds(v, obj.percentile() / 100.0, confidence)
     if upper is not None and upper < obj.threshold_s:

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from metrics.measure import distribution
+from metrics.percentiles import LINEAR, ORDER
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.timing import itl_gaps
 from reports.data import RunData, load_run
@@ -191,7 +192,8 @@ def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tup
         keep = sel_ok[owner]
         vals_s, blk = sorted_s[keep], blocks[owner[keep]]
         vals = vals_s * 1000.0
-        exact = distribution(vals_s)  # the summary's own function: the same numbers
+        # the summary's own function: the same numbers (a load level's percentiles are order statistics)
+        exact = distribution(vals_s, ORDER if sc.key.startswith("step:") else LINEAR)
         sums = np.bincount(blk, weights=vals, minlength=k)
         cnts = np.bincount(blk, minlength=k).astype(float)
         out[f"{metric}.mean"] = (exact.mean, boot_ratio(sums, cnts, weights))

@@ -1,7 +1,8 @@
 """`python -m reports compare BASE NEW`: side-by-side metrics, deltas, and whether they are beyond noise.
 
 Values are exact, computed from the per-request records as metrics/summary.py computes them (the
-same window, the same `distribution` function). Whether a difference is beyond noise is decided by
+same window, the same `distribution` function; a load step's percentiles are order statistics,
+as its by_step block's, while their bootstrap replicates below interpolate as every scope's do). Whether a difference is beyond noise is decided by
 a bootstrap confidence interval of the difference (NEW - BASE), which is "significant" only when
 it excludes 0.
 

@@ -87,6 +87,33 @@ def test_the_search_holds_an_undecided_level_and_judges_its_steps_together():
     assert MAX_STEPS_PER_LEVEL >= 2
 
 
+def test_a_levels_p95_is_one_value_in_every_table_and_within_its_bounds():
+    """A level of 2 replies (TTFT 1 s and 2 s) and one of 60: summary.json's by_step P95, which the
+    per-step tables show, is its verdict's value, within its bounds (the by_step P95 was the
+    interpolated 1,950 ms beside a lower bound of 2,000 ms); the run's percentiles keep the metric
+    contract (numpy 'linear')."""
+    from metrics.console_table import format_steps
+    from metrics.record import rows_to_table
+    from metrics.summary import summarize
+    from reports.rows import steps_table
+    from shapes.steps import StepPlan
+
+    t0 = 1_000.0
+    rows = [_row(0, t0 + 6, 1.0), _row(0, t0 + 8, 2.0)] + [_row(1, t0 + 25 + i * 0.2, 0.1 + i * 0.01) for i in range(60)]
+    s = summarize(rows_to_table(rows), t0, t0 + 40, run_start=t0, plan=StepPlan([2, 4], 20.0, 5.0), objectives=[P95])
+    for step in s.by_step:
+        (e,) = step.verdict.objectives
+        assert step.ttft_ms.p95 == e.value_ms, (step.step, step.ttft_ms.p95, e)
+        assert (e.lower_ms is None or e.lower_ms <= e.value_ms) and (e.upper_ms is None or e.value_ms <= e.upper_ms), e
+    assert s.by_step[0].ttft_ms.p95 == 2000.0 and s.by_step[0].verdict.objectives[0].lower_ms == 2000.0
+    assert s.overall.ttft_ms.p95 == np.percentile(np.r_[1.0, 2.0, 0.1 + np.arange(60) * 0.01], 95) * 1000
+    console = format_steps(s.by_step)
+    assert "ttft.p95 2,000 ms (90% bounds 2,000..- ms" in console and "1,950" not in console, console
+    table = steps_table(s.by_step)
+    p95 = table.headers.index("TTFT p95")
+    assert table.rows[0][p95].text == "2,000" and table.rows[0][-1].text.startswith("ttft.p95 2,000 (2,000..-)"), table.rows[0]
+
+
 def test_the_plan_turns_the_capacity_into_replicas_with_its_spread():
     """Two levels of 20 s: 10 users met (200 replies of 0.1 s TTFT), 20 users missed (TTFT 2 s);
     one replica holds the met level's rate; a target between the two rates needs one more replica

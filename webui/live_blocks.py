@@ -110,17 +110,17 @@ def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Fl
 
 
 def add_open_streams(block: dict, flight: Flight, start: float, end: float, ratios: dict, ttft_s: np.ndarray,
-                      select=None) -> None:  # fmt: skip
+                     select=None, method: str = "linear") -> None:  # fmt: skip
     """Add to a block what the open streams (`select` of `flight`) delivered in [start, end]:
     output tokens that arrived, prompt tokens of first tokens that came; TTFT becomes the
-    distribution of `ttft_s`."""
+    distribution of `ttft_s` (percentiles by `method`: a load level's are order statistics)."""
     from metrics.measure import distribution  # pandas
 
     sel = np.ones(len(flight), dtype=bool) if select is None else select
     first_in = flight.first_in(start, end) & sel
     out_tokens = float(flight.events_in(start, end)[sel].sum()) * ratios["tokens_per_event"]
     prompt_tokens = float(flight.chars[first_in].sum()) * ratios["prompt_tokens_per_char"]
-    block["ttft_ms"] = distribution(ttft_s).model_dump()
+    block["ttft_ms"] = distribution(ttft_s, method).model_dump()
     th, seconds = block["throughput"], max(0.0, end - start)
     if seconds > 0:
         th["output_tokens_per_s"] = (th["output_tokens_per_s"] or 0.0) + out_tokens / seconds

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from metrics.percentiles import ORDER
 from metrics.verdict import held, judged_on
 from shapes.steps import Level
 from webui.live_blocks import Flight, add_open_streams, empty_block, measure
@@ -79,7 +80,8 @@ class LiveSteps:
                 block, rec_ttft = empty_block(end - start, self.objectives), np.empty(0)
             if r["status"] == "pending":  # what the open streams delivered in the step's window so far
                 sent_in = (flight.sent >= start) & (flight.sent <= end) & np.isfinite(flight.ttft)
-                add_open_streams(block, flight, start, end, ratios, np.concatenate([rec_ttft, flight.ttft[sent_in]]))
+                add_open_streams(block, flight, start, end, ratios, np.concatenate([rec_ttft, flight.ttft[sent_in]]),
+                                 method=ORDER)
                 block["verdict"] = None  # judged once its set is complete
             r["block"] = block
             if block.get("verdict"):
