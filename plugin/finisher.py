@@ -28,7 +28,8 @@ from metrics.record import RequestRecord
 from metrics.sse import parse_reads, parse_response
 from metrics.timing import end_early, fill_record
 from plugin import events as llm_events
-from users.stream import CHUNKED, Exchange
+from users.connection import CHUNKED
+from users.stream import Exchange
 
 _parsed_hook = llm_events.stream_parsed
 IDLE_BACKLOG = 16  # records waiting: below this the finisher runs only when no socket has data

@@ -5,7 +5,7 @@ and the events parsed after the stream, in one pass with a fast path. These test
 pieces with random SSE streams cut into random reads and compare them with plain, obviously
 correct decoders:
 
-  - the end-of-message tracking of a read (users.stream._Connection._feed) says "complete" at the
+  - the end-of-message tracking of a read (users.connection.Connection._feed) says "complete" at the
     read that completes the last chunk and never before;
   - metrics.sse.dechunk gives every payload byte the time of the read that brought it;
   - metrics.sse.parse_reads equals parse_stream(dechunk(...)) (and the body length).
@@ -20,7 +20,7 @@ import random
 import locust  # noqa: F401  (the suite always runs under gevent's patching)
 
 from metrics.sse import dechunk, parse_reads, parse_stream
-from users.stream import CHUNKED, _Connection
+from users.connection import CHUNKED, Connection
 
 
 def reference_dechunk(times, reads):
@@ -120,7 +120,7 @@ def test_end_of_message_is_found_at_the_last_read_and_not_before():
         raw, _ = random_chunked(rng, events)
         cuts = sorted(rng.sample(range(1, len(raw)), min(len(raw) - 1, rng.randint(0, 12))))
         reads = [raw[a:b] for a, b in zip([0] + cuts, cuts + [len(raw)])]
-        conn = _Connection.__new__(_Connection)  # the framing state only, no socket
+        conn = Connection.__new__(Connection)  # the framing state only, no socket
         conn.framing, conn.need, conn.head, conn.remaining = CHUNKED, 0, b"", 0
         ends = [conn._feed(d) for d in reads]
         assert ends == [False] * (len(reads) - 1) + [True], (reads, ends)

@@ -344,20 +344,20 @@ def test_kept_alive_connection_dropped_is_resent_only_when_unread(drop_after):
 def test_kernel_stamps_move_onto_the_perf_counter_clock_and_a_wall_clock_step_is_caught():
     import struct
 
-    from users import stream
+    from users import connection
 
     def anc(wall: float):
         sec = int(wall)
-        return [(socket.SOL_SOCKET, stream.SO_TIMESTAMPNS, struct.pack("qq", sec, int((wall - sec) * 1e9)))]
+        return [(socket.SOL_SOCKET, connection.SO_TIMESTAMPNS, struct.pack("qq", sec, int((wall - sec) * 1e9)))]
 
     now = time.perf_counter()
     wall_now = time.time()
-    assert stream.kernel_stamp(anc(wall_now - 0.25), now) == pytest.approx(now - 0.25, abs=1e-4)
-    assert stream.kernel_stamp([], now) == now  # no stamp: the read's own time
-    offset = stream._wall_minus_perf
-    stream._wall_minus_perf += 3600  # as if the wall clock had stepped an hour since the offset was measured
+    assert connection.kernel_stamp(anc(wall_now - 0.25), now) == pytest.approx(now - 0.25, abs=1e-4)
+    assert connection.kernel_stamp([], now) == now  # no stamp: the read's own time
+    offset = connection._wall_minus_perf
+    connection._wall_minus_perf += 3600  # as if the wall clock had stepped an hour since the offset was measured
     try:
-        assert stream.kernel_stamp(anc(wall_now - 0.25), now) == now  # implausible: the read's own time ...
-        assert stream._wall_minus_perf == pytest.approx(offset, abs=1e-3)  # ... and the offset measured again
+        assert connection.kernel_stamp(anc(wall_now - 0.25), now) == now  # implausible: the read's own time ...
+        assert connection._wall_minus_perf == pytest.approx(offset, abs=1e-3)  # ... and the offset measured again
     finally:
-        stream.sync_clocks()
+        connection.sync_clocks()

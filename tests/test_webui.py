@@ -302,7 +302,8 @@ def _sse(obj) -> bytes:
 
 def test_stream_tracker_counts_what_open_streams_delivered():
     from metrics.sse import parse_reads
-    from users.stream import CHUNKED, Exchange
+    from users.connection import CHUNKED
+    from users.stream import Exchange
     from webui.progress import StreamTracker, valid
 
     def token(text):
@@ -349,7 +350,8 @@ def test_stream_tracker_counts_what_open_streams_delivered():
 def test_stream_tracker_cost_per_report():
     """A report with 1,000 open streams, 30 new reads each, takes well under the 10 ms loop-lag
     limit of the client's self-health on this machine (`bytes.count`, no parse)."""
-    from users.stream import CHUNKED, Exchange
+    from users.connection import CHUNKED
+    from users.stream import Exchange
     from webui.progress import StreamTracker
 
     event = _sse({"choices": [{"index": 0, "delta": {"content": " word"}, "finish_reason": None}]})

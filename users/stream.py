@@ -27,70 +27,31 @@ client of its own, built for one thing: timing a streamed body exactly and cheap
 
 TLS connections read the body in the user's greenlet instead (an SSL socket can hold decrypted
 bytes that the io watcher would not see), with the same framing and timing.
+
+This module sends and keeps the exchange; users/connection.py holds the connection: its socket,
+the kernel's stamps, the head and the body's reading and framing.
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import struct
 import time
 from urllib.parse import urlsplit
 
 import gevent
-from gevent import socket as gsocket
-from gevent.event import Event
 
-from metrics.sse import dechunk
-from core.clock import wall_minus_perf_ns
 from core.durations import Timeouts
+from metrics.sse import dechunk
+from users.connection import CHUNKED, LENGTH, UNTIL_CLOSE, BadHead, Closed, Connection, HeaderTimeout, framing_of
 
-READ_SIZE = 65536  # one read takes everything that has arrived; events are split afterwards
-HEAD_LIMIT = 65536  # a response head longer than this is not HTTP we can use
 USER_AGENT = "llm-loadtest"
 
 _perf_counter = time.perf_counter
-# Kernel receive timestamps (SO_TIMESTAMPNS): the time the bytes reached this machine, not the time
-# the event loop got round to reading them. LLM_KERNEL_TIMESTAMPS=0 turns them off (benchmarks).
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if os.uname().sysname == "Linux" else None)
-KERNEL_STAMPS = SO_TIMESTAMPNS is not None and os.environ.get("LLM_KERNEL_TIMESTAMPS", "1") != "0"
-_TIMESPEC = struct.Struct("qq")
-ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
 # A kept-alive connection that closes this soon after the request was sent, before any response
 # byte, was closed by a server that did not run the request (llama.cpp closes some kept-alive
 # connections 0.2-3 ms after a request arrives on them): it is sent once more on a new
 # connection, and the record says `resent`. Later, the server may have run it: a failure.
 STALE_CLOSE_S = 0.05
-MAX_STAMP_AGE_S = 1.0  # a stamp older than this (or from the future) means the wall clock jumped: use now
-_wall_minus_perf = 0.0  # the kernel's stamps are wall-clock times; minus this, perf_counter times
-
-
-def sync_clocks() -> None:
-    """Measure the wall clock minus perf_counter (core/clock.py: bracketed, to within a µs). One
-    offset for all stamps, not a fresh pair of clock reads per stamp: another thread may take the
-    GIL between the two reads (the results writer's, for one), and each stamp would carry that gap.
-    Both clocks run at the kernel's one NTP-disciplined rate; only a step of the wall clock moves
-    the offset, and `kernel_stamp` measures again when a stamp shows one."""
-    global _wall_minus_perf
-    _wall_minus_perf = wall_minus_perf_ns()[0] * 1e-9
-
-
-def kernel_stamp(anc: list, now: float) -> float:
-    """The kernel's receive time of a read (its SO_TIMESTAMPNS message, if any) on perf_counter's
-    clock; `now` (perf_counter right after the read) where there is none or it is implausible."""
-    if anc:
-        sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-        t = sec + nsec * 1e-9 - _wall_minus_perf
-        if 0.0 <= now - t < MAX_STAMP_AGE_S:
-            return t
-        sync_clocks()
-    return now
-
-
-sync_clocks()
-
-# body framings
-CHUNKED, LENGTH, UNTIL_CLOSE, NO_BODY = 0, 1, 2, 3
 
 
 class Exchange:
@@ -146,20 +107,6 @@ class Exchange:
         return f"Exchange(status={self.status}, complete={self.complete}, error={self.error!r}, reads={len(self.times)})"
 
 
-class _Closed(Exception):
-    """The connection ended before a complete response head."""
-
-    def __init__(self, got_bytes: bool):
-        self.got_bytes = got_bytes
-
-
-class _BadHead(Exception):
-    pass
-
-
-class _HeaderTimeout(Exception):
-    pass
-
 
 class StreamClient:
     """One keep-alive connection to the server, for one virtual user."""
@@ -180,7 +127,7 @@ class StreamClient:
         self._fixed_head = f"Host: {host}\r\nUser-Agent: {USER_AGENT}\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in headers.items()
         )
-        self.conn: _Connection | None = None
+        self.conn: Connection | None = None
 
     def close(self) -> None:
         if self.conn is not None:
@@ -217,7 +164,7 @@ class StreamClient:
             try:
                 if conn is None:
                     try:  # within --timeout-connect (the socket's timeout, TLS handshake included)
-                        conn = self.conn = _Connection(self.host, self.port, self.tls, timeouts.connect)
+                        conn = self.conn = Connection(self.host, self.port, self.tls, timeouts.connect)
                     except (socket.timeout, TimeoutError):
                         ex.error, ex.error_detail = "timeout", f"connect timeout {timeouts.connect:g}s"
                         return
@@ -228,10 +175,10 @@ class StreamClient:
                     ex.t_send = t_send = now
                 # --timeout-first-token counts from the write: the head and the first body bytes
                 # must both come within it (read_body); the connect has its own limit, above
-                with gevent.Timeout(min(timeouts.total, timeouts.first_token), _HeaderTimeout):
+                with gevent.Timeout(min(timeouts.total, timeouts.first_token), HeaderTimeout):
                     conn.sock.sendall(request)
                     status, head, rest, t_head = conn.read_head()
-            except _HeaderTimeout:
+            except HeaderTimeout:
                 ex.error, ex.error_detail = "timeout", f"first token timeout {timeouts.first_token:g}s (no response headers)"
                 self.close()
                 return
@@ -239,25 +186,25 @@ class StreamClient:
                 ex.error, ex.error_detail = "timeout", f"waiting for response headers: {e}"
                 self.close()
                 return
-            except (_Closed, ConnectionResetError, BrokenPipeError) as e:
+            except (Closed, ConnectionResetError, BrokenPipeError) as e:
                 # A kept-alive connection closed with not a byte of an answer: if that came at
                 # once, the server had closed it or dropped the request unread (STALE_CLOSE_S);
                 # send once more on a new connection, timed from that send. Otherwise (later, or
                 # a fresh connection) it may have run the request: a failure, never a silent resend.
                 self.close()
                 conn = None
-                stale = not (isinstance(e, _Closed) and e.got_bytes) and _perf_counter() - t_send < STALE_CLOSE_S
+                stale = not (isinstance(e, Closed) and e.got_bytes) and _perf_counter() - t_send < STALE_CLOSE_S
                 if reused and attempt == 1 and stale:
                     ex.resent = True
                     continue
-                detail = "the connection closed before the response headers" if isinstance(e, _Closed) else f"{type(e).__name__}: {e}"
+                detail = "the connection closed before the response headers" if isinstance(e, Closed) else f"{type(e).__name__}: {e}"
                 ex.error, ex.error_detail = "connect_error", detail[:200]
                 return
             except OSError as e:  # refused, reset, unreachable, DNS
                 self.close()
                 ex.error, ex.error_detail = "connect_error", f"{type(e).__name__}: {e}"[:200]
                 return
-            except _BadHead as e:  # not HTTP
+            except BadHead as e:  # not HTTP
                 self.close()
                 ex.error, ex.error_detail = "connect_error", f"bad response head: {e}"[:200]
                 return
@@ -271,8 +218,8 @@ class StreamClient:
         if status == 429:
             ex.retry_after = head.get("retry-after", "")
         try:
-            framing, length = _framing(status, head)
-        except _BadHead as e:
+            framing, length = framing_of(status, head)
+        except BadHead as e:
             self.close()
             ex.error, ex.error_detail = "stream_truncated", f"bad response head: {e}"[:200]
             return
@@ -287,319 +234,3 @@ class StreamClient:
         finally:  # also when the run kills this greenlet mid-stream
             if not (ex.complete and keep and not ex.error):
                 self.close()
-
-
-def _framing(status: int, head: dict[str, str]) -> tuple[int, int]:
-    if status in (204, 304) or 100 <= status < 200:
-        return NO_BODY, 0
-    if "chunked" in head.get("transfer-encoding", "").lower():
-        return CHUNKED, 0
-    cl = head.get("content-length")
-    if cl is not None:
-        try:
-            return LENGTH, int(cl)
-        except ValueError:
-            raise _BadHead(f"content-length {cl!r}") from None
-    return UNTIL_CLOSE, 0
-
-
-class _Connection:
-    """A socket and the watcher that reads its bodies; reused for the requests of one user."""
-
-    __slots__ = ("sock", "raw", "tls", "watcher", "done", "times", "datas", "last_t", "need", "head",
-                 "framing", "remaining", "left", "result", "_recv", "_recvmsg", "_callback")  # fmt: skip
-
-    def __init__(self, host: str, port: int, tls: bool, connect_timeout: float):
-        sock = gsocket.create_connection((host, port), timeout=connect_timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls:
-            from gevent import ssl
-
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE  # like the old client (insecure=True): load tests hit self-signed gateways
-            sock = ctx.wrap_socket(sock, server_hostname=host)
-        sock.settimeout(None)  # the caller bounds every wait itself (no timer per read)
-        self.sock = sock
-        self.tls = tls
-        self.raw = None if tls else sock._sock  # the real non-blocking socket under gevent's
-        self._recv = None if tls else self.raw.recv
-        self._recvmsg = None
-        self._callback = self._on_readable
-        if KERNEL_STAMPS and not tls:
-            try:
-                self.raw.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            except OSError:
-                pass
-            else:
-                self._recvmsg = self.raw.recvmsg
-                self._callback = self._on_readable_stamped
-        self.watcher = None if tls else gevent.get_hub().loop.io(sock.fileno(), 1)
-        self.done = Event()
-        self.result: tuple[str, str] | None = None
-
-    def close(self) -> None:
-        w = self.watcher
-        if w is not None:
-            w.stop()
-            w.close()
-            self.watcher = None
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def idle_ok(self) -> bool:
-        """A kept-alive connection must be silent while idle: readable means closed (or garbage)."""
-        try:
-            if self.tls:
-                return self.sock.pending() == 0 and not _readable(self.sock)
-            self.raw.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        return False
-
-    # -- head ---------------------------------------------------------------------------------
-    def read_head(self) -> tuple[int, dict[str, str], bytes, float]:
-        """Status, headers (lower-case names), the body bytes that came with them, and the arrival
-        time of the last read."""
-        sock = self.sock
-        buf = b""
-        t = 0.0
-        while True:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > HEAD_LIMIT:
-                    raise _BadHead("response head longer than 64 KiB")
-                if self._recvmsg is None:
-                    data = sock.recv(READ_SIZE)
-                    t = _perf_counter()
-                else:  # stamped by the kernel like the body: the first token often comes with the head
-                    data, anc, _, _ = sock.recvmsg(READ_SIZE, ANC_SIZE)
-                    t = kernel_stamp(anc, _perf_counter())
-                if not data:
-                    raise _Closed(bool(buf))
-                buf += data
-                continue
-            lines = buf[:end].decode("latin-1").split("\r\n")
-            rest = buf[end + 4 :]
-            parts = lines[0].split(" ", 2)
-            if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-                raise _BadHead(repr(lines[0][:80]))
-            status = int(parts[1])
-            head = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if sep:
-                    name = name.strip().lower()
-                    value = value.strip()
-                    head[name] = f"{head[name]}, {value}" if name in head else value
-            if 100 <= status < 200 and status != 101:  # 100 Continue and friends: the real head follows
-                buf = rest
-                continue
-            if parts[0] == "HTTP/1.0" and head.get("connection", "").lower() != "keep-alive":
-                head["connection"] = "close"
-            return status, head, rest, t
-
-    # -- body ---------------------------------------------------------------------------------
-    def read_body(self, ex: Exchange, framing: int, length: int, rest: bytes, t_head: float, limit: float,
-                  is_deadline: bool, cancel_after: float | None, timeouts: Timeouts) -> None:  # fmt: skip
-        self.times, self.datas = ex.times, ex.datas
-        self.framing = framing
-        self.need, self.head, self.remaining = 0, b"", length
-        self.result = None
-        self.last_t = 0.0
-        if framing == NO_BODY or (framing == LENGTH and length <= 0):
-            ex.complete = True
-            return
-        if rest:  # body bytes that came with the head
-            self.times.append(t_head)
-            self.datas.append(rest)
-            self.last_t = t_head
-            self.left -= len(rest)
-            try:
-                if self._feed(rest):
-                    ex.complete = True
-                    return
-            except ValueError as e:
-                ex.error, ex.error_detail = "stream_truncated", f"bad chunked framing: {e}"[:200]
-                return
-        # the first token's limit counts from the write (t_send), not from the head's arrival
-        if self.tls:
-            self._read_blocking(ex.t_send, limit, timeouts)
-        else:
-            self._read_watched(ex.t_send, limit, timeouts)
-        error, detail = self.result
-        if error == "timeout":
-            if detail == "quiet":
-                phase, limit_s = ("first token", timeouts.first_token) if self.last_t == 0.0 else ("idle gap", timeouts.idle)
-                detail = f"{phase} timeout {limit_s:g}s"
-            elif is_deadline:
-                detail = f"total timeout {timeouts.total:g}s"
-            else:
-                error, detail = "cancelled", f"cancelled after {cancel_after:g}s on purpose"
-        ex.error, ex.error_detail = error, detail
-        ex.complete = not error
-
-    def _next_timeout(self, t_send: float, limit: float, timeouts: Timeouts) -> tuple[float, str]:
-        """The next moment a timeout fires, and which: "quiet" (first token or idle gap) or "limit"."""
-        quiet = (t_send + timeouts.first_token) if self.last_t == 0.0 else (self.last_t + timeouts.idle)
-        return (quiet, "quiet") if quiet < limit else (limit, "limit")
-
-    def _read_watched(self, t_send: float, limit: float, timeouts: Timeouts) -> None:
-        """The user's greenlet sleeps; the watcher's callback reads in the hub until the end."""
-        done = self.done
-        done.clear()
-        watcher = self.watcher
-        watcher.start(self._callback)
-        try:
-            while self.result is None:
-                until, kind = self._next_timeout(t_send, limit, timeouts)
-                now = _perf_counter()
-                if now >= until:
-                    self.result = ("timeout", kind)
-                    break
-                done.wait(until - now)
-        finally:
-            watcher.stop()
-
-    def _read_blocking(self, t_send: float, limit: float, timeouts: Timeouts) -> None:
-        """TLS: read in the user's greenlet, with the same framing and timing."""
-        sock = self.sock
-        try:
-            while self.result is None:
-                until, kind = self._next_timeout(t_send, limit, timeouts)
-                now = _perf_counter()
-                if now >= until:
-                    self.result = ("timeout", kind)
-                    break
-                sock.settimeout(until - now)
-                try:
-                    data = sock.recv(READ_SIZE)
-                except (socket.timeout, TimeoutError):
-                    continue
-                except OSError as e:
-                    self.result = ("stream_truncated", f"{type(e).__name__}: {e}"[:200])
-                    break
-                t = _perf_counter()
-                if not data:
-                    self.result = ("", "") if self.framing == UNTIL_CLOSE else ("stream_truncated", "the server closed the connection mid-body")
-                    break
-                self.times.append(t)
-                self.datas.append(data)
-                self.last_t = t
-                self.left -= len(data)
-                if self.left < 0:  # --max-response-size: cut here
-                    self.result = ("response_too_large", "")
-                    break
-                try:
-                    if self._feed(data):
-                        self.result = ("", "")
-                except ValueError as e:
-                    self.result = ("stream_truncated", f"bad chunked framing: {e}"[:200])
-        finally:
-            sock.settimeout(None)
-
-    def _end(self, error: str, detail: str) -> None:
-        """Hub side: the message ended (or failed); wake the user's greenlet."""
-        self.watcher.stop()
-        self.result = (error, detail)
-        self.done.set()
-
-    def _on_readable(self) -> None:
-        """Runs in the gevent hub for every arrival on the socket: the hot path."""
-        try:
-            data = self._recv(READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError as e:  # connection reset
-            self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
-            return
-        self._arrived(data, _perf_counter())
-
-    def _on_readable_stamped(self) -> None:
-        """`_on_readable` with the kernel's receive time of the read (SO_TIMESTAMPNS): the event
-        loop's own delay no longer counts. TCP stamps a read with its last segment: bytes that
-        waited for a late read are still stamped late, as they would be without."""
-        try:
-            data, anc, _, _ = self._recvmsg(READ_SIZE, ANC_SIZE)
-        except BlockingIOError:
-            return
-        except OSError as e:  # connection reset
-            self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
-            return
-        self._arrived(data, kernel_stamp(anc, _perf_counter()))
-
-    def _arrived(self, data: bytes, t: float) -> None:
-        """One read of the body, stamped `t`: keep it and track the framing to the message's end."""
-        if not data:
-            if self.framing == UNTIL_CLOSE:
-                self._end("", "")
-            else:
-                self._end("stream_truncated", "the server closed the connection mid-body")
-            return
-        self.times.append(t)
-        self.datas.append(data)
-        self.last_t = t
-        left = self.left - len(data)
-        self.left = left
-        if left < 0:  # --max-response-size: cut here (parsing more would stall every stream)
-            self._end("response_too_large", "")
-            return
-        try:
-            if self._feed(data):
-                self._end("", "")
-        except Exception as e:  # noqa: BLE001 - the framing was not HTTP chunked encoding
-            self._end("stream_truncated", f"bad chunked framing: {type(e).__name__}: {e}"[:200])
-
-    def _feed(self, data: bytes) -> bool:
-        """Track the framing of one read; True when the message is complete."""
-        framing = self.framing
-        if framing == CHUNKED:
-            n = len(data)
-            need = self.need
-            if need >= n:  # inside the current chunk
-                self.need = need - n
-                return False
-            if self.head:
-                data = self.head + data[need:]
-                self.head = b""
-                pos, n = 0, len(data)
-            else:
-                pos = need
-            while True:
-                j = data.find(b"\r\n", pos)
-                if j < 0:
-                    self.head = data[pos:]
-                    self.need = 0
-                    if len(self.head) > 1024:
-                        raise ValueError("no chunk-size line")
-                    return False
-                try:
-                    size = int(data[pos:j], 16)
-                except ValueError:  # chunk extensions (rare): "1a;name=value"
-                    size = int(data[pos:j].split(b";", 1)[0], 16)
-                if size == 0:  # the last chunk; the message ends after trailers and a blank line
-                    if data.find(b"\r\n\r\n", pos) >= 0:
-                        return True
-                    self.head = data[pos:]
-                    self.need = 0
-                    return False
-                pos = j + size + 4
-                if pos >= n:
-                    self.need = pos - n
-                    return False
-        if framing == LENGTH:
-            self.remaining -= len(data)
-            return self.remaining <= 0
-        return False  # until close
-
-
-def _readable(sock) -> bool:
-    """Readable now, asked without yielding to the event loop (gevent's select would)."""
-    from gevent import monkey
-
-    r, _, _ = monkey.get_original("select", "select")([sock.fileno()], [], [], 0.0)
-    return bool(r)

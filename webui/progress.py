@@ -30,7 +30,7 @@ import time
 import gevent
 
 from metrics.sse import parse_reads
-from users.stream import CHUNKED
+from users.connection import CHUNKED
 
 NAN = float("nan")
 TICK_S = 0.5  # the open streams are brought up to date this often
