@@ -31,10 +31,11 @@ class ClientBound(Section):
         advice = self.advice.strip()
         if self.bound:
             return "The load generator was client bound (out of CPU): its timings include client delay. " + advice
+        # the advice (plugin/health_board.py) says what happened and what to do: not said twice
         if self.contended:
-            return "The load generator's machine was contended (other processes took the CPU): timings may include client delay. " + advice
+            return "The load generator's machine was contended: " + advice
         if (self.model_extra or {}).get("inaccurate"):
-            return "The load generator was late often enough over the run for its TTFT/ITL tails to be off. " + advice
+            return "The load generator was inaccurate: " + advice
         return ""
 
     def inaccurate_warning(self) -> str:
