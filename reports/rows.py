@@ -89,7 +89,7 @@ def steps_table(steps: list[Step]) -> Table:
         rows.append(row)
     heads = [h for h, _, _ in STEP_COLUMNS]
     if with_slo:
-        heads += ["SLO", "judged on", "statistic (bounds), ms"]
+        heads += ["SLO", "judged on", "statistic in its bounds (ms)"]
     return Table(heads, rows, left=0, text=tuple(range(len(STEP_COLUMNS), len(heads))) if with_slo else ())
 
 
@@ -100,7 +100,7 @@ def level_verdict(s: Step) -> list[Cell]:
     if v is None:
         return cells("-", "-", "-")
     status = {"met": "pass", "missed": "fail"}.get(v.state, "")
-    bounds = "; ".join(f"{e.metric} {fmt(e.value_ms, 0)} ({fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)})" for e in v.objectives)
+    bounds = "; ".join(f"{e.metric} {fmt(e.value_ms, 0)} in {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives)
     return [Cell(v.state, status), Cell(judged_on(v.requests, s.steps)), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 
