@@ -178,9 +178,11 @@ class FixedRunner:
         itl = self.itl
         si = self.si
         for s in lst:
-            # every chunk of the stream due by the end of this tick, in this callback and one
-            # write (a tiny itl_s: thousands of chunks a second per stream, no timer or syscall each)
-            s.hold_writes()
+            # every chunk of the stream due by the end of this tick, in this callback; from the
+            # second on, in one write (a tiny itl_s: thousands of chunks a second per stream, no
+            # timer or syscall each). The usual tick has one chunk per stream, written as it is
+            # made: gathering it too cost a list, a join and two calls per chunk, for nothing
+            held = False
             while not s.done:
                 c = s.next_count
                 s.emit(c)
@@ -197,7 +199,11 @@ class FixedRunner:
                 if t > due:
                     self._schedule(s, t)
                     break
-            s.flush_writes()
+                if not held:
+                    s.hold_writes()
+                    held = True
+            if held:
+                s.flush_writes()
 
     def finished(self, stream):
         self.active -= 1

@@ -71,8 +71,7 @@ class SimServer:
         p = self.profile
         kwargs = req.get("chat_template_kwargs")
         thinking = not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
-        s.reasoning = min(p.reasoning_tokens, s.max_tokens) if thinking else 0
-        s.calls = tool_calls_for(req, p, s.seed)
+        s.set_phases(min(p.reasoning_tokens, s.max_tokens) if thinking else 0, tool_calls_for(req, p, s.seed))
         msgs = req["messages"]
         s.images = image_tokens(msgs, p.image_patch_px, p.image_tokens)[0]
         s.tool_results = sum(1 for m in msgs if isinstance(m, dict)

@@ -29,7 +29,7 @@ class Stream:
         "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
         "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
         "common", "submitted", "role_pending", "out", "reasoning", "calls", "answer_t", "tools_sent", "images",
-        "tool_results", "seq_no",
+        "tool_results", "seq_no", "phased",
     )
 
     def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
@@ -68,8 +68,7 @@ class Stream:
         # first `reasoning` tokens are reasoning; with `calls` (the function names of a tool-call
         # reply) the answer's tokens are split between the calls. Either one streams through
         # `emit_phased` (simulator/reply_phases.py) instead of the plain content path.
-        self.reasoning = 0
-        self.calls: list[str] = []
+        self.set_phases(0, [])
         self.answer_t = None  # when the first answer token (content or tool call) was written
         self.tools_sent = 0  # tool calls begun
         self.images = 0  # image_url parts in the request
@@ -97,9 +96,12 @@ class Stream:
         return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
             self.prompt_tokens, completion, self.prompt_tokens + completion)
 
-    @property
-    def phased(self) -> bool:
-        return bool(self.reasoning or self.calls) or self.endpoint == "responses"
+    def set_phases(self, reasoning: int, calls: list[str]) -> None:
+        """The reply's reasoning tokens and tool calls. `phased` follows them once, here: emit reads
+        it for every chunk (a property's call there cost the plain content path its share of CPU)."""
+        self.reasoning = reasoning
+        self.calls = calls
+        self.phased = bool(reasoning or calls) or self.endpoint == "responses"
 
     def _event(self, body: bytes) -> bytes:
         """SSE event of a JSON object whose closing brace is still missing."""
