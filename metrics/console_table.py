@@ -52,7 +52,7 @@ def format_table(summary: Summary | dict) -> str:
     if warning:  # said once: the diagnosis refers to it
         lines.append(f"Client warning: {warning}")
     if summary.diagnosis is not None:
-        lines.append(f"Why the knee is there: {summary.diagnosis.sentence}")
+        lines.append(f"{summary.diagnosis.heading}: {summary.diagnosis.sentence}")
     return "\n".join(lines)
 
 

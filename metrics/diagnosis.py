@@ -174,7 +174,18 @@ def diagnose_levels(steps, capacity, server: pd.DataFrame | None, client: Client
     evidence = [e.model_copy(update={"request_rate": s.throughput.requests_per_s, "step_ms": s.itl_ms.p50})
                 for e, s in zip(evidence, whole)]  # fmt: skip
     users, why = knee_of(whole, capacity)
-    return diagnose(evidence, users, names, client.inaccurate_warning() if client is not None else "", why)
+    return diagnose(evidence, users, names, client.inaccurate_warning() if client is not None else "", why,
+                    heading_of(capacity))
+
+
+def heading_of(capacity) -> str:
+    """What the diagnosis is headed with: "Why the knee is there" only where a level missed the SLO
+    (a run that found no knee does not say it has one)."""
+    if capacity is not None and capacity.next_failing_users is not None:
+        return "Why the knee is there"
+    if capacity is not None:
+        return "No level missed the SLO (no knee); what limits the highest level"
+    return "What limits the highest level (no --slo, no knee)"
 
 
 def _pct(x: float | None) -> str:
@@ -182,7 +193,7 @@ def _pct(x: float | None) -> str:
 
 
 def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str] | None = None,
-             client: str = "", knee_why: str = "") -> KneeDiagnosis:  # fmt: skip
+             client: str = "", knee_why: str = "", heading: str = "Why the knee is there") -> KneeDiagnosis:  # fmt: skip
     """The stated diagnosis at the knee (`knee_users`; None: the highest level) from each level's
     figures (`names`: the metric each figure was read from); `client`: the client's own warning,
     when it flagged itself."""
@@ -195,8 +206,8 @@ def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[st
                                                    "timings were off (see its warning): the knee may be the client's")
         else:
             sentence += ". The client's own timings were off too (see its warning), so the knee's place may be off"
-    return KneeDiagnosis(kind=kind, users=users, knee=knee_why, sentence=sentence, evidence=evidence, metrics=names,
-                         levels=levels, client=client or None)  # fmt: skip
+    return KneeDiagnosis(kind=kind, users=users, knee=knee_why, heading=heading, sentence=sentence, evidence=evidence,
+                         metrics=names, levels=levels, client=client or None)  # fmt: skip
 
 
 def _cache_full(g: LevelEvidence) -> bool:

@@ -64,6 +64,7 @@ class Report:
     warning: str  # the load generator may have distorted the timings
     capacity: str  # the capacity sentence of a step run with an SLO
     diagnosis: str  # why the knee is there (metrics/diagnosis.py), for runs with load levels
+    diagnosis_heading: str  # "Why the knee is there" only where a level missed (metrics/diagnosis.py heading_of)
     server_levels: Table | None  # the server's gauges at each level
     slo_passed: bool | None  # the run's SLO verdict; None without --slo
     slo: Table | None

@@ -233,7 +233,7 @@ def knee(run: D.RunData) -> dict:
 
     s = run.summary
     if not s.by_step:
-        return {"diagnosis": "", "server_levels": None}
+        return {"diagnosis": "", "diagnosis_heading": "", "server_levels": None}
     d = s.diagnosis or diagnose_levels(s.by_step, s.capacity, run.server, s.client_bound, s.gpu)
     pct = lambda x: fmt(None if x is None else x * 100, 0)  # noqa: E731
     rows = [cells(fmt(g.users), fmt(g.scrapes), fmt(g.running, 1), fmt(g.waiting, 1), pct(g.kv_cache_peak),
@@ -243,7 +243,7 @@ def knee(run: D.RunData) -> dict:
                "GPU busy %"]  # fmt: skip
     table = Table(headers, rows) if rows else None
     text = d.sentence + (f" (rests on: {'; '.join(d.evidence)})" if d.evidence else "")
-    return {"diagnosis": text, "server_levels": table}
+    return {"diagnosis": text, "diagnosis_heading": d.heading, "server_levels": table}
 
 
 # (header, the level's GpuFigures field, digits); a column no level has a value for is left out

@@ -167,6 +167,23 @@ def test_the_rule_on_figures():
     assert unknown.kind == "client inaccurate" and "workers" not in unknown.sentence, unknown.sentence
 
 
+def test_a_run_without_a_knee_does_not_say_it_has_one():
+    """"Why the knee is there" heads a diagnosis only where a level missed the SLO; a ramp whose
+    levels all met it (or stayed undecided), or one without --slo, is diagnosed at its highest level
+    under a heading that says there is no knee (the page said "Why the knee is there" after a ramp
+    whose two levels were undecided)."""
+    from types import SimpleNamespace
+
+    from metrics.diagnosis import heading_of
+
+    assert heading_of(SimpleNamespace(next_failing_users=24)) == "Why the knee is there"
+    assert heading_of(SimpleNamespace(next_failing_users=None)) == "No level missed the SLO (no knee); what limits the highest level"
+    assert heading_of(None) == "What limits the highest level (no --slo, no knee)"
+    g = LevelEvidence(step=1, users=24, scrapes=5, running=24, waiting=0.0, kv_cache_peak=0.5, preemptions=0.0)
+    d = diagnose([g], 24, heading=heading_of(None))
+    assert d.heading == "What limits the highest level (no --slo, no knee)" and d.model_dump()["heading"] == d.heading
+
+
 def _scrapes(levels) -> pd.DataFrame:
     """Scrapes every second of vLLM's gauges and prefix-cache counters: for each (start, end,
     waiting, kv, queries/s, hits/s) level, the counters grow at those rates."""

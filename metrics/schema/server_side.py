@@ -46,6 +46,8 @@ class KneeDiagnosis(Model):
     kind: Literal["memory-bound", "scheduler-bound", "compute-bound", "client inaccurate", "unknown"]
     users: int | None = None  # the level looked at (the knee)
     knee: str = ""  # why that level: "the lowest level that missed ttft.p95<5s", "the highest level (no --slo)"
+    # what every output heads the sentence with: a knee only where a level missed the SLO
+    heading: str = "Why the knee is there"
     sentence: str
     evidence: list[str] = []  # each figure the diagnosis rests on: level, value and the server's metric name
     metrics: dict[str, str] = {}  # figure -> the server's metric it was read from (running, waiting, kv, ...)
