@@ -117,7 +117,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 # ------------------------------------------------------------------ side by side (pytest-xdist)
 # `-n 4 --dist loadfile` runs the tests in several processes: most of a test's time is spent
-# waiting on the processes it starts (one at a time is the default, as CI runs them). `--dist loadfile` keeps each module in one process, so a
+# waiting on the processes it starts (`pytest.ini` asks for it; `-n 0` runs one at a time). `--dist loadfile` keeps each module in one process, so a
 # module-scoped fixture (often a whole Locust run) is made once and `containers` tests (fixed
 # ports 8089, 9090) never overlap. (`--dist loadgroup` would group finer, but pytest-xdist 3.8
 # cannot rename a test's id under pytest 9, so its groups are ignored.) An `alone` test runs while
