@@ -30,7 +30,9 @@ def test_a_headless_run_prints_progress_lines_and_not_locusts_tables(tmp_path):
     progress = [m for m in map(PROGRESS.search, err) if m]
     assert 2 <= len(progress) <= 3, proc.stderr
     users, ok, failed, rate, p50, p95, flying = (int(g.replace(",", "")) for g in progress[-1].groups())
-    assert users == 3 and failed == 0 and rate > 0 and 0 <= flying <= 3
+    # a line due at 0:30 can come as the run-time limit stops the users: it counts those left
+    assert int(progress[0].group(1)) == 3 and users <= 3, proc.stderr
+    assert failed == 0 and rate > 0 and 0 <= flying <= 3
     table, summary = read_results(str(tmp_path), "c")
     done = table[table.ok]
     assert 0 < int(progress[0].group(2)) < ok <= len(done)
