@@ -13,22 +13,16 @@ import argparse
 import json
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 
 import pyarrow.parquet as pq
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from processes import ROOT, free_port, simulator  # noqa: E402
+
 LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:
@@ -50,25 +44,21 @@ def main() -> int:
                                 "text": f"q{n} " + "x" * rng.randint(5, 300), "max_tokens": rng.randint(2, 6)}) + "\n")
             n += 1
             t += rng.expovariate(args.rate)
-    sim = subprocess.Popen([sys.executable, "-m", "simulator", "--port", "0", "--profile", "fixed"], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     procs = []
-    try:
-        url = sim.stdout.readline().split("listening on ", 1)[1].split()[0]
-        port = free_port()
-        master = subprocess.Popen([*LOCUST, "--master", "--headless", "--master-bind-port", str(port),
-                                   "--expect-workers", str(args.workers), "--host", url, "--replay", trace,
-                                   "--results-dir", out, "--run-id", "lag", "--stop-timeout", "10"],
-                                  cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs = [subprocess.Popen([*LOCUST, "--worker", "--master-port", str(port)], cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(args.workers)]
-        rc = master.wait(timeout=args.seconds + 180)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        sim.send_signal(signal.SIGTERM)
-        sim.wait(10)
+    with simulator("--profile", "fixed") as url:
+        try:
+            port = free_port()
+            master = subprocess.Popen([*LOCUST, "--master", "--headless", "--master-bind-port", str(port),
+                                       "--expect-workers", str(args.workers), "--host", url, "--replay", trace,
+                                       "--results-dir", out, "--run-id", "lag", "--stop-timeout", "10"],
+                                      cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs = [subprocess.Popen([*LOCUST, "--worker", "--master-port", str(port)], cwd=ROOT,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(args.workers)]
+            rc = master.wait(timeout=args.seconds + 180)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
     with open(os.path.join(out, "lag", "summary.json")) as f:
         summary = json.load(f)
     table = pq.read_table(os.path.join(out, "lag", "requests.parquet"), columns=["t_send", "t_intended", "ok"])

@@ -20,20 +20,15 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from processes import ROOT, free_port, simulator  # noqa: E402
+
 LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "bench", "spawn_messages_locustfile.py")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def synthetic_tokenizer(folder: str, tokens: int = 128_000, seed: int = 3) -> str:
@@ -66,33 +61,31 @@ def run(args, tokenizer: str, out: str) -> dict:
     for f in glob.glob(os.path.join(counts, "*.json")):
         os.remove(f)
     env = dict(os.environ, SPAWN_BENCH_OUT=counts)
-    sim = subprocess.Popen([sys.executable, "-m", "simulator", "--port", "0", "--profile", "fixed"], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     procs = []
-    try:
-        url = sim.stdout.readline().split("listening on ", 1)[1].split()[0]
-        port = free_port()
-        t0 = time.monotonic()
-        master = subprocess.Popen([*LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1",
-                                   "--master-bind-port", str(port), "--expect-workers", str(args.workers), "--host", url,
-                                   "--steps", args.steps, "--step-time", args.step_time, "--step-warmup", "1s",
-                                   "--tokenizer", tokenizer, "--results-dir", out,
-                                   "--run-id", f"spawn-{os.path.basename(tokenizer)}"],
-                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(out, "master.log"), "w"))  # fmt: skip
-        procs.append(master)
-        for i in range(args.workers):
-            procs.append(subprocess.Popen([*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                          stderr=open(os.path.join(out, f"worker-{i}.log"), "w")))  # fmt: skip
-        code = master.wait(timeout=600)
-        wall = time.monotonic() - t0
-        for p in procs[1:]:
-            p.wait(timeout=60)
-    finally:
-        for p in [*procs, sim]:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                p.wait(timeout=30)
+    with simulator("--profile", "fixed") as url:
+        try:
+            port = free_port()
+            t0 = time.monotonic()
+            master = subprocess.Popen([*LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1",
+                                       "--master-bind-port", str(port), "--expect-workers", str(args.workers), "--host", url,
+                                       "--steps", args.steps, "--step-time", args.step_time, "--step-warmup", "1s",
+                                       "--tokenizer", tokenizer, "--results-dir", out,
+                                       "--run-id", f"spawn-{os.path.basename(tokenizer)}"],
+                                      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(out, "master.log"), "w"))  # fmt: skip
+            procs.append(master)
+            for i in range(args.workers):
+                procs.append(subprocess.Popen([*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                              stderr=open(os.path.join(out, f"worker-{i}.log"), "w")))  # fmt: skip
+            code = master.wait(timeout=600)
+            wall = time.monotonic() - t0
+            for p in procs[1:]:
+                p.wait(timeout=60)
+        finally:  # the master and workers, whatever happened
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(timeout=30)
     sent, received = [], []
     for f in sorted(glob.glob(os.path.join(counts, "*.json"))):
         data = json.load(open(f))
