@@ -232,10 +232,16 @@ class Connection:
         ex.error, ex.error_detail = error, detail
         ex.complete = not error
 
-    def _next_timeout(self, t_send: float, limit: float, timeouts: Timeouts) -> tuple[float, str]:
-        """The next moment a timeout fires, and which: "quiet" (first token or idle gap) or "limit"."""
+    def _time_left(self, t_send: float, limit: float, timeouts: Timeouts) -> float:
+        """Seconds until the next timeout fires: "quiet" (first token or idle gap) or "limit". At
+        or past it, the read ends as that timeout (`result`) and 0 is returned."""
         quiet = (t_send + timeouts.first_token) if self.last_t == 0.0 else (self.last_t + timeouts.idle)
-        return (quiet, "quiet") if quiet < limit else (limit, "limit")
+        until, kind = (quiet, "quiet") if quiet < limit else (limit, "limit")
+        left = until - _perf_counter()
+        if left <= 0:
+            self.result = ("timeout", kind)
+            return 0.0
+        return left
 
     def _read_watched(self, t_send: float, limit: float, timeouts: Timeouts) -> None:
         """The user's greenlet sleeps; the watcher's callback reads in the hub until the end."""
@@ -245,12 +251,9 @@ class Connection:
         watcher.start(self._callback)
         try:
             while self.result is None:
-                until, kind = self._next_timeout(t_send, limit, timeouts)
-                now = _perf_counter()
-                if now >= until:
-                    self.result = ("timeout", kind)
-                    break
-                done.wait(until - now)
+                left = self._time_left(t_send, limit, timeouts)
+                if left:
+                    done.wait(left)
         finally:
             watcher.stop()
 
@@ -259,12 +262,10 @@ class Connection:
         sock = self.sock
         try:
             while self.result is None:
-                until, kind = self._next_timeout(t_send, limit, timeouts)
-                now = _perf_counter()
-                if now >= until:
-                    self.result = ("timeout", kind)
+                left = self._time_left(t_send, limit, timeouts)
+                if not left:
                     break
-                sock.settimeout(until - now)
+                sock.settimeout(left)
                 try:
                     data = sock.recv(READ_SIZE)
                 except (socket.timeout, TimeoutError):
