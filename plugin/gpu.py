@@ -189,6 +189,10 @@ class GpuSampler:
 
     def start(self) -> None:
         if is_url(self.source):
+            # the first reading now, before the first request (run_started precedes spawning): a
+            # window's energy needs readings at both its edges, and a loop started beside the
+            # users' spawning can take its first one seconds late on a busy client
+            self._scrape_once()
             self._loop = gevent.spawn(self._scrape_loop)
             return
         ms = max(100, int(round(self.interval_s * 1000)))
@@ -247,13 +251,15 @@ class GpuSampler:
             self._failed("no DCGM_FI_DEV_ metric in the response")
 
     def _scrape_loop(self) -> None:
-        next_at = time.monotonic()
+        next_at = time.monotonic()  # start() has just read
         while not self.stopped:
-            self._scrape_once()
             next_at += self.interval_s
-            if next_at < time.monotonic():  # a slow exporter: skip the missed ticks, do not burst
-                next_at = time.monotonic() + self.interval_s
             gevent.sleep(max(0.0, next_at - time.monotonic()))
+            if self.stopped:
+                return
+            self._scrape_once()
+            if next_at < time.monotonic():  # a slow exporter: skip the missed ticks, do not burst
+                next_at = time.monotonic()
 
     def latest(self) -> dict | None:
         """The newest reading of each GPU, together: {gpus, utilization_pct, power_w, memory_used_mib}."""
