@@ -22,7 +22,6 @@ import logging
 import math
 import time
 
-from metrics.measure import judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
 from metrics.verdict import describe, too_few
 from shapes.steps import StepPlan
@@ -86,6 +85,8 @@ class CapacitySearch:
         """The level that ends with step `index`, judged: (Level, metrics.schema.figures.Step)."""
         level = self.plan().levels_at(self.run_start)[-1]
         assert level.last == index, "a level is judged when its last step ends"
+        from metrics.measure import judge_level  # pandas: only the process that judges imports it
+
         rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]
         return level, judge_level(rows_to_table(rows), level, self.objectives)
 
