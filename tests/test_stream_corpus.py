@@ -34,12 +34,13 @@ import math
 import re
 from pathlib import Path
 
+import gevent
 import pytest
 
 from metrics.record import RequestRecord
 from metrics.sse import parse_response, parse_stream
 from metrics.timing import fill_record
-from tests.test_sse_reader import END, ScriptedServer, chunked
+from tests.test_sse_reader import END, ScriptedServer, _real_sleep, chunked
 from users.stream import Exchange, StreamClient, Timeouts
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -218,7 +219,7 @@ class _ClosingServer:
     """Answers each connection's first request without `Connection: close`, then closes the
     connection the moment the next request arrives on it (as llama.cpp's server does)."""
 
-    def __init__(self, answers: int, answer_first: bool = True):
+    def __init__(self, answers: int, answer_first: bool = True, close_after_s: float = 0.0):
         from tests.test_sse_reader import _RealSocket, _start_os_thread
 
         self.sock = _RealSocket()
@@ -227,6 +228,8 @@ class _ClosingServer:
         self.port = self.sock.getsockname()[1]
         self.connections = 0
         self.answer_first = answer_first
+        self.close_after_s = close_after_s  # from the next request's arrival to the close
+        self.next_arrived = False
         _start_os_thread(self._serve, (answers,))
 
     def _serve(self, answers: int):
@@ -241,7 +244,9 @@ class _ClosingServer:
                 buf += conn.recv(65536)
             if self.answer_first:
                 conn.sendall(head({}, "Transfer-Encoding: chunked") + body + END)
-                conn.recv(65536)  # the next request on the kept-alive connection (or its close)
+                if conn.recv(65536):  # the next request on the kept-alive connection (or its close)
+                    self.next_arrived = True
+                    _real_sleep(self.close_after_s)
             conn.close()
 
 
@@ -268,6 +273,44 @@ def test_request_on_a_kept_alive_connection_the_server_closed_is_sent_again():
         assert rec.ttft_s < 0.5  # timed from the send that was answered
     assert [ex.resent for ex in results] == [False, True, True]  # and the records say so
     assert server.connections == 3
+
+
+@pytest.mark.alone
+def test_an_instant_close_seen_late_by_a_busy_event_loop_is_still_sent_again():
+    """The server closes 10 ms after the request arrives, while the client's event loop is held for
+    200 ms (a busy process), which sees the close late. The close is timed by the kernel: resent."""
+    server = _ClosingServer(answers=2, close_after_s=0.01)
+    client = StreamClient(f"http://127.0.0.1:{server.port}", Timeouts(connect=2, first_token=5, idle=5, total=20), {})
+
+    def hold_the_loop():
+        while not server.next_arrived:
+            gevent.sleep(0.0005)
+        _real_sleep(0.2)
+
+    try:
+        first = _post(client)
+        holder = gevent.spawn(hold_the_loop)
+        second = _post(client)
+        holder.join()
+    finally:
+        client.close()
+    assert first.complete and not first.resent
+    assert second.status == 200 and second.complete and second.resent, second.error_detail
+    assert server.connections == 2
+
+
+@pytest.mark.alone
+def test_a_kept_alive_connection_closed_late_is_a_failure_not_sent_again():
+    """Closed 300 ms after the request arrived, not a byte answered: the server may have run it."""
+    server = _ClosingServer(answers=1, close_after_s=0.3)
+    client = StreamClient(f"http://127.0.0.1:{server.port}", Timeouts(connect=2, first_token=5, idle=5, total=20), {})
+    try:
+        first, second = _post(client), _post(client)
+    finally:
+        client.close()
+    assert first.complete and not first.resent
+    assert second.error == "connect_error" and not second.resent, second.error_detail
+    assert server.connections == 1
 
 
 def test_a_fresh_connection_closed_without_an_answer_is_a_failure_not_retried():

@@ -70,6 +70,28 @@ class Closed(Exception):
         self.got_bytes = got_bytes
 
 
+# struct tcp_info (linux/tcp.h): 8 one-byte fields, then u32s, of which tcpi_last_data_sent (the
+# 10th, at byte 44) and tcpi_last_ack_recv (the 13th, at byte 56): milliseconds ago, kernel clock
+_TCP_INFO = struct.Struct("=44xI8xI")
+TCP_INFO = getattr(socket, "TCP_INFO", None)
+
+
+def close_after_send_s(sock) -> float | None:
+    """Seconds from the last bytes this socket sent to the peer's close (its FIN), by the kernel's
+    clock (TCP_INFO: the FIN is the last segment received, and the newest ACK, once it came):
+    how late the event loop noticed does not enter it. None where the kernel does not say."""
+    if TCP_INFO is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, _TCP_INFO.size)
+    except OSError:
+        return None
+    if len(info) < _TCP_INFO.size:
+        return None
+    last_data_sent_ms, last_ack_recv_ms = _TCP_INFO.unpack_from(info)
+    return max(0.0, (last_data_sent_ms - last_ack_recv_ms) / 1000.0)
+
+
 class BadHead(Exception):
     pass
 

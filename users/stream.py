@@ -42,7 +42,7 @@ import gevent
 
 from core.durations import Timeouts
 from metrics.sse import dechunk
-from users.connection import CHUNKED, LENGTH, UNTIL_CLOSE, BadHead, Closed, Connection, HeaderTimeout, framing_of
+from users.connection import CHUNKED, LENGTH, UNTIL_CLOSE, BadHead, Closed, Connection, HeaderTimeout, close_after_send_s, framing_of
 
 USER_AGENT = "llm-loadtest"
 
@@ -50,7 +50,8 @@ _perf_counter = time.perf_counter
 # A kept-alive connection that closes this soon after the request was sent, before any response
 # byte, was closed by a server that did not run the request (llama.cpp closes some kept-alive
 # connections 0.2-3 ms after a request arrives on them): it is sent once more on a new
-# connection, and the record says `resent`. Later, the server may have run it: a failure.
+# connection, and the record says `resent`. Later, the server may have run it: a failure. The close
+# is timed by the kernel (users/connection.py close_after_send_s), not by when the loop saw it.
 STALE_CLOSE_S = 0.05
 
 
@@ -191,9 +192,13 @@ class StreamClient:
                 # once, the server had closed it or dropped the request unread (STALE_CLOSE_S);
                 # send once more on a new connection, timed from that send. Otherwise (later, or
                 # a fresh connection) it may have run the request: a failure, never a silent resend.
+                unanswered = not (isinstance(e, Closed) and e.got_bytes)
+                # when the close came, by the kernel's clock where it says (a busy event loop
+                # notices a close late), else when this greenlet noticed it
+                after = close_after_send_s(conn.sock) if isinstance(e, Closed) and unanswered else None
                 self.close()
                 conn = None
-                stale = not (isinstance(e, Closed) and e.got_bytes) and _perf_counter() - t_send < STALE_CLOSE_S
+                stale = unanswered and (_perf_counter() - t_send if after is None else after) < STALE_CLOSE_S
                 if reused and attempt == 1 and stale:
                     ex.resent = True
                     continue
