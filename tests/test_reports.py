@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import types
+from concurrent.futures import ThreadPoolExecutor
 from html import escape as html_escape
 
 import numpy as np
@@ -65,11 +66,14 @@ def runs(tmp_path_factory):
     def metrics(url):
         return ["--workload", spec, "--server-metrics", url + "/metrics", "--server-metrics-interval", "1s"]
 
-    with simulator("--profile", "fixed") as url:
-        out["base_proc"] = _locust(results, "base", url, *metrics(url))
-        out["same_proc"] = _locust(results, "same", url, *metrics(url))
-    with simulator("--profile", slow_profile) as url:
-        _locust(results, "slow", url, *metrics(url))
+    # the three runs side by side, each with a simulator of its own (its /metrics counts its run
+    # alone), during the module's first test, which runs alone: the machine holds these six processes only
+    with simulator("--profile", "fixed") as base, simulator("--profile", "fixed") as same, \
+            simulator("--profile", slow_profile) as slow, ThreadPoolExecutor(3) as pool:  # fmt: skip
+        started = {name: pool.submit(_locust, results, name, url, *metrics(url))
+                   for name, url in (("base", base), ("same", same), ("slow", slow))}  # fmt: skip
+        out["base_proc"], out["same_proc"] = started["base"].result(), started["same"].result()
+        started["slow"].result()
     for name in ("base", "same", "slow"):
         out[name] = os.path.join(results, name)
     return out
@@ -84,7 +88,9 @@ def charts_in(html: str) -> list[str]:
 
 
 @pytest.mark.process
-@pytest.mark.alone  # its runs' TTFT (x 1.2 told apart) is made by the module's fixture
+# alone: the module's runs (the `runs` fixture) are made as this test, the first to use them,
+# starts; their TTFT (x 1.2 told apart) needs a quiet machine. The tests after it read the results.
+@pytest.mark.alone
 def test_report_built_at_the_end_of_the_run(runs):
     proc = runs["base_proc"]
     log = proc.stdout + proc.stderr
@@ -94,7 +100,6 @@ def test_report_built_at_the_end_of_the_run(runs):
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_report_has_every_chart_and_the_contract(runs):
     path = runs["base"]
     with open(os.path.join(path, "report.html"), encoding="utf-8") as f:
@@ -128,7 +133,6 @@ def test_report_has_every_chart_and_the_contract(runs):
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_show_prints_the_summary_table(runs):
     proc = reports_cli("show", runs["base"])
     assert proc.returncode == 0, proc.stderr
@@ -151,7 +155,6 @@ def test_build_and_show_errors_are_one_line(tmp_path):
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_compare_same_setup_passes(runs):
     for base, new in (("base", "same"), ("same", "base")):
         out = os.path.join(runs["results"], f"cmp-{base}-{new}")
@@ -164,7 +167,6 @@ def test_compare_same_setup_passes(runs):
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_compare_slower_prefill_fails_naming_the_metric(runs):
     proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", "ttft.p95>+10%")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -182,7 +184,6 @@ def test_compare_slower_prefill_fails_naming_the_metric(runs):
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_compare_refuses_runs_of_different_loads_or_workloads_naming_them(runs, tmp_path):
     """A copy of `same` whose run.json says 40 users and another workload: refused with one line
     naming both differences (exit 2, nothing written); --allow-different compares them, the
@@ -212,7 +213,6 @@ def test_compare_refuses_runs_of_different_loads_or_workloads_naming_them(runs, 
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_compare_values_equal_the_summary(runs):
     from reports.compare import compare
 
@@ -248,7 +248,6 @@ def test_compare_values_equal_the_summary(runs):
         ("nosuchclass.ttft.p95>+10%", "'nosuchclass' is not a request class"),
     ],
 )
-@pytest.mark.alone
 def test_bad_rule_is_one_line_exit_2(runs, rule, words):
     proc = reports_cli("compare", runs["base"], runs["same"], "--fail-on", f"ttft.p95>+10%,{rule}")
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -258,7 +257,6 @@ def test_bad_rule_is_one_line_exit_2(runs, rule, words):
 
 
 @pytest.mark.process
-@pytest.mark.alone
 def test_class_qualified_and_absolute_rules(runs, tmp_path):
     """...and each rule's change is written the same way in the console, compare.md and JUnit: with
     its unit, a share's change in points (one formatter; the console and compare.md wrote '+12.34%'
