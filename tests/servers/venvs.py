@@ -161,7 +161,10 @@ def ensure_converter() -> Path:
         log(f"downloading the {LLAMA_CPP_PYTHON} source package for llama.cpp's converter ...")
         shutil.rmtree(out, ignore_errors=True)
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps", "-d", tmp, LLAMA_CPP_PYTHON], 900)
+            # the source package of this one project (`:all:` would build its build dependencies
+            # from source too, cmake among them: over 7 minutes on 2 cores, against 10 s)
+            name = LLAMA_CPP_PYTHON.split("==")[0]
+            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", name, "--no-deps", "-d", tmp, LLAMA_CPP_PYTHON], 900)
             sdist = next(Path(tmp).glob("*.tar.gz"))
             staging = Path(tmp) / "convert"
             with tarfile.open(sdist) as tar:
