@@ -4,7 +4,8 @@ goodput, tokens) and of a load level (a `Step` with its one verdict).
 Every figure comes from the per-request records with numpy; no rounded histogram is involved.
 A scope's statistics are computed by one function, `Measure.block`, for the summary
 (metrics/summary.py) and for the web UI's live window (webui/live.py) alike; a level's by
-`Measure.level`, for summary.json's by_step and for a capacity search while it runs (`judge_level`).
+`Measure.level`, for summary.json's by_step and for a capacity search while it runs (`judge_level`,
+with the streams still open at the level's cut).
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from metrics.schema.verdicts import Slo
 from metrics.slo import good_mask, objective_stats
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
-from metrics.verdict import judge, level_values
+from metrics.verdict import FIRST_TOKEN, judge, level_values
+
+# the columns of the streams still open that a level judged live takes (plugin/progress.py reports)
+OPEN_COLUMNS = ("step", "wall_send", "ttft_s", "ttfa_s")
 
 
 def distribution(values_s, method: str = LINEAR) -> Distribution:
@@ -142,20 +146,53 @@ class Measure:
             out.slo = Slo(passed=all(v.passed for v in judged), objectives=judged)
         return out
 
+    def _ended_by(self, cut: float) -> np.ndarray:
+        """Each record had ended by `cut` (a failure ends where it failed; no end time: at its send)."""
+        wall = self.df["wall_send"].to_numpy()
+        return wall + np.nan_to_num(self.df["e2e_s"].to_numpy(dtype=float), nan=0.0) <= cut
+
     def in_level(self, level) -> np.ndarray:
         """The level's declared set (metrics/verdict.py): the requests of its steps sent in its
-        window and, when it has a cut, ended by the cut (a failure ends where it failed)."""
+        window and, when it has a cut, ended by the cut."""
         wall = self.df["wall_send"].to_numpy()
         steps = self.df["step"].to_numpy()
         mask = (steps >= level.first) & (steps <= level.last) & (wall >= level.start) & (wall <= level.end)
         if level.cut is not None:
-            done = wall + np.nan_to_num(self.df["e2e_s"].to_numpy(dtype=float), nan=0.0)
-            mask &= done <= level.cut
+            mask &= self._ended_by(level.cut)
         return mask
 
-    def level(self, level) -> Step:
+    def first_tokens(self, level, open_streams: pd.DataFrame | None = None) -> tuple[dict, dict]:
+        """A level with a cut: ({metric: exact values}, {metric: censored minimums}) of each
+        first-token metric over the requests of its steps sent from its window's start to its cut
+        (metrics/verdict.py), from the records and the streams still open (OPEN_COLUMNS; none after
+        the run). A request that had ended in failure by the cut is left to the failures; one with
+        its token by the cut gives its value; any other is censored at (cut - send)."""
+        cut, df = level.cut, self.df
+        n_open = 0 if open_streams is None else len(open_streams)
+
+        def column(name: str) -> np.ndarray:
+            own = df[name].to_numpy(dtype=float)
+            return own if not n_open else np.concatenate([own, open_streams[name].to_numpy(dtype=float)])
+
+        wall, steps = column("wall_send"), column("step")
+        ended = np.concatenate([self._ended_by(cut), np.zeros(n_open, dtype=bool)])
+        ok = np.concatenate([self.ok, np.zeros(n_open, dtype=bool)])
+        sel = (steps >= level.first) & (steps <= level.last) & (wall >= level.start) & (wall <= cut) & ~(ended & ~ok)
+        values, censored = {}, {}
+        for metric in FIRST_TOKEN:
+            t = column(f"{metric}_s")
+            done = ended & ok
+            if metric == "ttfa":  # a successful reply without an answer token: an infinite TTFA (metrics/slo.py)
+                t = np.where(done, np.nan_to_num(t, nan=np.inf), t)
+            exact = sel & (done | (wall + t <= cut))
+            values[metric] = t[exact]
+            censored[metric] = (cut - wall)[sel & ~exact]
+        return values, censored
+
+    def level(self, level, open_streams: pd.DataFrame | None = None) -> Step:
         """A load level's statistics and its one verdict, both over its declared set; its
-        percentiles are order statistics, as its verdict's (metrics/percentiles.py ORDER)."""
+        percentiles are order statistics, as its verdict's (metrics/percentiles.py ORDER). A
+        level with a cut judges its first-token objectives on first tokens (`first_tokens`)."""
         mask = self.in_level(level)
         block = self.block(mask, level.start, level.end, method=ORDER)
         verdict = None
@@ -163,7 +200,13 @@ class Measure:
             sub = self.df[mask]
             ok = sub[sub["ok"]]
             itl = pooled_itl(self.chunk_times.filter(pa.array(mask & self.ok)))
-            verdict = judge(self.objectives, level_values(self.objectives, ok, itl), len(ok), block.requests.failed)
+            values, censored = level_values(self.objectives, ok, itl), {}
+            if level.cut is not None:
+                exact, waiting = self.first_tokens(level, open_streams)
+                for o in self.objectives:
+                    if o.metric in FIRST_TOKEN:
+                        values[o.key], censored[o.key] = exact[o.metric], waiting[o.metric]
+            verdict = judge(self.objectives, values, len(ok), block.requests.failed, censored=censored)
         block.slo = None  # the level's verdict is `verdict` (with its evidence), not a point estimate
         return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),
                     steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
@@ -176,8 +219,9 @@ def records_frame(table: pa.Table) -> pd.DataFrame:
     return df
 
 
-def judge_level(rows: pa.Table, level, objectives) -> Step:
-    """A level judged from records holding (at least) its requests: what a capacity search
-    decides on while the run goes, computed as summary.json's by_step computes it."""
+def judge_level(rows: pa.Table, level, objectives, open_streams: pd.DataFrame | None = None) -> Step:
+    """A level judged from records holding (at least) its requests and the streams still open
+    (OPEN_COLUMNS): what a capacity search decides on while the run goes, computed as summary.json's
+    by_step computes it from the records after the run."""
     rows = with_all_columns(rows)
-    return Measure(records_frame(rows), rows.column("chunk_times"), objectives).level(level)
+    return Measure(records_frame(rows), rows.column("chunk_times"), objectives).level(level, open_streams)

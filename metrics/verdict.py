@@ -1,11 +1,23 @@
 """One verdict per load level: met, missed or undecided, with the evidence it rests on.
 
-A level of a step ramp or a capacity search is judged on one declared set of requests: those
-*sent* in the level's window (after its --step-warmup, up to its end) and, for a capacity search,
-which decides as the run goes, that had ended by the level's cut (its end, less the time records
-take to reach the master with workers: shapes.steps.Level). The live search, the per-step table,
-summary.json (`by_step[].verdict`, `capacity`), the live view and the report all call `judge` on
-that same set, so they say the same thing.
+A level of a step ramp or a capacity search is judged on one declared set of requests: those of
+its steps *sent* in the level's window (after its --step-warmup, up to its end). A step ramp is
+measured after the run: every request of that set counts, whenever it ended. A capacity search
+decides as the run goes, at each level's cut (its end, less the time records take to reach the
+master with workers: shapes.steps.Level), so its set is what was known at the cut:
+
+- its TTFT and TTFA objectives (FIRST_TOKEN) are judged on the requests sent from the window's
+  start to the cut. A request whose first token (TTFA: first answer token, as metrics/slo.py
+  defines it) had come by the cut gives its exact value, whether it had ended or not; one that
+  had ended in failure by the cut is a failure; every other one was still waiting for its token
+  at the cut and is *censored*: its value is only known to exceed (cut - send);
+- its other objectives (E2E, TPOT, ITL) are judged on the requests that had ended by the cut.
+
+`metrics.measure.Measure.in_level` and `first_tokens` compute these sets, from the records after
+the run and, while the run goes, from the records so far and the streams still open
+(plugin/progress.py: each is either a record or an open stream, never both). The live search, the
+per-step table, summary.json (`by_step[].verdict`, `capacity`), the live view and the report all
+call `judge` on those same sets, so they say the same thing.
 
 A percentile objective (`ttft.p95<5s`) is judged with a distribution-free confidence bound: the
 order statistics X(j) of the n values bracket the true percentile at the given confidence, since
@@ -16,17 +28,26 @@ order-statistic interval). The level
 - *missed* it when the lower bound is at or above the threshold,
 - is *undecided* otherwise: too few values, or a percentile too close to the threshold.
 
+A censored value takes, for the upper bound, +infinity (an upper bound that falls on one is none),
+and for the lower bound and the percentile stated, its known minimum: so a level meets an
+objective only if it would whatever the waiting requests turn out to be, and misses it when their
+minimums alone already prove it (a censored value whose minimum is at or above the threshold is
+simply a value above it). The evidence counts them (`censored`).
+
 The percentile the verdict states, as the level's by_step distributions do, is the order statistic
 X(ceil(q n)) (metrics/percentiles.py ORDER), which lies within those bounds, where the run's
 interpolated percentile of a level with few values can fall below its own lower bound.
 
 A P95 needs at least 45 values (at 90 % confidence) before it can be met at all: with fewer, the
 upper bound is above the largest value. A single value above the threshold can already prove a
-miss. A mean objective uses the normal approximation (mean +- z s / sqrt(n), n >= 2). ITL gaps are
-pooled over requests; their bound treats gaps as independent, which they are not quite.
+miss. A mean objective uses the normal approximation (mean +- z s / sqrt(n), n >= 2); with
+censored values, the mean and its lower bound are taken with each at its minimum (both bound the
+true ones from below), and it has no upper bound: a mean is met only when nothing was censored.
+ITL gaps are pooled over requests; their bound treats gaps as independent, which they are not quite.
 A level meets the SLO when it met every objective, misses it when it missed any, and is
-undecided otherwise. A level with no successful request misses when requests failed and is
-undecided when none ended.
+undecided otherwise. A level with no successful request and no first token misses when requests
+failed, is undecided when none ended and none is waiting, and is otherwise judged on the minimums
+of the waiting ones.
 """
 
 from __future__ import annotations
@@ -40,6 +61,7 @@ from metrics.percentiles import ORDER, percentile
 from metrics.schema.verdicts import LevelVerdict, ObjectiveEvidence
 
 CONFIDENCE = 0.90  # one-sided, for each bound
+FIRST_TOKEN = ("ttft", "ttfa")  # judged at a cut on first tokens, the waiting ones censored
 State = Literal["met", "missed", "undecided"]
 
 
@@ -82,24 +104,32 @@ def _z(confidence: float) -> float:
     return (lo + hi) / 2
 
 
-def judge_objective(obj, values_s, confidence: float = CONFIDENCE) -> ObjectiveEvidence:
-    """One objective on one level's values (seconds; NaN left out)."""
+def judge_objective(obj, values_s, confidence: float = CONFIDENCE, censored_s=()) -> ObjectiveEvidence:
+    """One objective on one level's values (seconds; NaN left out) and its censored values, each
+    given by its known minimum (seconds; module doc)."""
     v = np.asarray(values_s, dtype=float)
-    v = np.sort(v[~np.isnan(v)])
-    n = int(v.size)
+    v = v[~np.isnan(v)]
+    low = np.asarray(censored_s, dtype=float)
+    c = int(low.size)
+    at_min = np.sort(np.concatenate([v, low]))  # the censored values at their minimum
+    n = int(at_min.size)
     if obj.stat == "mean":
-        value = obj.statistic(v)
+        value = obj.statistic(at_min)
         if n >= 2:
-            half = _z(confidence) * float(v.std(ddof=1)) / math.sqrt(n)
-            lower, upper = value - half, value + half
+            half = _z(confidence) * float(at_min.std(ddof=1)) / math.sqrt(n)
+            lower, upper = value - half, (value + half if c == 0 else None)
         else:
             lower = upper = None
     else:
         # the level's percentile is the order statistic its bounds are made of (not the run's 'linear'
         # interpolation): so it always lies within them (metrics/percentiles.py)
-        value = percentile(v, obj.percentile(), ORDER)
+        q = obj.percentile() / 100.0
+        value = percentile(at_min, obj.percentile(), ORDER)
         value = math.nan if value is None else value
-        lower, upper = order_bounds(v, obj.percentile() / 100.0, confidence)
+        lower, upper = order_bounds(at_min, q, confidence)
+        if c:  # the upper bound with every censored value at +infinity
+            upper = order_bounds(np.sort(np.concatenate([v, np.full(c, np.inf)])), q, confidence)[1]
+            upper = None if upper is None or math.isinf(upper) else upper
     if upper is not None and upper < obj.threshold_s:
         state = "met"
     elif lower is not None and lower >= obj.threshold_s:
@@ -108,15 +138,22 @@ def judge_objective(obj, values_s, confidence: float = CONFIDENCE) -> ObjectiveE
         state = "undecided"
     ms = lambda x: None if x is None or x != x else x * 1000.0  # noqa: E731
     return ObjectiveEvidence(objective=obj.text, metric=obj.key, threshold_ms=round(obj.threshold_s * 1000, 9),
-                             value_ms=ms(value), lower_ms=ms(lower), upper_ms=ms(upper), samples=n, state=state)  # fmt: skip
+                             value_ms=ms(value), lower_ms=ms(lower), upper_ms=ms(upper), samples=n, censored=c,
+                             state=state)  # fmt: skip
 
 
-def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CONFIDENCE) -> LevelVerdict:
-    """A level's verdict from its declared set: `values` maps each objective's key to the values
-    of its successful requests (ITL: their pooled gaps); `ok` and `failed` count the set."""
-    evidence = [judge_objective(o, values.get(o.key, ()), confidence) for o in objectives]
+def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CONFIDENCE, censored: dict | None = None) -> LevelVerdict:
+    """A level's verdict from its declared sets: `values` maps each objective's key to the values
+    of its successful requests (ITL: their pooled gaps; a first-token objective at a cut: its exact
+    first tokens), `censored` a first-token objective's key to the minimums of its censored values;
+    `ok` and `failed` count the requests that had ended."""
+    censored = censored or {}
+    evidence = [judge_objective(o, values.get(o.key, ()), confidence, censored.get(o.key, ())) for o in objectives]
     states = {e.state for e in evidence}
-    if ok == 0:
+    first = [e for e in evidence if e.metric.split(".")[0] in FIRST_TOKEN]
+    tokens = any(e.samples > e.censored for e in first)  # a first token came: a request did not fail
+    waiting = any(e.censored for e in first)  # their minimums may prove a miss
+    if ok == 0 and not tokens and (failed or not waiting):
         state = "missed" if failed else "undecided"
         why = f"all {failed} requests failed" if failed else "no request ended in the level's window"
     elif "missed" in states:
@@ -127,6 +164,9 @@ def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CO
         state = "undecided"
         few = [e.metric for e in evidence if e.state == "undecided" and e.upper_ms is None]
         why = f"too few values to bound {', '.join(few)}" if few else "its confidence bounds straddle the threshold"
+        waiting = [f"{e.metric}: {e.censored} still waiting at the cut" for e in evidence if e.state == "undecided" and e.censored]
+        if waiting:
+            why += f" ({'; '.join(waiting)})"
     return LevelVerdict(state=state, requests=ok, failed=failed, confidence=confidence, objectives=evidence, reason=why)
 
 
@@ -157,20 +197,29 @@ def held(steps: int) -> str:
     return f"held {steps} steps" if steps > 1 else ""
 
 
-def judged_on(requests: int, steps: int) -> str:
+def judged_on(v: LevelVerdict, steps: int) -> str:
     """What a level's verdict rests on, as every per-step table says it (the report's, the live
-    view's): '165 requests', '212 requests, held 2 steps'."""
-    return f"{requests:,} requests" + (f", {held(steps)}" if steps > 1 else "")
+    view's): '165 requests', '212 requests, held 2 steps'; a first-token objective judged on other
+    values than the requests that ended says so: '3 requests, ttft.p95 on 312 values, 4 still
+    waiting at the cut'."""
+    tokens = [f"{e.metric} on {values_text(e)}" for e in v.objectives
+              if e.metric.split(".")[0] in FIRST_TOKEN and (e.samples != v.requests or e.censored)]  # fmt: skip
+    return ", ".join([f"{v.requests:,} requests", *tokens, *([held(steps)] if steps > 1 else [])])
+
+
+def values_text(e: ObjectiveEvidence) -> str:
+    """'312 values' or '312 values, 4 still waiting at the cut' (those 4 among the 312)."""
+    return f"{e.samples:,} values" + (f", {e.censored:,} still waiting at the cut" if e.censored else "")
 
 
 def describe(v: LevelVerdict) -> str:
-    """'met: ttft.p95 4,400 ms (90 % bounds 4,100..4,800 ms, 312 requests)' for logs and tables."""
+    """'met: ttft.p95 4,400 ms (90 % bounds 4,100..4,800 ms, 312 values)' for logs and tables."""
     parts = []
     for e in v.objectives:
         lo = "-" if e.lower_ms is None else f"{e.lower_ms:,.0f}"
         hi = "-" if e.upper_ms is None else f"{e.upper_ms:,.0f}"
         val = "-" if e.value_ms is None else f"{e.value_ms:,.0f}"
-        parts.append(f"{e.metric} {val} ms ({v.confidence:.0%} bounds {lo}..{hi} ms, {e.samples} values)")
+        parts.append(f"{e.metric} {val} ms ({v.confidence:.0%} bounds {lo}..{hi} ms, {values_text(e)})")
     text = f"{v.state} on {v.requests} requests" + (f" ({v.failed} failed)" if v.failed else "")
     if v.reason:
         text += f": {v.reason}"

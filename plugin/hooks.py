@@ -40,6 +40,7 @@ from plugin.locust_fixes import memoize_default_args
 from plugin.options import add_arguments, check_host
 from plugin import run_start
 from plugin.plan import RunPlan
+from plugin.progress import OpenStreams
 from plugin.run_start import RunStart
 from plugin import interrupts, worker
 from plugin.run import Run, check_target, choose_shape, prepare_run
@@ -57,9 +58,11 @@ _plugins: tuple[Plugin, ...] = ()
 
 
 def install(*plugins: Plugin) -> None:
-    """The plugins of every run, in the order their hooks are called. Called once by the locustfile."""
+    """The plugins of every run, in the order their hooks are called. Called once by the locustfile.
+    The open streams' tracker (plugin/progress.py) comes first, with every run: a capacity search
+    judges on it, whatever the locustfile installs."""
     global _plugins
-    _plugins = tuple(plugins)
+    _plugins = (OpenStreams(), *plugins)
 
 
 # -- Locust's events ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import logging
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
+from plugin.progress import OpenStreams
 from shapes.capacity import CapacitySearch
 from shapes.steps import StepPlan
 
@@ -40,6 +41,9 @@ class LLMShape(LoadTestShape):
         plan = environment.llm.plan  # built and checked when this start was accepted (init or the web form)
         self.run_time_s = plan.run_time_s
         self.search = plan.load.new_search(plan, distributed=isinstance(self.runner, MasterRunner))
+        if self.search is not None:  # each level's first tokens: the streams still open at its cut
+            streams = environment.llm.plugin(OpenStreams)
+            self.search.open_streams = lambda: streams.reports(environment)
         self.steps = None if self.search is not None else plan.load.step_plan()
         log.info("shape: %s", plan.summary_line())
 

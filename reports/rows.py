@@ -101,7 +101,7 @@ def level_verdict(s: Step) -> list[Cell]:
         return cells("-", "-", "-")
     status = {"met": "pass", "missed": "fail"}.get(v.state, "")
     bounds = "; ".join(f"{e.metric} {fmt(e.value_ms, 0)} in {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives)
-    return [Cell(v.state, status), Cell(judged_on(v.requests, s.steps)), Cell(f"{bounds} ({v.confidence:.0%})")]
+    return [Cell(v.state, status), Cell(judged_on(v, s.steps)), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 
 def slo_table(summary: Summary) -> Table | None:

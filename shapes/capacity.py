@@ -5,10 +5,14 @@ until a level misses the SLO, then bisects between the highest level met and the
 until they are within 10 % (at least 1 user) of each other, or the time budget cannot hold
 another step. With --steps it walks the given levels in order and stops at the first miss.
 
-Each level is judged when its step ends, by metrics.verdict on its declared set: the requests sent
-after its warm-up that had ended by its cut (its end; with workers, 4 s before it, as their records
-may still be on the way). The verdict is met, missed or undecided (too few requests, or too close
-to call at the verdict's confidence). An undecided level is held for another step (CapacitySearch._extend
+Each level is judged when its step ends, by metrics.verdict on its declared set, as known at its
+cut (its end; with workers, 4 s before it, as their records may still be on the way): its TTFT and
+TTFA objectives on the requests sent after its warm-up up to the cut, each with its first token if
+it had come by the cut and censored (known only to exceed cut - send) if it was still waiting; its
+other objectives on the requests that had ended by the cut. The streams still open at the cut are
+the load processes' latest open-stream reports (`open_streams`, plugin/progress.py). The verdict is
+met, missed or undecided (too few values, values still waiting, or too close to call at the
+verdict's confidence). An undecided level is held for another step (CapacitySearch._extend
 says when), up to MAX_STEPS_PER_LEVEL steps in all and within -t; its window then runs from its
 first step's warm-up to the end of its last step. A level still undecided is neither a pass nor a fail: the doubling
 goes on above it, the bisection stops at it, and the answer names it. summary.json's by_step and
@@ -21,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import Callable
 
 from metrics.record import FIELD_NAMES, rows_to_table
 from metrics.verdict import describe, too_few
@@ -65,6 +70,9 @@ class CapacitySearch:
         self.levels: list[int] = []  # users of step index i, as decided
         self.states: dict[int, str] = {}  # users -> "met" | "missed" | "undecided", once judged
         self.rows: dict[int, list] = {}  # step index -> the records sent in it (metrics.record rows)
+        # the streams still open, every load process's latest report (plugin/progress.py); set by the
+        # plugin layer (plugin/shape.py): without it every request not yet a record is censored
+        self.open_streams: Callable[[], list[dict]] | None = None
         self.run_start = time.time()
         self.done = False
 
@@ -88,7 +96,18 @@ class CapacitySearch:
         from metrics.measure import judge_level  # pandas: only the process that judges imports it
 
         rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]
-        return level, judge_level(rows_to_table(rows), level, self.objectives)
+        return level, judge_level(rows_to_table(rows), level, self.objectives, self._open())
+
+    def _open(self):
+        """The streams still open, as the records' columns a level's first tokens take (a frame of
+        metrics.measure.OPEN_COLUMNS)."""
+        import pandas as pd  # as judge_level: only the process that judges
+
+        from metrics.measure import OPEN_COLUMNS
+
+        reports = self.open_streams() if self.open_streams is not None else []
+        field = {"step": "step", "wall_send": "sent", "ttft_s": "ttft", "ttfa_s": "ttfa"}
+        return pd.DataFrame({c: [x for r in reports for x in r[field[c]]] for c in OPEN_COLUMNS}, dtype=float)
 
     # decisions -----------------------------------------------------------------------------
     def bounds(self) -> tuple[int | None, int | None]:

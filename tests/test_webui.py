@@ -254,8 +254,8 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
         summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives)
         step = summary.by_step[0]
         assert step.steps == 2 and step.verdict.state == ("met" if knee is None else "missed"), step.verdict
-        said = judged_on(step.verdict.requests, 2)
-        assert said.endswith(" requests, held 2 steps")
+        said = judged_on(step.verdict, 2)
+        assert said.endswith(", held 2 steps") and said.split(", ")[0].endswith(" requests"), said
         assert snap["steps"][0]["judged_on"] == summary_view(summary)["by_step"][0]["judged_on"] == said
         assert level_verdict(step)[1].text == said  # the report's "judged on" cell
         diagnosis = live_diagnosis(snap["steps"], objectives, None, None)
@@ -304,7 +304,7 @@ def test_stream_tracker_counts_what_open_streams_delivered():
     from metrics.sse import parse_reads
     from users.connection import CHUNKED
     from users.stream import Exchange
-    from webui.progress import StreamTracker, valid
+    from plugin.progress import StreamTracker, valid
 
     def token(text):
         return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
@@ -352,7 +352,7 @@ def test_stream_tracker_cost_per_report():
     limit of the client's self-health on this machine (`bytes.count`, no parse)."""
     from users.connection import CHUNKED
     from users.stream import Exchange
-    from webui.progress import StreamTracker
+    from plugin.progress import StreamTracker
 
     event = _sse({"choices": [{"index": 0, "delta": {"content": " word"}, "finish_reason": None}]})
     ctx = SimpleNamespace(streams={}, finisher=SimpleNamespace(queue=[]))

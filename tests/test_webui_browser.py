@@ -34,6 +34,7 @@ import urllib.request
 
 import pytest
 
+from metrics.schema.verdicts import LevelVerdict
 from metrics.verdict import judged_on
 from tests.helpers import LOCUST, ROOT, free_port
 from tests.test_webui import start_group, stop_group
@@ -508,9 +509,9 @@ def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
     final = _until(lambda: (lambda v: page.js(STEP_CELLS_JS) if v.get("mode") == "summary" else None)(page.js(PAGE_VALUES_JS)),
                    30, "the page's final steps table", ui.logs)  # fmt: skip
     v = step["verdict"]
-    assert final == [["0", f"final, held {step['steps']} steps", f"{v['state']} ({judged_on(v['requests'], step['steps'])})"]], final
+    assert final == [["0", f"final, held {step['steps']} steps", f"{v['state']} ({judged_on(LevelVerdict.model_validate(v), step['steps'])})"]], final
     md = open(os.path.join(done["run"]["results_path"], "report.md")).read()
-    assert f"| {judged_on(v['requests'], step['steps'])} |" in md  # the report's "judged on" cell
+    assert f"| {judged_on(LevelVerdict.model_validate(v), step['steps'])} |" in md  # the report's "judged on" cell
 
 
 def test_live_view_follows_a_ramp(ui):
@@ -587,7 +588,7 @@ def test_live_view_follows_a_ramp(ui):
     verdicts = [(s["verdict"]["state"], s["verdict"]["requests"]) for s in steps]
     assert verdicts[0][0] == "undecided", verdicts
     cells = page.js("[...document.querySelectorAll('#steps tbody tr')].map(r => [r.lastChild.textContent, r.lastChild.className])")
-    said = [f"{s['verdict']['state']} ({judged_on(s['verdict']['requests'], s['steps'])})" for s in steps]  # as the report says
+    said = [f"{s['verdict']['state']} ({judged_on(LevelVerdict.model_validate(s['verdict']), s['steps'])})" for s in steps]  # as the report says
     assert [text for text, _ in cells] == said, cells
     assert [("some" in cls) for _, cls in cells] == [state == "missed" for state, _ in verdicts], cells
     page.screenshot(str(ui.tmp / "llm-view-finished.png"))

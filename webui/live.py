@@ -3,7 +3,7 @@ what the streams still open have delivered so far.
 
 The process that writes results (master, or a local run) hands every record batch that
 `rows_recorded` delivers to `LiveWindow.add_rows`, and every load process reports its open
-streams (webui/progress.py). A snapshot ending at `end` computes, for each window length in
+streams (plugin/progress.py). A snapshot ending at `end` computes, for each window length in
 `WINDOWS` (the page picks one), per request class and overall, the same block as summary.json
 with the same code (`metrics.measure.Measure.block`), counted where things happen:
 

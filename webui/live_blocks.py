@@ -2,7 +2,7 @@
 records in a span, with what the streams still open delivered in it (webui/live.py's module doc
 says what is counted where), for a window of the page or a load step not yet final.
 
-The open streams of every load process (webui/progress.py reports, merged) are a `Flight`.
+The open streams of every load process (plugin/progress.py reports, merged) are a `Flight`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pyarrow.compute as pc
 
 from metrics.record import ARROW_SCHEMA, SCALAR_COLUMNS
 from webui.live_table import rows_to_live_table
-from webui.progress import FIELDS as FLIGHT_FIELDS
 
+FLIGHT_FIELDS = ("cls", "sent", "chars", "first", "ttft", "last", "events")  # of a report's fields (plugin/progress.py)
 PROMPT_TOKENS_PER_CHAR = 0.25  # before any record says better (core/text.py's estimate)
 
 
 class Flight:
-    """The open streams of every load process (webui/progress.py entries, merged) as arrays."""
+    """The open streams of every load process (plugin/progress.py entries, merged) as arrays."""
 
     def __init__(self, reports=()):
         cols = {k: [] for k in FLIGHT_FIELDS}

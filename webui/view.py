@@ -24,13 +24,12 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from metrics.schema import Summary
 from metrics.verdict import held, judged_on
+from plugin.progress import OpenStreams
+from plugin.state import state_of
 from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, live_client, server_frame, server_gauges
 from webui.live import DEFAULT_WINDOW, WINDOWS, LiveWindow, window_key
 from webui.live_blocks import Flight
 from webui.live_steps import live_diagnosis
-from webui.progress import REPORT_KEY as PROGRESS_KEY
-from webui.progress import StreamTracker
-from webui.progress import valid as valid_progress
 
 log = logging.getLogger("llm.webui")
 
@@ -54,8 +53,6 @@ class LiveView:
         self.seq = 0
         self.latest: dict | None = None
         self.reports: dict[str, float] = {}  # worker client id -> time its latest report arrived
-        self.progress: dict[str, dict] = {}  # worker client id -> its latest open streams (webui/progress.py)
-        self.tracker: StreamTracker | None = None  # a local run's own open streams
         self.markers: list[dict] = []  # user-count changes of a run that has no steps
         self.summary: Summary | None = None  # the finished run's summary.json
         self.step_rows: list | None = None  # the latest snapshot's load steps
@@ -72,7 +69,6 @@ class LiveView:
         self.runs[run.run_id] = run.writer.path
         self.snapshots.clear()
         self.latest = None
-        self.progress = {}
         self.markers = []
         self.summary = None
         self.step_rows = None
@@ -97,9 +93,6 @@ class LiveView:
 
     def on_worker_report(self, client_id, data) -> None:
         self.reports[client_id] = time.time()
-        progress = data.pop(PROGRESS_KEY, None)
-        if progress is not None and valid_progress(progress):
-            self.progress[client_id] = progress
 
     # -- sampling ---------------------------------------------------------------------------------
 
@@ -119,15 +112,13 @@ class LiveView:
     def _open_streams(self, now: float) -> tuple[float, list[dict]]:
         """The windows' end and the open streams of every load process (module doc: watermark)."""
         runner = self.environment.runner
+        streams = state_of(self.environment).plugin(OpenStreams)  # plugin/progress.py
+        reports = streams.reports(self.environment, now)
         if not isinstance(runner, MasterRunner):
-            tracker = self.tracker
-            if tracker is None:
-                return now, []
-            report = tracker.collect(now)
-            return report["t"], [report]
+            return (reports[0]["t"], reports) if reports else (now, [])
+        progress = streams.latest
         live = [c.id for c in list(runner.clients.values()) if c.state != STATE_MISSING]
-        reports = [self.progress[c] for c in live if c in self.progress]
-        times = [self.progress[c]["t"] if c in self.progress else self.reports[c] for c in live if c in self.reports]
+        times = [progress[c]["t"] if c in progress else self.reports[c] for c in live if c in self.reports]
         if not times:
             return now, reports
         return max(min(min(times), now), now - WATERMARK_MAX_LAG_S), reports
@@ -306,7 +297,7 @@ def summary_view(summary: Summary) -> dict:
     out = summary.model_dump(mode="json", include=set(SUMMARY_KEYS))
     for step, s in zip(out.get("by_step") or (), summary.by_step or ()):
         step["held"] = held(s.steps)
-        step["judged_on"] = judged_on(s.verdict.requests, s.steps) if s.verdict is not None else None
+        step["judged_on"] = judged_on(s.verdict, s.steps) if s.verdict is not None else None
     return out
 
 

@@ -32,7 +32,8 @@ class ObjectiveEvidence(Model):
     value_ms: Num = None  # the statistic of the set
     lower_ms: Num = None  # confidence bounds of the statistic (None: too few values for one)
     upper_ms: Num = None
-    samples: int  # values it rests on (ITL: pooled gaps)
+    samples: int  # values it rests on (ITL: pooled gaps), the censored ones among them
+    censored: int = 0  # first-token values still waiting at the level's cut: known only to exceed (cut - send)
     state: Literal["met", "missed", "undecided"]
 
 
