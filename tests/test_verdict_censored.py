@@ -6,7 +6,9 @@ records after the run give the same set and the same verdict."""
 
 from __future__ import annotations
 
+import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -14,8 +16,12 @@ import pandas as pd
 from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import RequestRecord, rows_to_table
 from metrics.slo import parse_slo
+from metrics.sse import parse_reads
 from metrics.verdict import describe, judge, judge_objective, judged_on
+from plugin.progress import PROBE_READS, StreamTracker
 from shapes.capacity import CapacitySearch
+from users.connection import CHUNKED
+from users.stream import Exchange
 
 P50 = parse_slo("ttft.p50<1s")[0]
 
@@ -101,3 +107,31 @@ def test_the_live_search_and_the_records_after_the_run_judge_the_same_set():
     empty = pd.DataFrame({c: [] for c in OPEN_COLUMNS})
     records_only = judge_level(rows_to_table([r.as_row() for r in done]), level, [P50], empty)
     assert records_only.verdict.objectives[0].samples < e.samples / 2
+
+
+def _sse(obj) -> bytes:
+    body = b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+    return b"%x\r\n" % len(body) + body + b"\r\n"
+
+
+def test_stream_tracker_finds_the_answer_token_after_a_long_reasoning_preamble():
+    """A capacity search judging TTFA reads the first answer token of the streams still open: found
+    by an exact parse however long the reasoning before it (PROBE_READS reads are not enough), at
+    the time the record will give it; with the step each stream was sent in."""
+    def delta(**d):
+        return {"choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+
+    ex = Exchange()
+    ex.framing, ex.t_send = CHUNKED, 100.0
+    rec = RequestRecord("a", "0", "chat", "long", 10, 64, step=3, wall_send=1_800_000_000.0)
+    ctx = SimpleNamespace(streams={ex: rec}, finisher=SimpleNamespace(queue=[]))
+    reads = [delta(reasoning_content=f" r{i}") for i in range(3 * PROBE_READS)] + [delta(content="Yes"), delta(content=".")]
+    for i, event in enumerate(reads):
+        ex.times.append(100.1 + 0.01 * i)
+        ex.datas.append(_sse(event))
+    parsed, _ = parse_reads(ex.times, ex.datas, True)
+    answer = next(c.t for c in parsed.chunks if c.answer) - ex.t_send
+    out = StreamTracker(ctx, answers=True).collect(now=1_800_000_001.0)
+    assert out["step"] == [3] and math.isclose(out["ttft"][0], 0.1) and out["ttfa"] == [answer]
+    assert out["events"] == [len(parsed.chunks)]
+    assert math.isnan(StreamTracker(ctx).collect(now=1_800_000_001.0)["ttfa"][0])  # not looked for without a TTFA objective
