@@ -7,7 +7,15 @@ from datetime import datetime, timezone
 
 from metrics.console_table import fmt
 from metrics.schema.figures import Step
-from metrics.schema.verdicts import Capacity
+from metrics.schema.verdicts import Capacity, LevelVerdict
+from metrics.verdict import first_tokens_text
+
+
+def _on(v: LevelVerdict) -> str:
+    """'267 requests', or '3 requests (ttft.p95 on 312 values, 4 still waiting at the cut)' where a
+    first-token objective was judged on the first tokens of requests that had not ended."""
+    tokens = first_tokens_text(v)
+    return f"{v.requests} requests" + (f" ({'; '.join(tokens)})" if tokens else "")
 
 
 def capacity(steps: list[Step], objectives) -> Capacity:
@@ -26,7 +34,7 @@ def capacity(steps: list[Step], objectives) -> Capacity:
     tail = f"; undecided: {', '.join(map(str, undecided))} users" if undecided else ""
     if passing is None:
         # none missed either: every level was undecided (too few requests, or too close to call)
-        what = f"no level met it; missed at {upper} users ({failing.verdict.requests} requests)" if failing else \
+        what = f"no level met it; missed at {upper} users ({_on(failing.verdict)})" if failing else \
             "no level was decided (met or missed)"
         return Capacity(slo=slo_text, next_failing_users=upper, undecided=undecided, confidence=confidence,
                         next_failing_samples=failing.verdict.requests if failing else None,
@@ -35,11 +43,11 @@ def capacity(steps: list[Step], objectives) -> Capacity:
     plus_minus = (upper - users) / 2 if upper else None
     th = passing.throughput
     if upper:
-        bound = f" (±{plus_minus:g}; met at {users} users on {passing.verdict.requests} requests, missed at {upper} on {failing.verdict.requests})"
+        bound = f" (±{plus_minus:g}; met at {users} users on {_on(passing.verdict)}, missed at {upper} on {_on(failing.verdict)})"
     elif any(u > users for u in undecided):  # a higher level was tried and left undecided: not the highest tested
-        bound = f" (the highest level met, none missed; met on {passing.verdict.requests} requests)"
+        bound = f" (the highest level met, none missed; met on {_on(passing.verdict)})"
     else:
-        bound = f" (the highest level tested; met on {passing.verdict.requests} requests)"
+        bound = f" (the highest level tested; met on {_on(passing.verdict)})"
     measured = datetime.fromtimestamp(passing.window.end, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
         f"{slo_text} holds up to {users} users{bound}: {fmt(th.total_tokens_per_s)} total tokens/s, "

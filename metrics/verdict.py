@@ -202,9 +202,14 @@ def judged_on(v: LevelVerdict, steps: int) -> str:
     view's): '165 requests', '212 requests, held 2 steps'; a first-token objective judged on other
     values than the requests that ended says so: '3 requests, ttft.p95 on 312 values, 4 still
     waiting at the cut'."""
-    tokens = [f"{e.metric} on {values_text(e)}" for e in v.objectives
-              if e.metric.split(".")[0] in FIRST_TOKEN and (e.samples != v.requests or e.censored)]  # fmt: skip
-    return ", ".join([f"{v.requests:,} requests", *tokens, *([held(steps)] if steps > 1 else [])])
+    return ", ".join([f"{v.requests:,} requests", *first_tokens_text(v), *([held(steps)] if steps > 1 else [])])
+
+
+def first_tokens_text(v: LevelVerdict) -> list[str]:
+    """['ttft.p95 on 312 values, 4 still waiting at the cut'] for each first-token objective judged
+    on other values than the requests that ended (a capacity search's level); [] otherwise."""
+    return [f"{e.metric} on {values_text(e)}" for e in v.objectives
+            if e.metric.split(".")[0] in FIRST_TOKEN and (e.samples != v.requests or e.censored)]  # fmt: skip
 
 
 def values_text(e: ObjectiveEvidence) -> str:
