@@ -162,11 +162,12 @@ class Measure:
         return mask
 
     def first_tokens(self, level, open_streams: pd.DataFrame | None = None) -> tuple[dict, dict]:
-        """A level with a cut: ({metric: exact values}, {metric: censored minimums}) of each
-        first-token metric over the requests of its steps sent from its window's start to its cut
-        (metrics/verdict.py), from the records and the streams still open (OPEN_COLUMNS; none after
-        the run). A request that had ended in failure by the cut is left to the failures; one with
-        its token by the cut gives its value; any other is censored at (cut - send)."""
+        """A level with a cut: ({objective key: exact values}, {key: censored minimums}) of each
+        first-token objective over the requests of its steps sent from its window's start to its
+        cut less the objective's threshold (metrics/verdict.py), from the records and the streams
+        still open (OPEN_COLUMNS; none after the run). A request that had ended in failure by the
+        cut is left to the failures; one with its token by the cut gives its value; any other is
+        censored at (cut - send), at least the threshold."""
         cut, df = level.cut, self.df
         n_open = 0 if open_streams is None else len(open_streams)
 
@@ -177,16 +178,19 @@ class Measure:
         wall, steps = column("wall_send"), column("step")
         ended = np.concatenate([self._ended_by(cut), np.zeros(n_open, dtype=bool)])
         ok = np.concatenate([self.ok, np.zeros(n_open, dtype=bool)])
-        sel = (steps >= level.first) & (steps <= level.last) & (wall >= level.start) & (wall <= cut) & ~(ended & ~ok)
+        done = ended & ok
+        sent = (steps >= level.first) & (steps <= level.last) & (wall >= level.start) & ~(ended & ~ok)
         values, censored = {}, {}
-        for metric in FIRST_TOKEN:
-            t = column(f"{metric}_s")
-            done = ended & ok
-            if metric == "ttfa":  # a successful reply without an answer token: an infinite TTFA (metrics/slo.py)
+        for o in self.objectives:
+            if o.metric not in FIRST_TOKEN:
+                continue
+            t = column(f"{o.metric}_s")
+            if o.metric == "ttfa":  # a successful reply without an answer token: an infinite TTFA (metrics/slo.py)
                 t = np.where(done, np.nan_to_num(t, nan=np.inf), t)
+            sel = sent & (wall <= cut - o.threshold_s)
             exact = sel & (done | (wall + t <= cut))
-            values[metric] = t[exact]
-            censored[metric] = (cut - wall)[sel & ~exact]
+            values[o.key] = t[exact]
+            censored[o.key] = (cut - wall)[sel & ~exact]
         return values, censored
 
     def level(self, level, open_streams: pd.DataFrame | None = None) -> Step:
@@ -202,10 +206,8 @@ class Measure:
             itl = pooled_itl(self.chunk_times.filter(pa.array(mask & self.ok)))
             values, censored = level_values(self.objectives, ok, itl), {}
             if level.cut is not None:
-                exact, waiting = self.first_tokens(level, open_streams)
-                for o in self.objectives:
-                    if o.metric in FIRST_TOKEN:
-                        values[o.key], censored[o.key] = exact[o.metric], waiting[o.metric]
+                exact, censored = self.first_tokens(level, open_streams)
+                values.update(exact)
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, censored=censored)
         block.slo = None  # the level's verdict is `verdict` (with its evidence), not a point estimate
         return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),

@@ -7,10 +7,15 @@ decides as the run goes, at each level's cut (its end, less the time records tak
 master with workers: shapes.steps.Level), so its set is what was known at the cut:
 
 - its TTFT and TTFA objectives (FIRST_TOKEN) are judged on the requests sent from the window's
-  start to the cut. A request whose first token (TTFA: first answer token, as metrics/slo.py
-  defines it) had come by the cut gives its exact value, whether it had ended or not; one that
-  had ended in failure by the cut is a failure; every other one was still waiting for its token
-  at the cut and is *censored*: its value is only known to exceed (cut - send);
+  start to the cut less the objective's threshold. A request whose first token (TTFA: first answer
+  token, as metrics/slo.py defines it) had come by the cut gives its exact value, whether it had
+  ended or not; one that had ended in failure by the cut is a failure; every other one was still
+  waiting for its token at the cut and is *censored*: its value is only known to exceed
+  (cut - send), at least the threshold. The requests sent in the threshold's last seconds before
+  the cut are left out, whatever their tokens did: still waiting, such a value is unknown on either
+  side of the threshold, and as many are waiting as arrive in one TTFT (near the knee, TTFT /
+  window of the set: above 5 %, a P95 could never be met). Leaving them out by send time alone
+  keeps the set unbiased;
 - its other objectives (E2E, TPOT, ITL) are judged on the requests that had ended by the cut.
 
 `metrics.measure.Measure.in_level` and `first_tokens` compute these sets, from the records after
@@ -31,8 +36,8 @@ order-statistic interval). The level
 A censored value takes, for the upper bound, +infinity (an upper bound that falls on one is none),
 and for the lower bound and the percentile stated, its known minimum: so a level meets an
 objective only if it would whatever the waiting requests turn out to be, and misses it when their
-minimums alone already prove it (a censored value whose minimum is at or above the threshold is
-simply a value above it). The evidence counts them (`censored`).
+minimums alone already prove it. As a level's censored values waited at least the threshold, each
+is simply a value above it. The evidence counts them (`censored`).
 
 The percentile the verdict states, as the level's by_step distributions do, is the order statistic
 X(ceil(q n)) (metrics/percentiles.py ORDER), which lies within those bounds, where the run's

@@ -7,9 +7,9 @@ another step. With --steps it walks the given levels in order and stops at the f
 
 Each level is judged when its step ends, by metrics.verdict on its declared set, as known at its
 cut (its end; with workers, 4 s before it, as their records may still be on the way): its TTFT and
-TTFA objectives on the requests sent after its warm-up up to the cut, each with its first token if
-it had come by the cut and censored (known only to exceed cut - send) if it was still waiting; its
-other objectives on the requests that had ended by the cut. The streams still open at the cut are
+TTFA objectives on the requests sent after its warm-up up to the cut less the objective's threshold,
+each with its first token if it had come by the cut and censored (known only to exceed cut - send)
+if it was still waiting; its other objectives on the requests that had ended by the cut. The streams still open at the cut are
 the load processes' latest open-stream reports (`open_streams`, plugin/progress.py). The verdict is
 met, missed or undecided (too few values, values still waiting, or too close to call at the
 verdict's confidence). An undecided level is held for another step (CapacitySearch._extend

@@ -16,13 +16,13 @@ from metrics.slo import parse_slo
 from metrics.verdict import judge_objective
 from tests.helpers import free_port, read_results, read_truth, run_locust, simulator, start_locust, stop
 
-pytestmark = [pytest.mark.process]
+pytestmark = [pytest.mark.process, pytest.mark.alone]  # replies timed against the levels' cuts: tests/conftest.py
 
 # 8 slots, one token per engine step of 20 ms: 425 tokens are an 8.5 s reply, whatever the batch;
 # a request beyond the 8 slots waits for one to free (its TTFT then grows by seconds)
 PROFILE = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 8\nkv_cache_tokens: 1000000\nmax_num_batched_tokens: 8192\n"
            "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n")  # fmt: skip
-SLO = "ttft.p50<1s"  # a P50 is met on 4 values at 90 %
+SLO = "ttft.p50<500ms"  # a P50 is met on 4 values at 90 %
 # Levels of 16 s, the first 2 s a warm-up; the level's cut at 16 s (12 s with workers). 8 users (one
 # per slot): a user's first request goes in the warm-up, its second (at ~8.8 s) in the window, its
 # first token 20 ms later and its end (~17.3 s) after the cut: no request of the level ends by it.
@@ -34,10 +34,12 @@ ARGS = ("--find-capacity", "--steps", "8,24", "--slo", SLO, "--step-time", "16s"
 
 def truth_set(df, level: dict, truth: dict) -> tuple[np.ndarray, np.ndarray]:
     """The level's first-token set from the simulator's own first-token times: (values, censored
-    minimums) of the requests of its steps sent from its window's start to its cut."""
+    minimums) of the requests of its steps sent from its window's start to its cut less the
+    objective's threshold."""
     cut, start = level["cut"], level["window"]["start"]
     first, last = level["step"], level["step"] + level["steps"] - 1
-    sel = df[(df["step"] >= first) & (df["step"] <= last) & (df["wall_send"] >= start) & (df["wall_send"] <= cut)]
+    by = cut - parse_slo(SLO)[0].threshold_s  # sent up to the cut less the threshold
+    sel = df[(df["step"] >= first) & (df["step"] <= last) & (df["wall_send"] >= start) & (df["wall_send"] <= by)]
     values, censored = [], []
     for r in sel.itertuples():
         t = truth.get(r.request_id, {}).get("first_token")
@@ -85,10 +87,10 @@ def test_a_search_with_long_replies_is_decided_on_first_tokens_live_as_after_and
     v = first["verdict"]
     assert first["steps"] == 1 and v["state"] == "met", v
     assert v["requests"] < 4 <= v["objectives"][0]["samples"], v  # the ended set could not bound a P50
-    assert v["objectives"][0]["censored"] == 0 and v["objectives"][0]["upper_ms"] < 1000, v
+    assert v["objectives"][0]["censored"] == 0 and v["objectives"][0]["upper_ms"] < 500, v
     # 24 users: the requests queued for a slot prove the miss, those still waiting by their minimum
     w = more["verdict"]
-    assert w["state"] == "missed" and w["objectives"][0]["lower_ms"] >= 1000, (w, log[-3000:])
+    assert w["state"] == "missed" and w["objectives"][0]["lower_ms"] >= 500, (w, log[-3000:])
     assert summary["capacity"]["users"] == 8 and summary["capacity"]["next_failing_users"] == 24
 
     # live: the search's log line for each level says the verdict and the values of summary.json
