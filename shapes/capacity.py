@@ -36,8 +36,10 @@ log = logging.getLogger("llm.capacity")
 _STEP = FIELD_NAMES.index("step")
 RESOLUTION = 0.10
 # With workers, the last seconds of a level are left out of its judgement: a request that ended
-# there may not have reached the master yet (a worker sends its records with its report, every 3 s,
-# Locust's WORKER_REPORT_INTERVAL, and a second is allowed for the batch to travel).
+# there may not have reached the master yet (a worker sends its records and its open streams with
+# its report, every 3 s, Locust's WORKER_REPORT_INTERVAL, and a second is allowed for the batch to
+# travel): the latest report then was made after the cut, and holds every request sent by it that
+# is not a record yet.
 WORKER_REPORT_LAG_S = 4.0
 # The shortest judged part of a level (after --step-warmup and, with workers, WORKER_REPORT_LAG_S);
 # plugin/plan.py refuses a plan with less before the run starts. A level is judged on the requests
@@ -96,9 +98,9 @@ class CapacitySearch:
         from metrics.measure import judge_level  # pandas: only the process that judges imports it
 
         rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]
-        return level, judge_level(rows_to_table(rows), level, self.objectives, self._open())
+        return level, judge_level(rows_to_table(rows), level, self.objectives, self._open(level))
 
-    def _open(self):
+    def _open(self, level):
         """The streams still open, as the records' columns a level's first tokens take (a frame of
         metrics.measure.OPEN_COLUMNS)."""
         import pandas as pd  # as judge_level: only the process that judges
@@ -106,6 +108,10 @@ class CapacitySearch:
         from metrics.measure import OPEN_COLUMNS
 
         reports = self.open_streams() if self.open_streams is not None else []
+        stale = [r["t"] for r in reports if level.cut is not None and r["t"] < level.cut]
+        if stale:  # a late worker: requests it sent after its report are neither records nor open streams here
+            log.warning("capacity search: %d load process(es) last reported %.1f s before the cut of the %d-user level: its "
+                        "verdict may rest on fewer requests than summary.json's", len(stale), level.cut - min(stale), level.users)  # fmt: skip
         field = {"step": "step", "wall_send": "sent", "ttft_s": "ttft", "ttfa_s": "ttfa"}
         return pd.DataFrame({c: [x for r in reports for x in r[field[c]]] for c in OPEN_COLUMNS}, dtype=float)
 

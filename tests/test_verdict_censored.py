@@ -86,7 +86,7 @@ def test_the_live_search_and_the_records_after_the_run_judge_the_same_set():
     done = [r for r in records if r.wall_send + r.e2e_s <= now]
     still = [r for r in records if r.wall_send + r.e2e_s > now]
     seen = lambda x: x if x == x and x <= now - r.wall_send else float("nan")  # noqa: E731 - the tracker's view at `now`
-    report = {"step": [], "sent": [], "ttft": [], "ttfa": []}
+    report = {"t": now, "step": [], "sent": [], "ttft": [], "ttfa": []}
     for r in still:
         report["step"].append(r.step)
         report["sent"].append(r.wall_send)
