@@ -36,6 +36,14 @@ class Console(Plugin):
     def __init__(self):
         self.greenlet = None
         self.ran = False
+        self._reset()
+
+    def _reset(self) -> None:
+        # also at construction: a run stopped before its start was announced (a starved machine)
+        # still records the requests its users had sent
+        self.ok = self.failed = 0
+        self.tokens = 0  # output tokens of the successful requests that ended this interval
+        self.ttft: dict[int, array] = {}  # step index (-1: no steps) -> TTFT of its successful requests
 
     def results_init(self, environment) -> None:
         opts = environment.parsed_options
@@ -46,9 +54,7 @@ class Console(Plugin):
     def run_started(self, run) -> None:
         self._stop()
         self.ran = True
-        self.ok = self.failed = 0
-        self.tokens = 0  # output tokens of the successful requests that ended this interval
-        self.ttft: dict[int, array] = {}  # step index (-1: no steps) -> TTFT of its successful requests
+        self._reset()
         if run.environment.parsed_options.headless:
             self.greenlet = gevent.spawn(self._loop, run)
 

@@ -52,29 +52,25 @@ def pytest_collection_modifyitems(items):
 
 
 # ------------------------------------------------------------------ the order modules are handed out
-# Roughly what one test costs by what it starts, in seconds on the 2-core CI machine (a fresh-clone
-# run's module times, bench/RESULTS.md "Test suite"): containers 45, browser 30, real servers 15,
-# other processes 8, unit 0.1.
-_COST = {"containers": 45.0, "browser": 30.0, "servers": 15.0, "process": 8.0}
 
 
 def in_turn_order(items: list) -> list:
-    """Modules with `alone` tests first, then the others longest first; each module's own order kept.
+    """Modules with `alone` tests first, then the others by their number of tests, most first (what
+    pytest-xdist's --dist loadfile does by itself); each module's own order kept.
 
     pytest-xdist hands modules out in this order (pytest.ini: --no-loadscope-reorder). Alone tests
     wait for every running test to end (see _Turns): met at the start, when all processes begin
     together, they cost their own time and nothing else, where met mid-run each one would drain
-    the machine first. The rest, longest first, leaves short modules for the end, where processes
-    that run out of work wait for the last one."""
+    the machine first. (Handing out the heaviest modules first instead, longest first, ran the
+    container, browser and bad-input modules together: every test's time stretched and 35 timed
+    out on two cores, bench/RESULTS.md "Test suite".)"""
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::")[0], []).append(item)
 
     def key(name: str):
         tests = modules[name]
-        alone = sum(t.get_closest_marker("alone") is not None for t in tests)
-        cost = sum(max((_COST[k] for k in declared(t)), default=0.1) for t in tests)
-        return (0 if alone else 1, -cost)
+        return (0 if any(t.get_closest_marker("alone") is not None for t in tests) else 1, -len(tests))
 
     return [item for name in sorted(modules, key=key) for item in modules[name]]
 
