@@ -32,17 +32,14 @@ in summary.json is the GPUs' busy share at that level (None without telemetry), 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from metrics.percentiles import percentile
 from metrics.schema import Summary
 from metrics.schema.figures import Span, Step
 from metrics.schema.server_side import GpuDevice, GpuFigures, GpuSection
-
-if TYPE_CHECKING:  # pandas only where readings are read: a load process never imports it (0.5 s each)
-    import pandas as pd
 
 FILE_NAME = "gpu_telemetry.parquet"
 # one row per GPU per reading; NaN where the source did not say (nvidia-smi has no energy counter)
@@ -56,8 +53,6 @@ def read_readings(folder: str) -> pd.DataFrame | None:
     path = os.path.join(folder, FILE_NAME)
     if not os.path.isfile(path):
         return None
-    import pandas as pd
-
     return pd.read_parquet(path)
 
 

@@ -27,6 +27,9 @@ import math
 import time
 from typing import Callable
 
+import pandas as pd
+
+from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
 from metrics.verdict import describe, too_few
 from shapes.steps import StepPlan
@@ -95,18 +98,12 @@ class CapacitySearch:
         """The level that ends with step `index`, judged: (Level, metrics.schema.figures.Step)."""
         level = self.plan().levels_at(self.run_start)[-1]
         assert level.last == index, "a level is judged when its last step ends"
-        from metrics.measure import judge_level  # pandas: only the process that judges imports it
-
         rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]
         return level, judge_level(rows_to_table(rows), level, self.objectives, self._open(level))
 
     def _open(self, level):
         """The streams still open, as the records' columns a level's first tokens take (a frame of
         metrics.measure.OPEN_COLUMNS)."""
-        import pandas as pd  # as judge_level: only the process that judges
-
-        from metrics.measure import OPEN_COLUMNS
-
         reports = self.open_streams() if self.open_streams is not None else []
         stale = [r["t"] for r in reports if level.cut is not None and r["t"] < level.cut]
         if stale:  # a late worker: requests it sent after its report are neither records nor open streams here

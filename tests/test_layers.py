@@ -10,11 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
-import subprocess
-import sys
 from collections import defaultdict
-
-import pytest
 
 from tests.helpers import ROOT
 
@@ -171,12 +167,3 @@ def test_the_checker_sees_an_upward_arrow_and_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
-
-@pytest.mark.process
-def test_a_load_process_does_not_import_pandas():
-    """Every Locust process imports locustfile.py: pandas (0.5 s of CPU) is for the process that
-    computes results, imported where it is used, so workers never pay for it."""
-    code = "import sys, locustfile; print(sorted(m for m in ('pandas', 'transformers') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "[]", out.stdout

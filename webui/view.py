@@ -24,6 +24,7 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from metrics.schema import Summary
 from metrics.verdict import held, judged_on
+from reports.rows import setup_rows
 from plugin.progress import OpenStreams
 from plugin.state import state_of
 from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, live_client, server_frame, server_gauges
@@ -202,8 +203,6 @@ class LiveView:
             return None
         path = run.writer.path
         report = os.path.join(path, "report.html")
-        from reports.rows import setup_rows  # reports' pandas: in the web UI's process, when a page asks
-
         finished = run.run_id in self.finished  # the final snapshot is in
         return {
             "id": run.run_id,
