@@ -1,0 +1,62 @@
+"""Where the test suite's time goes: each test's start and end in each pytest-xdist worker, and how
+many tests ran at once over the run.
+
+    python -m pytest -p bench.suite_timeline            # writes .suite-timeline/<worker>.jsonl
+    python bench/suite_timeline.py [.suite-timeline]    # the summary below
+
+The summary: wall time from the first test's start to the last test's end, summed test time and
+the part of it in `alone` tests (tests/conftest.py), seconds of the run by the number of tests
+running, and the modules with the most summed time. A test's time is its setup, call and
+teardown, as it ran beside whatever else ran then (not its time on an empty machine).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+
+import pytest
+
+FOLDER = os.environ.get("SUITE_TIMELINE_DIR", ".suite-timeline")
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)  # inside tests/conftest.py's turn: a test's own time
+def pytest_runtest_protocol(item, nextitem):
+    worker = getattr(item.config, "workerinput", {}).get("workerid", "main")
+    start = time.time()
+    yield
+    os.makedirs(FOLDER, exist_ok=True)
+    with open(os.path.join(FOLDER, f"{worker}.jsonl"), "a") as f:
+        alone = item.get_closest_marker("alone") is not None
+        f.write(json.dumps({"worker": worker, "test": item.nodeid, "start": start, "end": time.time(), "alone": alone}) + "\n")
+
+
+def summarize(folder: str) -> str:
+    rows = [json.loads(line) for path in glob.glob(os.path.join(folder, "*.jsonl")) for line in open(path)]
+    if not rows:
+        return f"no timeline in {folder}"
+    first, last = min(r["start"] for r in rows), max(r["end"] for r in rows)
+    total = sum(r["end"] - r["start"] for r in rows)
+    alone = sum(r["end"] - r["start"] for r in rows if r["alone"])
+    events = sorted([(r["start"], 1) for r in rows] + [(r["end"], -1) for r in rows])
+    running, at, by_count = 0, first, Counter()
+    for t, step in events:
+        by_count[running] += t - at
+        running, at = running + step, t
+    modules: dict[str, float] = defaultdict(float)
+    for r in rows:
+        modules[r["test"].split("::")[0]] += r["end"] - r["start"]
+    lines = [f"{len(rows)} tests, {last - first:,.0f} s from the first start to the last end",
+             f"summed test time {total:,.0f} s, of which alone tests {alone:,.0f} s",
+             "seconds by tests running at once: " + ", ".join(f"{n}: {s:,.0f}" for n, s in sorted(by_count.items())),
+             "modules with the most summed time:"]  # fmt: skip
+    lines += [f"  {t:7.1f} s  {m}" for m, t in sorted(modules.items(), key=lambda x: -x[1])[:15]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(summarize(sys.argv[1] if len(sys.argv) > 1 else FOLDER))
