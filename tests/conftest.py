@@ -48,31 +48,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if not declared(item):
             item.add_marker(pytest.mark.unit)
-    items[:] = in_turn_order(items)
-
-
-# ------------------------------------------------------------------ the order modules are handed out
-
-
-def in_turn_order(items: list) -> list:
-    """Modules with `alone` tests first, then the others by their number of tests, most first (what
-    pytest-xdist's --dist loadfile does by itself); each module's own order kept.
-
-    pytest-xdist hands modules out in this order (pytest.ini: --no-loadscope-reorder). Alone tests
-    wait for every running test to end (see _Turns): met at the start, when all processes begin
-    together, they cost their own time and nothing else, where met mid-run each one would drain
-    the machine first. (Handing out the heaviest modules first instead, longest first, ran the
-    container, browser and bad-input modules together: every test's time stretched and 35 timed
-    out on two cores, bench/RESULTS.md "Test suite".)"""
-    modules: dict[str, list] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-
-    def key(name: str):
-        tests = modules[name]
-        return (0 if any(t.get_closest_marker("alone") is not None for t in tests) else 1, -len(tests))
-
-    return [item for name in sorted(modules, key=key) for item in modules[name]]
 
 
 # ------------------------------------------------------------------ the check, while tests run
