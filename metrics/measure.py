@@ -208,6 +208,13 @@ class Measure:
             if level.cut is not None:
                 exact, censored = self.first_tokens(level, open_streams)
                 values.update(exact)
+                # the level's TTFT (TTFA) figures are those of the set its verdict judged, the waiting
+                # values at their minimum, so the per-step table states the verdict's percentile; with two
+                # objectives on one metric, the first one's set
+                for o in reversed(self.objectives):
+                    if o.metric in FIRST_TOKEN:
+                        both = np.concatenate([exact[o.key], censored[o.key]])
+                        setattr(block, f"{o.metric}_ms", distribution(both[np.isfinite(both)], ORDER))
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, censored=censored)
         block.slo = None  # the level's verdict is `verdict` (with its evidence), not a point estimate
         return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),

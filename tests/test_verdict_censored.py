@@ -105,6 +105,11 @@ def test_the_live_search_and_the_records_after_the_run_judge_the_same_set():
     waiting = [r for r in sent_by_cut if not (r.wall_send + r.ttft_s <= 10.0)]  # NaN: no token
     assert (e.samples, e.censored) == (len(sent_by_cut), len(waiting)) and e.censored > 0
     assert after.verdict.failed == 1 and after.verdict.requests == sum(r.ok and r.wall_send + r.e2e_s <= 10 for r in records)
+    # the level's TTFT figures (the per-step table's, by_step's) are those of the verdict's set, the
+    # waiting ones at their minimum: the table states the verdict's percentile, live as after the run
+    for step in (after, live):
+        assert step.ttft_ms.count == e.samples and step.ttft_ms.p50 == e.value_ms, (step.ttft_ms, e)
+    assert after.ttft_ms.count > after.requests.ok  # not the requests that ended by the cut alone
     # without the open streams, only the requests that had become records: far fewer values
     empty = pd.DataFrame({c: [] for c in OPEN_COLUMNS})
     records_only = judge_level(rows_to_table([r.as_row() for r in done]), level, [P50], empty)
