@@ -223,9 +223,11 @@ def warm_up(url: str, model: str, log_path: Path) -> dict:
 
 
 def ramp(url: str, model: Path, out: Path, steps: str, step_time: str, warmup: str, stop_timeout: int, extra: list[str],
-         slo: str = "ttft.p95<5s") -> int:
-    n_steps = len(steps.split(","))
-    seconds = n_steps * float(step_time.rstrip("s"))
+         slo: str = "ttft.p95<5s", seconds: float | None = None) -> int:
+    """The suite's run: -t is one step each (a ramp) unless `seconds` gives it (a capacity search
+    holds undecided levels for more steps: it gets what is left of the budget)."""
+    if seconds is None:
+        seconds = len(steps.split(",")) * float(step_time.rstrip("s"))
     cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--host", url,
            "--model", str(model), "--steps", steps, "--step-time", step_time, "--step-warmup", warmup,
            "--slo", slo, "--seed", "1", "--results-dir", str(out), "--run-id", "ramp",
@@ -298,7 +300,9 @@ def device_flow(a) -> int:
         extra = [*a.extra, *(["--find-capacity"] if a.find_capacity else [])]
         if a.device == "cuda":  # the suite reads the GPU itself, aligned to its levels (plugin/gpu.py)
             extra += ["--gpu-telemetry", "nvidia-smi"]
-        rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, f"{step_s:g}s", a.step_warmup, a.stop_timeout, extra, a.slo)
+        seconds = max(left, n_steps * step_s) if a.find_capacity else None
+        rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, f"{step_s:g}s", a.step_warmup, a.stop_timeout, extra, a.slo,
+                  seconds)
     except subprocess.TimeoutExpired:
         rc = "timeout"
     finally:
