@@ -103,16 +103,16 @@ sys.addaudithook(_audit)
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's clock: waiting for a turn is no test's time
 def pytest_runtest_protocol(item, nextitem):
     global _current
-    alone = item.get_closest_marker("alone") is not None
+    kind = turn_of(item)
     if _turns is not None:
-        _turns.take(alone)
+        _turns.take(kind)
     _current = (item.nodeid, frozenset(declared(item)))
     try:
         yield
     finally:
         _current = None
-        if _turns is not None and not (alone and nextitem is not None and nextitem.get_closest_marker("alone")):
-            _turns.give_back()  # an alone test keeps the machine for the alone test after it
+        if _turns is not None:
+            _turns.give_back()
 
 
 # ------------------------------------------------------------------ side by side (pytest-xdist)
@@ -120,9 +120,25 @@ def pytest_runtest_protocol(item, nextitem):
 # waiting on the processes it starts (`pytest.ini` asks for it; `-n 0` runs one at a time). `--dist loadfile` keeps each module in one process, so a
 # module-scoped fixture (often a whole Locust run) is made once and `containers` tests (fixed
 # ports 8089, 9090) never overlap. (`--dist loadgroup` would group finer, but pytest-xdist 3.8
-# cannot rename a test's id under pytest 9, so its groups are ignored.) An `alone` test runs while
-# no other test of the run does: its assertion is about timing that a busy CPU would change (the
-# simulator's schedule, TTFT against the truth log, an open-loop rate, the client's self-health).
+# cannot rename a test's id under pytest 9, so its groups are ignored.)
+#
+# A `timing` test asserts timing that a busy CPU would change (the simulator's schedule, TTFT
+# against the truth log, an open-loop rate): it runs at the normal CPU policy while every other
+# test, and each process it starts, runs at SCHED_IDLE, which the kernel runs only on CPU time no
+# normal task wants (a normal task that wakes preempts an idle one at once). So the other tests
+# fill the CPU the timing test leaves (it uses a quarter of this 2-core machine) instead of
+# waiting for it, and no two timing tests run at once. An `alone` test runs while no other test
+# does: it reads the host's own CPU pressure or run queue (the client's self-health), which
+# tasks waiting at SCHED_IDLE still count. Where a process may not return from SCHED_IDLE to the
+# normal policy (not root, RLIMIT_NICE under 20), a timing test runs alone instead.
+
+SIDE, TIMING, ALONE = "side", "timing", "alone"
+
+
+def turn_of(item) -> str:
+    if item.get_closest_marker("alone") is not None:
+        return ALONE
+    return TIMING if item.get_closest_marker("timing") is not None else SIDE
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads -n
@@ -134,32 +150,61 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = 0
 
 
+def _priorities_can_change() -> bool:
+    """Whether this process may go back from SCHED_IDLE to the normal policy (sched(7))."""
+    import resource
+
+    return hasattr(os, "SCHED_IDLE") and (os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20)
+
+
+def _set_policy(policy: int, pids=(0,)) -> None:
+    for pid in pids:
+        try:
+            os.sched_setscheduler(pid, policy, os.sched_param(0))
+        except (ProcessLookupError, PermissionError):
+            pass  # a process gone meanwhile, or not ours
+
+
+def _descendants() -> list[int]:
+    """The processes this one started that are still running (a module fixture's simulator)."""
+    import psutil
+
+    return [p.pid for p in psutil.Process().children(recursive=True)]
+
+
 class _Turns:
-    """Whose turn it is among the run's processes: any number of tests side by side, or one alone
-    test. A test holds `turn` shared, an alone test exclusive (flock(2)); each takes `gate` while
-    it waits for `turn`, so an alone test waiting for the running tests to end keeps new ones
-    from starting (it is not starved)."""
+    """Whose turn it is among the run's processes, by flock(2) turns on two files. `turn`: a side
+    or timing test holds it shared, an alone test exclusive; each takes `gate` while it waits for
+    `turn`, so an alone test waiting for the running tests to end keeps new ones from starting (it
+    is not starved). `timing`: a timing or alone test holds it exclusive, so no two overlap. The
+    CPU policy (see above) is set for this process, which the test's processes inherit, and for
+    the processes it started before (a module fixture's), so a timing test's server and client
+    both run at the normal policy."""
 
     def __init__(self, folder: str):
         os.makedirs(folder, exist_ok=True)
         self.gate = open(os.path.join(folder, "gate"), "a")
         self.turn = open(os.path.join(folder, "turn"), "a")
-        self.held = None
+        self.timing = open(os.path.join(folder, "timing"), "a")
+        self.priorities = _priorities_can_change()
 
-    def take(self, alone: bool) -> None:
-        mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
-        if self.held == mode:
-            return
+    def take(self, kind: str) -> None:
+        if kind == TIMING and not self.priorities:
+            kind = ALONE
+        if kind != SIDE:
+            fcntl.flock(self.timing, fcntl.LOCK_EX)
         fcntl.flock(self.gate, fcntl.LOCK_EX)
         try:
-            fcntl.flock(self.turn, mode)
+            fcntl.flock(self.turn, fcntl.LOCK_EX if kind == ALONE else fcntl.LOCK_SH)
         finally:
             fcntl.flock(self.gate, fcntl.LOCK_UN)
-        self.held = mode
+        if self.priorities:
+            policy = os.SCHED_IDLE if kind == SIDE else os.SCHED_OTHER
+            _set_policy(policy, [0, *_descendants()] if kind != SIDE else [0])
 
     def give_back(self) -> None:
         fcntl.flock(self.turn, fcntl.LOCK_UN)
-        self.held = None
+        fcntl.flock(self.timing, fcntl.LOCK_UN)
 
 
 _turns: _Turns | None = None  # in a pytest-xdist worker only: a serial run is one test at a time

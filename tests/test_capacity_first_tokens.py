@@ -16,7 +16,7 @@ from metrics.slo import parse_slo
 from metrics.verdict import judge_objective
 from tests.helpers import free_port, read_results, read_truth, run_locust, simulator, start_locust, stop
 
-pytestmark = [pytest.mark.process, pytest.mark.alone]  # replies timed against the levels' cuts: tests/conftest.py
+pytestmark = [pytest.mark.process, pytest.mark.timing]  # replies timed against the levels' cuts: tests/conftest.py
 
 # 8 slots, one token per engine step of 20 ms: 425 tokens are an 8.5 s reply, whatever the batch;
 # a request beyond the 8 slots waits for one to free (its TTFT then grows by seconds)

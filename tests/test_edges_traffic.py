@@ -187,7 +187,7 @@ def _timed_request(script, timeouts):
     return ex, time.perf_counter() - t0
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_first_token_timeout_counts_from_the_write_not_from_connect_or_headers():
     """--timeout-first-token 1s against a server that says nothing: a timeout after 1 s (before:
     connect + first token, 11 s, and here the answer at 3 s was taken). Headers at 0.6 s and the

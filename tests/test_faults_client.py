@@ -115,7 +115,7 @@ def test_retries_are_records_of_their_own(tmp_path):
 # -- cancellation and the total timeout ----------------------------------------------------------
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_cancelled_streams_are_counted_apart(tmp_path):
     """--cancel-rate 0.4 --cancel-after 0.4s on 1 s streams: about 40 % are aborted on purpose;
     the server sees the client go, and the summary counts them apart from failures."""
@@ -146,7 +146,7 @@ def test_cancelled_streams_are_counted_apart(tmp_path):
     assert summary["overall"]["goodput"]["good_fraction"] == 1.0  # not a server failure
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_total_timeout_is_a_censored_timeout(tmp_path):
     with simulator("--profile", slow_profile(tmp_path, ttft=0.05, itl=0.1)) as url:
         proc = run_locust(

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
 
-pytestmark = [pytest.mark.process, pytest.mark.alone]  # timing against the truth or a rate: tests/conftest.py
+pytestmark = [pytest.mark.process, pytest.mark.timing]  # timing against the truth or a rate: tests/conftest.py
 
 SHORT = ("--max-tokens-override", "6")  # TTFT 0.1 s + 5 x 0.02 s: 0.2 s per request
 

@@ -1,7 +1,8 @@
 """tests/conftest.py holds every test to the marks of what it starts: a pytest of its own runs probe
 tests under it (with Locust's gevent subprocess and with the standard one, in one process and
 side by side under pytest-xdist) and each wrong mark fails naming the mark to add, while a right
-one passes; `-m unit` selects the unmarked tests; an `alone` test runs while no other test does."""
+one passes; `-m unit` selects the unmarked tests; an `alone` test runs while no other test does, a
+`timing` test at the normal CPU policy beside the others at SCHED_IDLE, never beside another."""
 
 from __future__ import annotations
 
@@ -89,15 +90,24 @@ def test_unit_selects_the_tests_without_a_mark(tmp_path):
 
 
 TURNS = '''
-import json, os, time
+import json, os, subprocess, sys, time
 import pytest
 {gevent}
 
 def log(name):
+    # the CPU policy of this process and of a process it starts (os.SCHED_OTHER 0, os.SCHED_IDLE 5)
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"], capture_output=True, text=True)
     with open(os.environ["TURNS_LOG"], "a") as f:
-        f.write(json.dumps([name, time.time()]) + "\\n")
+        f.write(json.dumps([name, time.time(), os.sched_getscheduler(0), int(child.stdout)]) + "\\n")
         time.sleep(1)
-        f.write(json.dumps([name, time.time()]) + "\\n")
+        f.write(json.dumps([name, time.time(), os.sched_getscheduler(0), int(child.stdout)]) + "\\n")
+
+pytestmark = pytest.mark.process
+
+@pytest.mark.timing
+@pytest.mark.parametrize("i", range(3))
+def test_timing(i):
+    log(f"timing{{i}}")
 
 @pytest.mark.parametrize("i", range(6))
 def test_side(i):
@@ -110,13 +120,14 @@ def test_alone(i):
 '''
 
 
-def test_an_alone_test_runs_while_no_other_test_does_and_the_others_side_by_side(tmp_path):
+def test_an_alone_test_runs_while_no_other_test_does_a_timing_test_before_the_others_and_the_others_side_by_side(tmp_path):
     out = probe(tmp_path, True, "-n", "3", "--dist", "load", source=TURNS, env={"TURNS_LOG": str(tmp_path / "turns.log")})
-    assert out.returncode == 0 and "8 passed" in out.stdout, out.stdout[-3000:]
-    spans = {}
-    for name, t in (json.loads(line) for line in (tmp_path / "turns.log").read_text().splitlines()):
+    assert out.returncode == 0 and "11 passed" in out.stdout, out.stdout[-3000:]
+    spans, policies = {}, {}
+    for name, t, own, child in (json.loads(line) for line in (tmp_path / "turns.log").read_text().splitlines()):
         spans.setdefault(name, []).append(t)
-    assert len(spans) == 8 and all(len(s) == 2 for s in spans.values()), spans
+        policies[name] = (own, child)
+    assert len(spans) == 11 and all(len(s) == 2 for s in spans.values()), spans
 
     def beside(name):
         (start, end) = spans[name]
@@ -124,3 +135,11 @@ def test_an_alone_test_runs_while_no_other_test_does_and_the_others_side_by_side
 
     assert not beside("alone0") and not beside("alone1"), spans
     assert any(beside(f"side{i}") for i in range(6)), spans  # and the others did run side by side
+    for i in range(3):  # no two timing tests at once
+        assert not [o for o in beside(f"timing{i}") if o.startswith(("timing", "alone"))], spans
+    if os.geteuid() == 0:  # root may return to the normal policy from SCHED_IDLE (tests/conftest.py)
+        assert any(beside(f"timing{i}") for i in range(3)), spans  # the others go on beside a timing test
+        normal, idle = os.SCHED_OTHER, os.SCHED_IDLE
+        assert all(policies[f"timing{i}"] == (normal, normal) for i in range(3)), policies
+        assert all(policies[f"alone{i}"] == (normal, normal) for i in range(2)), policies
+        assert all(policies[f"side{i}"] == (idle, idle) for i in range(6)), policies

@@ -70,7 +70,7 @@ def run_cluster(topo, tmp, run_id, seconds, kill_after=None):
     return code, df, summary, read_truth(truth)
 
 
-@pytest.mark.alone  # what the client adds to the server's TTFT, to 2 ms at the median: a busy CPU adds more
+@pytest.mark.timing  # what the client adds to the server's TTFT, to 2 ms at the median: a busy CPU adds more
 def test_seeded_run_across_hosts_matches_one_process(hosts, tmp_path):
     code, df, summary, truth = run_cluster(hosts, tmp_path, "multi", seconds=12)
     assert code == 0, (tmp_path / "multi-master.log").read_text()[-3000:]

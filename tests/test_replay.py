@@ -22,7 +22,7 @@ from tests.helpers import free_port, read_results, run_locust, simulator, start_
 from tests.test_sessions import CaptureServer
 from workloads.__main__ import main as workloads_cli
 
-pytestmark = pytest.mark.alone  # arrival and schedule timings: tests/conftest.py
+pytestmark = pytest.mark.timing  # arrival and schedule timings: tests/conftest.py
 
 
 def write_trace(path, rows, header=None):

@@ -67,7 +67,8 @@ def runs(tmp_path_factory):
         return ["--workload", spec, "--server-metrics", url + "/metrics", "--server-metrics-interval", "1s"]
 
     # the three runs side by side, each with a simulator of its own (its /metrics counts its run
-    # alone), during the module's first test, which runs alone: the machine holds these six processes only
+    # alone), during the module's first test, a timing test: these six processes run at the normal
+    # CPU policy, every other test's at SCHED_IDLE (tests/conftest.py)
     with simulator("--profile", "fixed") as base, simulator("--profile", "fixed") as same, \
             simulator("--profile", slow_profile) as slow, ThreadPoolExecutor(3) as pool:  # fmt: skip
         started = {name: pool.submit(_locust, results, name, url, *metrics(url))
@@ -88,9 +89,9 @@ def charts_in(html: str) -> list[str]:
 
 
 @pytest.mark.process
-# alone: the module's runs (the `runs` fixture) are made as this test, the first to use them,
-# starts; their TTFT (x 1.2 told apart) needs a quiet machine. The tests after it read the results.
-@pytest.mark.alone
+# timing: the module's runs (the `runs` fixture) are made as this test, the first to use them,
+# starts; their TTFT (x 1.2 told apart) needs the CPU. The tests after it read the results.
+@pytest.mark.timing
 def test_report_built_at_the_end_of_the_run(runs):
     proc = runs["base_proc"]
     log = proc.stdout + proc.stderr

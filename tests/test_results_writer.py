@@ -34,7 +34,7 @@ def rows(n: int, start: int = 0) -> list[tuple]:
             for i in range(start, start + n)]  # fmt: skip
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "FLUSH_ROWS", 500)
     writer = ResultsWriter(str(tmp_path), "run", RunInfo())

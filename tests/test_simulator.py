@@ -338,7 +338,7 @@ def test_sim_t_only_when_asked(fast):
 
 
 # ---------------------------------------------------------------- truth and metrics
-@pytest.mark.alone
+@pytest.mark.timing
 def test_metrics_and_truth_log_match_client(tmp_path):
     sim = start_sim(tmp_path, profile=FAST_FIXED)
     try:
@@ -420,7 +420,7 @@ def run_queue_wait(pid: int, during) -> float:
     return (w1 - w0) / 1e9 / max(1, n1 - n0)
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_fixed_profile_timing(fixed):
     """ttft_s = 0.1, itl_s = 0.02 on an absolute schedule: token k of a request is due at its
     arrival + 0.1 + (k - 1) x 0.02 (rounded up to the 1 ms tick). Checked against the simulator's
@@ -494,7 +494,7 @@ def test_stream_interval(tmp_path, kind):
         sim.stop()
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_batch_engine_queueing(tmp_path):
     sim = start_sim(tmp_path, profile=BATCH)
     try:

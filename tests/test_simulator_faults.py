@@ -10,7 +10,7 @@ import pytest
 
 from tests.test_simulator import Conn, chat, content_events, start_sim, write_truth_flush_wait
 
-pytestmark = [pytest.mark.process, pytest.mark.alone]  # stall and gap timings: tests/conftest.py
+pytestmark = [pytest.mark.process, pytest.mark.timing]  # stall and gap timings: tests/conftest.py
 
 FAST = {"kind": "fixed", "ttft_s": 0.01, "itl_s": 0.002, "max_model_len": 100000}
 BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 8, "max_num_batched_tokens": 512,

@@ -23,7 +23,7 @@ from metrics.sse import parse_stream
 from metrics.timing import fill_record
 from users.stream import Exchange, StreamClient, Timeouts
 
-pytestmark = pytest.mark.alone  # arrival and schedule timings: tests/conftest.py
+pytestmark = pytest.mark.timing  # arrival and schedule timings: tests/conftest.py
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 

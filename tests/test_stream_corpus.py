@@ -256,7 +256,7 @@ def _post(client) -> Exchange:
     return ex
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_request_on_a_kept_alive_connection_the_server_closed_is_sent_again():
     server = _ClosingServer(answers=3)
     client = StreamClient(f"http://127.0.0.1:{server.port}", Timeouts(connect=2, first_token=5, idle=5, total=20), {})
@@ -275,7 +275,7 @@ def test_request_on_a_kept_alive_connection_the_server_closed_is_sent_again():
     assert server.connections == 3
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_an_instant_close_seen_late_by_a_busy_event_loop_is_still_sent_again():
     """The server closes 10 ms after the request arrives, while the client's event loop is held for
     200 ms (a busy process), which sees the close late. The close is timed by the kernel: resent."""
@@ -299,7 +299,7 @@ def test_an_instant_close_seen_late_by_a_busy_event_loop_is_still_sent_again():
     assert server.connections == 2
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_a_kept_alive_connection_closed_late_is_a_failure_not_sent_again():
     """Closed 300 ms after the request arrived, not a byte answered: the server may have run it."""
     server = _ClosingServer(answers=1, close_after_s=0.3)

@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
 
-pytestmark = [pytest.mark.process, pytest.mark.alone]  # timing against the truth or a rate: tests/conftest.py
+pytestmark = [pytest.mark.process, pytest.mark.timing]  # timing against the truth or a rate: tests/conftest.py
 
 WORKLOAD = """
 name: connect-ramp

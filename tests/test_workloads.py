@@ -36,7 +36,7 @@ def samples(spec) -> list[Request]:
 # --------------------------------------------------------------------- default spec
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_default_spec_loads(spec):
     assert spec.name == "reference-mix"
     assert spec.class_weights() == [("short", 0.4), ("medium", 0.4), ("long", 0.2)]
@@ -49,7 +49,7 @@ def test_default_spec_loads(spec):
     assert len(spec.describe_classes()) == 3
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_load_cost_visible():
     t0 = time.perf_counter()
     s = load_spec(DEFAULT_SPEC_PATH)
@@ -187,7 +187,7 @@ def test_iteration_protocol(spec):
 # --------------------------------------------------------------------- speed
 
 
-@pytest.mark.alone
+@pytest.mark.timing
 def test_sampler_speed(spec):
     s = Sampler(spec, seed=0)
     s.sample(1000)  # warm up
