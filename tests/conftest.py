@@ -123,14 +123,16 @@ def pytest_runtest_protocol(item, nextitem):
 # cannot rename a test's id under pytest 9, so its groups are ignored.)
 #
 # A `timing` test asserts timing that a busy CPU would change (the simulator's schedule, TTFT
-# against the truth log, an open-loop rate): it runs at the normal CPU policy while every other
-# test, and each process it starts, runs at SCHED_IDLE, which the kernel runs only on CPU time no
-# normal task wants (a normal task that wakes preempts an idle one at once). So the other tests
-# fill the CPU the timing test leaves (it uses a quarter of this 2-core machine) instead of
-# waiting for it, and no two timing tests run at once. An `alone` test runs while no other test
-# does: it reads the host's own CPU pressure or run queue (the client's self-health), which
-# tasks waiting at SCHED_IDLE still count. Where a process may not return from SCHED_IDLE to the
-# normal policy (not root, RLIMIT_NICE under 20), a timing test runs alone instead.
+# against the truth log, an open-loop rate): it runs at nice 0 while every other test, and each
+# process it starts, runs at nice 19. A task of nice 0 that wakes preempts one of nice 19 at once
+# and, while both want the CPU, gets 68 times its share (sched(7): weights 1024 and 15); the nice-19
+# task still gets that share, so a Locust worker's heartbeat is late by a fraction of a second at
+# most, never starved (SCHED_IDLE starved them: a worker declared lost beside a busy timing test).
+# So the other tests fill the CPU a timing test leaves (it uses a quarter of this 2-core machine)
+# instead of waiting for it, and no two timing tests run at once. An `alone` test runs while no
+# other test does: it reads the host's own CPU pressure or run queue (the client's self-health),
+# which tasks waiting at nice 19 still count. Where a process may not return from nice 19 to 0
+# (not root, RLIMIT_NICE under 20), a timing test runs alone instead.
 
 SIDE, TIMING, ALONE = "side", "timing", "alone"
 
@@ -150,17 +152,20 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = 0
 
 
+BACKGROUND_NICE = 19
+
+
 def _priorities_can_change() -> bool:
-    """Whether this process may go back from SCHED_IDLE to the normal policy (sched(7))."""
+    """Whether this process may go back from nice 19 to 0 (setpriority(2))."""
     import resource
 
-    return hasattr(os, "SCHED_IDLE") and (os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20)
+    return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
 
 
-def _set_policy(policy: int, pids=(0,)) -> None:
+def _set_nice(nice: int, pids) -> None:
     for pid in pids:
         try:
-            os.sched_setscheduler(pid, policy, os.sched_param(0))
+            os.setpriority(os.PRIO_PROCESS, pid, nice)  # on Linux: that thread; a process's children inherit it
         except (ProcessLookupError, PermissionError):
             pass  # a process gone meanwhile, or not ours
 
@@ -177,9 +182,9 @@ class _Turns:
     or timing test holds it shared, an alone test exclusive; each takes `gate` while it waits for
     `turn`, so an alone test waiting for the running tests to end keeps new ones from starting (it
     is not starved). `timing`: a timing or alone test holds it exclusive, so no two overlap. The
-    CPU policy (see above) is set for this process, which the test's processes inherit, and for
-    the processes it started before (a module fixture's), so a timing test's server and client
-    both run at the normal policy."""
+    nice value (see above) is set for this process, which the test's processes inherit, and for
+    the processes it started before (a module fixture's simulator), so a timing test's server and
+    client both run at nice 0, and a fixture started by a timing test runs at 19 beside others."""
 
     def __init__(self, folder: str):
         os.makedirs(folder, exist_ok=True)
@@ -198,9 +203,8 @@ class _Turns:
             fcntl.flock(self.turn, fcntl.LOCK_EX if kind == ALONE else fcntl.LOCK_SH)
         finally:
             fcntl.flock(self.gate, fcntl.LOCK_UN)
-        if self.priorities:
-            policy = os.SCHED_IDLE if kind == SIDE else os.SCHED_OTHER
-            _set_policy(policy, [0, *_descendants()] if kind != SIDE else [0])
+        if self.priorities:  # this process, which the test's processes inherit, and those it started before
+            _set_nice(BACKGROUND_NICE if kind == SIDE else 0, [0, *_descendants()])
 
     def give_back(self) -> None:
         fcntl.flock(self.turn, fcntl.LOCK_UN)

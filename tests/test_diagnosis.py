@@ -49,6 +49,7 @@ def _profile(tmp_path, limit: str) -> str:
 
 
 @pytest.mark.process
+@pytest.mark.timing  # a TTFT threshold of 150 ms at 2 users against one 20-ms prefill: tests/conftest.py
 @pytest.mark.parametrize("limit", sorted(PROFILES))
 def test_a_known_limit_is_diagnosed_in_summary_json_and_the_report(tmp_path, limit):
     with simulator("--profile", _profile(tmp_path, limit)) as url:
