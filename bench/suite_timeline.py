@@ -5,7 +5,7 @@ many tests ran at once over the run.
     python bench/suite_timeline.py [.suite-timeline]    # the summary below
 
 The summary: wall time from the first test's start to the last test's end, summed test time and
-the part of it in `alone` tests (tests/conftest.py), seconds of the run by the number of tests
+the part of it in `alone` and `timing` tests (tests/conftest.py), seconds of the run by the number of tests
 running, and the modules with the most summed time. A test's time is its setup, call and
 teardown, as it ran beside whatever else ran then (not its time on an empty machine).
 """
@@ -31,8 +31,8 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     os.makedirs(FOLDER, exist_ok=True)
     with open(os.path.join(FOLDER, f"{worker}.jsonl"), "a") as f:
-        alone = item.get_closest_marker("alone") is not None
-        f.write(json.dumps({"worker": worker, "test": item.nodeid, "start": start, "end": time.time(), "alone": alone}) + "\n")
+        turn = next((m for m in ("alone", "timing") if item.get_closest_marker(m) is not None), "side")
+        f.write(json.dumps({"worker": worker, "test": item.nodeid, "start": start, "end": time.time(), "turn": turn}) + "\n")
 
 
 def summarize(folder: str) -> str:
@@ -41,7 +41,7 @@ def summarize(folder: str) -> str:
         return f"no timeline in {folder}"
     first, last = min(r["start"] for r in rows), max(r["end"] for r in rows)
     total = sum(r["end"] - r["start"] for r in rows)
-    alone = sum(r["end"] - r["start"] for r in rows if r["alone"])
+    turns = {t: sum(r["end"] - r["start"] for r in rows if r.get("turn") == t) for t in ("alone", "timing")}
     events = sorted([(r["start"], 1) for r in rows] + [(r["end"], -1) for r in rows])
     running, at, by_count = 0, first, Counter()
     for t, step in events:
@@ -51,7 +51,8 @@ def summarize(folder: str) -> str:
     for r in rows:
         modules[r["test"].split("::")[0]] += r["end"] - r["start"]
     lines = [f"{len(rows)} tests, {last - first:,.0f} s from the first start to the last end",
-             f"summed test time {total:,.0f} s, of which alone tests {alone:,.0f} s",
+             f"summed test time {total:,.0f} s, of which alone tests {turns['alone']:,.0f} s, timing tests "
+             f"{turns['timing']:,.0f} s (each kind one at a time: tests/conftest.py)",
              "seconds by tests running at once: " + ", ".join(f"{n}: {s:,.0f}" for n, s in sorted(by_count.items())),
              "modules with the most summed time:"]  # fmt: skip
     lines += [f"  {t:7.1f} s  {m}" for m, t in sorted(modules.items(), key=lambda x: -x[1])[:15]]
