@@ -25,7 +25,10 @@ def test_quickstart_main_job(tmp_path):
     for name in ("requests.parquet", "summary.json", "run.json"):
         assert (tmp_path / "quick" / name).exists(), name
     df, summary = read_results(str(tmp_path), "quick")
-    assert len(df) >= 250, len(df)  # about 320 on an idle 2-core machine
+    # 30 users for about 57 s after the ramp, replies of the reference mix's ~6.5 s on average: about
+    # 260 requests on an idle 2-core machine (a fresh venv's first run: 260); the load ran throughout
+    assert len(df) >= 200, len(df)
+    assert df["wall_send"].max() - df["wall_send"].min() >= 50, df["wall_send"].describe()
     assert df["ok"].all(), df.loc[~df["ok"], "error"].value_counts()
     shares = df["request_class"].value_counts(normalize=True)
     for name, share in (("short", 0.4), ("medium", 0.4), ("long", 0.2)):
