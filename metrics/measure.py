@@ -211,10 +211,13 @@ class Measure:
                 # the level's TTFT (TTFA) figures are those of the set its verdict judged, the waiting
                 # values at their minimum, so the per-step table states the verdict's percentile; with two
                 # objectives on one metric, the first one's set
-                for o in reversed(self.objectives):
+                judged = {}
+                for o in self.objectives:
                     if o.metric in FIRST_TOKEN:
-                        both = np.concatenate([exact[o.key], censored[o.key]])
-                        setattr(block, f"{o.metric}_ms", distribution(both[np.isfinite(both)], ORDER))
+                        judged.setdefault(o.metric, o.key)
+                for metric, key in judged.items():
+                    both = np.concatenate([exact[key], censored[key]])
+                    setattr(block, f"{metric}_ms", distribution(both[np.isfinite(both)], ORDER))
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, censored=censored)
         block.slo = None  # the level's verdict is `verdict` (with its evidence), not a point estimate
         return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),

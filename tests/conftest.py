@@ -178,7 +178,7 @@ def _descendants() -> list[int]:
 
 
 class _Turns:
-    """Whose turn it is among the run's processes, by flock(2) turns on two files. `turn`: a side
+    """Whose turn it is among the run's processes, by flock(2) on three files. `turn`: a side
     or timing test holds it shared, an alone test exclusive; each takes `gate` while it waits for
     `turn`, so an alone test waiting for the running tests to end keeps new ones from starting (it
     is not starved). `timing`: a timing or alone test holds it exclusive, so no two overlap. The
