@@ -109,3 +109,7 @@ def test_a_search_with_long_replies_is_decided_on_first_tokens_live_as_after_and
         true = judge_objective(objective, values, censored_s=censored)
         e = level["verdict"]["objectives"][0]
         assert (true.state, true.samples, true.censored) == (e["state"], e["samples"], e["censored"]), (level["users"], true, e)
+        # the level's TTFT figures (the per-step table's) are that set's: the simulator's own P50
+        # within the client's few milliseconds of read time
+        assert level["ttft_ms"]["count"] == true.samples, (level["ttft_ms"], true)
+        assert abs(level["ttft_ms"]["p50"] - true.value_ms) < 5.0, (level["users"], level["ttft_ms"], true)
