@@ -3,11 +3,16 @@ many tests ran at once over the run.
 
     python -m pytest -p bench.suite_timeline            # writes .suite-timeline/<worker>.jsonl
     python bench/suite_timeline.py [.suite-timeline]    # the summary below
+    python bench/suite_timeline.py --record [.suite-timeline]   # and tests/durations.json from it
 
 The summary: wall time from the first test's start to the last test's end, summed test time and
 the part of it in `alone` and `timing` tests (tests/conftest.py), seconds of the run by the number of tests
 running, and the modules with the most summed time. A test's time is its setup, call and
 teardown, as it ran beside whatever else ran then (not its time on an empty machine).
+
+`--record` writes each module's seconds by turn into tests/durations.json, the order in which
+tests/conftest.py hands modules to the test processes (longest first): record it from a whole run.
+Modules the timeline lacks keep their record while their file exists.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from collections import Counter, defaultdict
 import pytest
 
 FOLDER = os.environ.get("SUITE_TIMELINE_DIR", ".suite-timeline")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DURATIONS = os.path.join(ROOT, "tests", "durations.json")
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)  # inside tests/conftest.py's turn: a test's own time
@@ -35,8 +42,31 @@ def pytest_runtest_protocol(item, nextitem):
         f.write(json.dumps({"worker": worker, "test": item.nodeid, "start": start, "end": time.time(), "turn": turn}) + "\n")
 
 
-def summarize(folder: str) -> str:
-    rows = [json.loads(line) for path in glob.glob(os.path.join(folder, "*.jsonl")) for line in open(path)]
+def read(folder: str) -> list[dict]:
+    return [json.loads(line) for path in glob.glob(os.path.join(folder, "*.jsonl")) for line in open(path)]
+
+
+def record(rows: list[dict], path: str) -> str:
+    """Write each module's summed seconds by turn to `path`, keeping the records of modules the
+    rows lack while their file exists."""
+    try:
+        with open(path) as f:
+            modules = {m: s for m, s in json.load(f)["modules"].items() if os.path.exists(os.path.join(ROOT, m))}
+    except FileNotFoundError:
+        modules = {}
+    seconds: dict[str, Counter] = defaultdict(Counter)
+    for r in rows:
+        seconds[r["test"].split("::")[0]][r.get("turn", "side")] += r["end"] - r["start"]
+    modules.update({m: {turn: round(s, 1) for turn, s in sorted(by_turn.items())} for m, by_turn in seconds.items()})
+    about = ("seconds each test module took in a whole run, by turn (tests/conftest.py hands modules out "
+             "longest first); python bench/suite_timeline.py --record")
+    lines = [f"  {json.dumps(m)}: {json.dumps(s)}" for m, s in sorted(modules.items())]  # one module a line
+    with open(path, "w") as f:
+        f.write(f'{{\n "about": {json.dumps(about)},\n "modules": {{\n' + ",\n".join(lines) + "\n }\n}\n")
+    return f"{len(seconds)} modules recorded in {path} ({len(modules)} in all)"
+
+
+def summarize(rows: list[dict], folder: str) -> str:
     if not rows:
         return f"no timeline in {folder}"
     first, last = min(r["start"] for r in rows), max(r["end"] for r in rows)
@@ -60,4 +90,10 @@ def summarize(folder: str) -> str:
 
 
 if __name__ == "__main__":
-    print(summarize(sys.argv[1] if len(sys.argv) > 1 else FOLDER))
+    args = sys.argv[1:]
+    recording = "--record" in args
+    folder = next((a for a in args if a != "--record"), FOLDER)
+    rows = read(folder)
+    print(summarize(rows, folder))
+    if recording and rows:
+        print(record(rows, DURATIONS))

@@ -16,6 +16,7 @@ same way. `process` is implied by the other three (a browser test also starts Lo
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 import tempfile
@@ -48,6 +49,42 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if not declared(item):
             item.add_marker(pytest.mark.unit)
+    rank = {module: i for i, module in enumerate(longest_first(dict.fromkeys(_module(i) for i in items), _recorded()))}
+    items.sort(key=lambda item: rank[_module(item)])  # stable: a module's tests keep their order
+
+
+# ------------------------------------------------------------------ longest modules first
+# pytest-xdist (`--dist loadfile --no-loadscope-reorder`, pytest.ini) hands each idle test process
+# the next module in collection order. Its own order (most tests first) left the run's last
+# minutes to long modules of one or two tests, one process busy and three idle; so modules go out
+# by the time they took in the last recorded whole run, longest first (the longest-processing-time
+# rule), a `timing` or `alone` second counted twice: they run one at a time, so a late one is the
+# run's tail whatever else is left. A module with no record (a new one) goes first, as if longest.
+# `python bench/suite_timeline.py --record` rewrites the record from a timeline of a whole run.
+
+DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _recorded() -> dict[str, dict[str, float]]:
+    try:
+        with open(DURATIONS) as f:
+            return json.load(f)["modules"]
+    except FileNotFoundError:
+        return {}
+
+
+def weight(seconds: dict[str, float]) -> float:
+    return seconds.get("side", 0.0) + 2 * (seconds.get("timing", 0.0) + seconds.get("alone", 0.0))
+
+
+def longest_first(modules, recorded: dict[str, dict[str, float]]) -> list[str]:
+    """The modules in the order to hand out: unrecorded ones first (in the order given), then by
+    weight, heaviest first."""
+    return sorted(modules, key=lambda m: (m in recorded, -weight(recorded.get(m, {}))))
 
 
 # ------------------------------------------------------------------ the check, while tests run

@@ -2,7 +2,8 @@
 tests under it (with Locust's gevent subprocess and with the standard one, in one process and
 side by side under pytest-xdist) and each wrong mark fails naming the mark to add, while a right
 one passes; `-m unit` selects the unmarked tests; an `alone` test runs while no other test does, a
-`timing` test at nice 0 beside the others at nice 19, never beside another."""
+`timing` test at nice 0 beside the others at nice 19, never beside another; modules are handed out
+longest first by their recorded seconds."""
 
 from __future__ import annotations
 
@@ -142,3 +143,23 @@ def test_an_alone_test_runs_while_no_other_test_does_a_timing_test_before_the_ot
         assert all(policies[f"timing{i}"] == (0, 0) for i in range(3)), policies
         assert all(policies[f"alone{i}"] == (0, 0) for i in range(2)), policies
         assert all(policies[f"side{i}"] == (19, 19) for i in range(6)), policies
+
+
+def test_modules_are_handed_out_unrecorded_first_then_longest_first_a_timing_second_counting_twice(tmp_path):
+    """With one test process, the order the tests run in is the order pytest-xdist handed their
+    modules out, under pytest.ini's own options: not its default (most tests first), but
+    tests/conftest.py's (tests/durations.json)."""
+    shutil.copy(os.path.join(ROOT, "tests", "conftest.py"), tmp_path / "conftest.py")
+    shutil.copy(os.path.join(ROOT, "pytest.ini"), tmp_path / "pytest.ini")
+    (tmp_path / "tests").mkdir()
+    log = tmp_path / "order.log"
+    for module, tests in (("few_long", 1), ("many", 4), ("timing", 2), ("new", 1)):
+        (tmp_path / "tests" / f"test_{module}.py").write_text("".join(
+            f"def test_{i}():\n    open({str(log)!r}, 'a').write({module!r} + '\\n')\n" for i in range(tests)))
+    (tmp_path / "durations.json").write_text(json.dumps({"modules": {
+        "tests/test_few_long.py": {"side": 30.0}, "tests/test_many.py": {"side": 5.0},
+        "tests/test_timing.py": {"side": 1.0, "timing": 20.0}}}))  # weights 30, 5, 41; test_new unrecorded
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "tests"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert log.read_text().split() == ["new", "timing", "timing", "few_long", "many", "many", "many", "many"], out.stdout[-3000:]
