@@ -3,9 +3,12 @@ workers), and reading what they wrote. Every process is bounded in time and kill
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +18,8 @@ import pyarrow.parquet as pq
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py")]
+FIRST_PORT = 10000  # free_port's range starts here and ends below the kernel's ephemeral range
+_next_port = None  # free_port's walk through this process's slice
 
 
 @contextmanager
@@ -76,11 +81,34 @@ def _default_sigint() -> None:
 
 
 def free_port() -> int:
-    import socket
+    """A 127.0.0.1 TCP port nobody listens on, for a process the test starts to bind later.
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    Not the kernel's pick (bind to port 0): that comes from the ephemeral range, from which every
+    outgoing connection on the machine draws its local port too, so between the pick and the
+    server's bind another test's connection could take it (a Locust master once failed so: "Address
+    already in use"). The kernel hands out no port below that range; each test process
+    (pytest-xdist worker) walks its own slice of them from a random start, so no two processes of a
+    run pick the same one, and skips any it cannot bind (listened on, or still in TIME_WAIT)."""
+    global _next_port
+    if _next_port is None:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+        size = (ephemeral - FIRST_PORT) // count
+        if size < 100:
+            raise RuntimeError(f"ports {FIRST_PORT}..{ephemeral} are too few for {count} test processes: "
+                               "net.ipv4.ip_local_port_range starts too low (tests/helpers.py free_port)")  # fmt: skip
+        ports, start = range(FIRST_PORT + index * size, FIRST_PORT + (index + 1) * size), random.randrange(size)
+        _next_port = itertools.cycle([*ports[start:], *ports[:start]])
+    for _, port in zip(range(1000), _next_port):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port among 1,000 tried (tests/helpers.py free_port)")
 
 
 def read_results(results_dir: str, run_id: str):

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics
 from metrics.record import RequestRecord
-from tests.helpers import own_master_port
+from tests.helpers import free_port, own_master_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "sk-test-secret-9f3c"
@@ -32,12 +32,6 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0
 
 
 # -- helpers shared with tests/test_prometheus_server.py and tests/test_server_metrics.py ---------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Simulator:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -102,9 +101,7 @@ def test_options():
 
 
 def test_failed_scrapes_are_counted_not_fatal(tmp_path):
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/metrics"
+    dead = f"http://127.0.0.1:{free_port()}/metrics"  # a port nobody listens on
     scraper = ServerMetricsScraper([dead], 0.1, str(tmp_path))
     scraper.start()
     scraper.add_rows([_rec(output=7), _rec(ok=False, error="timeout")])

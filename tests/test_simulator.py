@@ -16,6 +16,8 @@ from time import perf_counter
 import numpy as np
 import pytest
 
+from tests.helpers import free_port
+
 pytestmark = pytest.mark.process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -649,9 +651,7 @@ def test_reuse_port_processes_share_port_and_truth_log(tmp_path):
     append whole lines to one truth log."""
     import psutil
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     sims = [start_sim(tmp_path, "--port", str(port), "--reuse-port", profile=FAST_FIXED, name="shared") for _ in range(2)]
     try:
         conns = [Conn(port) for _ in range(32)]

@@ -21,6 +21,7 @@ _RealSocket = monkey.get_original("socket", "socket")
 from metrics.record import RequestRecord
 from metrics.sse import parse_stream
 from metrics.timing import fill_record
+from tests.helpers import free_port
 from users.stream import Exchange, StreamClient, Timeouts
 
 pytestmark = pytest.mark.timing  # arrival and schedule timings: tests/conftest.py
@@ -277,10 +278,7 @@ def test_idle_timeout_is_a_classified_failure_with_timings():
 
 
 def test_connect_refused():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()  # nobody listens there
     client = StreamClient(f"http://127.0.0.1:{port}", Timeouts(connect=1, first_token=1, idle=1, total=2), {})
     ex = Exchange()
     client.post("/v1/completions", b"{}", {}, ex)

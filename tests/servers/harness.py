@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,16 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from tests.helpers import free_port
 from tests.servers import venvs
 
 REPO = venvs.REPO
 LOG_DIR = venvs.CACHE / "server-logs"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
