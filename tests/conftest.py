@@ -58,8 +58,9 @@ def pytest_collection_modifyitems(items):
 # the next module in collection order. Its own order (most tests first) left the run's last
 # minutes to long modules of one or two tests, one process busy and three idle; so modules go out
 # by the time they took in the last recorded whole run, longest first (the longest-processing-time
-# rule), a `timing` or `alone` second counted twice: they run one at a time, so a late one is the
-# run's tail whatever else is left. A module with no record (a new one) goes first, as if longest.
+# rule). A module with no record (a new one) goes first, as if longest. (Counting a `timing` second
+# twice put the modules with most timing tests side by side at the start, where all but one of
+# them waited for their turn: bench/RESULTS.md.)
 # `python bench/suite_timeline.py --record` rewrites the record from a timeline of a whole run.
 
 DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
@@ -77,14 +78,10 @@ def _recorded() -> dict[str, dict[str, float]]:
         return {}
 
 
-def weight(seconds: dict[str, float]) -> float:
-    return seconds.get("side", 0.0) + 2 * (seconds.get("timing", 0.0) + seconds.get("alone", 0.0))
-
-
 def longest_first(modules, recorded: dict[str, dict[str, float]]) -> list[str]:
     """The modules in the order to hand out: unrecorded ones first (in the order given), then by
-    weight, heaviest first."""
-    return sorted(modules, key=lambda m: (m in recorded, -weight(recorded.get(m, {}))))
+    their recorded seconds (all turns), longest first."""
+    return sorted(modules, key=lambda m: (m in recorded, -sum(recorded.get(m, {}).values())))
 
 
 # ------------------------------------------------------------------ the check, while tests run

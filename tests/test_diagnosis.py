@@ -87,6 +87,7 @@ def _get(url: str):
 
 
 @pytest.mark.process
+@pytest.mark.timing  # the live view must state it in the seconds between the knee's level ending and the run's end
 def test_the_live_view_states_the_diagnosis_once_there_is_a_knee_and_then_summary_json_s(tmp_path):
     """A web-UI run of the slot-bound profile, 2, 24 and 26 users: while only the 2-user level is
     final (met: no knee yet) the view states no diagnosis (it used to diagnose the highest level so

@@ -145,7 +145,7 @@ def test_an_alone_test_runs_while_no_other_test_does_a_timing_test_before_the_ot
         assert all(policies[f"side{i}"] == (19, 19) for i in range(6)), policies
 
 
-def test_modules_are_handed_out_unrecorded_first_then_longest_first_a_timing_second_counting_twice(tmp_path):
+def test_modules_are_handed_out_unrecorded_first_then_longest_first(tmp_path):
     """With one test process, the order the tests run in is the order pytest-xdist handed their
     modules out, under pytest.ini's own options: not its default (most tests first), but
     tests/conftest.py's (tests/durations.json)."""
@@ -158,8 +158,8 @@ def test_modules_are_handed_out_unrecorded_first_then_longest_first_a_timing_sec
             f"def test_{i}():\n    open({str(log)!r}, 'a').write({module!r} + '\\n')\n" for i in range(tests)))
     (tmp_path / "durations.json").write_text(json.dumps({"modules": {
         "tests/test_few_long.py": {"side": 30.0}, "tests/test_many.py": {"side": 5.0},
-        "tests/test_timing.py": {"side": 1.0, "timing": 20.0}}}))  # weights 30, 5, 41; test_new unrecorded
+        "tests/test_timing.py": {"side": 1.0, "timing": 20.0}}}))  # 30, 5 and 21 s; test_new unrecorded
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "1", "tests"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=240)  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:]
-    assert log.read_text().split() == ["new", "timing", "timing", "few_long", "many", "many", "many", "many"], out.stdout[-3000:]
+    assert log.read_text().split() == ["new", "few_long", "timing", "timing", "many", "many", "many", "many"], out.stdout[-3000:]
