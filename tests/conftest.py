@@ -49,7 +49,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if not declared(item):
             item.add_marker(pytest.mark.unit)
-    rank = {module: i for i, module in enumerate(longest_first(dict.fromkeys(_module(i) for i in items), _recorded()))}
+    modules = dict.fromkeys(_module(item) for item in items)  # in collection order, once each
+    rank = {module: place for place, module in enumerate(longest_first(modules, _recorded()))}
     items.sort(key=lambda item: rank[_module(item)])  # stable: a module's tests keep their order
 
 
