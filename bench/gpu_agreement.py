@@ -61,7 +61,7 @@ def prepare() -> None:
     (built with `tokenizers` alone: no torch needed here)."""
     import gpu_ramp
 
-    from tests.servers.model import build_tokenizer
+    from bench.servers.model import build_tokenizer
 
     wheels = CARRY / "wheels"
     if not wheels.is_dir() or len(list(wheels.glob("*.whl"))) < len(gpu_ramp.WHEELS):
@@ -89,10 +89,10 @@ def prepare() -> None:
 
 def write_prompts(out: Path, a) -> Path:
     """The workload file both clients use, and the first prompts of the suite's sampler with it."""
-    from tests.servers import harness
+    from bench.servers.workload import write_workload
     from workloads import Sampler, load_spec
 
-    workload = harness.write_workload(out / "workload.yaml", input_chars=a.input_chars, output_tokens=a.output_len, langs=["en"])
+    workload = write_workload(out / "workload.yaml", input_chars=a.input_chars, output_tokens=a.output_len, langs=["en"])
     sampler = Sampler(load_spec(str(workload)), a.seed)  # the suite's process 0 draws the same sequence
     prompts = [sampler.next().messages() for _ in range(a.requests)]
     path = out / "prompts.json"

@@ -11,7 +11,7 @@ Three steps, the first two here, the last on the lent GPU machine (python 3.12, 
 
 `device` builds a random-weight Llama of about 1 B parameters (hidden 2048, 20 layers, GQA 16/8
 heads of 128, MLP 5632, bf16) with the tiny model's byte-level BPE tokenizer, shaped like the tiny
-model so that it never ends a reply early (tests/servers/model.py): every reply runs to its
+model so that it never ends a reply early (bench/servers/model.py): every reply runs to its
 max_tokens, so the reference mix's output lengths are what the GPU generates. It serves it with
 `transformers serve --continuous-batching` on the GPU, then runs the suite from the machine's CPUs:
 
@@ -69,7 +69,7 @@ def log(msg: str) -> None:
 
 
 def prepare() -> None:
-    from tests.servers import venvs
+    from bench.servers import venvs
 
     wheels = CARRY / "wheels"
     shutil.rmtree(CARRY, ignore_errors=True)
@@ -101,7 +101,7 @@ def build_model(out: Path, tokenizer_dir: Path, size: str, device: str) -> dict:
     import torch
     from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from tests.servers.model import BAN, banned_ids
+    from bench.servers.model import BAN, banned_ids
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     if size == "1b":
@@ -122,7 +122,7 @@ def build_model(out: Path, tokenizer_dir: Path, size: str, device: str) -> dict:
         model = LlamaForCausalLM(config)
     hidden = dims["hidden_size"]
     banned = banned_ids(tok)
-    with torch.no_grad():  # the tiny model's shaping (tests/servers/model.py), scaled to this width
+    with torch.no_grad():  # the tiny model's shaping (bench/servers/model.py), scaled to this width
         emb = model.model.embed_tokens.weight
         emb.normal_(0.0, 1.0)
         emb[:, 0] = anchor
@@ -367,7 +367,7 @@ def main() -> int:
     if a.cmd == "smoke":
         a.extra = a.extra or ["--max-tokens-override", "16"]
         if a.server_python == sys.executable:
-            from tests.servers import venvs
+            from bench.servers import venvs
 
             a.server_python = str(venvs.ensure_venv("servers"))
     return device_flow(a)

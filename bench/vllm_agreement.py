@@ -24,7 +24,7 @@ definitions vllm bench uses (it reports TPOT and ITL the same way: per-request
 send to the last completion, as vllm bench's duration. Differences that remain are explained in
 bench/RESULTS.md ("Real servers").
 
-Needs .cache/venv-vllm and the tiny model (tests/servers/venvs.py builds both).
+Needs .cache/venv-vllm and the tiny model (bench/servers/venvs.py builds both).
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.servers import harness, venvs  # noqa: E402
+from bench.processes import free_port  # noqa: E402
+from bench.servers import launch, venvs  # noqa: E402
+from bench.servers.workload import write_workload  # noqa: E402
 
 OUT = ROOT / "results" / "vllm-agreement"
 VLLM_BENCH = (
@@ -74,7 +76,7 @@ def calibrate_input_chars(tokenizer_dir: Path, target_tokens: int, seed: int = 1
     tmp.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(20):
         mid = (lo + hi) // 2
-        harness.write_workload(tmp, input_chars=mid, output_tokens=1, langs=["en"])
+        write_workload(tmp, input_chars=mid, output_tokens=1, langs=["en"])
         sampler = Sampler(load_spec(str(tmp)), seed)
         mean = float(np.mean([len(tok.encode(sampler.next().user).ids) + overhead for _ in range(200)]))
         if abs(mean - target_tokens - overhead) < abs(best[1] - target_tokens - overhead):
@@ -214,15 +216,15 @@ def main() -> int:
     venvs.ensure_venv("vllm")
     OUT.mkdir(parents=True, exist_ok=True)
     chars, tokens = calibrate_input_chars(model_dir, a.input_len, a.seed)
-    workload = harness.write_workload(OUT / "workload.yaml", input_chars=chars, output_tokens=a.output_len, langs=["en"])
+    workload = write_workload(OUT / "workload.yaml", input_chars=chars, output_tokens=a.output_len, langs=["en"])
     print(f"workload: {chars} input chars = {tokens:.1f} prompt tokens on average (target {a.input_len} + template)", flush=True)
 
     server = None
     url = a.host
     if not url:
         # no prefix caching: vllm bench's random prompts share no prefix, the suite's template text does
-        server = harness.vllm(model_dir, threads=a.threads, max_num_seqs=max(16, a.concurrency), cpus=a.server_cpus,
-                              extra=["--no-enable-prefix-caching"]).start(timeout=600)  # fmt: skip
+        server = launch.vllm(model_dir, free_port(), threads=a.threads, max_num_seqs=max(16, a.concurrency),
+                             cpus=a.server_cpus, extra=["--no-enable-prefix-caching"]).start(timeout=600)  # fmt: skip
         url = server.url
         print(f"vLLM ready in {server.ready_s:.1f} s at {url}", flush=True)
     try:

@@ -1,21 +1,23 @@
 """The built-in simulator as the default target: started when no --host is given.
 
 It runs as its own process (`python -m simulator`) on a free 127.0.0.1 port, so its CPU time is
-not the load generator's, and it is stopped when the run's process exits.
+not the load generator's, and it is stopped when the run's process exits. Its output goes to a
+log file in the temporary folder; the line it prints when it listens gives its address.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import subprocess
 import sys
 import tempfile
 
-import gevent
+from core.server_process import ServerProcess, ServerStartError
 
 START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 5.0
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+READY_LINE = r"listening on (?P<url>\S+)"  # "simulator listening on http://HOST:PORT profile=NAME"
 
 
 class EmbeddedSimulator:
@@ -24,30 +26,19 @@ class EmbeddedSimulator:
         address in the web form stays right."""
         self.profile = profile
         cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port), "--profile", profile]
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="simulator-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(
-            cmd + (extra_args or []), cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log, text=True
-        )
+        fd, log_path = tempfile.mkstemp(prefix="simulator-", suffix=".log")
+        os.close(fd)
+        self.server = ServerProcess(cmd + (extra_args or []), log_path, name="the simulator", cwd=ROOT,
+                                    ready_line=READY_LINE, stop_timeout=STOP_TIMEOUT_S)  # fmt: skip
         atexit.register(self.stop)
-        self.url = self._read_url()
+        try:
+            self.server.start(START_TIMEOUT_S)
+        except ServerStartError as e:
+            # the simulator's own one-line error (a bad profile, a port in use) is its log's last line
+            lines = e.log_tail.strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"the simulator did not start within {START_TIMEOUT_S:g}s") from None
+        self.url = self.server.url
         self.port = int(self.url.rsplit(":", 1)[1])
-        gevent.spawn(self.proc.stdout.read)  # keep its stdout drained so it never blocks on a full pipe
-
-    def _read_url(self) -> str:
-        line = ""
-        with gevent.Timeout(START_TIMEOUT_S, False):
-            line = self.proc.stdout.readline()  # "simulator listening on http://HOST:PORT profile=NAME"
-        if "listening on " not in line:
-            self.stop()
-            self.log.seek(0)
-            err = self.log.read().strip().splitlines()
-            raise RuntimeError(err[-1] if err else f"the simulator did not start within {START_TIMEOUT_S:g}s")
-        return line.split("listening on ", 1)[1].split()[0]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        self.server.stop()

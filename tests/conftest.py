@@ -36,7 +36,7 @@ def kind_of(argv) -> str:
         return "containers"
     if any(n.startswith("chrom") or n == "headless_shell" for n in names):
         return "browser"
-    if any("/.cache/venv-" in w for w in words):  # tests/servers/venvs.py: the real servers' own venvs
+    if any("/.cache/venv-" in w for w in words):  # bench/servers/venvs.py: the real servers' own venvs
         return "servers"
     return "process"
 

@@ -125,7 +125,7 @@ def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path)
     trace and counted with its own tokenizer, the second could not start and the run ended (exit 4)."""
     from pathlib import Path
 
-    from tests.servers.model import build_tokenizer
+    from bench.servers.model import build_tokenizer
     from tests.test_run_start import byte_tokenizer
     from tests.test_sessions import CaptureServer
     from transformers import AutoTokenizer

@@ -13,14 +13,15 @@ llama.cpp closes about one kept-alive connection in ten the moment a request arr
 client sends those once more (records marked `resent`), and the counters matching the records
 shows the server ran none of them twice.
 
-Needs .cache/venv-servers (tests/servers/venvs.py; .ci/run builds it, else the first test does).
+Needs .cache/venv-servers (bench/servers/venvs.py; .ci/run builds it, else the first test does).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.servers import checks, harness, venvs
+from bench.servers import venvs
+from tests.servers import checks, harness
 
 pytestmark = [pytest.mark.servers, pytest.mark.timeout(900)]
 

@@ -4,7 +4,7 @@ transformers serve never sends `data: [DONE]` (a finish_reason ends its streams)
 usage on the last chunk, rejects unknown fields such as `ignore_eos` with HTTP 422, and needs the
 exact served model id (its /v1/models fails without a hub cache, so --model is given). It has no
 /metrics: the checks are the records against usage and the pinned length. The tiny model's
-weights are shaped so that it never emits end-of-sequence (tests/servers/model.py), which pins
+weights are shaped so that it never emits end-of-sequence (bench/servers/model.py), which pins
 the output length without ignore_eos.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.servers import checks, harness, venvs
+from bench.servers import venvs
+from tests.servers import checks, harness
 
 pytestmark = [pytest.mark.servers, pytest.mark.timeout(900)]
 

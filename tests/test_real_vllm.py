@@ -33,7 +33,8 @@ import os
 import numpy as np
 import pytest
 
-from tests.servers import checks, harness, venvs
+from bench.servers import venvs
+from tests.servers import checks, harness
 
 pytestmark = [
     pytest.mark.servers,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.servers.model import build_tokenizer
 from metrics.record import RequestRecord
 from metrics.sse import parse_stream
 from metrics.timing import fill_record
 from workloads.tokenizer import read_tokenizer
 from tests.helpers import ROOT, read_results, run_locust, simulator
-from tests.servers.model import build_tokenizer
 from tests.test_sse_reader import END, HEAD, chunked, content, run_script, sse
 
 

@@ -1,13 +1,13 @@
 """Run llama.cpp's own `convert_hf_to_gguf.py` on the tiny model (servers venv).
 
-    python tests/servers/gguf_convert.py CONVERTER_DIR MODEL_DIR OUT.gguf
+    python bench/servers/gguf_convert.py CONVERTER_DIR MODEL_DIR OUT.gguf
 
 CONVERTER_DIR holds `convert_hf_to_gguf.py`, its `conversion/` package and `gguf-py/`, extracted
-from the llama-cpp-python source package (tests/servers/venvs.py does that). The converter names
+from the llama-cpp-python source package (bench/servers/venvs.py does that). The converter names
 a BPE tokenizer's pre-tokenizer by hashing how it splits a fixed test string, and knows only the
 hashes of published models; for any newly trained vocabulary it stops with "BPE pre-tokenizer was
 not recognized". Registering a new hash is what llama.cpp's `convert_hf_to_gguf_update.py` does
-for published models; here the answer is known by construction: tests/servers/model.py trains its
+for published models; here the answer is known by construction: bench/servers/model.py trains its
 tokenizer with the GPT-2 byte-level pre-tokenizer (GPT-2's split regex), which llama.cpp calls
 "gpt-2". So this runner answers that one lookup and leaves the rest of the conversion unchanged.
 """

@@ -22,7 +22,7 @@ greedy or sampled decoding alike, whatever the server's flags:
 So every reply runs to max_tokens, and every generated token is complete ASCII text (one token
 never ends inside a UTF-8 sequence). The rest of the logits stay random: replies are varied text.
 
-Run with the servers venv (torch + transformers):  python tests/servers/model.py OUT_DIR
+Run with the servers venv (torch + transformers):  python bench/servers/model.py OUT_DIR
 """
 
 from __future__ import annotations

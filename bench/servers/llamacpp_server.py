@@ -1,6 +1,6 @@
 """llama.cpp's HTTP server from the prebuilt `xllamacpp` wheel, as a process of its own.
 
-    python tests/servers/llamacpp_server.py MODEL.gguf PORT [--parallel N] [--threads N] [--alias NAME]
+    python bench/servers/llamacpp_server.py MODEL.gguf PORT [--parallel N] [--threads N] [--alias NAME]
 
 xllamacpp's `Server(params)` starts llama.cpp's own server (the one `llama-server` runs: OpenAI
 endpoints, SSE with [DONE], `/health`, `/metrics`) on a background thread of this process; this
