@@ -123,8 +123,8 @@ def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=ST
     """A results folder as the suite writes it: requests.parquet, summary.json, run.json; returns
     the summary (metrics.schema.Summary)."""
     from core.files import write_json
-    from metrics.run_info import RunInfo
-    from plugin.run_info import package_versions
+    from runfolder.run_info import RunInfo
+    from runfolder.provenance import package_versions
     from metrics.summary import summarize
 
     os.makedirs(folder, exist_ok=True)

@@ -41,7 +41,7 @@ def write_json(path: str, data: Any) -> None:
 
 def file_digest(path: str) -> dict:
     """A file's size and SHA-256, read in blocks: what a results folder records of its records file
-    so that a reader can refuse a damaged copy instead of reading wrong values (reports/data.py)."""
+    so that a reader can refuse a damaged copy instead of reading wrong values (runfolder/reading.py)."""
     import hashlib
 
     h = hashlib.sha256()

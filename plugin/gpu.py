@@ -42,7 +42,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.errors import InputError
 from metrics.gpu import COLUMNS, FILE_NAME, gpu_section
-from plugin.server_metrics import describe_error, public_url
+from core.urls import public_url
+from plugin.server_metrics import describe_error
 from plugin.state import Plugin
 
 log = logging.getLogger("llm.gpu")

@@ -33,6 +33,7 @@ from core.fields import Count, Duration, Names, Percent, Port, PositiveCount, Po
 from core.validation import FieldError, build
 from metrics.slo import Objective, parse_slo
 from shapes.steps import parse_steps
+from workloads.endpoints import EndpointName
 
 # Failure classes a retry may follow: those known from the HTTP exchange alone, before the body is
 # parsed (the user decides right after the stream ends, without parsing it).
@@ -93,7 +94,7 @@ class Options(BaseModel):
     # -- target and model
     model: Text = option("", "Model id to request; empty = the first id from /v1/models", TARGET)
     sim_profile: Text = option("v100-7b-tp8", "Profile of the built-in simulator used when no --host is given", TARGET)
-    endpoint: Literal["chat", "completions", "responses", "embeddings", "rerank"] = option(
+    endpoint: EndpointName = option(
         "chat", "chat = /v1/chat/completions, completions = /v1/completions, responses = /v1/responses (streamed typed "
         "events), embeddings = /v1/embeddings, rerank = /v1/rerank (these two: latency, inputs or documents per "
         "request and input tokens/s, no TTFT)", TARGET)
@@ -219,7 +220,7 @@ class Options(BaseModel):
     @field_validator("server_metrics")
     @classmethod
     def _urls(cls, value):
-        from plugin.server_metrics import public_url
+        from core.urls import public_url
 
         for url in value:
             parts = urlsplit(url)
@@ -230,7 +231,7 @@ class Options(BaseModel):
     @field_validator("gpu_telemetry")
     @classmethod
     def _gpu_source(cls, value):
-        from plugin.server_metrics import public_url
+        from core.urls import public_url
 
         value = value.strip()
         if value and value != "nvidia-smi":
@@ -361,7 +362,7 @@ def check_host(host: str) -> str:
 
 def public_options(parsed_options) -> dict:
     """Every option value that may be written down: secrets removed, not masked."""
-    from plugin.server_metrics import public_url
+    from core.urls import public_url
 
     out = {}
     for key, value in sorted(vars(parsed_options).items()):

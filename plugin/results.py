@@ -6,11 +6,11 @@ results/<run-id>/
                      ROOM_BYTES / 2 of rows)
   run.json           options without secrets, package versions, workload hash, start/end, workers
   summary.json       metrics/summary.py, written at the end
-  .lock              the writing run holds an OS lock on it (plugin/results_folder.py), released when it ends
+  .lock              the writing run holds an OS lock on it (runfolder/ownership.py), released when it ends
 
 Every flush is a whole Parquet file of its own, written under a temporary name and renamed, so
 whatever was flushed stays readable when the process dies (kill -9, out of memory, a power cut
-of the process): `recover(folder)` (plugin/recovery.py; `python -m reports build FOLDER` calls it) turns the parts
+of the process): `recover(folder)` (runfolder/recovery.py; `python -m reports build FOLDER` calls it) turns the parts
 into requests.parquet and a summary.json marked `complete: false`. At a clean end the parts are
 joined into requests.parquet (row group by row group: never all records in memory) and removed.
 
@@ -20,7 +20,7 @@ finisher of a local run) waits while more than ROOM_BYTES of rows wait to be wri
 
 A write that fails (disk full, permissions) is logged at once as an error; the rows stay in memory
 and every later flush tries again, so that what is held is written once space comes back. Memory
-is bounded: at most LLM_RESULTS_UNWRITTEN_LIMIT (plugin/results_memory.py: 512MB, by `row_bytes`) of records
+is bounded: at most LLM_RESULTS_UNWRITTEN_LIMIT (runfolder/unwritten.py: 512MB, by `row_bytes`) of records
 wait to be written; records handed over beyond it are dropped and counted, and the end of the run
 says exactly how many. If records still cannot be written at the end, or any were dropped, the
 summary is computed from what is on disk plus what is in memory, the console table is printed from
@@ -43,12 +43,13 @@ import pyarrow.parquet as pq
 from core.files import write_json
 from core.sizes import format_size
 from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
-from metrics.run_info import RunInfo
+from runfolder.run_info import RunInfo
 from plugin import exit_codes
-from plugin.record_files import PARTS, RECORDS, join_parts, os_reason, read_parts, read_records, records_check
-from plugin.results_folder import claim_folder, unlock_folder
-from plugin.results_memory import UNWRITTEN_LIMIT_ENV, row_bytes, unwritten_limit
-from plugin.run_info import package_versions, public_argv
+from runfolder.records import PARTS, RECORDS, join_parts, os_reason, read_parts, read_records, records_check
+from runfolder.ownership import claim_folder, unlock_folder
+from runfolder.unwritten import UNWRITTEN_LIMIT_ENV, row_bytes, unwritten_limit
+from runfolder.provenance import package_versions, public_argv
+from runfolder.layout import RUN, SUMMARY
 
 log = logging.getLogger("llm")
 
@@ -92,7 +93,7 @@ class ResultsWriter:
         self.on_rows = None  # called with every batch of rows as it arrives
         self.write_error: str | None = None  # the last write that failed; None once one succeeds again
         self.not_written: list[str] = []  # at the end: what could not be written
-        write_json(os.path.join(self.path, "run.json"), self.info.dump())
+        write_json(os.path.join(self.path, RUN), self.info.dump())
         # Parts are written by a greenlet of the writer's own: whoever hands rows over (the
         # finisher of a local run, the master's message handler) never blocks on a write, and a
         # greenlet killed as the run stops cannot take rows with it or leave a write half done.
@@ -306,7 +307,7 @@ class ResultsWriter:
             self.info.records_not_written = missing
         info = self.info
         info.ended_at, info.complete, info.reason, info.records = time.time(), complete, reason, self.rows_written
-        for name, data in (("summary.json", summary.model_dump()), ("run.json", info.dump())):
+        for name, data in ((SUMMARY, summary.model_dump()), (RUN, info.dump())):
             try:
                 write_json(os.path.join(self.path, name), data)
             except OSError as e:

@@ -10,18 +10,18 @@ import logging
 import time
 
 from core.errors import InputError
-from metrics.run_info import RunInfo
+from runfolder.run_info import RunInfo
 from metrics.schema import Summary
 from plugin import exit_codes, gpu
 from plugin.context import load_workload
 from plugin.options import check_host, public_options
 from plugin.plan import RunPlan
-from plugin.run_info import suite_version
+from runfolder.provenance import suite_version
 from plugin.run_start import RunInputs, off_loop
 from plugin.results import ResultsWriter
-from plugin.results_folder import check_folder, new_run_id, reserve_folder
+from runfolder.ownership import check_folder, new_run_id, reserve_folder
 from plugin.server import check_server
-from plugin.server_metrics import public_url
+from core.urls import public_url
 from plugin.state import role_of, state_of
 from workloads.tokenizer import read_tokenizer
 

@@ -19,7 +19,7 @@ from geventhttpclient import HTTPClient
 
 from core.errors import InputError
 from plugin.plan import RunPlan
-from plugin.server_metrics import public_url
+from core.urls import public_url
 
 log = logging.getLogger("llm")
 

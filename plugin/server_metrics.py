@@ -37,24 +37,24 @@ import json
 import logging
 import math
 import os
-import re
 import time
 import urllib.error
 import urllib.request
-from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.urls import public_url
 from metrics.diagnosis import METRIC_NAMES as DIAGNOSIS_METRICS
 from metrics.record import FIELD_NAMES
 from plugin.state import Plugin
+from runfolder.layout import SERVER_METRICS
 
 log = logging.getLogger("llm.server_metrics")
 
-FILE_NAME = "server_metrics.parquet"
+FILE_NAME = SERVER_METRICS
 SCHEMA = pa.schema(
     [
         ("timestamp", pa.float64()),
@@ -91,26 +91,6 @@ def canonical(name: str) -> str:
         if base in ALIASES:
             return ALIASES[base] + suffix
     return name
-
-
-_USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
-
-
-def without_credentials(text: str) -> str:
-    """Free text (a command line) with every URL's user:password@ left out."""
-    return _USERINFO.sub(r"\1", text)
-
-
-def public_url(url: str) -> str:
-    """The URL without user:password@, as written to results and logs."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def parse_text(text: str, now: float, source: str) -> tuple[list[tuple], dict[str, float]]:

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.errors import InputError
 from metrics.schema.run_setup import LoadSetup, Setup
 from plugin.server import get_with_headers
-from plugin.server_metrics import public_url
+from core.urls import public_url
 from plugin.state import Plugin
 
 log = logging.getLogger("llm")

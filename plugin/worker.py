@@ -20,7 +20,7 @@ from plugin import exit_codes, run_start
 from plugin.context import RunContext
 from plugin.finisher import Finisher
 from plugin.plan import RunPlan
-from plugin.record_files import write_unshipped
+from runfolder.records import write_unshipped
 from plugin.shipping import WorkerShipper
 from plugin.state import SuiteState, state_of
 

@@ -23,12 +23,14 @@ from core.files import write_atomic
 from metrics.gpu import read_readings
 from metrics.schema import Summary, as_summary
 from metrics.schema.figures import Step
-from reports import data as D
+from reports import summary_text
+from runfolder import reading as D
 from reports import series as S
 from reports import rows as R
-from reports.formatting import auto, utc
+from core.numbers import auto, utc
 from reports.report_model import ChartGroup
 from reports.svg import CSS, PALETTE, Chart, Ref, Series, render, render_bars, render_stacked
+from runfolder.layout import REPORT_HTML, REPORT_MD
 
 LATENCY_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E latency"))
 
@@ -77,12 +79,12 @@ def step_charts(summary: Summary) -> list[str]:
     ]  # fmt: skip
     ttft = [s("TTFT p50", lambda st: st.ttft_ms.p50), s("TTFT p95", lambda st: st.ttft_ms.p95),
             s("TTFT mean", lambda st: st.ttft_ms.mean, dash=True)]  # fmt: skip
-    refs = list(refs_x) + [Ref("y", thr, f"SLO ttft.{stat} < {thr:,.0f} ms") for stat, thr in D.slo_threshold_ms(summary, "ttft")]
+    refs = list(refs_x) + [Ref("y", thr, f"SLO ttft.{stat} < {thr:,.0f} ms") for stat, thr in summary_text.slo_threshold_ms(summary, "ttft")]
     charts.append(render(Chart("step_ttft", "TTFT P50/P95 by load step, with the SLO and the capacity point",
                                "users (concurrent)", "TTFT (ms)", ttft, refs=refs)))
     for key, label in (("tpot", "TPOT"), ("e2e", "E2E latency")):
         ser = [s(f"{label} p50", lambda st, k=key: st.latency(k).p50), s(f"{label} p95", lambda st, k=key: st.latency(k).p95)]
-        refs = list(refs_x) + [Ref("y", thr, f"SLO {key}.{stat} < {thr:,.1f} ms") for stat, thr in D.slo_threshold_ms(summary, key)]
+        refs = list(refs_x) + [Ref("y", thr, f"SLO {key}.{stat} < {thr:,.1f} ms") for stat, thr in summary_text.slo_threshold_ms(summary, key)]
         charts.append(render(Chart(f"step_{key}", f"{label} P50/P95 by load step", "users (concurrent)", f"{label} (ms)",
                                    ser, refs=refs)))
     return charts
@@ -117,7 +119,7 @@ def time_charts(run: D.RunData, grid: S.TimeGrid) -> list[str]:
 
     charts = [
         chart("ttft_over_time", "TTFT over time (P50, P95)", "TTFT (ms)", [lat("TTFT p50", "ttft_p50"), lat("TTFT p95", "ttft_p95")],
-              refs=[Ref("y", thr, f"SLO ttft.{stat}") for stat, thr in D.slo_threshold_ms(run.summary, "ttft")]),
+              refs=[Ref("y", thr, f"SLO ttft.{stat}") for stat, thr in summary_text.slo_threshold_ms(run.summary, "ttft")]),
         chart("tpot_over_time", "TPOT over time (P50, P95)", "TPOT (ms per token)", [lat("TPOT p50", "tpot_p50"), lat("TPOT p95", "tpot_p95")]),
         chart("e2e_over_time", "End-to-end latency over time (P50, P95)", "E2E latency (ms)",
               [lat("E2E p50", "e2e_p50"), lat("E2E p95", "e2e_p95")]),
@@ -210,7 +212,7 @@ GPU_CHARTS = [("gpu_util", "GPU utilisation", "GPU utilisation (%)", "utilizatio
               ("gpu_power", "GPU power draw", "power (W)", "power_w")]  # fmt: skip
 
 
-def gpu_charts(run: D.RunData, grid: D.TimeGrid, common: dict, rng: Series) -> list[str]:
+def gpu_charts(run: D.RunData, grid: S.TimeGrid, common: dict, rng: Series) -> list[str]:
     """Each GPU's utilisation and power over time, from gpu_telemetry.parquet (--gpu-telemetry)."""
     readings = read_readings(run.path)
     if readings is None or readings.empty:
@@ -321,8 +323,8 @@ class Format:
 
 # The report formats, by name: each renders the same reports.report_model.Report.
 FORMATS: dict[str, Format] = {
-    "html": Format("report.html", "report.html.j2"),
-    "md": Format("report.md", "report.md.j2"),
+    "html": Format(REPORT_HTML, "report.html.j2"),
+    "md": Format(REPORT_MD, "report.md.j2"),
 }
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")

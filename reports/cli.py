@@ -21,7 +21,7 @@ import sys
 
 from core.errors import InputError
 from metrics.schema import Summary
-from reports.data import load_run
+from runfolder.reading import load_run
 
 
 def show_text(summary: Summary) -> str:
@@ -38,10 +38,10 @@ def recover_if_unfinished(run_dir: str) -> None:
     """A folder whose writer stopped before the end (killed, crashed) holds the records it flushed
     as part files and no summary.json, or parts and a summary that says it is incomplete (a full
     disk): make requests.parquet and summary.json from them first; so too when a worker's file of
-    unshipped records was copied in (plugin/recovery.py recover). A folder a run is writing now
+    unshipped records was copied in (runfolder/recovery.py recover). A folder a run is writing now
     (it holds the folder's lock) is refused."""
-    from plugin.recovery import needs_recovery, recover
-    from plugin.results_folder import is_locked
+    from runfolder.recovery import needs_recovery, recover
+    from runfolder.ownership import is_locked
 
     if is_locked(run_dir):
         raise InputError(f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser(
         "compare", help="compare two runs; exit 1 on a regression named by --fail-on",
         description="Side-by-side metrics of two results folders (overall, per class, per load step), deltas, and "
-        "bootstrap confidence intervals of each delta (time blocks resampled, see reports/compare.py). Writes "
+        "bootstrap confidence intervals of each delta (time blocks resampled, see stats/comparison.py). Writes "
         "compare.md and compare.json into NEW (or --out). Exit 0: no rule failed; 1: a regression; 2: a usage error.",
     )  # fmt: skip
     pl = sub.add_parser("plan", help="the capacity in the deployment's terms, and replicas for a target traffic",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from reports.data import RunData
+from runfolder.reading import RunData
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,31 +1,5 @@
-"""`python -m reports compare BASE NEW`: side-by-side metrics, deltas, and whether they are beyond noise.
-
-Values are exact, computed from the per-request records as metrics/summary.py computes them (the
-same window, the same `distribution` function; a load step's percentiles are order statistics,
-as its by_step block's, while their bootstrap replicates below interpolate as every scope's do). Whether a difference is beyond noise is decided by
-a bootstrap confidence interval of the difference (NEW - BASE), which is "significant" only when
-it excludes 0.
-
-The bootstrap resamples *time blocks*, not single requests: the measurement window (of the run,
-or of a load step) is cut into K equal blocks, and each of B resamples (default 1000, seeded)
-draws K blocks with replacement (multinomial weights). A statistic of a resample is the statistic
-of the records in the drawn blocks, weighted by how often each block was drawn. Requests close in
-time share the server's state (queue, batch), so their latencies are correlated; whole blocks keep
-that correlation inside the resample and give honest (wider) intervals than resampling requests.
-The same method serves every metric:
-
-  latency percentiles  weighted quantile ('linear', as numpy) of the drawn blocks' values; values
-                       are sorted once and, above 20000 values, grouped into 20000 groups of
-                       consecutive ranks (the interval's precision, never the reported value)
-  latency mean         weighted mean
-  ITL                  every gap belongs to its request's block (gaps of one request stay together)
-  throughput           completions per block by completion time, tokens per block by arrival
-                       (as summary.json counts them); a resample's rate is its total over the
-                       window length
-  error_rate           failed / ended requests of the drawn blocks
-
-Both runs are resampled independently; the interval is the central `confidence` range of the B
-differences (percentile method).
+"""`python -m reports compare BASE NEW`: side-by-side metrics, deltas, and whether they are beyond
+noise, by the block bootstrap of stats/comparison.py (its docstring states the method).
 """
 
 from __future__ import annotations
@@ -38,10 +12,11 @@ import numpy as np
 
 from core.errors import InputError
 from core.files import write_atomic
-from reports.block_bootstrap import METRIC_NAMES, UNITS, measure, prepare, scopes
 from reports.comparable import differences
 from reports.compare_gpu import gpu_comparison, gpu_console, gpu_markdown
-from reports.data import client_warning
+from reports.summary_text import client_warning
+from stats.block_bootstrap import METRIC_NAMES, UNITS, measure, prepare, scopes
+from stats.comparison import difference, interval, percent_change
 from reports.fail_on import Rule, judge, parse_rules
 from reports.junit import Case, write_junit
 
@@ -76,7 +51,7 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
     result = {
         "base": {"path": base.run.path, "run_id": base.run.run_id},
         "new": {"path": new.run.path, "run_id": new.run.run_id},
-        "method": {"bootstrap": "time blocks (see reports/compare.py)", "resamples": resamples, "seed": seed,
+        "method": {"bootstrap": "time blocks (see stats/comparison.py)", "resamples": resamples, "seed": seed,
                    "confidence": confidence, "significant": "the confidence interval of new - base excludes 0"},
         "differences": differ,
         "scopes": [],
@@ -95,31 +70,15 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
             va, ra = ma[metric]
             vb, rb = mb[metric]
             row = {"metric": metric, "unit": UNITS[metric], "base": va, "new": vb, "delta": None, "delta_pct": None,
-                   "ci": [None, None], "significant": False, "base_ci": _ci(ra, alpha), "new_ci": _ci(rb, alpha)}  # fmt: skip
+                   "ci": [None, None], "significant": False, "base_ci": interval(ra, alpha), "new_ci": interval(rb, alpha)}  # fmt: skip
             if va is not None and vb is not None:
                 row["delta"] = vb - va
-                row["delta_pct"] = _pct(va, vb)
-                d = rb - ra
-                d = d[np.isfinite(d)]
-                if d.size >= 0.9 * resamples:  # too many empty resamples: no interval
-                    lo, hi = np.percentile(d, [alpha, 100 - alpha])
-                    row["ci"] = [float(lo), float(hi)]
-                    row["significant"] = bool(lo > 0 or hi < 0)
+                row["delta_pct"] = percent_change(va, vb)
+                row["ci"], row["significant"] = difference(ra, rb, alpha)
             rows.append(row)
         result["scopes"].append({"scope": key, "label": b.label, "blocks": [ka, kb],
                                  "requests": [int(a.select.sum()), int(b.select.sum())], "metrics": rows})
     return result
-
-
-def _ci(reps: np.ndarray, alpha: float) -> list:
-    r = reps[np.isfinite(reps)]
-    return [float(x) for x in np.percentile(r, [alpha, 100 - alpha])] if r.size else [None, None]
-
-
-def _pct(a: float, b: float) -> float | None:
-    if a == 0:
-        return 0.0 if b == 0 else (math.inf if b > 0 else -math.inf)
-    return (b - a) / abs(a) * 100.0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from core.errors import InputError
-from reports.block_bootstrap import LATENCY
+from stats.block_bootstrap import LATENCY
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ from metrics.record import NOT_SERVER_FAILURES
 from metrics.verdict import judged_on
 from metrics.schema import Summary
 from metrics.schema.figures import Step
-from reports import data as D
-from reports.formatting import auto, fmt, utc
+from reports import summary_text
+from runfolder import reading as D
+from core.numbers import auto, fmt, utc
 from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells, verdict
 
 
@@ -156,15 +157,15 @@ def error_details(run: D.RunData) -> dict[str, str]:
 def extra_section(key: str, obj) -> Extra:
     """A section we have no special view for (a plugin's workers, client_bound, ...)."""
     if isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
-        rows = [D.flatten(x) for x in obj[:200]]
+        rows = [summary_text.flatten(x) for x in obj[:200]]
         keys = list(dict.fromkeys(k for r in rows for k in r))[:24]
         return Extra(key, Table(keys, [cells(*(auto(r.get(k)) for k in keys)) for r in rows]))
     if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):  # e.g. workers by id
-        rows = {str(k): D.flatten(v) for k, v in list(obj.items())[:200]}
+        rows = {str(k): summary_text.flatten(v) for k, v in list(obj.items())[:200]}
         keys = list(dict.fromkeys(k for r in rows.values() for k in r))[:24]
         return Extra(key, Table([key] + keys, [cells(name, *(auto(r.get(k)) for k in keys)) for name, r in rows.items()]))
     if isinstance(obj, dict):
-        flat = D.flatten(obj)
+        flat = summary_text.flatten(obj)
         return Extra(key, Table(["field", "value"], [cells(k, auto(v)) for k, v in list(flat.items())[:200]], left=2))
     return Extra(key, text=auto(obj))
 
@@ -220,7 +221,7 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
         rows.append(("workload", f"{wl.name or wl.path} hash {wl.hash[:12]}".strip()))
     if summary.note:
         rows.append(("note", summary.note))
-    connect = D.connection_setup(run)
+    connect = summary_text.connection_setup(run)
     if connect:
         rows.append(("connection setup", connect))
     return rows
@@ -292,7 +293,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         header=header(run),
         complete=s.complete,
         reason=s.reason or "",
-        warning=D.client_warning(s),
+        warning=summary_text.client_warning(s),
         capacity=s.capacity.sentence if s.capacity is not None else "",
         **knee(run),
         slo_passed=s.slo.passed if s.slo is not None else None,

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 from metrics.percentiles import percentile_by_group
 from metrics.record import NOT_SERVER_FAILURES
-from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
-from reports.data import RunData
+from metrics.timing import pooled_itl
+from runfolder.reading import RunData, tokens_by_interval
 
 NICE_BINS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 
@@ -97,14 +97,6 @@ def time_grid(run: RunData) -> TimeGrid:
     end = float(np.nanmax(done)) if done.size else run.t0 + 1.0
     end = max(end, run.window[1])
     return grid_for(run.t0, end - run.t0)
-
-
-def tokens_by_interval(run: RunData, edges: np.ndarray, group: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(output, prompt) tokens of the run's records in `group` that arrived in each interval of
-    `edges`, as summary.json counts them (metrics.timing.arrived_tokens: successful requests and
-    those still streaming at the end, each token where it arrived)."""
-    columns, counted = arrival_inputs(run.df)
-    return arrived_tokens(edges, *columns, run.chunk_times, counted & group)
 
 
 def over_time(run: RunData, grid: TimeGrid) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from plugin import exit_codes
-from plugin.results_memory import UNWRITTEN_LIMIT_ENV
+from runfolder.unwritten import UNWRITTEN_LIMIT_ENV
 from tests.edges import ended, kill_all, launch, record_ids, slow_profile, summary_of, truth_ids
 from tests.helpers import simulator
 

@@ -17,11 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.errors import InputError
-from metrics.run_info import RunInfo
+from runfolder.run_info import RunInfo
 from metrics.summary import summarize
-from plugin import exit_codes, results_folder, results_memory
+from plugin import exit_codes
+from runfolder import ownership as results_folder, unwritten as results_memory
 from plugin.results import ResultsWriter
-from plugin.results_memory import row_bytes
+from runfolder.unwritten import row_bytes
 from metrics.record import RequestRecord
 from tests.edges import fill, record_ids, reports, run_on_a_full_disk
 from tests.test_edges_results import LOAD, small_disk  # noqa: F401  small_disk: the tmpfs fixture

@@ -17,12 +17,15 @@ from tests.helpers import ROOT
 # Lowest first. A module belongs to the longest prefix named here.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("core",)),  # values, durations, the one bad-input error, text helpers
-    ("pure", ("metrics", "workloads", "simulator", "shapes", "users")),  # no Locust; users/ is the plain client
+    # no Locust; users/ is the plain client, targets/ the backends it spreads load over, runfolder/ the
+    # results folder's format (written, recovered, read), stats/ the statistics over measurements
+    ("pure", ("metrics", "workloads", "simulator", "shapes", "users", "targets", "runfolder", "stats")),
     ("plugin", ("plugin",)),  # everything that plugs into Locust: hooks, options, run plan, load models, users, ...
     ("outputs", ("reports", "webui")),  # reports and the web UI's LLM view
+    ("planning", ("sweeps",)),  # runs of runs: sweeps of server settings, A/B of one change
     ("entry", ("locustfile", "bench")),
 ]
-LOCUST_FREE = ("core", "metrics", "workloads", "simulator", "shapes", "users")
+LOCUST_FREE = ("core", "metrics", "workloads", "simulator", "shapes", "users", "targets", "runfolder", "stats")
 PACKAGES = sorted({p.split(".")[0] for _, prefixes in LAYERS for p in prefixes})
 
 

@@ -281,7 +281,7 @@ def test_class_qualified_and_absolute_rules(runs, tmp_path):
 
 def test_bootstrap_quantiles_equal_brute_force_resampling():
     """boot_quantiles gives exactly numpy's percentile of the explicitly resampled blocks."""
-    from reports.block_bootstrap import boot_quantiles
+    from stats.block_bootstrap import boot_quantiles
 
     rng = np.random.default_rng(3)
     values = np.sort(rng.lognormal(0, 1, 3000))
@@ -427,7 +427,7 @@ def test_a_failed_build_logs_and_keeps_the_results(tmp_path, caplog):
 def test_in_flight_equals_brute_force(tmp_path):
     """The vectorised in-flight mean and peak per bin against a direct count on a fine grid."""
     from bench.report_scale import synth_table, write_run
-    from reports import data as D
+    from runfolder import reading as D
     from reports import series as S
 
     t0 = 1_700_000_000.0
@@ -639,7 +639,7 @@ def test_throughput_charts_end_without_a_spike(tmp_path):
     (86 or 1,611 requests/s over a real 1-2): it joins the bin before."""
     from bench.report_scale import write_run
     from metrics.record import RequestRecord, rows_to_table
-    from reports import data as D
+    from runfolder import reading as D
     from reports import series as S
 
     t0 = 1_700_000_000.0

@@ -18,9 +18,10 @@ from gevent import monkey
 
 import locust  # noqa: F401  patches the standard library like a real run
 from metrics.record import RequestRecord
-from metrics.run_info import RunInfo
+from runfolder.run_info import RunInfo
 from metrics.summary import summarize
-from plugin import results, results_memory
+from plugin import results
+from runfolder import unwritten as results_memory
 from plugin.results import ResultsWriter
 
 _real_sleep = monkey.get_original("time", "sleep")
@@ -90,7 +91,7 @@ def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_pa
 
 
 def test_run_json_is_written_from_the_one_model_that_reads_it(tmp_path):
-    """run.json is a RunInfo (metrics/run_info.py) as the run starts, with only the start's keys,
+    """run.json is a RunInfo (runfolder/run_info.py) as the run starts, with only the start's keys,
     and completed at the end; what the reports read back is the model the writer wrote."""
     info = RunInfo(host="http://127.0.0.1:9", role="local", options={"num_users": 3},
                    plan={"model": "m", "warmup_s": 2.0, "load": {"kind": "steps", "levels": [1, 2]}, "seed": 7},

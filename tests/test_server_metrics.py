@@ -17,8 +17,8 @@ from plugin.server_metrics import (
     canonical,
     increase,
     parse_text,
-    public_url,
 )
+from core.urls import public_url
 from tests.test_prometheus import _rec, free_port, locust, simulator, tail, wait_exit  # noqa: F401 (fixture)
 
 VLLM_OLD = """\

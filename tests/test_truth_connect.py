@@ -84,7 +84,7 @@ def test_a_kept_alive_connection_has_no_connect_time(tmp_path):
     assert len(ok) > 10
     opened = ok["connect_s"].notna()
     assert 1 <= opened.sum() <= 5, opened.sum()  # one connection per user, reused after
-    from reports import data
+    from runfolder import reading as data
 
     run = data.load_run(str(tmp_path / "ka"))
     run.df["connect_s"] = 0.0002  # a fast local connect is not material: no line

@@ -29,11 +29,11 @@ from flask import Blueprint, Response, abort, jsonify, redirect, request, send_f
 
 from webui.form import SIGNED_FIELDS_SCRIPT, headings_style
 from webui.view import KEEP_SNAPSHOTS, LiveView
+from runfolder.layout import REPORT_HTML, REPORT_MD, RUN, SUMMARY
 
 log = logging.getLogger("llm.webui")
 
-REPORT_FILES = {"report.html": "text/html", "report.md": "text/markdown", "summary.json": "application/json",
-                "run.json": "application/json"}  # fmt: skip
+REPORT_FILES = {REPORT_HTML: "text/html", REPORT_MD: "text/markdown", SUMMARY: "application/json", RUN: "application/json"}
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm.html")
 
@@ -83,7 +83,7 @@ def install(environment, web_ui) -> LiveView:
             if not view.runs:
                 abort(404, "no run has started in this process yet")
             return redirect(url_for("llm.report", run_id=next(reversed(view.runs))))
-        return _send(view, run_id, "report.html")
+        return _send(view, run_id, REPORT_HTML)
 
     @bp.route("/llm/report/<run_id>/<name>")
     @auth
@@ -133,7 +133,7 @@ def _send(view: LiveView, run_id: str, name: str):
     folder = os.path.realpath(view.runs[run_id])
     path = os.path.realpath(os.path.join(folder, name))
     if os.path.dirname(path) != folder or not os.path.isfile(path):
-        abort(404, f"{name} of run {run_id} is not there (yet)" if name == "report.html" else None)
+        abort(404, f"{name} of run {run_id} is not there (yet)" if name == REPORT_HTML else None)
     response = send_file(path, mimetype=REPORT_FILES[name], max_age=0)
     response.headers["Cache-Control"] = "no-store"
     return response

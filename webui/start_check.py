@@ -69,7 +69,7 @@ def form_settings(form, opts, host: str) -> list[str]:
     Locust's users, ramp, run time and host, then each of the suite's form fields whose value is
     not its default (a flag: set; a field the form left out keeps the process's value, as the plan
     does). The process's own command line (a master's) says nothing of what a form start ran."""
-    from plugin.server_metrics import public_url
+    from core.urls import public_url
 
     out = ["-u", str(form.get("user_count", opts.num_users)), "-r", str(form.get("spawn_rate", opts.spawn_rate))]
     run_time = form.get("run_time", None)

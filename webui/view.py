@@ -31,6 +31,7 @@ from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, li
 from webui.live import DEFAULT_WINDOW, WINDOWS, LiveWindow, window_key
 from webui.live_blocks import Flight
 from webui.live_steps import live_diagnosis
+from runfolder.layout import REPORT_HTML, SUMMARY
 
 log = logging.getLogger("llm.webui")
 
@@ -202,7 +203,7 @@ class LiveView:
         if run is None:
             return None
         path = run.writer.path
-        report = os.path.join(path, "report.html")
+        report = os.path.join(path, REPORT_HTML)
         finished = run.run_id in self.finished  # the final snapshot is in
         return {
             "id": run.run_id,
@@ -218,8 +219,8 @@ class LiveView:
             "load": run.plan.load.kind,
             "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
-            "summary_url": url_for("llm.report_file", run_id=run.run_id, name="summary.json")
-            if os.path.exists(os.path.join(path, "summary.json")) else None,
+            "summary_url": url_for("llm.report_file", run_id=run.run_id, name=SUMMARY)
+            if os.path.exists(os.path.join(path, SUMMARY)) else None,
         }  # fmt: skip
 
     def stats(self, since: int = 0, history: bool = True, seq: int | None = None, window: str | None = None) -> dict | None:
@@ -302,8 +303,8 @@ def summary_view(summary: Summary) -> dict:
 
 def _tab_row(name: str, b: dict, stamp: str, sent: str = "ended", users=None, in_flight=None) -> dict:
     """Locust renders the tab's cells as given: text, with the report's digits and separators
-    (reports/formatting.py fmt: TTFT and E2E whole ms, TPOT and ITL to 0.1 ms, tokens/s whole)."""
-    from reports.formatting import fmt
+    (core/numbers.py fmt: TTFT and E2E whole ms, TPOT and ITL to 0.1 ms, tokens/s whole)."""
+    from core.numbers import fmt
 
     r, th, gp = b["requests"], b["throughput"], b["goodput"]
     return {

@@ -1,5 +1,5 @@
 """The per-request data of one run a compare measures, its scopes (overall, each class, each load
-step) and the block bootstrap of each metric: the method is described in reports/compare.py."""
+step) and the block bootstrap of each metric: the method is described in stats/comparison.py."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from metrics.measure import distribution
 from metrics.percentiles import LINEAR, ORDER
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.timing import itl_gaps
-from reports.data import RunData, load_run
-from reports.series import tokens_by_interval
+from runfolder.reading import RunData, load_run, tokens_by_interval
 
 LATENCY = ("ttft", "ttfa", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")

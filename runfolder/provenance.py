@@ -10,7 +10,7 @@ import subprocess
 import sys
 from importlib import metadata
 
-from plugin.server_metrics import without_credentials
+from core.urls import without_credentials
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")

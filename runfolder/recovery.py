@@ -17,14 +17,15 @@ from pydantic import ValidationError
 
 from core.files import write_json
 from metrics.record import ARROW_SCHEMA
-from metrics.run_info import RunInfo
-from plugin.record_files import PARTS, RECORDS, UNSHIPPED, part_files, read_records, records_check
+from runfolder.run_info import RunInfo
+from runfolder.records import part_files, read_records, records_check
+from runfolder.layout import PARTS, RECORDS, RUN, SUMMARY, UNSHIPPED
 
 
 def _read_run(path: str) -> RunInfo | None:
     """The folder's run.json; None when it has none that can be read."""
     try:
-        with open(os.path.join(path, "run.json"), encoding="utf-8") as f:
+        with open(os.path.join(path, RUN), encoding="utf-8") as f:
             return RunInfo.model_validate(json.load(f))
     except (OSError, json.JSONDecodeError, ValidationError):
         return None
@@ -37,7 +38,7 @@ def _unshipped_files(path: str) -> list[str]:
 def _said_complete(path: str) -> bool:
     """summary.json exists and says the run is complete."""
     try:
-        with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
+        with open(os.path.join(path, SUMMARY), encoding="utf-8") as f:
             return json.load(f).get("complete") is not False
     except (OSError, ValueError, AttributeError):
         return False
@@ -97,10 +98,10 @@ def recover(path: str) -> dict:
     missing = {"records_not_written": {"records": known.records_not_written}} if known.records_not_written else {}
     summary = summarize(table, start, max(start, end)).with_sections(run_id=known.run_id or os.path.basename(path),
                                                                      complete=False, reason=reason, **missing)  # fmt: skip
-    write_json(os.path.join(path, "summary.json"), summary.model_dump())
+    write_json(os.path.join(path, SUMMARY), summary.model_dump())
     if run is not None:
         run.complete, run.reason, run.records = False, reason, table.num_rows
         run.files = {RECORDS: records_check(records, table.num_rows)}
         run.merged_unshipped = [os.path.basename(p) for p in unshipped]
-        write_json(os.path.join(path, "run.json"), run.dump())
+        write_json(os.path.join(path, RUN), run.dump())
     return summary.model_dump()

@@ -14,11 +14,9 @@ import pyarrow.parquet as pq
 
 from core.files import file_digest
 from metrics.record import ARROW_SCHEMA, rows_to_table
-from metrics.run_info import FileCheck
+from runfolder.run_info import FileCheck
+from runfolder.layout import PARTS, RECORDS, UNSHIPPED
 
-RECORDS = "requests.parquet"
-PARTS = "requests.parts"
-UNSHIPPED = ".unshipped.parquet"  # a worker's records its lost master never acknowledged
 
 
 def os_reason(e: OSError) -> str:
@@ -41,7 +39,7 @@ def read_parts(parts_path: str) -> list[pa.Table]:
 
 def records_check(path: str, rows: int) -> FileCheck:
     """What run.json records of requests.parquet (`files`): its rows, size and SHA-256, checked by
-    every reader (reports/data.py) before it reads a value."""
+    every reader (runfolder/reading.py) before it reads a value."""
     return FileCheck(rows=rows, **file_digest(path))
 
 

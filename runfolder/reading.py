@@ -1,6 +1,6 @@
 """Reading a results folder: its records (checked against run.json before a value is used),
-summary.json, run.json and server metrics, as one RunData; and what the report reads of
-summary.json's fields. The chart data binned from the records is reports/series.py.
+summary.json, run.json and server metrics, as one RunData. Reports, the web UI and the tools that
+compare runs read a folder only through here.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from core.errors import InputError
 from core.files import file_digest
 from core.validation import describe
 from metrics.record import ARROW_SCHEMA
-from metrics.run_info import RunInfo
+from metrics.timing import arrival_inputs, arrived_tokens
+from runfolder.run_info import RunInfo
 from metrics.schema import Summary, load_summary
+from runfolder.layout import RECORDS, RUN, SERVER_METRICS, SUMMARY
 
 SCALARS = [
     "request_class", "step", "wall_send", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
@@ -44,7 +46,7 @@ class RunData:
 
     @property
     def records_path(self) -> str:
-        return os.path.join(self.path, "requests.parquet")
+        return os.path.join(self.path, RECORDS)
 
     @functools.cached_property
     def chunk_times(self) -> pa.ChunkedArray:
@@ -71,12 +73,12 @@ def load_run(path: str) -> RunData:
     file is checked before a value is used (`check_records`): a damaged file is refused with one
     line, never read as data."""
     path = os.path.abspath(path)
-    records = os.path.join(path, "requests.parquet")
+    records = os.path.join(path, RECORDS)
     if not os.path.isdir(path):
         raise InputError(f"{path}: no such results folder; give results/<run-id>")
     if not os.path.isfile(records):
         raise InputError(f"{path}: no requests.parquet in it; is it a results folder of a finished run?")
-    run_json = os.path.join(path, "run.json")
+    run_json = os.path.join(path, RUN)
     try:
         run = RunInfo.model_validate(read_json(run_json))
     except ValidationError as e:
@@ -99,7 +101,7 @@ def load_run(path: str) -> RunData:
         if name not in df.columns:
             df[name] = np.nan if name.endswith("_s") or name == "wall_send" else ("" if name in STRINGS else 0)
     check_values(records, df)
-    summary_path = os.path.join(path, "summary.json")
+    summary_path = os.path.join(path, SUMMARY)
     if os.path.isfile(summary_path):
         summary = load_summary(summary_path)
     else:
@@ -107,7 +109,7 @@ def load_run(path: str) -> RunData:
     t0 = run.started_at
     if t0 is None or not math.isfinite(float(t0)):
         t0 = float(np.nanmin(df["wall_send"])) if len(df) else 0.0
-    server = _server_metrics(os.path.join(path, "server_metrics.parquet"))
+    server = _server_metrics(os.path.join(path, SERVER_METRICS))
     return RunData(path, run.run_id or summary.run_id or os.path.basename(path), summary, run, df, float(t0), server)
 
 
@@ -117,10 +119,10 @@ def _first_line(e: Exception) -> str:
 
 def check_records(records: str, run: RunInfo) -> int | None:
     """requests.parquet against what run.json recorded of it when it was written (`files`: rows,
-    bytes, SHA-256; plugin/record_files.py records_check): any changed byte is refused (InputError,
+    bytes, SHA-256; runfolder/records.py records_check): any changed byte is refused (InputError,
     one line). Returns the recorded row count; None for a folder that recorded none (an older
     writer): its pages' checksums and the values' ranges are still checked."""
-    entry = run.files.get("requests.parquet")
+    entry = run.files.get(RECORDS)
     if entry is None:
         return None
     digest = file_digest(records)
@@ -216,50 +218,9 @@ def _label_text(v) -> str:
     return "" if v is None else str(v)
 
 
-# ---------------------------------------------------------------------------------------------
-# summary.json, read as fields
-
-
-def flatten(obj, prefix: str = "") -> dict:
-    """A plugin's summary section (nested dicts and lists) as {"a.b.c": value} for a table."""
-    out = {}
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-    elif isinstance(obj, list) and not all(isinstance(x, (dict, list)) for x in obj):
-        out[prefix[:-1]] = ", ".join(str(x) for x in obj)
-    elif not isinstance(obj, list):
-        out[prefix[:-1]] = obj
-    return out
-
-
-def client_warning(summary: Summary) -> str:
-    """One sentence when the load generator itself may have distorted the timings (client_bound)."""
-    return summary.client_bound.warning() if summary.client_bound is not None else ""
-
-
-CONNECT_MATERIAL_MS = 1.0  # connection setup p95 from this on is shown in the report's header
-
-
-def connection_setup(run: RunData) -> str:
-    """One line on the connections the run opened, when their setup time is material (p95 >= 1 ms):
-    it is not in TTFT or E2E (they start when the request is written), but a client that opens a
-    connection per request, or a gateway slow to accept, makes users wait that long too."""
-    c = run.df["connect_s"].to_numpy(dtype=float) if "connect_s" in run.df else np.array([])
-    c = c[np.isfinite(c)] * 1000
-    if not len(c):
-        return ""
-    p50, p95, top = np.percentile(c, 50), np.percentile(c, 95), c.max()
-    if p95 < CONNECT_MATERIAL_MS:
-        return ""
-    return (f"{len(c):,} new connections ({len(c) / max(1, len(run.df)):.0%} of requests): setup p50 {p50:,.1f} ms, "
-            f"p95 {p95:,.1f} ms, max {top:,.1f} ms; not part of TTFT or E2E (record column connect_s)")
-
-
-def slo_threshold_ms(summary: Summary, metric: str) -> list[tuple[str, float]]:
-    """(statistic, threshold ms) of every objective on `metric` (e.g. 'ttft'). From the overall
-    block's objectives: a capacity search has no run-wide `slo` verdict, but its thresholds."""
-    slo = summary.overall.slo
-    if slo is None:
-        return []
-    return [(v.metric.split(".", 1)[1], v.threshold_ms) for v in slo.objectives if v.metric.startswith(metric + ".")]
+def tokens_by_interval(run: RunData, edges: np.ndarray, group: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(output, prompt) tokens of the run's records in `group` that arrived in each interval of
+    `edges`, as summary.json counts them (metrics.timing.arrived_tokens: successful requests and
+    those still streaming at the end, each token where it arrived)."""
+    columns, counted = arrival_inputs(run.df)
+    return arrived_tokens(edges, *columns, run.chunk_times, counted & group)

@@ -13,7 +13,8 @@ import shutil
 from datetime import datetime, timezone
 
 from core.errors import InputError
-from plugin.results_memory import unwritten_limit
+from runfolder.unwritten import unwritten_limit
+from runfolder.layout import RUN
 
 log = logging.getLogger("llm")
 
@@ -97,7 +98,7 @@ def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
         return
     if not overwrite:
         raise InputError(f"--run-id: {path} already holds a run; choose another --run-id, or add --overwrite to replace it")
-    if not os.path.exists(os.path.join(path, "run.json")):
+    if not os.path.exists(os.path.join(path, RUN)):
         raise InputError(f"--overwrite: {path} is not a results folder (no run.json); remove it yourself or choose another --run-id")
 
 

@@ -1,7 +1,7 @@
 """run.json as a typed contract: what ran. One model is both what the results process writes
 (plugin/run.py builds it as the run starts, plugin/results.py adds the command line and versions
-of plugin/run_info.py and completes it at the end, plugin/recovery.py marks a recovered folder)
-and what every reader reads (reports/data.py), so a reader names fields (`info.plan.load.kind`),
+of runfolder/provenance.py and completes it at the end, runfolder/recovery.py marks a recovered folder)
+and what every reader reads (runfolder/reading.py), so a reader names fields (`info.plan.load.kind`),
 never string keys with fallbacks.
 
 The suite's own sections are typed: the plan as the run ran it (the fields the readers use; the
@@ -52,7 +52,7 @@ class WorkloadRecord(_Record):
 
 class FileCheck(BaseModel):
     """What run.json records of a results file when it was written: every reader checks it before
-    it reads a value (reports/data.py `check_records`)."""
+    it reads a value (runfolder/reading.py `check_records`)."""
 
     rows: int
     bytes: int
