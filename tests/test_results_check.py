@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reports.cli import main
-from reports.data import load_run
+from runfolder.reading import load_run
 from tests.helpers import run_locust, simulator
 
 pytestmark = pytest.mark.process
