@@ -40,6 +40,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -371,7 +372,7 @@ def flow(a) -> int:
         runs = rounds(url, a, out, workload, pid, t_end - 15)
     finally:
         if server is not None:
-            gpu_ramp.stop(server)
+            server.stop()
     info["total_s"] = round(time.monotonic() - t_start, 1)
     text = tables(runs) + "\n\n" + agreement(runs, PAIRS) + "\n\n" + paired(runs)
     (out / "table.md").write_text(text + "\n")
@@ -418,16 +419,16 @@ def main() -> int:
         prepare()
         return 0
     if a.cmd == "smoke" and not a.host:  # against the simulator: the clients, the rounds and the tables, not the GPU
+        from core.server_process import ServerProcess
+
         port = 18124
-        sim = subprocess.Popen([sys.executable, "-m", "simulator", "--port", str(port), "--profile", "fixed"], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-        try:
-            time.sleep(2.0)
-            a.host = f"http://127.0.0.1:{port}"
-            return flow(a)
-        finally:
-            sim.terminate()
-            sim.wait(10)
+        argv = [sys.executable, "-m", "simulator", "--port", str(port), "--profile", "fixed"]
+        with tempfile.TemporaryDirectory(prefix="gpu-agreement-") as tmp:
+            sim = ServerProcess(argv, os.path.join(tmp, "simulator.log"), name="the simulator", cwd=ROOT,
+                                ready_line=r"listening on (?P<url>\S+)", stop_timeout=10)  # fmt: skip
+            with sim.start(timeout=30):
+                a.host = f"http://127.0.0.1:{port}"
+                return flow(a)
     return flow(a)
 
 

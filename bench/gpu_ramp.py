@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -41,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from core.server_process import ServerProcess  # noqa: E402
 
 CARRY = ROOT / ".gpu-ramp"  # ignored through .git/info/exclude; carried to the device
 STEPS = "16,32,64,128,256"
@@ -155,7 +156,8 @@ def build_model(out: Path, tokenizer_dir: Path, size: str, device: str) -> dict:
 CLI = "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())"
 
 
-def serve(python: str, model: Path, port: int, device: str, log_path: Path, cpus: str = "") -> subprocess.Popen:
+def serve(python: str, model: Path, port: int, device: str, log_path: Path, cpus: str = "") -> ServerProcess:
+    """transformers serve, ready when /health (or, in a version without it, /v1/models) answers 200."""
     exe = [python, "-c", CLI]
     help_text = subprocess.run([*exe, "serve", "--help"], capture_output=True, text=True, timeout=120).stdout
     args = (["taskset", "-c", cpus] if cpus else []) + [*exe, "serve"]
@@ -172,21 +174,7 @@ def serve(python: str, model: Path, port: int, device: str, log_path: Path, cpus
         args += ["--cb-num-blocks", "256", "--cb-block-size", "32"]
     log(" ".join(a for a in args if a != CLI))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
-    out = open(log_path, "wb")
-    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"transformers serve exited with {proc.returncode}:\n{tail(log_path)}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return proc
-        except urllib.error.HTTPError:
-            return proc  # it answers HTTP (a version without /health): it is up
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"transformers serve not ready after 300 s:\n{tail(log_path)}")
+    return ServerProcess(args, log_path, name="transformers serve", url=f"http://127.0.0.1:{port}", env=env).start(300)
 
 
 def tail(path: Path, lines: int = 60) -> str:
@@ -194,15 +182,6 @@ def tail(path: Path, lines: int = 60) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def warm_up(url: str, model: str, log_path: Path) -> dict:
@@ -306,7 +285,7 @@ def device_flow(a) -> int:
     except subprocess.TimeoutExpired:
         rc = "timeout"
     finally:
-        stop(server)
+        server.stop()
     info["suite_exit_code"] = rc
     info["total_s"] = round(time.monotonic() - t_start, 1)
     run = out / "ramp"

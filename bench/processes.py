@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
-import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the benches that import this module put only bench/ on the path
+
+from core.server_process import ServerProcess  # noqa: E402
 
 
 def free_port() -> int:
@@ -21,15 +23,10 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def simulator(*args: str):
-    """The simulator (`python -m simulator --port 0 ARGS`), yielding its URL; SIGTERM at the end."""
-    sim = subprocess.Popen([sys.executable, "-m", "simulator", "--port", "0", *args], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    try:
-        line = sim.stdout.readline()
-        if "listening on " not in line:
-            raise RuntimeError(f"the simulator did not start: {line!r}")
-        yield line.split("listening on ", 1)[1].split()[0]
-    finally:
-        if sim.poll() is None:
-            sim.send_signal(signal.SIGTERM)
-            sim.wait(timeout=30)
+    """The simulator (`python -m simulator --port 0 ARGS`), yielding its URL (read from the line it
+    prints when it listens); stopped at the end (SIGTERM to its process group, SIGKILL after 30 s)."""
+    with tempfile.TemporaryDirectory(prefix="bench-simulator-") as tmp:
+        server = ServerProcess([sys.executable, "-m", "simulator", "--port", "0", *args], os.path.join(tmp, "simulator.log"),
+                               name="the simulator", cwd=ROOT, ready_line=r"listening on (?P<url>\S+)", stop_timeout=30)  # fmt: skip
+        with server.start(timeout=60):
+            yield server.url
