@@ -11,6 +11,7 @@ import itertools
 import logging
 import random
 import secrets
+from dataclasses import replace
 
 import orjson
 from gevent.event import Event
@@ -20,6 +21,7 @@ from plugin.plan import RunPlan
 from workloads import Sampler, load_spec
 from workloads.bodies import body as request_body
 from workloads.bodies import expected_results
+from workloads.endpoints import ENDPOINTS, NAMES
 
 log = logging.getLogger("llm")
 
@@ -29,11 +31,12 @@ def load_workload(plan: RunPlan):
         spec = load_spec(plan.workload)
     except InputError as e:
         raise InputError(f"--workload: {e}") from None
-    if plan.endpoint in ("completions", "embeddings", "rerank"):  # tools and images go in chat messages
+    if not ENDPOINTS[plan.endpoint].attachments:  # tools and images go in chat messages or Responses items
+        carriers = " or ".join(name for name in NAMES if ENDPOINTS[name].attachments)
         for c in spec.classes.values():
             if c.tools is not None or c.images is not None:
                 raise InputError(f"--endpoint {plan.endpoint}: class '{c.name}' of the workload has tools or images, "
-                                 "which need --endpoint chat or responses")
+                                 f"which need --endpoint {carriers}")
     return spec
 
 
@@ -47,9 +50,14 @@ class RunContext:
         self.sink = sink
         # the run's inputs (plugin.run_start.RunInputs), read once with the plan (a worker's: those its master sent)
         self.spec = inputs.workload
+        # --max-tokens-override is decided where a request is drawn: by the sampler, and here, once,
+        # for a replayed trace's requests; their bodies and records read the request's max_tokens
         self.trace = inputs.trace
+        if self.trace is not None and plan.max_tokens_override:
+            self.trace = replace(self.trace, requests=tuple(replace(r, max_tokens=plan.max_tokens_override)
+                                                            for r in self.trace.requests))  # fmt: skip
         seed = plan.seed + worker_index if plan.seed is not None else None
-        self.sampler = Sampler(self.spec, seed)
+        self.sampler = Sampler(self.spec, seed, plan.max_tokens_override)
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
         self.step_s = plan.step_s
         self.in_flight = 0  # requests of this process on the wire now
@@ -88,6 +96,6 @@ class RunContext:
         """The JSON request body for one sampled request (workloads/bodies.py), with --extra-body, and
         the results its reply must hold (embeddings, rerank; 0 for generation)."""
         s = self.plan
-        body = request_body(endpoint, request, s.model, s.max_tokens_override or request.max_tokens, s.stream)
+        body = request_body(endpoint, request, s.model, s.stream)
         body.update(self.extras)
         return orjson.dumps(body), expected_results(endpoint, body)

@@ -21,6 +21,7 @@ from core.durations import Timeouts
 from core.errors import InputError
 from plugin.load_models import AnyLoadModel, ClosedLoop, load_model
 from plugin.options import JsonObject, Objectives, Options
+from workloads.endpoints import EndpointName
 
 DEFAULT_MAX_RESPONSE_BYTES = 64 << 20  # --max-response-size 64MB
 
@@ -50,7 +51,7 @@ class PrometheusEndpoint(_Frozen):
 # -- the plan -----------------------------------------------------------------------------------
 
 class RunPlan(_Frozen):
-    endpoint: Literal["chat", "completions", "responses", "embeddings", "rerank"] = "chat"
+    endpoint: EndpointName = "chat"
     model: str = ""
     api_key: str = Field("", repr=False, exclude=True)  # never written anywhere
     workload: str | None = None

@@ -34,13 +34,12 @@ from metrics.record import RequestRecord
 from metrics.timing import head_class
 from plugin.finisher import reply_text
 from users.stream import Exchange, StreamClient
+from workloads.endpoints import ENDPOINTS
 from workloads.session import Conversation
 
 
 CONTEXT_WAIT_S = 30
 REPLY_WAIT_S = 60  # a conversation waits this long for the finisher to hand back a reply's text
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
-         "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
 
 
 class LLMUser(FastHttpUser):
@@ -53,11 +52,12 @@ class LLMUser(FastHttpUser):
     def on_start(self) -> None:
         self.ctx = self._wait_for_context()
         self.endpoint = self.endpoint or self.ctx.plan.endpoint
-        self.path = PATHS[self.endpoint]
+        endpoint = ENDPOINTS[self.endpoint]  # workloads/endpoints/: its path, body and whether it streams
+        self.path = endpoint.path
         plan = self.ctx.plan
         self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request",
                                    max_body=plan.max_response_bytes)
-        self.streamed = plan.stream and self.endpoint not in ("embeddings", "rerank")  # these are never streamed
+        self.streamed = plan.stream and endpoint.streams
         self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None
 
@@ -155,7 +155,7 @@ class LLMUser(FastHttpUser):
             endpoint=self.endpoint,
             request_class=request.request_class,
             input_chars=request.input_chars,
-            max_tokens=ctx.plan.max_tokens_override or request.max_tokens,
+            max_tokens=request.max_tokens,  # with --max-tokens-override, decided when it was drawn
             stream=self.streamed,
             t_intended=t_intended,
             turn=turn,

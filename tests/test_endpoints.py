@@ -71,17 +71,17 @@ def test_responses_api_records_match_the_truth_log(responses_run):
 def test_a_request_becomes_the_responses_api_body(tmp_path):
     spec = tmp_path / "mix.yaml"
     spec.write_text(MIX.format(templates=TEMPLATES))
-    reqs = Sampler(load_spec(str(spec)), seed=3).sample(60)
+    reqs = Sampler(load_spec(str(spec)), seed=3, max_tokens=20).sample(60)
     vision = next(r for r in reqs if r.images)
-    b = body("responses", vision, "m", 20, True)
+    b = body("responses", vision, "m", True)
     assert b["max_output_tokens"] == 20 and b["stream"] is True and "stream_options" not in b and "max_tokens" not in b
     parts = b["input"][-1]["content"]
     assert parts[0]["type"] == "input_text" and parts[1]["type"] == "input_image" and parts[1]["image_url"].startswith("data:")
     tools = next(r for r in reqs if r.request_class == "tools")
-    b = body("responses", tools, "m", 20, True)
+    b = body("responses", tools, "m", True)
     assert b["tools"][0]["type"] == "function" and b["tools"][0]["name"] == "get_weather" and "function" not in b["tools"][0]
     assert b["tool_choice"] == "auto"
-    assert json.dumps(body("chat", reqs[0], "m", 20, True))  # chat stays chat
+    assert json.dumps(body("chat", reqs[0], "m", True))  # chat stays chat
 
 
 EMBED_MIX = """
@@ -159,7 +159,7 @@ def test_a_request_becomes_the_rerank_body_and_a_short_reply_is_a_classified_fai
     spec = tmp_path / "embed.yaml"
     spec.write_text(EMBED_MIX.format(templates=TEMPLATES))
     req = Sampler(load_spec(str(spec)), seed=3).sample(1)[0]
-    b = body("rerank", req, "m", 20, False)
+    b = body("rerank", req, "m", False)
     assert set(b) == {"model", "query", "documents"} and b["query"] == req.prompt()
     assert b["documents"] == list(req.inputs) and 4 <= len(b["documents"]) <= 12
     assert expected_results("rerank", b) == len(b["documents"]) and expected_results("rerank", {**b, "top_n": 2}) == 2
@@ -229,11 +229,11 @@ def test_an_imported_agent_log_replays_against_the_simulator(tmp_path):
 
     out = tmp_path / "out"
     assert cli(["import", agent_log(tmp_path / "agent.jsonl"), "--out", str(out)]) == 0
-    reqs = Sampler(load_spec(str(out / "workload.yaml")), seed=1).sample(30)
+    reqs = Sampler(load_spec(str(out / "workload.yaml")), seed=1, max_tokens=4).sample(30)
     with simulator("--profile", "fixed") as url:
         for endpoint, path in (("chat", "/v1/chat/completions"), ("responses", "/v1/responses")):
             for r in reqs:
-                data = json.dumps(body(endpoint, r, "", 4, False)).encode()
+                data = json.dumps(body(endpoint, r, "", False)).encode()
                 with urllib.request.urlopen(urllib.request.Request(url + path, data)) as reply:
                     assert reply.status == 200
 

@@ -174,11 +174,16 @@ def _deck(weights: list[float]) -> list[int]:
 
 
 class Sampler:
-    """Draws requests from a spec. Same seed, same sequence; ``seed=None`` is random."""
+    """Draws requests from a spec. Same seed, same sequence; ``seed=None`` is random.
 
-    def __init__(self, spec: WorkloadSpec, seed: int | None = None):
+    ``max_tokens`` (--max-tokens-override) is every request's max_tokens in place of its class's
+    output_tokens: decided here, once, the request carries it to its body and its record. The class's
+    draw is still made, so a seed gives the same texts with or without it."""
+
+    def __init__(self, spec: WorkloadSpec, seed: int | None = None, max_tokens: int | None = None):
         self.spec = spec
         self.seed = seed
+        self.max_tokens = max_tokens
         self.rng = random.Random(seed)
         self._classes = [_Class(c) for c in spec.classes.values() if c.weight > 0]
         self._by_name = {c.name: c for c in self._classes}
@@ -259,7 +264,7 @@ class Sampler:
                 i -= 1
             lo, hi = bisect_left(lens, lens[i]), bisect_right(lens, lens[i])
             i = lo + int(rng.random() * (hi - lo))
-        return template_request(cls.name, cls.v_prompts[i], _draw(rng, cls.ot), prefix, rng)
+        return template_request(cls.name, cls.v_prompts[i], self._max_tokens(cls), prefix, rng)
 
     def _spliced(self, cls: _Class, allow_system: bool = True) -> Request:
         rng = self.rng
@@ -358,4 +363,8 @@ class Sampler:
         else:
             user = question
 
-        return Request(cls.name, system, user, _draw(rng, cls.ot), slen + len(user))
+        return Request(cls.name, system, user, self._max_tokens(cls), slen + len(user))
+
+    def _max_tokens(self, cls: _Class) -> int:
+        drawn = _draw(self.rng, cls.ot)
+        return self.max_tokens or drawn
