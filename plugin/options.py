@@ -30,6 +30,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from core.errors import InputError
 from core.fields import Count, Duration, Names, Percent, Port, PositiveCount, PositiveDuration, Rate, Share, Size, Text
+from core.tls import read_ca
 from core.validation import FieldError, build
 from metrics.slo import Objective, parse_slo
 from shapes.steps import parse_steps
@@ -139,6 +140,10 @@ class Options(BaseModel):
                                                    "bytes (the connect has --timeout-connect)", EXPERT)  # fmt: skip
     timeout_idle: PositiveDuration = option("120s", "Longest gap between two reads of a flowing stream", EXPERT)
     timeout_total: PositiveDuration = option("900s", "Longest whole request", EXPERT)
+    tls_ca: Text = option("", "PEM file of a CA trusted besides the system's for an https --host (a private CA, a self-signed "
+                          "gateway); the chain and the host name are verified on every connection (docs/security.md)", EXPERT)  # fmt: skip
+    tls_insecure: bool = option(False, "Verify no server certificate (neither chain nor host name): whoever answers gets the API key; "
+                                "one warning line, recorded in run.json", EXPERT)  # fmt: skip
     max_response_size: Size = option("64MB", "Longest response body the client reads (MB = 2^20 bytes); a longer one is cut there and "
                                      "recorded as response_too_large, so one huge reply cannot stall every other stream", EXPERT)  # fmt: skip
     retry: Count = option("0", "Retry a failed request up to N times; every attempt is its own record (request id suffix -r1, -r2, ...); 0 = off", EXPERT)
@@ -209,6 +214,16 @@ class Options(BaseModel):
             raise FieldError(f"'{value}' does not exist; give a local tokenizer folder (or a hub name like org/name)")
         return value
 
+    @field_validator("tls_ca")
+    @classmethod
+    def _tls_ca(cls, value):
+        if value:
+            try:
+                read_ca(os.path.expanduser(value))  # the plan reads it again, to carry its text to the workers
+            except ValueError as e:
+                raise FieldError(str(e)) from None
+        return value
+
     @field_validator("retry_on")
     @classmethod
     def _retry_on(cls, value):
@@ -261,6 +276,8 @@ class Options(BaseModel):
             raise InputError("--retry-on: empty while --retry is on; name the failure classes to retry, e.g. http_429,http_5xx")
         if self.gpu_hour_price and not (self.gpus or self.gpu_telemetry):
             raise InputError("--gpu-hour-price: the cost needs the GPU count; give --gpus N (or --gpu-telemetry)")
+        if self.tls_ca and self.tls_insecure:
+            raise InputError("--tls-insecure: verifies nothing, so --tls-ca would not be used; give one of the two")
         if self.cancel_rate and self.cancel_after <= 0:
             raise InputError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
         return self

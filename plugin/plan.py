@@ -13,12 +13,14 @@ from the options by the registry in plugin/load_models/.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from core.durations import Timeouts
 from core.errors import InputError
+from core.tls import TlsPolicy, read_ca
 from plugin.load_models import AnyLoadModel, ClosedLoop, load_model
 from plugin.options import JsonObject, Objectives, Options
 from workloads.endpoints import EndpointName
@@ -70,6 +72,7 @@ class RunPlan(_Frozen):
     sim_timestamps: bool = False
     timeouts: Timeouts = Field(default_factory=Timeouts)
     connection: Literal["keep-alive", "per-request"] = "keep-alive"
+    tls: TlsPolicy = Field(default_factory=TlsPolicy)  # --tls-ca (its text carried to the workers), --tls-insecure
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a longer body is cut: response_too_large
     run_time_s: float | None = None  # Locust's -t
     load: AnyLoadModel = Field(default_factory=ClosedLoop)
@@ -154,7 +157,9 @@ class RunPlan(_Frozen):
             results_dir=p.results_dir, run_id=p.run_id, overwrite=p.overwrite, sim_profile=p.sim_profile,
             sim_timestamps=p.sim_timestamps,
             timeouts=Timeouts(p.timeout_connect, p.timeout_first_token, p.timeout_idle, p.timeout_total),
-            connection=p.connection, max_response_bytes=p.max_response_size, run_time_s=run_time_s,
+            connection=p.connection,
+            tls=TlsPolicy(p.tls_ca, read_ca(os.path.expanduser(p.tls_ca)) if p.tls_ca else "", p.tls_insecure),
+            max_response_bytes=p.max_response_size, run_time_s=run_time_s,
             load=load_model(p, distributed), slo=p.slo, retry=p.retry or 0, retry_on=p.retry_on,
             retry_max_wait_s=p.retry_max_wait, cancel_rate=p.cancel_rate, cancel_after_s=p.cancel_after,
             server_metrics=p.server_metrics, server_metrics_interval_s=p.server_metrics_interval,
@@ -183,6 +188,7 @@ class RunPlan(_Frozen):
         """The plan as `run.json` writes it (the API key left out)."""
         out = self.model_dump(mode="json")
         out["api_key_set"] = bool(self.api_key)
+        out["tls"].pop("ca_pem", None)  # the file's name is enough
         return out
 
 
