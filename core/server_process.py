@@ -102,6 +102,7 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.ready_s = math.nan
         self._read_at, self._partial = 0, b""
+        self._stopped = False
 
     @property
     def pid(self) -> int | None:
@@ -118,7 +119,7 @@ class ServerProcess:
                 self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: stop() reaches the children it forks
             )  # fmt: skip
-        self._read_at, self._partial = 0, b""
+        self._read_at, self._partial, self._stopped = 0, b"", False
         deadline = t0 + timeout
         while True:
             code = self.proc.poll()
@@ -184,8 +185,8 @@ class ServerProcess:
         the group; what remains of the group (children that outlived their leader, vLLM's engine
         core) is killed either way."""
         proc = self.proc
-        if proc is None:
-            return
+        if proc is None or self._stopped:
+            return  # once: the group id is the leader's pid, free for reuse once the group is gone
         timeout = self.stop_timeout if timeout is None else timeout
         pgid = proc.pid  # start_new_session: the server leads its own process group
         if proc.poll() is None:
@@ -198,6 +199,7 @@ class ServerProcess:
             except ProcessLookupError:
                 pass
         _killpg(pgid)
+        self._stopped = True
 
     def __enter__(self) -> "ServerProcess":
         if self.proc is None:

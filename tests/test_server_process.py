@@ -83,10 +83,10 @@ def test_a_process_that_dies_while_starting(tmp_path, script, code, kind):
 @pytest.mark.process
 def test_a_start_timeout_stops_the_process(tmp_path):
     port = free_port()  # nobody listens there
-    script = "import time; print('still loading', flush=True); time.sleep(120)"
-    server = ServerProcess([PY, "-c", script], tmp_path / "s.log", name="slow", url=f"http://127.0.0.1:{port}")
+    argv = ["sh", "-c", "echo still loading; exec sleep 120"]
+    server = ServerProcess(argv, tmp_path / "s.log", name="slow", url=f"http://127.0.0.1:{port}")
     with pytest.raises(ServerStartError) as info:
-        server.start(timeout=1.5)
+        server.start(timeout=2)
     e = info.value
     assert (e.exit_code, e.kind) == (None, "start_timeout")
     assert str(e) == "slow not ready after 2 s:\nstill loading"
