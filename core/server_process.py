@@ -24,7 +24,9 @@ import urllib.request
 from pathlib import Path
 
 READY_PATHS = ("/health", "/v1/models")  # vLLM, SGLang, TGI and llama.cpp answer the first; any OpenAI server the second
-POLL_S = 0.25
+# Checks come soon at first (the simulator is up in a quarter of a second), then every LINE_POLL_S
+# for a printed line (a read of the log's new bytes) or every HTTP_POLL_S for an HTTP probe.
+POLL_FIRST_S, LINE_POLL_S, HTTP_POLL_S = 0.01, 0.05, 0.25
 TAIL_LINES = 40
 TAIL_BYTES = 64 * 1024  # the tail is read from the end of the log: a server's log may be large
 
@@ -121,6 +123,7 @@ class ServerProcess:
             )  # fmt: skip
         self._read_at, self._partial, self._stopped = 0, b"", False
         deadline = t0 + timeout
+        pause, most = POLL_FIRST_S, LINE_POLL_S if self.ready_line is not None else HTTP_POLL_S
         while True:
             code = self.proc.poll()
             if code is not None:
@@ -132,7 +135,8 @@ class ServerProcess:
             if time.monotonic() >= deadline:
                 self.stop()
                 raise self._failure(f"{self.name} not ready after {timeout:.0f} s", None)
-            time.sleep(POLL_S)
+            time.sleep(pause)
+            pause = min(2 * pause, most)
 
     def _is_ready(self) -> bool:
         if self.ready_line is not None:
