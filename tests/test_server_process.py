@@ -161,3 +161,20 @@ def test_other_failures_by_exit_code():
     assert classify_start_failure(1, "RuntimeError: engine core initialization failed") == "exited"
     assert classify_start_failure(-9, "") == "exited"
     assert classify_start_failure(0, "Traceback ...\nImportError: no module named vllm") == "exited"
+
+
+@pytest.mark.process
+def test_the_built_in_simulator_starts_on_the_port_asked_and_shows_its_own_error():
+    from plugin.embedded import EmbeddedSimulator
+
+    port = free_port()
+    sim = EmbeddedSimulator("fixed", port=port)
+    try:
+        assert (sim.url, sim.port) == (f"http://127.0.0.1:{port}", port)
+        assert http_get(sim.url + "/v1/models")[0] == 200
+    finally:
+        sim.stop()
+    with pytest.raises(RuntimeError) as info:
+        EmbeddedSimulator("no-such-profile")
+    assert str(info.value).startswith("simulator: error: --profile: unknown profile 'no-such-profile'")  # one line
+    assert "\n" not in str(info.value)
