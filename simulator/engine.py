@@ -6,35 +6,53 @@ step and returns the step's duration plus the sequences that emitted a token
 at its end.  The real-time runner (``simulator.runtime``) sleeps for the
 duration and then writes the chunks; the virtual-time driver
 (``simulator.virtual``) just adds the duration to its clock.  Both call the
-same ``step``; nothing else computes timing.
+same ``step``; nothing else computes timing.  The KV cache (blocks, prefix
+cache) is ``simulator.kv_cache``; the engine calls it where a step touches KV:
+admission, a running sequence's growth, its end, its preemption.
+
+A sequence's tokens are its prompt and the tokens generated so far; a step
+computes some of those not yet computed (the whole rest, a chunk of it, or the
+one token a decode step feeds back) and emits a new token when it has computed
+them all.  A sequence holds KV blocks for the tokens it has computed.
 
 One step
 --------
-1. *Admit* waiting requests in FIFO order while running < ``max_num_seqs``,
-   KV tokens used + (prompt + max_tokens) <= ``kv_cache_tokens`` and some of
-   the step's token budget is left.  With ``admission: fifo`` the head of the
-   queue blocks the rest, as in vLLM; with ``first_fit`` requests that fit
-   overtake a head that waits for KV space.
-2. *Prefill*: prompt tokens are processed within the per-step budget
-   ``max_num_batched_tokens``.
-   - ``chunked`` (vLLM V1): decoding sequences take 1 budget token each
-     first; the remaining budget goes to prompts in admission order, a prompt
-     may be split over several steps (chunked prefill).
-   - ``prefill_first`` (vLLM V0 default): if the head of the queue can be
-     admitted, the step is a prefill-only step of whole prompts (as many as fit
-     the budget; decoding sequences wait, i.e. prefill is prioritised over
-     decode); otherwise it is a decode step of all running sequences.
-   A sequence whose prefill completes in the step emits its first token at
-   the end of the step.
-3. *Decode*: every running sequence past prefill emits one token.
-4. *Duration*: :func:`step_duration`.
-Sequences that reach ``max_tokens`` finish at the end of the step and free
-their slot and KV reservation.
+``chunked`` (vLLM V1):
+
+1. *Running* sequences, oldest first, each take the tokens they have left to
+   compute (1 for a decoding sequence, the rest of a prompt or a chunk of it)
+   within the per-step budget ``max_num_batched_tokens``, and the blocks those
+   tokens need.  When no block is free, the newest running sequence is
+   *preempted*: its blocks are freed, its computed tokens forgotten, and it
+   goes back to the front of the waiting queue, to be computed again (prompt
+   and the tokens it had generated) when it is admitted again (recompute, as
+   vLLM does); if it was the sequence that needed the block, the step goes on
+   without it.
+2. *Admission*, unless the step preempted: waiting requests in FIFO order,
+   while running < ``max_num_seqs`` and budget is left, each with its
+   prefix-cache hits and the blocks of its first chunk.  With ``admission:
+   fifo`` a head that does not fit blocks the rest, as in vLLM; with
+   ``first_fit`` requests that fit overtake it (up to ``admission_lookahead``
+   examined).
+
+``prefill_first`` (vLLM V0): if a waiting request can be admitted, the step is
+a prefill-only step of whole prompts (as many as fit the budget and the free
+blocks; the first one even if it alone exceeds the budget; decoding sequences
+wait); otherwise it is a decode step of every running sequence, preempting as
+above when a block is missing.
+
+*Duration*: :func:`step_duration` of the step's decoding sequences, prompt
+tokens and decode context.  Sequences that reach ``max_tokens`` finish at the
+end of the step and free their blocks.
 """
 from __future__ import annotations
 
 import math
 from collections import deque
+
+from .kv_cache import KVCache, num_gpu_blocks
+
+UNLIMITED = 1 << 62  # the token budget of a decode-only step (every running sequence decodes)
 
 
 def step_duration(p, decode_batch: int, prefill_tokens: int, context_tokens: int) -> float:
@@ -48,7 +66,8 @@ def step_duration(p, decode_batch: int, prefill_tokens: int, context_tokens: int
     ``prefill_step_base_s`` models the extra fixed cost of a step that is not
     a pure decode step (vLLM captures CUDA graphs for decode batches only;
     prefill runs eagerly, paying kernel-launch and tensor-parallel
-    synchronisation overhead once per step, whatever the batch).
+    synchronisation overhead once per step, whatever the batch).  Tokens
+    computed again after a preemption are prompt tokens here.
     """
     return (
         p.step_base_s
@@ -60,18 +79,33 @@ def step_duration(p, decode_batch: int, prefill_tokens: int, context_tokens: int
 
 
 class Seq:
-    """One request inside the engine."""
+    """One request inside the engine.
 
-    __slots__ = ("prompt_tokens", "max_tokens", "prefill_left", "generated", "kv", "cancelled", "owner")
+    ``keys``: the prefix-cache keys of its prompt's full blocks (``simulator.prefix``; empty
+    without prefix caching).  ``queued_t`` and ``scheduled_t`` are set by the runner: when it
+    entered the waiting queue, and the start of the step that first admitted it.
+    """
 
-    def __init__(self, prompt_tokens: int, max_tokens: int, owner=None):
+    __slots__ = ("prompt_tokens", "max_tokens", "keys", "computed", "generated", "blocks", "shared",
+                 "registered", "preemptions", "cached_tokens", "admitted", "cancelled", "owner",
+                 "queued_t", "scheduled_t")
+
+    def __init__(self, prompt_tokens: int, max_tokens: int, owner=None, keys=()):
         self.prompt_tokens = prompt_tokens
         self.max_tokens = max_tokens
-        self.prefill_left = prompt_tokens
+        self.keys = keys
+        self.computed = 0  # tokens whose KV the sequence holds
         self.generated = 0
-        self.kv = 0
+        self.blocks = 0  # KV blocks held (simulator.kv_cache)
+        self.shared = []  # ... of which registered prefix blocks
+        self.registered = 0  # leading prompt blocks registered or taken from the prefix cache
+        self.preemptions = 0
+        self.cached_tokens = 0  # prefix-cache hits at its first admission (usage's cached_tokens)
+        self.admitted = False
         self.cancelled = False
         self.owner = owner
+        self.queued_t = None
+        self.scheduled_t = None
 
 
 class BatchEngine:
@@ -79,11 +113,14 @@ class BatchEngine:
 
     def __init__(self, profile):
         self.p = profile
+        self.kv = KVCache(num_gpu_blocks(profile), profile.block_size, profile.enable_prefix_caching)
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
-        self.kv_used = 0
         self._n_cancelled = 0
         self.steps = 0
+        self.preemptions = 0
+        self.step_tokens = 0  # tokens the last step computed
+        self.first_scheduled: list[Seq] = []  # admitted for the first time by the last step
 
     # -- state changes from outside -------------------------------------
     def add(self, seq: Seq) -> None:
@@ -107,15 +144,14 @@ class BatchEngine:
         return len(self.waiting)
 
     def kv_usage(self) -> float:
-        return self.kv_used / self.p.kv_cache_tokens
+        return self.kv.usage()
 
     # -- the step ---------------------------------------------------------
     def _purge(self) -> None:
         keep = []
         for s in self.running:
             if s.cancelled:
-                self.kv_used -= s.kv
-                s.kv = 0
+                self.kv.free(s)
             else:
                 keep.append(s)
         self.running = keep
@@ -123,52 +159,54 @@ class BatchEngine:
             self.waiting = deque(s for s in self.waiting if not s.cancelled)
         self._n_cancelled = 0
 
-    def _can_admit_any(self) -> bool:
+    def _preempt(self, s: Seq) -> None:
+        """Recompute: free ``s``'s blocks and put it at the front of the queue."""
+        self.kv.free(s)
+        s.computed = 0
+        s.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(s)
+
+    def _admissions(self, budget: int, chunked: bool, emitted: list) -> int:
+        """Step 2 (module docstring): admit waiting requests and compute their first tokens,
+        appending those that emit to ``emitted``; returns the prompt tokens computed.
+        ``chunked``: a prompt may be split to fit the budget; otherwise prompts are whole and stop
+        at the budget, except the first one."""
         p = self.p
-        if len(self.running) >= p.max_num_seqs:
-            return False
-        free = p.kv_cache_tokens - self.kv_used
-        n = 1 if p.admission == "fifo" else p.admission_lookahead
-        for i, s in enumerate(self.waiting):
-            if i >= n:
-                break
-            if s.prompt_tokens + s.max_tokens <= free:
-                return True
-        return False
-
-    def _admit(self, s: Seq) -> None:
-        s.kv = s.prompt_tokens + s.max_tokens
-        self.kv_used += s.kv
-        self.running.append(s)
-
-    def _admissions(self, budget: int, whole: bool):
-        """Admit waiting requests (see module docstring) and return them.
-
-        ``budget``: prefill tokens available in this step; ``whole``: a
-        prompt must fit the remaining budget entirely (``prefill_first``),
-        except the first one.  ``admission: fifo`` stops at the first request
-        that cannot be admitted; ``first_fit`` skips it and tries the next
-        ones (up to ``admission_lookahead`` of them), so small requests
-        overtake a large one that waits for KV space.
-        """
-        p = self.p
-        out = []
+        kv = self.kv
         waiting = self.waiting
-        if not waiting or budget <= 0 or len(self.running) >= p.max_num_seqs:
-            return out
+        running = self.running
         fifo = p.admission == "fifo"
         skipped = []
         looked = 0
-        while waiting and budget > 0 and len(self.running) < p.max_num_seqs:
+        tokens = 0
+        while waiting and budget > 0 and len(running) < p.max_num_seqs:
             s = waiting[0]
-            ok = self.kv_used + s.prompt_tokens + s.max_tokens <= p.kv_cache_tokens
-            if ok and whole and out and s.prompt_tokens > budget:
+            hit = kv.lookup(s)
+            total = s.prompt_tokens + s.generated
+            n = total - len(hit) * kv.block_size
+            if chunked:
+                if n > budget:
+                    n = budget
+            elif n > budget and tokens:
                 break
-            if ok:
+            if kv.admit(s, hit, n):
                 waiting.popleft()
-                self._admit(s)
-                out.append(s)
-                budget -= s.prompt_tokens
+                running.append(s)
+                if not s.admitted:
+                    s.admitted = True
+                    s.cached_tokens = s.computed
+                    if kv.prefix_caching:
+                        kv.queries += s.prompt_tokens
+                        kv.hits += s.computed
+                    self.first_scheduled.append(s)
+                budget -= n
+                tokens += n
+                s.computed += n
+                if s.computed == total:
+                    emitted.append(s)
+                if kv.prefix_caching and s.keys:
+                    kv.register(s)
             elif fifo:
                 break
             else:
@@ -178,7 +216,7 @@ class BatchEngine:
                     break
         if skipped:
             waiting.extendleft(reversed(skipped))
-        return out
+        return tokens
 
     def step(self):
         """Run one step.  Returns ``(duration_s, emitted)``: the sequences
@@ -187,63 +225,69 @@ class BatchEngine:
         if self._n_cancelled:
             self._purge()
         p = self.p
+        kv = self.kv
         self.steps += 1
+        if self.first_scheduled:
+            self.first_scheduled = []
         emitted: list[Seq] = []
-        if p.scheduler == "prefill_first" and self.waiting and self._can_admit_any():
-            tokens = 0
-            for s in self._admissions(p.max_num_batched_tokens, whole=True):
-                tokens += s.prompt_tokens
-                s.prefill_left = 0
-                emitted.append(s)
-            duration = step_duration(p, 0, tokens, 0)
+        decode = prefill = ctx = 0
+        if p.scheduler == "prefill_first":
+            if self.waiting:
+                prefill = self._admissions(p.max_num_batched_tokens, False, emitted)
+            budget = UNLIMITED if not emitted else 0  # a prefill step decodes nothing
         else:
-            decode = []
-            ctx = 0
-            prefilling = []
-            for s in self.running:
-                if s.prefill_left:
-                    prefilling.append(s)
+            budget = p.max_num_batched_tokens
+        # Step 1 (module docstring), computed as it is planned: a sequence planned stays planned,
+        # as preemption takes the newest, which the loop has not reached yet
+        running = self.running
+        bs = kv.block_size
+        register = kv.prefix_caching
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            s = running[i]
+            total = s.prompt_tokens + s.generated
+            c = s.computed
+            n = total - c
+            if n > budget:
+                n = budget
+            if c + n > s.blocks * bs and not kv.grow(s, c + n):
+                self._preempt(running.pop())  # the newest; when that was `s`, the loop ends
+                preempted = True
+                continue
+            i += 1
+            budget -= n
+            c += n
+            s.computed = c
+            if c == total:
+                if n == 1 and s.generated:
+                    decode += 1
+                    ctx += total
                 else:
-                    decode.append(s)
-                    ctx += s.prompt_tokens + s.generated
-            tokens = 0
-            if p.scheduler == "chunked":
-                budget = p.max_num_batched_tokens - len(decode)
-                for s in prefilling:
-                    if budget <= 0:
-                        break
-                    n = s.prefill_left if s.prefill_left <= budget else budget
-                    s.prefill_left -= n
-                    budget -= n
-                    tokens += n
-                    if not s.prefill_left:
-                        emitted.append(s)
-                for s in self._admissions(budget, whole=False):
-                    n = s.prefill_left if s.prefill_left <= budget else budget
-                    s.prefill_left -= n
-                    budget -= n
-                    tokens += n
-                    if not s.prefill_left:
-                        emitted.append(s)
-            duration = step_duration(p, len(decode), tokens, ctx)
-            if emitted:
-                decode.extend(emitted)
-            emitted = decode
+                    prefill += n
+                emitted.append(s)
+            else:
+                prefill += n
+            if register and s.registered < len(s.keys):
+                kv.register(s)
+        if p.scheduler == "chunked" and not preempted and self.waiting and budget > 0:
+            prefill += self._admissions(budget, True, emitted)
         done = False
         for s in emitted:
-            s.generated += 1
-            if s.generated >= s.max_tokens:
+            g = s.generated + 1
+            s.generated = g
+            if g >= s.max_tokens:
                 done = True
         if done:
             keep = []
-            for s in self.running:
+            for s in running:
                 if s.generated >= s.max_tokens:
-                    self.kv_used -= s.kv
-                    s.kv = 0
+                    kv.free(s)
                 else:
                     keep.append(s)
             self.running = keep
-        return duration, emitted
+        self.step_tokens = decode + prefill
+        return step_duration(p, decode, prefill, ctx), emitted
 
 
 class Frontend:

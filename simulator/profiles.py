@@ -12,7 +12,8 @@ kind                        batch      ``batch`` (continuous-batching engine) or
 description                 ""         free text
 model                       sim-model  model id served (``--model`` overrides)
 stream_interval             1          tokens per SSE chunk (vLLM ``--stream-interval``)
-max_model_len               4096       prompt + max_tokens above this -> HTTP 400
+max_model_len               4096       a prompt of this many tokens or more, or prompt +
+                                       max_tokens above it -> HTTP 400 with vLLM's message
 role_chunk                  with_first_token
                                        chat streams: ``with_first_token`` writes the
                                        role-only chunk together with the first content
@@ -57,7 +58,6 @@ scheduler                   chunked    ``chunked``: mixed steps, decode first, t
                                        step of whole prompts or a decode step, prefill
                                        whenever a waiting request can be admitted (vLLM V0)
 max_num_seqs                128        running (admitted) sequences at most
-kv_cache_tokens             524288     KV tokens; a request reserves prompt + max_tokens
 max_num_batched_tokens      2048       per-step token budget (decode + prefill tokens)
 step_base_s                 0.01       fixed cost of one engine step
 per_seq_s                   0.0001     cost per decoding sequence in a step
@@ -77,6 +77,27 @@ admission                   fifo       ``fifo``: the queue head blocks the other
                                        does not fit; ``first_fit``: later requests that
                                        fit are admitted ahead of it
 admission_lookahead         64         first_fit: waiting requests examined per step
+--- batch: KV cache (simulator.kv_cache; vLLM's flag of the same name where one exists) ---
+block_size                  16         tokens per KV-cache block
+num_gpu_blocks_override     null       blocks of the KV cache; null: from the memory below
+gpu_memory_gib              80.0       memory of one GPU, GiB
+tensor_parallel_size        1          GPUs the model is split over
+gpu_memory_utilization      0.9        share of each GPU's memory the engine may use
+weights_gib                 12.55      the model's weights, all GPUs together (7 B in FP16)
+activation_gib              1.0        per GPU: peak activations and other memory that is
+                                       neither weights nor KV cache
+kv_bytes_per_token          524288     KV bytes of one token, all layers and GPUs together:
+                                       2 x layers x KV heads x head dim x bytes per value
+                                       (Llama-2-7B in FP16: 2 x 32 x 32 x 128 x 2 = 512 KiB)
+                                       blocks = (tp x (gpu x utilisation - activation)
+                                       - weights) / (kv_bytes_per_token x block_size);
+                                       they must hold max_model_len tokens
+enable_prefix_caching       false      share full prompt blocks between requests, keep
+                                       them cached (LRU) after use
+enable_prompt_tokens_details false     usage carries prompt_tokens_details.cached_tokens
+                                       (when a request had prefix-cache hits)
+enable_per_request_metrics  false      the final usage chunk (and a non-streaming body)
+                                       carries vLLM's per-request ``metrics`` object
 --- both ---
 faults                      {}         ``{name: {rate: p, param: x}}``, see simulator.faults
 ==========================  =========  ===================================================
@@ -93,6 +114,7 @@ from core.errors import InputError
 from core.validation import FieldError, Fix, build, dotted
 
 from .faults import FaultTable
+from .kv_cache import num_gpu_blocks
 
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 
@@ -130,7 +152,6 @@ class Profile(BaseModel):
     # batch
     scheduler: Annotated[Literal["chunked", "prefill_first"], Fix("scheduler is chunked or prefill_first")] = "chunked"
     max_num_seqs: Count = 128
-    kv_cache_tokens: Count = 524288
     max_num_batched_tokens: Count = 2048
     step_base_s: Seconds = 0.01
     per_seq_s: Seconds = 0.0001
@@ -142,15 +163,40 @@ class Profile(BaseModel):
     frontend_cpu_per_token_s: Cost = 0.0
     admission: Annotated[Literal["fifo", "first_fit"], Fix("admission is fifo or first_fit")] = "fifo"
     admission_lookahead: Count = 64
+    # batch: KV cache
+    block_size: Count = 16
+    num_gpu_blocks_override: Count | None = None
+    gpu_memory_gib: Annotated[float, Field(strict=True, gt=0), Fix("give GiB as a number > 0")] = 80.0
+    tensor_parallel_size: Count = 1
+    gpu_memory_utilization: Annotated[float, Field(strict=True, gt=0, le=1), Fix("give a share between 0 and 1")] = 0.9
+    weights_gib: Annotated[float, Field(strict=True, ge=0), Fix("give GiB as a number >= 0")] = 12.55
+    activation_gib: Annotated[float, Field(strict=True, ge=0), Fix("give GiB as a number >= 0")] = 1.0
+    kv_bytes_per_token: Count = 524288
+    enable_prefix_caching: Annotated[bool, Field(strict=True), Fix("write true or false")] = False
+    enable_prompt_tokens_details: Annotated[bool, Field(strict=True), Fix("write true or false")] = False
+    enable_per_request_metrics: Annotated[bool, Field(strict=True), Fix("write true or false")] = False
     faults: Annotated[FaultTable, Fix("write {NAME: {rate: p, param: x}} or {NAME: p}, see simulator.faults")] = \
         Field(default_factory=lambda: FaultTable({}))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced(cls, data):
+        if isinstance(data, dict) and "kv_cache_tokens" in data:
+            raise FieldError("no longer a field: the KV cache is blocks, allocated as tokens grow",
+                             "write num_gpu_blocks_override: tokens / block_size (16), or size it from GPU memory, "
+                             "see simulator/profiles.py", at="kv_cache_tokens")
+        return data
+
     @model_validator(mode="after")
     def _fits(self):
-        if self.kind == "batch" and self.kv_cache_tokens < self.max_model_len:
-            raise FieldError(f"{self.kv_cache_tokens} is below max_model_len ({self.max_model_len})",
-                             "a batch engine holds at least one whole sequence: raise kv_cache_tokens or lower max_model_len",
-                             at="kv_cache_tokens")
+        if self.kind == "batch":
+            blocks = num_gpu_blocks(self)
+            if blocks * self.block_size < self.max_model_len:
+                where = "num_gpu_blocks_override" if self.num_gpu_blocks_override is not None else "gpu_memory_gib"
+                raise FieldError(f"the KV cache holds {blocks} blocks of {self.block_size} tokens, fewer than "
+                                 f"max_model_len ({self.max_model_len}) tokens",
+                                 "a batch engine holds at least one whole sequence, as vLLM refuses to start "
+                                 "otherwise: more blocks (memory) or a lower max_model_len", at=where)
         return self
 
 

@@ -99,7 +99,7 @@ def response_object(s, upto: int, now: float, status: str = "completed") -> dict
             output.append({"type": "function_call", "id": f"fc_{d['id']}", "call_id": d["id"],
                            "name": d["function"]["name"], "arguments": d["function"].get("arguments", "{}"),
                            "status": "completed"})
-    usage = {"input_tokens": s.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+    usage = {"input_tokens": s.prompt_tokens, "input_tokens_details": {"cached_tokens": s.cached_tokens()},
              "output_tokens": upto, "total_tokens": s.prompt_tokens + upto}
     if s.srv.profile.reasoning_usage:
         usage["output_tokens_details"] = {"reasoning_tokens": reasoning}
@@ -107,6 +107,8 @@ def response_object(s, upto: int, now: float, status: str = "completed") -> dict
            "status": status, "output": output, "usage": usage}
     if status == "incomplete":
         out["incomplete_details"] = {"reason": "max_output_tokens"}
+    if status != "in_progress" and s.srv.profile.enable_per_request_metrics:
+        out["metrics"] = s.request_metrics()
     return out
 
 

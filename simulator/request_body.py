@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import orjson
 
+from .prefix import block_keys, message_parts, prompt_parts
 from .tokens import image_tokens
 from .wire import HttpError
 
@@ -65,20 +66,42 @@ def parse_request(srv, endpoint, body):
     mt = _positive_int(req, "max_tokens")
     if mt is not None:
         max_tokens = mt
-    if max_tokens is None:
-        max_tokens = DEFAULT_MAX_TOKENS
-    limit = srv.profile.max_model_len
-    if prompt_tokens + max_tokens > limit:
-        raise HttpError(400, f"This model's maximum context length is {limit} tokens. However, you "
-                             f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
-                             f"messages, {max_tokens} in the completion). Please reduce the length of "
-                             f"the messages or completion.")
+    check_length(prompt_tokens, max_tokens, srv.profile.max_model_len)
+    if max_tokens is None:  # vLLM's default is the rest of the context; the simulator's is shorter
+        max_tokens = min(DEFAULT_MAX_TOKENS, srv.profile.max_model_len - prompt_tokens)
     model = req.get("model")
     if not isinstance(model, str) or not model:
         model = srv.model
     include_usage = bool(so.get("include_usage")) or endpoint == "responses"  # usage is in response.completed
     return req, prompt_tokens, max_tokens, stream, include_usage, \
         bool(so.get("continuous_usage_stats")), model
+
+
+def check_length(prompt_tokens: int, max_tokens: int | None, limit: int) -> None:
+    """vLLM's refusal of a request longer than ``max_model_len``, word for word (HTTP 400): a prompt
+    must leave room for one generated token, and prompt + max_tokens must fit."""
+    if prompt_tokens >= limit:
+        raise HttpError(400, f"This model's maximum context length is {limit} tokens. However, your request has "
+                             f"{prompt_tokens} input tokens. Please reduce the length of the input messages.")
+    if max_tokens is not None and prompt_tokens + max_tokens > limit:
+        raise HttpError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+                             f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
+                             f"tokens ({max_tokens} > {limit} - {prompt_tokens}).")
+
+
+def prompt_block_keys(srv, endpoint: str, req: dict, prompt_tokens: int) -> list[int]:
+    """The prefix-cache keys of the prompt's full blocks (simulator.prefix); none without prefix caching."""
+    p = srv.profile
+    if not p.enable_prefix_caching or p.kind != "batch":
+        return []
+    if endpoint == "completions":
+        parts = prompt_parts(req["prompt"], prompt_tokens)
+    else:
+        msgs = req["messages"]
+        if endpoint == "responses" and isinstance(req.get("instructions"), str):
+            msgs = [{"role": "system", "content": req["instructions"]}, *msgs]
+        parts = message_parts(srv.counter, msgs, p.image_patch_px, p.image_tokens)
+    return block_keys(parts, prompt_tokens, p.block_size)
 
 
 def check_tool_messages(msgs: list) -> None:

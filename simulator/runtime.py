@@ -1,10 +1,14 @@
 """Real-time runners: they turn engine time into wall-clock time.
 
 * :class:`BatchRunner` drives :class:`simulator.engine.BatchEngine`: it asks
-  the engine for one step, sleeps until the step's end (absolute schedule:
+  the engine for one step, arms a timer for the step's end (absolute schedule:
   the next step starts at the previous step's scheduled end, so lateness of
   the event loop does not accumulate), then hands the emitted tokens to the
-  streams.  With nothing to do it sleeps until a request arrives.
+  streams and plans the next step.  With nothing to do it stops until a
+  request arrives.  It stamps each request's engine times (``Seq.queued_t``
+  when it enters the waiting queue, ``Seq.scheduled_t`` the start of the step
+  that first admits it).  It runs on timer callbacks alone (``call_later``,
+  ``call_soon``), so ``bench/simulator_cpu.py`` can drive it on a virtual clock.
 * :class:`FixedRunner` gives each request its own timer -- first token at
   ``arrival + ttft_s``, then one token every ``itl_s`` -- with no shared
   state.  Token deadlines are grouped into ticks of ``tick_s`` (1 ms): one
@@ -16,7 +20,6 @@ go back to sleep if the deadline is still ahead.
 """
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 from time import perf_counter
@@ -39,8 +42,11 @@ class BatchRunner:
         self.engine = BatchEngine(profile)
         self.frontend = Frontend(profile, random.Random(seed + 1))
         self.pending = 0  # requests in their frontend latency / stall, not yet queued
-        self._wake: asyncio.Future | None = None
-        self._task = loop.create_task(self._run())
+        self._idle = True  # no step in flight: the next request starts one
+        self._stopped = False
+        self._t_end = 0.0  # scheduled end of the step in flight
+        self._emitted = ()  # ... and the sequences that emit a token at its end
+        self.on_step = None  # called with each step's tokens (the server's vllm:iteration_tokens_total)
 
     # -- gauges ----------------------------------------------------------
     def num_running(self):
@@ -54,7 +60,7 @@ class BatchRunner:
 
     # -- requests ----------------------------------------------------------
     def submit(self, stream, extra_delay: float = 0.0) -> None:
-        seq = Seq(stream.prompt_tokens, stream.max_tokens, stream)
+        seq = Seq(stream.prompt_tokens, stream.max_tokens, stream, stream.block_keys)
         stream.seq = seq
         in_flight = self.engine.num_running + self.engine.num_waiting + self.pending
         delay = self.frontend.latency(perf_counter(), in_flight) + extra_delay
@@ -71,10 +77,11 @@ class BatchRunner:
     def _enqueue(self, seq):
         if seq.cancelled:
             return
+        seq.queued_t = perf_counter()
         self.engine.add(seq)
-        w = self._wake
-        if w is not None and not w.done():
-            w.set_result(None)
+        if self._idle and not self._stopped:
+            self._idle = False
+            self.loop.call_soon(self._next_step, None)
 
     def cancel(self, stream) -> None:
         seq = stream.seq
@@ -85,40 +92,41 @@ class BatchRunner:
         pass
 
     def stop(self):
-        self._task.cancel()
+        self._stopped = True
 
     # -- the step loop -------------------------------------------------------
-    async def _sleep_until(self, t):
-        loop = self.loop
-        while True:
-            d = t - perf_counter()
-            if d <= EARLY_TOLERANCE_S:
-                return
-            f = loop.create_future()
-            h = loop.call_later(_delay_ms(d), f.set_result, None)
-            try:
-                await f
-            except BaseException:
-                h.cancel()
-                raise
-
-    async def _run(self):
+    def _next_step(self, t_end):
+        """Plan the step that starts at ``t_end``, the previous step's scheduled end (None: idle
+        until now), or now when the loop is further behind than MAX_BEHIND_S."""
         eng = self.engine
-        t_end = None
-        while True:
-            if not eng.has_work():
-                self._wake = self.loop.create_future()
-                await self._wake
-                self._wake = None
-                t_end = None
-            now = perf_counter()
-            t_start = now if t_end is None or now - t_end > MAX_BEHIND_S else t_end
-            duration, emitted = eng.step()
-            t_end = t_start + duration
-            await self._sleep_until(t_end)
-            self.frontend.observe(t_end, len(emitted))
-            for s in emitted:
-                s.owner.on_token(s.generated)
+        if self._stopped or not eng.has_work():
+            self._idle = True
+            return
+        now = perf_counter()
+        t_start = now if t_end is None or now - t_end > MAX_BEHIND_S else t_end
+        duration, self._emitted = eng.step()
+        for s in eng.first_scheduled:
+            s.scheduled_t = t_start
+        if self.on_step is not None:
+            self.on_step(eng.step_tokens)
+        self._t_end = t_start + duration
+        self.loop.call_later(_delay_ms(self._t_end - now), self._fire)
+
+    def _fire(self):
+        """At the step's end: the emitted tokens to their streams, then the next step.  uvloop
+        timers may fire up to ~1 ms early; an early one re-arms."""
+        if self._stopped:
+            return
+        t_end = self._t_end
+        d = t_end - perf_counter()
+        if d > EARLY_TOLERANCE_S:
+            self.loop.call_later(_delay_ms(d), self._fire)
+            return
+        emitted = self._emitted
+        self.frontend.observe(t_end, len(emitted))
+        for s in emitted:
+            s.owner.on_token(s.generated)
+        self._next_step(t_end)
 
 
 class FixedRunner:

@@ -23,7 +23,7 @@ import orjson
 from .embedding import Embedding
 from .faults import HTTP_FAULTS, FaultPlan
 from .metrics import Metrics
-from .request_body import parse_request, tool_calls_for
+from .request_body import parse_request, prompt_block_keys, tool_calls_for
 from .runtime import BatchRunner, FixedRunner
 from .stream import Stream
 from .tokens import PromptCounter, image_tokens
@@ -47,9 +47,11 @@ class SimServer:
         self.counter = counter or PromptCounter(None)
         self.truth = truth or TruthLog(None)
         self.faults = faults or FaultPlan({}, seed)
-        self.metrics = Metrics(self.model)
         self.fixed = profile.kind == "fixed"
         self.runner = (FixedRunner if self.fixed else BatchRunner)(profile, loop, seed)
+        self.metrics = Metrics(self.model, profile, 0 if self.fixed else self.runner.engine.kv.num_blocks)
+        if not self.fixed:
+            self.runner.on_step = self.metrics.iteration.observe
         self.stream_interval = profile.stream_interval
         self.role_at_once = profile.role_chunk == "at_once"
         self.created = int(time.time())
@@ -79,7 +81,11 @@ class SimServer:
 
     def metrics_text(self) -> bytes:
         r = self.runner
-        return self.metrics.render(r.num_running(), r.num_waiting(), r.kv_usage())
+        if self.fixed:
+            return self.metrics.render(r.num_running(), r.num_waiting(), r.kv_usage())
+        eng = r.engine
+        return self.metrics.render(r.num_running(), r.num_waiting(), r.kv_usage(), eng.preemptions,
+                                   eng.kv.queries, eng.kv.hits)
 
     def shutdown(self):
         for s in list(self.active):
@@ -327,6 +333,7 @@ class HttpConn(asyncio.Protocol):
             return
         s = Stream(srv, self, rid, endpoint, stream, prompt_tokens, max_tokens, model, inc_usage, cont_usage,
                    headers.get("x-sim-timestamps") == "1", arrival)
+        s.block_keys = prompt_block_keys(srv, endpoint, req, prompt_tokens)
         self.active = s
         srv.active.add(s)
         if endpoint in ("chat", "responses"):

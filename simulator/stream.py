@@ -29,7 +29,7 @@ class Stream:
         "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
         "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
         "common", "submitted", "role_pending", "out", "reasoning", "calls", "answer_t", "tools_sent", "images",
-        "tool_results", "seq_no", "phased",
+        "tool_results", "seq_no", "phased", "block_keys",
     )
 
     def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
@@ -60,7 +60,8 @@ class Stream:
         self.hold_s = 0.0
         self.held = False
         self.generated = 0
-        self.seq = None
+        self.seq = None  # the engine's Seq (batch runner)
+        self.block_keys = ()  # prefix-cache keys of the prompt's full blocks (enable_prefix_caching)
         self.submitted = False
         self.role_pending = b""  # chat: the role-only chunk, written with the first token
         self.out = None  # writes gathered by hold_writes
@@ -89,12 +90,53 @@ class Stream:
 
     # -- helpers ------------------------------------------------------------
     def _usage(self, completion):
-        if self.reasoning and self.srv.profile.reasoning_usage:
-            return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,' \
+        p = self.srv.profile
+        cached = b""
+        if p.enable_prompt_tokens_details:  # as vLLM: only when the request had prefix-cache hits
+            n = self.cached_tokens()
+            if n:
+                cached = b',"prompt_tokens_details":{"cached_tokens":%d}' % n
+        if self.reasoning and p.reasoning_usage:
+            return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%b,' \
                    b'"completion_tokens_details":{"reasoning_tokens":%d}}' % (
-                       self.prompt_tokens, completion, self.prompt_tokens + completion, min(completion, self.reasoning))
-        return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
-            self.prompt_tokens, completion, self.prompt_tokens + completion)
+                       self.prompt_tokens, completion, self.prompt_tokens + completion, cached,
+                       min(completion, self.reasoning))
+        return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%b}' % (
+            self.prompt_tokens, completion, self.prompt_tokens + completion, cached)
+
+    def _final_usage(self, completion):
+        """The usage of the stream's last chunk, and vLLM's per-request ``metrics`` beside it when
+        the profile asks (enable_per_request_metrics)."""
+        if self.srv.profile.enable_per_request_metrics:
+            return self._usage(completion) + b',"metrics":' + orjson.dumps(self.request_metrics())
+        return self._usage(completion)
+
+    def cached_tokens(self) -> int:
+        """Prompt tokens found in the prefix cache when the engine first admitted the request."""
+        return self.seq.cached_tokens if self.seq is not None else 0
+
+    def engine_times(self):
+        """(queued, scheduled): when the request entered the engine's queue and the start of the
+        step that first admitted it; None where it never did (the fixed runner has no engine)."""
+        seq = self.seq
+        if seq is None:
+            return None, None
+        return seq.queued_t, seq.scheduled_t
+
+    def request_metrics(self) -> dict:
+        """vLLM's per-request ``metrics`` (--enable-per-request-metrics), from the times the truth log
+        records: queue = scheduled - queued; TTFT from scheduled to the first token; generation from
+        the first token to the last; mean ITL over the tokens after the first; tokens per second over
+        scheduled to the last token. A figure whose times are missing is null, as in vLLM."""
+        queued, scheduled = self.engine_times()
+        first, last, n = self.first_t, self.last_t, self.sent
+        ms = lambda a, b: (b - a) * 1000.0 if a is not None and b is not None else None  # noqa: E731
+        gen = ms(first, last)
+        span = last - scheduled if scheduled is not None and last is not None else 0.0
+        return {"time_to_first_token_ms": ms(scheduled, first), "generation_time_ms": gen,
+                "queue_time_ms": ms(queued, scheduled),
+                "mean_itl_ms": gen / (n - 1) if gen is not None and n > 1 else None,
+                "tokens_per_second": n / span if span > 0 else None}
 
     def set_phases(self, reasoning: int, calls: list[str]) -> None:
         """The reply's reasoning tokens and tool calls. `phased` follows them once, here: emit reads
@@ -230,7 +272,7 @@ class Stream:
             else:
                 out = [pre, events]
                 if self.include_usage:
-                    out.append(frame(self._event(self.common + b',"choices":[]' + self._usage(upto))))
+                    out.append(frame(self._event(self.common + b',"choices":[]' + self._final_usage(upto))))
                 out += [frame(DONE), TERMINATOR]
                 self._write(b"".join(out))
                 self.finish("ok")
@@ -250,7 +292,7 @@ class Stream:
             else:
                 out = [pre, frame(payload)]
                 if self.include_usage:
-                    out.append(frame(self._event(self.common + b',"choices":[]' + self._usage(upto))))
+                    out.append(frame(self._event(self.common + b',"choices":[]' + self._final_usage(upto))))
                 out.append(frame(DONE))
                 out.append(TERMINATOR)
                 self._write(b"".join(out))
@@ -284,11 +326,11 @@ class Stream:
             self.finish(self.fault)
             return
         if self.endpoint == "responses":
-            body = orjson.dumps(response_object(self, n, now, responses_status(self)))
             self.first_t = self.last_t = now
             self.answer_t = now if self.reasoning < n else None
             self.tools_sent = len(call_spans(self)) if self.calls else 0
             self.sent = n
+            body = orjson.dumps(response_object(self, n, now, responses_status(self)))
             m = self.srv.metrics
             m.ttft.observe(now - self.arrival)
             m.prompt_tokens += self.prompt_tokens
@@ -320,14 +362,16 @@ class Stream:
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
             obj = "text_completion"
-        body = orjson.dumps({"id": self.rid, "object": obj, "created": self.srv.created, "model": self.model,
-                             "choices": [choice],
-                             "usage": orjson.loads(self._usage(n)[len(b',"usage":'):])})
+        reply = {"id": self.rid, "object": obj, "created": self.srv.created, "model": self.model,
+                 "choices": [choice], "usage": orjson.loads(self._usage(n)[len(b',"usage":'):])}
+        self.first_t = self.last_t = now
+        self.sent = n
+        if self.srv.profile.enable_per_request_metrics:
+            reply["metrics"] = self.request_metrics()
+        body = orjson.dumps(reply)
         if self.fault == "malformed_chunk":
             body = body[: len(body) // 2]
         m = self.srv.metrics
-        self.first_t = self.last_t = now
-        self.sent = n
         m.ttft.observe(now - self.arrival)
         m.prompt_tokens += self.prompt_tokens
         m.generation_tokens += n
@@ -368,10 +412,13 @@ class Stream:
         if self.submitted:
             srv.runner.finished(self)
         srv.active.discard(self)
+        queued, scheduled = self.engine_times()
         if outcome == "ok":
             srv.metrics.success["length"] += 1
             if self.last_t is not None:
                 srv.metrics.e2e.observe(self.last_t - self.arrival)
+            srv.metrics.request_done(queued, scheduled, self.first_t, self.last_t, self.prompt_tokens, self.sent)
+        seq = self.seq
         if srv.truth:
             srv.truth.record({
                 "request_id": self.rid, "endpoint": self.endpoint, "stream": self.is_stream,
@@ -381,6 +428,10 @@ class Stream:
                 "first_answer_token": self.answer_t if self.phased else self.first_t,
                 "reasoning_tokens": min(self.sent, self.reasoning), "answer_tokens": max(0, self.sent - self.reasoning),
                 "tool_calls": self.tools_sent, "images": self.images, "tool_results": self.tool_results,
+                "queued": queued, "scheduled": scheduled,
+                "queue_time": scheduled - queued if scheduled is not None and queued is not None else None,
+                "preemptions": seq.preemptions if seq is not None else 0,
+                "cached_tokens": seq.cached_tokens if seq is not None else 0,
             })
         if respond:
             self.conn.response_done()

@@ -27,6 +27,14 @@ process, i.e. CLOCK_MONOTONIC on Linux, comparable with a client's
     tool_calls     int    tool calls begun in the reply
     images         int    image_url parts in the request (each adds prompt tokens)
     tool_results   int    tool messages in the request
+    queued         float|null  when the request entered the engine's waiting queue (after the
+                          front end); null where no engine took it (fixed profile, refused early)
+    scheduled      float|null  the start of the engine step that first admitted it
+    queue_time     float|null  scheduled - queued: vLLM's queue time (its ``queue_time_ms`` and
+                          ``vllm:request_queue_time_seconds``)
+    preemptions    int    times the engine preempted it (its blocks freed, computed again later)
+    cached_tokens  int    prompt tokens found in the prefix cache at its first admission (usage's
+                          ``prompt_tokens_details.cached_tokens``)
 
 Lines are buffered and flushed at least every second, and on shutdown. The file is opened for
 appending and each flush is one write of whole lines, so several simulator processes sharing a

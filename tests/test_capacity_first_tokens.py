@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.process, pytest.mark.timing]  # replies timed against 
 
 # 8 slots, one token per engine step of 20 ms: 425 tokens are an 8.5 s reply, whatever the batch;
 # a request beyond the 8 slots waits for one to free (its TTFT then grows by seconds)
-PROFILE = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 8\nkv_cache_tokens: 1000000\nmax_num_batched_tokens: 8192\n"
+PROFILE = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 8\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
            "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n")  # fmt: skip
 SLO = "ttft.p50<500ms"  # a P50 is met on 4 values at 90 %
 # Levels of 16 s, the first 2 s a warm-up; the level's cut at 16 s (12 s with workers). 8 users (one

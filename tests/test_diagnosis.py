@@ -21,14 +21,14 @@ BASE = ("kind: batch\nscheduler: chunked\nmax_num_batched_tokens: 8192\nstep_bas
         "per_prefill_token_s: 0.0\nmax_model_len: 4096\n")  # fmt: skip
 PROFILES = {
     # 6 running at most, KV without limit: the 7th request waits for a slot while KV stays near empty
-    "scheduler-bound": BASE + "max_num_seqs: 6\nkv_cache_tokens: 1000000\n",
-    # slots enough, KV for about ten requests of the mix (prompt + 30 tokens reserved each): it fills
-    "memory-bound": BASE + "max_num_seqs: 128\nkv_cache_tokens: 4096\n",
+    "scheduler-bound": BASE + "max_num_seqs: 6\nnum_gpu_blocks_override: 62500\n",
+    # slots enough, KV for about ten requests of the mix (prompt + 30 tokens each, in 256 blocks of 16): it fills
+    "memory-bound": BASE + "max_num_seqs: 128\nnum_gpu_blocks_override: 256\n",
     # slots and KV enough, 12 ms more per sequence in the batch: all 24 run, each step takes 0.31 s
     # (a token budget per step for all 24 prompts at once: the users send in step, and with 8,192 a
     # burst of long prompts waited a step for its prefill)
     "compute-bound": BASE.replace("per_seq_s: 0.0", "per_seq_s: 0.012").replace("batched_tokens: 8192", "batched_tokens: 131072")
-    + "max_num_seqs: 128\nkv_cache_tokens: 1000000\n",
+    + "max_num_seqs: 128\nnum_gpu_blocks_override: 62500\n",
 }
 # The compute-bound level must send inside its 4 s window: 8-token replies of 0.31 s steps take
 # about 2.5 s, so each of the 24 users sends twice in it. (30 tokens at 0.26 s outlasted the

@@ -126,7 +126,7 @@ def test_capacity_search_finds_the_slot_limit(tmp_path):
     beyond, requests queue for a free slot and TTFT jumps by a whole reply time."""
     profile = tmp_path / "six.yaml"
     profile.write_text(
-        "kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nkv_cache_tokens: 1000000\nmax_num_batched_tokens: 8192\n"
+        "kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
         "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n"
     )
     with simulator("--profile", str(profile)) as url:

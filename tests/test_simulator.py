@@ -194,7 +194,7 @@ def metric(text, name, **labels):
 
 # ---------------------------------------------------------------- fixtures
 FAST_FIXED = {"kind": "fixed", "ttft_s": 0.01, "itl_s": 0.002, "max_model_len": 100000}
-BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 2, "kv_cache_tokens": 100000,
+BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 2, "num_gpu_blocks_override": 6250,
          "max_num_batched_tokens": 512, "step_base_s": 0.01, "per_seq_s": 0.0, "per_prefill_token_s": 0.0}
 
 
@@ -544,12 +544,12 @@ def test_batch_engine_step_arithmetic_matches_virtual_time():
     eng.add(a)
     eng.add(b)
     d, em = eng.step()  # a gets 100 prompt tokens, b waits for budget
-    assert em == [] and abs(d - step_duration(p, 0, 100, 0)) < 1e-12 and a.prefill_left == 50
+    assert em == [] and abs(d - step_duration(p, 0, 100, 0)) < 1e-12 and a.computed == 100
     d, em = eng.step()  # a finishes prefill (50) and b is admitted and prefilled (20)
     assert em == [a, b] and abs(d - (0.01 + 0.07)) < 1e-12
     d, em = eng.step()  # two decodes
     assert em == [a, b] and abs(d - (0.01 + 0.004)) < 1e-12 and b.generated == 2
-    assert eng.num_running == 1 and eng.kv_used == 153
+    assert eng.num_running == 1 and a.computed == 151 and eng.kv.used == 10  # ceil(151 / 16) blocks
 
 
 def test_reference_profile_fits_the_published_p95_ttft():

@@ -14,7 +14,7 @@ from tests.helpers import read_results, run_locust, simulator
 from tests.test_ci_recipes import junit_cases
 
 # 6 slots: 2 users are served at once (TTFT about one 20 ms step); 24 users queue for a slot
-SIX_SLOTS = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nkv_cache_tokens: 1000000\nmax_num_batched_tokens: 8192\n"
+SIX_SLOTS = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
              "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 4096\n")  # fmt: skip
 
 
