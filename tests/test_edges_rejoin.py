@@ -1,0 +1,73 @@
+"""A worker frozen (SIGSTOP) past the master's heartbeat timeout, then continued: Locust moves its
+users to the other worker, and when it returns they are moved back. The users the server saw at
+once (its truth log) are the plan's, not the plan's and the returned worker's."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from plugin import exit_codes
+from tests.edges import ended, kill_all, launch, records, slow_profile, summary_of, truth_count, wait_for
+from tests.helpers import free_port, read_truth, simulator
+
+pytestmark = [pytest.mark.process, pytest.mark.timing]
+
+USERS = 10
+FROZEN_S = 7  # past Locust's heartbeat timeout (3 missed heartbeats of 1 s): the master counts it missing
+
+
+def concurrency(truth: list[dict], ids: set, start: float, end: float) -> float:
+    """The median count of `ids`' requests the server was serving at once between `start` and `end`
+    (its own clock): a closed-loop user without think time always has one."""
+    spans = [(t["arrival"], t["last_token"]) for t in truth if t["request_id"] in ids and t["last_token"] is not None]
+    counts = [sum(1 for a, b in spans if a <= at <= b) for at in np.arange(start, end, 0.1)]
+    return float(np.median(counts))
+
+
+def run_with_a_frozen_worker(tmp_path, *extra: str) -> tuple[int | None, dict, dict, str]:
+    """Master and two workers, -u 10; worker 0 frozen FROZEN_S seconds, then continued. Returns the exit
+    code, the server's concurrency after the return per worker ({worker: median}), summary.json, the log."""
+    truth_path = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth_path) as url:  # 1.5 s streams
+        master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                        "--expect-workers", "2", "-u", str(USERS), "-r", str(USERS), "-t", "26s", "--host", url,
+                        "--results-dir", str(tmp_path), "--run-id", "rejoin", "--stop-timeout", "5", "--model",
+                        "sim-model", "--max-tokens-override", "30", *extra, log_path=tmp_path / "master.log")  # fmt: skip
+        workers = [launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / f"w{i}.log")
+                   for i in range(2)]  # fmt: skip
+        try:
+            wait_for(lambda: truth_count(truth_path) >= USERS, 40, "load began")
+            time.sleep(1.0)
+            workers[0].send_signal(signal.SIGSTOP)
+            time.sleep(FROZEN_S)
+            workers[0].send_signal(signal.SIGCONT)
+            resumed = time.perf_counter()  # the simulator's clock too (CLOCK_MONOTONIC, one machine)
+            code = ended(master, 90)
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.send_signal(signal.SIGCONT)
+            kill_all(master, *workers)
+        time.sleep(1.5)  # the truth log is flushed every second
+    truth = read_truth(truth_path)
+    df = records(tmp_path / "rejoin" / "requests.parquet")
+    last_arrival = max(t["arrival"] for t in truth)
+    start, end = resumed + 5.0, last_arrival - 1.0  # settled after the return; before the drain
+    assert end - start > 5, (start, end)
+    by_worker = {w: concurrency(truth, set(g["request_id"]), start, end) for w, g in df.groupby("worker")}
+    by_worker["all"] = concurrency(truth, set(df["request_id"]), start, end)
+    return code, by_worker, summary_of(tmp_path / "rejoin"), (tmp_path / "master.log").read_text()
+
+
+def test_a_worker_back_from_a_freeze_gets_its_share_and_the_run_carries_the_planned_users(tmp_path):
+    code, seen, summary, log = run_with_a_frozen_worker(tmp_path)
+    assert "self-healed" in log, log[-3000:]
+    assert seen["all"] == USERS, (seen, log[-3000:])  # 15 before: the other worker kept the moved users
+    assert sorted(v for k, v in seen.items() if k != "all") == [USERS / 2, USERS / 2], seen
+    assert code == exit_codes.DONE, (code, summary.get("reason"), log[-3000:])
+    assert summary["complete"] is True and summary.get("users_off_plan") is None, summary.get("users_off_plan")
