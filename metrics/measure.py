@@ -25,6 +25,7 @@ from metrics.schema.verdicts import Slo
 from metrics.slo import good_mask, objective_stats
 from metrics.slo import verdicts as slo_verdicts
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
+from metrics.ttft_split import ttft_split
 from metrics.verdict import FIRST_TOKEN, judge, level_values
 
 # the columns of the streams still open that a level judged live takes (plugin/progress.py reports)
@@ -106,6 +107,7 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
             inputs=int(ok["inputs"].sum()), batch_size_mean=float(ok["inputs"].mean()),
             inputs_per_s=per_s(int(finished_in_window["inputs"].sum())), input_tokens_per_s=per_s(prompt),
         )  # fmt: skip
+    out.ttft_split = ttft_split(ok, method)  # where the server reported each request's own timing
     lag = (ok["t_send"] - ok["t_intended"]).to_numpy()
     if np.isfinite(lag).any():  # open loop: latency from the intended send time as well
         out.schedule_lag_ms = distribution(df["t_send"] - df["t_intended"], method)

@@ -44,11 +44,39 @@ class ParsedStream:
     tool_calls: list[dict] = field(default_factory=list)
     _call_index: dict = field(default_factory=dict)  # Responses API: output_index -> position in tool_calls
     inputs: int = 0  # the vectors (/v1/embeddings) or the ranked documents (/v1/rerank) the reply held
+    # the server's own timing of the request: vLLM's top-level `metrics` object, sent beside the
+    # final usage (--enable-per-request-metrics); None where it sent none
+    server_metrics: dict | None = None
 
     @property
     def finished(self) -> bool:
         """The server ended the stream properly."""
         return self.done or bool(self.finish_reason)
+
+
+# vLLM's per-request `metrics` keys (milliseconds) -> the record's fields (seconds)
+SERVER_TIMING = (("queue_time_ms", "server_queue_s"), ("time_to_first_token_ms", "server_ttft_s"),
+                 ("generation_time_ms", "server_generation_s"), ("mean_itl_ms", "server_itl_s"))  # fmt: skip
+
+
+def server_timing(parsed: ParsedStream) -> dict:
+    """The record's fields the server's own report of the request fills: each of SERVER_TIMING's
+    figures it sent (a number >= 0), and `cached_tokens` from usage.prompt_tokens_details (the
+    Responses API's usage.input_tokens_details). Empty for a server that sent neither."""
+    out = {}
+    m = parsed.server_metrics
+    if type(m) is dict:
+        for key, name in SERVER_TIMING:
+            v = m.get(key)
+            if type(v) in (int, float) and v >= 0:
+                out[name] = v / 1000.0
+    usage = parsed.usage
+    if type(usage) is dict:
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        cached = details.get("cached_tokens") if type(details) is dict else None
+        if type(cached) is int and cached >= 0:
+            out["cached_tokens"] = cached
+    return out
 
 
 def error_text(error) -> str:

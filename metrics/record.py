@@ -88,6 +88,17 @@ class RequestRecord:
     reasoning_source: str = ""  # "usage" | "tokenizer" | "chunks" | "" (no reasoning text)
     tool_calls: int = 0  # tool calls in the reply (parallel calls counted one by one)
     inputs: int = 0  # embeddings: the vectors returned (the request's batch size); rerank: the documents ranked; 0 for generation
+    # The server's own timing of this request, where it sent one (vLLM's per-request `metrics`
+    # object in the final usage chunk, --enable-per-request-metrics), in seconds; NaN where it sent
+    # none. Queue: waiting for the scheduler; TTFT: from being scheduled to the first token (its
+    # prefill); generation: first token to last; ITL: its mean gap between tokens. The client's
+    # ttft_s less queue and server TTFT is the front end, the network and the client (metrics/ttft_split.py).
+    server_queue_s: float = NAN
+    server_ttft_s: float = NAN
+    server_generation_s: float = NAN
+    server_itl_s: float = NAN
+    # Prompt tokens the server took from its prefix cache (usage.prompt_tokens_details.cached_tokens); -1 unknown.
+    cached_tokens: int = -1
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)
@@ -132,6 +143,11 @@ ARROW_SCHEMA = pa.schema(
         ("reasoning_source", pa.string()),
         ("tool_calls", pa.int16()),
         ("inputs", pa.int32()),
+        ("server_queue_s", pa.float64()),
+        ("server_ttft_s", pa.float64()),
+        ("server_generation_s", pa.float64()),
+        ("server_itl_s", pa.float64()),
+        ("cached_tokens", pa.int32()),
     ]
 )
 assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
@@ -142,6 +158,7 @@ SCALAR_COLUMNS = (
     "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
     "prompt_tokens", "output_tokens", "tokens_source", "worker", "resent",
     "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason", "inputs", "turn",
+    "server_queue_s", "server_ttft_s", "cached_tokens",
 )  # fmt: skip
 
 

@@ -223,6 +223,9 @@ def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> N
         usage = event.get("usage")
         if usage:
             out.usage = usage
+            timing = event.get("metrics")  # vLLM's per-request timing rides with the final usage
+            if timing:
+                out.server_metrics = timing
         choices = event.get("choices")
         if not choices or type(choices) is not list:
             continue
@@ -305,6 +308,7 @@ def parse_response(pieces: list[tuple[float, bytes]]) -> ParsedStream:
         out.error, out.error_detail = "mid_stream_error", str(body["error"])[:200]
         return out
     out.usage = body.get("usage")
+    out.server_metrics = body.get("metrics") if isinstance(body.get("metrics"), dict) else None
     out.done = True
     if body.get("object") == "list" and isinstance(body.get("data"), list):  # /v1/embeddings
         out.inputs = sum(1 for d in body["data"] if isinstance(d, dict) and d.get("embedding") is not None)

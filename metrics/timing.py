@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metrics.record import NAN, RequestRecord
-from metrics.parsed import ParsedStream
+from metrics.parsed import ParsedStream, server_timing
 
 TokenCounter = Callable[[str], int]
 
@@ -166,6 +166,8 @@ def fill_record(
         rec.answer_tokens = max(0, rec.output_tokens - rec.reasoning_tokens)
     rec.tool_calls = len(parsed.tool_calls)
     rec.inputs = parsed.inputs
+    for name, value in server_timing(parsed).items():  # the server's own report, where it sent one
+        setattr(rec, name, value)
     if chunks:
         rec.ttft_s = rec.chunk_times[0]
         rec.ttfa_s = next((t for t, c in zip(rec.chunk_times, chunks) if c.answer), NAN)

@@ -63,6 +63,29 @@ def summary_table(summary: Summary, by: str = "by_class", label: str = "class") 
     return Table(headers, rows, row_classes=["overall" if n == "overall" else "" for n, _ in blocks])
 
 
+TTFT_SPLIT_HEADERS = ["scope", "requests", "client TTFT mean", "server queue mean", "server prefill mean",
+                      "rest mean", "rest p95", "cached prompt %"]  # fmt: skip
+
+
+def ttft_split_table(summary: Summary) -> Table | None:
+    """The client's TTFT split by the server's own timing (summary.json `ttft_split`): one row per
+    class, the run and each level that has one; the means add up, client TTFT = queue + prefill + rest
+    (the rest: front end, network and client). None where no server sent its timing or cached tokens."""
+    scopes = [(name, b) for name, b in summary.blocks()]
+    scopes += [(f"{s.users} users (step {s.step})", s) for s in summary.by_step or ()]
+    rows = []
+    for name, b in scopes:
+        t = b.ttft_split
+        if t is None:
+            continue
+        share = None if t.cached_share is None else t.cached_share * 100
+        rows.append(cells(name, fmt(t.requests), fmt(t.ttft_ms, 1), fmt(t.queue_ms, 1), fmt(t.prefill_ms, 1),
+                          fmt(t.rest_ms, 1), fmt(t.rest_p95_ms, 1), fmt(share, 1)))  # fmt: skip
+    if not rows:
+        return None
+    return Table(TTFT_SPLIT_HEADERS, rows)
+
+
 # (header, the step's value, digits)
 STEP_COLUMNS = [
     ("step", lambda s: s.step, 0), ("users", lambda s: s.users, 0), ("sent", lambda s: s.requests.sent, 0),
@@ -301,6 +324,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         summary=summary_table(s),
         turns=summary_table(s, "by_turn", "turn") if s.by_turn else None,
         steps=steps_table(s.by_step) if s.by_step else None,
+        ttft_split=ttft_split_table(s),
         failures=failures_table(s, error_details(run)),
         charts=charts,
         extras=extras(s),

@@ -20,6 +20,8 @@ first_token_event / last_token_event (0-based index of the SSE event that TTFT /
 timed at), first_answer_event (the event of the first answer token, content or tool call, that
 the time to first answer token must be timed at; null: the reply was only reasoning, no ttfa),
 reasoning_tokens, answer_tokens, reasoning_source, tool_calls (the number of calls), inputs (embeddings, rerank),
+server_queue_s, server_ttft_s, server_generation_s, server_itl_s and cached_tokens (the server's own report of the
+request; a case without them must leave them NaN and -1: a server that sends nothing changes no record),
 tool_call_names, tool_call_arguments (each call's joined fragments), ttft_equals_e2e, retry_after.
 
 The path is the suite's own: users.stream.StreamClient reads the socket, metrics.sse parses,
@@ -120,6 +122,9 @@ def test_corpus_case(path: Path):
                 "reasoning_tokens", "answer_tokens", "reasoning_source", "tool_calls", "inputs"):
         if key in want:
             assert getattr(rec, key) == want[key], key
+    for key in ("server_queue_s", "server_ttft_s", "server_generation_s", "server_itl_s"):
+        assert getattr(rec, key) == pytest.approx(want[key]) if key in want else math.isnan(getattr(rec, key)), key
+    assert rec.cached_tokens == want.get("cached_tokens", -1)
     if "tool_call_names" in want:
         assert [c["name"] for c in parsed.tool_calls] == want["tool_call_names"]
     if "tool_call_arguments" in want:

@@ -97,6 +97,25 @@ class Embeddings(Model):
     input_tokens_per_s: Num = None  # prompt tokens per second (by arrival, as throughput counts them)
 
 
+class TtftSplit(Model):
+    """The client's TTFT split by the server's own report of each request (metrics/ttft_split.py),
+    over the successful requests it reported on: means in milliseconds that add up,
+    ttft_ms = queue_ms + prefill_ms + rest_ms (None where no request had its timing, only its cached
+    tokens). The block has no split where no server sent either."""
+
+    requests: int  # successful requests whose server sent its queue time and its TTFT
+    ttft_ms: Num = None  # the client's TTFT, mean over those requests
+    queue_ms: Num = None  # the server's queue: waiting to be scheduled (vLLM queue_time_ms)
+    prefill_ms: Num = None  # the server's TTFT: scheduled to first token (vLLM time_to_first_token_ms)
+    rest_ms: Num = None  # the client's TTFT less both: front end (API server, tokenizer), network and client
+    rest_p95_ms: Num = None  # the rest's own p95 over the same requests (a tail the server cannot show)
+    # prompt tokens the server took from its prefix cache (usage.prompt_tokens_details.cached_tokens),
+    # over the successful requests that said (`cached_known`), and their share of those requests' prompts
+    cached_tokens: int = 0
+    cached_known: int = 0
+    cached_share: Num = None
+
+
 class Block(Model):
     """The statistics of one scope: the run, a request class, a conversation turn or a load step."""
 
@@ -117,6 +136,7 @@ class Block(Model):
     e2e_from_intended_ms: Distribution | None = None
     slo: Slo | None = None  # with --slo
     embeddings: Embeddings | None = None  # --endpoint embeddings or rerank
+    ttft_split: TtftSplit | None = None  # where the server reported each request's own timing
 
     def latency(self, metric: str) -> Distribution:
         """ttft | tpot | itl | e2e | ttfa -> its distribution."""
