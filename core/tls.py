@@ -20,6 +20,9 @@ class TlsPolicy:
     insecure: bool = False  # no verification at all: chain nor host name
 
 
+VERIFIED = TlsPolicy()  # the default: the system's CAs, chain and host name verified
+
+
 def read_ca(path: str) -> str:
     """The PEM text of the CA file `path`, checked to hold at least one certificate; ValueError with
     the problem and the fix otherwise."""
@@ -40,13 +43,37 @@ def read_ca(path: str) -> str:
     return text
 
 
-def client_context(policy: TlsPolicy = TlsPolicy()) -> ssl.SSLContext:
-    """A client context for `policy`: the system's CAs plus --tls-ca, chain and host name checked;
-    with --tls-insecure, neither."""
-    ctx = ssl.create_default_context()
+def client_context(policy: TlsPolicy = VERIFIED, module=ssl) -> ssl.SSLContext:
+    """A new client context for `policy`: the system's CAs plus --tls-ca, the chain and the host
+    name checked; with --tls-insecure, neither. `module`: the ssl module whose context it is
+    (gevent.ssl for gevent's sockets)."""
+    ctx = module.create_default_context()
     if policy.insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     elif policy.ca_pem:
         ctx.load_verify_locations(cadata=policy.ca_pem)
     return ctx
+
+
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH: the chain was good
+_NAME_MISMATCH = (62, 64)
+
+
+def failure(e: ssl.SSLError, address: str) -> str:
+    """One line for a TLS handshake with `address` ('host:port') that failed with `e`: a certificate
+    refused (not trusted, or not for this host name) is worded as one, with the way out."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        why = (e.verify_message or e.reason or str(e)).rstrip(".")
+        if e.verify_code in _NAME_MISMATCH:
+            return (f"TLS: certificate of {address} is not valid for the host name it was reached by ({why}); give --host "
+                    "a name the certificate holds, or pass --tls-insecure")  # fmt: skip
+        return f"TLS: certificate of {address} not trusted: {why}; pass --tls-ca FILE or --tls-insecure"
+    why = getattr(e, "reason", None) or str(e) or type(e).__name__
+    return f"TLS: handshake with {address} failed ({why}); check that the server speaks TLS at this address (else use http://)"
+
+
+def insecure_warning(host: str) -> str:
+    """The one warning line of a run with --tls-insecure."""
+    return (f"--tls-insecure: the certificate of {host} is not verified (neither chain nor host name): whoever answers "
+            "there gets the API key")  # fmt: skip

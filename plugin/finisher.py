@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import gevent
 from gevent.event import Event
 
+from core.redact import redact
 from metrics.record import RequestRecord
 from metrics.sse import parse_reads, parse_response
 from metrics.timing import end_early, fill_record
@@ -153,6 +154,8 @@ class Finisher:
         if stopped or ex.error:  # a transport-level ending overrides what the bytes alone suggest
             end_early(rec, "stopped" if stopped else ex.error, "in flight when the run ended" if stopped else ex.error_detail,
                       ex.t_end, cause=ex.error)  # fmt: skip
+        if rec.error_detail:  # the server's text, as kept: an echoed key masked before anything reads it
+            rec.error_detail = redact(rec.error_detail, ctx.plan.api_key)
         if _parsed_hook._handlers:  # self-health token lag, client benchmarks
             _parsed_hook.fire(rec=rec, parsed=parsed)
         ctx.sink.add(rec)

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 from urllib.parse import urlsplit
 
 import orjson
 from gevent import socket as gsocket
+from gevent import ssl as gssl
 from geventhttpclient import HTTPClient
 
 from core.errors import InputError
+from core.tls import client_context, insecure_warning
+from core.tls import failure as tls_failure
 from plugin.plan import RunPlan
 from core.urls import public_url
 
@@ -31,6 +35,8 @@ def check_server(host: str, plan: RunPlan) -> RunPlan:
     InputError). Returns the plan with the model filled in when it named none."""
     check_reachable(host, plan.timeouts.connect)
     shown = public_url(host)
+    if plan.tls.insecure:
+        log.warning(insecure_warning(shown))
     status, body = _get(host, MODELS, plan)
     if status == 200:
         models = _model_ids(body)
@@ -88,13 +94,16 @@ def get_with_headers(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str
     parts = urlsplit(host)
     headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
     client = HTTPClient(
-        parts.hostname, port=parts.port, ssl=parts.scheme == "https", insecure=True,
+        parts.hostname, port=parts.port, ssl=parts.scheme == "https", insecure=plan.tls.insecure,
+        ssl_context_factory=lambda **_: client_context(plan.tls, gssl),  # the load's policy (core/tls.py)
         connection_timeout=plan.timeouts.connect, network_timeout=plan.timeouts.connect,
     )  # fmt: skip
     url = parts.path.rstrip("/") + path
     try:
         resp = client.get(url, headers=headers)
         return resp.status_code, {str(k).lower(): str(v) for k, v in resp.items()}, resp.read()
+    except ssl.SSLError as e:  # before the request (and its key) was written
+        raise InputError(tls_failure(e, f"{parts.hostname}:{parts.port or 443}")) from None
     except OSError as e:
         raise InputError(f"--host: cannot reach {public_url(host)} ({type(e).__name__}: {e}); check the address and that the server is up") from None
     except Exception as e:  # noqa: BLE001 - HTTP parse errors

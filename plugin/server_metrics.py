@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.tls import VERIFIED, TlsPolicy, client_context
 from core.urls import public_url
 from metrics.diagnosis import METRIC_NAMES as DIAGNOSIS_METRICS
 from metrics.record import FIELD_NAMES
@@ -146,8 +147,10 @@ def _int_if_whole(x: float):
 class ServerMetricsScraper:
     """One run's scraping: baseline, periodic scrapes, final scrape, Parquet file, summary section."""
 
-    def __init__(self, urls: list[str], interval_s: float, results_path: str):
+    def __init__(self, urls: list[str], interval_s: float, results_path: str, tls: TlsPolicy = VERIFIED):
         self.sources = [_Source(u) for u in urls]
+        # an https endpoint is checked by the run's TLS policy, as the load's connections are
+        self._opener = urllib.request.build_opener(_NO_PROXY, urllib.request.HTTPSHandler(context=client_context(tls)))
         self.interval_s = interval_s
         self.timeout_s = max(1.0, min(10.0, interval_s))
         self.path = os.path.join(results_path, FILE_NAME)
@@ -163,7 +166,7 @@ class ServerMetricsScraper:
 
     def _fetch(self, url: str) -> str:
         req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"})
-        with _OPENER.open(req, timeout=self.timeout_s) as resp:
+        with self._opener.open(req, timeout=self.timeout_s) as resp:
             body = resp.read(MAX_BODY_BYTES + 1)
             charset = resp.headers.get_content_charset() or "utf-8"
         if len(body) > MAX_BODY_BYTES:
@@ -284,7 +287,7 @@ class ServerMetricsScraper:
 
 
 # Straight to the endpoint, like the load itself: proxy variables of the environment are ignored.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+_NO_PROXY = urllib.request.ProxyHandler({})
 
 _I = {name: i for i, name in enumerate(FIELD_NAMES)}
 _OK, _PROMPT, _OUTPUT = _I["ok"], _I["prompt_tokens"], _I["output_tokens"]
@@ -314,7 +317,7 @@ class ServerMetrics(Plugin):
         plan = run.plan
         if not plan.server_metrics:
             return
-        scraper = self.scraper = ServerMetricsScraper(list(plan.server_metrics), plan.server_metrics_interval_s, run.writer.path)
+        scraper = self.scraper = ServerMetricsScraper(list(plan.server_metrics), plan.server_metrics_interval_s, run.writer.path, plan.tls)
         log.info("scraping server metrics from %s every %gs", ", ".join(s.public for s in scraper.sources),
                  plan.server_metrics_interval_s)  # fmt: skip
         scraper.start()

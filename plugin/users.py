@@ -56,7 +56,7 @@ class LLMUser(FastHttpUser):
         self.path = endpoint.path
         plan = self.ctx.plan
         self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request",
-                                   max_body=plan.max_response_bytes)
+                                   max_body=plan.max_response_bytes, tls=plan.tls)
         self.streamed = plan.stream and endpoint.streams
         self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None

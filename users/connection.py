@@ -19,6 +19,8 @@ from gevent.event import Event
 from core.clock import wall_minus_perf_ns
 
 if TYPE_CHECKING:
+    from ssl import SSLContext
+
     from core.durations import Timeouts
 
 READ_SIZE = 65536  # one read takes everything that has arrived; events are split afterwards
@@ -118,21 +120,22 @@ class Connection:
     """A socket and the watcher that reads its bodies; reused for the requests of one user."""
 
     __slots__ = ("sock", "raw", "tls", "watcher", "done", "times", "datas", "last_t", "need", "head",
-                 "framing", "remaining", "left", "result", "_recv", "_recvmsg", "_callback")  # fmt: skip
+                 "framing", "remaining", "left", "result", "events", "flowing", "_recv", "_recvmsg", "_callback")  # fmt: skip
 
-    def __init__(self, host: str, port: int, tls: bool, connect_timeout: float):
+    def __init__(self, host: str, port: int, tls: SSLContext | None, connect_timeout: float):
+        """Connected to host:port; with `tls` (core/tls.py's policy), its handshake done: the
+        certificate is checked before the request, and with it the key, is written."""
         sock = gsocket.create_connection((host, port), timeout=connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls:
-            from gevent import ssl
-
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE  # like the old client (insecure=True): load tests hit self-signed gateways
-            sock = ctx.wrap_socket(sock, server_hostname=host)
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
         sock.settimeout(None)  # the caller bounds every wait itself (no timer per read)
         self.sock = sock
-        self.tls = tls
+        self.tls = tls = tls is not None
         self.raw = None if tls else sock._sock  # the real non-blocking socket under gevent's
         self._recv = None if tls else self.raw.recv
         self._recvmsg = None
@@ -216,12 +219,16 @@ class Connection:
 
     # -- body ---------------------------------------------------------------------------------
     def read_body(self, ex, framing: int, length: int, rest: bytes, t_head: float, limit: float,
-                  is_deadline: bool, cancel_after: float | None, timeouts: Timeouts) -> None:  # fmt: skip
+                  is_deadline: bool, cancel_after: float | None, timeouts: Timeouts, events: bool = False) -> None:  # fmt: skip
+        """Read the body to its end or a timeout. `events`: the body is an event stream, whose first
+        token is the first read holding a data line: comments (': keep-alive') and blank lines
+        before it leave the first token's limit running. Any other body flows with its first byte."""
         self.times, self.datas = ex.times, ex.datas
         self.framing = framing
         self.need, self.head, self.remaining = 0, b"", length
         self.result = None
         self.last_t = 0.0
+        self.events, self.flowing = events, False
         if framing == NO_BODY or (framing == LENGTH and length <= 0):
             ex.complete = True
             return
@@ -229,6 +236,7 @@ class Connection:
             self.times.append(t_head)
             self.datas.append(rest)
             self.last_t = t_head
+            self.flowing = not events or b"data:" in rest
             self.left -= len(rest)
             try:
                 if self._feed(rest):
@@ -244,9 +252,11 @@ class Connection:
             self._read_watched(ex.t_send, limit, timeouts)
         error, detail = self.result
         if error == "timeout":
-            if detail == "quiet":
-                phase, limit_s = ("first token", timeouts.first_token) if self.last_t == 0.0 else ("idle gap", timeouts.idle)
-                detail = f"{phase} timeout {limit_s:g}s"
+            if detail == "quiet" and self.flowing:
+                detail = f"idle gap timeout {timeouts.idle:g}s"
+            elif detail == "quiet":
+                detail = f"first token timeout {timeouts.first_token:g}s" + (
+                    " (the stream sent only comments such as keep-alives, no data)" if self.last_t else "")
             elif is_deadline:
                 detail = f"total timeout {timeouts.total:g}s"
             else:
@@ -257,7 +267,7 @@ class Connection:
     def _time_left(self, t_send: float, limit: float, timeouts: Timeouts) -> float:
         """Seconds until the next timeout fires: "quiet" (first token or idle gap) or "limit". At
         or past it, the read ends as that timeout (`result`) and 0 is returned."""
-        quiet = (t_send + timeouts.first_token) if self.last_t == 0.0 else (self.last_t + timeouts.idle)
+        quiet = (self.last_t + timeouts.idle) if self.flowing else (t_send + timeouts.first_token)
         until, kind = (quiet, "quiet") if quiet < limit else (limit, "limit")
         left = until - _perf_counter()
         if left <= 0:
@@ -302,6 +312,8 @@ class Connection:
                 self.times.append(t)
                 self.datas.append(data)
                 self.last_t = t
+                if not self.flowing:
+                    self.flowing = not self.events or b"data:" in data
                 self.left -= len(data)
                 if self.left < 0:  # --max-response-size: cut here
                     self.result = ("response_too_large", "")
@@ -355,6 +367,8 @@ class Connection:
         self.times.append(t)
         self.datas.append(data)
         self.last_t = t
+        if not self.flowing:  # until the first token: one look for a data line per read, then none
+            self.flowing = not self.events or b"data:" in data
         left = self.left - len(data)
         self.left = left
         if left < 0:  # --max-response-size: cut here (parsing more would stall every stream)

@@ -26,7 +26,13 @@ client of its own, built for one thing: timing a streamed body exactly and cheap
              decoded body for other readers).
 
 TLS connections read the body in the user's greenlet instead (an SSL socket can hold decrypted
-bytes that the io watcher would not see), with the same framing and timing.
+bytes that the io watcher would not see), with the same framing and timing. Their certificate (chain
+and host name) is checked by the run's policy (core/tls.py: --tls-ca, --tls-insecure) in the
+handshake, before the request and its key are written; a refused one is a connect_error worded as
+a certificate failure.
+
+The first token's limit (--timeout-first-token) runs from the write until the head and then a read
+holding an event stream's data line have come: comments such as keep-alives do not stop it.
 
 This module sends and keeps the exchange; users/connection.py holds the connection: its socket,
 the kernel's stamps, the head and the body's reading and framing.
@@ -34,13 +40,17 @@ the kernel's stamps, the head and the body's reading and framing.
 
 from __future__ import annotations
 
+import functools
 import socket
+import ssl
 import time
 from urllib.parse import urlsplit
 
 import gevent
+from gevent import ssl as gssl
 
 from core.durations import Timeouts
+from core.tls import VERIFIED, TlsPolicy, client_context, failure
 from metrics.sse import dechunk
 from users.connection import CHUNKED, LENGTH, UNTIL_CLOSE, BadHead, Closed, Connection, HeaderTimeout, close_after_send_s, framing_of
 
@@ -109,11 +119,18 @@ class Exchange:
 
 
 
+@functools.lru_cache(maxsize=4)
+def _context(policy: TlsPolicy) -> ssl.SSLContext:
+    """One context per policy for all the process's connections (building one reads the system's
+    CA store: milliseconds, not to be paid per user)."""
+    return client_context(policy, gssl)
+
+
 class StreamClient:
     """One keep-alive connection to the server, for one virtual user."""
 
     def __init__(self, base_url: str, timeouts: Timeouts, headers: dict[str, str], per_request: bool = False,
-                 max_body: int | None = None):
+                 max_body: int | None = None, tls: TlsPolicy = VERIFIED):
         parts = urlsplit(base_url)
         self.max_body = max_body or 1 << 62  # a longer body is cut: response_too_large (--max-response-size)
         self.per_request = per_request  # close the connection after every request (--connection per-request)
@@ -122,6 +139,7 @@ class StreamClient:
         self.tls = parts.scheme == "https"
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or (443 if self.tls else 80)
+        self.context = _context(tls) if self.tls else None
         host = f"[{self.host}]" if ":" in self.host else self.host
         if self.port != (443 if self.tls else 80):
             host += f":{self.port}"
@@ -165,17 +183,20 @@ class StreamClient:
             try:
                 if conn is None:
                     try:  # within --timeout-connect (the socket's timeout, TLS handshake included)
-                        conn = self.conn = Connection(self.host, self.port, self.tls, timeouts.connect)
+                        conn = self.conn = Connection(self.host, self.port, self.context, timeouts.connect)
                     except (socket.timeout, TimeoutError):
                         ex.error, ex.error_detail = "timeout", f"connect timeout {timeouts.connect:g}s"
+                        return
+                    except ssl.SSLError as e:  # the handshake: a certificate the policy refuses, or no TLS there
+                        ex.error, ex.error_detail = "connect_error", failure(e, f"{self.host}:{self.port}")[:300]
                         return
                     # connecting yields to the loop (and waits for the server's accept): TTFT and
                     # E2E start when the request is written, the setup is a number of its own
                     now = _perf_counter()
                     ex.connect_s = now - t_send
                     ex.t_send = t_send = now
-                # --timeout-first-token counts from the write: the head and the first body bytes
-                # must both come within it (read_body); the connect has its own limit, above
+                # --timeout-first-token counts from the write: the head and the first data line of
+                # the body must both come within it (read_body); the connect has its own limit, above
                 with gevent.Timeout(min(timeouts.total, timeouts.first_token), HeaderTimeout):
                     conn.sock.sendall(request)
                     status, head, rest, t_head = conn.read_head()
@@ -233,7 +254,8 @@ class StreamClient:
         limit = deadline if cancel_after is None else min(deadline, t_send + cancel_after)
         try:
             conn.left = self.max_body  # body bytes still allowed (--max-response-size)
-            conn.read_body(ex, framing, length, rest, t_head, limit, limit == deadline, cancel_after, timeouts)
+            conn.read_body(ex, framing, length, rest, t_head, limit, limit == deadline, cancel_after, timeouts,
+                           "event-stream" in ex.content_type.lower())
             if ex.error == "response_too_large":
                 ex.error_detail = f"the response passed --max-response-size ({self.max_body} bytes): cut there"
         finally:  # also when the run kills this greenlet mid-stream
