@@ -47,6 +47,7 @@ from plugin.run import Run, check_target, choose_shape, prepare_run
 from plugin.server import check_reachable, resolve_model
 from plugin.shipping import LocalSink, MasterCollector
 from plugin.state import Plugin, SuiteState, role_of, state_of
+from plugin.user_plan import UserPlan
 
 log = logging.getLogger("llm")
 memoize_default_args()  # at import: a late-joining worker gets its first spawn message before init fires
@@ -61,9 +62,10 @@ _plugins: tuple[Plugin, ...] = ()
 def install(*plugins: Plugin) -> None:
     """The plugins of every run, in the order their hooks are called. Called once by the locustfile.
     The open streams' tracker (plugin/progress.py) comes first, with every run: a capacity search
-    judges on it, whatever the locustfile installs."""
+    judges on it, whatever the locustfile installs; so does the users' check against the plan
+    (plugin/user_plan.py): a run is complete only where it ran the users it states."""
     global _plugins
-    _plugins = (OpenStreams(), *plugins)
+    _plugins = (OpenStreams(), UserPlan(), *plugins)
 
 
 # -- Locust's events ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import time
 from core.errors import InputError
 from runfolder.run_info import RunInfo
 from metrics.schema import Summary
+from metrics.schema.client_health import UsersOffPlan
 from plugin import exit_codes, gpu
 from plugin.context import load_workload
 from plugin.options import check_host, public_options
@@ -130,7 +131,8 @@ class Run:
 
     def verdict(self, summary) -> tuple[int, list[str]]:
         """Did the run do what was asked? (exit code, reasons): INTERRUPTED by a signal; INCOMPLETE
-        when a worker failed to start or was lost, nothing was recorded, or nothing succeeded."""
+        when a worker failed to start or was lost, its users differed from the plan, nothing was
+        recorded, or nothing succeeded."""
         state = state_of(self.environment)
         code, reasons = exit_codes.DONE, []
         if state is not None and state.interrupted:
@@ -141,6 +143,8 @@ class Run:
             incomplete += [f"worker {cid} lost mid-run: at least {n} requests lost with it" if n else
                            f"worker {cid} lost mid-run: the records it finished after its last report are lost"
                            for cid, n in self.collector.lost_workers().items()]  # fmt: skip
+        if "users_off_plan" in self.summary_extra:  # plugin/user_plan.py: the load it ran is not the one it states
+            incomplete.append(UsersOffPlan.model_validate(self.summary_extra["users_off_plan"]).line())
         r = summary.overall.requests
         if summary.records.total == 0:
             incomplete.append("no request was recorded")

@@ -195,7 +195,7 @@ def extra_section(key: str, obj) -> Extra:
 
 # Summary fields with a view of their own; every other section is shown as an Extra.
 OWN_VIEW = {"schema_version", "run_id", "complete", "reason", "note", "definitions", "window", "records", "overall", "by_class",
-            "by_turn", "by_step", "slo", "capacity", "gpu", "diagnosis"}  # fmt: skip
+            "by_turn", "by_step", "slo", "capacity", "gpu", "diagnosis", "users_off_plan"}  # fmt: skip
 
 
 def extras(summary: Summary) -> list[Extra]:
@@ -236,6 +236,7 @@ def header(run: D.RunData) -> list[tuple[str, str]]:
         ("measurement window", f"{utc(start)} + {end - start:,.1f} s" if end > start else "-"),
         ("records", f"{len(run.df):,} ({summary.records.outside_window:,} outside the window)"),
         ("complete", "yes" if summary.complete else f"no: {summary.reason or 'interrupted'}, partial results"),
+        *([("users", summary.users_off_plan.line())] if summary.users_off_plan is not None else []),
         ("role", info.role or "-"),
         ("web form settings" if info.started_from == "web form" else "command", " ".join(info.argv) or "-"),
     ]

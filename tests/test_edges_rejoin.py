@@ -1,6 +1,7 @@
 """A worker frozen (SIGSTOP) past the master's heartbeat timeout, then continued: Locust moves its
 users to the other worker, and when it returns they are moved back. The users the server saw at
-once (its truth log) are the plan's, not the plan's and the returned worker's."""
+once (its truth log) are the plan's, not the plan's and the returned worker's; and where they are
+not (Locust without the suite's fix), summary.json, the report and the exit code say so."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.helpers import free_port, read_truth, simulator
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
 USERS = 10
-FROZEN_S = 7  # past Locust's heartbeat timeout (3 missed heartbeats of 1 s): the master counts it missing
+FROZEN_S = 6  # past Locust's heartbeat timeout (3 missed heartbeats of 1 s): the master counts it missing
 
 
 def concurrency(truth: list[dict], ids: set, start: float, end: float) -> float:
@@ -28,16 +29,16 @@ def concurrency(truth: list[dict], ids: set, start: float, end: float) -> float:
     return float(np.median(counts))
 
 
-def run_with_a_frozen_worker(tmp_path, *extra: str) -> tuple[int | None, dict, dict, str]:
+def run_with_a_frozen_worker(tmp_path, *extra: str, path: tuple[str, ...] = ()) -> tuple[int | None, dict, dict, str]:
     """Master and two workers, -u 10; worker 0 frozen FROZEN_S seconds, then continued. Returns the exit
     code, the server's concurrency after the return per worker ({worker: median}), summary.json, the log."""
     truth_path = str(tmp_path / "truth.jsonl")
     port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth_path) as url:  # 1.5 s streams
         master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                        "--expect-workers", "2", "-u", str(USERS), "-r", str(USERS), "-t", "26s", "--host", url,
+                        "--expect-workers", "2", "-u", str(USERS), "-r", str(USERS), "-t", "20s", "--host", url,
                         "--results-dir", str(tmp_path), "--run-id", "rejoin", "--stop-timeout", "5", "--model",
-                        "sim-model", "--max-tokens-override", "30", *extra, log_path=tmp_path / "master.log")  # fmt: skip
+                        "sim-model", "--max-tokens-override", "30", *extra, log_path=tmp_path / "master.log", path=path)  # fmt: skip
         workers = [launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / f"w{i}.log")
                    for i in range(2)]  # fmt: skip
         try:
@@ -57,8 +58,8 @@ def run_with_a_frozen_worker(tmp_path, *extra: str) -> tuple[int | None, dict, d
     truth = read_truth(truth_path)
     df = records(tmp_path / "rejoin" / "requests.parquet")
     last_arrival = max(t["arrival"] for t in truth)
-    start, end = resumed + 5.0, last_arrival - 1.0  # settled after the return; before the drain
-    assert end - start > 5, (start, end)
+    start, end = resumed + 4.0, last_arrival - 1.0  # settled after the return; before the drain
+    assert end - start > 3, (start, end)
     by_worker = {w: concurrency(truth, set(g["request_id"]), start, end) for w, g in df.groupby("worker")}
     by_worker["all"] = concurrency(truth, set(df["request_id"]), start, end)
     return code, by_worker, summary_of(tmp_path / "rejoin"), (tmp_path / "master.log").read_text()
@@ -71,3 +72,26 @@ def test_a_worker_back_from_a_freeze_gets_its_share_and_the_run_carries_the_plan
     assert sorted(v for k, v in seen.items() if k != "all") == [USERS / 2, USERS / 2], seen
     assert code == exit_codes.DONE, (code, summary.get("reason"), log[-3000:])
     assert summary["complete"] is True and summary.get("users_off_plan") is None, summary.get("users_off_plan")
+
+
+UNFIXED = """import plugin.locust_fixes as fixes
+fixes.end_dispatch_after_rebalance = lambda: None  # Locust's dispatcher as it is
+"""
+
+
+def test_users_that_differ_from_the_plan_make_the_run_incomplete_and_are_reported(tmp_path):
+    """Locust's own dispatcher (the fix left out, on the master): the worker back from its freeze
+    keeps its 5 users, the other its 10. The server saw 15 at once; summary.json users_off_plan says
+    15 instead of 10 for about as long, the run is incomplete (exit 4), the report says it in a line."""
+    shim = tmp_path / "unfixed"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(UNFIXED)
+    code, seen, summary, log = run_with_a_frozen_worker(tmp_path, path=(str(shim),))
+    assert seen["all"] == USERS * 1.5, seen
+    assert code == exit_codes.INCOMPLETE, (code, log[-3000:])
+    off = summary["users_off_plan"]
+    assert summary["complete"] is False and "the users running differed from the plan" in summary["reason"], summary
+    assert [(p["planned"], p["running"]) for p in off["periods"]] == [(USERS, USERS * 3 // 2)], off
+    assert off["seconds"] > 4, off
+    report = (tmp_path / "rejoin" / "report.md").read_text()
+    assert f"15 instead of 10 for {off['periods'][0]['end'] - off['periods'][0]['start']:.0f} s" in report

@@ -13,7 +13,7 @@ Rules of the contract:
   - Times are wall-clock seconds (`window.start`), latencies milliseconds (`*_ms`), rates per
     second (`*_per_s`).
   - Sections that plugins add at the end of a run (`run.summary_extra`: `workers`, `client_bound`,
-    `server_metrics`, `lost_work`, or a new one) are models here (their known keys typed, a key a
+    `server_metrics`, `lost_work`, `users_off_plan`, or a new one) are models here (their known keys typed, a key a
     newer writer adds kept); a section no model names is kept as it is (an extra key of `Summary`).
 """
 
@@ -27,7 +27,7 @@ from pydantic import ConfigDict, ValidationError
 from core.errors import InputError
 from core.validation import describe
 from metrics.schema.base import Model
-from metrics.schema.client_health import ClientBound, LostWork, OpenLoop, WorkerAccount
+from metrics.schema.client_health import ClientBound, LostWork, OpenLoop, UsersOffPlan, WorkerAccount
 from metrics.schema.figures import Block, Concurrency, Records, Step, Window
 from metrics.schema.run_setup import Setup
 from metrics.schema.server_side import GpuSection, KneeDiagnosis, ServerScrapes
@@ -62,6 +62,7 @@ class Summary(Model):
     server_metrics: ServerScrapes | None = None  # plugin/server_metrics.py
     diagnosis: KneeDiagnosis | None = None  # runs with load levels: why the knee is there (metrics/diagnosis.py)
     lost_work: LostWork | None = None  # a master's workers lost mid-run: the requests lost, at least
+    users_off_plan: UsersOffPlan | None = None  # plugin/user_plan.py: where the users ran differed from the plan
     gpu: GpuSection | None = None  # plugin/gpu.py: --gpu-telemetry, --gpus, --gpu-hour-price
 
     def blocks(self, by: str = "by_class") -> list[tuple[str, Block]]:

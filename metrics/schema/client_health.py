@@ -1,8 +1,10 @@
 """summary.json's sections on the client's own health: the open loop's schedule, a client-bound
-load generator, each worker's record accounting and the work lost with a worker."""
+load generator, each worker's record accounting, the work lost with a worker and the users that ran
+where they differed from the plan."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from metrics.schema.base import Model, Num, Section
@@ -64,3 +66,27 @@ class LostWork(Model):
 
     requests_min: int
     workers: dict[str, int]  # worker id -> requests lost with it, at least
+
+
+class UsersPeriod(Model):
+    """A time the users running differed from the plan, the same counts throughout."""
+
+    start: float  # wall-clock seconds
+    end: float
+    planned: int  # the users the master had dispatched
+    running: int  # the users its live workers reported running (not stopping)
+
+
+class UsersOffPlan(Section):
+    """plugin/user_plan.py: where the users a distributed run ran differed from its plan (a worker
+    that came back from a freeze and kept its users, users that died). Present only when they did."""
+
+    seconds: float  # the periods' time, summed
+    periods: list[UsersPeriod]
+
+    def line(self) -> str:
+        """One line: how many ran against the plan, for how long, from when (UTC)."""
+        shown = [f"{p.running} instead of {p.planned} for {p.end - p.start:.0f} s from "
+                 f"{time.strftime('%H:%M:%S', time.gmtime(p.start))} UTC" for p in self.periods[:3]]  # fmt: skip
+        more = f" and {len(self.periods) - 3} more" if len(self.periods) > 3 else ""
+        return f"the users running differed from the plan for {self.seconds:.0f} s: {'; '.join(shown)}{more}"
