@@ -119,6 +119,7 @@ class BatchEngine:
         self._n_cancelled = 0
         self.steps = 0
         self.preemptions = 0
+        self._finished = False  # an admission's first token was its last (max_tokens 1)
         self.step_tokens = 0  # tokens the last step computed
         self.first_scheduled: list[Seq] = []  # admitted for the first time by the last step
 
@@ -169,7 +170,8 @@ class BatchEngine:
 
     def _admissions(self, budget: int, chunked: bool, emitted: list) -> int:
         """Step 2 (module docstring): admit waiting requests and compute their first tokens,
-        appending those that emit to ``emitted``; returns the prompt tokens computed.
+        appending those that emit to ``emitted`` (their token counted); returns the prompt
+        tokens computed.
         ``chunked``: a prompt may be split to fit the budget; otherwise prompts are whole and stop
         at the budget, except the first one."""
         p = self.p
@@ -205,6 +207,9 @@ class BatchEngine:
                 s.computed += n
                 if s.computed == total:
                     emitted.append(s)
+                    s.generated += 1
+                    if s.generated >= s.max_tokens:
+                        self._finished = True
                 if kv.prefix_caching and s.keys:
                     kv.register(s)
             elif fifo:
@@ -242,43 +247,45 @@ class BatchEngine:
         running = self.running
         bs = kv.block_size
         register = kv.prefix_caching
-        preempted = False
+        preempted = done = False
         i = 0
-        while i < len(running) and budget > 0:
+        n_run = len(running)
+        while i < n_run and budget > 0:
             s = running[i]
-            total = s.prompt_tokens + s.generated
+            g = s.generated
+            total = s.prompt_tokens + g
             c = s.computed
             n = total - c
             if n > budget:
                 n = budget
-            if c + n > s.blocks * bs and not kv.grow(s, c + n):
+            c += n
+            if c > s.blocks * bs and not kv.grow(s, c):
                 self._preempt(running.pop())  # the newest; when that was `s`, the loop ends
+                n_run -= 1
                 preempted = True
                 continue
             i += 1
             budget -= n
-            c += n
             s.computed = c
             if c == total:
-                if n == 1 and s.generated:
+                if n == 1 and g:
                     decode += 1
                     ctx += total
                 else:
                     prefill += n
                 emitted.append(s)
+                g += 1
+                s.generated = g
+                if g >= s.max_tokens:
+                    done = True
             else:
                 prefill += n
             if register and s.registered < len(s.keys):
                 kv.register(s)
         if p.scheduler == "chunked" and not preempted and self.waiting and budget > 0:
             prefill += self._admissions(budget, True, emitted)
-        done = False
-        for s in emitted:
-            g = s.generated + 1
-            s.generated = g
-            if g >= s.max_tokens:
-                done = True
-        if done:
+        if done or self._finished:
+            self._finished = False
             keep = []
             for s in running:
                 if s.generated >= s.max_tokens:

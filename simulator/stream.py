@@ -130,7 +130,10 @@ class Stream:
         scheduled to the last token. A figure whose times are missing is null, as in vLLM."""
         queued, scheduled = self.engine_times()
         first, last, n = self.first_t, self.last_t, self.sent
-        ms = lambda a, b: (b - a) * 1000.0 if a is not None and b is not None else None  # noqa: E731
+
+        def ms(a, b):
+            return (b - a) * 1000.0 if a is not None and b is not None else None
+
         gen = ms(first, last)
         span = last - scheduled if scheduled is not None and last is not None else 0.0
         return {"time_to_first_token_ms": ms(scheduled, first), "generation_time_ms": gen,
