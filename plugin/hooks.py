@@ -42,7 +42,7 @@ from plugin import run_start
 from plugin.plan import RunPlan
 from plugin.progress import OpenStreams
 from plugin.run_start import RunStart
-from plugin import interrupts, worker
+from plugin import interrupts, run_end, worker
 from plugin.run import Run, check_target, choose_shape, prepare_run
 from plugin.server import check_reachable, resolve_model
 from plugin.shipping import LocalSink, MasterCollector
@@ -221,6 +221,9 @@ def _on_test_stopping(environment, **_kw) -> None:
     run = state.run
     if run is None:
         return
+    if run.window_end is not None:  # a second stop while the first drains: its end waits for the first's (plugin/run_end.py)
+        log.info("stopping: the run is already stopping; this stop waits for it")
+        return
     run.stopping()
     wait = float(environment.stop_timeout or 0)
     in_flight = state.in_flight()
@@ -235,12 +238,7 @@ def _on_test_stop(environment, **_kw) -> None:
     state = state_of(environment)
     if state is None:
         return
-    worker.close_users(environment)
-    state.call("load_stopped", environment)
-    run = state.run
-    if run is not None:
-        run.finish()
-        state.run = None
+    run_end.end_run(environment)
     if state.role == "worker":
         # Locust's worker sleeps --stop-timeout after every stop before it tells the master it is
         # ready, a margin for users still stopping. Here they have stopped and their records are
@@ -255,10 +253,7 @@ def _on_quitting(environment, **_kw) -> None:
     if state is None:
         return
     interrupts.interrupt(environment)  # when the listener added at init did not run (a test's environment)
-    worker.close_users(environment)
-    run = state.run
-    if run is not None and not run.finished:
-        run.finish()
+    run_end.end_run(environment)  # a run still on ends here; one ending under way is waited for
     state.call("results_quitting", environment)
     if state.simulator is not None:
         gevent.spawn(state.simulator.stop).join(10)

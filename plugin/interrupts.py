@@ -14,7 +14,7 @@ import time
 import gevent
 from locust.runners import STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
 
-from plugin import exit_codes, worker
+from plugin import exit_codes, run_end
 from plugin.state import SuiteState, state_of
 
 log = logging.getLogger("llm")
@@ -58,6 +58,12 @@ def watch_signals(state: SuiteState) -> None:
 
     def on_sigint(signum, frame):
         state.signal = "SIGINT"
+        run = state.run
+        if run is not None and run.ending is not None:
+            # the run's results are being written: an exception raised into whatever runs now
+            # would cut that short; the process exits once they are written
+            log.warning("SIGINT while the run's results are written: waiting for them")
+            return
         raise KeyboardInterrupt
 
     def on_sigterm():
@@ -87,7 +93,11 @@ def interrupt(environment) -> None:
     if state is None or state.interrupted:
         return
     run, runner = state.run, environment.runner
-    if not ((run is not None and not run.finished) or (state.role == "worker" and state.context is not None)):
+    if run is not None and run.ending is not None:  # its results are being written: the process waits for them
+        log.warning("%s while the run's results are written: waiting for them", state.signal or "a request to quit")
+        run_end.end_run(environment)
+        return
+    if not (run is not None or (state.role == "worker" and state.context is not None)):
         return  # no run on: nothing to mark
     if state.signal is None:
         gevent.sleep(0)  # the SIGTERM watcher's greenlet may not have run yet
@@ -100,14 +110,11 @@ def interrupt(environment) -> None:
     environment.stop_timeout = 0
     if runner.state not in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
         runner.stop()  # test_stopping (a master's hurried drain), test_stop: the run is finished there
-    elif state.role == "master":  # a drain under way: hurry it, then let it finish the run
+    elif state.role == "master":  # a drain under way: hurry it, then let it end the run
         run.collector.ask_to_stop(now=True)
         deadline = time.monotonic() + INTERRUPT_WAIT_S
-        while not run.finished and time.monotonic() < deadline:
+        while run.ending is None and time.monotonic() < deadline:
             gevent.sleep(0.1)
     else:  # a stop under way waits --stop-timeout for the users: cut them now
         runner.user_greenlets.kill(block=True, timeout=5)
-    worker.close_users(environment)
-    if run is not None and not run.finished:
-        run.finish()
-        state.run = None
+    run_end.end_run(environment)

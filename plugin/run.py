@@ -52,7 +52,8 @@ class Run:
         self.collector = None
         self.steps = None  # shapes.steps.StepPlan of a step ramp
         self.search = None  # shapes.capacity.CapacitySearch
-        self.finished = False
+        self.finished = False  # finish() has begun
+        self.ending = None  # plugin.run_end.Ending: the run's one end, once it is under way
         self.summary_extra: dict = {}  # plugins add sections of summary.json here (run_stopping)
         self.server_gauges = None  # the server's metrics the knee's diagnosis reads (plugin/server_metrics.py, run_stopping)
 

@@ -1,0 +1,44 @@
+"""Every way a run ends goes through its one end (plugin/run_end.py), once: two stops that overlap
+still write every record, summary.json and the table, and the process exits only after them."""
+
+from __future__ import annotations
+
+import pytest
+
+from plugin import exit_codes
+from plugin.failfast import FAIL_FAST_S
+from tests.edges import ended, kill_all, launch, records, summary_of, truth_ids
+from tests.helpers import simulator
+
+pytestmark = [pytest.mark.process, pytest.mark.timing]  # the two stops must overlap: the order of seconds matters
+
+
+def test_the_time_limit_during_the_all_failed_stops_drain_writes_every_record(tmp_path):
+    """Streams of 5 s that all fail (an error event after 6 tokens, 1 s apart): the all-failed check
+    stops the run at the end of the second round (~10 s), four streams still in flight; -t 13s fires
+    while they drain. Every request the server served is a record, and the results are written."""
+    profile = tmp_path / "slow.yaml"
+    profile.write_text("kind: fixed\nmodel: sim-model\nttft_s: 0.1\nitl_s: 1.0\nmax_model_len: 1048576\n")
+    truth = str(tmp_path / "truth.jsonl")
+    log_path = tmp_path / "twice.log"
+    with simulator("--profile", str(profile), "--fault", "mid_stream_error=1.0:6", truth_log=truth) as url:
+        proc = launch("--headless", "--host", url, "-u", "4", "-r", "4", "-t", f"{FAIL_FAST_S + 3:g}s", "--model", "sim-model",
+                      "--max-tokens-override", "30", "--results-dir", str(tmp_path), "--run-id", "twice", log_path=log_path)  # fmt: skip
+        try:
+            code = ended(proc, 60)
+        finally:
+            kill_all(proc)
+    log = log_path.read_text()
+    # the break's conditions held: the all-failed stop came first, -t fired while it drained
+    failfast, limit = log.find("every request failed"), log.find("--run-time limit reached")
+    assert 0 <= failfast < limit, log[-3000:]
+    assert code == exit_codes.INCOMPLETE, log[-3000:]
+    assert "LLM results" in log[limit:], "the table is printed"
+    summary = summary_of(tmp_path / "twice")
+    assert summary["complete"] is False and "no request succeeded" in summary["reason"]
+    df = records(tmp_path / "twice" / "requests.parquet")
+    served = truth_ids(truth)
+    assert sorted(df["request_id"]) == sorted(served), "every request the server served is one record"
+    assert len(served) >= 9  # two rounds of four, and the streams in flight at the stop
+    assert set(df["error"]) == {"mid_stream_error"}  # the drained streams ended as the server ended them
+    assert "results: " in log and "results not written" not in log
