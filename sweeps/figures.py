@@ -1,0 +1,92 @@
+"""A point's figures read back from its results folder (through runfolder/ and stats/): the
+capacity at the SLO with its interval, and the throughput and P95 TTFT with their intervals.
+
+Which requests: a capacity search's figures are those of its capacity level (the highest level
+met below the lowest missed: the load the deployment carries within the SLO); a run without load
+levels (a fixed load, an open-loop rate) is its whole window.
+
+The intervals: the capacity's is the capacity answer's own, [the level met, the level missed]
+(summary.json `capacity.users` and `next_failing_users`): the true capacity lies between them, at
+the search's resolution; with no level missed it is unbounded above. Throughput and P95 TTFT get
+the block bootstrap's percentile interval (stats/block_bootstrap.py, stats/comparison.py) over the
+same requests the figure is of.
+"""
+
+from __future__ import annotations
+
+import math
+
+from stats.block_bootstrap import measure, prepare, scopes
+from stats.comparison import interval
+
+RESAMPLES = 1000
+CONFIDENCE = 0.95
+
+
+def _finite(x) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
+def capacity_level(summary):
+    """The by_step level of the capacity answer (None without one)."""
+    cap = summary.capacity
+    if cap is None or cap.users is None:
+        return None
+    met = [st for st in summary.by_step or [] if st.users == cap.users and not st.partial]
+    return max(met, key=lambda st: st.steps, default=None)
+
+
+def point_figures(run_folder: str, gpus: int | None = None, seed: int = 0, resamples: int = RESAMPLES,
+                  confidence: float = CONFIDENCE) -> dict:  # fmt: skip
+    """The figures of one point's results folder (see the module's docstring)."""
+    p = prepare(run_folder)
+    summary = p.run.summary
+    per = gpus or 1
+    cap = summary.capacity
+    level = capacity_level(summary)
+    scope_key = f"step:{level.step}" if level is not None else "overall"
+    all_scopes = scopes(p)
+    sc = all_scopes.get(scope_key, all_scopes["overall"])
+    values, _blocks = measure(p, sc, seed, "point", resamples)
+    alpha = (1 - confidence) / 2 * 100
+    block = level if level is not None else summary.overall
+    tput, tput_reps = values["total_tokens_per_s"]
+    ttft, ttft_reps = values["ttft.p95"]
+    tput_ci = interval(tput_reps, alpha)
+    ttft_ci = interval(ttft_reps, alpha)
+    out = {
+        "run_id": p.run.run_id,
+        "kind": "capacity" if cap is not None else "fixed",
+        "scope": sc.key,
+        "users": level.users if level is not None else None,
+        "requests": int((sc.select & p.ok).sum()),
+        "slo": cap.slo if cap is not None else (", ".join(o.objective for o in summary.slo.objectives) if summary.slo else None),
+        "slo_state": _slo_state(summary),
+        "capacity": None, "capacity_lo": None, "capacity_hi": None, "capacity_sentence": cap.sentence if cap else None,
+        "throughput": _div(tput, per), "throughput_lo": _div(tput_ci[0], per), "throughput_hi": _div(tput_ci[1], per),
+        "per_gpu": gpus is not None,
+        "ttft_p95_ms": _finite(ttft), "ttft_p95_ms_lo": _finite(ttft_ci[0]), "ttft_p95_ms_hi": _finite(ttft_ci[1]),
+        "requests_per_s": _finite(values["requests_per_s"][0]),
+        "goodput_per_s": _finite(block.goodput.requests_per_s),
+        "error_rate": _finite(values["error_rate"][0]),
+        "confidence": confidence,
+    }  # fmt: skip
+    if cap is not None:
+        if cap.users is not None:
+            out["capacity"], out["capacity_lo"], out["capacity_hi"] = cap.users, cap.users, cap.next_failing_users
+        elif cap.next_failing_users is not None:  # missed at the lowest level tried: below it, at least 0
+            out["capacity"], out["capacity_lo"], out["capacity_hi"] = 0, 0, cap.next_failing_users
+    return out
+
+
+def _div(x, n: int) -> float | None:
+    x = _finite(x)
+    return None if x is None else x / n
+
+
+def _slo_state(summary) -> str | None:
+    if summary.capacity is not None:
+        if summary.capacity.users is not None:
+            return "met"
+        return "missed" if summary.capacity.next_failing_users is not None else "undecided"
+    return summary.slo.state if summary.slo is not None else None

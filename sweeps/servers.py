@@ -1,0 +1,142 @@
+"""How a configuration's server is started: a command template filled per point, or the built-in
+simulator with the point's settings written as profile fields over a base profile, or a server
+already running at a URL (nothing to start). Each start goes through core's `ServerProcess`, so a
+failed start is told apart and classified the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import socket
+import sys
+from dataclasses import dataclass
+
+import yaml
+
+from core.errors import InputError
+from core.server_process import ServerProcess
+from simulator.profiles import PROFILE_DIR, available_profiles, profile_from_dict
+from sweeps.grid import Point, fill
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIRST_PORT = 10000
+SERVER_LOG = "server.log"
+PROFILE_FILE = "profile.yaml"
+TRUTH_LOG = "truth.jsonl"
+
+
+def free_port() -> int:
+    """A free 127.0.0.1 port below the kernel's ephemeral range: the kernel hands those out to
+    outgoing connections too, which could take a port between this pick and the server's bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            top = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        top = 32768
+    for _ in range(200):
+        port = random.randrange(FIRST_PORT, max(FIRST_PORT + 100, top))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port below the ephemeral range among 200 tried")
+
+
+@dataclass
+class Launch:
+    """What starts one configuration at one point: `process` None for a server already running."""
+
+    url: str
+    process: ServerProcess | None
+    command: str  # as printed by --dry-run and recorded in the journal
+
+
+class TemplateServer:
+    """A command template, e.g. 'vllm serve M --port {port} --max-num-seqs {max_num_seqs}': filled
+    with the point's values as written and a free port, split like a shell would (no shell runs)."""
+
+    kind = "template"
+
+    def __init__(self, template: str, start_timeout: float):
+        self.template, self.start_timeout = template, start_timeout
+
+    def prepare(self, point: Point, folder: str, port: int | None = None) -> Launch:
+        port = port or free_port()
+        command = fill(self.template, point, port)
+        argv = shlex.split(command)
+        url = f"http://127.0.0.1:{port}"
+        proc = ServerProcess(argv, os.path.join(folder, SERVER_LOG), name="server", url=url,
+                             start_timeout=self.start_timeout)  # fmt: skip
+        return Launch(url, proc, command)
+
+
+class SimulatorServer:
+    """The built-in simulator: the base profile's fields with the point's settings over them,
+    written as the point's profile.yaml; its truth log kept beside it."""
+
+    kind = "simulator"
+
+    def __init__(self, base: str, start_timeout: float, extra: dict | None = None):
+        self.base_name, self.base = base, read_profile_fields(base)
+        self.extra = dict(extra or {})
+        self.start_timeout = start_timeout
+
+    def fields(self, point: Point) -> dict:
+        return {**self.base, **self.extra, **point.values}
+
+    def check(self, point: Point, option: str = "--param") -> None:
+        """The point's profile is valid: an unknown field or a bad value is one line before any start."""
+        try:
+            profile_from_dict(self.fields(point), self.base_name)
+        except InputError as e:
+            raise InputError(f"{option} ({point.label}): {e}") from None
+
+    def prepare(self, point: Point, folder: str, port: int | None = None) -> Launch:
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, PROFILE_FILE)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"# {self.base_name} with {point.label}\n")
+            yaml.safe_dump(self.fields(point), f, sort_keys=False)
+        port = port or free_port()
+        argv = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port), "--profile", path,
+                "--truth-log", os.path.join(folder, TRUTH_LOG)]  # fmt: skip
+        proc = ServerProcess(argv, os.path.join(folder, SERVER_LOG), name="simulator", url=f"http://127.0.0.1:{port}",
+                             cwd=ROOT, start_timeout=self.start_timeout)  # fmt: skip
+        return Launch(proc.url, proc, shlex.join(argv))
+
+
+class RunningServer:
+    """A server someone else runs: nothing to start or stop, and no setting to change."""
+
+    kind = "url"
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+
+    def prepare(self, point: Point, folder: str, port: int | None = None) -> Launch:
+        return Launch(self.url, None, f"(running at {self.url})")
+
+
+def read_profile_fields(spec: str) -> dict:
+    """A profile's fields as its YAML file writes them (a bundled name or a path), so a point's
+    profile holds exactly the base's fields plus its own settings."""
+    if os.sep in spec or spec.endswith((".yaml", ".yml")) or os.path.exists(spec):
+        path = spec
+    else:
+        path = os.path.join(PROFILE_DIR, spec + ".yaml")
+        if not os.path.exists(path):
+            raise InputError(f"--profile: unknown profile '{spec}' (available: {', '.join(available_profiles())}, or a YAML path)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise InputError(f"--profile {spec}: cannot read it ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise InputError(f"--profile {spec}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"--profile {spec}: the file must be a mapping of fields (see simulator/profiles.py)")
+    return data
