@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 
 from metrics.console_table import fmt
 from metrics.schema.figures import Step
-from metrics.schema.verdicts import Capacity, LevelVerdict
+from metrics.schema.verdicts import Capacity, SloVerdict
 from metrics.verdict import first_tokens_text
 
 
-def _on(v: LevelVerdict) -> str:
+def _on(v: SloVerdict) -> str:
     """'267 requests', or '3 requests (ttft.p95 on 312 values, 4 still waiting at the cut)' where a
     first-token objective was judged on the first tokens of requests that had not ended."""
     tokens = first_tokens_text(v)

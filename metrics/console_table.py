@@ -5,18 +5,24 @@ from __future__ import annotations
 
 from metrics.schema import Summary, as_summary
 from metrics.schema.figures import Step
-from metrics.schema.verdicts import Slo
-from metrics.verdict import describe, held
+from metrics.schema.verdicts import SloVerdict
+from metrics.verdict import describe, held, margin_text, values_text
 
 
 def fmt(x, digits=0) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
-def format_slo(slo: Slo) -> list[str]:
-    """One line per objective: its verdict and the measured value, rounded to 0.1 ms."""
-    return [f"SLO {v.objective}: {'met' if v.passed else 'MISSED'} (measured {fmt(v.value_ms, 1)} ms, "
-            f"threshold {v.threshold_ms:,.1f} ms)" for v in slo.objectives]  # fmt: skip
+def format_slo(slo: SloVerdict) -> list[str]:
+    """The run's verdict (metrics/verdict.py), then one line per objective: its verdict, the measured
+    value and its confidence bounds, rounded to 0.1 ms, and its margin."""
+    conf = "" if slo.confidence is None else f"{slo.confidence:.0%} "
+    head = f"SLO: {VERDICT_WORD[slo.state]} on {slo.requests:,} requests" + (f" ({slo.failed:,} failed)" if slo.failed else "")
+    head += (f", {margin_text(slo.margin)}" if slo.margin is not None else "") + (f": {slo.reason}" if slo.reason else "")
+    return [head, *(f"SLO {v.objective}: {VERDICT_WORD[v.state]} (measured {fmt(v.value_ms, 1)} ms, threshold "
+                    f"{v.threshold_ms:,.1f} ms; {conf}bounds {fmt(v.lower_ms, 1)}..{fmt(v.upper_ms, 1)} ms on "
+                    f"{values_text(v)}" + (f", {margin_text(v.margin)}" if v.margin is not None else "") + ")"
+                    for v in slo.objectives)]  # fmt: skip
 
 
 def format_table(summary: Summary | dict) -> str:

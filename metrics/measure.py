@@ -21,9 +21,7 @@ from metrics.schema.base import PERCENTILES
 from metrics.schema.figures import (
     Block, Distribution, Embeddings, Goodput, Requests, Span, Step, StreamSpeed, Throughput, Tokens,
 )
-from metrics.schema.verdicts import Slo
-from metrics.slo import good_mask, objective_stats
-from metrics.slo import verdicts as slo_verdicts
+from metrics.slo import good_mask
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 from metrics.ttft_split import ttft_split
 from metrics.verdict import FIRST_TOKEN, judge, level_values
@@ -130,12 +128,16 @@ class Measure:
         self.arrival, self.counted = arrival_inputs(df)  # tokens count where they arrived
 
     def block(self, select: np.ndarray, start: float, end: float, group: np.ndarray | bool = True,
-              tokens: tuple[float, float] | None = None, method: str = LINEAR) -> Block:
+              tokens: tuple[float, float] | None = None, method: str = LINEAR, judged: bool = True,
+              first_tokens: np.ndarray | None = None) -> Block:  # fmt: skip
         """The statistics of the records in `select` (latency, outcomes: the requests sent in
         [start, end]); request throughput from the successful records of `group` that completed
         in [start, end]; token throughput from the tokens of `group` that arrived in it, unless
         `tokens` gives (output, prompt) counted otherwise (the live view counts at completion);
-        `method`: the percentiles' definition (metrics/percentiles.py)."""
+        `method`: the percentiles' definition (metrics/percentiles.py). With objectives and
+        `judged`, the block's `slo` is the one verdict (metrics/verdict.py) of those records, its
+        TTFT objectives on `first_tokens` when given (the live view: the first tokens that came in
+        its window, the open streams' included)."""
         itl = pooled_itl(self.chunk_times.filter(pa.array(select & self.ok)))
         sub = self.df[select]
         finished = self.df[group & self.ok & (self.done >= start) & (self.done <= end)]
@@ -143,9 +145,12 @@ class Measure:
             output, prompt = arrived_tokens([start, end], *self.arrival, self.chunk_times, group & self.counted)
             tokens = (float(output[0]), float(prompt[0]))
         out = section(sub, finished, itl, max(0.0, end - start), tokens, method)
-        if self.objectives:
-            judged = slo_verdicts(self.objectives, objective_stats(self.objectives, sub[sub["ok"]], itl))
-            out.slo = Slo(passed=all(v.passed for v in judged), objectives=judged)
+        if self.objectives and judged:
+            ok = sub[sub["ok"]]
+            values = level_values(self.objectives, ok, itl)
+            if first_tokens is not None:
+                values.update({o.key: first_tokens for o in self.objectives if o.metric == "ttft"})
+            out.slo = judge(self.objectives, values, len(ok), out.requests.failed)
         return out
 
     def _ended_by(self, cut: float) -> np.ndarray:
@@ -200,7 +205,7 @@ class Measure:
         percentiles are order statistics, as its verdict's (metrics/percentiles.py ORDER). A
         level with a cut judges its first-token objectives on first tokens (`first_tokens`)."""
         mask = self.in_level(level)
-        block = self.block(mask, level.start, level.end, method=ORDER)
+        block = self.block(mask, level.start, level.end, method=ORDER, judged=False)
         verdict = None
         if self.objectives:
             sub = self.df[mask]
@@ -221,7 +226,6 @@ class Measure:
                     both = np.concatenate([exact[key], censored[key]])
                     setattr(block, f"{metric}_ms", distribution(both[np.isfinite(both)], ORDER))
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, censored=censored)
-        block.slo = None  # the level's verdict is `verdict` (with its evidence), not a point estimate
         return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),
                     steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
 

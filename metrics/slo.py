@@ -2,7 +2,9 @@
 
 An objective names a metric (ttft, ttfa, tpot, itl, e2e), a statistic (mean or any percentile pNN[.N])
 and a threshold. It is judged twice:
-  - for the run (or a step): the statistic over the successful requests must be under the threshold;
+  - for a set of requests (a load level, the whole run, a block, the live window): the one verdict
+    rule of metrics/verdict.py, met when the statistic's upper confidence bound is under the
+    threshold, missed when its lower bound is at or above it, undecided otherwise;
   - for each request (goodput): its own value must be under the threshold. For itl the request's
     own value is the same statistic over its own chunk gaps (p95 of its gaps for itl.p95).
 A successful reply without an answer token (only reasoning) has no ttfa: it misses a ttfa objective
@@ -22,7 +24,6 @@ import numpy as np
 from core.durations import parse_duration
 from core.errors import InputError
 from metrics.percentiles import mean, percentile, percentile_by_group
-from metrics.schema.verdicts import Verdict
 from metrics.timing import itl_gaps
 
 METRICS = {"ttft": "ttft_s", "ttfa": "ttfa_s", "tpot": "tpot_s", "itl": None, "e2e": "e2e_s"}
@@ -103,25 +104,3 @@ def good_mask(objectives, df, chunk_times) -> np.ndarray:
         values = request_values(obj, df, chunk_times)
         good &= ~(values >= obj.threshold_s)  # NaN compares False: passes
     return good
-
-
-def objective_stats(objectives, ok, itl_s: np.ndarray) -> dict[str, float]:
-    """The statistic each objective names ({'ttft.p95': seconds, ...}), exact, from the
-    successful requests `ok` (a frame of record columns) and the pooled ITL gaps."""
-    return {
-        obj.key: obj.statistic(itl_s if obj.metric == "itl" else ok[METRICS[obj.metric]].to_numpy(dtype=float))
-        for obj in objectives
-    }
-
-
-def verdicts(objectives: list[Objective], stats_s: dict[str, float]) -> list[Verdict]:
-    """Pass/fail of each objective given the run's (or a step's) statistics in seconds (NaN: no
-    value, a miss; the verdict says None)."""
-    out = []
-    for obj in objectives:
-        value = stats_s.get(obj.key, math.nan)
-        out.append(Verdict(
-            objective=obj.text, metric=obj.key, threshold_ms=round(obj.threshold_s * 1000, 9),
-            value_ms=value * 1000, passed=bool(value < obj.threshold_s),
-        ))  # fmt: skip
-    return out

@@ -58,9 +58,10 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         if objectives:
             summary.capacity = capacity(summary.by_step, objectives)
     if objectives and plan is None:
-        # a run with load levels (a step ramp or a capacity search) is judged per level, and
-        # answers with the highest level met: one verdict pooled over levels of different loads
-        # would judge none of them (summary.overall.slo keeps the pooled figures)
+        # the whole run's verdict is its overall block's (metrics/verdict.py's one rule). A run with
+        # load levels (a step ramp or a capacity search) is judged per level, and answers with the
+        # highest level met: one verdict pooled over levels of different loads would judge none of
+        # them (summary.overall.slo keeps the pooled figures)
         summary.slo = summary.overall.slo
     if target_rate:
         summary.open_loop = open_loop(summary.overall, target_rate, scheduled, sent_on_schedule(df, table, window_start, window_end))

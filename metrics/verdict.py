@@ -1,4 +1,12 @@
-"""One verdict per load level: met, missed or undecided, with the evidence it rests on.
+"""The one verdict rule of --slo: met, missed or undecided, with the evidence it rests on and its
+signed margin to the threshold.
+
+Every set of requests judged on the --slo is judged by `judge`: a load level, the whole run of a
+run without levels (summary.json `slo`, which sets the exit code: plugin/exit_codes.py), each block
+of summary.json (`overall.slo`, `by_class.*.slo`, ...) and the live view's window (webui/live_blocks.py).
+A whole run, a block and the live window are judged on the requests sent in (the live view: ended
+in) their window, every one of them counted whenever it ended; the live view judges TTFT
+objectives on the first tokens that came in its window, the open streams' included.
 
 A level of a step ramp or a capacity search is judged on one declared set of requests: those of
 its steps *sent* in the level's window (after its --step-warmup, up to its end). A step ramp is
@@ -50,9 +58,20 @@ censored values, the mean and its lower bound are taken with each at its minimum
 true ones from below), and it has no upper bound: a mean is met only when nothing was censored.
 ITL gaps are pooled over requests; their bound treats gaps as independent, which they are not quite.
 A level meets the SLO when it met every objective, misses it when it missed any, and is
-undecided otherwise. A level with no successful request and no first token misses when requests
+undecided otherwise.
+
+The margin says how far the verdict is from the threshold, signed, as a share of the threshold:
+    met:       (threshold - upper bound) / threshold, > 0: the room left even at the upper bound;
+    missed:    (threshold - lower bound) / threshold, <= 0: the excess even at the lower bound;
+    undecided: 0: the bounds hold the threshold (or there is no upper bound), so the values cannot
+               tell the statistic from it.
+So its sign is the state's: a search can bisect on it, and interpolate between a level met with
++0.25 and one missed with -0.5. It is None for an objective without a value (and for one whose
+deciding bound is infinite: a ttfa objective whose replies had no answer token). A verdict's margin
+is its binding objective's, the smallest: every objective met, the least room; one missed, the
+largest excess; otherwise 0 (None when no request gave a value: all failed, or none ended). A level with no successful request and no first token misses when requests
 failed, is undecided when none ended and none is waiting, and is otherwise judged on the minimums
-of the waiting ones.
+of the waiting ones. Everything said here of a level holds for any set `judge` is given.
 """
 
 from __future__ import annotations
@@ -63,7 +82,7 @@ from typing import Literal
 import numpy as np
 
 from metrics.percentiles import ORDER, percentile
-from metrics.schema.verdicts import LevelVerdict, ObjectiveEvidence
+from metrics.schema.verdicts import ObjectiveEvidence, SloVerdict
 
 CONFIDENCE = 0.90  # one-sided, for each bound
 FIRST_TOKEN = ("ttft", "ttfa")  # judged at a cut on first tokens, the waiting ones censored
@@ -136,18 +155,25 @@ def judge_objective(obj, values_s, confidence: float = CONFIDENCE, censored_s=()
             upper = order_bounds(np.sort(np.concatenate([v, np.full(c, np.inf)])), q, confidence)[1]
             upper = None if upper is None or math.isinf(upper) else upper
     if upper is not None and upper < obj.threshold_s:
-        state = "met"
+        state, room = "met", margin(obj.threshold_s, upper)
     elif lower is not None and lower >= obj.threshold_s:
-        state = "missed"
+        state, room = "missed", margin(obj.threshold_s, lower)
     else:
-        state = "undecided"
+        state, room = "undecided", 0.0 if n else None
     ms = lambda x: None if x is None or x != x else x * 1000.0  # noqa: E731
     return ObjectiveEvidence(objective=obj.text, metric=obj.key, threshold_ms=round(obj.threshold_s * 1000, 9),
                              value_ms=ms(value), lower_ms=ms(lower), upper_ms=ms(upper), samples=n, censored=c,
-                             state=state)  # fmt: skip
+                             state=state, margin=room)  # fmt: skip
 
 
-def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CONFIDENCE, censored: dict | None = None) -> LevelVerdict:
+def margin(threshold_s: float, bound_s: float) -> float | None:
+    """(threshold - bound) / threshold: the signed distance of the deciding bound to the threshold,
+    a share of it (module doc); None for an infinite bound."""
+    room = (threshold_s - bound_s) / threshold_s
+    return room if math.isfinite(room) else None
+
+
+def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CONFIDENCE, censored: dict | None = None) -> SloVerdict:
     """A level's verdict from its declared sets: `values` maps each objective's key to the values
     of its successful requests (ITL: their pooled gaps; a first-token objective at a cut: its exact
     first tokens), `censored` a first-token objective's key to the minimums of its censored values;
@@ -158,21 +184,24 @@ def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CO
     first = [e for e in evidence if e.metric.split(".")[0] in FIRST_TOKEN]
     tokens = any(e.samples > e.censored for e in first)  # a first token came: a request did not fail
     waiting = any(e.censored for e in first)  # their minimums may prove a miss
+    margins = [e.margin for e in evidence if e.margin is not None]
     if ok == 0 and not tokens and (failed or not waiting):
-        state = "missed" if failed else "undecided"
-        why = f"all {failed} requests failed" if failed else "no request ended in the level's window"
+        state, room = ("missed" if failed else "undecided"), None
+        why = f"all {failed} requests failed" if failed else "no request ended in the window"
     elif "missed" in states:
         state, why = "missed", ""
+        room = min((e.margin for e in evidence if e.state == "missed" and e.margin is not None), default=None)
     elif states == {"met"}:
-        state, why = "met", ""
+        state, why, room = "met", "", min(margins)
     else:
-        state = "undecided"
+        state, room = "undecided", 0.0
         few = [e.metric for e in evidence if e.state == "undecided" and e.upper_ms is None]
         why = f"too few values to bound {', '.join(few)}" if few else "its confidence bounds straddle the threshold"
         waiting = [f"{e.metric}: {e.censored} still waiting at the cut" for e in evidence if e.state == "undecided" and e.censored]
         if waiting:
             why += f" ({'; '.join(waiting)})"
-    return LevelVerdict(state=state, requests=ok, failed=failed, confidence=confidence, objectives=evidence, reason=why)
+    return SloVerdict(state=state, requests=ok, failed=failed, confidence=confidence, objectives=evidence, reason=why,
+                      margin=room)
 
 
 def level_values(objectives, ok_frame, itl_s) -> dict:
@@ -192,7 +221,7 @@ def level_values(objectives, ok_frame, itl_s) -> dict:
     return out
 
 
-def too_few(v: LevelVerdict) -> bool:
+def too_few(v: SloVerdict) -> bool:
     """Undecided for want of values (no upper bound), not for being close to the threshold."""
     return v.state == "undecided" and (v.requests == 0 or any(e.upper_ms is None for e in v.objectives if e.state == "undecided"))
 
@@ -202,7 +231,7 @@ def held(steps: int) -> str:
     return f"held {steps} steps" if steps > 1 else ""
 
 
-def judged_on(v: LevelVerdict, steps: int) -> str:
+def judged_on(v: SloVerdict, steps: int) -> str:
     """What a level's verdict rests on, as every per-step table says it (the report's, the live
     view's): '165 requests', '212 requests, held 2 steps'; a first-token objective judged on other
     values than the requests that ended says so: '3 requests, ttft.p95 on 312 values, 4 still
@@ -210,7 +239,7 @@ def judged_on(v: LevelVerdict, steps: int) -> str:
     return ", ".join([f"{v.requests:,} requests", *first_tokens_text(v), *([held(steps)] if steps > 1 else [])])
 
 
-def first_tokens_text(v: LevelVerdict) -> list[str]:
+def first_tokens_text(v: SloVerdict) -> list[str]:
     """['ttft.p95 on 312 values, 4 still waiting at the cut'] for each first-token objective judged
     on other values than the requests that ended (a capacity search's level); [] otherwise."""
     return [f"{e.metric} on {values_text(e)}" for e in v.objectives
@@ -222,15 +251,23 @@ def values_text(e: ObjectiveEvidence) -> str:
     return f"{e.samples:,} values" + (f", {e.censored:,} still waiting at the cut" if e.censored else "")
 
 
-def describe(v: LevelVerdict) -> str:
-    """'met: ttft.p95 4,400 ms (90 % bounds 4,100..4,800 ms, 312 values)' for logs and tables."""
+def margin_text(m: float | None) -> str:
+    """'margin +12.5 %' (room) or 'margin -40.0 %' (excess), as every surface says it; '' for None."""
+    return "" if m is None else "margin 0 %" if m == 0 else f"margin {m * 100:+.1f} %"
+
+
+def describe(v: SloVerdict) -> str:
+    """'met on 312 requests, margin +8.3 %; ttft.p95 4,400 ms (90 % bounds 4,100..4,800 ms, 312
+    values)' for logs and tables."""
     parts = []
     for e in v.objectives:
         lo = "-" if e.lower_ms is None else f"{e.lower_ms:,.0f}"
         hi = "-" if e.upper_ms is None else f"{e.upper_ms:,.0f}"
         val = "-" if e.value_ms is None else f"{e.value_ms:,.0f}"
-        parts.append(f"{e.metric} {val} ms ({v.confidence:.0%} bounds {lo}..{hi} ms, {values_text(e)})")
+        conf = "" if v.confidence is None else f"{v.confidence:.0%} "  # None: read from a file without bounds
+        parts.append(f"{e.metric} {val} ms ({conf}bounds {lo}..{hi} ms, {values_text(e)})")
     text = f"{v.state} on {v.requests} requests" + (f" ({v.failed} failed)" if v.failed else "")
+    text += f", {margin_text(v.margin)}" if v.margin is not None else ""
     if v.reason:
         text += f": {v.reason}"
     return text + ("; " + "; ".join(parts) if parts else "")

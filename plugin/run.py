@@ -157,16 +157,11 @@ class Run:
         return code, reasons + incomplete
 
     def _set_exit_code(self, summary: Summary) -> None:
-        """A missed SLO fails a headless run; a run with load levels (a step ramp or a capacity
-        search) fails only when no level met the SLO below the lowest level that missed it."""
-        if summary.capacity is not None:  # format_table printed its sentence
-            missed = summary.capacity.users is None
-        elif summary.slo is not None:
-            missed = not summary.slo.passed  # format_table printed each objective's verdict
-        else:
-            return
-        if missed:
-            exit_codes.raise_to(self.environment, exit_codes.SLO_MISSED)
+        """A missed or undecided SLO fails a headless run, each with its code (exit_codes.of_slo;
+        format_table printed the verdict, or the capacity sentence of a run with load levels)."""
+        code = exit_codes.of_slo(summary)
+        if code != exit_codes.DONE:
+            exit_codes.raise_to(self.environment, code)
 
 
 def prepare_run(plan: RunPlan) -> RunInputs:

@@ -4,7 +4,7 @@
                                               failure), schedule kept (open loop), client within
                                               its accuracy limits (self-health)
                                 llm.slo       one case per --slo objective (the run's verdict; a run
-                                              without load levels)
+                                              without load levels): fails missed or undecided
                                 llm.capacity  a level met the SLO (a step ramp, --find-capacity)
     a compare (--junit FILE)    llm.compare   one case per --fail-on rule (reports/compare.py compare_cases)
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from core.files import write_atomic
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.schema import Summary
+from metrics.verdict import margin_text, values_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +60,13 @@ def run_cases(summary: Summary, not_written: list[str] | tuple = ()) -> list[Cas
     if cb is not None:
         cases.append(Case("llm.run", "client within accuracy limits", f"client bound: {cb.advice}" if cb.bound
                           else None, cb.advice))  # fmt: skip
-    if summary.slo is not None:
+    if summary.slo is not None:  # the run's one verdict (metrics/verdict.py): undecided fails too (its own exit code)
         for v in summary.slo.objectives:
             measured = f"{v.metric} = {_ms(v.value_ms)}, threshold {v.threshold_ms:,.1f} ms"
-            cases.append(Case("llm.slo", v.objective, None if v.passed else f"missed: {measured}", measured))
+            lo, hi = ("-" if x is None else f"{x:,.1f}" for x in (v.lower_ms, v.upper_ms))
+            bounds = f"bounds {lo}..{hi} ms on {values_text(v)}" + (f", {margin_text(v.margin)}" if v.margin is not None else "")
+            cases.append(Case("llm.slo", v.objective, None if v.state == "met" else f"{v.state}: {measured} ({bounds})",
+                              f"{measured} ({bounds})"))  # fmt: skip
     cap = summary.capacity  # a run with load levels: judged per level, no pooled verdict
     if cap is not None:
         cases.append(Case("llm.capacity", cap.slo, None if cap.users is not None else cap.sentence, cap.sentence))

@@ -66,7 +66,7 @@ class Report:
     diagnosis: str  # why the knee is there (metrics/diagnosis.py), for runs with load levels
     diagnosis_heading: str  # "Why the knee is there" only where a level missed (metrics/diagnosis.py heading_of)
     server_levels: Table | None  # the server's gauges at each level
-    slo_passed: bool | None  # the run's SLO verdict; None without --slo
+    slo_verdict: Cell | None  # the run's SLO verdict (metrics/verdict.py: its state, requests, margin); None without --slo
     slo: Table | None
     summary: Table
     turns: Table | None
@@ -96,6 +96,3 @@ class Report:
 def cells(*texts: str) -> list[Cell]:
     return [Cell(t) for t in texts]
 
-
-def verdict(passed: bool, fail_text: str = "FAIL") -> Cell:
-    return Cell("pass", "pass") if passed else Cell(fail_text, "fail")

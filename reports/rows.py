@@ -10,13 +10,13 @@ summary bolds a failure. No number is formatted in a template.
 from __future__ import annotations
 
 from metrics.record import NOT_SERVER_FAILURES
-from metrics.verdict import judged_on
+from metrics.verdict import judged_on, margin_text
 from metrics.schema import Summary
 from metrics.schema.figures import Step
 from reports import summary_text
 from runfolder import reading as D
 from core.numbers import auto, fmt, utc
-from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells, verdict
+from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,12 +128,28 @@ def level_verdict(s: Step) -> list[Cell]:
     return [Cell(v.state, status), Cell(judged_on(v, s.steps)), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 
+STATUS = {"met": "pass", "missed": "fail"}  # undecided: neither, uncoloured
+
+
+def slo_verdict(summary: Summary) -> Cell | None:
+    """The run's one verdict (metrics/verdict.py): 'met on 312 requests, margin +8.3 %'."""
+    v = summary.slo
+    if v is None:
+        return None
+    text = f"{v.state} on {v.requests:,} requests" + (f" ({v.failed:,} failed)" if v.failed else "")
+    text += (f", {margin_text(v.margin)}" if v.margin is not None else "") + (f": {v.reason}" if v.reason else "")
+    return Cell(text, STATUS.get(v.state, ""))
+
+
 def slo_table(summary: Summary) -> Table | None:
+    """Each objective of the run's verdict: its statistic, confidence bounds, threshold, margin, state."""
     if summary.slo is None:
         return None
-    rows = [[Cell(v.objective), Cell(fmt(v.value_ms, 1)), Cell(fmt(v.threshold_ms, 1)), verdict(v.passed)]
-            for v in summary.slo.objectives]  # fmt: skip
-    return Table(["objective", "value (ms)", "threshold (ms)", "verdict"], rows)
+    conf = "" if summary.slo.confidence is None else f"{summary.slo.confidence:.0%} "
+    rows = [[Cell(v.objective), Cell(fmt(v.value_ms, 1)), Cell(f"{fmt(v.lower_ms, 1)}..{fmt(v.upper_ms, 1)}"),
+             Cell(fmt(v.threshold_ms, 1)), Cell(margin_text(v.margin).removeprefix("margin ") or "-"),
+             Cell(v.state, STATUS.get(v.state, ""))] for v in summary.slo.objectives]  # fmt: skip
+    return Table(["objective", "value (ms)", f"{conf}bounds (ms)", "threshold (ms)", "margin", "verdict"], rows)
 
 
 FAILURE_HEADERS = ["failure", "all records", "in window", "% of ended (window)", "by class (window)", "most common detail"]
@@ -320,7 +336,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         warning=summary_text.client_warning(s),
         capacity=s.capacity.sentence if s.capacity is not None else "",
         **knee(run),
-        slo_passed=s.slo.passed if s.slo is not None else None,
+        slo_verdict=slo_verdict(s),
         slo=slo_table(s),
         summary=summary_table(s),
         turns=summary_table(s, "by_turn", "turn") if s.by_turn else None,

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from plugin import exit_codes
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]  # timing against the truth or a rate: tests/conftest.py
@@ -107,18 +108,29 @@ def test_step_ramp_records_steps_and_excludes_warmup(tmp_path):
 
 
 def test_slo_miss_fails_a_headless_run_and_goodput_counts_failures(tmp_path):
+    """A run's exit code follows its one verdict (metrics/verdict.py): met 0, missed 3, and 6 when
+    its requests are too few to bound the percentile (a P99 of a 2 s run of one user)."""
     with simulator("--profile", "fixed") as url:
-        ok = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--slo", "ttft.p95<2s,tpot.p99<100ms",
+        ok = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--slo", "ttft.p95<2s,tpot.p90<100ms",
                         "--results-dir", str(tmp_path), "--run-id", "met", *SHORT)  # fmt: skip
         missed = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--slo", "ttft.p95<50ms",
                             "--results-dir", str(tmp_path), "--run-id", "missed", *SHORT)  # fmt: skip
+        few = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--slo", "ttft.p99<2s",
+                         "--results-dir", str(tmp_path), "--run-id", "few", *SHORT)  # fmt: skip
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert missed.returncode == 3, missed.stderr[-2000:]
+    assert few.returncode == exit_codes.SLO_UNDECIDED == 6, few.stderr[-2000:]
     _, met = read_results(str(tmp_path), "met")
-    assert met["slo"]["passed"] and met["overall"]["goodput"]["good_fraction"] == 1.0
+    assert met["slo"]["state"] == "met" and met["slo"]["passed"] and met["overall"]["goodput"]["good_fraction"] == 1.0
+    assert met["slo"]["margin"] > 0
     _, miss = read_results(str(tmp_path), "missed")
-    assert not miss["slo"]["passed"] and miss["overall"]["goodput"]["good_fraction"] == 0.0
+    assert miss["slo"]["state"] == "missed" and miss["slo"]["margin"] < 0 and miss["overall"]["goodput"]["good_fraction"] == 0.0
     assert "MISSED" in missed.stdout
+    _, undecided = read_results(str(tmp_path), "few")
+    (e,) = undecided["slo"]["objectives"]
+    # every TTFT is 0.1 s, far under 2 s, yet fewer than 230 values bound no P99 from above
+    assert undecided["slo"]["state"] == "undecided" and e["upper_ms"] is None and e["samples"] < 230 and e["value_ms"] < 200
+    assert undecided["slo"]["margin"] == 0 and "too few values to bound ttft.p99" in few.stdout
 
 
 def test_capacity_search_finds_the_slot_limit(tmp_path):

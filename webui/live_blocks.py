@@ -87,21 +87,21 @@ def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Fl
     `requests.ended` stands for summary.json's `requests.sent`; no `sent_per_s`, no token sources."""
     fsel = np.ones(len(flight), dtype=bool) if flight_group is None else flight_group
     seconds = max(0.0, end - start)
+    # TTFT where the first token came: the records' and the open streams' (their TTFT objectives
+    # are judged on these, by the one verdict rule: metrics/verdict.py)
+    first_in = flight.first_in(start, end) & fsel
     if m is not None:
         g = np.ones(len(m.df), dtype=bool) if group is None else group
         in_window = g & (ended >= start) & (ended <= end)
-        out = m.block(in_window, start, end, group=g).model_dump()
         first = m.df["wall_send"].to_numpy() + m.df["ttft_s"].to_numpy()
         rec_ttft = m.df["ttft_s"].to_numpy()[g & m.ok & (first >= start) & (first <= end)]
+        ttft = np.concatenate([rec_ttft, flight.ttft[first_in]])
+        out = m.block(in_window, start, end, group=g, first_tokens=ttft).model_dump()
     else:
-        out = empty_block(seconds, objectives)
-        rec_ttft = np.empty(0)
-    # the open streams: tokens that arrived, prompts whose first token came, their TTFT
-    first_in = flight.first_in(start, end) & fsel
-    ttft = np.concatenate([rec_ttft, flight.ttft[first_in]])
+        ttft = flight.ttft[first_in]
+        out = empty_block(seconds, objectives, first_tokens=ttft)
+    # the open streams: tokens that arrived, prompts whose first token came
     add_open_streams(out, flight, start, end, ratios, ttft, fsel)
-    if out.get("slo") and objectives:
-        _rejudge_ttft(out["slo"], objectives, ttft)
     requests = out["requests"]
     out["requests"] = {"ended": requests.pop("sent"), **requests}
     out["throughput"].pop("sent_per_s", None)
@@ -129,23 +129,11 @@ def add_open_streams(block: dict, flight: Flight, start: float, end: float, rati
                              "output_tokens": out_tokens, "prompt_tokens": prompt_tokens}  # fmt: skip
 
 
-def _rejudge_ttft(slo: dict, objectives, ttft_s: np.ndarray) -> None:
-    """TTFT objectives judged on the TTFTs whose first token came in the window."""
-    by_text = {o.text: o for o in objectives}
-    for v in slo["objectives"]:
-        obj = by_text.get(v["objective"])
-        if obj is None or obj.metric != "ttft":
-            continue
-        value = obj.statistic(ttft_s)
-        v["value_ms"] = None if value is None else value * 1000
-        v["passed"] = value is not None and value < obj.threshold_s
-    slo["passed"] = all(v["passed"] for v in slo["objectives"])
-
-
-def empty_block(seconds: float, objectives=()) -> dict:
-    """A block of no records (what summary.json's block says for an empty window)."""
+def empty_block(seconds: float, objectives=(), first_tokens: np.ndarray | None = None) -> dict:
+    """A block of no records (what summary.json's block says for an empty window); its TTFT
+    objectives judged on `first_tokens` when given (Measure.block)."""
     from metrics.measure import Measure
 
     df = rows_to_live_table([]).select(list(SCALAR_COLUMNS)).to_pandas()
     m = Measure(df, pa.array([], ARROW_SCHEMA.field("chunk_times").type), objectives)
-    return m.block(np.zeros(0, dtype=bool), 0.0, seconds).model_dump()
+    return m.block(np.zeros(0, dtype=bool), 0.0, seconds, first_tokens=first_tokens).model_dump()

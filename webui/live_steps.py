@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from metrics.percentiles import ORDER
-from metrics.schema.verdicts import LevelVerdict
+from metrics.schema.verdicts import SloVerdict
 from metrics.verdict import held, judged_on
 from shapes.steps import Level
 from webui.live_blocks import Flight, add_open_streams, empty_block, measure
@@ -86,7 +86,7 @@ class LiveSteps:
                 block["verdict"] = None  # judged once its set is complete
             r["block"] = block
             if block.get("verdict"):
-                r["judged_on"] = judged_on(LevelVerdict.model_validate(block["verdict"]), level.steps)
+                r["judged_on"] = judged_on(SloVerdict.model_validate(block["verdict"]), level.steps)
             if r["status"] == "final":
                 self.final[r["step"]] = clean(r)
 

@@ -31,7 +31,7 @@ from metrics.schema.client_health import ClientBound, LostWork, OpenLoop, UsersO
 from metrics.schema.figures import Block, Concurrency, Records, Step, Window
 from metrics.schema.run_setup import Setup
 from metrics.schema.server_side import GpuSection, KneeDiagnosis, ServerScrapes
-from metrics.schema.verdicts import Capacity, Slo
+from metrics.schema.verdicts import Capacity, SloVerdict
 
 SCHEMA_VERSION = 2
 
@@ -53,7 +53,7 @@ class Summary(Model):
     by_turn: dict[str, Block] | None = None  # conversations: one block per turn number ("1" = first message)
     by_step: list[Step] | None = None  # step or capacity-search runs
     concurrency: Concurrency
-    slo: Slo | None = None  # the overall verdict, with --slo
+    slo: SloVerdict | None = None  # the whole run's verdict, with --slo (not with load levels: judged per level)
     capacity: Capacity | None = None  # steps and --slo
     open_loop: OpenLoop | None = None  # --request-rate
     # sections added by plugins at the end of a run

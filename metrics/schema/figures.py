@@ -9,7 +9,7 @@ from pydantic import Field
 
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.schema.base import Model, Num
-from metrics.schema.verdicts import LevelVerdict, Slo
+from metrics.schema.verdicts import SloVerdict
 
 
 class Distribution(Model):
@@ -134,7 +134,7 @@ class Block(Model):
     schedule_lag_ms: Distribution | None = None
     ttft_from_intended_ms: Distribution | None = None
     e2e_from_intended_ms: Distribution | None = None
-    slo: Slo | None = None  # with --slo
+    slo: SloVerdict | None = None  # with --slo: the block's verdict (metrics/verdict.py)
     embeddings: Embeddings | None = None  # --endpoint embeddings or rerank
     ttft_split: TtftSplit | None = None  # where the server reported each request's own timing
 
@@ -157,7 +157,7 @@ class Step(Block):
     window: Span
     steps: int = 1  # steps the level was held for (a capacity search extends an undecided level)
     cut: float | None = None  # requests that ended after this (wall clock) are not in the set
-    verdict: LevelVerdict | None = None  # with --slo
+    verdict: SloVerdict | None = None  # with --slo
     # a step of a ramp that the run's end (-t, a stop) cut before half its window had passed
     # (metrics/summary.py by_step): requests and latencies of the part that ran, no per-second rate
     partial: bool = False

@@ -1,51 +1,66 @@
-"""summary.json's judgements: the SLO verdict of a set of requests, each load level's verdict with its
-evidence (metrics/verdict.py), and the capacity found."""
+"""summary.json's judgements: the verdict of a set of requests on the --slo, and the capacity found.
+
+One verdict, one rule (metrics/verdict.py): a load level (`by_step[].verdict`), the whole run
+(`slo`), each block (`overall.slo`, `by_class.*.slo`, ...) and the live view's window are all an
+`SloVerdict`: met, missed or undecided, each objective with its confidence bounds and its signed
+margin to the threshold.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import model_validator
+
 from metrics.schema.base import Model, Num
 
-
-class Verdict(Model):
-    """One SLO objective judged on a run or a step."""
-
-    objective: str  # as given: "ttft.p95<5s"
-    metric: str  # "ttft.p95"
-    threshold_ms: float
-    value_ms: Num = None
-    passed: bool
+State = Literal["met", "missed", "undecided"]
 
 
-class Slo(Model):
-    passed: bool
-    objectives: list[Verdict]
+def _passed_from_state(data):
+    """`passed` is `state == "met"`, whatever was given. A verdict written before the three states
+    (a point estimate: `passed` and no `state`) reads as met or missed, without bounds."""
+    if isinstance(data, dict):
+        if "state" not in data and "passed" in data:
+            data = {**data, "state": "met" if data["passed"] else "missed"}
+        data = {**data, "passed": data.get("state") == "met"}
+    return data
 
 
 class ObjectiveEvidence(Model):
-    """One objective judged on a load level's declared set (metrics/verdict.py)."""
+    """One objective judged on one set of requests (metrics/verdict.py)."""
 
     objective: str  # as given: "ttft.p95<5s"
     metric: str  # "ttft.p95"
     threshold_ms: float
-    value_ms: Num = None  # the statistic of the set
+    value_ms: Num = None  # the statistic of the set (a percentile: an order statistic)
     lower_ms: Num = None  # confidence bounds of the statistic (None: too few values for one)
     upper_ms: Num = None
-    samples: int  # values it rests on (ITL: pooled gaps), the censored ones among them
+    samples: int = 0  # values it rests on (ITL: pooled gaps), the censored ones among them
     censored: int = 0  # first-token values still waiting at the level's cut: known only to exceed (cut - send)
-    state: Literal["met", "missed", "undecided"]
+    state: State
+    # (threshold - the deciding bound) / threshold: > 0 met (room), <= 0 missed (excess), 0 undecided;
+    # None without a value or with an infinite bound (metrics/verdict.py)
+    margin: Num = None
+    passed: bool = False  # state == "met": for a reader of a two-state verdict
+
+    _passed = model_validator(mode="before")(_passed_from_state)
 
 
-class LevelVerdict(Model):
-    """A load level's one verdict: what the live search decided, the table and the report show."""
+class SloVerdict(Model):
+    """The one verdict of a set of requests: a load level's (what the live search decided, the table
+    and the report show), the whole run's, a block's, the live window's."""
 
-    state: Literal["met", "missed", "undecided"]
-    requests: int  # successful requests of the set
-    failed: int
-    confidence: float  # of each one-sided bound
+    state: State
+    requests: int = 0  # successful requests of the set
+    failed: int = 0
+    confidence: Num = None  # of each one-sided bound
     objectives: list[ObjectiveEvidence]
     reason: str = ""
+    margin: Num = None  # the binding objective's margin (metrics/verdict.py); None: no value to measure it on
+    passed: bool = False  # state == "met"
+
+    _passed = model_validator(mode="before")(_passed_from_state)
 
 
 class Capacity(Model):
