@@ -11,10 +11,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 
 import pyarrow.parquet as pq
+
+from core.server_process import ServerProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py")]
@@ -24,24 +27,19 @@ _next_port = None  # free_port's walk through this process's slice
 
 @contextmanager
 def simulator(*args: str, truth_log: str | None = None, host: str = "127.0.0.1", port: int = 0, wrap=None):
-    """A real simulator process (on a free 127.0.0.1 port by default); yields its base URL.
-    `wrap(cmd)` runs it elsewhere, e.g. inside a network namespace."""
+    """A real simulator process (on a free 127.0.0.1 port by default); yields its base URL, read from
+    the line it prints when it listens. `wrap(cmd)` runs it elsewhere, e.g. inside a network namespace.
+    Started and stopped as every server is (core/server_process.py), its output in a log of its own."""
     cmd = [sys.executable, "-m", "simulator", "--host", host, "--port", str(port), *args]
     if truth_log:
         cmd += ["--truth-log", truth_log]
     if wrap is not None:
         cmd = wrap(cmd)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert "listening on " in line, f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}"
-        yield line.split("listening on ", 1)[1].split()[0]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with tempfile.TemporaryDirectory(prefix="test-simulator-") as tmp:
+        server = ServerProcess(cmd, os.path.join(tmp, "simulator.log"), name="the simulator", cwd=ROOT,
+                               ready_line=r"listening on (?P<url>\S+)", start_timeout=60, stop_timeout=10)  # fmt: skip
+        with server.start():
+            yield server.url
 
 
 def own_master_port(args) -> list[str]:
