@@ -7,6 +7,8 @@ Modules:
 * ``server``    -- raw asyncio HTTP/1.1 server, request parsing, SSE chunks
 * ``runtime``   -- real-time runners (batch engine steps; fixed per-request timers)
 * ``engine``    -- the step arithmetic (no clock, no I/O) and the front-end model
+* ``kv_cache``  -- KV-cache blocks, preemption's release, the prefix cache and its counters
+* ``prefix``    -- the prefix-cache keys of a prompt's full blocks
 * ``virtual``   -- virtual-time closed loop over the same engine, for fitting
 * ``profiles``  -- profile YAML loading/validation; bundled profiles in ``profiles/``
 * ``tokens``    -- prompt token estimate / local tokenizer, output vocabulary
@@ -18,4 +20,4 @@ It names itself as servers do: a ``server: llm-simulator/VERSION`` header on eve
 response and an ``llm_simulator_build_info{version=...}`` gauge on ``/metrics``.
 """
 
-__version__ = "1.0.0"  # raised when the simulator's behaviour (engine model, protocol) changes
+__version__ = "1.1.0"  # raised when the simulator's behaviour (engine model, protocol) changes

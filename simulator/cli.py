@@ -23,7 +23,7 @@ import sys
 from core.errors import InputError
 
 from .faults import FaultPlan, parse_fault_option
-from .profiles import load_profile
+from .profiles import load_profile, profile_summaries
 from .tokens import PromptCounter
 from .truthlog import TruthLog
 
@@ -43,8 +43,11 @@ def _fail(msg: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    table = "\n".join(f"  {name:16s} {summary}" for name, summary in profile_summaries())
     p = _Parser(prog="python -m simulator",
-                description="OpenAI-compatible server whose timing comes from a continuous-batching engine model.")
+                description="OpenAI-compatible server whose timing comes from a continuous-batching engine model.",
+                epilog=f"bundled profiles (--profile NAME; fields: simulator/profiles.py):\n{table}",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 = any free port")
     p.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name (simulator/profiles/NAME.yaml) or path")

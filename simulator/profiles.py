@@ -204,6 +204,17 @@ def available_profiles() -> list[str]:
     return sorted(f[:-5] for f in os.listdir(PROFILE_DIR) if f.endswith(".yaml"))
 
 
+def profile_summaries() -> list[tuple[str, str]]:
+    """(name, the first line of its file's leading comment) of each bundled profile: the table of
+    ``python -m simulator --help``."""
+    out = []
+    for name in available_profiles():
+        with open(os.path.join(PROFILE_DIR, name + ".yaml"), encoding="utf-8") as f:
+            first = f.readline()
+        out.append((name, first[1:].strip() if first.startswith("#") else ""))
+    return out
+
+
 def profile_from_dict(data: Any, name: str = "custom") -> Profile:
     """A validated profile; a mistake is an `InputError` naming the profile and the field."""
     if not isinstance(data, dict):
