@@ -204,6 +204,25 @@ def test_first_token_timeout_counts_from_the_write_not_from_connect_or_headers()
     assert ex.error == "" and ex.complete
 
 
+@pytest.mark.timing
+def test_first_token_timeout_is_not_satisfied_by_keep_alive_comments():
+    """A server that sends only SSE comments (': keep-alive' every 0.25 s, as gateways hold a
+    stream open) gets a first-token timeout 1 s after the write (before: the first comment ended
+    that limit and every next one reset the idle gap, so the request ran to the total timeout).
+    Comments before a token that comes in time leave it a success, timed from the token."""
+
+    keep = chunked(b": keep-alive\n\n")
+    body = chunked(sse(content("a", "stop")) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    limits = Timeouts(connect=10, first_token=1.0, idle=30, total=60)
+    ex, elapsed = _timed_request([(0, HEAD + keep)] + [(0.25, keep)] * 5, limits)
+    assert ex.error == "timeout" and ex.error_detail.startswith("first token timeout 1s (the stream sent only comments"), ex.error_detail
+    assert 0.9 < elapsed < 1.3 and len(ex.times) >= 3, (elapsed, len(ex.times))
+    ex, _ = _timed_request([(0, HEAD + keep), (0.25, keep), (0.25, keep), (0.2, body)], limits)
+    assert ex.error == "" and ex.complete
+    parsed, _ = parse_reads(ex.times, ex.datas, True)
+    assert len(parsed.chunks) == 1 and parsed.chunks[0].t - ex.t_send > 0.6  # the token's arrival, not the first comment's
+
+
 # -- failures do not flood the server; a run that can only fail stops ------------------------------
 
 
