@@ -136,8 +136,9 @@ class Options(BaseModel):
         "keep-alive", "keep-alive = each user reuses one connection (OpenAI SDKs, browsers, gateways); per-request = a new "
         "connection for every request, closed after it (some benchmark clients)", EXPERT)  # fmt: skip
     timeout_connect: PositiveDuration = option("10s", "Longest wait for a new connection (TCP connect, TLS handshake); not part of TTFT", EXPERT)
-    timeout_first_token: PositiveDuration = option("300s", "Longest wait from the request's write to the response head and the first body "
-                                                   "bytes (the connect has --timeout-connect)", EXPERT)  # fmt: skip
+    timeout_first_token: PositiveDuration = option("300s", "Longest wait from the request's write to the response head and the first data "
+                                                   "of the body: a stream's first data line (keep-alive comments do not count); "
+                                                   "the connect has --timeout-connect", EXPERT)  # fmt: skip
     timeout_idle: PositiveDuration = option("120s", "Longest gap between two reads of a flowing stream", EXPERT)
     timeout_total: PositiveDuration = option("900s", "Longest whole request", EXPERT)
     tls_ca: Text = option("", "PEM file of a CA trusted besides the system's for an https --host (a private CA, a self-signed "
