@@ -43,7 +43,7 @@ from plugin.plan import RunPlan
 from plugin.progress import OpenStreams
 from plugin.run_start import RunStart
 from plugin import interrupts, run_end, worker
-from plugin.run import Run, check_target, choose_shape, prepare_run
+from plugin.run import Run, check_target, choose_shape, prepare_run, probe_target
 from plugin.server import check_reachable, resolve_model
 from plugin.shipping import LocalSink, MasterCollector
 from plugin.state import Plugin, SuiteState, role_of, state_of
@@ -121,6 +121,8 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
                 plan = plan.with_server_metrics((sim.url + "/metrics",))
             if opts.headless and not plan.model:
                 plan = plan.with_model(resolve_model(environment.host, plan))
+            if opts.headless:
+                probe_target(environment, plan, environment.host)
         state.plan = plan
         choose_shape(environment, plan)
         cap = plan.load.headless_users()

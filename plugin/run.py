@@ -22,6 +22,7 @@ from plugin.run_start import RunInputs, off_loop
 from plugin.results import ResultsWriter
 from runfolder.ownership import check_folder, new_run_id, reserve_folder
 from plugin.server import check_server
+from plugin.setup import RunSetup
 from core.urls import public_url
 from plugin.state import role_of, state_of
 from workloads.tokenizer import read_tokenizer
@@ -183,9 +184,21 @@ def _read_inputs(plan: RunPlan) -> RunInputs:
 def check_target(environment, plan: RunPlan, host: str) -> RunPlan:
     """The target answers and serves the model (raises InputError; plugin/server.py): before any
     load, headless at init and at every start from the web form. Returns the plan with the model
-    filled in."""
+    filled in. The server's version is asked here too (`probe_target`)."""
     check_folder(plan.results_dir, plan.run_id, plan.overwrite)
-    return check_server(check_host(host), plan)
+    plan = check_server(check_host(host), plan)
+    probe_target(environment, plan, host)
+    return plan
+
+
+def probe_target(environment, plan: RunPlan, host: str) -> None:
+    """What the run asks of its server besides the load (its version: plugin/setup.py), asked
+    before the run's clock starts: Locust counts -t from the start, and a server slow to answer
+    would take that time from the load while the window still stated the whole of it."""
+    state = state_of(environment)
+    setup = state.plugin(RunSetup) if state is not None else None
+    if setup is not None:
+        setup.probe(host, plan)
 
 
 def choose_shape(environment, plan: RunPlan) -> None:

@@ -67,6 +67,7 @@ SCHEMA = pa.schema(
     ]
 )
 FLUSH_ROWS = 50_000
+BASELINE_WAIT_S = 1.0  # the longest the load waits for the first scrape
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 # vLLM renamed metrics between releases; `metric` carries the current name, `raw_metric` the sent one.
@@ -185,6 +186,8 @@ class ServerMetricsScraper:
                 src.logged = True
                 log.warning("--server-metrics: scraping %s failed (%s); the run goes on, failures are counted", src.public, src.last_error)
             return
+        if self.closed:  # a late first scrape, after the file was closed
+            return
         src.scrapes += 1
         for name, value in totals.items():
             src.series.setdefault(name, []).append(value)
@@ -196,13 +199,17 @@ class ServerMetricsScraper:
         self.gauges.extend((row[0], row[2], row[4]) for row in rows if _base(row[2]) in DIAGNOSIS_METRICS)
         self._pending.extend(rows)
 
-    def scrape(self) -> None:
-        """Scrape every source once (concurrently), then write what arrived if enough piled up."""
+    def scrape(self, wait_s: float | None = None) -> list[_Source]:
+        """Scrape every source once (concurrently), then write what arrived if enough piled up.
+        Waits `wait_s` at most (default: the scrape's own bound); returns the sources whose scrape
+        had not ended by then (it goes on, and its reading lands when it comes)."""
         if self.closed:
-            return
-        gevent.joinall([gevent.spawn(self._scrape_one, s) for s in self.sources], timeout=self.timeout_s + 5.0)
+            return []
+        scrapes = {gevent.spawn(self._scrape_one, s): s for s in self.sources}
+        gevent.joinall(list(scrapes), timeout=self.timeout_s + 5.0 if wait_s is None else wait_s)
         if len(self._pending) >= FLUSH_ROWS:
             self._flush()
+        return [s for g, s in scrapes.items() if not g.ready()]
 
     def _run(self) -> None:
         next_at = time.monotonic() + self.interval_s
@@ -216,7 +223,14 @@ class ServerMetricsScraper:
                 next_at = time.monotonic() + self.interval_s
 
     def start(self) -> None:
-        self.scrape()  # the baseline, before the first request (run_started precedes spawning)
+        """The baseline, before the first request (run_started precedes spawning), waited for at
+        most BASELINE_WAIT_S: Locust's -t clock runs from the start, so a silent endpoint waited for
+        with the scrape's whole bound would take that time from the load."""
+        late = self.scrape(wait_s=BASELINE_WAIT_S)
+        if late:
+            log.warning("--server-metrics: %s had not answered its first scrape in %g s; the load starts without "
+                        "waiting (a reading that comes later may count the first requests in its counters)",
+                        ", ".join(s.public for s in late), BASELINE_WAIT_S)  # fmt: skip
         self._loop = gevent.spawn(self._run)
 
     def latest(self) -> dict[str, float]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 
+import gevent
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,31 +27,58 @@ from plugin.state import Plugin
 log = logging.getLogger("llm")
 
 
-def server_version(host: str, plan) -> tuple[str | None, str | None]:
+SLOW_PROBE_S = 1.0  # a probe of the server slower than this gets a console line
+LATE_PROBE_S = 2.0  # the bound of a probe made while the load runs (a start no check preceded)
+
+
+def server_version(host: str, plan, bound_s: float | None = None) -> tuple[str | None, str | None]:
     """(the server's version, where it said so), or (None, None). In order: GET /version
     ({"version": ...}, vLLM's and SGLang's answer); the `version` label of an info gauge on
     GET /metrics (a `*_info` sample of the server's own, not the Prometheus client's python_info);
-    the response headers (`x-...-version`, else `server:`, such as uvicorn's or llama.cpp's)."""
-    try:
-        status, headers, body = get_with_headers(host, "/version", plan)
-    except InputError:
-        return None, None
-    if status == 200:
-        try:
-            version = orjson.loads(body).get("version")
-        except (orjson.JSONDecodeError, AttributeError):
-            version = None
-        if version:
-            return str(version), "GET /version"
-    try:
-        status, _, text = get_with_headers(host, "/metrics", plan)
-    except InputError:
-        status = 0
-    if status == 200:
-        version, name = version_from_metrics(text.decode("utf-8", errors="replace"))
+    the response headers (`x-...-version`, else `server:`, such as uvicorn's or llama.cpp's).
+
+    Both are asked at once and waited for at most `bound_s` (default: --timeout-connect) in all: a
+    gateway that routes only /v1/* may hold both unanswered. A probe slower than SLOW_PROBE_S says
+    so in one line."""
+    bound = plan.timeouts.connect if bound_s is None else bound_s
+    started = time.monotonic()
+    asks = {path: gevent.spawn(_ask, host, path, plan, bound) for path in ("/version", "/metrics")}
+    gevent.joinall(list(asks.values()), timeout=bound)
+    answers = {path: g.value if g.ready() else None for path, g in asks.items()}
+    for g in asks.values():
+        g.kill(block=False)
+    took = time.monotonic() - started
+    if took > SLOW_PROBE_S:
+        silent = [f"GET {path}" for path, a in answers.items() if a is None]
+        log.warning("server version: %s took %.1f s%s; asked outside the load's time, it takes none of it",
+                    " and ".join(f"GET {p}" for p in asks), took,
+                    f" ({' and '.join(silent)} had no answer)" if silent else "")  # fmt: skip
+    headers = {}
+    version_reply = answers["/version"]
+    if version_reply is not None:
+        status, headers, body = version_reply
+        if status == 200:
+            try:
+                version = orjson.loads(body).get("version")
+            except (orjson.JSONDecodeError, AttributeError):
+                version = None
+            if version:
+                return str(version), "GET /version"
+    metrics_reply = answers["/metrics"]
+    if metrics_reply is not None and metrics_reply[0] == 200:
+        version, name = version_from_metrics(metrics_reply[2].decode("utf-8", errors="replace"))
         if version:
             return version, f"GET /metrics {name}{{version}}"
     return version_from_headers(headers)
+
+
+def _ask(host: str, path: str, plan, bound: float):
+    """GET HOST+path: (status, headers, body), or None when nothing answered within `bound`."""
+    try:
+        with gevent.Timeout(bound):
+            return get_with_headers(host, path, plan)
+    except (InputError, gevent.Timeout):
+        return None
 
 
 def version_from_metrics(text: str) -> tuple[str | None, str | None]:
@@ -106,15 +135,46 @@ def setup_block(run, version: tuple[str | None, str | None], hosts: list[str], w
 
 
 class RunSetup(Plugin):
+    """The setup block. The server's version is asked before the run's clock starts, where the
+    target is checked (`probe`: a headless start, every start from the web form, the built-in
+    simulator's start), so that a server slow to answer takes nothing from the load's time; a start
+    that no check preceded asks it beside the load, bounded by LATE_PROBE_S."""
+
+    def __init__(self):
+        self.probed: tuple[str, tuple[str | None, str | None]] | None = None  # (host, version) of the last check
+        self.version: tuple[str | None, str | None] = (None, None)
+        self.late = None  # the probe beside the load, when no check preceded the start
+
+    def probe(self, host: str, plan) -> None:
+        """Before the run's clock starts: the server's version, for the next run on `host`."""
+        self.probed = (host, server_version(host, plan))
+
     def run_started(self, run) -> None:
-        self.version = server_version(run.environment.host, run.plan) if run.environment.host else (None, None)
+        host = run.environment.host
+        probed, self.probed = self.probed, None
+        self.late = None
+        if probed is not None and probed[0] == host:
+            self.version = probed[1]
+        else:
+            self.version = (None, None)
+            if host:
+                self.late = gevent.spawn(server_version, host, run.plan, LATE_PROBE_S)
+                self.late.link_value(lambda g: self._late_version(run, g.value))
         self.hosts, self.workers = client_processes(run.environment)
         # the live view states it from the start; run_stopping completes it (time measured, workers)
         run.summary_extra["setup"] = setup_block(run, self.version, self.hosts, self.workers)
 
+    def _late_version(self, run, version) -> None:
+        self.version = version
+        if "setup" in run.summary_extra:
+            run.summary_extra["setup"] = setup_block(run, version, self.hosts, self.workers)
+
     def run_stopping(self, run) -> None:
+        late, self.late = self.late, None
+        if late is not None and not late.ready():
+            late.kill(block=False)  # bounded by LATE_PROBE_S: only a run shorter than that ends first
         hosts, workers = getattr(self, "hosts", None), getattr(self, "workers", 0)
         now_hosts, now_workers = client_processes(run.environment)
         if now_workers >= workers:  # workers may join after the start; lost ones stay counted
             hosts, workers = now_hosts, now_workers
-        run.summary_extra["setup"] = setup_block(run, getattr(self, "version", (None, None)), hosts or now_hosts, workers)
+        run.summary_extra["setup"] = setup_block(run, self.version, hosts or now_hosts, workers)

@@ -1,0 +1,117 @@
+"""A small OpenAI-compatible server on 127.0.0.1 that misbehaves on purpose, with its own log of
+what it served: it lists one model, streams chat completions token by token, and can hold paths
+unanswered (a gateway that routes only /v1/*: GET /version and /metrics accepted and never
+answered), reset the first connections it accepts, or ignore `max_tokens`.
+
+Every chat completion it answered is one entry of `served` (request id, when it began and ended,
+the max_tokens asked for and the tokens sent): what a test joins the suite's records to."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODEL = "fake-model"
+HOLD_S = 120.0  # a held request is answered never, within any test's time
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the suite's client expects
+
+    def log_message(self, *args):
+        pass
+
+    def _hold(self) -> bool:
+        if self.path in self.server.hold:
+            self.server.released.wait(HOLD_S)  # accepted and read, never answered
+            return True
+        return False
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        if self._hold():
+            return
+        if self.path == "/v1/models":
+            body = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+        else:
+            body = b"{}"
+            self.send_response(404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):  # noqa: N802
+        begun = time.time()
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        if self._hold():
+            return
+        asked = request.get("max_tokens") or request.get("max_completion_tokens")
+        srv = self.server
+        tokens = srv.tokens if srv.ignore_max_tokens or not asked else min(srv.tokens, int(asked))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def event(data: dict | str) -> None:
+            line = b"data: " + (data if isinstance(data, str) else json.dumps(data)).encode() + b"\n\n"
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            self.wfile.flush()
+
+        event({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+        for i in range(tokens):
+            time.sleep(srv.gap_s)
+            event({"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]})
+        event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        event({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}})
+        event("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        with srv.lock:
+            srv.served.append({"request_id": self.headers.get("X-Request-Id"), "begun": begun, "ended": time.time(),
+                               "max_tokens": asked, "tokens": tokens})  # fmt: skip
+
+
+class FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, hold=(), tokens: int = 10, gap_s: float = 0.02, ignore_max_tokens: bool = False,
+                 reset_first: int = 0):  # fmt: skip
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.hold, self.tokens, self.gap_s, self.ignore_max_tokens = set(hold), tokens, gap_s, ignore_max_tokens
+        self.reset_left = reset_first  # connections reset as soon as they are accepted
+        self.resets = 0
+        self.served: list[dict] = []
+        self.lock = threading.Lock()
+        self.released = threading.Event()
+
+    def verify_request(self, request, client_address) -> bool:
+        if self.reset_left > 0:
+            self.reset_left -= 1
+            self.resets += 1
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, not FIN
+            return False  # the server closes it
+        return True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextmanager
+def fake_server(**behaviour):
+    server = FakeServer(**behaviour)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.released.set()
+        server.shutdown()
+        server.server_close()
