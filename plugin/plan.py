@@ -6,6 +6,10 @@ form's check for a start from the form (the plan it checked is the plan that run
 sends it, with the workload, to its workers (plugin/hooks.py); they validate it and run it.
 Everything a run does reads the plan; `run.json` records it.
 
+A field of the plan that holds an option's value says which (`held`): `from_parsed` reads each from
+the parsed options, and its default is what the options' defaults make, so each default is written
+once, in plugin/options.py.
+
 The load model is one class per kind (`load.kind`: closed, steps, capacity, open, replay), chosen
 from the options by the registry in plugin/load_models/.
 """
@@ -14,7 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal
+from dataclasses import dataclass
+from functools import cache
+from operator import attrgetter
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
@@ -25,73 +32,114 @@ from plugin.load_models import AnyLoadModel, ClosedLoop, load_model
 from plugin.options import JsonObject, Objectives, Options
 from workloads.endpoints import EndpointName
 
-DEFAULT_MAX_RESPONSE_BYTES = 64 << 20  # --max-response-size 64MB
+
+@cache
+def option_defaults() -> Options:
+    """Every option at its default, parsed and checked as a given value is (plugin/options.py
+    declares each default once)."""
+    return Options()
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What a plan field holds: `read` makes its value from the parsed options."""
+
+    read: Callable[[Options], Any]
+
+
+def held(read: str | Callable[[Options], Any], **field: Any) -> Any:
+    """A plan field that holds an option's value: `read`, the option's name, or how the value is
+    made from the options. Its default is the same made from the options' defaults, so the plan
+    writes no default of its own. `field`: pydantic's Field arguments (repr, exclude)."""
+    reader = attrgetter(read) if isinstance(read, str) else read
+    info = Field(default_factory=lambda: reader(option_defaults()), **field)
+    info.metadata.append(Held(reader))
+    return info
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
+    @classmethod
+    def of(cls, options: Options, **more: Any):
+        """This part of the plan from the parsed options: each field `held` reads its value from
+        them; `more` gives the fields no option holds."""
+        made = {name: h.read(options) for name, f in cls.model_fields.items() for h in f.metadata if isinstance(h, Held)}
+        return cls(**made, **more)
+
 
 class HealthLimits(_Frozen):
     """The client self-health limits (--health-*)."""
 
-    cpu_pct: float = 70.0
-    loop_lag_s: float = 0.010
-    token_lag_s: float = 0.005
-    sustain_s: float = 5.0
-    target_cpu_pct: float = 60.0
+    cpu_pct: float = held("health_cpu_limit")
+    loop_lag_s: float = held("health_loop_lag_limit")
+    token_lag_s: float = held("health_token_lag_limit")
+    sustain_s: float = held("health_sustain")
+    target_cpu_pct: float = held("health_target_cpu")
 
 
 class PrometheusEndpoint(_Frozen):
     """--prometheus-*: where the process that writes results serves /metrics (port 0 = off)."""
 
-    port: int = 0
-    host: str = "127.0.0.1"
-    linger_s: float = 0.0  # kept up this long before the process exits
+    port: int = held("prometheus_port")
+    host: str = held("prometheus_host")
+    linger_s: float = held("prometheus_linger")  # kept up this long before the process exits
+
+
+def _timeouts(o: Options) -> Timeouts:
+    return Timeouts(o.timeout_connect, o.timeout_first_token, o.timeout_idle, o.timeout_total)
+
+
+def _tls(o: Options) -> TlsPolicy:
+    """--tls-ca (its text read here, carried to the workers with the plan) and --tls-insecure."""
+    return TlsPolicy(o.tls_ca, read_ca(os.path.expanduser(o.tls_ca)) if o.tls_ca else "", o.tls_insecure)
 
 
 # -- the plan -----------------------------------------------------------------------------------
 
 class RunPlan(_Frozen):
-    endpoint: EndpointName = "chat"
-    model: str = ""
-    api_key: str = Field("", repr=False, exclude=True)  # never written anywhere
-    workload: str | None = None
-    seed: int | None = None
-    tokenizer: str | None = None
-    max_tokens_override: int | None = None
-    ignore_eos: bool = False
-    min_tokens: int | None = None
-    extra_body: JsonObject = "{}"  # a JSON object's text: immutable; `extra` reads it
-    stream: bool = True
-    warmup_s: float = 0.0
-    results_dir: str = "results"
-    run_id: str = ""
-    overwrite: bool = False  # replace an existing results folder of the same run id
-    sim_profile: str = "v100-7b-tp8"
-    sim_timestamps: bool = False
-    timeouts: Timeouts = Field(default_factory=Timeouts)
-    connection: Literal["keep-alive", "per-request"] = "keep-alive"
-    tls: TlsPolicy = Field(default_factory=TlsPolicy)  # --tls-ca (its text carried to the workers), --tls-insecure
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a longer body is cut: response_too_large
+    """The run's plan. A field `held` holds an option's value, its default the option's; the
+    others (`run_time_s`, Locust's -t, and `load`) are given by `from_parsed`."""
+
+    endpoint: EndpointName = held("endpoint")
+    model: str = held("model")
+    api_key: str = held("api_key", repr=False, exclude=True)  # never written anywhere
+    workload: str | None = held(lambda o: o.workload or None)
+    seed: int | None = held("seed")
+    tokenizer: str | None = held(lambda o: o.tokenizer or None)
+    max_tokens_override: int | None = held("max_tokens_override")
+    ignore_eos: bool = held("ignore_eos")
+    min_tokens: int | None = held("min_tokens")
+    extra_body: JsonObject = held("extra_body")  # a JSON object's text: immutable; `extra` reads it
+    stream: bool = held(lambda o: not o.no_stream)
+    warmup_s: float = held("warmup")
+    results_dir: str = held("results_dir")
+    run_id: str = held("run_id")
+    overwrite: bool = held("overwrite")  # replace an existing results folder of the same run id
+    sim_profile: str = held("sim_profile")
+    sim_timestamps: bool = held("sim_timestamps")
+    timeouts: Timeouts = held(_timeouts)
+    connection: Literal["keep-alive", "per-request"] = held("connection")
+    tls: TlsPolicy = held(_tls)  # --tls-ca (its text carried to the workers), --tls-insecure
+    max_response_bytes: int = held("max_response_size")  # a longer body is cut: response_too_large
     run_time_s: float | None = None  # Locust's -t
     load: AnyLoadModel = Field(default_factory=ClosedLoop)
-    slo: Objectives = ()
-    retry: int = 0
-    retry_on: tuple[str, ...] = ("http_429", "http_5xx", "connect_error")
-    retry_max_wait_s: float = 30.0
-    cancel_rate: float = 0.0
-    cancel_after_s: float = 1.0
-    server_metrics: tuple[str, ...] = ()
-    server_metrics_interval_s: float = 5.0
-    gpu_telemetry: str = ""  # nvidia-smi, or a DCGM exporter's URL (plugin/gpu.py)
-    gpu_telemetry_interval_s: float = 1.0
-    gpus: int | None = None  # the deployment's GPU count (None: as the telemetry sees)
-    gpu_hour_price: float | None = None  # currency per GPU-hour
-    health: HealthLimits = Field(default_factory=HealthLimits)
-    prometheus: PrometheusEndpoint = Field(default_factory=lambda: PrometheusEndpoint())
-    locust_tables: bool = False  # headless: Locust's own tables too
-    junit: str = ""  # also write the run's checks as JUnit XML to this file
+    slo: Objectives = held("slo")
+    retry: int = held("retry")
+    retry_on: tuple[str, ...] = held("retry_on")
+    retry_max_wait_s: float = held("retry_max_wait")
+    cancel_rate: float = held("cancel_rate")
+    cancel_after_s: float = held("cancel_after")
+    server_metrics: tuple[str, ...] = held("server_metrics")
+    server_metrics_interval_s: float = held("server_metrics_interval")
+    gpu_telemetry: str = held("gpu_telemetry")  # nvidia-smi, or a DCGM exporter's URL (plugin/gpu.py)
+    gpu_telemetry_interval_s: float = held("gpu_telemetry_interval")
+    gpus: int | None = held("gpus")  # the deployment's GPU count (None: as the telemetry sees)
+    gpu_hour_price: float | None = held("gpu_hour_price")  # currency per GPU-hour
+    health: HealthLimits = held(HealthLimits.of)
+    prometheus: PrometheusEndpoint = held(PrometheusEndpoint.of)
+    locust_tables: bool = held("locust_tables")  # headless: Locust's own tables too
+    junit: str = held("junit")  # also write the run's checks as JUnit XML to this file
 
     # -- views the rest of the suite reads (each answered by the load model) --------------------
     @property
@@ -150,27 +198,9 @@ class RunPlan(_Frozen):
 
     @classmethod
     def from_parsed(cls, p: Options, run_time_s: float | None = None, distributed: bool = False) -> "RunPlan":
-        plan = cls(
-            endpoint=p.endpoint, model=p.model, api_key=p.api_key, workload=p.workload or None, seed=p.seed,
-            tokenizer=p.tokenizer or None, max_tokens_override=p.max_tokens_override, ignore_eos=p.ignore_eos,
-            min_tokens=p.min_tokens, extra_body=p.extra_body, stream=not p.no_stream, warmup_s=p.warmup,
-            results_dir=p.results_dir, run_id=p.run_id, overwrite=p.overwrite, sim_profile=p.sim_profile,
-            sim_timestamps=p.sim_timestamps,
-            timeouts=Timeouts(p.timeout_connect, p.timeout_first_token, p.timeout_idle, p.timeout_total),
-            connection=p.connection,
-            tls=TlsPolicy(p.tls_ca, read_ca(os.path.expanduser(p.tls_ca)) if p.tls_ca else "", p.tls_insecure),
-            max_response_bytes=p.max_response_size, run_time_s=run_time_s,
-            load=load_model(p, distributed), slo=p.slo, retry=p.retry or 0, retry_on=p.retry_on,
-            retry_max_wait_s=p.retry_max_wait, cancel_rate=p.cancel_rate, cancel_after_s=p.cancel_after,
-            server_metrics=p.server_metrics, server_metrics_interval_s=p.server_metrics_interval,
-            gpu_telemetry=p.gpu_telemetry, gpu_telemetry_interval_s=p.gpu_telemetry_interval, gpus=p.gpus,
-            gpu_hour_price=p.gpu_hour_price,
-            health=HealthLimits(cpu_pct=p.health_cpu_limit, loop_lag_s=p.health_loop_lag_limit, token_lag_s=p.health_token_lag_limit,
-                                sustain_s=p.health_sustain, target_cpu_pct=p.health_target_cpu),
-            prometheus=PrometheusEndpoint(port=p.prometheus_port, host=p.prometheus_host or "127.0.0.1", linger_s=p.prometheus_linger),
-            locust_tables=p.locust_tables, junit=p.junit,
-        )  # fmt: skip
-        return plan
+        """The plan of parsed options `p`: each field `held` from its option, Locust's -t, and the
+        load model the options choose (plugin/load_models/)."""
+        return cls.of(p, run_time_s=run_time_s, load=load_model(p, distributed))
 
     def with_model(self, model: str) -> "RunPlan":
         return self.model_copy(update={"model": model})
