@@ -82,7 +82,10 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
 
     Statistics cover requests that *arrive* after ``warmup_s`` and finish
     before ``duration_s`` (TTFT, E2E, per-stream speed) and the tokens of
-    requests finished inside ``[warmup_s, duration_s]`` (throughput).
+    requests finished inside ``[warmup_s, duration_s]`` (throughput); the
+    engine's figures (mean running and waiting, mean step, share of steps at
+    the token budget, KV-cache peak, preemptions) cover the steps after
+    ``warmup_s``.
     ``client_rtt_s`` is the delay between a request's last token and the
     arrival of the user's next request (so, as in real time, it misses the
     step that starts right at the end of the previous one).
@@ -121,6 +124,8 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
     t = 0.0
     busy = 0.0
     run_area = wait_area = 0.0
+    steps = at_budget = kv_peak = preempted0 = 0
+    budget = profile.max_num_batched_tokens
     while True:
         while pending and pending[0][0] <= t:
             eng.add(heapq.heappop(pending)[2])
@@ -137,6 +142,13 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
             run_area += nr * dur
             wait_area += nw * dur
             busy += dur
+            if not steps:
+                preempted0 = eng.preemptions
+            steps += 1
+            if eng.step_tokens >= budget:
+                at_budget += 1
+            if eng.kv.used > kv_peak:
+                kv_peak = eng.kv.used
         t += dur
         fe.observe(t, len(emitted))
         for s in emitted:
@@ -151,6 +163,10 @@ def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_
         "mean_running": run_area / busy if busy else 0.0,
         "mean_waiting": wait_area / busy if busy else 0.0,
         "steps": eng.steps,
+        "mean_step_s": busy / steps if steps else 0.0,
+        "budget_steps": at_budget / steps if steps else 0.0,  # share of steps that used the whole token budget
+        "kv_peak": kv_peak / eng.kv.num_blocks,  # KV-cache usage, peak
+        "preemptions": eng.preemptions - preempted0,
     }
     return _stats(done, users, warmup_s, duration_s, extra)
 

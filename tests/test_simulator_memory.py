@@ -296,3 +296,51 @@ def test_a_tight_cache_under_a_long_mix_agrees_with_the_truth_log(tmp_path):
         assert abs(m["tokens_per_second"] - r["output_tokens"] / (r["last_token"] - r["scheduled"])) < 1e-6
         assert r["arrival"] <= r["queued"] <= r["scheduled"] < r["first_token"]
     assert any(r["preemptions"] for r in lines) and any(r["cached_tokens"] for r in lines)
+
+
+# ---------------------------------------------------------------- the limit profiles
+@pytest.mark.unit
+def test_each_limit_profile_hits_its_limit_in_virtual_time():
+    """The bundled limit profiles, driven by the default mix in virtual time (the server's own
+    step arithmetic): each one's figures at a load past its limit and at a light one, as its file
+    and docs/simulator.md state them."""
+    from simulator.virtual import simulate_closed_loop
+
+    def at(name, users):
+        return simulate_closed_loop(load_profile(name), users, duration_s=60.0, warmup_s=10.0, seed=3)
+
+    light, heavy = at("memory-bound", 2), at("memory-bound", 16)
+    assert light["mean_waiting"] < 0.5 and heavy["kv_peak"] > 0.95 and heavy["preemptions"] > 0
+    assert heavy["mean_waiting"] > 4 and heavy["mean_running"] < 12, heavy
+    light, heavy = at("scheduler-bound", 4), at("scheduler-bound", 16)
+    assert light["mean_waiting"] < 0.5 and heavy["mean_running"] > 7.5 and heavy["mean_waiting"] > 4
+    assert heavy["kv_peak"] < 0.15 and heavy["preemptions"] == 0, heavy
+    light, heavy = at("prefill-bound", 4), at("prefill-bound", 32)
+    assert light["mean_waiting"] < 0.5 and heavy["mean_waiting"] > 2 and heavy["mean_running"] < 28
+    assert heavy["budget_steps"] > 0.8 and heavy["mean_step_s"] < 0.03 and heavy["kv_peak"] < 0.3, heavy
+    assert heavy["ttft_mean"] > 5 * light["ttft_mean"]
+    light, heavy = at("compute-bound", 4), at("compute-bound", 24)
+    assert heavy["mean_waiting"] < 0.5 and heavy["mean_running"] > 20 and heavy["budget_steps"] == 0
+    assert light["mean_step_s"] < 0.045 and heavy["mean_step_s"] > 0.1, (light, heavy)
+
+
+@pytest.mark.unit
+def test_a_prefill_first_engine_preempts_in_its_decode_step_and_readmits_whole():
+    # vLLM V0 scheduling: a prefill step of whole prompts, else a decode step of every running request
+    eng = engine(scheduler="prefill_first", num_gpu_blocks_override=10, max_model_len=160)
+    a, b = Seq(64, 80), Seq(60, 80)
+    eng.add(a)
+    eng.add(b)
+    eng.step()  # one prefill step: both whole prompts
+    assert (a.generated, b.generated, eng.kv.used) == (1, 1, 8)
+    while not eng.preemptions:
+        eng.step()
+    assert b.preemptions == 1 and a.preemptions == 0 and list(eng.waiting) == [b] and b.blocks == 0
+    kept = b.generated
+    while eng.waiting:  # a decodes alone until b's prompt and tokens fit again (after a ends)
+        d, emitted = eng.step()
+    # b comes back in a prefill step of its prompt and the tokens it had sent, whole
+    assert a.generated == 80 and emitted == [b] and b.generated == kept + 1
+    assert abs(d - step_duration(eng.p, 0, 60 + kept, 0)) < 1e-12
+    run_until_done(eng)
+    assert b.generated == 80 and eng.kv.used == 0
