@@ -205,6 +205,16 @@ def test_tls_options_are_checked_before_any_load(tmp_path):
 
 
 @pytest.mark.process
+def test_the_ca_travels_with_the_plan(pki):
+    """A worker builds its connections from the plan its master sent (plugin/run_start.py): the CA's
+    text goes with it, so the worker needs no copy of the file; run.json names the file only."""
+    plan = RunPlan.from_options(SimpleNamespace(tls_ca=str(pki / "ca.pem")))
+    sent = RunPlan.model_validate(json.loads(json.dumps(plan.model_dump(mode="json"))))
+    assert sent.tls == plan.tls and sent.tls.ca_pem == (pki / "ca.pem").read_text()
+    assert plan.record()["tls"] == {"ca_file": str(pki / "ca.pem"), "insecure": False}
+
+
+@pytest.mark.process
 def test_headless_runs_refuse_trust_or_warn(pki, tmp_path):
     """A self-signed server: refused before any load with the certificate's line, nothing sent. The
     CA given: every record is one request the server read, with the key. --tls-insecure against a
