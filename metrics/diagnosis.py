@@ -1,39 +1,39 @@
 """Why the knee is where it is: the server's own metrics per load level, and one stated diagnosis.
 
 The server's Prometheus samples (--server-metrics: server_metrics.parquet after the run, the
-scraper's memory while it goes on) are aligned to each level's window (after its warm-up):
-requests running and waiting (means), KV-cache use (peak), preemptions (the counter's increase),
-the prefix-cache hit rate (hits over queries inside the window, or the server's own rate gauge),
-and GPU utilisation (mean, where a DCGM exporter was scraped or GPU telemetry gave it per step).
-The diagnosis looks at the knee, the lowest level that missed the SLO (without an SLO, or when
-none missed, the highest level), and says which limit it hit:
+scraper's memory while it goes on) are aligned to each level's window: after its warm-up, and not
+before the server has drained what the level before it left, its running plus waiting requests back
+to this level's users (a step down in a bisection would otherwise carry the higher level's queue:
+83 running and 19 waiting at a 96-user level). Per level: requests running and waiting (mean and
+peak), KV-cache use (peak), preemptions (the counter's increase), the prefix-cache hit rate (hits
+over queries inside the window, or the server's own rate gauge), GPU utilisation (mean, where a
+DCGM exporter was scraped or GPU telemetry gave it per step), and the means of the server's own
+histograms where it sends them: queue time, prefill time (scheduled to first token), and tokens per
+engine step. The server's stated configuration (vLLM's `vllm:cache_config_info` labels; the
+simulator's scheduler limits beside it) gives the caps: max_num_seqs, max_num_batched_tokens,
+num_gpu_blocks. With them come the client's figures of each level: requests completed per second,
+ITL p50 (one engine step), TTFT p50 and prompt tokens per request.
 
-- *memory-bound*: requests wait in the server's queue while the KV cache is (nearly) full, or the
-  server preempts requests to free it. Full: KV_FULL used, or room for fewer than KV_ROOM more
-  requests of the size the running ones have on average (peak over running): a first-come server
-  stops admitting at the first waiting request that does not fit, so a cache whose requests are
-  large can be full with a request's worth of it free (13 running, 89 % used);
-- *scheduler-bound*: requests wait while the KV cache has room: the server runs no more requests
-  at once (its max-num-seqs, or a token budget per step); or nothing waits while the GPU is mostly
-  idle: the server's own loop (CPU) is the limit;
-- *compute-bound*: nothing waits in the server's queue (or only for the step in progress, below);
-  every request runs, and each step of the growing batch takes longer;
-- *client inaccurate*: no server metrics, and the client's self-health flagged the run: its
-  latencies are off, and so may be the knee;
+The diagnosis looks at the knee, the lowest level that missed the SLO (without an SLO, or when none
+missed, the highest level). Each limit is one rule of metrics/limits.py (memory-bound,
+scheduler-bound, prefill-bound, compute-bound), which finds it holds, fails or cannot tell; here
+they are weighed:
+
+- one rule holds: that limit, with the figures and metric names it rests on;
+- two or more hold, or requests queue and more than one rule cannot tell (a server that does not
+  state max_num_seqs and max_num_batched_tokens, whose gauges alone cannot tell slots from the
+  per-step budget): *undecided*, naming the limits the evidence does not separate;
+- requests queue and one rule alone cannot tell while the others fail: that one, by elimination;
+- nothing holds: *no limit reached*, with the nearest limit and its headroom (KV cache free at its
+  peak, slots free at the peak, the step budget unused);
+- *client-bound*: no limit reached and the client's self-health flagged the run: the knee is the
+  client's; *client inaccurate*: no server metrics, and the client flagged itself;
 - *unknown*: no server metrics to say (run with --server-metrics URL/metrics).
 
 Without the server's gauges (a server with no /metrics) but with GPU telemetry, a GPU busy less
 than GPU_IDLE at the knee is still a diagnosis: the server's own loop, not the GPU's compute, is
 the limit (`transformers serve` on an H200: 20 % busy at its highest level); a busier GPU alone
 cannot tell compute from memory or the scheduler.
-
-Requests wait for a slot, not only for the step in progress, when their mean wait is more than
-QUEUE_STEPS engine steps. In any continuous-batching server a request that arrives while a step
-runs waits for that step to end, so a compute-bound server's queue gauge is not zero: with 24
-users sending 8-token replies into 0.3 s steps it reads 1-3. By Little's law the mean wait is the
-mean number waiting over the arrival rate (the level's requests completed per second, equal to
-arrivals in a steady level), and the wait for the step in progress is at most one step (the
-client's ITL p50); a queue for slots grows it to many steps (18 waiting at 6 slots: 90 steps).
 
 A prefix-cache hit rate that falls by PREFIX_DROP or more from the lowest level to the knee is
 named as part of the cause: cached prefixes were evicted, so each request prefills more.
@@ -51,10 +51,13 @@ report's.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from metrics.limits import GPU_IDLE, RULES, Knee, queued
 from metrics.schema.client_health import ClientBound
 from metrics.schema.server_side import KneeDiagnosis, LevelEvidence
 
@@ -69,19 +72,27 @@ NAMES = {
     "prefix_queries": ("vllm:prefix_cache_queries",),
     "prefix_rate": ("vllm:prefix_cache_hit_rate", "sglang:cache_hit_rate"),  # a gauge, 0..1 (V0, SGLang)
     "gpu": ("DCGM_FI_DEV_GPU_UTIL",),  # percent, per GPU
+    # histograms: a mean over the window is the increase of _sum over that of _count
+    "queue_sum": ("vllm:request_queue_time_seconds_sum",),
+    "queue_count": ("vllm:request_queue_time_seconds_count",),
+    "prefill_sum": ("vllm:request_prefill_time_seconds_sum",),
+    "prefill_count": ("vllm:request_prefill_time_seconds_count",),
+    "step_tokens_sum": ("vllm:iteration_tokens_total_sum",),
+    "step_tokens_count": ("vllm:iteration_tokens_total_count",),
 }
-SUMMED = ("running", "waiting", "preemptions", "prefix_hits", "prefix_queries")  # over label sets; the rest averaged
+SUMMED = ("running", "waiting", "preemptions", "prefix_hits", "prefix_queries", "queue_sum", "queue_count", "prefill_sum",
+          "prefill_count", "step_tokens_sum", "step_tokens_count")  # over label sets; the rest averaged
+# Info gauges whose labels state the server's configuration: vLLM's cache settings, and the
+# scheduler's limits where a server states them (vLLM does not; the simulator does, in its own gauge).
+CONFIG_METRICS = ("vllm:cache_config_info", "llm_simulator_scheduler_config_info")
+CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks", "block_size", "gpu_memory_utilization",
+               "max_model_len")
 if TYPE_CHECKING:
     import pandas as pd
 
-METRIC_NAMES = frozenset(n for names in NAMES.values() for n in names)
+METRIC_NAMES = frozenset(n for names in NAMES.values() for n in names) | frozenset(CONFIG_METRICS)
 
-QUEUE_MIN = 1.0  # mean requests waiting in the server at the knee for "they queue"
-QUEUE_STEPS = 2.0  # a mean wait (Little's law) of more engine steps than this is a queue for slots
-KV_FULL = 0.90  # KV-cache use (peak) from which the cache is "full"
-KV_ROOM = 2.0  # ... or room left for fewer requests than this, of the running ones' mean size
 PREFIX_DROP = 0.2  # a fall of the prefix-cache hit rate (absolute) from the lowest level to the knee that explains it
-GPU_IDLE = 0.5  # mean GPU utilisation under which nothing waiting is not "compute-bound"
 
 
 def _base(name: str) -> str:
@@ -97,12 +108,47 @@ def _series(server: pd.DataFrame, role: str) -> tuple[str | None, pd.Series]:
         return None, pd.Series(dtype=float)
     base = server["metric"].map(_base)
     for name in NAMES[role]:
-        rows = server[base == name]
+        rows = server[(base == name) | (server["metric"] == name)]
         if not rows.empty:
             grouped = rows.groupby("timestamp")["value"]
             sent = str(rows["metric"].iloc[0])  # as the server sent it (counters with _total)
             return sent, (grouped.sum() if role in SUMMED else grouped.mean()).sort_index()
     return None, pd.Series(dtype=float)
+
+
+def _labels(text) -> dict:
+    """A sample's labels: JSON as the scraper writes them, or "k=v,k=v" as the reports read a map."""
+    if isinstance(text, dict):
+        return text
+    try:
+        out = json.loads(text)
+        return out if isinstance(out, dict) else {}
+    except (TypeError, ValueError):
+        return dict(p.split("=", 1) for p in str(text).split(",") if "=" in p)
+
+
+def server_config(server: pd.DataFrame | None) -> tuple[dict[str, float], str | None]:
+    """The server's stated limits (CONFIG_KEYS) from the newest scrape of its info gauges' labels,
+    and the metrics they came from; ({}, None) where it states none."""
+    if server is None or server.empty or "labels" not in server:
+        return {}, None
+    out, sources = {}, []
+    for name in CONFIG_METRICS:
+        rows = server[server["metric"] == name]
+        if rows.empty:
+            continue
+        labels = _labels(rows.sort_values("timestamp")["labels"].iloc[-1])
+        found = False
+        for key in CONFIG_KEYS:
+            try:
+                value = float(labels[key])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if math.isfinite(value) and key not in out:
+                out[key], found = value, True
+        if found:
+            sources.append(name)
+    return out, (", ".join(sources) or None)
 
 
 def _increase(s: pd.Series) -> float | None:
@@ -114,28 +160,58 @@ def _increase(s: pd.Series) -> float | None:
     return float(np.where(d >= 0, d, v[1:]).sum())
 
 
+# Requests the server may count beyond a level's users once the level before it has drained: one a
+# client has read to its end and sent again before the server's gauge let go of it.
+DRAIN_SLACK = 1
+
+
+def drained_from(found: dict, users: int, start: float, end: float) -> float:
+    """Where a level's server window starts: its first scrape at or after `start` at which the
+    server's running plus waiting requests are back to the level's users (DRAIN_SLACK), what the
+    level before it left drained (module doc); past `end` where they never were; `start` where
+    the server sends neither gauge."""
+    running, waiting = found["running"][1], found["waiting"][1]
+    if running.empty and waiting.empty:
+        return start
+    occupied = running.add(waiting, fill_value=0.0)
+    inside = occupied[(occupied.index >= start) & (occupied.index <= end)]
+    back = inside[inside <= users + DRAIN_SLACK]
+    return float(back.index[0]) if len(back) else end + 1e-6
+
+
 def level_evidence(server: pd.DataFrame | None, levels, gpu: dict | None = None) -> tuple[list[LevelEvidence], dict[str, str]]:
     """Each level's figures and the metric names they came from. `levels` are (step, users, window
-    start, window end) in wall-clock seconds; `gpu` maps a step to its mean GPU utilisation (0..1)
+    start, window end) in wall-clock seconds; the window is cut further where the server had not
+    drained the level before (drained_from); `gpu` maps a step to its mean GPU utilisation (0..1)
     from GPU telemetry, when the run had it (a scraped DCGM exporter gives it otherwise)."""
     found = {role: _series(server, role) for role in NAMES}
     names = {role: name for role, (name, _) in found.items() if name is not None}
     out = []
     for step, users, start, end in levels:
+        start = drained_from(found, users, start, end)
         inside = {role: s[(s.index >= start) & (s.index <= end)] for role, (_, s) in found.items()}
         mean = lambda role: float(inside[role].mean()) if len(inside[role]) else None  # noqa: E731
-        kv = float(inside["kv"].max()) if len(inside["kv"]) else None
+        peak = lambda role: float(inside[role].max()) if len(inside[role]) else None  # noqa: E731
+        kv = peak("kv")
         if kv is not None and kv > 1.0:
             kv /= 100.0  # a percentage where a share was expected
         hits, queries = _increase(inside["prefix_hits"]), _increase(inside["prefix_queries"])
         prefix = hits / queries if hits is not None and queries else mean("prefix_rate")
+
+        def hist_mean(name: str, scale: float = 1.0) -> float | None:
+            total, count = _increase(inside[f"{name}_sum"]), _increase(inside[f"{name}_count"])
+            return total / count * scale if total is not None and count else None
+
         busy = (gpu or {}).get(step)
         if busy is None and mean("gpu") is not None:
             busy = mean("gpu") / 100.0
         scrapes = max((len(v) for v in inside.values()), default=0)
         out.append(LevelEvidence(step=step, users=users, scrapes=scrapes, running=mean("running"), waiting=mean("waiting"),
                                  kv_cache_peak=kv, preemptions=_increase(inside["preemptions"]),
-                                 prefix_cache_hit_rate=prefix, gpu_utilisation=busy))  # fmt: skip
+                                 prefix_cache_hit_rate=prefix, gpu_utilisation=busy, running_peak=peak("running"),
+                                 waiting_peak=peak("waiting"), queue_ms=hist_mean("queue", 1000.0),
+                                 prefill_ms=hist_mean("prefill", 1000.0), step_tokens=hist_mean("step_tokens"),
+                                 window_start=start))  # fmt: skip
     if gpu:
         names["gpu"] = "GPU telemetry (summary.json gpu.by_step utilization_pct_mean)"
     return out, names
@@ -171,11 +247,21 @@ def diagnose_levels(steps, capacity, server: pd.DataFrame | None, client: Client
     gpu = gpu_by_step(steps, gpu)
     whole = [s for s in steps if not s.partial]
     evidence, names = level_evidence(server, [(s.step, s.users, s.window.start, s.window.end) for s in whole], gpu)
-    evidence = [e.model_copy(update={"request_rate": s.throughput.requests_per_s, "step_ms": s.itl_ms.p50})
+    evidence = [e.model_copy(update={"request_rate": s.throughput.requests_per_s, "step_ms": s.itl_ms.p50,
+                                     "ttft_ms": s.ttft_ms.p50, "prompt_tokens": _prompt_tokens(s)})
                 for e, s in zip(evidence, whole)]  # fmt: skip
+    config, source = server_config(server)
+    if source:
+        names["config"] = source
     users, why = knee_of(whole, capacity)
     return diagnose(evidence, users, names, client.inaccurate_warning() if client is not None else "", why,
-                    heading_of(capacity))
+                    heading_of(capacity), config)
+
+
+def _prompt_tokens(step) -> float | None:
+    """Mean prompt tokens of a level's successful requests whose count is known (usage)."""
+    t = step.tokens
+    return t.prompt / t.prompt_known if t.prompt_known else None
 
 
 def heading_of(capacity) -> str:
@@ -193,103 +279,130 @@ def _pct(x: float | None) -> str:
 
 
 def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str] | None = None,
-             client: str = "", knee_why: str = "", heading: str = "Why the knee is there") -> KneeDiagnosis:  # fmt: skip
+             client: str = "", knee_why: str = "", heading: str = "Why the knee is there",
+             config: dict[str, float] | None = None) -> KneeDiagnosis:  # fmt: skip
     """The stated diagnosis at the knee (`knee_users`; None: the highest level) from each level's
-    figures (`names`: the metric each figure was read from); `client`: the client's own warning,
-    when it flagged itself."""
-    names = names or {}
-    kind, users, sentence, evidence = _server_limit(levels, knee_users, names)
+    figures (`names`: the metric each figure was read from) and the server's stated configuration
+    (`config`, server_config); `client`: the client's own warning, when it flagged itself."""
+    names, config = names or {}, config or {}
+    found = _server_limit(levels, knee_users, names, config)
+    kind, sentence, evidence = found["kind"], found["sentence"], found["evidence"]
     if client:  # the warning is said once, beside the diagnosis (module doc)
         evidence.append("client self-health: its own timings were off (summary.json client_bound)")
         if kind == "unknown":
             kind, sentence = "client inaccurate", ("client inaccurate: no server metrics say why, and the client's own "
                                                    "timings were off (see its warning): the knee may be the client's")
+        elif kind == "no limit reached":
+            kind = "client-bound"
+            sentence = ("client-bound: " + sentence.removeprefix("no limit reached: ") + ". The server is near no limit "
+                        "and the client's own timings were off (see its warning): the knee is the client's")  # fmt: skip
         else:
             sentence += ". The client's own timings were off too (see its warning), so the knee's place may be off"
-    return KneeDiagnosis(kind=kind, users=users, knee=knee_why, heading=heading, sentence=sentence, evidence=evidence,
-                         metrics=names, levels=levels, client=client or None)  # fmt: skip
+    return KneeDiagnosis(kind=kind, users=found["users"], knee=knee_why, heading=heading, sentence=sentence,
+                         evidence=evidence, metrics=names, levels=levels, client=client or None,
+                         candidates=found.get("candidates", []), nearest=found.get("nearest"),
+                         headroom=found.get("headroom"), config=config)  # fmt: skip
 
 
-def _cache_full(g: LevelEvidence) -> bool:
-    peak = g.kv_cache_peak
-    if peak is None:
-        return False
-    per_request = peak / g.running if g.running else None
-    return peak >= KV_FULL or (per_request is not None and 1.0 - peak < KV_ROOM * per_request)
-
-
-def _gpu_only(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]):
+def _gpu_only(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]) -> dict:
     """No server gauges (a server without /metrics, e.g. `transformers serve`): the GPU's own use
     still tells whether its compute is the limit."""
     busy = [g for g in levels if g.gpu_utilisation is not None]
     if not busy:
-        return ("unknown", knee_users, "no server metrics aligned to the levels: run with --server-metrics URL/metrics "
-                "(vLLM's /metrics) to say why the knee is there", [])  # fmt: skip
+        return {"kind": "unknown", "users": knee_users, "evidence": [], "sentence": (
+            "no server metrics aligned to the levels: run with --server-metrics URL/metrics (vLLM's /metrics) to say "
+            "why the knee is there")}  # fmt: skip
     knee = next((g for g in busy if g.users == knee_users), None) or max(busy, key=lambda g: g.users)
     gpu = _pct(knee.gpu_utilisation)
     evidence = [f"at {knee.users} users (step {knee.step}): {names.get('gpu', 'gpu')} mean {gpu}"]
     unseen = "the server sends no queue or KV-cache metrics (--server-metrics URL/metrics, where it has them)"
     if knee.gpu_utilisation < GPU_IDLE:
-        return ("scheduler-bound", knee.users,
-                f"scheduler-bound: at {knee.users} users the GPU is busy only {gpu}: its compute is not the limit, the "
-                f"server's own loop (CPU, its scheduling of the batch) is; {unseen} to show its queue", evidence)  # fmt: skip
-    return ("unknown", knee.users, f"at {knee.users} users the GPU is busy {gpu}, and {unseen}: compute cannot be told "
-            "from memory or the scheduler", evidence)  # fmt: skip
+        return {"kind": "scheduler-bound", "users": knee.users, "evidence": evidence, "sentence": (
+            f"scheduler-bound: at {knee.users} users the GPU is busy only {gpu}: its compute is not the limit, the "
+            f"server's own loop (CPU, its scheduling of the batch) is; {unseen} to show its queue")}  # fmt: skip
+    return {"kind": "unknown", "users": knee.users, "evidence": evidence, "sentence": (
+        f"at {knee.users} users the GPU is busy {gpu}, and {unseen}: compute cannot be told from memory or the scheduler")}
 
 
-def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]):
+# What a limit named by elimination rests on (requests queue, the other rules fail, this one cannot tell).
+ELIMINATED = {
+    "scheduler-bound": "the server runs at most {cap} at once (the peak of {running}; it does not state its max_num_seqs)",
+    "prefill-bound": "the prompts wait for the per-step token budget (the server states no max_num_batched_tokens "
+                     "nor the tokens of its steps)",
+    "memory-bound": "the KV cache is the limit left (the server sends neither its use nor preemptions)",
+    "compute-bound": "each step of the larger batch is the limit left",
+}
+
+
+def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str],
+                  config: dict[str, float]) -> dict:  # fmt: skip
+    """The weighing of the rules' findings at the knee (module doc)."""
     measured = [g for g in levels if g.scrapes and g.running is not None]
     if not measured:
         return _gpu_only(levels, knee_users, names)
     knee = next((g for g in measured if g.users == knee_users), None) or max(measured, key=lambda g: g.users)
     low = min(measured, key=lambda g: g.users)
-    peak_running = max(g.running for g in measured)
-    waiting = knee.waiting or 0.0
+    k = Knee(knee, None if low is knee else low, config, names)
+    k.waits, k.wait_ms, queue_evidence = queued(k)
+    n, where = k.n, f"at {knee.users} users"
+    evidence = [f"{k.where}: {n('waiting')} mean {knee.waiting or 0:,.1f}, peak {knee.waiting_peak or 0:,.0f}",
+                *queue_evidence]  # fmt: skip
+    findings = [rule(k) for rule in RULES]
+    for f in findings:
+        evidence += [e for e in f.evidence if e not in evidence]
+    if knee.gpu_utilisation is not None and not any("gpu" in e.lower() for e in evidence):
+        evidence.append(f"{k.where}: {n('gpu')} mean {_pct(knee.gpu_utilisation)}")
+    prefix = _prefix_clause(knee, low, names, evidence, k.where)
+    out = {"users": knee.users, "evidence": evidence}
+    holds = [f for f in findings if f.state == "holds"]
+    maybe = [f for f in findings if f.state == "unknown"]
+    if len(holds) == 1:
+        f = holds[0]
+        return {**out, "kind": f.limit, "sentence": f"{f.limit}: {where} {f.because}{prefix}"}
+    if len(holds) > 1:
+        return {**out, "kind": "undecided", "candidates": [f.limit for f in holds], "sentence": (
+            f"undecided: {where} the evidence does not separate {' from '.join(f.limit for f in holds)}: "
+            + "; and ".join(f"{f.limit}, {f.because}" for f in holds) + prefix)}
+    queue = f"requests wait in the server's queue (mean {knee.waiting or 0:,.1f}) with the KV cache at peak {_pct(knee.kv_cache_peak)}"
+    if k.waits and len(maybe) == 1:
+        f = maybe[0]
+        cap = min(knee.running_peak or 0.0, float(knee.users))
+        because = ELIMINATED[f.limit].format(cap=f"{cap:,.0f}", running=n("running"))
+        return {**out, "kind": f.limit, "sentence": f"{f.limit}: {where} {queue}, and no other limit explains it: {because}{prefix}"}
+    if k.waits:
+        unknown = [f.limit for f in maybe]
+        what = (f"the server's figures do not separate {' from '.join(unknown)} (it does not state max_num_seqs or "
+                f"max_num_batched_tokens, nor send the tokens of its steps)" if unknown
+                else "no limit the suite knows explains it (the slots, the KV cache and the step budget all have room)")
+        return {**out, "kind": "undecided", "candidates": unknown, "sentence": f"undecided: {where} {queue}: {what}{prefix}"}
+    return {**out, **_no_limit(k, findings, prefix)}
+
+
+def _no_limit(k: Knee, findings, prefix: str) -> dict:
+    """Nothing near a limit: say so, and name the nearest one with its headroom."""
+    g = k.at
+    step = k.grew("step_ms")
+    steps = (f"steps take {step:.1f}x as long as at {k.low.users} users" if step is not None
+             else "one level, so no step growth to measure" if k.low is None else "the step time is not known")
+    sentence = f"no limit reached: at {g.users} users nothing waits for a slot (mean {g.waiting or 0:,.1f} waiting) and {steps}"
+    near = [f for f in findings if f.headroom is not None]
+    if not near:
+        return {"kind": "no limit reached", "sentence": sentence + "; the server states no limit to measure headroom against" + prefix}
+    f = min(near, key=lambda f: f.headroom)
+    return {"kind": "no limit reached", "nearest": f.limit, "headroom": f.headroom,
+            "sentence": f"{sentence}; the nearest limit is {f.limit}: {f.headroom_text}, {_pct(f.headroom)} headroom{prefix}"}
+
+
+def _prefix_clause(knee: LevelEvidence, low: LevelEvidence, names: dict[str, str], evidence: list[str], at: str) -> str:
+    """The prefix-cache hit rate as evidence, and as part of the cause where it fell by PREFIX_DROP."""
+    if knee.prefix_cache_hit_rate is None:
+        return ""
     n = lambda role: names.get(role, role)  # noqa: E731
-    at = f"at {knee.users} users (step {knee.step}, {knee.scrapes} scrapes)"
-    evidence = [f"{at}: {n('waiting')} mean {waiting:,.1f}", f"{at}: {n('running')} mean {knee.running:,.1f}"]
-    if knee.kv_cache_peak is not None:
-        evidence.append(f"{at}: {n('kv')} peak {_pct(knee.kv_cache_peak)}")
-    if knee.preemptions is not None:
-        evidence.append(f"{at}: {n('preemptions')} +{knee.preemptions:,.0f}")
-    if knee.gpu_utilisation is not None:
-        evidence.append(f"{at}: {n('gpu')} mean {_pct(knee.gpu_utilisation)}")
-    prefix = ""
-    if knee.prefix_cache_hit_rate is not None:
-        source = n("prefix_rate") if "prefix_hits" not in names else f"{n('prefix_hits')} / {n('prefix_queries')}"
-        evidence.append(f"{at}: prefix-cache hit rate {_pct(knee.prefix_cache_hit_rate)} ({source}; "
-                        f"{_pct(low.prefix_cache_hit_rate)} at {low.users} users)")  # fmt: skip
-        if low is not knee and low.prefix_cache_hit_rate is not None \
-                and low.prefix_cache_hit_rate - knee.prefix_cache_hit_rate >= PREFIX_DROP:
-            prefix = (f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.users} users to "
-                      f"{_pct(knee.prefix_cache_hit_rate)}: cached prefixes were evicted, so each request prefills more")  # fmt: skip
-    wait_ms = waiting / knee.request_rate * 1000.0 if knee.request_rate and knee.step_ms else None
-    if wait_ms is not None:
-        evidence.append(f"{at}: each request waits {wait_ms:,.0f} ms on average ({n('waiting')} mean over "
-                        f"{knee.request_rate:,.1f} requests/s) against one engine step of {knee.step_ms:,.0f} ms (ITL p50)")  # fmt: skip
-    where = f"at {knee.users} users"
-    kv = _pct(knee.kv_cache_peak)
-    for_the_step = waiting >= QUEUE_MIN and wait_ms is not None and wait_ms <= QUEUE_STEPS * knee.step_ms
-    if waiting >= QUEUE_MIN and not for_the_step:
-        preempted = knee.preemptions is not None and knee.preemptions > 0
-        if _cache_full(knee) or preempted:
-            extra = f", {knee.preemptions:,.0f} preemptions" if preempted else ""
-            return ("memory-bound", knee.users,
-                    f"memory-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the KV cache is "
-                    f"full (peak {kv}{extra}); {knee.running:,.1f} run at once{prefix}", evidence)  # fmt: skip
-        return ("scheduler-bound", knee.users,
-                f"scheduler-bound: {where} requests wait in the server's queue (mean {waiting:,.1f}) while the KV cache has "
-                f"room (peak {kv}): the server runs no more than about {peak_running:,.0f} at once (its max-num-seqs or "
-                f"token budget per step){prefix}", evidence)  # fmt: skip
-    queue = (f"requests wait only for the step in progress (mean {waiting:,.1f} waiting, {wait_ms:,.0f} ms each against "
-             f"{knee.step_ms:,.0f} ms steps)" if for_the_step else f"nothing waits in the server's queue (mean {waiting:,.1f})")  # fmt: skip
-    if knee.gpu_utilisation is not None and knee.gpu_utilisation < GPU_IDLE:
-        return ("scheduler-bound", knee.users,
-                f"scheduler-bound: {where} {queue} and all "
-                f"{knee.running:,.1f} requests run at once, yet the GPU is busy only {_pct(knee.gpu_utilisation)}: the "
-                f"server's own loop (CPU) is the limit{prefix}", evidence)  # fmt: skip
-    return ("compute-bound", knee.users,
-            f"compute-bound: {where} {queue}; all {knee.running:,.1f} "
-            f"requests run at once (KV cache peak {kv}"
-            f"{'' if knee.gpu_utilisation is None else ', GPU ' + _pct(knee.gpu_utilisation)}) and each step of the larger "
-            f"batch takes longer{prefix}", evidence)  # fmt: skip
+    source = n("prefix_rate") if "prefix_hits" not in names else f"{n('prefix_hits')} / {n('prefix_queries')}"
+    evidence.append(f"{at}: prefix-cache hit rate {_pct(knee.prefix_cache_hit_rate)} ({source}; "
+                    f"{_pct(low.prefix_cache_hit_rate)} at {low.users} users)")  # fmt: skip
+    if low is not knee and low.prefix_cache_hit_rate is not None \
+            and low.prefix_cache_hit_rate - knee.prefix_cache_hit_rate >= PREFIX_DROP:
+        return (f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.users} users to "
+                f"{_pct(knee.prefix_cache_hit_rate)}: cached prefixes were evicted, so each request prefills more")
+    return ""

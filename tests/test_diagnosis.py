@@ -1,7 +1,7 @@
 """Why the knee is there (metrics/diagnosis.py): simulator profiles built to hit a known limit are
 diagnosed as that limit from a real step ramp with --server-metrics, in summary.json (typed, with
 the evidence it rests on), the console, the report and the live view; the rule on figures, and the
-prefix-cache hit rate that explains a knee when it falls."""
+prefix-cache hit rate that explains a knee when it falls. Each rule on hand-made figures: tests/test_limits.py."""
 
 from __future__ import annotations
 
@@ -132,43 +132,6 @@ def test_the_live_view_states_the_diagnosis_once_there_is_a_knee_and_then_summar
             proc.wait(timeout=30)
 
 
-def test_the_rule_on_figures():
-    g = lambda users, running, waiting, kv, **kw: LevelEvidence(step=users, users=users, scrapes=5, running=running,  # noqa: E731
-                                                                waiting=waiting, kv_cache_peak=kv, preemptions=0.0, **kw)  # fmt: skip
-    assert diagnose([g(2, 2, 0, 0.01), g(24, 6, 17, 0.02)], 24).kind == "scheduler-bound"
-    assert diagnose([g(2, 2, 0, 0.2), g(24, 10, 14, 0.97)], 24).kind == "memory-bound"
-    # 13 running hold 89 %, about 7 % each: 11 % free is room for fewer than two more
-    assert diagnose([g(2, 2, 0, 0.2), g(24, 13, 11, 0.89)], 24).kind == "memory-bound"
-    assert diagnose([g(2, 2, 0, 0.2), g(24, 128, 40, 0.89)], 24).kind == "scheduler-bound"  # room for 15 more
-    assert diagnose([g(2, 2, 0, 0.2), g(24, 24, 0.2, 0.5)], 24).kind == "compute-bound"
-    # 3 waiting at 12 requests/s wait 250 ms (Little's law): within two 300 ms steps, only for the
-    # step in progress; 18 waiting at 10 requests/s wait 1.8 s, 90 steps of 20 ms: a queue for slots
-    step = diagnose([g(2, 2, 0, 0.2), g(24, 18, 3.0, 0.01, request_rate=12.0, step_ms=300.0)], 24)
-    assert step.kind == "compute-bound" and "wait only for the step in progress (mean 3.0 waiting, 250 ms each" in step.sentence
-    assert any("each request waits 250 ms on average" in e and "one engine step of 300 ms (ITL p50)" in e for e in step.evidence)
-    slots = diagnose([g(2, 2, 0, 0.2), g(24, 6, 18.0, 0.01, request_rate=10.0, step_ms=20.0)], 24)
-    assert slots.kind == "scheduler-bound"
-    # nothing waits and every request runs, but the GPU is mostly idle: the server's own loop
-    idle = diagnose([g(2, 2, 0, 0.2), g(24, 24, 0.2, 0.5, gpu_utilisation=0.26)], 24)
-    assert idle.kind == "scheduler-bound" and "GPU is busy only 26%" in idle.sentence
-    assert diagnose([], 24).kind == "unknown"
-    # no server gauges (a server without /metrics), GPU telemetry only: an idle GPU still rules compute out
-    gpu = lambda users, busy: LevelEvidence(step=users, users=users, scrapes=0, gpu_utilisation=busy)  # noqa: E731
-    alone = diagnose([gpu(16, 0.15), gpu(32, 0.20)], 32, {"gpu": "GPU telemetry"})
-    assert alone.kind == "scheduler-bound" and "GPU is busy only 20%" in alone.sentence, alone
-    assert alone.evidence == ["at 32 users (step 32): GPU telemetry mean 20%"]
-    assert diagnose([gpu(16, 0.5), gpu(32, 0.9)], 32).kind == "unknown"
-    # the server's figures are its own: the limit stands when the client flagged itself, with a caveat
-    # that says the client's warning once (beside it, `client`), not inside the sentence or the evidence
-    late = diagnose([g(24, 6, 17, 0.02)], 24, client="the client was late.")
-    assert late.kind == "scheduler-bound" and "client's own timings were off" in late.sentence and late.client == "the client was late."
-    assert "late." not in late.sentence + "".join(late.evidence)
-    assert late.evidence[-1] == "client self-health: its own timings were off (summary.json client_bound)"
-    # no advice of its own: "add workers" contradicted a contended client's (a quieter machine, not more workers)
-    unknown = diagnose([], 24, client="the client was late.")
-    assert unknown.kind == "client inaccurate" and "workers" not in unknown.sentence, unknown.sentence
-
-
 def test_a_run_without_a_knee_does_not_say_it_has_one():
     """"Why the knee is there" heads a diagnosis only where a level missed the SLO; a ramp whose
     levels all met it (or stayed undecided), or one without --slo, is diagnosed at its highest level
@@ -193,7 +156,7 @@ def _scrapes(levels) -> pd.DataFrame:
     for start, end, waiting, kv, q, h in levels:
         for t in range(start, end + 1):
             queries, hits = queries + q, hits + h
-            rows += [(float(t), "vllm:num_requests_running", 8.0), (float(t), "vllm:num_requests_waiting", waiting),
+            rows += [(float(t), "vllm:num_requests_running", 4.0), (float(t), "vllm:num_requests_waiting", waiting),
                      (float(t), "vllm:kv_cache_usage_perc", kv), (float(t), "vllm:prefix_cache_queries_total", queries),
                      (float(t), "vllm:prefix_cache_hits_total", hits)]  # fmt: skip
     return pd.DataFrame(rows, columns=["timestamp", "metric", "value"])

@@ -23,7 +23,9 @@ class ServerScrapes(Section):
 
 
 class LevelEvidence(Model):
-    """The server's figures over one load level's window (metrics/diagnosis.py); None: not sent."""
+    """The server's figures over one load level's window (metrics/diagnosis.py); None: not sent.
+    The window starts after the level's warm-up, and not before the server has drained what the
+    level before it left (running + waiting back to this level's users): `window_start`."""
 
     step: int
     users: int
@@ -38,12 +40,29 @@ class LevelEvidence(Model):
     # step in progress (metrics/diagnosis.py): requests completed per second and ITL p50 (one engine step)
     request_rate: Num = None
     step_ms: Num = None
+    running_peak: Num = None  # requests running, the highest scrape
+    waiting_peak: Num = None  # requests waiting, the highest scrape
+    # the server's own histograms over the window (increase of their sum over that of their count):
+    # mean time a request waited to be scheduled, mean time from scheduled to first token, mean
+    # tokens one engine step carried (prompt chunks and decodes: its use of the per-step budget)
+    queue_ms: Num = None
+    prefill_ms: Num = None
+    step_tokens: Num = None
+    # the client's figures of the level: TTFT p50 and mean prompt tokens of its successful requests
+    ttft_ms: Num = None
+    prompt_tokens: Num = None
+    window_start: Num = None  # wall clock: where the server's window began (after the drain)
 
 
 class KneeDiagnosis(Model):
     """Why the knee is where it is (metrics/diagnosis.py): the limit, and what it rests on."""
 
-    kind: Literal["memory-bound", "scheduler-bound", "compute-bound", "client inaccurate", "unknown"]
+    # a limit (metrics/limits.py); "undecided": the evidence does not separate the `candidates`; "no
+    # limit reached": nothing is near one (`nearest` with its `headroom`); "client-bound": the server
+    # is near no limit and the client flagged its own timings; "client inaccurate": no server metrics,
+    # and the client flagged itself
+    kind: Literal["memory-bound", "scheduler-bound", "prefill-bound", "compute-bound", "client-bound", "undecided",
+                  "no limit reached", "client inaccurate", "unknown"]
     users: int | None = None  # the level looked at (the knee)
     knee: str = ""  # why that level: "the lowest level that missed ttft.p95<5s", "the highest level (no --slo)"
     # what every output heads the sentence with: a knee only where a level missed the SLO
@@ -53,6 +72,12 @@ class KneeDiagnosis(Model):
     metrics: dict[str, str] = {}  # figure -> the server's metric it was read from (running, waiting, kv, ...)
     levels: list[LevelEvidence] = []
     client: str | None = None  # the client's self-health warning, when it flagged the run
+    candidates: list[str] = []  # undecided: the limits the evidence does not separate
+    nearest: str | None = None  # no limit reached: the limit nearest, where a headroom can be told
+    headroom: Num = None  # ... its headroom, 0..1 (KV cache free at the peak, slots free, step budget unused)
+    # the server's own configuration, where it states it (vLLM's vllm:cache_config_info labels, the
+    # simulator's scheduler limits): max_num_seqs, max_num_batched_tokens, num_gpu_blocks, block_size, ...
+    config: dict[str, float] = {}
 
 
 class GpuFigures(Model):
