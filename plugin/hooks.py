@@ -38,7 +38,7 @@ from plugin.embedded import EmbeddedSimulator
 from plugin.finisher import Finisher
 from plugin.locust_fixes import end_dispatch_after_rebalance, memoize_default_args
 from plugin.options import add_arguments, check_host
-from plugin import run_start
+from plugin import run_start, suite_match
 from plugin.plan import RunPlan
 from plugin.progress import OpenStreams
 from plugin.run_start import RunStart
@@ -135,6 +135,7 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
     except RuntimeError as e:
         interrupts.fail(f"--sim-profile: the built-in simulator did not start: {e}")
     if role_of(environment) == "master":
+        suite_match.announce(environment)
         runner.register_message("llm_final", lambda msg, **kw: state.run and state.run.collector.on_final(msg))
         runner.register_message(worker.WORKER_ERROR, lambda msg, **kw: _worker_failed(environment, msg))
         events.worker_report.add_listener(lambda client_id, data: _on_worker_report(environment, client_id, data))
@@ -143,6 +144,9 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
 
 def _on_worker_report(environment, client_id, data) -> None:
     state = state_of(environment)
+    differs = suite_match.workers_differs(client_id, data)
+    if differs and state.run is not None:  # a worker that does not check: it runs users, its last records are waited for
+        _refuse(environment, client_id, differs, started=True)
     if state.run is not None and state.run.collector is not None:
         state.run.collector.on_worker_report(client_id, data)
     state.call("worker_report", environment, client_id, data)
@@ -150,12 +154,22 @@ def _on_worker_report(environment, client_id, data) -> None:
 
 def _worker_failed(environment, msg) -> None:
     """A worker could not build the run's plan: the run cannot be what was asked. Say so and end it."""
+    _refuse(environment, msg.node_id, f"worker {msg.node_id} could not start the run: {msg.data.get('message')}")
+
+
+def _refuse(environment, client_id: str, message: str, started: bool = False) -> None:
+    """A worker that cannot run the run as asked (its own word, or another suite version): said
+    once, and the run is stopped."""
     state = state_of(environment)
-    message = f"worker {msg.node_id} could not start the run: {msg.data.get('message')}"
+    collector = state.run.collector if state.run is not None else None
+    if collector is not None:
+        if not started:
+            collector.failed.add(client_id)  # it has no records to wait for
+        if client_id in collector.refused:
+            return
+        collector.refused.add(client_id)
     log.error("%s; the run is stopped", message)
     state.worker_errors.append(message)
-    if state.run is not None and state.run.collector is not None:
-        state.run.collector.failed.add(msg.node_id)  # it has no records to wait for
     exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
     runner = environment.runner
     if runner is not None and runner.state not in ("stopping", "stopped", "quitting"):

@@ -17,7 +17,9 @@ The end of a run is a drain. The master, when the run begins to stop, asks every
 starting requests (`llm_drain`); the worker stops its users the Locust way (in-flight streams may
 finish within --stop-timeout, then are cut and recorded as `stopped`) and sends its last batches
 and its batch count (`llm_final`). The master waits for every live worker's final message, checks
-that no sequence number is missing, and only then lets the run end. Locust's own quit waits only 0.5 s
+that no sequence number is missing, and only then lets the run end. A worker still alive when the
+drain's bound passes without its final message is lost, counted as a killed worker is (the run is
+not complete). A batch of a run the master does not know is not written, and said once per worker. Locust's own quit waits only 0.5 s
 for the workers' last reports (while the workers first wait --stop-timeout) and loses records;
 this does not.
 """
@@ -138,6 +140,8 @@ class WorkerState:
 class MasterCollector:
     """The master's inbox: writes each batch once, acknowledges it, and runs the drain."""
 
+    earlier: set[str] = set()  # the runs of this process: a batch of one is re-sent late, not a stranger's
+
     def __init__(self, runner, writer, run_id: str):
         self.runner = runner
         self.writer = writer
@@ -145,8 +149,11 @@ class MasterCollector:
         self.workers: dict[str, WorkerState] = {}
         self.in_flight: dict[str, int] = {}  # latest count reported by each live worker
         self.failed: set[str] = set()  # workers that could not start the run (they send no final)
+        self.refused: set[str] = set()  # workers the run was stopped for (plugin/hooks.py), those too
         self._acks: dict[str, list[int]] = {}
         self._ack_pending = False
+        self._foreign_seen: set[tuple] = set()  # (worker, run id) of batches of another run, logged
+        MasterCollector.earlier.add(run_id)
         self._watch = gevent.spawn(self._watch_workers)
 
     def _worker(self, client_id: str) -> WorkerState:
@@ -155,8 +162,10 @@ class MasterCollector:
         return self.workers[client_id]
 
     def _ingest(self, client_id: str, payload: dict) -> None:
-        if payload.get("run_id") != self.run_id:
-            return  # a batch of an earlier run, re-sent late
+        run_id = payload.get("run_id")
+        if run_id != self.run_id:
+            self._foreign(client_id, run_id, payload)
+            return
         state = self._worker(client_id)
         for seq, rows in payload["batches"]:
             if seq not in state.seqs:
@@ -165,6 +174,17 @@ class MasterCollector:
                 self.writer.add_rows(rows, on_written=lambda s=state, q=seq: self._written(s, q))
             elif seq in state.written:  # sent again: the acknowledgement was lost
                 self._ack(client_id, seq)
+
+    def _foreign(self, client_id: str, run_id, payload: dict) -> None:
+        """A batch of another run is not written. One of this master's earlier runs (a web UI's
+        restart) is a batch re-sent late; any other is logged once per worker and run."""
+        if run_id in MasterCollector.earlier or (client_id, run_id) in self._foreign_seen:
+            return
+        self._foreign_seen.add((client_id, run_id))
+        rows = sum(len(batch) for _, batch in payload.get("batches", ()))
+        log.warning("worker %s (index %s) sent records of run %r, not of this run %r: not written (%d in this batch; "
+                    "a worker of another version of this suite?)", client_id, self._worker(client_id).index, run_id,
+                    self.run_id, rows)  # fmt: skip
 
     def _written(self, state: WorkerState, seq: int) -> None:
         state.written.add(seq)
@@ -210,15 +230,15 @@ class MasterCollector:
                     self._lost(client.id)
             gevent.sleep(1.0)
 
-    def _lost(self, client_id: str) -> None:
+    def _lost(self, client_id: str, how: str = "lost") -> None:
         state = self._worker(client_id)
         self.in_flight.pop(client_id, None)
         if state.lost_at is None and state.final is None:
             state.lost_at = time.time()
             log.warning(
-                "worker %s (index %s) lost at %s: at least %d requests lost with it (%d in flight at its last "
+                "worker %s (index %s) %s at %s: at least %d requests lost with it (%d in flight at its last "
                 "report, %d finished but never received); its %d received records are kept",
-                client_id, state.index, time.strftime("%H:%M:%S"), state.lost_requests_min, state.in_flight,
+                client_id, state.index, how, time.strftime("%H:%M:%S"), state.lost_requests_min, state.in_flight,
                 max(0, state.rows_cut - state.rows), state.rows,
             )  # fmt: skip
 
@@ -237,8 +257,10 @@ class MasterCollector:
             if not waiting:
                 break
             gevent.sleep(0.05)
-        else:
+        else:  # alive, yet its last records never came: lost with what it held, as a killed worker is
             log.error("drain: no final records from %s within %.0fs", ", ".join(waiting), timeout)
+            for cid in waiting:
+                self._lost(cid, "sent no final records by the drain's end")
 
     def ask_to_stop(self, now: bool = False) -> None:
         """Ask every live worker to stop its users and send its last batches; `now` (an

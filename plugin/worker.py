@@ -16,7 +16,7 @@ from locust import events
 from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS, STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
 
 from core.errors import InputError
-from plugin import exit_codes, run_start
+from plugin import exit_codes, run_start, suite_match
 from plugin.context import RunContext
 from plugin.finisher import Finisher
 from plugin.plan import RunPlan
@@ -52,6 +52,7 @@ def init_worker(environment, runner, state: SuiteState) -> None:
     runner.register_message("llm_ack", lambda msg, **kw: state.context and state.context.sink.on_ack(msg.data))
 
     def report(client_id, data):
+        suite_match.report(data)
         if state.context is not None:
             state.context.sink.on_report(data, state.context.in_flight)
         state.call("report_to_master", environment, data)
@@ -127,11 +128,14 @@ def cannot_run(environment, error: Exception) -> None:
 def start_worker_run(environment, state: SuiteState) -> None:
     """A worker runs the plan and the inputs its master sent (plugin/run_start.py: workload, trace,
     tokenizer), validated here; it reads none of them from its own disk."""
+    differs = suite_match.masters_differs(environment)
     try:
-        start = run_start.received(environment)
+        start = run_start.received(environment)  # taken out of the options, whatever follows
+        if differs:
+            raise InputError(differs)
         inputs = run_start.off_loop(start.inputs)
     except InputError as e:
-        cannot_run(environment, e)
+        cannot_run(environment, InputError(differs) if differs else e)  # a master of another version sends another start
         return
     # the worker's own key wins: the master's travels in clear text with Locust's options (docs/security.md)
     plan = start.plan.with_api_key(os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or "")

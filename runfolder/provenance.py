@@ -1,9 +1,12 @@
 """What run.json records of the process that ran: the command line (secrets blanked) and the
-versions of the suite and of the packages that measured, read as the run starts.
+versions of the suite and of the packages that measured, read as the run starts (the suite's once
+per process).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import platform
 import subprocess
@@ -16,15 +19,48 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
 
 
+# not run by a load process: a tree that differs only here runs the same load
+NOT_SOURCE = {"tests", "bench", "docs", "deploy"}
+
+
+@functools.cache
 def suite_version() -> str:
-    """The suite's checkout as `git describe` names it; "unknown" outside a git checkout. Read once
-    as a run starts (plugin/run.py: run.json `versions.suite`, which summary.json's setup states)."""
+    """The suite this process runs: `git describe` of its checkout; where the checkout is modified
+    ("-dirty") or there is none, with the hash of its source (`source_hash`) added, so two trees
+    that differ in one line never name the same version. Read once per process (its code is loaded
+    once): run.json `versions.suite` (which summary.json's setup states), and what a master and its
+    workers exchange (plugin/suite_match.py)."""
     try:
         out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--tags"], capture_output=True,
                              text=True, timeout=5)  # fmt: skip
+        described = out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() or "unknown" if out.returncode == 0 else "unknown"
+        described = ""
+    if described and not described.endswith("-dirty"):
+        return described
+    return f"{described or 'no git checkout'}, source {source_hash()}"
+
+
+def source_hash(root: str = ROOT) -> str:
+    """A hash of the suite's Python source under `root`: every .py file of its packages and the
+    locustfile, by path and content (not its tests, benches or docs)."""
+    digest = hashlib.sha256()
+    for path in _source_files(root):
+        digest.update(os.path.relpath(path, root).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _source_files(root: str) -> list[str]:
+    files = [os.path.join(root, f) for f in os.listdir(root) if f.endswith(".py")]
+    for top in os.listdir(root):
+        if top in NOT_SOURCE or not os.path.isfile(os.path.join(root, top, "__init__.py")):
+            continue
+        for folder, dirs, names in os.walk(os.path.join(root, top)):
+            dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+            files += [os.path.join(folder, n) for n in names if n.endswith(".py")]
+    return sorted(files)
 
 
 def package_versions() -> dict:

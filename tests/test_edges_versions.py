@@ -1,0 +1,103 @@
+"""A worker of another version of the suite: two copies of the source, one line apart. The master
+refuses the worker in one line naming both versions, the run is incomplete (exit 4), and every
+request the server answered has its record."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from plugin import exit_codes
+from runfolder.provenance import source_hash
+from tests.edges import PYTHON, ended, kill_all, record_ids, slow_profile, summary_of, truth_ids
+from tests.helpers import ROOT, free_port, simulator
+
+NOT_COPIED = ("tests", "bench", "docs", "deploy", ".venv", ".git", ".cache", "__pycache__", ".*")
+
+
+def copy_of_the_suite(to) -> None:
+    """The suite's source as a folder of its own: not a git checkout, so its version is its source's hash."""
+    shutil.copytree(ROOT, to, ignore=shutil.ignore_patterns(*NOT_COPIED))
+
+
+def one_line_changed(tree) -> None:
+    with open(os.path.join(tree, "metrics", "record.py"), "a") as f:
+        f.write("# classified on this worker by one changed line\n")
+
+
+BEFORE_THE_EXCHANGE = '''"""A suite of a version before its master and workers exchanged theirs."""
+KEY = "llm_suite_version"
+def announce(environment): pass
+def report(data): pass
+def masters_differs(environment): return None
+def workers_differs(client_id, data): return None
+'''
+
+
+def older(tree) -> None:
+    """A version that neither sends nor checks one: it runs the master's run until the master refuses it."""
+    with open(os.path.join(tree, "plugin", "suite_match.py"), "w") as f:
+        f.write(BEFORE_THE_EXCHANGE)
+
+
+@pytest.mark.unit
+def test_copies_of_the_source_hash_alike_until_one_line_differs(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    copy_of_the_suite(a)
+    copy_of_the_suite(b)
+    assert source_hash(str(a)) == source_hash(str(b))
+    (a / "tests").mkdir()  # not source: what the load processes run is the same
+    (a / "tests" / "test_more.py").write_text("x = 1\n")
+    assert source_hash(str(a)) == source_hash(str(b))
+    one_line_changed(b)
+    assert source_hash(str(a)) != source_hash(str(b))
+
+
+def launch_from(tree, *args: str, log_path) -> subprocess.Popen:
+    """Locust with the locustfile of `tree`, its modules from `tree` alone."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tree)}
+    return subprocess.Popen([PYTHON, "-m", "locust", "-f", os.path.join(tree, "locustfile.py"), *args], cwd=str(tree),
+                            stdout=open(log_path, "w"), stderr=subprocess.STDOUT, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("change", [one_line_changed, older])
+def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path, change):
+    """One line changed: the worker refuses the master's run itself. A worker older than the exchange
+    runs users until its first report tells the master: what it sent has its records."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    copy_of_the_suite(ours)
+    copy_of_the_suite(theirs)
+    change(theirs)
+    truth = str(tmp_path / "truth.jsonl")
+    port = free_port()
+    with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:
+        master = launch_from(ours, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                             str(port), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "30s", "--host", url,
+                             "--results-dir", str(tmp_path), "--run-id", "mixed", "--stop-timeout", "5", "--model",
+                             "sim-model", "--max-tokens-override", "20", log_path=tmp_path / "master.log")  # fmt: skip
+        workers = [launch_from(tree, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                               log_path=tmp_path / f"{tree.name}.log") for tree in (ours, theirs)]  # fmt: skip
+        try:
+            code = ended(master, 90)
+            ended(workers[0], 20)
+        finally:
+            kill_all(master, *workers)
+    log = (tmp_path / "master.log").read_text()
+    ours_v, theirs_v = f"source {source_hash(str(ours))}", f"source {source_hash(str(theirs))}"
+    refused = [line for line in log.splitlines() if "suite version" in line and "the run is stopped" in line]
+    assert len(refused) == 1 and ours_v in refused[0], log[-3000:]
+    named = theirs_v if change is one_line_changed else "sent no suite version (it runs a version older than the master's"
+    assert named in refused[0], refused[0]
+    assert code == exit_codes.INCOMPLETE, log[-3000:]
+    summary = summary_of(tmp_path / "mixed")
+    assert summary["complete"] is False and named in summary["reason"], summary.get("reason")
+    served = truth_ids(truth)
+    assert served or change is one_line_changed, "the older worker ran no request before it was refused"
+    ids = record_ids(tmp_path / "mixed" / "requests.parquet")
+    assert len(ids) == len(set(ids)) and set(ids) == set(served), "a request served without its one record"
