@@ -14,12 +14,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from core.tls import TlsPolicy
 from plugin.setup import server_version, version_from_headers, version_from_metrics
 from simulator import __version__ as SIMULATOR_VERSION
 from tests.helpers import read_results, run_locust, simulator
 
 IDENTITY = sorted((Path(__file__).parent / "corpus").glob("*/identity/*.json"))
-PLAN = SimpleNamespace(api_key=None, timeouts=SimpleNamespace(connect=3.0))
+PLAN = SimpleNamespace(api_key=None, timeouts=SimpleNamespace(connect=3.0), tls=TlsPolicy())
 HOP_BY_HOP = {"content-length", "connection", "date"}
 
 
