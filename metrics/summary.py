@@ -23,6 +23,16 @@ from metrics.schema.figures import Concurrency, Goodput, Records, Step, Throughp
 from metrics.timing import DEFINITIONS
 
 
+def over_max_tokens(table: pa.Table) -> int:
+    """Replies longer than the max_tokens each asked for, by the tokens the server's usage or the
+    stream's chunks counted (a client-side tokenizer's count of the text may differ from the
+    server's by a token or two, and is left out)."""
+    asked = table.column("max_tokens").to_numpy(zero_copy_only=False)
+    got = table.column("output_tokens").to_numpy(zero_copy_only=False)
+    counted = np.isin(table.column("tokens_source").to_numpy(zero_copy_only=False), ("usage", "chunks"))
+    return int(((asked > 0) & (got > asked) & counted).sum())
+
+
 def summarize(table: pa.Table, window_start: float, window_end: float, run_start: float | None = None,
               plan=None, objectives=(), target_rate: float | None = None, scheduled: int | None = None) -> Summary:
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
@@ -40,7 +50,8 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         definitions=DEFINITIONS,
         window=Window(start=window_start, end=window_end, seconds=max(0.0, window_end - window_start)),
         records=Records(total=int(len(df)), outside_window=int((~in_window).sum()),
-                        by_error={str(k): int(v) for k, v in failed["error"].value_counts().sort_index().items()}),
+                        by_error={str(k): int(v) for k, v in failed["error"].value_counts().sort_index().items()},
+                        over_max_tokens=over_max_tokens(table)),
         overall=m.block(in_window, window_start, window_end),
         by_class={
             str(name): m.block(in_window & (classes == name), window_start, window_end, classes == name)

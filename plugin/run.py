@@ -103,6 +103,11 @@ class Run:
         print("\n" + format_table(summary), flush=True)
         if summary.open_loop is not None and summary.open_loop.behind_schedule:
             log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary.open_loop.reasons))
+        over = summary.records.over_max_tokens
+        if over:
+            log.warning("max_tokens ignored: %d of %d replies were longer than the max_tokens they asked for (summary.json "
+                        "records.over_max_tokens); the load the server ran is not the one the workload states",
+                        over, summary.records.total)  # fmt: skip
         lost = summary.lost_work
         if lost is not None:
             log.warning("lost work: at least %d requests lost with %d lost worker(s) (summary.json lost_work)",

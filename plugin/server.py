@@ -14,6 +14,7 @@ import socket
 import ssl
 from urllib.parse import urlsplit
 
+import gevent
 import orjson
 from gevent import socket as gsocket
 from gevent import ssl as gssl
@@ -28,6 +29,8 @@ from core.urls import public_url
 log = logging.getLogger("llm")
 
 MODELS = "/v1/models"
+ATTEMPTS = 3  # of the start check's connections, when one is reset or refused
+PAUSE_S = 0.5  # between two attempts
 
 
 def check_server(host: str, plan: RunPlan) -> RunPlan:
@@ -90,7 +93,24 @@ def _get(host: str, path: str, plan: RunPlan) -> tuple[int, bytes]:
 
 def get_with_headers(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str, str], bytes]:
     """GET HOST+path within the connect timeout: (status, headers with lower-case names, body), or
-    InputError when nothing answers."""
+    InputError when nothing answers. A connection reset or refused is tried again (ATTEMPTS in all,
+    PAUSE_S apart): one reset, from a server or a proxy in between, does not refuse a run."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return _get_once(host, path, plan)
+        except _Retry as e:
+            if attempt == ATTEMPTS:
+                raise InputError(f"--host: cannot reach {public_url(host)} ({e}, {ATTEMPTS} attempts); check the address "
+                                 "and that the server is up") from None  # fmt: skip
+            gevent.sleep(PAUSE_S)
+    raise AssertionError("unreachable")
+
+
+class _Retry(Exception):
+    """A connection reset or refused: worth another attempt."""
+
+
+def _get_once(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str, str], bytes]:
     parts = urlsplit(host)
     headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
     client = HTTPClient(
@@ -104,6 +124,12 @@ def get_with_headers(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str
         return resp.status_code, {str(k).lower(): str(v) for k, v in resp.items()}, resp.read()
     except ssl.SSLError as e:  # before the request (and its key) was written
         raise InputError(tls_failure(e, f"{parts.hostname}:{parts.port or 443}")) from None
+    except (ConnectionResetError, ConnectionRefusedError, BrokenPipeError) as e:
+        raise _Retry(f"{type(e).__name__}: {e}") from None
+    except (socket.timeout, TimeoutError):  # the TCP check connected just before (check_server)
+        raise InputError(f"--host: {public_url(host)} accepted a connection, but GET {url} got no answer in "
+                         f"{plan.timeouts.connect:g} s (--timeout-connect); check that the server is ready (one still "
+                         "loading its model may accept connections) and serves the OpenAI API there") from None  # fmt: skip
     except OSError as e:
         raise InputError(f"--host: cannot reach {public_url(host)} ({type(e).__name__}: {e}); check the address and that the server is up") from None
     except Exception as e:  # noqa: BLE001 - HTTP parse errors
@@ -123,16 +149,22 @@ def _model_ids(body: bytes) -> list[str]:
 
 def check_reachable(host: str, timeout: float) -> None:
     """A TCP connection to the host's address opens within the connect timeout (nothing is sent:
-    an unreachable host is one clear line before any load, not a run of connect_error records)."""
+    an unreachable host is one clear line before any load, not a run of connect_error records).
+    A connection reset or refused is tried again (ATTEMPTS in all, PAUSE_S apart); a connect that
+    timed out is not (it waited the whole --timeout-connect)."""
     parts = urlsplit(host)
     address = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
-    try:
-        gsocket.create_connection(address, timeout=timeout).close()
-    except (socket.timeout, TimeoutError):
-        problem = f"no connection within --timeout-connect {timeout:g}s"
-    except OSError as e:
-        problem = e.strerror or type(e).__name__
-    else:
-        return
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            gsocket.create_connection(address, timeout=timeout).close()
+        except (socket.timeout, TimeoutError):
+            problem = f"no connection within --timeout-connect {timeout:g}s"
+            break
+        except OSError as e:
+            problem = (e.strerror or type(e).__name__) + (f", {ATTEMPTS} attempts" if attempt == ATTEMPTS else "")
+            if attempt < ATTEMPTS:
+                gevent.sleep(PAUSE_S)
+        else:
+            return
     shown = f"[{address[0]}]:{address[1]}" if ":" in address[0] else f"{address[0]}:{address[1]}"
     raise InputError(f"--host: cannot connect to {shown} ({problem}); check the address and that the server is up")

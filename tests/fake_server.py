@@ -1,7 +1,7 @@
 """A small OpenAI-compatible server on 127.0.0.1 that misbehaves on purpose, with its own log of
 what it served: it lists one model, streams chat completions token by token, and can hold paths
 unanswered (a gateway that routes only /v1/*: GET /version and /metrics accepted and never
-answered), reset the first connections it accepts, or ignore `max_tokens`.
+answered), or ignore `max_tokens` (in every n-th request).
 
 Every chat completion it answered is one entry of `served` (request id, when it began and ended,
 the max_tokens asked for and the tokens sent): what a test joins the suite's records to."""
@@ -9,8 +9,6 @@ the max_tokens asked for and the tokens sent): what a test joins the suite's rec
 from __future__ import annotations
 
 import json
-import socket
-import struct
 import threading
 import time
 from contextlib import contextmanager
@@ -53,7 +51,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         asked = request.get("max_tokens") or request.get("max_completion_tokens")
         srv = self.server
-        tokens = srv.tokens if srv.ignore_max_tokens or not asked else min(srv.tokens, int(asked))
+        with srv.lock:
+            srv.posts += 1
+            ignore = bool(srv.ignore_every) and srv.posts % srv.ignore_every == 0
+        tokens = srv.tokens if ignore or not asked else min(srv.tokens, int(asked))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -81,23 +82,14 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, hold=(), tokens: int = 10, gap_s: float = 0.02, ignore_max_tokens: bool = False,
-                 reset_first: int = 0):  # fmt: skip
+    def __init__(self, hold=(), tokens: int = 10, gap_s: float = 0.02, ignore_every: int = 0):
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.hold, self.tokens, self.gap_s, self.ignore_max_tokens = set(hold), tokens, gap_s, ignore_max_tokens
-        self.reset_left = reset_first  # connections reset as soon as they are accepted
-        self.resets = 0
+        self.hold, self.tokens, self.gap_s = set(hold), tokens, gap_s
+        self.ignore_every = ignore_every  # every n-th chat completion streams `tokens` whatever its max_tokens (0: none)
+        self.posts = 0
         self.served: list[dict] = []
         self.lock = threading.Lock()
         self.released = threading.Event()
-
-    def verify_request(self, request, client_address) -> bool:
-        if self.reset_left > 0:
-            self.reset_left -= 1
-            self.resets += 1
-            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, not FIN
-            return False  # the server closes it
-        return True
 
     @property
     def url(self) -> str:

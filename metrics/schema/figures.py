@@ -174,6 +174,10 @@ class Records(Model):
     outside_window: int
     # every record's failure class, inside the window or not, stopped and cancelled included
     by_error: dict[str, int] = {}
+    # replies with more output tokens than the max_tokens they asked for (every record; tokens the
+    # server's usage or the stream's chunks counted, not a client-side tokenizer's estimate): a
+    # server that ignores max_tokens applies another load than the workload states
+    over_max_tokens: int = 0
 
 
 class Concurrency(Model):
