@@ -12,19 +12,18 @@ certificate fails must leave that log empty (the key never reaches it), a verifi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import ssl
 import subprocess
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import locust  # noqa: F401  patches the standard library like a real run: the server's threads are greenlets
-
 from core.durations import Timeouts
 from core.errors import InputError
 from core.tls import TlsPolicy, read_ca
@@ -231,11 +230,11 @@ def test_headless_runs_refuse_trust_or_warn(pki, tmp_path):
     with tls_server(pki, "local") as (server, url):
         done = run_locust("--host", url, *common, "--run-id", "trusted", "--tls-ca", str(pki / "ca.pem"), timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
-        records, summary = read_results(results, "trusted")
+        records, _ = read_results(results, "trusted")
         posts = [auth for method, _, auth in server.seen if method == "POST"]
         assert len(posts) == len(records) > 0 and set(posts) == {f"Bearer {KEY}"}
         assert records["ok"].sum() >= len(records) - 2  # at most one stream per user in flight at the stop
-        run = json.loads(open(os.path.join(results, "trusted", "run.json")).read())
+        run = json.loads(Path(results, "trusted", "run.json").read_text())
         assert run["plan"]["tls"] == {"ca_file": str(pki / "ca.pem"), "insecure": False}
     with tls_server(pki, "other") as (server, url):
         done = run_locust("--host", url, *common, "--run-id", "insecure", "--tls-insecure", timeout=120)
@@ -245,5 +244,5 @@ def test_headless_runs_refuse_trust_or_warn(pki, tmp_path):
         assert len(warnings) == 1 and "is not verified (neither chain nor host name)" in warnings[0], warnings
         records, _ = read_results(results, "insecure")
         assert len(records) == len([m for m, _, _ in server.seen if m == "POST"]) > 0
-        run = json.loads(open(os.path.join(results, "insecure", "run.json")).read())
+        run = json.loads(Path(results, "insecure", "run.json").read_text())
         assert run["plan"]["tls"]["insecure"] is True
