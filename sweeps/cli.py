@@ -63,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--rank", default="auto", help="ranking: capacity, throughput or ttft; auto (default): by "
                        "capacity when the load is a capacity search, else by throughput")
         _common(s)
+    from sweeps.ab import add_arguments
+
+    add_arguments(sub.add_parser("ab", help="an A/B of one change, in interleaved rounds"), _common)
     return ap
 
 
@@ -76,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(own)
     command = shlex.join(["python", "-m", "sweeps", *argv])
     try:
+        if args.command == "ab":
+            from sweeps.ab import main_ab
+
+            args.out = args.out or default_out("ab")
+            return main_ab(args, load, command)
         return main_run(args, load, command)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -90,3 +90,38 @@ def _slo_state(summary) -> str | None:
             return "met"
         return "missed" if summary.capacity.next_failing_users is not None else "undecided"
     return summary.slo.state if summary.slo is not None else None
+
+
+# The metrics an A/B compares: (name, the bootstrap's metric or None, higher is better, unit)
+AB_METRICS = [
+    ("ttft.p95", "ttft.p95", False, "ms"),
+    ("tpot.p95", "tpot.p95", False, "ms"),
+    ("e2e.p95", "e2e.p95", False, "ms"),
+    ("total_tokens_per_s", "total_tokens_per_s", True, "tok/s"),
+    ("goodput_per_s", None, True, "req/s"),  # summary.json's goodput: no bootstrap of it, rounds only
+]
+
+
+def run_values(run_folder: str, seed: int, role: str, resamples: int = RESAMPLES) -> dict:
+    """One A/B run's figures over its whole window: {metric: (value, bootstrap replicates or
+    None)}, and 'capacity': (level met, level missed) when the load was a capacity search."""
+    p = prepare(run_folder)
+    sc = scopes(p)["overall"]
+    values, _ = measure(p, sc, seed, role, resamples)
+    summary = p.run.summary
+    out = {}
+    for name, boot, _higher, _unit in AB_METRICS:
+        if boot is not None:
+            v, reps = values[boot]
+            out[name] = (_finite(v), reps)
+        else:
+            out[name] = (_finite(summary.overall.goodput.requests_per_s), None)
+    cap = summary.capacity
+    if cap is not None:
+        if cap.users is not None:
+            out["capacity"] = (float(cap.users), None if cap.next_failing_users is None else float(cap.next_failing_users))
+        elif cap.next_failing_users is not None:
+            out["capacity"] = (0.0, float(cap.next_failing_users))
+        else:
+            out["capacity"] = None
+    return out

@@ -107,7 +107,8 @@ def run_sweep(sw: Sweep) -> int:
             outcome["seconds"] = round(time.monotonic() - t0, 1)
             write_atomic(os.path.join(folder, POINT_JSON), json.dumps(outcome, indent=2, default=str) + "\n")
             journal.write("point_end", **{k: v for k, v in outcome.items() if k != "log_tail"})
-            spent.append(outcome["seconds"])
+            if outcome["status"] == "done":  # a failed point says little about how long the next one runs
+                spent.append(outcome["seconds"])
             sw.say(f"{head}: {outcome['status']}" + (f" ({outcome['why']})" if outcome.get("why") else "")
                    + f" in {outcome['seconds']:.0f} s")  # fmt: skip
             if outcome["status"] == "load_refused":
@@ -133,38 +134,47 @@ def _left(sw: Sweep, spent: list[float], todo: list[Point], p: Point) -> str:
 
 
 def run_point(sw: Sweep, p: Point, folder: str, journal: Journal, head: str) -> dict:
-    """Starts the point's server, runs the load, stops the server; the outcome as a dict."""
+    return run_one(sw.server, p, folder, sw.load_args, sw.seed, sw.load_bound(), journal, sw.say, head)
+
+
+def run_one(server, p: Point, folder: str, load_args: list[str], seed: int | None, bound_s: float, journal: Journal,
+            say, head: str) -> dict:  # fmt: skip
+    """Starts a configuration's server (none for a running one), runs the load, stops the server;
+    the outcome as a dict (`status` "done" or why not)."""
     os.makedirs(folder, exist_ok=True)
-    launch = sw.server.prepare(p, folder)
+    launch = server.prepare(p, folder)
     base = {"point": p.name, "label": p.label, "settings": p.texts, "server_command": launch.command}
-    journal.write("server_start", point=p.name, command=launch.command)
+    journal.write("server_start", point=p.name, folder=folder, command=launch.command)
     proc = launch.process
     try:
-        try:
-            proc.start()
-        except ServerStartError as e:
-            return {**base, "status": e.kind, "exit_code": e.exit_code, "log_tail": e.log_tail,
-                    "why": _why(e.kind, e.exit_code)}  # fmt: skip
-        journal.write("server_ready", point=p.name, seconds=round(proc.ready_s, 2), url=launch.url)
-        sw.say(f"{head}: server ready in {proc.ready_s:.1f} s; running the load")
-        result = run_load(launch.url, folder, sw.load_args, seed=sw.seed, bound_s=sw.load_bound(), server=proc)
+        if proc is not None:
+            try:
+                proc.start()
+            except ServerStartError as e:
+                return {**base, "status": e.kind, "exit_code": e.exit_code, "log_tail": e.log_tail,
+                        "why": _why(e.kind, e.exit_code)}  # fmt: skip
+            journal.write("server_ready", point=p.name, folder=folder, seconds=round(proc.ready_s, 2), url=launch.url)
+            say(f"{head}: server ready in {proc.ready_s:.1f} s; running the load")
+        else:
+            say(f"{head}: running the load against {launch.url}")
+        result = run_load(launch.url, folder, load_args, seed=seed, bound_s=bound_s, server=proc)
     finally:
-        proc.stop(SERVER_STOP_S)
+        if proc is not None:
+            proc.stop(SERVER_STOP_S)
     out = {**base, "load_exit_code": result.exit_code, "load_seconds": round(result.seconds, 1)}
+    log = os.path.join(folder, "locust.log")
     if result.server_exit is not None:
         tail = proc.log_tail()
         kind = "out_of_memory" if classify_start_failure(result.server_exit, tail) == "out_of_memory" else "died"
         return {**out, "status": kind, "exit_code": result.server_exit, "log_tail": tail,
                 "why": f"the server exited with {result.server_exit} during the load"}  # fmt: skip
     if result.timed_out:
-        return {**out, "status": "load_timeout", "exit_code": None, "log_tail": _tail(os.path.join(folder, "locust.log")),
-                "why": f"the load ran past its bound of {sw.load_bound():.0f} s and was stopped"}  # fmt: skip
+        return {**out, "status": "load_timeout", "exit_code": None, "log_tail": _tail(log),
+                "why": f"the load ran past its bound of {bound_s:.0f} s and was stopped"}  # fmt: skip
     if result.exit_code == 2:
-        return {**out, "status": "load_refused", "exit_code": 2, "log_tail": _tail(os.path.join(folder, "locust.log")),
-                "why": _last_error(os.path.join(folder, "locust.log"))}  # fmt: skip
+        return {**out, "status": "load_refused", "exit_code": 2, "log_tail": _tail(log), "why": _last_error(log)}
     if not is_complete(folder):
-        return {**out, "status": "incomplete", "exit_code": result.exit_code,
-                "log_tail": _tail(os.path.join(folder, "locust.log")),
+        return {**out, "status": "incomplete", "exit_code": result.exit_code, "log_tail": _tail(log),
                 "why": f"the run exited with {result.exit_code} without a complete results folder"}  # fmt: skip
     return {**out, "status": "done", "exit_code": result.exit_code}
 

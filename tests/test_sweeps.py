@@ -1,0 +1,339 @@
+"""sweeps/ and the statistics it uses (stats/rounds.py, stats/sequential.py, stats/student_t.py):
+the grid and template checks, the ranking's verdicts, a real sweep on the built-in simulator (its
+table, ranking and report against the truth logs, then resumed), failed points classified while
+the sweep goes on, and the A/B's difference over rounds (synthetic, then a real one)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from core.errors import InputError
+from stats.rounds import BETTER, NO_DIFFERENCE, WORSE, bracket_difference, rounds_difference
+from stats.sequential import BUDGET, CONTINUE, DECIDED, SMALL, SequentialRule, fixed_rounds
+from stats.student_t import t_critical
+from sweeps.charts import pareto_front
+from sweeps.cli import main
+from sweeps.grid import build_grid, check_template, parse_param, points
+from sweeps.ranking import EXIT_BEST, EXIT_NO_DIFFERENCE, EXIT_NONE, NO_DIFFERENCE as RANK_NO_DIFFERENCE, rank
+from tests.helpers import ROOT, read_truth
+
+PY = sys.executable
+SWEEPS = [PY, "-m", "sweeps"]
+# a short fixed load: replies of 8-16 tokens so each run drains in a second
+SHORT = ["-u", "8", "-r", "8", "-t", "4s", "--max-tokens-override", "16", "--stop-timeout", "5"]
+
+
+# --------------------------------------------------------------------------------------- the grid
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("max_num_seqs", "no '='"),
+        ("max num=1", "not a parameter name"),
+        ("x=", "an empty value"),
+        ("x=1,,2", "an empty value"),
+        ("x=1,1", "given twice"),
+        ("port=1,2", "free port the suite picks"),
+    ],
+)
+def test_a_bad_param_is_one_line_naming_it(text, words):
+    with pytest.raises(InputError, match=words) as e:
+        parse_param(text)
+    assert "--param" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_points_are_every_combination_with_values_read_as_yaml():
+    grid = build_grid(["max_num_seqs=64,128", "enable_prefix_caching=true,false"])
+    pts = points(grid)
+    assert [p.texts for p in pts] == [
+        {"max_num_seqs": "64", "enable_prefix_caching": "true"},
+        {"max_num_seqs": "64", "enable_prefix_caching": "false"},
+        {"max_num_seqs": "128", "enable_prefix_caching": "true"},
+        {"max_num_seqs": "128", "enable_prefix_caching": "false"},
+    ]
+    assert pts[0].values == {"max_num_seqs": 64, "enable_prefix_caching": True}
+    assert len({p.name for p in pts}) == 4
+    with pytest.raises(InputError, match="given twice"):
+        build_grid(["x=1", "x=2"])
+
+
+def test_a_grid_file_is_read_like_params(tmp_path):
+    f = tmp_path / "grid.yaml"
+    f.write_text("max_num_seqs: [64, 128]\nenable_prefix_caching: [true, false]\n")
+    assert build_grid([], str(f)) == {"max_num_seqs": ["64", "128"], "enable_prefix_caching": ["true", "false"]}
+    f.write_text("- 1\n")
+    with pytest.raises(InputError, match="--grid"):
+        build_grid([], str(f))
+
+
+@pytest.mark.parametrize(
+    "template, grid, words",
+    [
+        ("vllm serve M --port {port} --max-num-seqs {max_num_seqs}", {}, "names {max_num_seqs} but the grid has no parameter"),
+        ("vllm serve M --port {port}", {"max_num_seqs": ["64"]}, "never uses {max_num_seqs}"),
+        ("vllm serve M --max-num-seqs {max_num_seqs}", {"max_num_seqs": ["64"]}, "no {port}"),
+        ("vllm serve M --port {port} {x:>3}", {"x": ["1"]}, "not a parameter field"),
+        ("vllm serve M --port {port", {}, "braces do not match"),
+    ],
+)
+def test_a_template_and_grid_that_disagree_are_one_line(template, grid, words):
+    with pytest.raises(InputError, match=words) as e:
+        check_template(template, grid)
+    assert "\n" not in str(e.value)
+
+
+def test_bad_input_is_refused_before_anything_starts(capsys, tmp_path):
+    """From the command line: exit 2 with one line, and no folder made."""
+    out = str(tmp_path / "sweep")
+    cases = [
+        (["run", "--param", "max_num_seq=64,128", "--out", out, "--", "-t", "5s"], "max_num_seq: unknown field"),
+        (["run", "--param", "max_num_seqs=0", "--out", out, "--", "-t", "5s"], "max_num_seqs"),
+        (["run", "--param", "x=1", "--server", "srv --port {port} --y {y}", "--out", out], "grid has no parameter y"),
+        (["run", "--param", "max_num_seqs=64", "--out", out, "--", "--host", "http://x"], "the sweep sets it"),
+        (["run", "--param", "max_num_seqs=64", "--rank", "speed", "--out", out], "no such ranking"),
+        (["ab", "--a-set", "max_num_seqs=64", "--out", out], "exactly one way to run B"),
+        (["ab", "--a-set", "max_num_seqs=64", "--b-set", "max_num_seqs=64,128", "--out", out], "one value"),
+        (["ab", "--a-url", "http://127.0.0.1:1", "--b-server", "srv", "--out", out], "no {port}"),
+    ]
+    for argv, words in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, (argv, err)
+    assert not os.path.exists(out)
+
+
+def test_dry_run_prints_every_points_commands(capsys, tmp_path):
+    assert main(["run", "--param", "max_num_seqs=64,128,256", "--out", str(tmp_path / "s"), "--dry-run", "--", "-t", "5s"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  server: ") == 3 and out.count("  load:   ") == 3
+    assert "point 3/3 max_num_seqs=256" in out and "--run-id run" in out and "-t 5s" in out
+    assert not os.path.exists(tmp_path / "s")
+
+
+# ------------------------------------------------------------------------------------ the ranking
+
+
+def _row(i, value, lo, hi, status="done"):
+    return {"index": i, "point": f"p{i}", "label": f"p{i}", "status": status, "capacity": value, "capacity_lo": lo,
+            "capacity_hi": hi, "throughput": value, "throughput_lo": lo, "throughput_hi": hi, "slo_state": "met"}  # fmt: skip
+
+
+def test_overlapping_intervals_are_no_difference_measured():
+    rows = [_row(1, 100.0, 80.0, 120.0), _row(2, 110.0, 95.0, 125.0), _row(3, 50.0, 40.0, 60.0)]
+    r = rank(rows, "throughput")
+    assert r["best"]["point"] == "p2" and r["runner_up"]["point"] == "p1"
+    assert r["verdict"] == RANK_NO_DIFFERENCE and r["exit_code"] == EXIT_NO_DIFFERENCE
+    assert r["margin"] == pytest.approx(10.0) and "no difference measured" in r["sentence"]
+    rows[0].update(throughput=70.0, throughput_lo=60.0, throughput_hi=90.0)
+    r = rank(rows, "throughput")
+    assert r["verdict"] == "best" and r["exit_code"] == EXIT_BEST and r["margin"] == pytest.approx(40.0)
+    assert "beyond both intervals" in r["sentence"]
+
+
+def test_capacity_intervals_are_met_to_missed_and_failed_points_are_not_ranked():
+    # met at 144 where the other missed: above it, though [128, 144) and [144, 160) touch
+    rows = [_row(1, 128, 128, 144), _row(2, 144, 144, 160), _row(3, 999, 999, None, status="exited")]
+    r = rank(rows, "capacity")
+    assert r["best"]["point"] == "p2" and r["verdict"] == "best"
+    # no level missed: unbounded above, it overlaps anything above its level
+    rows = [_row(1, 128, 128, None), _row(2, 144, 144, None)]
+    assert rank(rows, "capacity")["verdict"] == RANK_NO_DIFFERENCE
+    assert rank([_row(1, None, None, None)], "capacity")["exit_code"] == EXIT_NONE
+    assert rank(rows, "auto")["ranking"] == "capacity"
+
+
+def test_the_pareto_front_is_the_points_nothing_beats_on_both():
+    ttft = np.array([100.0, 200.0, 150.0, 300.0, math.nan])
+    tput = np.array([10.0, 30.0, 5.0, 30.0, 50.0])
+    assert pareto_front(ttft, tput) == [0, 1]  # 2 is beaten by 0, 3 by 1; 4 has no TTFT
+
+
+# --------------------------------------------------------------------- the A/B's statistics (pure)
+
+
+def test_student_t_critical_values():
+    for df, c95 in ((1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (120, 1.980)):
+        assert t_critical(0.95, df) == pytest.approx(c95, abs=1e-3)
+    assert t_critical(0.99, 3) == pytest.approx(5.841, abs=1e-3)
+
+
+def test_rounds_difference_on_synthetic_replicates():
+    rng = np.random.default_rng(7)
+    # A/A: both sides drawn from one distribution: the interval holds 0
+    a_reps = [1000 + 30 * rng.standard_normal(1000) for _ in range(4)]
+    b_reps = [1000 + 30 * rng.standard_normal(1000) for _ in range(4)]
+    d = rounds_difference([1000, 1010, 995, 1002], [1003, 998, 1001, 1006], False, 0.95, a_reps, b_reps)
+    assert d.verdict == NO_DIFFERENCE and d.lo < 0 < d.hi
+    # the within-run half-width: replicates of the mean of 4 differences of sd 30 -> sd 30*sqrt(2)/2
+    assert d.within == pytest.approx(1.96 * 30 * math.sqrt(2) / 2, rel=0.1)
+    assert d.half_width == max(d.within, d.between) and d.detectable_pct == pytest.approx(d.half_width / d.a * 100)
+    # B 20 % slower on a latency: worse; 20 % more tokens/s: better
+    b_slow = [r * 1.2 for r in a_reps]
+    d = rounds_difference([1000] * 4, [1200] * 4, False, 0.95, a_reps, b_slow)
+    assert d.verdict == WORSE and d.diff == pytest.approx(200) and d.lo > 0
+    assert rounds_difference([1000] * 4, [1200] * 4, True, 0.95, a_reps, b_slow).verdict == BETTER
+
+
+def test_rounds_difference_between_rounds_only():
+    """No replicates: the paired t interval, t(0.95, n-1) sd/sqrt(n)."""
+    d = rounds_difference([10.0, 10.0, 10.0], [11.0, 12.0, 13.0], True, 0.95)
+    assert d.diff == pytest.approx(2.0) and d.within is None
+    assert d.half_width == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)
+    assert d.lo == pytest.approx(2 - 2.484, abs=1e-2) and d.verdict == NO_DIFFERENCE  # 2 +- 2.48 holds 0
+    d = rounds_difference([10.0, 10.0, 10.0], [11.9, 12.0, 12.1], True, 0.95)
+    assert d.verdict == BETTER and d.half_width == pytest.approx(4.303 * 0.1 / math.sqrt(3), rel=1e-3)
+
+
+def test_bracket_difference_of_capacity_answers():
+    a = [(128.0, 144.0), (128.0, 144.0)]
+    b = [(144.0, 160.0), (160.0, 176.0)]
+    lo, hi, v = bracket_difference(a, b)
+    assert v == BETTER and lo == pytest.approx(8.0) and hi == pytest.approx(40.0)
+    assert bracket_difference(a, [(128.0, 144.0), (144.0, 160.0)])[2] == NO_DIFFERENCE
+    assert bracket_difference(b, a)[2] == WORSE
+
+
+def test_the_sequential_rule():
+    rule = SequentialRule(min_rounds=2, max_rounds=6, min_effect_pct=5.0, confidence=0.95)
+    assert rule.looks == 5 and rule.look_confidence == pytest.approx(0.99)
+    assert rule.decide(1, 10.0, 20.0) == CONTINUE  # before min_rounds, whatever it shows
+    assert rule.decide(2, 10.0, 20.0) == DECIDED
+    assert rule.decide(2, -20.0, -1.0) == DECIDED
+    assert rule.decide(3, -3.0, 4.0) == SMALL
+    assert rule.decide(3, -8.0, 4.0) == CONTINUE
+    assert rule.decide(6, -8.0, 4.0) == BUDGET
+    assert rule.decide(4, None, None) == CONTINUE
+    fixed = fixed_rounds(3)
+    assert fixed.look_confidence == pytest.approx(0.95) and fixed.decide(3, -1.0, 1.0) == BUDGET
+
+
+# ------------------------------------------------------------------------------ real sweeps (process)
+
+
+def sweeps(*args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+    return subprocess.run([*SWEEPS, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def mean_queue_s(truth: list[dict]) -> float:
+    """How long requests waited in the engine's queue for a free sequence slot (the truth log's own)."""
+    return float(np.mean([t["queue_time"] for t in truth]))
+
+
+def truth_p95_ttft_ms(truth: list[dict]) -> float:
+    return float(np.percentile([(t["first_token"] - t["arrival"]) * 1000 for t in truth if t["outcome"] == "ok"], 95))
+
+
+@pytest.mark.process
+def test_a_sweep_on_the_simulator_ranks_its_points_and_resumes(tmp_path):
+    out = str(tmp_path / "sweep")
+    # the first point alone, as if the sweep had been stopped after it
+    first = sweeps("run", "--param", "max_num_seqs=2", "--out", out, "--rank", "ttft", "--", *SHORT)
+    assert first.returncode == 0, first.stdout + first.stderr
+    run_json = os.path.join(out, "points", "max_num_seqs-2", "run", "run.json")
+    mtime = os.stat(run_json).st_mtime_ns
+    r = sweeps("run", "--param", "max_num_seqs=2,64", "--out", out, "--rank", "ttft", "--", *SHORT)
+    assert "point 1/2 max_num_seqs=2: complete results folder, not run again" in r.stdout
+    assert "point 2/2 max_num_seqs=64: server ready" in r.stdout and "left, estimated" in r.stdout
+    assert os.stat(run_json).st_mtime_ns == mtime  # not run again
+    table = json.load(open(os.path.join(out, "table.json")))
+    rows = {p["settings"]["max_num_seqs"]: p for p in table["points"]}
+    truth = {k: read_truth(os.path.join(out, "points", f"max_num_seqs-{k}", "truth.jsonl")) for k in ("2", "64")}
+    # the setting reached the engine: 8 users' requests queue for 2 sequence slots, hardly for 64
+    assert mean_queue_s(truth["2"]) > 3 * mean_queue_s(truth["64"])
+    for k, row in rows.items():
+        assert row["status"] == "done"
+        assert row["requests"] == sum(t["outcome"] == "ok" for t in truth[k])  # every request the engine served
+        assert row["ttft_p95_ms_lo"] <= row["ttft_p95_ms"] <= row["ttft_p95_ms_hi"]
+        assert row["throughput_lo"] <= row["throughput"] <= row["throughput_hi"]
+    # the ranking by P95 TTFT names the point the truth log says is faster, beyond both intervals
+    assert truth_p95_ttft_ms(truth["64"]) < truth_p95_ttft_ms(truth["2"])
+    assert table["ranking"]["best"]["label"] == "max_num_seqs=64" and table["ranking"]["verdict"] == "best"
+    assert r.returncode == EXIT_BEST, r.stdout + r.stderr
+    assert "best: max_num_seqs=64" in r.stdout
+    csv = open(os.path.join(out, "table.csv")).read().splitlines()
+    assert csv[0].startswith("max_num_seqs,index,point,status") and len(csv) == 3
+    html = open(os.path.join(out, "report.html")).read()
+    svgs = [ET.fromstring(m) for m in re.findall(r"<svg.*?</svg>", html, flags=re.S)]
+    assert [s.get("data-chart") for s in svgs] == ["capacity", "pareto"]
+    ns = "{http://www.w3.org/2000/svg}"
+    pareto = svgs[1]
+    assert len([e for e in pareto.iter(f"{ns}circle") if e.get("class") == "mark"]) == 2
+    assert len([e for e in pareto.iter(f"{ns}line") if e.get("class") == "errorbar"]) == 4  # both intervals of both
+    md = open(os.path.join(out, "report.md")).read()
+    assert "best: max_num_seqs=64" in md and "| max_num_seqs=2 | done |" in md
+    events = [json.loads(x)["event"] for x in open(os.path.join(out, "journal.jsonl"))]
+    assert events.count("point_skipped") == 1 and events.count("server_ready") == 2 and events[-1] == "ranked"
+
+
+FAKE_SERVER = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    mode, port = sys.argv[1], sys.argv[2]
+    if mode == "exits":
+        print("loading the model"); sys.exit(3)
+    if mode == "hangs":
+        time.sleep(60)
+    if mode == "dies":  # serves for a few seconds, then its engine dies
+        sim = subprocess.Popen([sys.executable, "-m", "simulator", "--port", port, "--profile", "fixed"])
+        time.sleep(4)
+        sim.terminate(); sim.wait()
+        print("engine core died", flush=True); sys.exit(7)
+    """
+)
+
+
+@pytest.mark.process
+def test_points_whose_server_fails_are_recorded_and_the_sweep_goes_on(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(FAKE_SERVER)
+    out = str(tmp_path / "sweep")
+    r = sweeps("run", "--param", "mode=exits,hangs,dies", "--server", f"{PY} {script} {{mode}} {{port}}",
+               "--start-timeout", "2s", "--out", out, "--", "-u", "2", "-t", "30s", "--max-tokens-override", "8")  # fmt: skip
+    rows = {p["settings"]["mode"]: p for p in json.load(open(os.path.join(out, "table.json")))["points"]}
+    assert rows["exits"]["status"] == "exited" and rows["exits"]["exit_code"] == 3
+    assert "loading the model" in rows["exits"]["log_tail"]
+    assert rows["hangs"]["status"] == "start_timeout" and rows["hangs"]["exit_code"] is None
+    assert rows["hangs"]["seconds"] < 10  # bounded by --start-timeout
+    assert rows["dies"]["status"] == "died" and rows["dies"]["exit_code"] == 7
+    assert "engine core died" in rows["dies"]["log_tail"]
+    assert rows["dies"]["seconds"] < 25  # the load was stopped when the server died, long before its 30 s
+    assert r.returncode == EXIT_NONE, r.stdout + r.stderr
+    for mode in ("exits", "hangs", "dies"):
+        assert f"{mode}: " in r.stdout
+    assert "exited with 3" in open(os.path.join(out, "report.md")).read()
+
+
+@pytest.mark.process
+def test_an_ab_on_the_simulator_in_two_rounds(tmp_path):
+    out = str(tmp_path / "ab")
+    r = sweeps("ab", "--a-set", "max_num_seqs=2", "--b-set", "max_num_seqs=64", "--rounds", "2", "--out", out,
+               "--", *SHORT)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.load(open(os.path.join(out, "ab.json")))
+    assert result["rounds"] == 2 and result["primary"] == "ttft.p95"
+    # ABBA: round 1 ran A first, round 2 B first (the journal's order of starts)
+    starts = [json.loads(x)["folder"] for x in open(os.path.join(out, "journal.jsonl")) if '"server_ready"' in x]
+    assert [os.path.relpath(s, out) for s in starts] == ["round-01/A", "round-01/B", "round-02/B", "round-02/A"]
+    # the same request sequence in both runs of a round
+    for rnd in ("round-01", "round-02"):
+        seeds = {json.load(open(os.path.join(out, rnd, s, "run", "run.json")))["plan"]["seed"] for s in "AB"}
+        assert len(seeds) == 1
+    truth = {s: sum((read_truth(os.path.join(out, rnd, s, "truth.jsonl")) for rnd in ("round-01", "round-02")), [])
+             for s in "AB"}  # fmt: skip
+    ttft = result["metrics"]["ttft.p95"]
+    assert (truth_p95_ttft_ms(truth["B"]) < truth_p95_ttft_ms(truth["A"])) and ttft["verdict"] == BETTER
+    assert ttft["lo"] <= ttft["diff"] <= ttft["hi"] and ttft["detectable_pct"] > 0
+    for name in ("tpot.p95", "e2e.p95", "total_tokens_per_s", "goodput_per_s"):
+        assert result["metrics"][name]["verdict"] in (BETTER, WORSE, NO_DIFFERENCE)
+    assert "smallest detectable" in open(os.path.join(out, "ab.md")).read()
