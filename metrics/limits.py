@@ -132,14 +132,16 @@ def memory(k: Knee) -> Finding:
 
 # -- scheduler (slots) ------------------------------------------------------------------------
 
-SEQS_FULL = 0.9  # running (mean) at 90 % of max_num_seqs or more: the slots are full (a scrape can
-# fall between one request's end and the next one's admission, so a full server reads just under it)
+SEQS_FULL = 0.75  # the slots are full when the running peak is at max_num_seqs and the mean at 75 % of it
+# or more: a scrape can fall between one request's end and the next one's admission at the following
+# step (8 slots of 30-step replies under a queue read 7.0 on average), so the mean alone reads under a
+# full server; the mean guards against a moment's peak of a server whose slots are mostly free
 GPU_IDLE = 0.5  # mean GPU utilisation under which nothing waiting is not compute-bound: the server's loop is
 
 
 def scheduler(k: Knee) -> Finding:
     """Scheduler-bound: requests wait while every slot is taken (running at the server's stated
-    max_num_seqs, SEQS_FULL); or nothing waits and every request runs, yet the GPU is mostly idle
+    max_num_seqs at the peak, SEQS_FULL); or nothing waits and every request runs, yet the GPU is mostly idle
     (GPU_IDLE): the server's own loop (CPU) is the limit. Without the stated max_num_seqs a queue
     with room in the KV cache is `unknown` here: slots and the per-step token budget (prefill) look
     alike from the gauges alone."""
@@ -160,10 +162,10 @@ def scheduler(k: Knee) -> Finding:
         return Finding("scheduler-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
     if seqs is None:
         return Finding("scheduler-bound", "unknown", evidence=evidence)
-    if seqs <= g.users and (g.running or 0.0) >= SEQS_FULL * seqs:
+    if seqs <= g.users and (g.running_peak or 0.0) >= seqs and (g.running or 0.0) >= SEQS_FULL * seqs:
         why = (f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while every slot is taken: "
-               f"{g.running or 0:,.1f} run on average, at most {seqs:,.0f} (its max_num_seqs), with room in the KV "
-               f"cache (peak {_pct(g.kv_cache_peak)})")  # fmt: skip
+               f"{g.running_peak:,.0f} run at the peak ({g.running or 0:,.1f} on average), at most {seqs:,.0f} (its "
+               f"max_num_seqs), with room in the KV cache (peak {_pct(g.kv_cache_peak)})")  # fmt: skip
         return Finding("scheduler-bound", "holds", why, evidence, headroom, room)
     return Finding("scheduler-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
 
