@@ -16,7 +16,7 @@ from reports.comparable import differences
 from reports.compare_gpu import gpu_comparison, gpu_console, gpu_markdown
 from reports.summary_text import client_warning
 from stats.block_bootstrap import METRIC_NAMES, UNITS, measure, prepare, scopes
-from stats.comparison import difference, interval, percent_change
+from stats.comparison import difference, half_width, interval, length_for, percent_change
 from reports.fail_on import Rule, judge, parse_rules
 from reports.junit import Case, write_junit
 
@@ -75,8 +75,11 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
                 row["delta"] = vb - va
                 row["delta_pct"] = percent_change(va, vb)
                 row["ci"], row["significant"] = difference(ra, rb, alpha)
+            # the power: the smallest change these runs could have detected
+            row["detectable"] = half_width(row["ci"])
+            row["detectable_pct"] = row["detectable"] / abs(va) * 100 if row["detectable"] is not None and va else None
             rows.append(row)
-        result["scopes"].append({"scope": key, "label": b.label, "blocks": [ka, kb],
+        result["scopes"].append({"scope": key, "label": b.label, "blocks": [ka, kb], "seconds": [a.end - a.start, b.end - b.start],
                                  "requests": [int(a.select.sum()), int(b.select.sum())], "metrics": rows})
     return result
 
@@ -107,12 +110,35 @@ def rows_for(scope: dict) -> list[list[str]]:
         ci_text = f"[{_d(ci[0], u)}, {_d(ci[1], u)}]" if ci[0] is not None else "-"
         pct = "-" if r["delta_pct"] is None else (_d(r["delta_pct"], "") if math.isfinite(r["delta_pct"]) else _v(r["delta_pct"], ""))
         pct = pct if pct == "-" or "inf" in pct else pct + "%"
+        power = "-" if r.get("detectable_pct") is None else f"±{r['detectable_pct']:.1f}%"
         out.append([f"{r['metric']} ({u})", _v(r["base"], u), _v(r["new"], u), _d(r["delta"], u), pct, ci_text,
-                    "yes" if r["significant"] else ""])
+                    "yes" if r["significant"] else "", power])
     return out
 
 
-HEADERS = ["metric", "base", "new", "delta", "delta %", "CI of delta", "beyond noise"]
+HEADERS = ["metric", "base", "new", "delta", "delta %", "CI of delta", "beyond noise", "smallest detectable"]
+
+
+def power_note(verdict: dict, result: dict) -> str | None:
+    """One line when a rule's threshold is below the smallest change the runs could detect: the
+    rule could not fire on a change of its own size; with the run length that would let it."""
+    scope = next(s for s in result["scopes"] if s["scope"] == verdict["scope"])
+    row = next(r for r in scope["metrics"] if r["metric"] == verdict["metric"])
+    detectable = row.get("detectable_pct") if verdict["relative"] else row.get("detectable")
+    threshold = abs(verdict["threshold"])
+    if detectable is None or threshold == 0 or threshold >= detectable:
+        return None
+    unit = "%" if verdict["relative"] else f" {row['unit']}"
+    seconds = length_for(threshold, detectable, min(scope["seconds"]))
+    return (f"rule '{verdict['rule']}': its threshold ({threshold:g}{unit}) is below the smallest change these runs "
+            f"could detect (±{detectable:.3g}{unit}): it cannot fire on a change of its size; runs of about "
+            f"{_length(seconds)} each would find one with 80 % power")
+
+
+def _length(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def text_table(rows: list[list[str]]) -> str:
@@ -136,10 +162,13 @@ def markdown(result: dict, verdicts: list[dict]) -> str:
             lines.append(f"| `{v['rule']}` | {change_text(v)} | {'yes' if v['significant'] else 'no'} | "
                          f"{'**FAIL**' if v['failed'] else 'pass'} | {v['reason']} |")
         lines.append("")
+        lines += [f"> **Power:** {v['power']}" for v in verdicts if v.get("power")] + ([""] if any(v.get("power") for v in verdicts) else [])
     lines += [f"> **Warning:** {w}" for w in result.get("warnings", [])] + ([""] if result.get("warnings") else [])
     lines += [f"Deltas are new - base. *Beyond noise*: the {m['confidence']:.0%} bootstrap interval of the difference excludes 0 "
               f"({m['resamples']} resamples of time blocks, seed {m['seed']}). With many rows, about "
-              f"{1 - m['confidence']:.0%} of unchanged metrics are flagged by chance; gate on a few named rules.", ""]
+              f"{1 - m['confidence']:.0%} of unchanged metrics are flagged by chance; gate on a few named rules. "
+              "*Smallest detectable*: half the interval's width in % of base, the least change these runs could tell "
+              "from none.", ""]
     for s in result["scopes"]:
         lines += [f"### {s['label']}", "", f"requests in window: base {s['requests'][0]:,}, new {s['requests'][1]:,}; "
                   f"time blocks: base {s['blocks'][0]}, new {s['blocks'][1]}", ""]
@@ -194,6 +223,9 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
         raise InputError("--confidence: give a level between 0.5 and 1, e.g. 0.95")
     result = compare(base, new, resamples, seed, confidence, rules, allow_different)
     verdicts = judge(result, rules)
+    for v, rule in zip(verdicts, rules):
+        v["threshold"] = rule.threshold
+        v["power"] = power_note(v, result)
     result["rules"] = verdicts
     result["regression"] = any(v["failed"] for v in verdicts)
     out_dir = out_dir or result["new"]["path"]
@@ -231,6 +263,8 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
         print("\nrules:")
         for v in verdicts:
             print(f"  {'FAIL' if v['failed'] else 'pass'}  {v['rule']}: {change_text(v)} ({v['reason']})")
+            if v.get("power"):
+                print(f"  power: {v['power']}")
         failed = [v for v in verdicts if v["failed"]]
         if failed:
             print(f"REGRESSION: {', '.join(_vname(v) for v in failed)}")

@@ -61,3 +61,22 @@ def percent_change(a: float, b: float) -> float | None:
     if a == 0:
         return 0.0 if b == 0 else (math.inf if b > 0 else -math.inf)
     return (b - a) / abs(a) * 100.0
+
+
+# z(0.975) + z(0.80) over z(0.975): a true change this many half-widths of a 95 % interval large is
+# found (its interval excludes 0) 4 times in 5
+POWER_80 = (1.959964 + 0.841621) / 1.959964
+
+
+def half_width(ci: list) -> float | None:
+    """Half the width of an interval of a difference: the smallest change the comparison could
+    have told from no change (a smaller one leaves 0 inside the interval)."""
+    lo, hi = ci
+    return None if lo is None or hi is None else (hi - lo) / 2
+
+
+def length_for(threshold: float, detectable: float, seconds: float, power: float = POWER_80) -> float:
+    """The run length at which a change of `threshold` would be found with 80 % power, from a run of
+    `seconds` whose interval's half-width was `detectable`: a half-width shrinks as one over the
+    square root of the requests (and time blocks) it rests on, so length grows with its square."""
+    return seconds * (power * detectable / abs(threshold)) ** 2

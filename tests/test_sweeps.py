@@ -337,3 +337,18 @@ def test_an_ab_on_the_simulator_in_two_rounds(tmp_path):
     for name in ("tpot.p95", "e2e.p95", "total_tokens_per_s", "goodput_per_s"):
         assert result["metrics"][name]["verdict"] in (BETTER, WORSE, NO_DIFFERENCE)
     assert "smallest detectable" in open(os.path.join(out, "ab.md")).read()
+
+
+def test_compare_says_when_a_rule_is_below_the_smallest_change_it_could_detect():
+    """reports compare: a --fail-on threshold below the runs' power gets one line, with the run
+    length that would give it 80 % power (the half-width shrinks as one over the root of the length)."""
+    from reports.compare import power_note
+
+    result = {"scopes": [{"scope": "overall", "seconds": [30.0, 30.0],
+                          "metrics": [{"metric": "ttft.p95", "unit": "ms", "detectable": 300.0, "detectable_pct": 30.0}]}]}  # fmt: skip
+    rule = {"rule": "ttft.p95>+10%", "scope": "overall", "metric": "ttft.p95", "relative": True, "threshold": 10.0}
+    note = power_note(rule, result)
+    # 30 s x (1.4294 x 30 / 10)^2 = 552 s
+    assert "(10%) is below the smallest change these runs could detect (±30%)" in note and "about 9 min each" in note
+    assert power_note({**rule, "threshold": 40.0}, result) is None
+    assert power_note({**rule, "relative": False, "threshold": 200.0}, result).count("ms") == 2
