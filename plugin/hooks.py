@@ -38,7 +38,7 @@ from plugin.embedded import EmbeddedSimulator
 from plugin.finisher import Finisher
 from plugin.locust_fixes import end_dispatch_after_rebalance, memoize_default_args
 from plugin.options import add_arguments, check_host
-from plugin import run_start, suite_match
+from plugin import run_start, suite_match, worker_options
 from plugin.plan import RunPlan
 from plugin.progress import OpenStreams
 from plugin.run_start import RunStart
@@ -219,6 +219,7 @@ def _on_test_start(environment, **_kw) -> None:
         ctx.finisher = Finisher(ctx, environment)
     state.call("run_starting", run)
     if state.role == "master":  # the plan and its inputs travel to the workers with Locust's spawn messages
+        worker_options.announce(environment)  # and what it decides of Locust's options, for their lines
         run_start.send(environment, RunStart.of(plan, state.inputs, run_id=run.run_id, started=run.started,
                                                 processes=run.processes, shared=state.shared))  # fmt: skip
     state.call("load_started", environment)  # a local process runs the users too

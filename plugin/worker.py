@@ -16,7 +16,7 @@ from locust import events
 from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS, STATE_CLEANUP, STATE_STOPPED, STATE_STOPPING
 
 from core.errors import InputError
-from plugin import exit_codes, run_start, suite_match
+from plugin import exit_codes, run_start, suite_match, worker_options
 from plugin.context import RunContext
 from plugin.finisher import Finisher
 from plugin.plan import RunPlan
@@ -59,6 +59,7 @@ def init_worker(environment, runner, state: SuiteState) -> None:
 
     events.report_to_master.add_listener(report)
     state.own_results_dir = getattr(environment.parsed_options, "results_dir", None)  # before the master's arrives
+    worker_options.read_own()  # now: a parse takes a fraction of a second, the users have not started
     state.worker_ready = True
     gevent.spawn(_watch_master, environment, runner, state)
 
@@ -139,6 +140,7 @@ def start_worker_run(environment, state: SuiteState) -> None:
         return
     # the worker's own key wins: the master's travels in clear text with Locust's options (docs/security.md)
     plan = start.plan.with_api_key(os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or "")
+    worker_options.say_overridden(environment)
     state.plan, state.inputs, state.start = plan, inputs, start
     state.shared = start.shared  # what the master's plugins shared with the run (its load side reads it)
     if state.worker_ready:
