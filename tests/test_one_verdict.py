@@ -124,3 +124,25 @@ def test_a_runs_exit_code_follows_its_verdict():
     assert exit_codes.of_slo(capacity(None, 8)) == exit_codes.SLO_MISSED
     assert exit_codes.of_slo(capacity(None, None)) == exit_codes.SLO_UNDECIDED  # no level decided
     assert exit_codes.of_slo(SimpleNamespace(capacity=None, slo=None)) == exit_codes.DONE  # no --slo
+
+
+def test_the_binomial_summed_near_its_mean_gives_the_bounds_of_the_whole_sum():
+    """metrics/verdict.py sums the binomial within SPAN_SD standard deviations of its mean (pooled ITL
+    gaps number millions): the order statistics it picks are those of the sum over every k."""
+    from metrics.verdict import _binom_cdf
+
+    def whole(n, q):  # P(B <= k), k = 0..n, summed over every k in log space
+        k = np.arange(n + 1, dtype=float)
+        log_pmf = np.array([math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(n - x + 1) for x in k]) + k * math.log(q) \
+            + (n - k) * math.log1p(-q)  # fmt: skip
+        pmf = np.exp(log_pmf - log_pmf.max())
+        return np.cumsum(pmf) / pmf.sum()
+
+    def picks(cdf, confidence):
+        above = np.nonzero(1.0 - cdf[:-1] >= confidence)[0]
+        return int(np.searchsorted(cdf, confidence)), int(above.max()) if above.size else None
+
+    for n in (1, 45, 1000, 40_000, 300_000):
+        for q in (0.5, 0.95, 0.999):
+            for confidence in (0.9, 0.99):
+                assert picks(_binom_cdf(n, q), confidence) == picks(whole(n, q), confidence), (n, q, confidence)
