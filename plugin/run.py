@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import time
 
+import gevent
+
 from core.errors import InputError
 from runfolder.run_info import RunInfo
 from metrics.schema import Summary
@@ -22,6 +24,7 @@ from plugin.run_start import RunInputs, off_loop
 from plugin.results import ResultsWriter
 from runfolder.ownership import check_folder, new_run_id, reserve_folder
 from plugin.server import check_server
+from plugin.server_metrics import ServerMetrics
 from plugin.setup import RunSetup
 from core.urls import public_url
 from plugin.state import role_of, state_of
@@ -197,13 +200,15 @@ def check_target(environment, plan: RunPlan, host: str) -> RunPlan:
 
 
 def probe_target(environment, plan: RunPlan, host: str) -> None:
-    """What the run asks of its server besides the load (its version: plugin/setup.py), asked
-    before the run's clock starts: Locust counts -t from the start, and a server slow to answer
-    would take that time from the load while the window still stated the whole of it."""
+    """What the run asks of its server besides the load (its version: plugin/setup.py; its
+    --server-metrics endpoints: plugin/server_metrics.py), asked at once, before the run's clock
+    starts: Locust counts -t from the start, and a server slow to answer would take that time from
+    the load while the window still stated the whole of it."""
     state = state_of(environment)
-    setup = state.plugin(RunSetup) if state is not None else None
-    if setup is not None:
-        setup.probe(host, plan)
+    if state is None:
+        return
+    probes = [p for p in (state.plugin(RunSetup), state.plugin(ServerMetrics)) if p is not None]
+    gevent.joinall([gevent.spawn(p.probe, host, plan) for p in probes], raise_error=True)
 
 
 def choose_shape(environment, plan: RunPlan) -> None:

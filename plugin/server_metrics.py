@@ -50,6 +50,7 @@ from core.tls import VERIFIED, TlsPolicy, client_context
 from core.urls import public_url
 from metrics.diagnosis import METRIC_NAMES as DIAGNOSIS_METRICS
 from metrics.record import FIELD_NAMES
+from plugin.setup import SLOW_PROBE_S
 from plugin.state import Plugin
 from runfolder.layout import SERVER_METRICS
 
@@ -151,9 +152,9 @@ class ServerMetricsScraper:
     def __init__(self, urls: list[str], interval_s: float, results_path: str, tls: TlsPolicy = VERIFIED):
         self.sources = [_Source(u) for u in urls]
         # an https endpoint is checked by the run's TLS policy, as the load's connections are
-        self._opener = urllib.request.build_opener(_NO_PROXY, urllib.request.HTTPSHandler(context=client_context(tls)))
+        self._opener = opener(tls)
         self.interval_s = interval_s
-        self.timeout_s = max(1.0, min(10.0, interval_s))
+        self.timeout_s = scrape_timeout(interval_s)
         self.path = os.path.join(results_path, FILE_NAME)
         self._writer = pq.ParquetWriter(self.path, SCHEMA, compression="zstd")
         self._pending: list[tuple] = []
@@ -167,13 +168,7 @@ class ServerMetricsScraper:
     # -- scraping -----------------------------------------------------------------------------
 
     def _fetch(self, url: str) -> str:
-        req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"})
-        with self._opener.open(req, timeout=self.timeout_s) as resp:
-            body = resp.read(MAX_BODY_BYTES + 1)
-            charset = resp.headers.get_content_charset() or "utf-8"
-        if len(body) > MAX_BODY_BYTES:
-            raise ValueError(f"response larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB")
-        return body.decode(charset, errors="replace")
+        return fetch(self._opener, url, self.timeout_s)
 
     def _scrape_one(self, src: _Source) -> None:
         try:
@@ -200,17 +195,13 @@ class ServerMetricsScraper:
         self.gauges.extend((row[0], row[2], row[4], row[3]) for row in rows if _base(row[2]) in DIAGNOSIS_METRICS)
         self._pending.extend(rows)
 
-    def scrape(self, wait_s: float | None = None) -> list[_Source]:
-        """Scrape every source once (concurrently), then write what arrived if enough piled up.
-        Waits `wait_s` at most (default: the scrape's own bound); returns the sources whose scrape
-        had not ended by then (it goes on, and its reading lands when it comes)."""
+    def scrape(self) -> None:
+        """Scrape every source once (concurrently), then write what arrived if enough piled up."""
         if self.closed:
-            return []
-        scrapes = {gevent.spawn(self._scrape_one, s): s for s in self.sources}
-        gevent.joinall(list(scrapes), timeout=self.timeout_s + 5.0 if wait_s is None else wait_s)
+            return
+        gevent.joinall([gevent.spawn(self._scrape_one, s) for s in self.sources], timeout=self.timeout_s + 5.0)
         if len(self._pending) >= FLUSH_ROWS:
             self._flush()
-        return [s for g, s in scrapes.items() if not g.ready()]
 
     def _run(self) -> None:
         next_at = time.monotonic() + self.interval_s
@@ -223,11 +214,14 @@ class ServerMetricsScraper:
             if next_at < time.monotonic():  # a slow scrape: skip the missed ticks, do not burst
                 next_at = time.monotonic() + self.interval_s
 
-    def start(self) -> None:
-        """The baseline, before the first request (run_started precedes spawning), waited for at
-        most BASELINE_WAIT_S: Locust's -t clock runs from the start, so a silent endpoint waited for
-        with the scrape's whole bound would take that time from the load."""
-        late = self.scrape(wait_s=BASELINE_WAIT_S)
+    def start(self, slow: set[str] = frozenset()) -> None:
+        """The baseline, before the first request (run_started precedes spawning). Locust's -t clock
+        runs from the start, so the load waits for it at most BASELINE_WAIT_S, and not at all for
+        the endpoints in `slow` (slow or silent when asked before the clock: ServerMetrics.probe);
+        their first scrape goes on beside the load."""
+        scrapes = {gevent.spawn(self._scrape_one, s): s for s in self.sources}
+        gevent.joinall([g for g, s in scrapes.items() if s.url not in slow], timeout=BASELINE_WAIT_S)
+        late = [s for g, s in scrapes.items() if not g.ready() and s.url not in slow]
         if late:
             log.warning("--server-metrics: %s had not answered its first scrape in %g s; the load starts without "
                         "waiting (a reading that comes later may count the first requests in its counters)",
@@ -301,7 +295,28 @@ class ServerMetricsScraper:
         }
 
 
-# Straight to the endpoint, like the load itself: proxy variables of the environment are ignored.
+def scrape_timeout(interval_s: float) -> float:
+    """How long one scrape may take: the interval, within 1-10 s."""
+    return max(1.0, min(10.0, interval_s))
+
+
+def opener(tls: TlsPolicy):
+    """Straight to the endpoint, like the load itself (proxy variables of the environment are
+    ignored); an https endpoint is checked by the run's TLS policy, as the load's connections are."""
+    return urllib.request.build_opener(_NO_PROXY, urllib.request.HTTPSHandler(context=client_context(tls)))
+
+
+def fetch(opener_, url: str, timeout_s: float) -> str:
+    """One endpoint's Prometheus text."""
+    req = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"})
+    with opener_.open(req, timeout=timeout_s) as resp:
+        body = resp.read(MAX_BODY_BYTES + 1)
+        charset = resp.headers.get_content_charset() or "utf-8"
+    if len(body) > MAX_BODY_BYTES:
+        raise ValueError(f"response larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB")
+    return body.decode(charset, errors="replace")
+
+
 _NO_PROXY = urllib.request.ProxyHandler({})
 
 _I = {name: i for i, name in enumerate(FIELD_NAMES)}
@@ -327,15 +342,45 @@ class ServerMetrics(Plugin):
 
     def __init__(self):
         self.scraper: ServerMetricsScraper | None = None
+        self.slow: set[str] = set()  # endpoints slow or silent when asked before the run's clock (probe)
+
+    def probe(self, host: str, plan) -> None:
+        """Before the run's clock starts (plugin/run.py probe_target): each endpoint asked once and
+        timed. One slower than SLOW_PROBE_S, or silent, is said in one line, and the run's first
+        scrape does not hold up the load for it."""
+        self.slow = set()
+        if not plan.server_metrics:
+            return
+        asker, timeout = opener(plan.tls), scrape_timeout(plan.server_metrics_interval_s)
+
+        def ask(url: str) -> tuple[float, str | None]:
+            started = time.monotonic()
+            try:
+                with gevent.Timeout(timeout + 1.0):
+                    fetch(asker, url, timeout)
+            except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - the run's scrapes count and say failures
+                return time.monotonic() - started, describe_error(e)
+            return time.monotonic() - started, None
+
+        asks = {url: gevent.spawn(ask, url) for url in plan.server_metrics}
+        gevent.joinall(list(asks.values()))
+        for url, g in asks.items():
+            took, error = g.value
+            if took > SLOW_PROBE_S:
+                self.slow.add(url)
+                log.warning("--server-metrics: %s took %.1f s%s when asked before the run; the run's first scrape "
+                            "goes on beside the load instead of holding it up", public_url(url), took,
+                            f" ({error})" if error else "")  # fmt: skip
 
     def run_started(self, run) -> None:
         plan = run.plan
+        slow, self.slow = self.slow, set()
         if not plan.server_metrics:
             return
         scraper = self.scraper = ServerMetricsScraper(list(plan.server_metrics), plan.server_metrics_interval_s, run.writer.path, plan.tls)
         log.info("scraping server metrics from %s every %gs", ", ".join(s.public for s in scraper.sources),
                  plan.server_metrics_interval_s)  # fmt: skip
-        scraper.start()
+        scraper.start(slow)
 
     def rows_recorded(self, run, rows) -> None:
         if self.scraper is not None:

@@ -20,11 +20,12 @@ from tests.helpers import free_port, read_results, run_locust
 @pytest.mark.process
 @pytest.mark.timing  # the load's span against -t: a starved client would stretch it
 def test_a_silent_version_probe_takes_nothing_from_the_load(tmp_path):
-    """A gateway that routes only /v1/*: GET /version and GET /metrics are accepted and never
-    answered. The load still runs the whole -t, and the window starts when the load does, so the
-    rate summary.json states is the rate the server saw."""
+    """A gateway that routes only /v1/*: GET /version and GET /metrics (the server's version, and
+    --server-metrics) are accepted and never answered. The load still runs the whole -t, and the
+    window starts when the load does, so the rate summary.json states is the rate the server saw."""
     with fake_server(hold={"/version", "/metrics"}, tokens=10, gap_s=0.02) as srv:
         done = run_locust("--host", srv.url, "-u", "2", "-r", "2", "-t", "6s", "--timeout-connect", "2s",
+                          "--server-metrics", f"{srv.url}/metrics", "--server-metrics-interval", "1s",
                           "--results-dir", str(tmp_path), "--run-id", "silent", timeout=90)  # fmt: skip
         served = list(srv.served)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -40,6 +41,9 @@ def test_a_silent_version_probe_takes_nothing_from_the_load(tmp_path):
     assert summary["setup"]["server_version"] is None
     said = [line for line in done.stderr.splitlines() if "server version: GET /version and GET /metrics took" in line]
     assert len(said) == 1 and "had no answer" in said[0], done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if "--server-metrics: " in line and "when asked before the run" in line]
+    assert len(said) == 1 and "timed out" in said[0], done.stderr[-3000:]
+    assert summary["server_metrics"]["scrapes"] == 0 and summary["server_metrics"]["failed_scrapes"] >= 1
 
 
 @pytest.mark.unit
