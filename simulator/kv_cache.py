@@ -30,8 +30,9 @@ Counters as vLLM's: ``queries`` and ``hits`` are prompt tokens looked up and fou
 request is first admitted (a preempted request's second lookup is not counted, as vLLM's
 Prometheus counters leave it out); a request's hits are its ``cached_tokens``.
 
-The bookkeeping of a step is per sequence it schedules, never per block: a sequence's plain
-blocks are a count; only registered prefix blocks are objects.
+The bookkeeping of a step is per sequence it schedules, not per block: a sequence's plain blocks
+are a count; only registered prefix blocks are objects, touched when a sequence takes, registers
+or releases them, or a new block evicts one.
 """
 from __future__ import annotations
 
