@@ -24,7 +24,7 @@ from metrics.schema.figures import (
 from metrics.slo import good_mask
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
 from metrics.ttft_split import ttft_split
-from metrics.verdict import FIRST_TOKEN, judge, level_values
+from metrics.verdict import CONFIDENCE, FIRST_TOKEN, judge, level_values
 
 # the columns of the streams still open that a level judged live takes (plugin/progress.py reports)
 OPEN_COLUMNS = ("step", "wall_send", "ttft_s", "ttfa_s")
@@ -225,7 +225,9 @@ class Measure:
                 for metric, key in judged.items():
                     both = np.concatenate([exact[key], censored[key]])
                     setattr(block, f"{metric}_ms", distribution(both[np.isfinite(both)], ORDER))
-            verdict = judge(self.objectives, values, len(ok), block.requests.failed, censored=censored)
+            # an adaptive capacity search's level: the confidence of each of its looks (shapes/sequential.py)
+            confidence = level.confidence or CONFIDENCE
+            verdict = judge(self.objectives, values, len(ok), block.requests.failed, confidence, censored=censored)
         return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),
                     steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
 

@@ -33,6 +33,7 @@ from core.fields import Count, Duration, Names, Percent, Port, PositiveCount, Po
 from core.tls import read_ca
 from core.validation import FieldError, build
 from metrics.slo import Objective, parse_slo
+from shapes.search import NAMES as POLICY_NAMES
 from shapes.steps import parse_steps
 from workloads.endpoints import EndpointName
 
@@ -84,6 +85,7 @@ def _slo(value) -> tuple[Objective, ...]:
 
 JsonObject = Annotated[str, BeforeValidator(_json_object)]
 Steps = Annotated[tuple[int, ...], BeforeValidator(_steps)]
+CapacityPolicy = Literal[POLICY_NAMES]  # type: ignore[valid-type]  (built from shapes/search's registry)
 Objectives = Annotated[tuple[Objective, ...], BeforeValidator(_slo)]
 
 
@@ -117,6 +119,14 @@ class Options(BaseModel):
     step_warmup: Duration = option("10s", "Start of each step excluded from its statistics", LOAD)
     find_capacity: bool = option(False, "Search the highest user count (or rate) meeting --slo, within --run-time; the search sets "
                                  "the users (Number of users, -u, is not used)", LOAD)  # fmt: skip
+    capacity_policy: CapacityPolicy = option(
+        "adaptive", "How --find-capacity picks its levels: adaptive (probe up x2 or walk --steps to the first miss, then "
+        "interpolate to --capacity-precision, each level ended once decided), walk (--steps, each level held --step-time, then "
+        "bisect to 10 %), doubling (from 1 user, each held --step-time, then bisect to 10 %)", LOAD)  # fmt: skip
+    capacity_precision: float = option("0.05", "--find-capacity adaptive: stop once the interval is within this share of the "
+                                       "answer, e.g. 0.05 or 5%", LOAD)  # fmt: skip
+    max_users: PositiveCount = option("", "--find-capacity: the highest user count the search may try; empty = as high as -t allows",
+                                      LOAD)  # fmt: skip
     request_rate: Rate = option("", "Open loop: total requests per second across all workers; empty = closed loop", LOAD)
     arrival: Literal["poisson", "gamma", "constant"] = option("poisson", "Open-loop arrival process", LOAD)
     burstiness: Rate = option("1.0", "Gamma shape for --arrival gamma (1 = Poisson, < 1 burstier)", LOAD)
@@ -197,6 +207,19 @@ class Options(BaseModel):
                 if field is not None and (value is None or value == "") and field.default not in ("", False) and name not in _EMPTY_IS_EMPTY:
                     data[name] = field.default
         return data
+
+    @field_validator("capacity_precision", mode="before")
+    @classmethod
+    def _precision(cls, value):
+        text = str(value).strip() if value is not None else ""
+        number = text[:-1].strip() if text.endswith("%") else None
+        try:
+            share = float(number) / 100 if number is not None else float(text or "0.05")
+        except ValueError:
+            raise FieldError(f"'{value}' is not a share", "give e.g. 0.05 or 5%") from None
+        if not 0 < share < 1:
+            raise FieldError(f"'{value}' must be above 0 and below 100 %", "give e.g. 0.05 or 5%")
+        return share
 
     @field_validator("run_id")
     @classmethod

@@ -44,6 +44,7 @@ class LLMShape(LoadTestShape):
         if self.search is not None:  # each level's first tokens: the streams still open at its cut
             streams = environment.llm.plugin(OpenStreams)
             self.search.open_streams = lambda: streams.reports(environment)
+            log.info("%s", self.search.precheck())
         self.steps = None if self.search is not None else plan.load.step_plan()
         log.info("shape: %s", plan.summary_line())
 

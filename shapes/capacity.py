@@ -25,19 +25,20 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
 
 from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
-from metrics.verdict import describe, too_few
+from metrics.verdict import CONFIDENCE, describe, too_few
+from shapes.sequential import decidability, look_confidence, look_times, next_look, values_needed
 from shapes.steps import StepPlan
 
 log = logging.getLogger("llm.capacity")
 
 _STEP = FIELD_NAMES.index("step")
-RESOLUTION = 0.10
 # With workers, the last seconds of a level are left out of its judgement: a request that ended
 # there may not have reached the master yet (a worker sends its records and its open streams with
 # its report, every 3 s, Locust's WORKER_REPORT_INTERVAL, and a second is allowed for the batch to
@@ -60,20 +61,74 @@ def judged_s(step_s: float, warmup_s: float, distributed: bool) -> float:
     return step_s - warmup_s - (WORKER_REPORT_LAG_S if distributed else 0.0)
 
 
-# An undecided level is held for more steps (the sample grows), up to this many steps in all.
+# An undecided level is held for more steps (the sample grows), up to this many steps in all; an
+# adaptive search's level (shapes/sequential.py) at most this many --step-time.
 MAX_STEPS_PER_LEVEL = 3
+# An adaptive search's grain: each record's step is its send time in slices of this length
+# (plugin/context.py, from the send time alone, in every process), and a level is a run of
+# consecutive slices at one user count, so it can end (and its warm-up end) at any slice's end.
+SLICE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A level the search ended, and why (summary.json capacity.levels): `decided` at a look, `held`
+    to its longest and still undecided, `short` (too few values for its longest hold: passed on the
+    next levels' verdicts), or `time` (-t ended it)."""
+
+    users: int
+    state: str
+    margin: float | None
+    ended: str
+    seconds: float  # from its change to its end
+    warmup_s: float
+    looks: int
+    requests: int
+    binding: str | None  # the objective its margin is (met: the least room; missed: the largest excess)
+
+
+def binding(verdict) -> str | None:
+    """The objective that decides a verdict's margin (metrics/verdict.py): the least room when all
+    are met, the largest excess when one is missed."""
+    if verdict.margin is None:
+        return None
+    for e in verdict.objectives:
+        if e.margin == verdict.margin and e.state == verdict.state:
+            return e.objective
+    return None
 
 
 class CapacitySearch:
     def __init__(self, objectives, step_s: float, warmup_s: float, budget_s: float | None,
-                 candidates: list[int] | None = None, distributed: bool = False):  # fmt: skip
+                 candidates: list[int] | None = None, distributed: bool = False, policy=None):  # fmt: skip
+        from shapes.search import POLICIES
+
         self.objectives = objectives
-        self.step_s, self.warmup_s = step_s, warmup_s
+        if policy is None:  # the walk of the given levels, or the doubling without
+            policy = POLICIES["walk" if candidates else "doubling"](tuple(candidates or ()))
+        self.policy = policy
+        self.sequential = policy.sequential
+        self.level_s = step_s  # --step-time: a level's fixed hold, or its longest / MAX_STEPS_PER_LEVEL
+        # the grain of steps (records are stamped with it): a fixed hold's step, or an adaptive slice
+        self.step_s = self.grain(step_s, self.sequential)
+        self.warmup_s = warmup_s  # a fixed warm-up, or the longest an adaptive one lasts
         self.budget_s = budget_s
         self.candidates = candidates
         self.distributed = distributed  # judged without the last WORKER_REPORT_LAG_S of each level
+        self.lag_s = WORKER_REPORT_LAG_S if distributed else 0.0
+        self.confidence = look_confidence() if self.sequential else CONFIDENCE
+        self.looks = look_times(MAX_STEPS_PER_LEVEL * step_s - warmup_s - self.lag_s, MIN_JUDGED_S) if self.sequential else []
         self.levels: list[int] = []  # users of step index i, as decided
+        self.warmups: list[float] = []  # each level's warm-up (seconds after its change), in order
+        self.settled = True  # the current level's warm-up is over
+        self.looked = 0  # looks taken at the current level
+        self.next_look_s: float | None = None  # judged seconds of its next look (None: none left)
+        self.need = max(values_needed(o, self.confidence) for o in objectives)  # values a level needs to be met
         self.states: dict[int, str] = {}  # users -> "met" | "missed" | "undecided", once judged
+        self.history: list = []  # shapes.search.Tried of each level ended, in order
+        self.ended: list[Ended] = []
+        self.timed_out = False  # -t ended the search before the policy did
+        self.notes: list[str] = []  # lines the search said about its plan (decidability)
         self.rows: dict[int, list] = {}  # step index -> the records sent in it (metrics.record rows)
         # the streams still open, every load process's latest report (plugin/progress.py); set by the
         # plugin layer (plugin/shape.py): without it every request not yet a record is censored
@@ -81,11 +136,23 @@ class CapacitySearch:
         self.run_start = time.time()
         self.done = False
 
+    @staticmethod
+    def grain(step_s: float, sequential: bool) -> float:
+        """The length of a step: --step-time for a fixed hold, a slice for an adaptive search."""
+        return min(SLICE_S, step_s) if sequential else step_s
+
+    @property
+    def longest_judged_s(self) -> float:
+        return self.looks[-1] if self.looks else judged_s(MAX_STEPS_PER_LEVEL * self.level_s, self.warmup_s, self.distributed)
+
     def plan(self) -> StepPlan:
         """The steps so far as a plan, with the cut the levels are judged at (the summary's, the
         live view's and this search's one definition of each level's set)."""
-        lag = WORKER_REPORT_LAG_S if self.distributed else 0.0
-        return StepPlan(list(self.levels), self.step_s, self.warmup_s, cut_lag_s=lag)
+        warmups = None
+        if self.sequential:  # the level still warming up: its longest warm-up until it settles
+            warmups = tuple(self.warmups) + (() if self.settled or not self.levels else (self.warmup_s,))
+        return StepPlan(list(self.levels), self.step_s, self.warmup_s, cut_lag_s=self.lag_s, warmups=warmups,
+                        confidence=self.confidence)  # fmt: skip
 
     # records -------------------------------------------------------------------------------
     def on_rows(self, rows) -> None:
@@ -115,38 +182,25 @@ class CapacitySearch:
     # decisions -----------------------------------------------------------------------------
     def bounds(self) -> tuple[int | None, int | None]:
         """(highest level met below the lowest missed, lowest missed)."""
-        missed = [u for u, st in self.states.items() if st == "missed"]
-        upper = min(missed) if missed else None
-        met = [u for u, st in self.states.items() if st == "met" and (upper is None or u < upper)]
-        return (max(met) if met else None), upper
+        from shapes.search import bracket
 
-    def _next_level(self) -> int | None:
-        lo, hi = self.bounds()
-        tried = set(self.levels)
-        if self.candidates is not None:
-            if hi is not None:
-                return None
-            rest = [u for u in self.candidates if u not in tried]
-            return rest[0] if rest else None
-        if hi is None:
-            return max(tried) * 2 if tried else 1
-        if lo is None:
-            # levels the doubling left undecided (short of values) below the miss: bisect from the
-            # highest of them; none: the SLO was missed from the first level on
-            below = [u for u, st in self.states.items() if st == "undecided" and u < hi]
-            if not below:
-                return None
-            lo = max(below)
-        if hi - lo <= max(1, math.floor(RESOLUTION * lo)):
-            return None
-        mid = (lo + hi) // 2
-        return None if mid in tried else mid  # tried and undecided: the knee is too close to call
+        b = bracket(self.tried())
+        return b.lo, b.hi
+
+    def tried(self) -> list:
+        """The levels ended so far as the policy reads them (shapes.search.Tried), in order; a level
+        whose state was set without a margin (a test's history) counts with none."""
+        from shapes.search import Tried
+
+        known = {t.users for t in self.history}
+        return self.history + [Tried(u, st) for u, st in self.states.items() if u not in known]
 
     def _extend(self, level, verdict) -> bool:
-        """Hold an undecided level for another step? While the doubling has found no miss, a level
-        short of values is left for the next, which sends twice as many (the search assumes, as
-        bisection does, that latency grows with the load); one close to its threshold, and every
-        undecided level once the bisection has begun, is held up to MAX_STEPS_PER_LEVEL steps."""
+        """A fixed hold: hold an undecided level for another step? While no level has missed and
+        the policy probes up, a level short of values is left for the next, which sends more (the
+        search assumes, as bisection does, that latency grows with the load); one close to its
+        threshold, and every undecided level once a miss brackets the knee, is held up to
+        MAX_STEPS_PER_LEVEL steps."""
         if verdict.state != "undecided" or level.steps >= MAX_STEPS_PER_LEVEL:
             return False
         return not (self.bounds()[1] is None and self.candidates is None and too_few(verdict))
@@ -154,29 +208,144 @@ class CapacitySearch:
     def _time_for_a_step(self, index: int) -> bool:
         return self.budget_s is None or (index + 1) * self.step_s <= self.budget_s
 
+    def _still_open_before(self, t: float) -> int:
+        """Requests sent before `t` still open now (every load process's latest report)."""
+        reports = self.open_streams() if self.open_streams is not None else []
+        return sum(1 for r in reports for s in r["sent"] if s < t)
+
+    def _settle(self, index: int) -> None:
+        """An adaptive level's warm-up ends at the first slice end at which the requests sent before
+        its change have all ended (the server then serves this level's load only), at the longest
+        --step-warmup."""
+        first = self.plan().levels_at(self.run_start)[-1].first
+        since = (index - first) * self.step_s
+        if since >= self.warmup_s or self._still_open_before(self.run_start + first * self.step_s) == 0:
+            self.warmups.append(min(since, self.warmup_s))
+            self.settled = True
+            self.looked, self.next_look_s = 0, self.looks[0]
+
+    def _look(self, index: int):
+        """Judge the adaptive level if a look is due (shapes/sequential.py): (level, step) or None."""
+        level = self.plan().levels_at(self.run_start)[-1]
+        judged = level.end - self.lag_s - level.start
+        if self.next_look_s is None or judged + 1e-9 < self.next_look_s:
+            return None
+        self.looked += 1
+        level, step = self.judge(index - 1)
+        v = step.verdict
+        values = min((e.samples for e in v.objectives), default=v.requests)  # the objective shortest of values
+        self.next_look_s = next_look(judged, self.looked, self.looks, values, self.need, self.step_s)
+        log.debug("capacity search: %d users, look %d at %.1fs judged: %s on %d values, next look at %s", level.users,
+                  self.looked, judged, v.state, values, self.next_look_s)  # fmt: skip
+        return level, step
+
+    def _short(self, level, step) -> bool:
+        """While no level has missed: an undecided level whose values come too slowly to meet its
+        objectives by its longest hold is left (the next level up sends more; it is passed on the
+        higher levels' verdicts). Said once, with its fixes."""
+        if self.bounds()[1] is not None or not too_few(step.verdict):
+            return False
+        judged = level.end - self.lag_s - level.start
+        values = min((e.samples for e in step.verdict.objectives), default=step.verdict.requests)
+        rate = values / judged if judged > 0 else 0.0
+        if rate * self.longest_judged_s >= self.need:
+            return False
+        reply = level.users / rate if rate > 0 else math.inf
+        line, ok = decidability(self.objectives, level.users, self.longest_judged_s, self.confidence, reply)
+        if not ok and not self.notes:
+            log.warning("%s", line)
+            self.notes.append(line)
+        return True
+
+    def _end(self, level, step, why: str) -> None:
+        from shapes.search import Tried
+
+        verdict = step.verdict
+        self.states[level.users] = verdict.state
+        self.history.append(Tried(level.users, verdict.state, verdict.margin, why))
+        self.ended.append(Ended(level.users, verdict.state, verdict.margin, why, round(level.end - level.begin, 3),
+                                round(level.start - level.begin, 3), self.looked if self.sequential else level.steps,
+                                verdict.requests, binding(verdict)))  # fmt: skip
+        lo, hi = self.bounds()
+        how = {"decided": "", "held": f"; held {level.end - level.begin:g}s, still undecided",
+               "short": "; too few values for its longest hold: passed on the next levels' verdicts",
+               "time": "; -t ended it"}[why]  # fmt: skip
+        width = f", bracket {lo}..{hi} ({hi - lo} users, {(hi - lo) / lo:.0%})" if lo and hi else ""
+        log.info("capacity search: %d users %s%s (highest met %s, lowest missed %s%s)", level.users, describe(verdict), how,
+                 "-" if lo is None else lo, "-" if hi is None else hi, width)  # fmt: skip
+
+    def _next(self, index: int) -> int | None:
+        """The policy's next level, started at step `index`; None ends the search."""
+        nxt = self.policy.next_level(self.tried())
+        if nxt is None or not self._time_for_a_step(index):
+            self.timed_out = nxt is not None  # the policy would have gone on
+            self.done = True
+            return None
+        self.levels.append(nxt)
+        self.settled, self.looked, self.next_look_s = not self.sequential, 0, None
+        return nxt
+
     def level_for(self, index: int) -> int | None:
-        """Users for step `index` (called once when the step begins); None ends the search."""
+        """Users for step `index` (called when the step begins; a skipped one is the level before);
+        None ends the search."""
         if index < len(self.levels):
             return self.levels[index]
         if self.done:
             return None
-        if index > 0:
-            level, step = self.judge(index - 1)
-            verdict = step.verdict
-            if self._extend(level, verdict) and self._time_for_a_step(index):
-                log.info("capacity search: %d users %s; held for another step", level.users, describe(verdict))
-                self.levels.append(level.users)
-                return level.users
-            self.states[level.users] = verdict.state
-            lo, hi = self.bounds()
-            log.info("capacity search: %d users %s (highest met %s, lowest missed %s)", level.users, describe(verdict),
-                     "-" if lo is None else lo, "-" if hi is None else hi)  # fmt: skip
-        if not self._time_for_a_step(index):
-            self.done = True
-            return None
-        nxt = self._next_level()
-        if nxt is None:
-            self.done = True
-            return None
-        self.levels.append(nxt)
-        return nxt
+        while 0 < len(self.levels) < index:  # a tick came late: the steps in between held the level
+            self.levels.append(self.levels[-1])
+        if index == 0:
+            return self._next(0)
+        return self._sequential_step(index) if self.sequential else self._fixed_step(index)
+
+    def _fixed_step(self, index: int) -> int | None:
+        level, step = self.judge(index - 1)
+        verdict = step.verdict
+        if self._extend(level, verdict) and self._time_for_a_step(index):
+            log.info("capacity search: %d users %s; held for another step", level.users, describe(verdict))
+            self.levels.append(level.users)
+            return level.users
+        self._end(level, step, "decided" if verdict.state != "undecided" else "held")
+        return self._next(index)
+
+    def _sequential_step(self, index: int) -> int | None:
+        users = self.levels[-1]
+        if not self.settled:
+            self._settle(index)
+        looked = self._look(index) if self.settled else None
+        last = not self._time_for_a_step(index)
+        if looked is None and not last:
+            self.levels.append(users)
+            return users
+        level, step = looked if looked is not None else self.judge(index - 1)
+        state = step.verdict.state
+        if state != "undecided":
+            self._end(level, step, "decided")
+        elif self.next_look_s is None:
+            self._end(level, step, "held")
+        elif self._short(level, step):
+            self._end(level, step, "short")
+        elif last:
+            self._end(level, step, "time")
+        else:
+            self.levels.append(users)
+            return users
+        return self._next(index)
+
+    def precheck(self) -> str:
+        """What the first level needs to be decided (shapes/sequential.decidability) and how high the
+        search may go, said before it starts."""
+        users = self.policy.levels[0] if self.policy.levels else self.policy.start
+        looks = len(self.looks) if self.sequential else 1
+        line, _ = decidability(self.objectives, users, self.longest_judged_s, self.confidence, looks=looks)
+        top = self.policy.highest_possible()
+        if top is not None:
+            reach = f"it tries {top} users at most"
+        elif self.budget_s is None:
+            reach = "no --max-users and no -t: it doubles until a level misses, without a ceiling"
+        else:  # the fastest level: a step, or a slice of warm-up and the first look
+            fastest = self.step_s if not self.sequential else self.step_s + self.looks[0] + self.lag_s
+            doublings = int(self.budget_s // fastest)
+            most = f"up to {2 ** (doublings - 1):,} users within -t" if doublings <= 20 else "as high as -t allows"
+            reach = f"no --max-users: it doubles until a level misses, {most}"
+        return f"capacity search: {line}; {reach}"

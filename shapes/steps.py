@@ -52,6 +52,9 @@ class Level:
     start: float  # the window: requests sent from here ...
     end: float  # ... to here
     cut: float | None
+    # the confidence of its verdict's bounds (None: metrics.verdict.CONFIDENCE); an adaptive capacity
+    # search looks at a level several times, each look at a higher one (shapes/sequential.py)
+    confidence: float | None = None
 
     @property
     def steps(self) -> int:
@@ -66,6 +69,10 @@ class StepPlan:
     # A capacity search judges each level when it ends, on the requests that had ended by then,
     # less this lag (records on their way from workers); None: a step ramp, measured after the run
     cut_lag_s: float | None = None
+    # an adaptive capacity search: each level's own warm-up (until the requests before its change
+    # ended, shapes/capacity.py), in the order of levels_at; warmup_s for a level not in it
+    warmups: tuple[float, ...] | None = None
+    confidence: float | None = None  # of each level's verdict (None: metrics.verdict.CONFIDENCE)
 
     def index_at(self, elapsed_s: float) -> int:
         """The step running `elapsed_s` after the run started (-1 before, last index after)."""
@@ -92,5 +99,7 @@ class StepPlan:
             if out and out[-1].users == users:
                 out[-1] = replace(out[-1], last=index, end=end, cut=cut)
             else:
-                out.append(Level(index, index, users, begin, begin + self.warmup_s, end, cut))
+                k = len(out)
+                warmup = self.warmups[k] if self.warmups is not None and k < len(self.warmups) else self.warmup_s
+                out.append(Level(index, index, users, begin, begin + warmup, end, cut, self.confidence))
         return out

@@ -28,7 +28,7 @@ SLO = "ttft.p50<500ms"  # a P50 is met on 4 values at 90 %
 # first token 20 ms later and its end (~17.3 s) after the cut: no request of the level ends by it.
 # Then 24 users: 16 wait for a slot; those sent in the window (~25.8 s, as the first to get a slot
 # end) are all still waiting at the cut (28 s, 32 s), seconds after their send.
-ARGS = ("--find-capacity", "--steps", "8,24", "--slo", SLO, "--step-time", "16s", "--step-warmup", "2s", "-t", "40s",
+ARGS = ("--find-capacity", "--capacity-policy", "walk", "--steps", "8,24", "--slo", SLO, "--step-time", "16s", "--step-warmup", "2s", "-t", "40s",
         "--max-tokens-override", "425", "--stop-timeout", "2")  # fmt: skip
 
 

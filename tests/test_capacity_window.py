@@ -114,9 +114,14 @@ def test_the_plan_states_the_levels_and_the_warm_up_of_a_search():
     """The load line of the console, run.json and the report's header says what a capacity search
     walks and how each level is held, as a step ramp's says (it said "levels of 40s within -t")."""
     given = dict(find_capacity=True, slo="ttft.p95<5s", run_time=600.0)
-    walked = plan("40s", "10s", False, steps="5,10,20,50,80,120,160", **given)
+    walked = plan("40s", "10s", False, steps="5,10,20,50,80,120,160", capacity_policy="walk", **given)
     assert walked.load.describe(walked) == ("capacity search for ttft.p95<5s: levels 5,10,20,50,80,120,160 users in order up to "
-                                            "the first miss, 40s each (10s warm-up), within -t 600s")  # fmt: skip
-    doubled = plan("40s", "10s", False, **given)
+                                            "the first miss, then bisecting to 10%, 40s each (10s warm-up), within -t 600s")  # fmt: skip
+    doubled = plan("40s", "10s", False, capacity_policy="doubling", **given)
     assert doubled.load.describe(doubled) == ("capacity search for ttft.p95<5s: doubling from 1 user, then bisecting to 10%, "
                                               "40s each (10s warm-up), within -t 600s")  # fmt: skip
+    adaptive = plan("40s", "10s", False, max_users="64", **given)
+    assert adaptive.load.describe(adaptive) == (
+        "capacity search for ttft.p95<5s: probing up from 1 user x2 to the first miss, then interpolating on the margins to "
+        "within 5%, each level ended once decided, at most 120s (a warm-up until the requests before it ended, at most 10s), "
+        "at most 64 users, within -t 600s")  # fmt: skip

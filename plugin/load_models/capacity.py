@@ -1,4 +1,5 @@
-"""Capacity search (--find-capacity): the highest user count meeting --slo, levels held --step-time each."""
+"""Capacity search (--find-capacity): the highest user count meeting --slo, its levels picked by a
+policy (--capacity-policy, shapes/search/) and run and judged by shapes/capacity.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Literal
 from core.errors import InputError
 from plugin.load_models.base import LoadModel, no_open_loop_options
 from plugin.load_models.steps import check_step_window
-from shapes.capacity import MIN_JUDGED_S, RESOLUTION, WORKER_REPORT_LAG_S, CapacitySearch, judged_s
+from shapes.capacity import MIN_JUDGED_S, WORKER_REPORT_LAG_S, CapacitySearch, judged_s
+from shapes.search import POLICIES
 from shapes.steps import StepPlan
 
 
@@ -17,6 +19,9 @@ class CapacitySearchModel(LoadModel):
     candidates: tuple[int, ...] | None  # --steps given: walk these in order
     step_s: float
     warmup_s: float
+    policy: str = "adaptive"  # shapes/search/ registry name
+    precision: float = 0.05  # the adaptive policy's target width, a share of the answer
+    max_users: int | None = None  # the ceiling of the levels
 
     @classmethod
     def chosen(cls, p) -> bool:
@@ -31,26 +36,41 @@ class CapacitySearchModel(LoadModel):
         no_open_loop_options(p)
         if not p.slo:
             raise InputError("--find-capacity: needs --slo, e.g. --slo 'ttft.p95<5s'")
-        return cls(candidates=p.steps or None, step_s=p.step_time, warmup_s=p.step_warmup)
+        policy = getattr(p, "capacity_policy", "adaptive") or "adaptive"
+        if policy == "walk" and not p.steps:
+            raise InputError("--capacity-policy walk: walks the levels of --steps; give --steps 8,16,32,64 or --capacity-policy adaptive")
+        if policy == "doubling" and p.steps:
+            raise InputError("--capacity-policy doubling: doubles from 1 user; drop --steps, or use --capacity-policy walk")
+        max_users = getattr(p, "max_users", None)
+        if max_users is not None and p.steps and max_users < p.steps[0]:
+            raise InputError(f"--max-users: {max_users} is below the first level of --steps ({p.steps[0]}); raise it or drop it")
+        return cls(candidates=p.steps or None, step_s=p.step_time, warmup_s=p.step_warmup, policy=policy,
+                   precision=getattr(p, "capacity_precision", 0.05), max_users=max_users)  # fmt: skip
+
+    def new_policy(self):
+        return POLICIES[self.policy](self.candidates or (), self.precision, self.max_users)
 
     def describe(self, plan) -> str:
         # the levels it may walk and how each is held, as a step ramp states its own (a reader of the
         # report's header or run.json sees what load ran)
-        walk = (f"levels {','.join(map(str, self.candidates))} users in order up to the first miss" if self.candidates
-                else f"doubling from 1 user, then bisecting to {RESOLUTION:.0%}")  # fmt: skip
+        policy = self.new_policy()
+        held = (f"each level ended once decided, at most {3 * self.step_s:g}s (a warm-up until the requests before it "
+                f"ended, at most {self.warmup_s:g}s)" if policy.sequential else f"{self.step_s:g}s each ({self.warmup_s:g}s warm-up)")  # fmt: skip
         within = f", within -t {plan.run_time_s:g}s" if plan.run_time_s is not None else ""
-        return (f"capacity search for {', '.join(o.text for o in plan.slo)}: {walk}, {self.step_s:g}s each "
-                f"({self.warmup_s:g}s warm-up){within}")  # fmt: skip
+        ceiling = f", at most {self.max_users} users" if self.max_users is not None else ""
+        return f"capacity search for {', '.join(o.text for o in plan.slo)}: {policy.describe()}, {held}{ceiling}{within}"
 
     def step_seconds(self) -> float:
-        return self.step_s
+        # the grain each record's step is stamped with: an adaptive search's slice (shapes/capacity.py)
+        return CapacitySearch.grain(self.step_s, POLICIES[self.policy].sequential)
 
     def fixed_levels(self) -> tuple[int, ...]:
         return self.candidates or ()
 
     def new_search(self, plan, distributed: bool) -> CapacitySearch:
         return CapacitySearch(list(plan.slo), self.step_s, self.warmup_s, plan.run_time_s,
-                              candidates=list(self.candidates) if self.candidates else None, distributed=distributed)  # fmt: skip
+                              candidates=list(self.candidates) if self.candidates else None, distributed=distributed,
+                              policy=self.new_policy())  # fmt: skip
 
     def step_plan(self, search=None) -> StepPlan | None:
         """The levels the search decided, as the summary's steps (with the cut they are judged at)."""

@@ -1,0 +1,170 @@
+"""The capacity-search policies (shapes/search/) pick the next level from a history of levels and
+their signed margins; the sequential rule (shapes/sequential.py) says when a level is looked at,
+at what confidence, and what a plan that cannot decide is told. Pure arithmetic: no process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metrics.record import RequestRecord
+from metrics.slo import parse_slo
+from metrics.verdict import judge_objective
+from shapes.capacity import CapacitySearch
+from shapes.search import POLICIES, Tried
+from shapes.search.adaptive import interpolate
+from shapes.sequential import decidability, look_confidence, look_times, next_look, values_needed
+
+pytestmark = pytest.mark.unit
+
+P95 = parse_slo("ttft.p95<1s")[0]
+
+
+def adaptive(**kw):
+    return POLICIES["adaptive"](**kw)
+
+
+def test_the_registry_holds_the_three_policies_and_only_the_adaptive_one_ends_levels_once_decided():
+    assert {"adaptive", "walk", "doubling"} <= set(POLICIES)
+    assert [POLICIES[n].sequential for n in ("adaptive", "walk", "doubling")] == [True, False, False]
+
+
+def test_the_adaptive_policy_probes_up_geometrically_to_the_ceiling():
+    p = adaptive()
+    assert p.next_level([]) == 1
+    met = [Tried(u, "met", 0.6) for u in (1, 2, 4)]
+    assert p.next_level(met) == 8
+    capped = adaptive(max_users=6)
+    assert capped.next_level(met) == 6  # the ceiling, not 8
+    assert capped.next_level([*met, Tried(6, "met", 0.3)]) is None  # met at the ceiling: the search is over
+
+
+def test_the_adaptive_policy_interpolates_on_the_margins_inside_the_middle_half():
+    history = [Tried(32, "met", 0.7), Tried(64, "met", 0.5), Tried(128, "missed", -0.5)]
+    assert adaptive().next_level(history) == 96  # the zero crossing of +0.5 at 64 and -0.5 at 128
+    # a crossing near one end is kept in the middle half: every level narrows the bracket to 3/4 or less
+    assert interpolate(64, 128, 0.05, -0.9) == 80 and interpolate(64, 128, 0.9, -0.05) == 112
+    assert interpolate(64, 128, 0.6, -0.2) == 112  # 64 + 64 * 0.75
+    assert interpolate(64, 128, None, -0.2) == 96  # no margin: halve
+    assert interpolate(4, 6, 0.9, -0.01) == 5  # strictly inside
+
+
+def test_the_adaptive_policy_stops_at_the_precision():
+    """80 met, 84 missed: 4 users is 5 % of 80, the default precision; 85 is one user wider."""
+    assert adaptive().next_level([Tried(80, "met", 0.1), Tried(84, "missed", -0.1)]) is None
+    assert adaptive().next_level([Tried(80, "met", 0.1), Tried(85, "missed", -0.1)]) in (81, 82, 83, 84)
+    assert adaptive(precision=0.10).next_level([Tried(80, "met", 0.1), Tried(88, "missed", -0.1)]) is None
+    assert adaptive().next_level([Tried(6, "met", 0.5), Tried(7, "missed", -1.0)]) is None  # one user apart
+
+
+def test_a_level_left_undecided_below_the_first_miss_is_where_the_narrowing_starts():
+    history = [Tried(1, "undecided", 0.0, "short"), Tried(2, "undecided", 0.0, "short"), Tried(4, "missed", -0.4)]
+    assert adaptive().next_level(history) == 3
+    assert adaptive().next_level([Tried(1, "missed", -2.0)]) is None  # missed from the first level on
+    # the interpolated guess was tried and left undecided: the knee is too close to call there
+    assert adaptive().next_level([Tried(64, "met", 0.5), Tried(128, "missed", -0.5), Tried(96, "undecided", 0.0, "held")]) == 80
+
+
+def test_given_levels_are_walked_then_narrowed():
+    walk = POLICIES["walk"](levels=(5, 10, 20, 40))
+    assert walk.next_level([Tried(5, "met", 0.9)]) == 10
+    history = [Tried(5, "met", 0.9), Tried(10, "met", 0.5), Tried(20, "missed", -0.3)]
+    assert walk.next_level(history) == 15  # bisects
+    assert walk.next_level([*history, Tried(15, "met", 0.1)]) == 17
+    assert walk.next_level([*history, Tried(15, "met", 0.1), Tried(17, "missed", -0.1), Tried(16, "met", 0.01)]) is None
+    a = adaptive(levels=(5, 10, 20, 40))
+    assert a.next_level(history) == 16  # interpolates: 10 + 10 * 0.5 / 0.8, rounded
+    assert a.next_level([Tried(u, "met", 0.5) for u in (5, 10, 20, 40)]) is None  # all met: the highest is the answer
+
+
+def test_the_doubling_policy_is_todays():
+    d = POLICIES["doubling"]()
+    assert [d.next_level([Tried(u, "met", 0.5) for u in [1, 2, 4][:k]]) for k in range(4)] == [1, 2, 4, 8]
+    assert d.next_level([Tried(1, "met", 0.5), Tried(2, "met", 0.4), Tried(4, "met", 0.2), Tried(8, "missed", -0.2)]) == 6
+    assert d.next_level([Tried(1, "met", 0.5), Tried(2, "missed", -0.1)]) is None
+
+
+def test_each_look_is_at_a_confidence_that_keeps_90_percent_over_all_looks():
+    assert look_confidence() == pytest.approx(0.975)
+    assert values_needed(P95, 0.90) == 45 and values_needed(P95, look_confidence()) == 72
+    assert values_needed(parse_slo("ttft.p50<1s")[0], look_confidence()) == 6
+    assert look_times(80.0, 4.0) == [10.0, 20.0, 40.0, 80.0]
+    assert look_times(20.0, 4.0) == [4.0, 5.0, 10.0, 20.0]
+
+
+def test_the_next_look_comes_when_the_values_a_met_needs_are_due():
+    schedule = [10.0, 20.0, 40.0, 80.0]
+    # 30 values by 10 s: 72 are due at 24 s; the look comes a little after, not at 20 or 40
+    assert next_look(10.0, 1, schedule, 30, 72, 2.0) == pytest.approx(25.2)
+    assert next_look(10.0, 1, schedule, 100, 72, 2.0) == 20.0  # enough values: the next doubling
+    assert next_look(10.0, 1, schedule, 5, 72, 2.0) == 80.0  # due after the longest hold
+    assert next_look(40.0, 3, schedule, 100, 72, 2.0) == 80.0  # the last look is the longest hold's
+    assert next_look(80.0, 4, schedule, 100, 72, 2.0) is None
+
+
+def test_the_looks_keep_the_stated_error_rate_where_the_truth_is_at_the_threshold():
+    """The worst case for a wrong verdict: values whose true P95 is the threshold itself. A level
+    looked at up to 4 times (each at 97.5 %) and ended at the first decision is declared met in at
+    most 10 % of 1,000 levels, and missed in at most 10 % (the union bound; in practice far fewer)."""
+    rng = np.random.default_rng(11)
+    threshold = -np.log(0.05)  # the exponential's P95: the objective's threshold is the true P95
+    objective = parse_slo(f"ttft.p95<{threshold * 1000:.6f}ms")[0]
+    schedule, rate = look_times(80.0, 4.0), 3.0  # 3 values a second
+    wrong = {"met": 0, "missed": 0}
+    for _ in range(1000):
+        values = rng.exponential(1.0, int(rate * 80))
+        judged, looked = schedule[0], 0
+        while judged is not None:
+            looked += 1
+            e = judge_objective(objective, values[: int(rate * judged)], look_confidence())
+            if e.state != "undecided":
+                wrong[e.state] += 1
+                break
+            judged = next_look(judged, looked, schedule, int(rate * judged), 72, 2.0)
+    assert wrong["met"] <= 100 and wrong["missed"] <= 100, wrong
+
+
+def _row(step: int, sent: float, ttft: float) -> tuple:
+    return RequestRecord("r", "w", "chat", "short", 10, 4, step=step, wall_send=sent, status=200, ok=True,
+                         ttft_s=ttft, e2e_s=ttft + 0.05, tpot_s=0.01, chunk_times=[ttft, ttft + 0.05]).as_row()  # fmt: skip
+
+
+def test_an_adaptive_level_ends_at_the_first_look_that_decides_it():
+    """Levels of at most 3 x 10 s, slices of 2 s, warm-up until nothing sent before is open. 1 user
+    sends 10 fast replies a second: the warm-up ends at 2 s; the first look (4 s judged: the 31 first
+    tokens sent up to the cut less the 1 s threshold, too few to meet a P95 at 97.5 %) leaves it
+    undecided and asks again when 72 are due; it is met there (10 s judged, 91 values), 12 s after
+    it began, not at the end of a 30 s level. 2 users: slow replies prove the miss at once."""
+    search = CapacitySearch([P95], 10.0, 2.0, None, policy=POLICIES["adaptive"]())
+    search.run_start, search.open_streams = 0.0, lambda: []
+    assert search.step_s == 2.0 and search.level_for(0) == 1
+
+    def replies(step: int) -> None:
+        search.on_rows([_row(step, 2.0 * step + i * 0.1, 0.05) for i in range(20)])
+
+    ended = None
+    for index in range(1, 16):
+        replies(index - 1)
+        users = search.level_for(index)
+        if users != 1:
+            ended = index
+            break
+    assert ended == 6, search.ended
+    first = search.ended[0]
+    assert (first.users, first.state, first.ended, first.looks, first.warmup_s) == (1, "met", "decided", 2, 2.0)
+    assert first.margin > 0 and search.levels[-1] == 2
+    search.on_rows([_row(ended, 2.0 * ended + 2.5, 3.0), _row(ended + 1, 2.0 * ended + 2.6, 3.0)])
+    for index in range(ended + 1, ended + 5):
+        if search.level_for(index) != 2:
+            break
+    assert search.ended[-1].users == 2 and search.ended[-1].state == "missed"
+    assert search.bounds() == (1, 2) and search.done  # one user apart: the answer is 1
+
+
+def test_a_plan_whose_first_level_cannot_decide_says_so_with_the_fixes():
+    line, ok = decidability([P95], 1, 28.0, look_confidence())
+    assert ok and "ttft.p95 needs 72 values" in line and "replies of 0.39s or less" in line
+    line, ok = decidability([P95], 1, 28.0, look_confidence(), reply_s=0.57)
+    assert not ok
+    assert line.startswith("capacity search: at 1 user a level gets about 49 values in 28s")
+    assert "--step-time" in line and "a lower percentile" in line and "start at 2 users" in line
