@@ -355,6 +355,7 @@ def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: di
     prefix = _prefix_clause(knee, low, names, evidence, k.where)
     out = {"users": knee.users, "evidence": evidence}
     holds = [f for f in findings if f.state == "holds"]
+    holds = [f for f in holds if not f.weak] or holds  # a peak alone names a limit only where nothing else does
     maybe = [f for f in findings if f.state == "unknown"]
     if len(holds) == 1:
         f = holds[0]

@@ -69,6 +69,7 @@ class Finding:
     evidence: list[str] = field(default_factory=list)
     headroom: float | None = None  # 0..1 left before the limit, where it can be told
     headroom_text: str = ""  # ... in words, with the metric it rests on
+    weak: bool = False  # holds on a peak alone: named only where no other rule holds (the weighing)
 
 
 def queued(k: Knee) -> tuple[bool, float | None, list[str]]:
@@ -132,10 +133,11 @@ def memory(k: Knee) -> Finding:
 
 # -- scheduler (slots) ------------------------------------------------------------------------
 
-SEQS_FULL = 0.75  # the slots are full when the running peak is at max_num_seqs and the mean at 75 % of it
-# or more: a scrape can fall between one request's end and the next one's admission at the following
-# step (8 slots of 30-step replies under a queue read 7.0 on average), so the mean alone reads under a
-# full server; the mean guards against a moment's peak of a server whose slots are mostly free
+SEQS_FULL = 0.75  # running at max_num_seqs at the peak and at 75 % of it or more on average: the slots
+# are full. A scrape can fall between one batch's end and the next one's admission at the following
+# step (6 slots, 24 users sending in step, 30-step replies: 4.0 running on average under a queue of
+# 17), so a full peak with a lower mean still names the slots, but only where no other rule holds
+# (weak): a moment's peak of a server whose queue is the KV cache's or the budget's is not its limit
 GPU_IDLE = 0.5  # mean GPU utilisation under which nothing waiting is not compute-bound: the server's loop is
 
 
@@ -162,11 +164,12 @@ def scheduler(k: Knee) -> Finding:
         return Finding("scheduler-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
     if seqs is None:
         return Finding("scheduler-bound", "unknown", evidence=evidence)
-    if seqs <= g.users and (g.running_peak or 0.0) >= seqs and (g.running or 0.0) >= SEQS_FULL * seqs:
+    if seqs <= g.users and (g.running_peak or 0.0) >= seqs:
         why = (f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while every slot is taken: "
                f"{g.running_peak:,.0f} run at the peak ({g.running or 0:,.1f} on average), at most {seqs:,.0f} (its "
                f"max_num_seqs), with room in the KV cache (peak {_pct(g.kv_cache_peak)})")  # fmt: skip
-        return Finding("scheduler-bound", "holds", why, evidence, headroom, room)
+        weak = (g.running or 0.0) < SEQS_FULL * seqs
+        return Finding("scheduler-bound", "holds", why, evidence, headroom, room, weak=weak)
     return Finding("scheduler-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
 
 

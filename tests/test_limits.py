@@ -217,3 +217,15 @@ def test_the_client_flagged_keeps_the_servers_limit_with_a_caveat_said_once():
     # no advice of its own: "add workers" contradicted a contended client's (a quieter machine, not more workers)
     unknown = diagnose([], 24, client="the client was late.")
     assert unknown.kind == "client inaccurate" and "workers" not in unknown.sentence, unknown.sentence
+
+
+def test_a_full_peak_with_a_lower_mean_names_the_slots_only_where_nothing_else_does():
+    """Users sending in step empty the slots together: the running gauge reads 6 of 6 at the peak and
+    under 4 on average under a queue of 17. Nothing else explains the queue: the slots; with the KV cache
+    full as well, the cache (a peak alone does not make the two undecided)."""
+    slots = SCHEDULER | {"max_num_seqs": "6"}
+    batches = lambda t: 6 if t % 2 else 2  # noqa: E731
+    d = run([LOW, level(users=24, running=batches, waiting=17, kv=0.01, queue=(1.8, 4))], slots)
+    assert d.kind == "scheduler-bound" and "6 run at the peak (3.9 on average), at most 6 (its max_num_seqs)" in d.sentence, d.sentence
+    full = run([LOW, level(users=24, running=batches, waiting=17, kv=0.97, preemptions=1, queue=(1.8, 4))], slots)
+    assert full.kind == "memory-bound", full.sentence
