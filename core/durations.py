@@ -11,10 +11,12 @@ from core.errors import InputError
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    connect: float = 10.0
-    first_token: float = 300.0  # headers and first body bytes
-    idle: float = 120.0  # longest gap between reads once the body flows
-    total: float = 900.0
+    """A request's time limits, seconds (--timeout-*: their defaults are the options', plugin/options.py)."""
+
+    connect: float
+    first_token: float  # headers and first body bytes
+    idle: float  # longest gap between reads once the body flows
+    total: float
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
