@@ -126,7 +126,7 @@ def memory(k: Knee) -> Finding:
         blocks = k.config.get("num_gpu_blocks")
         size = f" of {blocks:,.0f} blocks (vllm:cache_config_info)" if blocks else ""
         why = (f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while the KV cache{size} is full "
-               f"(peak {_pct(peak)}{extra}); {g.running or 0:,.1f} run at once")  # fmt: skip
+               f"(peak {_pct(peak)}{extra}); {g.running or 0:,.1f} run on average, {g.running_peak or 0:,.0f} at the peak")  # fmt: skip
         return Finding("memory-bound", "holds", why, evidence, headroom, room)
     return Finding("memory-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
 
@@ -251,7 +251,7 @@ def compute(k: Knee) -> Finding:
                  if (g.waiting or 0.0) >= QUEUE_MIN and k.wait_ms is not None
                  else f"nothing waits in the server's queue (mean {g.waiting or 0:,.1f})")  # fmt: skip
         gpu = "" if g.gpu_utilisation is None else f", GPU {_pct(g.gpu_utilisation)}"
-        why = (f"{queue}; all {g.running or 0:,.1f} requests run at once (KV cache peak {_pct(g.kv_cache_peak)}{gpu}) and "
+        why = (f"{queue}; every request runs ({g.running or 0:,.1f} on average; KV cache peak {_pct(g.kv_cache_peak)}{gpu}) and "
                f"each step of the larger batch takes longer: {g.step_ms:,.0f} ms, {step:.1f}x the {k.low.step_ms:,.0f} ms "
                f"at {k.low.users} users")  # fmt: skip
         return Finding("compute-bound", "holds", why, evidence)

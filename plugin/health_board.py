@@ -25,6 +25,11 @@ from plugin.health_monitor import RECENT_SAMPLES, SUSTAIN_SHARE, HealthMonitor, 
 log = logging.getLogger("llm.health")
 
 REPORT_KEY = "llm_health"  # a worker's state and samples in its report to the master
+# what a freeze (plugin/health_monitor.py) puts off, and what it does not
+FREEZE_SKEWS = ("The chunks its streams received meanwhile were read together when it resumed, with one stamp: the ITL of "
+                "the streams in flight then is off (one gap the length of the freeze, then gaps of zero), and the TTFT "
+                "of those whose first token came during it; its other requests are timed as usual. A freeze is not "
+                "load: more workers do not help.")  # fmt: skip
 
 
 class HealthBoard:
@@ -36,6 +41,7 @@ class HealthBoard:
         self.warned: set[str] = set()
         self.warned_contended: set[str] = set()
         self.warned_inaccurate: set[str] = set()
+        self.warned_freezes: dict[str, int] = {}  # worker -> its freezes warned of
         self.running = False
         self.local: HealthMonitor | None = None
 
@@ -45,6 +51,7 @@ class HealthBoard:
         self.warned = set()
         self.warned_contended = set()
         self.warned_inaccurate = set()
+        self.warned_freezes = {}
         self.running = True
 
     def update(self, key: str, state: dict, samples: list[dict]) -> None:
@@ -57,6 +64,10 @@ class HealthBoard:
         elif state.get("contended") and key not in self.warned_contended and key not in self.warned:
             self.warned_contended.add(key)
             log.warning("%s", self._contended_line(state))
+        freezes = state.get("freezes") or []
+        for start, seconds in freezes[self.warned_freezes.get(key, 0):]:  # each new one, as it is reported
+            log.warning("%s", self._frozen_line(state, start, seconds))
+        self.warned_freezes[key] = len(freezes)
         if state.get("inaccurate") and not state.get("bound") and key not in self.warned_inaccurate:
             self.warned_inaccurate.add(key)
             log.warning("%s", self._inaccurate_line(state))
@@ -111,6 +122,13 @@ class HealthBoard:
             f"{self.limits.sustain_s:g} s; its TTFT/ITL are no longer accurate. {self.advice()}"
         )
 
+    def _frozen_line(self, s: dict, start: float, seconds: float) -> str:
+        at = time.strftime("%H:%M:%S", time.localtime(start))
+        return (
+            f"client frozen: {self._name(s)} did not run for {seconds:.1f} s from {at} (no CPU used or waited for: "
+            f"stopped by a signal, a paused VM or host, swapping). {FREEZE_SKEWS}"
+        )
+
     def _inaccurate_line(self, s: dict) -> str:
         lim = self.limits
         parts = []
@@ -120,11 +138,19 @@ class HealthBoard:
             parts.append(f"token lag p99 {s.get('token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
         if "first_token_lag_p99" in s.get("inaccurate_reasons", []):
             parts.append(f"first-token lag p99 {s.get('first_token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
+        if s.get("freezes") and s.get("inaccurate_reasons") == ["loop_lag_p99"]:  # its late probes: the freezes'
+            return (f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, from {self._froze(s)} "
+                    "(client frozen): the ITL of the streams in flight during it is off, not its other requests' timings")  # fmt: skip
         return (
             f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, at CPU p95 "
             f"{s.get('cpu_p95') or 0:.0f} %: its TTFT/ITL tails are off by about that much (late moments spread "
             "too thinly to count as sustained). Less load per worker, or a quieter machine."
         )
+
+    @staticmethod
+    def _froze(s: dict) -> str:
+        n = len(s.get("freezes") or [])
+        return f"{'a freeze' if n == 1 else f'{n} freezes'} of {s.get('frozen_s') or 0:.1f} s in all"
 
     def _contended_line(self, s: dict) -> str:
         peak = s.get("peak_while_late") or {}
@@ -153,6 +179,10 @@ class HealthBoard:
                 return ("No worker ran out of CPU, but some were late while idle: other processes on their machines took "
                         "the CPU. Run the load generator on a quieter machine for exact timings.")  # fmt: skip
             late = [s for s in states if s.get("inaccurate")]
+            frozen = [s for s in late if s.get("freezes") and s.get("inaccurate_reasons") == ["loop_lag_p99"]]
+            if frozen and len(frozen) == len(late):
+                names = ", ".join(f"{self._name(s)}: {self._froze(s)}" for s in frozen)
+                return f"{len(frozen)} of {len(states)} worker processes froze ({names}). {FREEZE_SKEWS}"
             if late:
                 return (f"{len(late)} of {len(states)} worker processes were late often enough over the run (lag p99 above its "
                         "limit) for the TTFT/ITL tails to be off, without a sustained overload: less load per worker, or a "
@@ -170,7 +200,7 @@ class HealthBoard:
         states = sorted((e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0))
         keep = ("worker", "index", "bound", "since", "reasons", "cpu_p95", "cpu_peak", "demand_p95", "loop_lag_p99_ms",
                 "token_lag_p99_ms", "first_token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples", "inaccurate",
-                "inaccurate_reasons")  # fmt: skip
+                "inaccurate_reasons", "freezes", "frozen_s")  # fmt: skip
         return {
             "bound": any(s.get("bound") for s in states),
             "inaccurate": any(s.get("inaccurate") or s.get("bound") for s in states),

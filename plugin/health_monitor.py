@@ -15,6 +15,14 @@ users (each worker, or a local run) watches itself:
   token lag  with --sim-timestamps: chunk arrival minus the simulator's send time (`sim_t`), for
              every chunk, taken off the finisher's parsed streams (plugin.events.stream_parsed)
 
+A stall in which the process used almost no CPU and waited for none (FREEZE_SHARE of it, at least
+FREEZE_MIN_S long) is a **freeze**: the process did not run at all (SIGSTOP, a paused VM or host,
+swapping). It is not contention, and not the client's load: the chunks its streams received
+meanwhile wait in the socket and are read together when it resumes, with one stamp, so the ITL of
+every stream in flight then is off (one gap the length of the freeze, then gaps of zero), and the
+TTFT of those whose first token came during it. The state names each freeze (`freezes`: start,
+seconds); its late samples do not make the process contended.
+
 Each second gives one sample. A limit counts as passed when at least 80 % of the samples of the
 last --health-sustain seconds exceed it (4 of 5 by default): a lone stall does not count, a
 process that stays late does. Only the seconds the statistics count are judged (after --warmup,
@@ -67,6 +75,9 @@ RECENT_SAMPLES = 300  # per worker, for snapshot(); older samples only count in 
 MAX_MISSED_SAMPLES = 3600  # a stall longer than an hour is counted as an hour of late samples
 MAX_MISSED_PROBES = MAX_MISSED_SAMPLES * 10
 MIN_LATE_PROBES = 10  # run-wide loop-lag p99 counts only with at least this many late probes
+FREEZE_MIN_S = 1.0  # a stall this long at least ...
+FREEZE_SHARE = 0.25  # ... in which the process ran or waited to run less than this share of it, froze
+MAX_FREEZES = 20  # kept in the state (it rides in every report); their seconds are all summed
 # histogram bounds for run-wide lag percentiles: 20 us .. ~400 s in steps of 10 %
 LAG_BOUNDS = [2e-5 * 1.1**i for i in range(177)]
 
@@ -161,6 +172,8 @@ class HealthMonitor:
         self._greenlets: list = []
         self._last_cpu_t = 0.0
         self._last_delay: float | None = None
+        self.freezes: list[tuple[float, float]] = []  # (wall-clock start, seconds) of the last MAX_FREEZES
+        self.frozen_s = 0.0
 
     # -- collection ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -180,10 +193,12 @@ class HealthMonitor:
         next_sample = time.monotonic() + 1.0
         run_hist = self.loop_hist
         spare = [0] * len(run_hist)  # the warm-up's probes: in the per-second samples, not the run-wide p99
+        ran = time.process_time
         while True:
-            t = perf()
+            t, cpu0 = perf(), ran()
             gevent.sleep(PROBE_S)
             lag = max(0.0, perf() - t - PROBE_S)
+            frozen = lag >= FREEZE_MIN_S and self._froze(lag, ran() - cpu0)
             self._probes.append(lag)
             hist = run_hist if self.count_from <= t < self.count_until else spare
             hist[bisect_left(LAG_BOUNDS, lag)] += 1
@@ -202,7 +217,18 @@ class HealthMonitor:
                 next_sample += missed + 1.0
                 if next_sample < now:  # fell behind by more than MAX_MISSED_SAMPLES: resynchronise
                     next_sample = now + 1.0
-                self._sample(stalled)
+                self._sample(stalled, frozen)
+
+    def _froze(self, lag: float, cpu_s: float) -> bool:
+        """A stall of `lag` seconds in which the process used `cpu_s` of CPU: a freeze when it also
+        waited for a CPU little (its wait since the last sample, a second at most before the stall)."""
+        delay = _run_delay_s()
+        waited = delay - self._last_delay if delay is not None and self._last_delay is not None else 0.0
+        if cpu_s + waited >= FREEZE_SHARE * lag:
+            return False
+        self.freezes = [*self.freezes, (round(time.time() - lag, 3), round(lag, 3))][-MAX_FREEZES:]
+        self.frozen_s += lag
+        return True
 
     def on_parsed(self, rec, parsed, **_kw) -> None:
         """Token lag of every chunk of a finished stream (needs --sim-timestamps); streams cut by the
@@ -228,9 +254,10 @@ class HealthMonitor:
             if lag == lag and self.count_from <= first.t < self.count_until:
                 self.first_token_hist[bisect_left(bounds, lag)] += 1
 
-    def _sample(self, stalled: list[float] = ()) -> None:
+    def _sample(self, stalled: list[float] = (), frozen: bool = False) -> None:
         """One sample of the last second; `stalled`: the loop lags of the sample moments missed
-        before it (the loop was blocked), each a sample of its own with the CPU of the interval."""
+        before it (the loop was blocked), each a sample of its own with the CPU of the interval;
+        `frozen`: the process did not run meanwhile (those samples say so)."""
         now = time.monotonic()
         cpu = self.proc.cpu_percent(None)
         delay = _run_delay_s()
@@ -245,7 +272,7 @@ class HealthMonitor:
             self._add_sample({
                 "t": round(wall - (len(stalled) - i) , 3), "cpu": round(cpu, 1),
                 "loop_lag_p99_ms": round(late * 1000, 2), "loop_lag_max_ms": round(late * 1000, 2),
-                "runq_pct": runq, "demand": round(cpu + (runq or 0.0), 1), "host_pressure": None,
+                "runq_pct": runq, "demand": round(cpu + (runq or 0.0), 1), "host_pressure": None, "frozen": frozen,
                 **({"tokens": 0, "token_lag_p99_ms": None, "token_lag_over_share": None} if self.token_lag else {}),
             })  # fmt: skip
         sample = {
@@ -305,6 +332,8 @@ class HealthMonitor:
             lagging.append("token_lag")
         if lagging and (busy or reasons):
             reasons += lagging
+        if any(s.get("frozen") for s in recent):  # late because the process did not run: not others taking the CPU
+            lagging = []
         if self.token_lag and "token_lag" not in reasons and all(s.get("tokens") for s in recent):
             # lateness was measured in each of these seconds: CPU or loop lag alone is a proxy that the
             # tokens contradict. (Seconds without parsed tokens, e.g. a finisher far behind a starved
@@ -385,6 +414,8 @@ class HealthMonitor:
             "samples": len(cpu),
             "inaccurate": bool(inaccurate),
             "inaccurate_reasons": inaccurate,
+            "freezes": [list(f) for f in self.freezes],
+            "frozen_s": round(self.frozen_s, 1),
         }
 
     def snapshot(self) -> dict:

@@ -277,12 +277,17 @@ def knee(run: D.RunData) -> dict:
         return {"diagnosis": "", "diagnosis_heading": "", "server_levels": None}
     d = s.diagnosis or diagnose_levels(s.by_step, s.capacity, run.server, s.client_bound, s.gpu)
     pct = lambda x: fmt(None if x is None else x * 100, 0)  # noqa: E731
-    rows = [cells(fmt(g.users), fmt(g.scrapes), fmt(g.running, 1), fmt(g.waiting, 1), pct(g.kv_cache_peak),
-                  fmt(g.preemptions, 0), pct(g.prefix_cache_hit_rate), pct(g.gpu_utilisation))
-            for g in d.levels if g.scrapes]  # fmt: skip
-    headers = ["users", "scrapes", "running (mean)", "waiting (mean)", "KV cache peak %", "preemptions", "prefix-cache hits %",
-               "GPU busy %"]  # fmt: skip
-    table = Table(headers, rows) if rows else None
+    # the server's own figures of each level; a column the server sent nothing for is left out
+    columns = [("scrapes", lambda g: fmt(g.scrapes)), ("running (mean)", lambda g: fmt(g.running, 1)),
+               ("running (peak)", lambda g: fmt(g.running_peak, 0)), ("waiting (mean)", lambda g: fmt(g.waiting, 1)),
+               ("KV cache peak %", lambda g: pct(g.kv_cache_peak)), ("preemptions", lambda g: fmt(g.preemptions, 0)),
+               ("prefix-cache hits %", lambda g: pct(g.prefix_cache_hit_rate)), ("GPU busy %", lambda g: pct(g.gpu_utilisation)),
+               ("queue ms (mean)", lambda g: fmt(g.queue_ms, 0)), ("prefill ms (mean)", lambda g: fmt(g.prefill_ms, 0)),
+               ("tokens per step", lambda g: fmt(g.step_tokens, 1))]  # fmt: skip
+    measured = [g for g in d.levels if g.scrapes]
+    shown = [(h, f) for i, (h, f) in enumerate(columns) if i < 8 or any(f(g) != "-" for g in measured)]
+    rows = [cells(fmt(g.users), *(f(g) for _, f in shown)) for g in measured]
+    table = Table(["users", *(h for h, _ in shown)], rows) if rows else None
     text = d.sentence + (f" (rests on: {'; '.join(d.evidence)})" if d.evidence else "")
     return {"diagnosis": text, "diagnosis_heading": d.heading, "server_levels": table}
 
