@@ -105,7 +105,7 @@ class FailFast(Plugin):
             return
         log.error("%s; the run is stopped", line)
         exit_codes.raise_to(env, exit_codes.INCOMPLETE)
-        if runner is not None and runner.state not in ("stopping", "stopped", "quitting"):
+        if runner is not None and runner.state not in ("cleanup", "stopping", "stopped", "quitting"):  # not one under way
             gevent.spawn(runner.quit)
 
     def _off(self) -> None:

@@ -3,16 +3,71 @@ still write every record, summary.json and the table, and the process exits only
 
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
+
+import gevent
 import pytest
 
 from plugin import exit_codes
 from plugin.failfast import FAIL_FAST_S
+from plugin.run_end import end_run
+from plugin.state import SuiteState
 from tests.edges import ended, kill_all, launch, records, summary_of, truth_ids
 from tests.helpers import simulator
 
-pytestmark = [pytest.mark.process, pytest.mark.timing]  # the two stops must overlap: the order of seconds matters
+
+class _Run:
+    """The results side of a run as end_run sees it: its end, its writer, its finish."""
+
+    def __init__(self, finish):
+        self.ending = None
+        self.writer = SimpleNamespace(closed=True, path="/results/r")
+        self.finish = finish
 
 
+def _environment(run) -> SimpleNamespace:
+    state = SuiteState("master", ())  # the results side only: no users to close
+    state.run = run
+    return SimpleNamespace(llm=state, process_exit_code=None)
+
+
+@pytest.mark.unit
+def test_a_second_end_waits_for_the_first_and_the_results_are_written_once():
+    said = []
+
+    def finish():
+        said.append("writing")
+        gevent.sleep(0.2)  # the writer's flush runs in a thread: other greenlets run meanwhile
+        said.append("written")
+
+    env = _environment(_Run(finish))
+    first = gevent.spawn(end_run, env)
+    gevent.sleep(0.05)
+    second = gevent.spawn(lambda: (end_run(env), said.append("second stop returned")))
+    gevent.joinall([first, second], raise_error=True)
+    assert said == ["writing", "written", "second stop returned"]
+    assert env.llm.run is None
+    end_run(env)  # the run has ended: nothing is written again
+    assert said.count("writing") == 1
+
+
+@pytest.mark.unit
+def test_an_end_that_fails_says_in_one_line_what_was_not_written(caplog):
+    def finish():
+        raise OSError(28, "No space left on device")
+
+    env = _environment(_Run(finish))
+    with caplog.at_level(logging.ERROR, logger="llm"):
+        end_run(env)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("results not written (exit 5): summary.json could not be written")
+    assert "No space left on device" in lines[0] and "/results/r" in lines[0]
+    assert env.process_exit_code == exit_codes.RESULTS_NOT_WRITTEN and env.llm.run is None
+
+
+@pytest.mark.process
+@pytest.mark.timing  # the two stops must overlap: the order of seconds matters
 def test_the_time_limit_during_the_all_failed_stops_drain_writes_every_record(tmp_path):
     """Streams of 5 s that all fail (an error event after 6 tokens, 1 s apart): the all-failed check
     stops the run at the end of the second round (~10 s), four streams still in flight; -t 13s fires
