@@ -69,3 +69,20 @@ def test_records_of_a_server_that_sends_nothing_have_no_split(tmp_path):
     summary = write_run(str(tmp_path), rows_to_table([r.as_row() for r in silent]), T0, 60, steps=(), slo="")
     assert summary.overall.ttft_split is None and all(b.ttft_split is None for b in summary.by_class.values())
     assert "TTFT split" not in Path(build(str(tmp_path))["md"]).read_text(encoding="utf-8")
+
+
+def test_the_live_view_splits_ttft_as_summary_json_does(tmp_path):
+    """The live view's window block (webui/live_blocks.py) of the same records carries the same split
+    the page shows in its TTFT card, and the page's line is bound to it."""
+    from metrics.summary import summarize
+    from webui.live_blocks import Flight, live_block, measure, ratios_of
+    from webui.live_table import rows_to_live_table
+
+    rows = [r.as_row() for r in _records("chat_per_request_metrics", 2, 0) + _records("chat_continuous_usage", 1, 5)]
+    m, ended = measure(rows_to_live_table(rows), ())
+    live = live_block(m, ended, T0, T0 + 60, None, Flight(), None, ratios_of(m))
+    whole = summarize(rows_to_table(rows), T0, T0 + 60).overall.ttft_split
+    assert live["ttft_split"] == whole.model_dump() and whole.requests == 2
+    page = (Path(__file__).parents[1] / "webui" / "llm.html").read_text(encoding="utf-8")
+    for key in ("ttft_split.ttft_ms", "ttft_split.queue_ms", "ttft_split.prefill_ms", "ttft_split.rest_ms"):
+        assert f'data-f="{key}"' in page
