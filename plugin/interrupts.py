@@ -7,6 +7,7 @@ false` and why, exit code 130 (`interrupt`; docs/failures.md "When a run goes wr
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
@@ -61,8 +62,12 @@ def watch_signals(state: SuiteState) -> None:
         run = state.run
         if run is not None and run.ending is not None:
             # the run's results are being written: an exception raised into whatever runs now
-            # would cut that short; the process exits once they are written
+            # would cut that short. A headless run quits once they are written; the web UI, which
+            # stays up after a STOP, gets the Ctrl-C again then
             log.warning("SIGINT while the run's results are written: waiting for them")
+            if not run.environment.parsed_options.headless:
+                ending = run.ending
+                gevent.spawn(lambda: (ending.done.wait(), os.kill(os.getpid(), signal.SIGINT)))
             return
         raise KeyboardInterrupt
 

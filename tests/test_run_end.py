@@ -4,6 +4,8 @@ still write every record, summary.json and the table, and the process exits only
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from types import SimpleNamespace
 
 import gevent
@@ -11,6 +13,7 @@ import pytest
 
 from plugin import exit_codes
 from plugin.failfast import FAIL_FAST_S
+from plugin.interrupts import watch_signals
 from plugin.run_end import end_run
 from plugin.state import SuiteState
 from tests.edges import ended, kill_all, launch, records, summary_of, truth_ids
@@ -64,6 +67,41 @@ def test_an_end_that_fails_says_in_one_line_what_was_not_written(caplog):
     assert len(lines) == 1 and lines[0].startswith("results not written (exit 5): summary.json could not be written")
     assert "No space left on device" in lines[0] and "/results/r" in lines[0]
     assert env.process_exit_code == exit_codes.RESULTS_NOT_WRITTEN and env.llm.run is None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("headless", [True, False])
+def test_a_ctrl_c_while_the_results_are_written_waits_for_them(headless):
+    """Not raised into the writing: a headless run quits once they are written anyway; the web UI,
+    which stays up after a STOP, gets the Ctrl-C once they are."""
+    said = []
+
+    def finish():
+        os.kill(os.getpid(), signal.SIGINT)
+        gevent.sleep(0.1)
+        said.append("written")
+
+    run = _Run(finish)
+    run.environment = SimpleNamespace(parsed_options=SimpleNamespace(headless=headless))
+    env = _environment(run)
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default here: the suite leaves such a handler alone")
+    hub = gevent.get_hub()
+    not_error = hub.NOT_ERROR
+    try:
+        watch_signals(env.llm)
+        try:
+            end_run(env)
+            gevent.sleep(0.3)  # a Ctrl-C given back comes now
+            given_back = False
+        except KeyboardInterrupt:
+            given_back = True
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        env.llm.sigterm_watcher.cancel()
+        hub.NOT_ERROR = not_error
+    assert said == ["written"] and env.llm.signal == "SIGINT"
+    assert given_back is not headless
 
 
 @pytest.mark.process
