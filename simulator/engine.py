@@ -255,31 +255,40 @@ class BatchEngine:
             g = s.generated
             total = s.prompt_tokens + g
             c = s.computed
-            n = total - c
+            if c + 1 == total and g:  # decoding: the token the last step emitted (most steps' all)
+                if total > s.blocks * bs and not kv.grow(s, total):
+                    self._preempt(running.pop())  # the newest; when that was `s`, the loop ends
+                    n_run -= 1
+                    preempted = True
+                    continue
+                i += 1
+                budget -= 1
+                s.computed = total
+                decode += 1
+                ctx += total
+                emitted.append(s)
+                s.generated = g = g + 1
+                if g >= s.max_tokens:
+                    done = True
+                continue
+            n = total - c  # a prompt (or a preempted request's tokens), whole or a chunk of it
             if n > budget:
                 n = budget
             c += n
             if c > s.blocks * bs and not kv.grow(s, c):
-                self._preempt(running.pop())  # the newest; when that was `s`, the loop ends
+                self._preempt(running.pop())
                 n_run -= 1
                 preempted = True
                 continue
             i += 1
             budget -= n
             s.computed = c
+            prefill += n
             if c == total:
-                if n == 1 and g:
-                    decode += 1
-                    ctx += total
-                else:
-                    prefill += n
                 emitted.append(s)
-                g += 1
-                s.generated = g
+                s.generated = g = g + 1
                 if g >= s.max_tokens:
                     done = True
-            else:
-                prefill += n
             if register and s.registered < len(s.keys):
                 kv.register(s)
         if p.scheduler == "chunked" and not preempted and self.waiting and budget > 0:
