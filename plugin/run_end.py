@@ -1,8 +1,8 @@
 """The one end of a run: every way a run ends on a process comes here, once.
 
 The time limit (-t), the all-failed stop (plugin/failfast.py), a signal (plugin/interrupts.py), the
-web UI's STOP, a worker that could not start, a replayed trace's end and a stepped run's last level
-all stop Locust's runner, whose `test_stop` calls `end_run`; Locust's quitting calls it too, for a
+web UI's STOP, a worker that could not start, the last worker lost, a replayed trace's end and a
+stepped run's last level all stop Locust's runner, whose `test_stop` calls `end_run`; Locust's quitting calls it too, for a
 run still on. It closes the users' side (every exchange a user handed over becomes a record; a
 worker sends its last batches) and, on the process that writes results, the results side
 (`Run.finish`: requests.parquet, summary.json, the console table and the exit code), or says in
