@@ -1,12 +1,16 @@
 """A worker frozen (SIGSTOP) past the master's heartbeat timeout, then continued: Locust moves its
 users to the other worker, and when it returns they are moved back. The users the server saw at
 once (its truth log) are the plan's, not the plan's and the returned worker's; and where they are
-not (Locust without the suite's fix), summary.json, the report and the exit code say so."""
+not (Locust without the suite's fix), summary.json, the report and the exit code say so. The same
+run shows what the frozen worker's self-health says of its freeze (the ITL it puts off, seen in the
+records against the server's even chunks), and the lines of the other worker, started with options
+of its own that the master overrides."""
 
 from __future__ import annotations
 
 import signal
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +23,7 @@ pytestmark = [pytest.mark.process, pytest.mark.timing]
 
 USERS = 10
 FROZEN_S = 6  # past Locust's heartbeat timeout (3 missed heartbeats of 1 s): the master counts it missing
+OWN = ("-u", "3", "--model", "my-model", "--max-tokens-override", "30", "--seed", "5")  # worker 1's own options
 
 
 def concurrency(truth: list[dict], ids: set, start: float, end: float) -> float:
@@ -29,18 +34,19 @@ def concurrency(truth: list[dict], ids: set, start: float, end: float) -> float:
     return float(np.median(counts))
 
 
-def run_with_a_frozen_worker(tmp_path, *extra: str, path: tuple[str, ...] = ()) -> tuple[int | None, dict, dict, str]:
-    """Master and two workers, -u 10; worker 0 frozen FROZEN_S seconds, then continued. Returns the exit
-    code, the server's concurrency after the return per worker ({worker: median}), summary.json, the log."""
+def run_with_a_frozen_worker(tmp_path, path: tuple[str, ...] = ()) -> SimpleNamespace:
+    """Master and two workers, -u 10; worker 0 frozen FROZEN_S seconds, then continued: the exit code,
+    the server's concurrency after the return per worker and in all (`seen`), summary.json, the logs,
+    the records and the truth log by request id."""
     truth_path = str(tmp_path / "truth.jsonl")
     port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth_path) as url:  # 1.5 s streams
         master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                         "--expect-workers", "2", "-u", str(USERS), "-r", str(USERS), "-t", "20s", "--host", url,
                         "--results-dir", str(tmp_path), "--run-id", "rejoin", "--stop-timeout", "5", "--model",
-                        "sim-model", "--max-tokens-override", "30", *extra, log_path=tmp_path / "master.log", path=path)  # fmt: skip
-        workers = [launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / f"w{i}.log")
-                   for i in range(2)]  # fmt: skip
+                        "sim-model", "--max-tokens-override", "30", log_path=tmp_path / "master.log", path=path)  # fmt: skip
+        workers = [launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *own,
+                          log_path=tmp_path / f"w{i}.log") for i, own in enumerate(((), OWN))]  # fmt: skip
         try:
             wait_for(lambda: truth_count(truth_path) >= USERS, 40, "load began")
             time.sleep(1.0)
@@ -60,18 +66,40 @@ def run_with_a_frozen_worker(tmp_path, *extra: str, path: tuple[str, ...] = ()) 
     last_arrival = max(t["arrival"] for t in truth)
     start, end = resumed + 4.0, last_arrival - 1.0  # settled after the return; before the drain
     assert end - start > 3, (start, end)
-    by_worker = {w: concurrency(truth, set(g["request_id"]), start, end) for w, g in df.groupby("worker")}
-    by_worker["all"] = concurrency(truth, set(df["request_id"]), start, end)
-    return code, by_worker, summary_of(tmp_path / "rejoin"), (tmp_path / "master.log").read_text()
+    seen = {w: concurrency(truth, set(g["request_id"]), start, end) for w, g in df.groupby("worker")}
+    seen["all"] = concurrency(truth, set(df["request_id"]), start, end)
+    logs = {name: (tmp_path / f"{name}.log").read_text() for name in ("master", "w0", "w1")}
+    return SimpleNamespace(code=code, seen=seen, summary=summary_of(tmp_path / "rejoin"), logs=logs, df=df,
+                           truth={t["request_id"]: t for t in truth})  # fmt: skip
 
 
 def test_a_worker_back_from_a_freeze_gets_its_share_and_the_run_carries_the_planned_users(tmp_path):
-    code, seen, summary, log = run_with_a_frozen_worker(tmp_path)
+    run = run_with_a_frozen_worker(tmp_path)
+    log, seen, summary = run.logs["master"], run.seen, run.summary
     assert "self-healed" in log, log[-3000:]
     assert seen["all"] == USERS, (seen, log[-3000:])  # 15 before: the other worker kept the moved users
     assert sorted(v for k, v in seen.items() if k != "all") == [USERS / 2, USERS / 2], seen
-    assert code == exit_codes.DONE, (code, summary.get("reason"), log[-3000:])
+    assert run.code == exit_codes.DONE, (run.code, summary.get("reason"), log[-3000:])
     assert summary["complete"] is True and summary.get("users_off_plan") is None, summary.get("users_off_plan")
+
+    # the freeze, as its worker's self-health names it: the ITL of its streams in flight (before: "client
+    # contended ... other processes take the CPU" and "its TTFT/ITL tails are off")
+    frozen = [line for line in log.splitlines() if "client frozen: worker" in line]
+    assert len(frozen) == 1 and "the ITL of the streams in flight then is off" in frozen[0], log[-3000:]
+    assert FROZEN_S - 1 <= float(frozen[0].split("did not run for ")[1].split(" s")[0]) <= FROZEN_S + 2, frozen[0]
+    assert "client contended" not in log
+    # a stream the server sent evenly (a chunk every 50 ms, 1.5 s in all) has in its record a gap of about the freeze
+    gaps = [np.diff(times) for rid, times in zip(run.df["request_id"], run.df["chunk_times"])
+            if len(times) > 2 and run.truth[rid]["last_token"] - run.truth[rid]["first_token"] < 2.5]  # fmt: skip
+    assert any(g.max() > FROZEN_S - 2 for g in gaps), "no stream shows the freeze"
+
+    # worker 1's own options: one line each for those the master's run overrides, and the master's ran
+    lines = sorted(line.split("/llm: ", 1)[1] for line in run.logs["w1"].splitlines() if "of this worker is overridden" in line)
+    assert lines == [
+        "option --model my-model of this worker is overridden by its master's: sim-model",
+        "option --seed 5 of this worker is overridden by its master's: not set",
+        f"option --users 3 of this worker is overridden by its master's: {USERS}",
+    ], run.logs["w1"][-3000:]  # --max-tokens-override: the master's too, no line
 
 
 UNFIXED = """import plugin.locust_fixes as fixes
@@ -86,9 +114,10 @@ def test_users_that_differ_from_the_plan_make_the_run_incomplete_and_are_reporte
     shim = tmp_path / "unfixed"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(UNFIXED)
-    code, seen, summary, log = run_with_a_frozen_worker(tmp_path, path=(str(shim),))
-    assert seen["all"] == USERS * 1.5, seen
-    assert code == exit_codes.INCOMPLETE, (code, log[-3000:])
+    run = run_with_a_frozen_worker(tmp_path, path=(str(shim),))
+    summary = run.summary
+    assert run.seen["all"] == USERS * 1.5, run.seen
+    assert run.code == exit_codes.INCOMPLETE, (run.code, run.logs["master"][-3000:])
     off = summary["users_off_plan"]
     assert summary["complete"] is False and "the users running differed from the plan" in summary["reason"], summary
     assert [(p["planned"], p["running"]) for p in off["periods"]] == [(USERS, USERS * 3 // 2)], off
