@@ -12,6 +12,9 @@ expert settings.
 
 from __future__ import annotations
 
+import json
+import re
+
 from plugin.options import GROUPS  # declared with the options (plugin/options.py)
 
 
@@ -46,8 +49,74 @@ def headings_style(extra_options: dict) -> str:
     return '<style id="llm-form-groups">\n' + "\n".join(rules) + "\n</style>"
 
 
+# Locust's page titles a field with its name split at the capitals of its camelCase ("slo" ->
+# "Slo", "simProfile" -> "Sim Profile"). The suite's labels: a sentence, acronyms as written.
+WORDS = {"slo": "SLO", "eos": "EOS", "id": "ID", "tls": "TLS", "ca": "CA", "sim": "simulator"}
+
+
+def field_label(option: str) -> str:
+    """An option's label in the form: its words in sentence case, acronyms in capitals
+    (`slo` -> "SLO", `sim_profile` -> "Simulator profile", `run_id` -> "Run ID")."""
+    words = [WORDS.get(w, w) for w in option.split("_")]
+    return words[0][:1].upper() + words[0][1:] + "".join(" " + w for w in words[1:])
+
+
+def _locust_title(option: str) -> str:
+    """The title Locust's page makes of an option's name (its `hi` of the camelCase name)."""
+    return re.sub(r"^.", lambda m: m.group(0).upper(), re.sub(r"([a-z0-9])([A-Z0-9])", r"\1 \2", _dom_name(option)))
+
+
+def labels_script(extra_options: dict) -> str:
+    """A script that writes each field's label as `field_label` says, in place of Locust's title:
+    the text node that starts with Locust's title gets the label instead (the help after it is
+    kept), in the field's label and in the outline's legend that sizes its notch. Fields are
+    rendered again whenever the form opens (NEW): a MutationObserver relabels them."""
+    names = {_dom_name(n): [_locust_title(n), field_label(n)] for n in extra_options if _locust_title(n) != field_label(n)}
+    return """<script id="llm-form-labels">
+(function () {
+  var LABELS = %s;
+  function relabel() {
+    Object.keys(LABELS).forEach(function (name) {
+      var old = LABELS[name][0], label = LABELS[name][1];
+      document.querySelectorAll('form [name="' + name + '"]').forEach(function (el) {
+        var box = el, found = [];
+        for (var i = 0; i < 6 && box && !found.length; i++) {
+          box = box.parentElement;
+          if (!box) break;
+          // the field's box: the first one up that holds its label (the outline's legend is nearer)
+          found = box.tagName === 'LABEL' ? [box] : box.querySelector('label') ? [].slice.call(box.querySelectorAll('label, legend')) : [];
+        }
+        found.forEach(function (node) {
+          var walk = document.createTreeWalker(node, NodeFilter.SHOW_TEXT), t;
+          while ((t = walk.nextNode())) {
+            if (t.nodeValue.indexOf(old) === 0) { t.nodeValue = label + t.nodeValue.slice(old.length); break; }
+          }
+        });
+      });
+    });
+  }
+  new MutationObserver(relabel).observe(document.documentElement, {childList: true, subtree: true});
+  relabel();
+})();
+</script>""" % json.dumps(names).replace("</", "<\\/")
+
+
+def last_values(extra_options: dict, parsed_options) -> dict:
+    """The form's fields with the values of the last run started (Locust's start copies the form's
+    values into the parsed options), not the command line's: Locust rebuilds the fields from the
+    process's command line at every page load, so a reload (or a page opened later) showed the
+    command line's simulator profile, and a start from it restarted the simulator on that one."""
+    if parsed_options is None:
+        return extra_options
+    for name, field in extra_options.items():
+        if isinstance(field, dict) and hasattr(parsed_options, name):
+            field["default_value"] = getattr(parsed_options, name)
+    return extra_options
+
+
 def install_form_order(web_ui) -> None:
-    """Keep the page's JSON in the given order and the form's fields in GROUPS' order."""
+    """Keep the page's JSON in the given order, the form's fields in GROUPS' order, each with the
+    value of the last run started."""
     web_ui.app.json.sort_keys = False
     # the page's `template_args|tojson`: Jinja's filter sorts by its own policy
     web_ui.app.jinja_env.policies["json.dumps_kwargs"] = {**web_ui.app.jinja_env.policies.get("json.dumps_kwargs", {}), "sort_keys": False}
@@ -57,7 +126,7 @@ def install_form_order(web_ui) -> None:
         rebuild()
         args = web_ui.template_args
         if isinstance(args.get("extra_options"), dict):
-            args["extra_options"] = ordered(args["extra_options"])
+            args["extra_options"] = ordered(last_values(args["extra_options"], web_ui.environment.parsed_options))
 
     web_ui.update_template_args = update_template_args
     if web_ui.environment.runner is not None:

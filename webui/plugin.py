@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from plugin.state import Plugin, state_of
 from webui.form import install_form_order
+from webui.page_state import install_polling_fix
 from plugin.progress import LIVE_VIEW
 from webui.routes import install
 from webui.start_check import install_start_check
@@ -31,6 +32,7 @@ class WebUI(Plugin):
         self.view = install(environment, web_ui)
         install_start_check(environment, web_ui)
         install_form_order(web_ui)
+        install_polling_fix(web_ui)
 
     def run_starting(self, run) -> None:
         if self.view is not None:  # the load processes track their open streams (a worker's travel with the run)

@@ -27,7 +27,7 @@ import re
 
 from flask import Blueprint, Response, abort, jsonify, redirect, request, send_file, url_for
 
-from webui.form import SIGNED_FIELDS_SCRIPT, headings_style
+from webui.form import SIGNED_FIELDS_SCRIPT, headings_style, labels_script
 from webui.view import KEEP_SNAPSHOTS, LiveView
 from runfolder.layout import REPORT_HTML, REPORT_MD, RUN, SUMMARY
 
@@ -118,7 +118,7 @@ def install(environment, web_ui) -> LiveView:
             if "</body>" in html and "llm-view-links" not in html:
                 extra = _index_links(url_for("llm.page_view"), url_for("llm.stats"))
                 extra += headings_style(web_ui.template_args.get("extra_options") or {})
-                extra += SIGNED_FIELDS_SCRIPT
+                extra += SIGNED_FIELDS_SCRIPT + labels_script(web_ui.template_args.get("extra_options") or {})
                 response.set_data(html.replace("</body>", extra + "</body>", 1))
         return response
 

@@ -1,0 +1,97 @@
+"""STOP in Locust's own page, in a real browser (Debian's `chromium` over the DevTools protocol,
+tests/cdp.py): one local process with the web UI against the built-in simulator.
+
+A run started from the page's form (simulator profile `fixed`, replies of 12 s, --stop-timeout
+8) is stopped from the page's Stop button while every stream is in flight: the drain takes the
+stop timeout, and the page must follow it to STOPPED without a reload (Locust's page stopped
+asking for the state once it read `cleanup`, and kept that badge until reloaded), then offer NEW.
+NEW's form keeps the profile the run used (Locust's form went back to the command line's), and
+labels the options as the suite names them ("SLO", not Locust's "Slo").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.request
+
+import pytest
+
+from tests.helpers import free_port
+from tests.test_webui import start_group, stop_group
+from tests.test_webui_browser import SET_VALUE_JS, Page, _chromium, _json, _until
+
+pytestmark = pytest.mark.browser
+
+STOP_TIMEOUT_S = 8
+BADGE_JS = """(() => {
+  const text = document.body.innerText.toUpperCase();
+  return ['STOPPED', 'CLEANUP', 'STOPPING', 'RUNNING', 'SPAWNING', 'READY'].find(s => new RegExp('\\\\b' + s + '\\\\b').test(text)) || null;
+})()"""
+BUTTON_JS = "(t => !![...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === t))"
+
+
+def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
+    chromium = _chromium()
+    from tests.cdp import Browser
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = str(tmp_path / "locust.log")
+    results = tmp_path / "results"
+    proc = start_group("--web-host", "127.0.0.1", "--web-port", str(port), "--results-dir", str(results),
+                       "--stop-timeout", str(STOP_TIMEOUT_S), log_path=log)  # fmt: skip
+    try:
+        _until(lambda: _json(base + "/stats/requests")["state"] == "ready", 90, "the web UI", [log])
+        with Browser(chromium, timeout=60) as browser:
+            page = Page(browser)
+            browser.page("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+            page.goto(base + "/")
+            _until(lambda: page.js("!!document.querySelector('form [name=userCount]')"), 30, "the start form", [log])
+            fields = {"userCount": "4", "spawnRate": "4", "simProfile": "fixed", "maxTokensOverride": "600", "slo": "ttft.p95<5s"}
+            for name, value in fields.items():
+                assert page.js(f"{SET_VALUE_JS}({json.dumps(name)}, {json.dumps(value)})"), (name, value)
+            page.js("document.querySelector('form button[type=submit]').click()")
+            # every stream in flight (12 s replies at 50 tokens/s), none ended
+            _until(lambda: (lambda d: d if d["in_flight"]["streams"] == 4 and d["state"] == "running" else None)(
+                _json(base + "/llm/stats?history=0")), 60, "4 streams in flight", [log])  # fmt: skip
+            assert page.js(BADGE_JS) == "RUNNING"
+            page.js(f"[...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Stop').click()")
+            t_stop = time.monotonic()
+            seen = []
+            while time.monotonic() - t_stop < STOP_TIMEOUT_S + 20:
+                badge = page.js(BADGE_JS)
+                if not seen or seen[-1] != badge:
+                    seen.append(badge)
+                if badge == "STOPPED":
+                    break
+                time.sleep(0.25)
+            stopped_s = time.monotonic() - t_stop
+            server = _json(base + "/stats/requests")["state"]
+            assert seen[-1] == "STOPPED", f"the page's badge went {seen} (Locust's state: {server}) in {stopped_s:.1f} s"
+            # the drain took the stop timeout (the streams were cut at it), and the page followed it
+            assert "CLEANUP" in seen and stopped_s >= STOP_TIMEOUT_S - 1, (seen, stopped_s)
+            assert page.js(f"{BUTTON_JS}('new')"), "no NEW button after the stop"
+            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()")
+            _until(lambda: page.js("!!document.querySelector('form [name=userCount]')"), 15, "NEW's form", [log])
+            # NEW's form: the profile the run used; the options labelled by the suite
+            assert page.js("document.querySelector('form [name=simProfile]').value") == "fixed"
+            assert page.js("document.querySelector('form [name=slo]').value") == "ttft.p95<5s"
+            labels = page.js("[...document.querySelectorAll('form label')].map(l => l.textContent.trim())")
+            assert any(re.match(r"SLO \(", t) for t in labels) and not any(t.startswith("Slo") for t in labels), labels
+            assert any(t.startswith("Simulator profile") for t in labels), labels
+            page.screenshot(str(tmp_path / "new-form.png"))
+            # a page opened afterwards shows the same
+            page.goto(base + "/")
+            _until(lambda: page.js(f"{BUTTON_JS}('new')"), 30, "Locust's page", [log])
+            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()")
+            _until(lambda: page.js("!!document.querySelector('form [name=simProfile]')"), 15, "NEW's form", [log])
+            assert page.js("document.querySelector('form [name=simProfile]').value") == "fixed"
+            assert not page.errors(), page.errors()
+    finally:
+        stop_group(proc)
+    (folder,) = [os.path.join(results, d) for d in os.listdir(results)]
+    with open(os.path.join(folder, "run.json")) as f:
+        assert json.load(f)["plan"]["sim_profile"] == "fixed"
