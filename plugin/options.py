@@ -136,7 +136,8 @@ class Options(BaseModel):
     max_concurrency: PositiveCount = option("", "Open loop, headless: most requests in flight (sets the user count); default 512. "
                                             "In the web UI the Users field is the cap", LOAD, web=False)  # fmt: skip
     # -- SLO
-    slo: Objectives = option("", "Objectives, e.g. 'ttft.p95<5s,tpot.p95<80ms' (ttft|ttfa|tpot|itl|e2e . mean|pNN); a miss fails a headless run", SLO)
+    slo: Objectives = option("", "Objectives, e.g. 'ttft.p95<5s,tpot.p95<80ms' (ttft|ttfa|tpot|itl|e2e . mean|pNN); judged met, missed or undecided on confidence bounds: "
+                             "a miss (exit 3) or an undecided run (exit 6) fails a headless run", SLO)  # fmt: skip
     warmup: Duration = option("0s", "Exclude requests sent in the first DURATION of the run from the statistics", SLO)
     # -- expert settings
     results_dir: Text = option("results", "Folder that receives results/<run-id>/", EXPERT)
