@@ -1,5 +1,17 @@
 """A run's capacity (summary.json's `capacity`): the highest load level met below the lowest level
-missed, from each level's one verdict, and the sentence that answers with it."""
+missed, from each level's one verdict, and the sentence that answers with it: the interval the
+capacity lies in and its confidence, the objective that binds, a cliff, and for a capacity search
+the levels in the order tried, why each ended, and whether -t ended it before its precision.
+
+The interval runs from the highest level met (the answer) up to below the lowest missed. It holds
+the capacity when both verdicts are right (latency growing with load): each is wrong with at most
+1 - its confidence over all its looks (an adaptive search's level: 10 %, shapes/sequential.py; a
+fixed hold: 10 % for each step it was held), so the interval's confidence is at least 1 less both.
+
+A cliff: the highest level met left room (margin >= 0) and the lowest missed, within 25 % above
+it, is over by at least half the threshold even at its lower bound (margin <= -0.5): the latency
+does not grow with the load there, it jumps, and a deployment sized near the answer has no warning.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +19,11 @@ from datetime import datetime, timezone
 
 from metrics.console_table import fmt
 from metrics.schema.figures import Step
-from metrics.schema.verdicts import Capacity, SloVerdict
-from metrics.verdict import first_tokens_text
+from metrics.schema.verdicts import Capacity, SearchLevel, SloVerdict
+from metrics.verdict import first_tokens_text, margin_text
+
+CLIFF_MARGIN = -0.5  # the lowest miss at least this far over (a share of the threshold) ...
+CLIFF_SPAN = 0.25  # ... within this share above the highest met
 
 
 def _on(v: SloVerdict) -> str:
@@ -18,9 +33,10 @@ def _on(v: SloVerdict) -> str:
     return f"{v.requests} requests" + (f" ({'; '.join(tokens)})" if tokens else "")
 
 
-def capacity(steps: list[Step], objectives) -> Capacity:
+def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capacity:
     """The highest level met below the lowest level missed (levels may come in any order: a
-    capacity search bisects), from each level's one verdict; undecided levels are named."""
+    capacity search bisects), from each level's one verdict; undecided levels are named. `search`:
+    a capacity search's account of itself (shapes.steps.StepPlan.search)."""
     steps = [st for st in steps if not st.partial]  # a step the run cut short: no rates to answer with
     state = lambda st: st.verdict.state if st.verdict is not None else "undecided"  # noqa: E731
     missed = [st for st in steps if state(st) == "missed"]
@@ -31,32 +47,109 @@ def capacity(steps: list[Step], objectives) -> Capacity:
     undecided = sorted({st.users for st in steps if state(st) == "undecided"})
     slo_text = " and ".join(o.text for o in objectives)
     confidence = next((st.verdict.confidence for st in steps if st.verdict is not None), None)
-    tail = f"; undecided: {', '.join(map(str, undecided))} users" if undecided else ""
+    levels = [SearchLevel.model_validate(e) for e in (search or {}).get("levels", ())]
+    about = _search_fields(search, levels)
+    binding = _binding(failing, passing, objectives)
+    # a level below the answer left undecided is passed on the higher level's met verdict
+    open_levels = [u for u in undecided if passing is None or u > passing.users]
+    tail = f"; undecided: {', '.join(map(str, open_levels))} users" if open_levels else ""
+    tail += _levels_text(levels, search)
     if passing is None:
         # none missed either: every level was undecided (too few requests, or too close to call)
         what = f"no level met it; missed at {upper} users ({_on(failing.verdict)})" if failing else \
             "no level was decided (met or missed)"
         return Capacity(slo=slo_text, next_failing_users=upper, undecided=undecided, confidence=confidence,
-                        next_failing_samples=failing.verdict.requests if failing else None,
-                        sentence=f"{slo_text}: {what}{tail}")  # fmt: skip
+                        next_failing_samples=failing.verdict.requests if failing else None, binding=binding,
+                        sentence=f"{slo_text}: {what}{tail}", **about)  # fmt: skip
     users = passing.users
     plus_minus = (upper - users) / 2 if upper else None
+    width = (upper - users) / users if upper else None
+    sure = _interval_confidence(passing, failing, levels, search)
+    cliff = bool(upper and width <= CLIFF_SPAN and (passing.verdict.margin or 0.0) >= 0
+                 and failing.verdict.margin is not None and failing.verdict.margin <= CLIFF_MARGIN)  # fmt: skip
     th = passing.throughput
     if upper:
-        bound = f" (±{plus_minus:g}; met at {users} users on {_on(passing.verdict)}, missed at {upper} on {_on(failing.verdict)})"
+        conf = f" at {sure:.0%} confidence" if sure is not None else ""
+        bound = (f" (±{plus_minus:g}: from {users} to under {upper} users{conf}, {width:.0%} wide; met at {users} users on "
+                 f"{_on(passing.verdict)}, missed at {upper} on {_on(failing.verdict)})")  # fmt: skip
     elif any(u > users for u in undecided):  # a higher level was tried and left undecided: not the highest tested
         bound = f" (the highest level met, none missed; met on {_on(passing.verdict)})"
     else:
         bound = f" (the highest level tested; met on {_on(passing.verdict)})"
+    if about.get("precision") is not None:
+        about["precision_reached"] = None if width is None else width <= about["precision"] or upper - users <= 1
+    notes = ""
+    if len(objectives) > 1 and binding:
+        notes += f"; {binding} binds"
+    if cliff:
+        notes += (f"; a cliff: met at {users} users ({margin_text(passing.verdict.margin)}), at {upper} far over "
+                  f"({margin_text(failing.verdict.margin)})")  # fmt: skip
+    if about.get("timed_out"):
+        notes += (f"; -t ended the search before its {about['precision']:.0%} precision ({width:.0%} wide)" if upper
+                  else "; -t ended the search before a level missed it")  # fmt: skip
     measured = datetime.fromtimestamp(passing.window.end, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
         f"{slo_text} holds up to {users} users{bound}: {fmt(th.total_tokens_per_s)} total tokens/s, "
-        f"{fmt(th.requests_per_s, 2)} requests/s, measured {measured}{tail}"
+        f"{fmt(th.requests_per_s, 2)} requests/s, measured {measured}{notes}{tail}"
     )
     return Capacity(
         slo=slo_text, users=users, next_failing_users=upper, plus_minus=plus_minus,
         samples=passing.verdict.requests, next_failing_samples=failing.verdict.requests if failing else None,
         undecided=undecided, confidence=confidence,
         total_tokens_per_s=th.total_tokens_per_s, output_tokens_per_s=th.output_tokens_per_s,
-        requests_per_s=th.requests_per_s, sentence=sentence,
+        requests_per_s=th.requests_per_s, interval_confidence=sure, width=width, binding=binding, cliff=cliff,
+        sentence=sentence, **about,
     )  # fmt: skip
+
+
+def _search_fields(search: dict | None, levels: list[SearchLevel]) -> dict:
+    if not search:
+        return {}
+    return {"policy": search.get("policy"), "precision": search.get("precision"), "timed_out": bool(search.get("timed_out")),
+            "levels": levels}  # fmt: skip
+
+
+def _binding(failing: Step | None, passing: Step | None, objectives) -> str | None:
+    """The objective that sets the answer: the one missed by the most at the lowest missed level;
+    with none missed, the one with the least room at the highest met."""
+    for st, want in ((failing, "missed"), (passing, "met")):
+        if st is None or st.verdict is None:
+            continue
+        judged = [e for e in st.verdict.objectives if e.state == want and e.margin is not None]
+        if judged:
+            return min(judged, key=lambda e: e.margin).objective
+    return None
+
+
+def _interval_confidence(passing: Step, failing: Step | None, levels: list[SearchLevel], search: dict | None) -> float | None:
+    """At least 1 less each end's chance of a wrong verdict (module doc); None without both ends."""
+    if failing is None or passing.verdict is None or failing.verdict is None:
+        return None
+
+    def wrong(st: Step) -> float:
+        per_look = 1.0 - (st.verdict.confidence or 0.9)
+        family = (search or {}).get("family")
+        if family is not None:
+            return 1.0 - family
+        looks = next((lv.looks for lv in reversed(levels) if lv.users == st.users), st.steps or 1)
+        return per_look * max(1, looks)
+
+    return max(0.0, round(1.0 - wrong(passing) - wrong(failing), 4))
+
+
+def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
+    """'; levels tried: 1 passed (too few values), 2 met +52.3 % in 28s, 8 missed -117.9 % in 6s, ...'."""
+    if not levels:
+        return ""
+    why = {"short": "too few values, passed on the levels above", "passed": "far under, passed on the levels above",
+           "held": "held to its longest, undecided", "time": "ended by -t"}  # fmt: skip
+    parts = []
+    for lv in levels:
+        text = f"{lv.users} {lv.state}"
+        if lv.ended == "decided":
+            text += f" {margin_text(lv.margin).replace('margin ', '')}" if lv.margin is not None else ""
+        else:
+            text += f" ({why[lv.ended]})"
+        text += f" in {lv.seconds:g}s" if lv.seconds is not None else ""
+        parts.append(text)
+    return f"; levels tried ({search.get('policy')}): " + ", ".join(parts)

@@ -67,7 +67,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
     if plan is not None and run_start is not None:
         summary.by_step = by_step(plan, run_start, window_end, m)
         if objectives:
-            summary.capacity = capacity(summary.by_step, objectives)
+            summary.capacity = capacity(summary.by_step, objectives, getattr(plan, "search", None))
     if objectives and plan is None:
         # the whole run's verdict is its overall block's (metrics/verdict.py's one rule). A run with
         # load levels (a step ramp or a capacity search) is judged per level, and answers with the

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import pandas as pd
@@ -33,7 +33,8 @@ import pandas as pd
 from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
 from metrics.verdict import CONFIDENCE, describe, too_few
-from shapes.sequential import decidability, look_confidence, look_times, next_look, values_needed
+from shapes.search.registry import RESOLUTION
+from shapes.sequential import FAMILY_CONFIDENCE, decidability, look_confidence, look_times, next_look, values_needed
 from shapes.steps import StepPlan
 
 log = logging.getLogger("llm.capacity")
@@ -68,13 +69,18 @@ MAX_STEPS_PER_LEVEL = 3
 # (plugin/context.py, from the send time alone, in every process), and a level is a run of
 # consecutive slices at one user count, so it can end (and its warm-up end) at any slice's end.
 SLICE_S = 2.0
+# While probing up, a level short of values whose statistics are all under this share of their
+# thresholds is passed to the next level (CapacitySearch._far_below): deciding it would take
+# longest where it matters least, at the lowest loads.
+FAR_BELOW = 0.5
 
 
 @dataclass(frozen=True, slots=True)
 class Ended:
     """A level the search ended, and why (summary.json capacity.levels): `decided` at a look, `held`
-    to its longest and still undecided, `short` (too few values for its longest hold: passed on the
-    next levels' verdicts), or `time` (-t ended it)."""
+    to its longest and still undecided, `short` (too few values for its longest hold) or `passed`
+    (too few values yet, far under the threshold): both passed on the higher levels' verdicts; or
+    `time` (-t ended it)."""
 
     users: int
     state: str
@@ -152,7 +158,16 @@ class CapacitySearch:
         if self.sequential:  # the level still warming up: its longest warm-up until it settles
             warmups = tuple(self.warmups) + (() if self.settled or not self.levels else (self.warmup_s,))
         return StepPlan(list(self.levels), self.step_s, self.warmup_s, cut_lag_s=self.lag_s, warmups=warmups,
-                        confidence=self.confidence)  # fmt: skip
+                        confidence=self.confidence, search=self.record())  # fmt: skip
+
+    def record(self) -> dict:
+        """What the answer says of the search (metrics/capacity.py, summary.json capacity): its
+        policy, its precision, each level's confidence over all its looks (an adaptive one's: 90 %
+        per side, shapes/sequential.py; a fixed hold's: None, each step a 90 % look), whether -t
+        ended it, and its levels in the order tried with why each ended."""
+        return {"policy": self.policy.name, "precision": self.policy.precision if self.sequential else RESOLUTION,
+                "family": FAMILY_CONFIDENCE if self.sequential else None, "timed_out": self.timed_out,
+                "levels": [asdict(e) for e in self.ended]}  # fmt: skip
 
     # records -------------------------------------------------------------------------------
     def on_rows(self, rows) -> None:
@@ -248,14 +263,24 @@ class CapacitySearch:
         judged = level.end - self.lag_s - level.start
         values = min((e.samples for e in step.verdict.objectives), default=step.verdict.requests)
         rate = values / judged if judged > 0 else 0.0
-        if rate * self.longest_judged_s >= self.need:
+        if rate == 0 or rate * self.longest_judged_s >= self.need:  # none yet: no rate to project
             return False
-        reply = level.users / rate if rate > 0 else math.inf
+        reply = level.users / rate
         line, ok = decidability(self.objectives, level.users, self.longest_judged_s, self.confidence, reply)
         if not ok and not self.notes:
             log.warning("%s", line)
             self.notes.append(line)
         return True
+
+    def _far_below(self, verdict) -> bool:
+        """While no level has missed and the policy probes up: a level undecided for want of values
+        whose every statistic so far is under FAR_BELOW of its threshold is passed; the next level
+        up, which sends more, decides it (a met there implies it; a miss there makes the
+        narrowing start from it)."""
+        if self.bounds()[1] is not None or not too_few(verdict) or not verdict.objectives:
+            return False
+        return all(e.value_ms is not None and e.value_ms <= FAR_BELOW * e.threshold_ms and e.censored == 0
+                   for e in verdict.objectives)  # fmt: skip
 
     def _end(self, level, step, why: str) -> None:
         from shapes.search import Tried
@@ -269,6 +294,7 @@ class CapacitySearch:
         lo, hi = self.bounds()
         how = {"decided": "", "held": f"; held {level.end - level.begin:g}s, still undecided",
                "short": "; too few values for its longest hold: passed on the next levels' verdicts",
+               "passed": f"; far below the threshold (under {FAR_BELOW:.0%}): passed on the next level's verdict",
                "time": "; -t ended it"}[why]  # fmt: skip
         width = f", bracket {lo}..{hi} ({hi - lo} users, {(hi - lo) / lo:.0%})" if lo and hi else ""
         log.info("capacity search: %d users %s%s (highest met %s, lowest missed %s%s)", level.users, describe(verdict), how,
@@ -325,6 +351,8 @@ class CapacitySearch:
             self._end(level, step, "held")
         elif self._short(level, step):
             self._end(level, step, "short")
+        elif self._far_below(step.verdict):
+            self._end(level, step, "passed")
         elif last:
             self._end(level, step, "time")
         else:

@@ -73,6 +73,9 @@ class StepPlan:
     # ended, shapes/capacity.py), in the order of levels_at; warmup_s for a level not in it
     warmups: tuple[float, ...] | None = None
     confidence: float | None = None  # of each level's verdict (None: metrics.verdict.CONFIDENCE)
+    # a capacity search's account of itself for its answer (metrics/capacity.py): policy, precision,
+    # family (each level's confidence over all its looks), timed_out, levels (shapes.capacity.Ended)
+    search: dict | None = None
 
     def index_at(self, elapsed_s: float) -> int:
         """The step running `elapsed_s` after the run started (-1 before, last index after)."""

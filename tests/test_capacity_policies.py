@@ -9,7 +9,7 @@ import pytest
 
 from metrics.record import RequestRecord
 from metrics.slo import parse_slo
-from metrics.verdict import judge_objective
+from metrics.verdict import judge, judge_objective
 from shapes.capacity import CapacitySearch
 from shapes.search import POLICIES, Tried
 from shapes.search.adaptive import interpolate
@@ -131,7 +131,7 @@ def _row(step: int, sent: float, ttft: float) -> tuple:
 
 def test_an_adaptive_level_ends_at_the_first_look_that_decides_it():
     """Levels of at most 3 x 10 s, slices of 2 s, warm-up until nothing sent before is open. 1 user
-    sends 10 fast replies a second: the warm-up ends at 2 s; the first look (4 s judged: the 31 first
+    sends 10 replies a second (TTFT 0.6 s, over half the threshold: not passed as far under it): the warm-up ends at 2 s; the first look (4 s judged: the 31 first
     tokens sent up to the cut less the 1 s threshold, too few to meet a P95 at 97.5 %) leaves it
     undecided and asks again when 72 are due; it is met there (10 s judged, 91 values), 12 s after
     it began, not at the end of a 30 s level. 2 users: slow replies prove the miss at once."""
@@ -140,7 +140,7 @@ def test_an_adaptive_level_ends_at_the_first_look_that_decides_it():
     assert search.step_s == 2.0 and search.level_for(0) == 1
 
     def replies(step: int) -> None:
-        search.on_rows([_row(step, 2.0 * step + i * 0.1, 0.05) for i in range(20)])
+        search.on_rows([_row(step, 2.0 * step + i * 0.1, 0.6) for i in range(20)])  # not far under 1 s: not passed
 
     ended = None
     for index in range(1, 16):
@@ -160,6 +160,22 @@ def test_an_adaptive_level_ends_at_the_first_look_that_decides_it():
     assert search.ended[-1].users == 2 and search.ended[-1].state == "missed"
     assert search.bounds() == (1, 2) and search.done  # one user apart: the answer is 1
 
+
+
+def test_a_level_far_under_the_threshold_is_passed_while_probing_up():
+    """The same level with TTFTs of 50 ms: too few values for a P95 at the first look, all far under
+    1 s: passed after one look, and 2 users tried; once a level has missed, none is passed so."""
+    search = CapacitySearch([P95], 10.0, 2.0, None, policy=POLICIES["adaptive"]())
+    search.run_start, search.open_streams = 0.0, lambda: []
+    search.level_for(0)
+    for index in range(1, 4):
+        search.on_rows([_row(index - 1, 2.0 * (index - 1) + i * 0.1, 0.05) for i in range(20)])
+        users = search.level_for(index)
+    assert users == 2 and [(e.users, e.ended, e.looks) for e in search.ended] == [(1, "passed", 1)]
+    few_fast = judge([P95], {P95.key: np.full(10, 0.05)}, ok=10, failed=0)
+    assert few_fast.state == "undecided" and search._far_below(few_fast)
+    search.states[4] = "missed"
+    assert not search._far_below(few_fast)
 
 def test_a_plan_whose_first_level_cannot_decide_says_so_with_the_fixes():
     line, ok = decidability([P95], 1, 28.0, look_confidence())

@@ -63,6 +63,23 @@ class SloVerdict(Model):
     _passed = model_validator(mode="before")(_passed_from_state)
 
 
+class SearchLevel(Model):
+    """One level of a capacity search, in the order tried, and why it ended (shapes/capacity.py)."""
+
+    users: int
+    state: State
+    margin: Num = None  # its verdict's signed margin (metrics/verdict.py)
+    # decided: at a look; held: held to its longest, still undecided; short: too few values for its
+    # longest hold; passed: too few values yet, all far under the threshold (both passed on the
+    # higher levels' verdicts); time: -t ended it
+    ended: Literal["decided", "held", "short", "passed", "time"]
+    seconds: Num = None  # from its change to its end
+    warmup_s: Num = None  # its warm-up (an adaptive search's lasts until the requests before it ended)
+    looks: int = 1  # times its verdict was looked at (a fixed hold: its steps)
+    requests: int = 0
+    binding: str | None = None  # the objective its margin is
+
+
 class Capacity(Model):
     slo: str
     users: int | None = None  # the highest level met below the lowest missed; None: none met
@@ -75,4 +92,15 @@ class Capacity(Model):
     total_tokens_per_s: Num = None
     output_tokens_per_s: Num = None
     requests_per_s: Num = None
+    # the interval the capacity lies in: from `users` (met) up to below `next_failing_users` (missed),
+    # at interval_confidence (each end's verdict wrong at most 1 - its confidence over its looks)
+    interval_confidence: Num = None
+    width: Num = None  # (next_failing_users - users) / users
+    binding: str | None = None  # the objective that sets the answer: missed at the lowest missed level
+    cliff: bool = False  # met with room, and the next level tried above far over (metrics/capacity.py)
+    policy: str | None = None  # --capacity-policy of a capacity search
+    precision: Num = None  # its target width (the adaptive policy's --capacity-precision)
+    precision_reached: bool | None = None  # width within precision (None: no interval)
+    timed_out: bool = False  # -t ended the search before its policy did
+    levels: list[SearchLevel] = []  # a capacity search's levels in the order tried
     sentence: str
