@@ -83,10 +83,46 @@ def _slo(value) -> tuple[Objective, ...]:
     return tuple(parse_slo(value or ""))
 
 
+def _input_tokens(value) -> tuple[int, int] | None:
+    """--input-tokens: N or MIN:MAX, whole numbers >= 1 -> (MIN, MAX); empty -> None."""
+    if isinstance(value, (list, tuple)):
+        return (int(value[0]), int(value[1])) if value else None
+    text = str(value or "").strip()
+    if not text:
+        return None
+    try:
+        parts = [int(x) for x in text.split(":")]
+    except ValueError:
+        raise FieldError(f"'{text}' is not a token count", "give N or MIN:MAX, e.g. 512 or 256:1024") from None
+    if len(parts) > 2 or any(x < 1 for x in parts) or parts[0] > parts[-1]:
+        raise FieldError(f"'{text}' is not a token count or range", "give N or MIN:MAX with 1 <= MIN <= MAX, e.g. 512 or 256:1024")
+    return parts[0], parts[-1]
+
+
+def _rate_steps(value) -> tuple[float, ...]:
+    """--rate-steps: '1,2,4,8' requests/s, each above 0 and above the one before."""
+    if isinstance(value, (list, tuple)):
+        return tuple(float(x) for x in value)
+    text = str(value or "").strip()
+    if not text:
+        return ()
+    try:
+        rates = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise FieldError(f"'{text}' is not a list of rates", "give requests/s, comma-separated, e.g. 1,2,4,8") from None
+    if any(not r > 0 or r != r or r == float("inf") for r in rates):
+        raise FieldError(f"'{text}': every rate must be a number above 0", "give e.g. 0.5,1,2,4")
+    if any(b <= a for a, b in zip(rates, rates[1:])):
+        raise FieldError(f"'{text}': the rates must rise", "give them in increasing order, e.g. 1,2,4,8")
+    return rates
+
+
 JsonObject = Annotated[str, BeforeValidator(_json_object)]
 Steps = Annotated[tuple[int, ...], BeforeValidator(_steps)]
 CapacityPolicy = Literal[POLICY_NAMES]  # type: ignore[valid-type]  (built from shapes/search's registry)
 Objectives = Annotated[tuple[Objective, ...], BeforeValidator(_slo)]
+InputTokens = Annotated[tuple[int, int] | None, BeforeValidator(_input_tokens)]
+RateSteps = Annotated[tuple[float, ...], BeforeValidator(_rate_steps)]
 
 
 class Options(BaseModel):
@@ -112,6 +148,12 @@ class Options(BaseModel):
     no_stream: bool = option(False, "Send stream: false (TTFT then equals E2E)", WORKLOAD)
     extra_body: JsonObject = option("", "JSON object merged into every request body, e.g. '{\"top_k\": 1}'", WORKLOAD)
     tokenizer: Text = option("", "Tokenizer path or hub name for counting output tokens when the server sends no usage", WORKLOAD)
+    input_tokens: InputTokens = option("", "Prompt length in tokens instead of the workload's characters: N, or MIN:MAX drawn uniformly; "
+                                       "each prompt is one user message of that many tokens by the client tokenizer (--tokenizer; "
+                                       "without one, the estimate of 4 characters a token that the built-in simulator counts). "
+                                       "vllm bench serve --random-input-len (docs/vllm-bench.md)", WORKLOAD)  # fmt: skip
+    input_tokens_range: Share = option("0", "With --input-tokens N: each prompt's length drawn uniformly in [N x (1 - R), N x (1 + R)] "
+                                       "(vllm bench serve --random-range-ratio)", WORKLOAD)  # fmt: skip
     # -- load models (docs/load-models.md)
     steps: Steps = option("", "Step ramp: user counts '5,10,20,50' or FROM:TO:ADD '1:160:10'; steps and a capacity search set "
                           "the users themselves (Number of users, -u, is not used)", LOAD)  # fmt: skip
@@ -133,6 +175,10 @@ class Options(BaseModel):
     replay: Text = option("", "Replay a trace (JSONL from `python -m workloads import`): every request at its logged time, open loop, "
                           "split across workers; the run ends with the trace", LOAD)  # fmt: skip
     time_scale: Rate = option("", "With --replay: multiply the trace's times by this (0.5 = twice as fast); default 1", LOAD)
+    num_requests: PositiveCount = option("", "End the run once N requests are sent, counted across all workers, then the drain as usual "
+                                         "(vllm bench serve --num-prompts); empty = until -t or STOP", LOAD)  # fmt: skip
+    rate_steps: RateSteps = option("", "Open loop in steps: request rates '1,2,4,8' (requests/s across all workers), each held --step-time, "
+                                   "its first --step-warmup excluded from the step's statistics", LOAD)  # fmt: skip
     max_concurrency: PositiveCount = option("", "Open loop, headless: most requests in flight (sets the user count); default 512. "
                                             "In the web UI the Users field is the cap", LOAD, web=False)  # fmt: skip
     # -- SLO
@@ -140,6 +186,8 @@ class Options(BaseModel):
                              "a miss (exit 3) or an undecided run (exit 6) fails a headless run", SLO)  # fmt: skip
     warmup: Duration = option("0s", "Exclude requests sent in the first DURATION of the run from the statistics", SLO)
     # -- expert settings
+    label: Text = option("", "What this run is, e.g. 'prefix caching on': recorded in run.json, shown in the report's title and by "
+                         "`python -m reports compare` (vllm bench serve --label)", EXPERT)  # fmt: skip
     results_dir: Text = option("results", "Folder that receives results/<run-id>/", EXPERT)
     run_id: Text = option("", "Name of the results folder; empty = <UTC time>-<random>", EXPERT)
     overwrite: bool = option(False, "Replace an existing results folder of the same --run-id; without it such a run is refused before any load", EXPERT)
@@ -177,6 +225,9 @@ class Options(BaseModel):
     gpu_hour_price: Rate = option("", "Price of one GPU-hour (any currency): cost per million output and total tokens at each level and "
                                   "at the capacity (needs --gpus or --gpu-telemetry)", OBSERVE, web=False)  # fmt: skip
     # -- outputs, observability and client self-health (reports/plugin.py, plugin/prometheus.py, plugin/console.py, plugin/health.py)
+    save_vllm_json: Text = option("", "Also write vLLM's benchmark result JSON (the fields of vllm bench serve --save-result "
+                                  "--save-detailed) to this file at the end of the run, from the suite's own records, with the "
+                                  "suite's definitions beside them (docs/vllm-bench.md)", OBSERVE, web=False)  # fmt: skip
     junit: Text = option("", "Also write JUnit XML to this file at the end of the run: one test case per run check and per --slo "
                          "objective, a failure carrying the measured value (docs/ci.md)", OBSERVE, web=False)  # fmt: skip
     prometheus_port: Port = option("0", "Serve client LLM metrics for Prometheus at http://HOST:PORT/metrics from the master (or local "
@@ -303,6 +354,10 @@ class Options(BaseModel):
             raise InputError("--gpu-hour-price: the cost needs the GPU count; give --gpus N (or --gpu-telemetry)")
         if self.tls_ca and self.tls_insecure:
             raise InputError("--tls-insecure: verifies nothing, so --tls-ca would not be used; give one of the two")
+        if self.input_tokens_range and self.input_tokens is None:
+            raise InputError("--input-tokens-range: applies to --input-tokens N; give --input-tokens too")
+        if self.input_tokens_range and self.input_tokens is not None and self.input_tokens[0] != self.input_tokens[1]:
+            raise InputError("--input-tokens-range: --input-tokens already gives a range (MIN:MAX); give one of the two")
         if self.cancel_rate and self.cancel_after <= 0:
             raise InputError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
         return self

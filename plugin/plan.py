@@ -86,6 +86,16 @@ class PrometheusEndpoint(_Frozen):
     linger_s: float = held("prometheus_linger")  # kept up this long before the process exits
 
 
+def _input_tokens(o: Options) -> tuple[int, int] | None:
+    """--input-tokens as (MIN, MAX) tokens, --input-tokens-range applied (vllm bench serve's
+    --random-range-ratio: [N x (1 - R), N x (1 + R)], at least 1)."""
+    if o.input_tokens is None:
+        return None
+    low, high = o.input_tokens
+    r = o.input_tokens_range
+    return (max(1, int(low * (1 - r))), max(1, int(high * (1 + r)))) if r else (low, high)
+
+
 def _timeouts(o: Options) -> Timeouts:
     return Timeouts(o.timeout_connect, o.timeout_first_token, o.timeout_idle, o.timeout_total)
 
@@ -108,6 +118,7 @@ class RunPlan(_Frozen):
     seed: int | None = held("seed")
     tokenizer: str | None = held(lambda o: o.tokenizer or None)
     max_tokens_override: int | None = held("max_tokens_override")
+    input_tokens: tuple[int, int] | None = held(_input_tokens)  # each prompt's tokens, MIN..MAX (workloads/token_prompts.py)
     ignore_eos: bool = held("ignore_eos")
     min_tokens: int | None = held("min_tokens")
     extra_body: JsonObject = held("extra_body")  # a JSON object's text: immutable; `extra` reads it
@@ -123,6 +134,8 @@ class RunPlan(_Frozen):
     tls: TlsPolicy = held(_tls)  # --tls-ca (its text carried to the workers), --tls-insecure
     max_response_bytes: int = held("max_response_size")  # a longer body is cut: response_too_large
     run_time_s: float | None = None  # Locust's -t
+    num_requests: int | None = held("num_requests")  # the run ends once this many are sent (plugin/request_budget.py)
+    label: str = held("label")  # what this run is: run.json, the report's title, compare
     load: AnyLoadModel = Field(default_factory=ClosedLoop)
     slo: Objectives = held("slo")
     retry: int = held("retry")
@@ -140,6 +153,7 @@ class RunPlan(_Frozen):
     prometheus: PrometheusEndpoint = held(PrometheusEndpoint.of)
     locust_tables: bool = held("locust_tables")  # headless: Locust's own tables too
     junit: str = held("junit")  # also write the run's checks as JUnit XML to this file
+    save_vllm_json: str = held("save_vllm_json")  # also write vLLM's result JSON here (reports/vllm_json.py)
 
     # -- views the rest of the suite reads (each answered by the load model) --------------------
     @property
