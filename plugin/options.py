@@ -159,8 +159,8 @@ class Options(BaseModel):
                           "the users themselves (Number of users, -u, is not used)", LOAD)  # fmt: skip
     step_time: PositiveDuration = option("60s", "How long each step (or capacity-search level) is held", LOAD)
     step_warmup: Duration = option("10s", "Start of each step excluded from its statistics", LOAD)
-    find_capacity: bool = option(False, "Search the highest user count (or rate) meeting --slo, within --run-time; the search sets "
-                                 "the users (Number of users, -u, is not used)", LOAD)  # fmt: skip
+    find_capacity: bool = option(False, "Search the highest user count meeting --slo, within --run-time (a closed loop: not with "
+                                 "--request-rate); the search sets the users (Number of users, -u, is not used)", LOAD)  # fmt: skip
     capacity_policy: CapacityPolicy = option(
         "adaptive", "How --find-capacity picks its levels: adaptive (probe up x2 or walk --steps to the first miss, then "
         "interpolate to --capacity-precision, each level ended once decided), walk (--steps, each level held --step-time, then "
