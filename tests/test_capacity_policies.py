@@ -184,3 +184,17 @@ def test_a_plan_whose_first_level_cannot_decide_says_so_with_the_fixes():
     assert not ok
     assert line.startswith("capacity search: at 1 user a level gets about 49 values in 28s")
     assert "--step-time" in line and "a lower percentile" in line and "start at 2 users" in line
+
+
+def test_the_live_view_says_why_each_level_ended_and_the_bracket_it_left():
+    from webui.live_steps import search_text
+
+    search = {"levels": [
+        {"users": 1, "state": "undecided", "margin": 0.0, "ended": "passed", "seconds": 6.0, "looks": 1},
+        {"users": 8, "state": "missed", "margin": -0.4, "ended": "decided", "seconds": 6.0, "looks": 1},
+        {"users": 6, "state": "met", "margin": 0.3, "ended": "decided", "seconds": 12.0, "looks": 2},
+    ]}  # fmt: skip
+    assert search_text(search, 0) == "passed: far under the threshold"
+    assert search_text(search, 1) == "decided in 6s (1 look)"
+    assert search_text(search, 2) == "decided in 12s (2 looks); bracket 6..8 users (33%)"
+    assert search_text(search, 3) == ""  # still running

@@ -49,7 +49,9 @@ class LiveSteps:
                 continue
             row = {"step": level.first, "last": level.last, "users": level.users, "begin": level.begin,
                    "start": level.start, "end": level.end, "cut": level.cut, "held": held(level.steps), "open": None,
-                   "block": None, "judged_on": None}  # fmt: skip
+                   "block": None, "judged_on": None, "confidence": level.confidence}  # fmt: skip
+            if plan.search is not None:
+                row["held"] = search_text(plan.search, len(rows))
             if end < level.end and not final:
                 row["status"] = "running"
             else:
@@ -72,7 +74,7 @@ class LiveSteps:
         m, _ = measure(select(min(r["start"] for r in todo)), self.objectives)
         for r in todo:
             start, end = r["start"], r["end"]
-            level = Level(r["step"], r["last"], r["users"], r["begin"], start, end, r["cut"])
+            level = Level(r["step"], r["last"], r["users"], r["begin"], start, end, r["cut"], r.get("confidence"))
             if m is not None:
                 mask = m.in_level(level)
                 block = m.level(level).model_dump(exclude={"step", "users", "window", "steps", "cut"})
@@ -89,6 +91,27 @@ class LiveSteps:
                 r["judged_on"] = judged_on(SloVerdict.model_validate(block["verdict"]), level.steps)
             if r["status"] == "final":
                 self.final[r["step"]] = clean(r)
+
+
+def search_text(search: dict, k: int) -> str:
+    """Why a capacity search ended its k-th level and the bracket it left: "decided in 12s (2 looks);
+    bracket 6..8 users (33 %)"; "" while the level runs."""
+    from shapes.search import Tried, bracket
+
+    ended = search.get("levels", [])
+    if k >= len(ended):
+        return ""
+    e = ended[k]
+    looks = f"{e['looks']} look{'s' if e['looks'] != 1 else ''}"
+    why = {"decided": f"decided in {e['seconds']:g}s ({looks})", "short": "passed: too few values for its longest hold",
+           "passed": "passed: far under the threshold", "held": f"held {e['seconds']:g}s, undecided",
+           "time": "ended by -t"}[e["ended"]]  # fmt: skip
+    b = bracket([Tried(x["users"], x["state"], x["margin"]) for x in ended[: k + 1]])
+    if b.lo is not None and b.hi is not None:
+        why += f"; bracket {b.lo}..{b.hi} users ({b.width / b.lo:.0%})"
+    elif b.lo is not None:
+        why += f"; highest met {b.lo}"
+    return why
 
 
 def live_diagnosis(step_rows, objectives, server, client) -> dict | None:
