@@ -16,14 +16,15 @@ import logging
 import sys
 
 from core.urls import without_credentials
+from plugin.options import SECRET_OPTIONS
 
 log = logging.getLogger("llm")
 
 MASTERS = "llm_masters_options"  # the master's Locust options it decides for its workers
 DECIDED_BY_MASTER = ("num_users", "spawn_rate", "run_time", "host", "stop_timeout")
-# a worker's own, whatever its master says: its API key (docs/security.md) and the folder for the
-# records a lost master never acknowledged; and what starts it
-OWN = {"api_key", "results_dir", "master_host", "master_port", "worker", "locustfile"}
+# a worker's own, whatever its master says: its API key and any secret, never shown (docs/security.md),
+# the folder for the records a lost master never acknowledged; and what starts it
+OWN = {*SECRET_OPTIONS, "results_dir", "master_host", "master_port", "worker", "locustfile"}
 
 _given: tuple[dict, dict, dict] | None = None  # (options as given, the parser's defaults, option -> its flag)
 
