@@ -35,6 +35,7 @@ from core.validation import FieldError, build
 from metrics.slo import Objective, parse_slo
 from shapes.search import NAMES as POLICY_NAMES
 from shapes.steps import parse_steps
+from targets import NAMES as BALANCE_NAMES
 from workloads.endpoints import EndpointName
 
 # Failure classes a retry may follow: those known from the HTTP exchange alone, before the body is
@@ -123,6 +124,7 @@ CapacityPolicy = Literal[POLICY_NAMES]  # type: ignore[valid-type]  (built from 
 Objectives = Annotated[tuple[Objective, ...], BeforeValidator(_slo)]
 InputTokens = Annotated[tuple[int, int] | None, BeforeValidator(_input_tokens)]
 RateSteps = Annotated[tuple[float, ...], BeforeValidator(_rate_steps)]
+Balance = Literal[BALANCE_NAMES]  # type: ignore[valid-type]  (built from targets/'s registry)
 
 
 class Options(BaseModel):
@@ -139,6 +141,12 @@ class Options(BaseModel):
         "request and input tokens/s, no TTFT)", TARGET)
     api_key: Text = option("", "Bearer token sent as Authorization; never written anywhere; not a web UI field (docs/security.md)",
                            TARGET, secret=True)  # fmt: skip
+    balance: Balance = option("round-robin", "With several --host URLs (comma-separated, the suite spreads the load itself): "
+                              "round-robin, least-outstanding (fewest requests of this load process in flight) or sticky (every "
+                              "turn of a conversation on one backend); each record's backend is its URL (docs/replicas.md)", TARGET)  # fmt: skip
+    backend_header: Text = option("", "With --host one load balancer: the response header that names the backend serving each "
+                                  "request, e.g. X-Upstream (nginx's $upstream_addr); each record's backend is its value (docs/replicas.md)",
+                                  TARGET)  # fmt: skip
     # -- workload
     workload: Text = option("", "Workload spec YAML; empty = workloads/default.yaml (the reference mix)", WORKLOAD)
     max_tokens_override: PositiveCount = option("", "Fixed max_tokens for every request instead of the workload's distribution", WORKLOAD)
@@ -447,14 +455,22 @@ def help_text() -> str:
 
 
 def check_host(host: str) -> str:
-    parts = urlsplit(host)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"--host: '{host}' needs a scheme and a host name, e.g. http://127.0.0.1:8000")
-    try:
-        parts.port
-    except ValueError:
-        raise InputError(f"--host: '{host}' has an invalid port; give 1-65535, e.g. http://127.0.0.1:8000") from None
-    return host.rstrip("/")
+    """--host: one URL, or several comma-separated (replicas the suite spreads its load over,
+    targets/), each checked; returned without trailing slashes."""
+    urls = [u.strip() for u in host.split(",")]
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"--host: '{url}' needs a scheme and a host name, e.g. http://127.0.0.1:8000 (several: "
+                             "comma-separated)")  # fmt: skip
+        try:
+            parts.port
+        except ValueError:
+            raise InputError(f"--host: '{url}' has an invalid port; give 1-65535, e.g. http://127.0.0.1:8000") from None
+    urls = [u.rstrip("/") for u in urls]
+    if len(set(urls)) < len(urls):
+        raise InputError(f"--host: {', '.join(sorted({u for u in urls if urls.count(u) > 1}))} given twice; name each replica once")
+    return ",".join(urls)
 
 
 def public_options(parsed_options) -> dict:

@@ -129,6 +129,8 @@ class RunPlan(_Frozen):
     overwrite: bool = held("overwrite")  # replace an existing results folder of the same run id
     sim_profile: str = held("sim_profile")
     sim_timestamps: bool = held("sim_timestamps")
+    balance: str = held("balance")  # how several --host URLs share the load (targets/)
+    backend_header: str = held("backend_header")  # a load balancer's header naming the backend of each request
     timeouts: Timeouts = held(_timeouts)
     connection: Literal["keep-alive", "per-request"] = held("connection")
     tls: TlsPolicy = held(_tls)  # --tls-ca (its text carried to the workers), --tls-insecure
