@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from metrics.capacity import capacity
 from metrics.measure import Measure, records_frame
-from metrics.open_loop_check import open_loop, sent_on_schedule
+from metrics.open_loop_check import busy_when_due, open_loop, sent_on_schedule
 from metrics.record import with_all_columns
 from metrics.schema import Summary
 from metrics.schema.figures import Concurrency, Goodput, Records, Step, Throughput, Window
@@ -75,7 +75,8 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         # them (summary.overall.slo keeps the pooled figures)
         summary.slo = summary.overall.slo
     if target_rate:
-        summary.open_loop = open_loop(summary.overall, target_rate, scheduled, sent_on_schedule(df, table, window_start, window_end))
+        summary.open_loop = open_loop(summary.overall, target_rate, scheduled, sent_on_schedule(df, table, window_start, window_end),
+                                      busy_when_due(df, table))  # fmt: skip
     return summary
 
 

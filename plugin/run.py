@@ -105,7 +105,7 @@ class Run:
 
         print("\n" + format_table(summary), flush=True)
         if summary.open_loop is not None and summary.open_loop.behind_schedule:
-            log.warning("open loop: the client could not keep to the schedule: %s", "; ".join(summary.open_loop.reasons))
+            log.warning("open loop: %s: %s", summary.open_loop.headline(), "; ".join(summary.open_loop.reasons))
         over = summary.records.over_max_tokens
         if over:
             log.warning("max_tokens ignored: %d of %d replies were longer than the max_tokens they asked for (summary.json "

@@ -72,3 +72,45 @@ def test_the_count_is_the_schedule_the_processes_share():
             union += start <= t
             t = s.take()
     assert ArrivalSchedule(25.0, "poisson", 1.0, 7, 1, 0, t0).count_between(start, end) == union > 800
+
+
+def _served(due: float, sent: float, e2e: float) -> tuple:
+    """An arrival due at `due` (wall clock), sent at `sent`, served in `e2e` seconds."""
+    return RequestRecord("r", "w", "chat", "short", 10, 4, wall_send=sent, t_intended=50.0, t_send=50.0 + (sent - due),
+                         status=200, ok=True, ttft_s=0.1, e2e_s=e2e, tpot_s=0.01, chunk_times=[0.1, e2e]).as_row()  # fmt: skip
+
+
+def _pool(users: int, due: list[float], e2e: float, delay: float = 0.0) -> list[tuple]:
+    """The open loop's users as they run: each arrival taken by the first user free at its time
+    (or when one frees up), sent `delay` after that, served in `e2e`."""
+    free = [due[0]] * users
+    rows = []
+    for t in due:
+        i = min(range(users), key=lambda k: free[k])
+        sent = max(t, free[i]) + delay
+        free[i] = sent + e2e
+        rows.append(_served(t, sent, e2e))
+    return rows
+
+
+def test_a_run_held_by_its_in_flight_cap_is_told_apart_from_a_client_that_fell_behind():
+    """10 requests/s of 1 s replies need 10 users. With a cap of 4 (--max-concurrency 4), every
+    user is busy when each late arrival comes due: the cap held them, the load asked for (the
+    report said "the client could not keep to the schedule"). With 40 users but every send 30 ms
+    late (a client that cannot keep up), users were free: the client fell behind."""
+    due = [t for t in _schedule(10.0) if t <= T0 + 30]
+    start, end = T0 + 5.0, T0 + 25.0
+    scheduled = sum(start <= t <= end for t in due)
+    capped = summarize(rows_to_table(_pool(4, due, 1.0)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled)
+    ol = capped.open_loop
+    assert ol.behind_schedule and ol.capped_at == 4
+    assert all("all 4 users were busy when 100% of the late arrivals came due" in r for r in ol.reasons), ol.reasons
+    assert ol.headline().startswith("the in-flight cap of 4 held arrivals back")
+    slow = summarize(rows_to_table(_pool(40, due, 1.0, delay=0.03)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled)
+    ol = slow.open_loop
+    assert ol.behind_schedule and ol.capped_at is None and ol.schedule_lag_p99_ms > 25
+    assert all(r.endswith("the client fell behind with users free (its CPU or event loop: see client_bound)") for r in ol.reasons)
+    assert ol.headline() == "the client could not keep to the schedule"
+    # on schedule: no cause stated
+    kept = summarize(rows_to_table(_pool(40, due, 1.0)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled)
+    assert not kept.open_loop.behind_schedule and kept.open_loop.capped_at is None

@@ -18,6 +18,13 @@ class OpenLoop(Model):
     schedule_lag_p99_ms: Num = None
     behind_schedule: bool
     reasons: list[str]
+    capped_at: int | None = None  # behind because the in-flight cap held arrivals (its users all busy): the cap
+
+    def headline(self) -> str:
+        """What kept the run off its schedule, in a few words (the console's line)."""
+        if self.capped_at is not None:
+            return f"the in-flight cap of {self.capped_at:,} held arrivals back (the load asked for, not the client)"
+        return "the client could not keep to the schedule"
 
 
 class ClientBound(Section):
