@@ -11,7 +11,8 @@ levels): 2 users, where nothing is near a limit, then 24, past each profile's li
 the 24-user level (a 2-user level short of values is undecided, not a knee). RUNS
 holds each profile's SLO and reply length (what its limit makes slow), shared with the end-to-end
 tests (tests/test_diagnosis_profiles.py). Prints one line per run and a table of the right calls
-per profile; --json writes every run's kind and sentence. Bounded: every run stops after its two
+per profile, at the knee and, from the same figures, at the 2-user level (where the right call is
+"no limit reached"); --json writes every run's kinds and sentences, --keep the results folders. Bounded: every run stops after its two
 levels (-t) plus Locust's stop timeout; traffic goes to 127.0.0.1 only.
 """
 
@@ -68,8 +69,22 @@ def one(profile: str, seed: int, folder: str) -> dict:
             d = json.load(f).get("diagnosis") or {}
     except OSError:
         d = {"kind": "no summary", "sentence": proc.stderr[-500:]}
+    low = at_lowest(d)
     return {"profile": profile, "seed": seed, "kind": d.get("kind"), "users": d.get("users"), "right": d.get("kind") == profile,
-            "sentence": d.get("sentence", ""), "seconds": round(took, 1), "rc": proc.returncode}  # fmt: skip
+            "sentence": d.get("sentence", ""), "low_kind": low.kind if low else None, "low_sentence": low.sentence if low else "",
+            "seconds": round(took, 1), "rc": proc.returncode}  # fmt: skip
+
+
+def at_lowest(d: dict):
+    """The same diagnosis at the run's lowest level (2 users, where nothing is near a limit), from
+    the levels' figures and the server's configuration summary.json holds; None without levels."""
+    from metrics.diagnosis import diagnose
+    from metrics.schema.server_side import LevelEvidence
+
+    levels = [LevelEvidence.model_validate(lv) for lv in d.get("levels") or ()]
+    if not levels:
+        return None
+    return diagnose(levels, min(lv.users for lv in levels), d.get("metrics"), config=d.get("config"))
 
 
 def main() -> None:
@@ -77,19 +92,24 @@ def main() -> None:
     ap.add_argument("--profiles", default=",".join(RUNS), help="comma-separated limit profiles")
     ap.add_argument("--seeds", type=int, default=10, help="runs per profile, seeds 1..N")
     ap.add_argument("--json", help="write every run's result here")
+    ap.add_argument("--keep", help="keep every run's results folder under this folder (default: removed)")
     args = ap.parse_args()
     results = []
-    with tempfile.TemporaryDirectory(prefix="diag-runs-") as folder:
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="diag-runs-") as tmp:
+        folder = args.keep or tmp
         for profile in args.profiles.split(","):
             for seed in range(1, args.seeds + 1):
                 r = one(profile, seed, folder)
                 results.append(r)
                 print(f"{profile:16} seed {seed:2}: {'right' if r['right'] else 'WRONG':5} {r['kind']} at {r['users']} "
-                      f"users ({r['seconds']} s): {r['sentence'][:160]}", flush=True)  # fmt: skip
-    print("\n| profile | right | runs |\n| --- | ---: | ---: |")
+                      f"users, {r['low_kind']} at 2 ({r['seconds']} s): {r['sentence'][:160]}", flush=True)  # fmt: skip
+    print("\n| profile | limit named at 24 users | no limit reached at 2 users | runs |\n| --- | ---: | ---: | ---: |")
     for profile in args.profiles.split(","):
         mine = [r for r in results if r["profile"] == profile]
-        print(f"| {profile} | {sum(r['right'] for r in mine)} | {len(mine)} |")
+        print(f"| {profile} | {sum(r['right'] for r in mine)} | {sum(r['low_kind'] == 'no limit reached' for r in mine)} "
+              f"| {len(mine)} |")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)
