@@ -42,3 +42,14 @@ class EmbeddedSimulator:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+def scrape_when_target(plan, simulator: "EmbeddedSimulator | None", host: str):
+    """The plan with the built-in simulator's /metrics to scrape when the simulator is the run's
+    target and no --server-metrics was given: its gauges (running, waiting, KV cache) and scheduler
+    limits are what the knee's diagnosis reads. One decision for a headless run (at init) and for
+    every start from the web form (webui/start_check.py), whose plan is built again from the
+    options: the form's runs were not scraped, and had no diagnosis."""
+    if simulator is not None and host.rstrip("/") == simulator.url and not plan.server_metrics:
+        return plan.with_server_metrics((simulator.url + "/metrics",))
+    return plan

@@ -34,7 +34,7 @@ from locust import events
 from core.errors import InputError
 from plugin import exit_codes
 from plugin.context import RunContext
-from plugin.embedded import EmbeddedSimulator
+from plugin.embedded import EmbeddedSimulator, scrape_when_target
 from plugin.finisher import Finisher
 from plugin.locust_fixes import end_dispatch_after_rebalance, memoize_default_args
 from plugin.options import add_arguments, check_host
@@ -117,8 +117,7 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
             state.simulator = sim
             environment.host = opts.host = sim.url
             log.info("no --host given: started the built-in simulator at %s (profile %s)", sim.url, plan.sim_profile)
-            if not plan.server_metrics:  # its gauges (running, waiting, KV cache) are what the knee's diagnosis reads
-                plan = plan.with_server_metrics((sim.url + "/metrics",))
+            plan = scrape_when_target(plan, sim, sim.url)  # its gauges are what the knee's diagnosis reads
             if opts.headless and not plan.model:
                 plan = plan.with_model(resolve_model(environment.host, plan))
             if opts.headless:

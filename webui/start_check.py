@@ -20,7 +20,7 @@ from flask import jsonify, request
 from locust.util.timespan import parse_timespan
 
 from core.errors import InputError
-from plugin.embedded import EmbeddedSimulator
+from plugin.embedded import EmbeddedSimulator, scrape_when_target
 from plugin.run import check_target, choose_shape, prepare_run
 from plugin.options import DECLARED, Options
 from plugin.plan import RunPlan, check_users
@@ -58,7 +58,7 @@ def check_start(environment, form) -> RunPlan:
         except RuntimeError as e:
             state.simulator = EmbeddedSimulator(sim.profile, port=sim.port)  # keep a target up
             raise InputError(f"--sim-profile: the built-in simulator did not start with '{plan.sim_profile}': {e}") from None
-    plan = check_target(environment, plan, host)
+    plan = check_target(environment, scrape_when_target(plan, state.simulator, host), host)
     state.plan, state.inputs = plan, inputs
     state.form_argv = form_settings(form, opts, host)  # run.json's argv: what ran, not this process's command line
     return plan
