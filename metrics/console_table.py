@@ -32,7 +32,14 @@ def format_table(summary: Summary | dict) -> str:
         f"{'class':<10}{'ok':>7}{'fail':>6}{'TTFT mean':>11}{'p50':>8}{'p95':>8}{'p99':>8}"
         f"{'TPOT p50':>10}{'ITL p50':>9}{'E2E p50':>9}{'p95':>9}{'req/s':>8}{'out tok/s':>11}{'tot tok/s':>11}"
     )
-    lines = ["LLM results (ms unless stated; exact, from per-request records)", head, "-" * len(head)]
+    lines = ["LLM results (ms unless stated; exact, from per-request records)"]
+    setup = summary.setup
+    if setup is not None:  # what the run was and what it ran against, before its numbers
+        if setup.label:
+            lines.append(f"run: {setup.label}")
+        if setup.target is not None:
+            lines.append(f"against: {setup.server} serving {setup.target.text()}")
+    lines += [head, "-" * len(head)]
     for name, s in summary.blocks():
         t, r, th = s.ttft_ms, s.requests, s.throughput
         lines.append(

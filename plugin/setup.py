@@ -10,6 +10,7 @@ local run); the reports and the live view read it from there.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import socket
 import time
@@ -19,10 +20,10 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.errors import InputError
-from metrics.schema.run_setup import LoadSetup, Setup
+from metrics.schema.run_setup import LoadSetup, Setup, Target
 from plugin.server import get_with_headers
 from core.urls import public_url
-from plugin.state import Plugin
+from plugin.state import Plugin, state_of
 
 log = logging.getLogger("llm")
 
@@ -32,10 +33,17 @@ LATE_PROBE_S = 2.0  # the bound of a probe made while the load runs (a start no 
 
 
 def server_version(host: str, plan, bound_s: float | None = None) -> tuple[str | None, str | None]:
-    """(the server's version, where it said so), or (None, None). In order: GET /version
+    """(the server's version, where it said so), or (None, None): `server_identity`'s first two."""
+    return server_identity(host, plan, bound_s)[:2]
+
+
+def server_identity(host: str, plan, bound_s: float | None = None) -> tuple[str | None, str | None, dict[str, str], list[str]]:
+    """(the server's version, where it said so, its stated configuration, the gauges it came from).
+    The version, in order: GET /version
     ({"version": ...}, vLLM's and SGLang's answer); the `version` label of an info gauge on
     GET /metrics (a `*_info` sample of the server's own, not the Prometheus client's python_info);
-    the response headers (`x-...-version`, else `server:`, such as uvicorn's or llama.cpp's).
+    the response headers (`x-...-version`, else `server:`, such as uvicorn's or llama.cpp's). The
+    configuration: the labels of the `*_config_info` gauges on the same GET /metrics (`config_from_metrics`).
 
     Both are asked at once and waited for at most `bound_s` (default: --timeout-connect) in all: a
     gateway that routes only /v1/* may hold both unanswered. A probe slower than SLOW_PROBE_S says
@@ -53,6 +61,9 @@ def server_version(host: str, plan, bound_s: float | None = None) -> tuple[str |
         log.warning("server version: %s took %.1f s%s; asked outside the load's time, it takes none of it",
                     " and ".join(f"GET {p}" for p in asks), took,
                     f" ({' and '.join(silent)} had no answer)" if silent else "")  # fmt: skip
+    metrics_reply = answers["/metrics"]
+    text = metrics_reply[2].decode("utf-8", errors="replace") if metrics_reply is not None and metrics_reply[0] == 200 else ""
+    config, sources = config_from_metrics(text) if text else ({}, [])
     headers = {}
     version_reply = answers["/version"]
     if version_reply is not None:
@@ -63,13 +74,31 @@ def server_version(host: str, plan, bound_s: float | None = None) -> tuple[str |
             except (orjson.JSONDecodeError, AttributeError):
                 version = None
             if version:
-                return str(version), "GET /version"
-    metrics_reply = answers["/metrics"]
-    if metrics_reply is not None and metrics_reply[0] == 200:
-        version, name = version_from_metrics(metrics_reply[2].decode("utf-8", errors="replace"))
+                return str(version), "GET /version", config, sources
+    if text:
+        version, name = version_from_metrics(text)
         if version:
-            return version, f"GET /metrics {name}{{version}}"
-    return version_from_headers(headers)
+            return version, f"GET /metrics {name}{{version}}", config, sources
+    return (*version_from_headers(headers), config, sources)
+
+
+def config_from_metrics(text: str) -> tuple[dict[str, str], list[str]]:
+    """(label -> value, the gauges read) of the server's stated configuration: every sample whose
+    name ends in `_config_info` (vLLM's `vllm:cache_config_info`: block_size,
+    gpu_memory_utilization, num_gpu_blocks, ...; the simulator's
+    `llm_simulator_scheduler_config_info`), the engine's labels first where two name the same one;
+    ({}, []) when there is none. A `model_name` label is the model's, not the configuration's."""
+    try:
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except Exception:  # noqa: BLE001 - not Prometheus text: no configuration from it
+        return {}, []
+    found = sorted((s for s in samples if s.name.endswith("_config_info")), key=lambda s: (not s.name.startswith("vllm:"), s.name))
+    config: dict[str, str] = {}
+    for s in found:
+        for k, v in s.labels.items():
+            if k not in ("model_name", "engine"):
+                config.setdefault(k, str(v))
+    return dict(sorted(config.items())), sorted({s.name for s in found})
 
 
 def _ask(host: str, path: str, plan, bound: float):
@@ -131,7 +160,37 @@ def setup_block(run, version: tuple[str | None, str | None], hosts: list[str], w
         workload=spec.name, workload_hash=spec.spec_hash, server=public_url(environment.host or ""),
         model=plan.model, server_version=version[0], server_version_source=version[1], client_hosts=hosts, workers=workers,
         suite_version=run.writer.info.versions.get("suite") or "unknown",  # read as the run started (run.json)
+        target=target_of(run, version), label=plan.label,
     )  # fmt: skip
+
+
+def target_of(run, version: tuple) -> Target:
+    """What the run ran against (summary.json setup.target, run.json target): the built-in
+    simulator's profile when it is the run's target, the server's model, version and stated
+    configuration (`server_identity`)."""
+    name, digest = simulator_profile(run.environment)
+    config, sources = (version[2], version[3]) if len(version) > 2 else ({}, [])
+    return Target(simulator_profile=name, simulator_profile_hash=digest, model=run.plan.model, server_version=version[0],
+                  config=config, config_source=sources)  # fmt: skip
+
+
+def simulator_profile(environment) -> tuple[str | None, str | None]:
+    """(the built-in simulator's profile, the SHA-256 of the profile as loaded) when it is the
+    target of the run, else (None, None). The hash is of the validated profile, every field with
+    its value (defaults filled in), so two files that load the same engine hash the same, and an
+    edited file under the same name does not."""
+    state = state_of(environment)
+    sim = getattr(state, "simulator", None) if state is not None else None
+    if sim is None or (environment.host or "").rstrip("/") != sim.url.rstrip("/"):
+        return None, None
+    from simulator.profiles import load_profile
+
+    try:
+        profile = load_profile(sim.profile)
+    except InputError:  # the file changed since the simulator read it: its name alone
+        return sim.profile, None
+    data = profile.model_dump(mode="json", exclude={"name", "description"})
+    return sim.profile, hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 class RunSetup(Plugin):
@@ -141,13 +200,13 @@ class RunSetup(Plugin):
     that no check preceded asks it beside the load, bounded by LATE_PROBE_S."""
 
     def __init__(self):
-        self.probed: tuple[str, tuple[str | None, str | None]] | None = None  # (host, version) of the last check
-        self.version: tuple[str | None, str | None] = (None, None)
+        self.probed: tuple[str, tuple] | None = None  # (host, server_identity) of the last check
+        self.version: tuple = (None, None, {}, [])  # server_identity: version, its source, configuration, its gauges
         self.late = None  # the probe beside the load, when no check preceded the start
 
     def probe(self, host: str, plan) -> None:
-        """Before the run's clock starts: the server's version, for the next run on `host`."""
-        self.probed = (host, server_version(host, plan))
+        """Before the run's clock starts: the server's version and configuration, for the next run on `host`."""
+        self.probed = (host, server_identity(host, plan))
 
     def run_started(self, run) -> None:
         host = run.environment.host
@@ -156,18 +215,23 @@ class RunSetup(Plugin):
         if probed is not None and probed[0] == host:
             self.version = probed[1]
         else:
-            self.version = (None, None)
+            self.version = (None, None, {}, [])
             if host:
-                self.late = gevent.spawn(server_version, host, run.plan, LATE_PROBE_S)
+                self.late = gevent.spawn(server_identity, host, run.plan, LATE_PROBE_S)
                 self.late.link_value(lambda g: self._late_version(run, g.value))
         self.hosts, self.workers = client_processes(run.environment)
         # the live view states it from the start; run_stopping completes it (time measured, workers)
-        run.summary_extra["setup"] = setup_block(run, self.version, self.hosts, self.workers)
+        self._state(run, setup_block(run, self.version, self.hosts, self.workers))
+
+    def _state(self, run, setup: Setup) -> None:
+        """The setup block for summary.json and the live view, its target for run.json (written at the end)."""
+        run.summary_extra["setup"] = setup
+        run.writer.info.target = setup.target
 
     def _late_version(self, run, version) -> None:
         self.version = version
         if "setup" in run.summary_extra:
-            run.summary_extra["setup"] = setup_block(run, version, self.hosts, self.workers)
+            self._state(run, setup_block(run, version, self.hosts, self.workers))
 
     def run_stopping(self, run) -> None:
         late, self.late = self.late, None
@@ -177,4 +241,4 @@ class RunSetup(Plugin):
         now_hosts, now_workers = client_processes(run.environment)
         if now_workers >= workers:  # workers may join after the start; lost ones stay counted
             hosts, workers = now_hosts, now_workers
-        run.summary_extra["setup"] = setup_block(run, self.version, hosts or now_hosts, workers)
+        self._state(run, setup_block(run, self.version, hosts or now_hosts, workers))

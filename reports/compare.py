@@ -12,7 +12,7 @@ import numpy as np
 
 from core.errors import InputError
 from core.files import write_atomic
-from reports.comparable import differences
+from reports.comparable import differences, label_of
 from reports.compare_gpu import gpu_comparison, gpu_console, gpu_markdown
 from reports.summary_text import client_warning
 from stats.block_bootstrap import METRIC_NAMES, UNITS, measure, prepare, scopes
@@ -33,7 +33,8 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
     differ = differences(base.run, new.run)
     if differ and not allow_different:
         raise InputError(f"the runs measured different things: {'; '.join(differ)}; compare runs of the same workload, "
-                         f"load, server and model, or pass --allow-different to compare anyway")  # fmt: skip
+                         f"load, server (profile, version, configuration) and model, or pass --allow-different to compare "
+                         f"anyway")  # fmt: skip
     sb, sn = scopes(base), scopes(new)
     common = [k for k in sb if k in sn]
     for rule in rules:  # before the bootstrap: a rule naming a missing class is a usage error
@@ -49,8 +50,8 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
         or any(r.metric.startswith("ttfa.") for r in rules)
     names = METRIC_NAMES if answers else [m for m in METRIC_NAMES if not m.startswith("ttfa.")]
     result = {
-        "base": {"path": base.run.path, "run_id": base.run.run_id},
-        "new": {"path": new.run.path, "run_id": new.run.run_id},
+        "base": {"path": base.run.path, "run_id": base.run.run_id, "label": label_of(base.run)},
+        "new": {"path": new.run.path, "run_id": new.run.run_id, "label": label_of(new.run)},
         "method": {"bootstrap": "time blocks (see stats/comparison.py)", "resamples": resamples, "seed": seed,
                    "confidence": confidence, "significant": "the confidence interval of new - base excludes 0"},
         "differences": differ,
@@ -141,6 +142,11 @@ def _length(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
+def _label(side: dict) -> str:
+    """' "prefix caching on"' for a run with a --label, '' otherwise."""
+    return f' "{side["label"]}"' if side.get("label") else ""
+
+
 def text_table(rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
@@ -149,7 +155,8 @@ def text_table(rows: list[list[str]]) -> str:
 
 def markdown(result: dict, verdicts: list[dict]) -> str:
     m = result["method"]
-    lines = [f"## Compare: `{result['base']['run_id']}` (base) vs `{result['new']['run_id']}` (new)", ""]
+    lines = [f"## Compare: `{result['base']['run_id']}`{_label(result['base'])} (base) vs `{result['new']['run_id']}`"
+             f"{_label(result['new'])} (new)", ""]
     if result.get("differences"):
         lines += ["> **The runs measured different things** (compared with --allow-different):", ">"]
         lines += [f"> - {d}" for d in result["differences"]] + [""]
@@ -237,8 +244,8 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
     m = result["method"]
     for d in result["differences"]:
         print(f"DIFFERENT {d}")
-    print(f"compare: base {result['base']['run_id']} ({result['base']['path']})\n"
-          f"         new  {result['new']['run_id']} ({result['new']['path']})\n"
+    print(f"compare: base {result['base']['run_id']}{_label(result['base'])} ({result['base']['path']})\n"
+          f"         new  {result['new']['run_id']}{_label(result['new'])} ({result['new']['path']})\n"
           f"delta = new - base; beyond noise = the {m['confidence']:.0%} bootstrap interval of the delta excludes 0 "
           f"({m['resamples']} resamples of time blocks, seed {m['seed']})")
     for s in result["scopes"]:

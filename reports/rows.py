@@ -233,6 +233,7 @@ def setup_rows(setup) -> list[tuple[str, str]]:
         ("SLO", ", ".join(setup.slo) or "none"),
         ("workload", f"{setup.workload} (content hash {setup.workload_hash[:12]})"),
         ("server", f"{setup.server} serving {setup.model}{version}"),
+        *([("against", setup.target.stated())] if setup.target is not None else []),
         ("client", f"{setup.workers} process{'es' if setup.workers != 1 else ''} running users on {hosts}"),
         ("suite", setup.suite_version),
     ]
@@ -332,7 +333,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
     opts = run.run.options
     versions = run.run.versions
     return Report(
-        title=f"LLM load test report: {run.run_id}",
+        title=f"LLM load test report: {run.run_id}" + (f" ({run.run.plan.label})" if run.run.plan.label else ""),
         run_id=run.run_id,
         path=run.path,
         header=header(run),

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from metrics.schema.run_setup import Target
+
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="allow")  # a key a newer writer adds is kept
@@ -40,6 +42,7 @@ class PlanRecord(_Record):
     model: str = ""  # the model requested (a model the server named is filled in here)
     warmup_s: float = 0.0
     load: LoadRecord = Field(default_factory=LoadRecord)
+    label: str = ""  # --label: what this run is (what an A/B changed)
 
 
 class WorkloadRecord(_Record):
@@ -71,6 +74,7 @@ class RunInfo(_Record):
     plan: PlanRecord = Field(default_factory=PlanRecord)
     options: dict[str, Any] = {}  # Locust's options as given, secrets removed
     workload: WorkloadRecord | None = None
+    target: Target | None = None  # what the run ran against: simulator profile, server version and configuration (plugin/setup.py)
     # at the end
     complete: bool | None = None
     reason: str | None = None  # why the run is incomplete, when it is
