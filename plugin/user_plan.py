@@ -42,9 +42,10 @@ def running_users(runner) -> int:
 class UsersWatch:
     """A master's comparison of the users its workers report with the users it dispatched."""
 
-    def __init__(self, runner, clock=time.time):
+    def __init__(self, runner, clock=time.time, stopping=lambda: False):
         self.runner = runner
         self.clock = clock
+        self.stopping = stopping  # the run began to stop: its users stop by design (Locust's state says so only later)
         self.reports: dict[str, tuple[float, int]] = {}  # worker -> (received at, users running)
         self.dispatched: float | None = None  # when the last dispatch ended
         self.periods: list[UsersPeriod] = []
@@ -80,9 +81,9 @@ class UsersWatch:
 
     def _counts(self) -> tuple[int, int] | None:
         """(planned, running), or None while they cannot be compared (a dispatch under way, a live
-        worker with no report since the last one ended, the run not running)."""
+        worker with no report since the last one ended, the run not running or stopping)."""
         runner = self.runner
-        if runner.state != STATE_RUNNING or self.dispatched is None:
+        if runner.state != STATE_RUNNING or self.dispatched is None or self.stopping():
             return None
         live = [c.id for c in runner.clients.all if c.state != STATE_MISSING]
         seen = [self.reports.get(cid) for cid in live]
@@ -116,7 +117,8 @@ class UserPlan(Plugin):
 
     def run_started(self, run) -> None:
         if run.collector is not None:  # a master: a local run runs what it plans
-            self.watch = UsersWatch(run.environment.runner)
+            # the drain runs in Locust's test_stopping, before its state says stopping: the run's own mark
+            self.watch = UsersWatch(run.environment.runner, stopping=lambda: run.window_end is not None)
 
     def worker_report(self, environment, client_id: str, data: dict) -> None:
         if self.watch is not None:

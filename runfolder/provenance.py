@@ -19,8 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("locust", "geventhttpclient", "gevent", "pyarrow", "pandas", "numpy", "transformers", "orjson")
 
 
-# not run by a load process: a tree that differs only here runs the same load
-NOT_SOURCE = {"tests", "bench", "docs", "deploy"}
+# the packages a load process measures and records with (with locustfile.py): two trees that differ
+# only elsewhere (the simulator, the reports, the web UI, tests, benches, docs) run the same load
+LOAD_SOURCE = ("core", "metrics", "plugin", "runfolder", "shapes", "stats", "targets", "users", "workloads")
 
 
 @functools.cache
@@ -42,8 +43,8 @@ def suite_version() -> str:
 
 
 def source_hash(root: str = ROOT) -> str:
-    """A hash of the suite's Python source under `root`: every .py file of its packages and the
-    locustfile, by path and content (not its tests, benches or docs)."""
+    """A hash of the suite's Python source under `root` that a load process runs: every .py file of
+    LOAD_SOURCE and the locustfile, by path and content."""
     digest = hashlib.sha256()
     for path in _source_files(root):
         digest.update(os.path.relpath(path, root).encode() + b"\0")
@@ -53,10 +54,8 @@ def source_hash(root: str = ROOT) -> str:
 
 
 def _source_files(root: str) -> list[str]:
-    files = [os.path.join(root, f) for f in os.listdir(root) if f.endswith(".py")]
-    for top in os.listdir(root):
-        if top in NOT_SOURCE or not os.path.isfile(os.path.join(root, top, "__init__.py")):
-            continue
+    files = [os.path.join(root, "locustfile.py")] if os.path.isfile(os.path.join(root, "locustfile.py")) else []
+    for top in LOAD_SOURCE:
         for folder, dirs, names in os.walk(os.path.join(root, top)):
             dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
             files += [os.path.join(folder, n) for n in names if n.endswith(".py")]

@@ -50,8 +50,9 @@ def test_copies_of_the_source_hash_alike_until_one_line_differs(tmp_path):
     copy_of_the_suite(a)
     copy_of_the_suite(b)
     assert source_hash(str(a)) == source_hash(str(b))
-    (a / "tests").mkdir()  # not source: what the load processes run is the same
+    (a / "tests").mkdir()  # not what a load process runs: the same load
     (a / "tests" / "test_more.py").write_text("x = 1\n")
+    (a / "simulator" / "more.py").write_text("x = 1\n")
     assert source_hash(str(a)) == source_hash(str(b))
     one_line_changed(b)
     assert source_hash(str(a)) != source_hash(str(b))

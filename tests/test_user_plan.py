@@ -83,6 +83,17 @@ def test_a_difference_longer_than_a_report_interval_is_a_period_and_a_shorter_on
     assert off.line().startswith("the users running differed from the plan for 11 s: 15 instead of 10 for 11 s from ")
 
 
+def test_a_stopping_run_is_not_judged():
+    """Its drain (Locust's test_stopping) stops the users before Locust's state says it is stopping."""
+    runner, clock = Runner("a", "b"), Clock()
+    stopping = []
+    watch = UsersWatch(runner, clock, stopping=lambda: bool(stopping))
+    runner.dispatched()
+    clock.now += 0.5
+    stopping.append(True)
+    assert watch_over(watch, clock, [({"a": 0, "b": 0}, 20)]) is None
+
+
 def test_a_missing_worker_counts_no_users_and_a_spawning_run_is_not_judged():
     runner, clock = Runner("a", "b"), Clock()
     watch = started(runner, clock)
