@@ -1,11 +1,13 @@
 """STOP in Locust's own page, in a real browser (Debian's `chromium` over the DevTools protocol,
 tests/cdp.py): one local process with the web UI against the built-in simulator.
 
-A run started from the page's form (simulator profile `fixed`, replies of 12 s, --stop-timeout
+A run started from the page's form (simulator profile `fixed`, replies of 18 s, --stop-timeout
 8) is stopped from the page's Stop button while every stream is in flight: the drain takes the
 stop timeout, and the page must follow it to STOPPED without a reload (Locust's page stopped
 asking for the state once it read `cleanup`, and kept that badge until reloaded), then offer NEW.
-NEW's form keeps the profile the run used (Locust's form went back to the command line's), and
+While it runs, the LLM view's header says how much has been measured so far (it said "measured
+0.0 s"), and its GOOD card names the objective as an objective with the snapshot's verdict beside
+it (it read "met ttft.p95<5s" under a run that missed it). NEW's form keeps the profile the run used (Locust's form went back to the command line's), and
 labels the options as the suite names them ("SLO", not Locust's "Slo").
 """
 
@@ -50,13 +52,28 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
             browser.page("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
             page.goto(base + "/")
             _until(lambda: page.js("!!document.querySelector('form [name=userCount]')"), 30, "the start form", [log])
-            fields = {"userCount": "4", "spawnRate": "4", "simProfile": "fixed", "maxTokensOverride": "600", "slo": "ttft.p95<5s"}
+            fields = {"userCount": "4", "spawnRate": "4", "runTime": "60s", "simProfile": "fixed", "maxTokensOverride": "900",
+                      "slo": "ttft.p95<5s"}  # fmt: skip
             for name, value in fields.items():
                 assert page.js(f"{SET_VALUE_JS}({json.dumps(name)}, {json.dumps(value)})"), (name, value)
             page.js("document.querySelector('form button[type=submit]').click()")
-            # every stream in flight (12 s replies at 50 tokens/s), none ended
+            # every stream in flight (18 s replies at 50 tokens/s), none ended
             _until(lambda: (lambda d: d if d["in_flight"]["streams"] == 4 and d["state"] == "running" else None)(
                 _json(base + "/llm/stats?history=0")), 60, "4 streams in flight", [log])  # fmt: skip
+            # the LLM view while it runs: the time measured so far (not "measured 0.0 s"); the GOOD card
+            # names its objective as an objective, and its verdict is the snapshot's one verdict
+            page.goto(base + "/llm")
+            seq = _until(lambda: page.js("Number(document.body.dataset.seq || 0)"), 20, "the LLM view's first snapshot", [log])
+            shown = page.js("({setup: document.getElementById('setup').innerText, good: document.getElementById('good-sub').textContent, "
+                            "verdict: (v => v.hidden ? null : v.textContent)(document.getElementById('good-verdict')), "
+                            "seq: Number(document.body.dataset.seq)})")  # fmt: skip
+            snap = _json(f"{base}/llm/stats?seq={shown['seq']}&history=0")
+            assert re.search(r"-t 60 s; running, \d+\.\d s measured so far", shown["setup"]), shown["setup"]
+            assert "measured 0.0 s" not in shown["setup"]
+            assert shown["good"] == "good = within ttft.p95<5s", shown
+            assert shown["verdict"] == snap["overall"]["slo"]["state"], (shown, snap["overall"]["slo"])
+            page.goto(base + "/")
+            _until(lambda: page.js(f"{BUTTON_JS}('stop')"), 20, "Locust's page with its Stop button", [log])
             assert page.js(BADGE_JS) == "RUNNING"
             page.js(f"[...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Stop').click()")
             t_stop = time.monotonic()

@@ -215,7 +215,7 @@ class LiveView:
             "slo": [o.text for o in run.plan.slo],
             "plan": run.plan.summary_line(),
             # the load and the target, as the report states them first (summary.json setup)
-            "setup": setup_rows(run.summary_extra["setup"]) if run.summary_extra.get("setup") else [],
+            "setup": live_setup_rows(run.summary_extra["setup"], run, time.time()) if run.summary_extra.get("setup") else [],
             "load": run.plan.load.kind,
             "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
@@ -327,3 +327,19 @@ def _tab_row(name: str, b: dict, stamp: str, sent: str = "ended", users=None, in
         "errors": ", ".join(f"{k} {v:,}" for k, v in r["by_error"].items()) or "-",
         "updated": stamp,
     }
+
+
+def live_setup_rows(setup, run, now: float) -> list[tuple[str, str]]:
+    """summary.json's setup rows as the live view states them. The setup is written as the run
+    starts, when nothing is measured yet (its `measured_s` 0, which the header showed as
+    "measured 0.0 s" through the whole run): until the window ends the time row says how much of
+    it has been measured so far (or that the warm-up is on), then the window's length."""
+    rows = setup_rows(setup)
+    asked = f"-t {setup.run_time_s:g} s" if setup.run_time_s is not None else "until stopped"
+    if run.window_end is not None:
+        text = f"{asked}; measured {max(0.0, run.window_end - run.window_start):.1f} s"
+    elif now < run.window_start:
+        text = f"{asked}; running, warm-up (the measurement starts in {run.window_start - now:.0f} s)"
+    else:
+        text = f"{asked}; running, {now - run.window_start:.1f} s measured so far"
+    return [(k, text if k == "time" else v) for k, v in rows]
