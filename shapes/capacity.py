@@ -1,23 +1,32 @@
 """Capacity search: the highest user count that meets --slo, within --run-time.
 
-Levels are held for --step-time each. Without --steps the search doubles the user count from 1
-until a level misses the SLO, then bisects between the highest level met and the lowest missed
-until they are within 10 % (at least 1 user) of each other, or the time budget cannot hold
-another step. With --steps it walks the given levels in order and stops at the first miss.
+A policy (shapes/search/, --capacity-policy) picks each next level from the levels ended so far and
+their verdicts' signed margins; this module runs the levels it picks and judges them. Two ways of
+holding a level:
 
-Each level is judged when its step ends, by metrics.verdict on its declared set, as known at its
-cut (its end; with workers, 4 s before it, as their records may still be on the way): its TTFT and
-TTFA objectives on the requests sent after its warm-up up to the cut less the objective's threshold,
-each with its first token if it had come by the cut and censored (known only to exceed cut - send)
-if it was still waiting; its other objectives on the requests that had ended by the cut. The streams still open at the cut are
-the load processes' latest open-stream reports (`open_streams`, plugin/progress.py). The verdict is
-met, missed or undecided (too few values, values still waiting, or too close to call at the
-verdict's confidence). An undecided level is held for another step (CapacitySearch._extend
-says when), up to MAX_STEPS_PER_LEVEL steps in all and within -t; its window then runs from its
-first step's warm-up to the end of its last step. A level still undecided is neither a pass nor a fail: the doubling
-goes on above it, the bisection stops at it, and the answer names it. summary.json's by_step and
-capacity compute the same verdicts from the same sets after the run (metrics.measure), so the
-log, the table and the answer agree.
+- fixed (the walk and doubling policies): each level is held --step-time, judged when its step
+  ends; an undecided level is held for another step (CapacitySearch._extend says when), up to
+  MAX_STEPS_PER_LEVEL steps in all and within -t; its window then runs from its first step's
+  warm-up to the end of its last step.
+- sequential (the adaptive policy): time is cut in slices of SLICE_S (each record's step), a level
+  is the slices at one user count. Its warm-up lasts until the requests sent before its change have
+  ended (at most --step-warmup); its verdict is then looked at up to shapes.sequential.LOOKS times,
+  each at the confidence that keeps 90 % per side over all of them, and it ends at the first look
+  that decides it, or undecided at its longest hold (MAX_STEPS_PER_LEVEL x --step-time). While no
+  level has missed, a level short of values is passed to the next (too slow to be met within its
+  longest hold, or all its statistics under FAR_BELOW of their thresholds).
+
+Each level is judged by metrics.verdict on its declared set, as known at its cut (its end; with
+workers, 4 s before it, as their records may still be on the way): its TTFT and TTFA objectives on
+the requests sent after its warm-up up to the cut less the objective's threshold, each with its
+first token if it had come by the cut and censored (known only to exceed cut - send) if it was
+still waiting; its other objectives on the requests that had ended by the cut. The streams still
+open at the cut are the load processes' latest open-stream reports (`open_streams`,
+plugin/progress.py). A level still undecided is neither a pass nor a fail: the probing goes on
+above it, the narrowing stops at it, and the answer names it. summary.json's by_step and capacity
+compute the same verdicts from the same sets after the run (metrics.measure, with the plan's
+confidence and warm-ups), so the log, the table and the answer agree; the plan also carries the
+search's own account (`record`: its levels in order and why each ended) for the answer.
 """
 
 from __future__ import annotations

@@ -2,19 +2,20 @@
 can be decided at all.
 
 A level is judged as its values arrive, not once after a fixed window: at `LOOKS` looks at most,
-when its judged time (after its warm-up; with workers less the records still on their way) reaches
-longest/2^(LOOKS-1), ..., longest/2, longest, where `longest` is the most a level may be held
-(MAX_STEPS_PER_LEVEL x --step-time less its warm-up). The level ends at the first look that
-decides it; one still undecided at the last look ends undecided.
+on a schedule of judged times (after its warm-up; with workers less the records still on their
+way) longest/2^(LOOKS-1), ..., longest/2, longest, where `longest` is the most a level may be held
+(MAX_STEPS_PER_LEVEL x --step-time less its warm-up): the first look at the first point of it, the
+next ones when the values a met needs are due (`next_look`), the last at `longest`. The level ends
+at the first look that decides it; one still undecided at the last look ends undecided.
 
 Looking again and again at a 90 % bound and stopping at the first look that decides would make a
 wrong verdict more likely than 10 %: each look is another chance for the bound to fall on the
-wrong side. Each look therefore uses the bound at 1 - 0.10 / LOOKS (97.5 % for 4 looks): by the
+wrong side. Each look therefore uses the bound at 1 - 0.10 / LOOKS (98 % for 5 looks): by the
 union (Bonferroni) bound, the chance that any of a level's looks declares it met when its true
-percentile is at or above the threshold is at most LOOKS x 2.5 % = 10 %, and the same for a wrong
+percentile is at or above the threshold is at most LOOKS x 2 % = 10 %, and the same for a wrong
 miss: the 90 % a single look at the end of a fixed window keeps. The price is values: a P95 needs
-72 values to be met at 97.5 % (45 at 90 %); doubling the time between looks keeps their number,
-and so that price, small, however long a level is held. A look comes sooner than the next
+77 values to be met at 98 % (45 at 90 %); a bounded number of looks keeps that price small
+however long a level is held. A look comes sooner than the next
 doubling when the values come fast enough to reach that count before it (`next_look`): its time
 then depends on how many values came, never on what they are, so the bound still holds.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-LOOKS = 4  # looks per level at most
+LOOKS = 5  # looks per level at most: 98 % bounds each
 FAMILY_CONFIDENCE = 0.90  # one-sided, per side and per level, over all its looks
 
 
@@ -80,7 +81,7 @@ def decidability(objectives, users: int, judged_s: float, confidence: float, rep
     which = max(objectives, key=lambda o: values_needed(o, confidence)).key
     most_s = users * judged_s / need  # the longest reply that still gets `need` values in time
     plural = "s" if users != 1 else ""
-    head = (f"{which} needs {need} values per level to be met ({confidence:.1%} bounds{f' at each of up to {looks} looks' if looks > 1 else ''}); "
+    head = (f"{which} needs {need} values per level to be met ({confidence * 100:.3g}% bounds{f' at each of up to {looks} looks' if looks > 1 else ''}); "
             f"at {users} user{plural} a level of at most {judged_s:g}s judged gets them with replies of {most_s:.2g}s or less")  # fmt: skip
     if reply_s is None or reply_s <= most_s:
         return head + ("" if reply_s is None else f" (replies now {reply_s:.2g}s)"), True
