@@ -199,3 +199,39 @@ def test_the_live_view_says_why_each_level_ended_and_the_bracket_it_left():
     assert search_text(search, 1) == "decided in 6s (1 look)"
     assert search_text(search, 2) == "decided in 12s (2 looks); bracket 6..8 users (33%)"
     assert search_text(search, 3) == ""  # still running
+
+
+def _level(users: int, values: dict, objectives, n: int = 200):
+    from types import SimpleNamespace
+
+    th = SimpleNamespace(total_tokens_per_s=1000.0, output_tokens_per_s=500.0, requests_per_s=2.0)
+    verdict = judge(objectives, {k: np.full(n, v) for k, v in values.items()}, ok=n, failed=0, confidence=0.98)
+    return SimpleNamespace(partial=False, users=users, throughput=th, window=SimpleNamespace(end=0.0), verdict=verdict, steps=1)
+
+
+def test_the_answer_names_the_binding_objective_a_cliff_and_a_search_that_time_ended():
+    """Two objectives: 88 users meet both, 92 miss tpot only (by far): the answer is 88, tpot binds,
+    and the jump from room to three times the threshold within 5 % of load is a cliff. The search's
+    account gives the interval's confidence (each end 90 % over its looks: 80 %), the policy, its
+    levels in order, and that -t ended it before its precision."""
+    from metrics.capacity import capacity
+
+    two = parse_slo("ttft.p95<5s,tpot.p95<100ms")
+    levels = [_level(88, {"ttft.p95": 2.0, "tpot.p95": 0.06}, two), _level(92, {"ttft.p95": 2.2, "tpot.p95": 0.3}, two)]
+    search = {"policy": "adaptive", "precision": 0.02, "family": 0.9, "timed_out": True, "levels": [
+        {"users": 88, "state": "met", "margin": 0.4, "ended": "decided", "seconds": 20.0, "looks": 2, "requests": 200},
+        {"users": 92, "state": "missed", "margin": -2.0, "ended": "decided", "seconds": 6.0, "looks": 1, "requests": 200},
+    ]}  # fmt: skip
+    answer = capacity(levels, two, search)
+    assert (answer.users, answer.next_failing_users, answer.binding, answer.cliff) == (88, 92, "tpot.p95<100ms", True)
+    assert answer.interval_confidence == pytest.approx(0.8) and answer.width == pytest.approx(4 / 88)
+    assert answer.precision_reached is False and answer.timed_out and [lv.users for lv in answer.levels] == [88, 92]
+    s = answer.sentence
+    assert "(±2: from 88 to under 92 users at 80% confidence, 5% wide;" in s, s
+    assert "tpot.p95<100ms binds" in s and "a cliff: met at 88 users" in s, s
+    assert "-t ended the search before its 2% precision (5% wide)" in s, s
+    assert "levels tried (adaptive): 88 met +40.0 % in 20s, 92 missed -200.0 % in 6s" in s, s
+    # a gentle knee is no cliff; without a search's account the interval is still stated
+    gentle = [_level(88, {"ttft.p95": 4.0, "tpot.p95": 0.06}, two), _level(92, {"ttft.p95": 5.5, "tpot.p95": 0.07}, two)]
+    plain = capacity(gentle, two)
+    assert not plain.cliff and plain.binding == "ttft.p95<5s" and plain.interval_confidence == pytest.approx(0.96)  # one step each, 98 % bounds
