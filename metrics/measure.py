@@ -153,6 +153,11 @@ class Measure:
             out.slo = judge(self.objectives, values, len(ok), out.requests.failed)
         return out
 
+    def by(self, column: str, select: np.ndarray, start: float, end: float) -> dict[str, Block]:
+        """One block per value of a record column (`request_class`: summary.json's by_class;
+        `backend`: by_backend) among the records in `select`: the one grouping of every breakdown."""
+        return {name: self.block(select & mask, start, end, mask) for name, mask in groups(self.df[column].to_numpy(), select)}
+
     def _ended_by(self, cut: float) -> np.ndarray:
         """Each record had ended by `cut` (a failure ends where it failed; no end time: at its send)."""
         wall = self.df["wall_send"].to_numpy()
@@ -230,6 +235,12 @@ class Measure:
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, confidence, censored=censored)
         return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),
                     steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
+
+
+def groups(values: np.ndarray, select: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """(name, mask over all records) of each value that a record in `select` holds, by name: how a
+    breakdown (per class, per backend; the summary's and the live view's) cuts the records."""
+    return [(str(name), values == name) for name in sorted(set(values[select].tolist()))]
 
 
 def records_frame(table: pa.Table) -> pd.DataFrame:

@@ -99,6 +99,13 @@ class RequestRecord:
     server_itl_s: float = NAN
     # Prompt tokens the server took from its prefix cache (usage.prompt_tokens_details.cached_tokens); -1 unknown.
     cached_tokens: int = -1
+    # The backend that served the request: the URL the suite sent it to when --host names several
+    # (targets/), or the value of --backend-header in the reply of one load balancer; "" for one plain host.
+    backend: str = ""
+    # How far a stall of the client's event loop may have moved the first-token stamp, at most (ms):
+    # the longest stall inside the wait from t_send to the first token (plugin/health_stalls.py);
+    # 0 for none, NaN where there was no first token or no self-health.
+    stamp_skew_ms: float = NAN
 
     def as_row(self) -> tuple:
         return tuple(getattr(self, name) for name in FIELD_NAMES)
@@ -148,6 +155,8 @@ ARROW_SCHEMA = pa.schema(
         ("server_generation_s", pa.float64()),
         ("server_itl_s", pa.float64()),
         ("cached_tokens", pa.int32()),
+        ("backend", pa.string()),
+        ("stamp_skew_ms", pa.float64()),
     ]
 )
 assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
@@ -158,7 +167,7 @@ SCALAR_COLUMNS = (
     "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
     "prompt_tokens", "output_tokens", "tokens_source", "worker", "resent",
     "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason", "inputs", "turn",
-    "server_queue_s", "server_ttft_s", "cached_tokens",
+    "server_queue_s", "server_ttft_s", "cached_tokens", "backend",
 )  # fmt: skip
 
 

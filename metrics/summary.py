@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from metrics.backends import backend_check
 from metrics.capacity import capacity
 from metrics.measure import Measure, records_frame
 from metrics.open_loop_check import busy_when_due, open_loop, sent_on_schedule
@@ -44,7 +45,6 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
 
     wall = df["wall_send"].to_numpy()
     in_window = (wall >= window_start) & (wall <= window_end)
-    classes = df["request_class"].to_numpy()
     failed = df[~df["ok"] & (df["error"] != "")]
     summary = Summary(
         definitions=DEFINITIONS,
@@ -53,10 +53,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
                         by_error={str(k): int(v) for k, v in failed["error"].value_counts().sort_index().items()},
                         over_max_tokens=over_max_tokens(table)),
         overall=m.block(in_window, window_start, window_end),
-        by_class={
-            str(name): m.block(in_window & (classes == name), window_start, window_end, classes == name)
-            for name in sorted(set(classes[in_window]))
-        },
+        by_class=m.by("request_class", in_window, window_start, window_end),
         concurrency=Concurrency(mean_in_flight=mean_in_flight(df, window_start, window_end)),
     )
     if "turn" in table.column_names:  # conversations: one block per turn number (turn 1 = first message)
@@ -64,6 +61,9 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         present = sorted(set(turns[in_window & (turns >= 1)].tolist()))
         if present:
             summary.by_turn = {str(t): m.block(in_window & (turns == t), window_start, window_end) for t in present}
+    if (df["backend"] != "").any():  # several replicas, or a balancer's header: one block per backend
+        summary.by_backend = m.by("backend", in_window, window_start, window_end)
+        summary.backends = backend_check(summary.by_backend, df, window_start, window_end)
     if plan is not None and run_start is not None:
         summary.by_step = by_step(plan, run_start, window_end, m)
         if objectives:

@@ -72,7 +72,7 @@ class Finisher:
         keep_pauses_out_of_the_hot_path()
         self.ctx = ctx
         self.environment = environment
-        self.prefix = urlsplit(environment.host or "").path.rstrip("/") if environment is not None else ""
+        self.prefix = urlsplit((environment.host or "").split(",")[0]).path.rstrip("/") if environment is not None else ""
         self.queue: deque = deque()  # (path, rec, ex, stopped, on_parsed): plugin/progress.py reads it
         self.sizes: deque = deque()  # exchange_bytes of each, in the same order
         self.backlog = 0  # their sum

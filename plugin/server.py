@@ -4,7 +4,8 @@
 form (plugin.run.check_target calls it): the host answers a TCP connect; GET HOST/v1/models tells
 the `/v1` mistake apart (a --host that already ends in /v1: every request would go to /v1/v1/...);
 a --model the server does not list is refused; an unnamed model is the first the server lists.
-Every problem is one line naming the option and the fix, before any request is sent.
+Every problem is one line naming the option and the fix, before any request is sent. A --host of
+several replicas (targets/) is checked replica by replica, and the line names the one that failed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from core.tls import client_context, insecure_warning
 from core.tls import failure as tls_failure
 from plugin.plan import RunPlan
 from core.urls import public_url
+from targets.backends import split_hosts
 
 log = logging.getLogger("llm")
 
@@ -35,7 +37,16 @@ PAUSE_S = 0.5  # between two attempts
 
 def check_server(host: str, plan: RunPlan) -> RunPlan:
     """The target answers, is addressed without a doubled /v1, and serves the plan's model (raises
-    InputError). Returns the plan with the model filled in when it named none."""
+    InputError). Returns the plan with the model filled in when it named none. Several replicas:
+    each, in order (the first names the model when the plan names none; each must serve it)."""
+    urls = split_hosts(host)
+    if len(urls) > 1:
+        for i, url in enumerate(urls):
+            try:
+                plan = check_server(url, plan)
+            except InputError as e:
+                raise InputError(f"{e} (replica {i + 1} of {len(urls)} in --host)") from None
+        return plan
     check_reachable(host, plan.timeouts.connect)
     shown = public_url(host)
     if plan.tls.insecure:
@@ -73,7 +84,8 @@ def _refuse_v1_mistake(host: str, status: int, plan: RunPlan) -> None:
 
 
 def resolve_model(host: str, plan: RunPlan) -> str:
-    """The first model id from GET /v1/models, for runs that did not name one with --model."""
+    """The first model id from GET /v1/models (of the first replica), for runs that did not name one with --model."""
+    host = split_hosts(host)[0]
     shown = public_url(host)
     status, body = _get(host, MODELS, plan)
     if status != 200:
@@ -94,7 +106,9 @@ def _get(host: str, path: str, plan: RunPlan) -> tuple[int, bytes]:
 def get_with_headers(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str, str], bytes]:
     """GET HOST+path within the connect timeout: (status, headers with lower-case names, body), or
     InputError when nothing answers. A connection reset or refused is tried again (ATTEMPTS in all,
-    PAUSE_S apart): one reset, from a server or a proxy in between, does not refuse a run."""
+    PAUSE_S apart): one reset, from a server or a proxy in between, does not refuse a run. Several
+    replicas: the first is asked (a question about the server, such as its version)."""
+    host = split_hosts(host)[0]
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return _get_once(host, path, plan)
@@ -151,7 +165,12 @@ def check_reachable(host: str, timeout: float) -> None:
     """A TCP connection to the host's address opens within the connect timeout (nothing is sent:
     an unreachable host is one clear line before any load, not a run of connect_error records).
     A connection reset or refused is tried again (ATTEMPTS in all, PAUSE_S apart); a connect that
-    timed out is not (it waited the whole --timeout-connect)."""
+    timed out is not (it waited the whole --timeout-connect). Several replicas: each."""
+    urls = split_hosts(host)
+    if len(urls) > 1:
+        for url in urls:
+            check_reachable(url, timeout)
+        return
     parts = urlsplit(host)
     address = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
     for attempt in range(1, ATTEMPTS + 1):

@@ -20,6 +20,7 @@ schedule (the schedule bounds the rate already).
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from email.utils import parsedate_to_datetime
@@ -33,10 +34,15 @@ from locust.contrib.fasthttp import FastHttpUser
 from metrics.record import RequestRecord
 from metrics.timing import head_class
 from plugin.finisher import reply_text
+from plugin.start_pacing import GATE
+from targets.backends import Targets, split_hosts
+from targets.probe import answers
 from users.stream import Exchange, StreamClient
 from workloads.endpoints import ENDPOINTS
 from workloads.session import Conversation
 
+
+log = logging.getLogger("llm")
 
 CONTEXT_WAIT_S = 30
 REPLY_WAIT_S = 60  # a conversation waits this long for the finisher to hand back a reply's text
@@ -55,11 +61,16 @@ class LLMUser(FastHttpUser):
         endpoint = ENDPOINTS[self.endpoint]  # workloads/endpoints/: its path, body and whether it streams
         self.path = endpoint.path
         plan = self.ctx.plan
-        self.stream = StreamClient(self.host, plan.timeouts, {}, per_request=plan.connection == "per-request",
-                                   max_body=plan.max_response_bytes, tls=plan.tls)
+        self.targets = targets_of(self.ctx, self.host)
+        # one connection per backend: a backend's requests reuse its own (users/stream.py)
+        self.streams = [StreamClient(url, plan.timeouts, {}, per_request=plan.connection == "per-request",
+                                     max_body=plan.max_response_bytes, tls=plan.tls, backend_header=plan.backend_header)
+                        for url in self.targets.urls]  # fmt: skip
+        self.stream = self.streams[0]
         self.streamed = plan.stream and endpoint.streams
         self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None
+        GATE.wait()  # the first request goes out as fast as the event loop keeps up (plugin/start_pacing.py)
 
     def _wait_for_context(self):
         """The run context of this process; a worker that joined a running test builds it a moment
@@ -73,8 +84,8 @@ class LLMUser(FastHttpUser):
         return state.context
 
     def on_stop(self) -> None:
-        if getattr(self, "stream", None) is not None:
-            self.stream.close()
+        for stream in getattr(self, "streams", ()):
+            stream.close()
 
     @task
     def send(self) -> None:
@@ -164,22 +175,44 @@ class LLMUser(FastHttpUser):
         )
         headers = {**ctx.headers, "X-Request-Id": rec.request_id}
         ex = Exchange()
+        targets = self.targets
+        backend = targets.pick(session_id)  # once per request (targets/): a few list reads
+        rec.backend = targets.names[backend]
         rec.wall_send = time.time()
         rec.step = ctx.step_at(rec.wall_send)
         ctx.in_flight += 1
+        targets.sent(backend)
         ctx.streams[ex] = rec
         try:
-            self.stream.post(self.path, body, headers, ex, cancel_after)
+            self.streams[backend].post(self.path, body, headers, ex, cancel_after)
         except gevent.GreenletExit:
             # The run ended while this stream was in flight: keep what arrived, marked "stopped".
+            rec.backend = ex.backend or rec.backend
             ctx.finisher.submit(self.path, rec, ex, stopped=True)
             raise
         finally:
             ctx.in_flight -= 1
+            targets.ended(backend)
             del ctx.streams[ex]
+        if ex.backend:  # a load balancer said which of its backends served it (--backend-header)
+            rec.backend = ex.backend
+        elif ex.error == "connect_error":  # refused or dropped before any answer: out of the spread, probed back
+            targets.refused(backend)
         ctx.finisher.submit(self.path, rec, ex, on_parsed=on_parsed)
         self.last_exchange = ex
         return rec, ex
+
+
+def targets_of(ctx, host: str) -> Targets:
+    """This process's backends for the run (one object shared by its users: the requests in flight
+    on each and which are in the spread are the process's), made by its first user."""
+    targets = getattr(ctx, "targets", None)
+    if targets is None:
+        plan = ctx.plan
+        probe = lambda url: answers(url, min(plan.timeouts.connect, 1.0))  # noqa: E731 - bounded: one probe a second at most
+        targets = ctx.targets = Targets(split_hosts(host), plan.balance, probe, on_change=lambda name, text: log.warning("%s", text),
+                                        stopping=ctx.stopping)  # fmt: skip
+    return targets
 
 
 RETRY_BACKOFF_S = 0.5  # first wait before a retry (other than a 429 with Retry-After); doubles

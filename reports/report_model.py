@@ -71,6 +71,12 @@ class Report:
     summary: Table
     turns: Table | None
     steps: Table | None
+    # several replicas or a balancer's header: the summary table per backend, each backend's share and
+    # flags (metrics/backends.py), and when each backend's failures came and how long it took to recover
+    backends: Table | None
+    backend_shares: Table | None
+    backend_rule: str
+    outages: Table | None
     failures: Table | None  # None: no failed request
     charts: list[ChartGroup]
     extras: list[Extra]

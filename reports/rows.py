@@ -63,6 +63,32 @@ def summary_table(summary: Summary, by: str = "by_class", label: str = "class") 
     return Table(headers, rows, row_classes=["overall" if n == "overall" else "" for n, _ in blocks])
 
 
+def backend_tables(summary: Summary) -> dict:
+    """Several replicas or a balancer's header: the summary table per backend (the by_class table's
+    rows), each backend's share and flags, and its failures in time (summary.json by_backend, backends)."""
+    check = summary.backends
+    if not summary.by_backend or check is None:
+        return {"backends": None, "backend_shares": None, "backend_rule": "", "outages": None}
+    shares = Table(["backend", "sent", "share %", "fair share %", "off by %", "TTFT p50", "TPOT p50", "E2E p50", "out tok/s",
+                    "failed", "failures by class", "flags"],
+                   [cells(b.backend, fmt(b.sent), fmt(None if b.share is None else b.share * 100, 1),
+                          fmt(None if b.fair_share is None else b.fair_share * 100, 1),
+                          fmt(None if b.share_off is None else b.share_off * 100, 1), fmt(b.ttft_p50_ms), fmt(b.tpot_p50_ms, 1),
+                          fmt(b.e2e_p50_ms), fmt(b.output_tokens_per_s), fmt(b.failed),
+                          ", ".join(f"{k} {v}" for k, v in b.by_error.items()), "; ".join(b.flags) or "-")
+                    for b in check.backends],
+                   text=(10, 11), row_classes=["flagged" if b.flags else "" for b in check.backends])  # fmt: skip
+    start = summary.window.start
+    outages = Table(["backend", "failed", "by class", "first failure (s into the window)", "last failure", "recovered",
+                     "recovery s"],
+                    [cells(o.backend, fmt(o.failed), ", ".join(f"{k} {v}" for k, v in o.by_error.items()),
+                           fmt(o.first_failure - start, 1), fmt(o.last_failure - start, 1),
+                           fmt(None if o.recovered_at is None else o.recovered_at - start, 1), fmt(o.recovery_s, 1))
+                     for o in check.outages], text=(2,)) if check.outages else None  # fmt: skip
+    return {"backends": summary_table(summary, "by_backend", "backend"), "backend_shares": shares,
+            "backend_rule": check.rule, "outages": outages}
+
+
 TTFT_SPLIT_HEADERS = ["scope", "requests", "client TTFT mean", "server queue mean", "server prefill mean",
                       "rest mean", "rest p95", "cached prompt %"]  # fmt: skip
 
@@ -211,7 +237,7 @@ def extra_section(key: str, obj) -> Extra:
 
 # Summary fields with a view of their own; every other section is shown as an Extra.
 OWN_VIEW = {"schema_version", "run_id", "complete", "reason", "note", "definitions", "window", "records", "overall", "by_class",
-            "by_turn", "by_step", "slo", "capacity", "gpu", "diagnosis", "users_off_plan"}  # fmt: skip
+            "by_turn", "by_backend", "backends", "by_step", "slo", "capacity", "gpu", "diagnosis", "users_off_plan"}  # fmt: skip
 
 
 def extras(summary: Summary) -> list[Extra]:
@@ -346,6 +372,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         slo=slo_table(s),
         summary=summary_table(s),
         turns=summary_table(s, "by_turn", "turn") if s.by_turn else None,
+        **backend_tables(s),
         steps=steps_table(s.by_step) if s.by_step else None,
         ttft_split=ttft_split_table(s),
         failures=failures_table(s, error_details(run)),

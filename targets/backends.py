@@ -38,7 +38,7 @@ class Targets:
     (targets/health.py probes it back). With one backend there is nothing to pick, count or probe."""
 
     def __init__(self, urls: tuple[str, ...], balance: str, probe: Callable[[str], bool] | None = None,
-                 probe_every_s: float = 1.0, on_change: Callable[[str, str], None] | None = None):
+                 probe_every_s: float = 1.0, on_change: Callable[[str, str], None] | None = None, stopping=None):
         self.urls = tuple(urls)
         self.n = len(self.urls)
         self.spread = self.n > 1
@@ -46,7 +46,7 @@ class Targets:
         self.names = tuple(backend_name(u) for u in self.urls) if self.spread else ("",)
         self.policy = POLICIES[balance](self.n)
         self.outstanding = [0] * self.n
-        self.health = (Health(self.names, lambda i: probe(self.urls[i]), probe_every_s, on_change)
+        self.health = (Health(self.names, lambda i: probe(self.urls[i]), probe_every_s, on_change, stopping)
                        if self.spread and probe is not None else None)
         self.up = self.health.up if self.health is not None else [True] * self.n
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 import gevent
+from gevent.event import Event
 
 PROBE_EVERY_S = 1.0
 
@@ -19,8 +20,8 @@ PROBE_EVERY_S = 1.0
 class Health:
     """Up or down per backend, with the probes of those down (greenlets of this process)."""
 
-    def __init__(self, names: tuple[str, ...], probe: Callable[[str], bool], every_s: float = PROBE_EVERY_S,
-                 on_change: Callable[[str, str], None] | None = None):
+    def __init__(self, names: tuple[str, ...], probe: Callable[[int], bool], every_s: float = PROBE_EVERY_S,
+                 on_change: Callable[[str, str], None] | None = None, stopping: Event | None = None):
         self.names = names
         self.probe = probe  # backend index -> answering? (targets/probe.py), blocking, bounded by its own timeout
         self.every_s = every_s
@@ -29,10 +30,11 @@ class Health:
         self.probes = [0] * len(names)  # probes sent, per backend
         self.down_s = [0.0] * len(names)  # seconds out of the spread, per backend (ended outages)
         self._probers: dict[int, gevent.Greenlet] = {}
-        self._stopped = False
+        self._stopping = stopping if stopping is not None else Event()  # the run's end: no more probes
+        self._closed = False
 
     def refused(self, i: int) -> None:
-        if not self.up[i] or self._stopped:
+        if not self.up[i] or self._closed or self._stopping.is_set():
             return
         self.up[i] = False
         self.on_change(self.names[i], f"backend {self.names[i]} refused a connection: out of the spread, probed every "
@@ -40,10 +42,7 @@ class Health:
         self._probers[i] = gevent.spawn(self._probe_until_back, i, time.monotonic())
 
     def _probe_until_back(self, i: int, since: float) -> None:
-        while not self._stopped:
-            gevent.sleep(self.every_s)  # the pause comes first: a refusal is never probed at once
-            if self._stopped:
-                return
+        while not self._stopping.wait(self.every_s):  # the pause comes first: a refusal is never probed at once
             self.probes[i] += 1
             if self.probe(i):
                 down = time.monotonic() - since
@@ -55,6 +54,6 @@ class Health:
                 return
 
     def stop(self) -> None:
-        self._stopped = True
+        self._closed = True
         probers, self._probers = list(self._probers.values()), {}
         gevent.killall(probers, block=False)

@@ -73,7 +73,7 @@ class Exchange:
     """
 
     __slots__ = ("t_send", "t_end", "status", "complete", "error", "error_detail", "retry_after",
-                 "times", "datas", "framing", "resent", "connect_s", "content_type", "_pieces")  # fmt: skip
+                 "times", "datas", "framing", "resent", "connect_s", "content_type", "backend", "_pieces")  # fmt: skip
 
     def __init__(self) -> None:
         self.t_send = 0.0  # the request was written (after any connection setup)
@@ -89,6 +89,7 @@ class Exchange:
         self.datas: list[bytes] = []  # the bytes of that read, framing included
         self.framing = LENGTH
         self.resent = False  # sent again after a stale kept-alive connection (STALE_CLOSE_S)
+        self.backend = ""  # the value of the client's backend header in the response (--backend-header), if any
         self._pieces: list[tuple[float, bytes]] | None = None
 
     @property
@@ -130,8 +131,10 @@ class StreamClient:
     """One keep-alive connection to the server, for one virtual user."""
 
     def __init__(self, base_url: str, timeouts: Timeouts, headers: dict[str, str], per_request: bool = False,
-                 max_body: int | None = None, tls: TlsPolicy = VERIFIED):
+                 max_body: int | None = None, tls: TlsPolicy = VERIFIED, backend_header: str = ""):
         parts = urlsplit(base_url)
+        # a load balancer's response header naming the backend that served the request (--backend-header)
+        self.backend_header = backend_header.lower()
         self.max_body = max_body or 1 << 62  # a longer body is cut: response_too_large (--max-response-size)
         self.per_request = per_request  # close the connection after every request (--connection per-request)
         self.prefix = parts.path.rstrip("/")  # e.g. https://gateway/openai -> /openai
@@ -243,6 +246,8 @@ class StreamClient:
         ex.content_type = head.get("content-type", "")
         if status == 429:
             ex.retry_after = head.get("retry-after", "")
+        if self.backend_header:
+            ex.backend = head.get(self.backend_header, "")
         try:
             framing, length = framing_of(status, head)
         except BadHead as e:

@@ -1,0 +1,91 @@
+"""summary.json's `backends`: each backend's share of the load against its fair share, which backend
+stands out, and when each backend's failures came and how long it took to recover.
+
+The figures are the by_backend blocks (metrics/measure.py `Measure.by`, the grouping of by_class);
+this module only compares them. The rule that flags a backend (`RULE`):
+
+  share   its share of the window's requests is more than SHARE_OFF (20 %) off its fair share
+          (1 / backends), and further off than NOISE_SD standard deviations of a fair draw of as
+          many requests (so 7 of 20 requests is not a skew; 350 of 1,000 is);
+  slower  its TTFT p50 or TPOT p50 is more than SLOWER (1.5) times the median of the other
+          backends' (each with at least MIN_OK successful requests in the window).
+
+A balancer that pins its connections to one replica shows as a share flag; a slow replica as a
+slower flag (and, under least-outstanding, a share flag too: it holds its requests longer).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from metrics.record import NOT_SERVER_FAILURES
+from metrics.schema.backends import BackendCheck, BackendShare, Outage
+from metrics.schema.figures import Block
+
+SHARE_OFF = 0.20
+NOISE_SD = 3.0
+SLOWER = 1.5
+MIN_OK = 10
+RULE = (f"share: more than {SHARE_OFF:.0%} off the fair share (1 / backends) and more than {NOISE_SD:g} standard deviations "
+        f"of a fair draw; slower: TTFT p50 or TPOT p50 above {SLOWER:g} x the median of the other backends' (each with at "
+        f"least {MIN_OK} successful requests)")  # fmt: skip
+
+
+def backend_check(by_backend: dict[str, Block], df: pd.DataFrame, start: float, end: float) -> BackendCheck:
+    names = [n for n in by_backend if n]  # "" holds the requests no backend was named for (a balancer that said nothing)
+    total = sum(by_backend[n].requests.sent for n in names)
+    fair = 1.0 / len(names) if names else None
+    rows = []
+    for name in names:
+        b = by_backend[name]
+        share = b.requests.sent / total if total else None
+        off = (share - fair) / fair if share is not None and fair else None
+        rows.append(BackendShare(backend=name, sent=b.requests.sent, share=share, fair_share=fair, share_off=off,
+                                 ttft_p50_ms=b.ttft_ms.p50, tpot_p50_ms=b.tpot_ms.p50, e2e_p50_ms=b.e2e_ms.p50,
+                                 output_tokens_per_s=b.throughput.output_tokens_per_s, failed=b.requests.failed,
+                                 by_error=dict(b.requests.by_error)))  # fmt: skip
+    if len(rows) > 1:
+        for row in rows:
+            row.flags = _flags(row, [r for r in rows if r is not row], by_backend, total)
+    source = "spread" if any("://" in n for n in names) else "header"
+    return BackendCheck(source=source, rule=RULE, backends=rows, flagged=[r.backend for r in rows if r.flags],
+                        outages=outages(df))  # fmt: skip
+
+
+def _flags(row: BackendShare, others: list[BackendShare], blocks: dict[str, Block], total: int) -> list[str]:
+    out = []
+    fair = row.fair_share
+    if row.share is not None and fair and total:
+        noise = math.sqrt(fair * (1 - fair) / total)
+        if abs(row.share_off) > SHARE_OFF and abs(row.share - fair) > NOISE_SD * noise:
+            out.append(f"share {row.share:.1%} of {total} requests against a fair {fair:.1%} ({row.share_off:+.0%})")
+    if blocks[row.backend].requests.ok >= MIN_OK:
+        for metric, key in (("TTFT", "ttft_p50_ms"), ("TPOT", "tpot_p50_ms")):
+            mine = getattr(row, key)
+            theirs = [getattr(o, key) for o in others if blocks[o.backend].requests.ok >= MIN_OK and getattr(o, key) is not None]
+            if mine is not None and theirs:
+                ref = float(np.median(theirs))
+                if ref > 0 and mine > SLOWER * ref:
+                    out.append(f"slower: {metric} p50 {mine:,.1f} ms against {ref:,.1f} ms on the others ({mine / ref:.2f}x)")
+    return out
+
+
+def outages(df: pd.DataFrame) -> list[Outage]:
+    """Per backend with server failures (the whole run, not only the window): when its failures
+    came and the first success after them."""
+    out = []
+    failed = ~df["ok"] & (df["error"] != "") & ~df["error"].isin(NOT_SERVER_FAILURES)
+    ended = df["wall_send"] + df["e2e_s"].fillna(0.0)
+    for name in sorted(set(df.loc[failed, "backend"].tolist())):
+        mine = df["backend"] == name
+        fails = failed & mine
+        first, last = float(ended[fails].min()), float(ended[fails].max())
+        after = df.loc[mine & df["ok"] & (df["wall_send"] >= last), "wall_send"]
+        back = float(after.min()) if len(after) else None
+        out.append(Outage(backend=name, failed=int(fails.sum()), by_error={str(k): int(v) for k, v in df.loc[fails, "error"].value_counts().sort_index().items()},
+                          first_failure=first, last_failure=last, recovered_at=back,
+                          recovery_s=None if back is None else back - first))  # fmt: skip
+    return out
