@@ -1,0 +1,249 @@
+"""Several replicas as one target, against each replica's own truth log: the suite's spread over two
+simulators (each record's backend is the replica that logged it), a slowed replica flagged, one
+replica killed mid-run and restarted on its port (its requests failed on it, none lost, the spread
+leaves it and probes it back at a bounded pace), and nginx in front of two replicas with its
+X-Upstream header (each record's backend is the one nginx named)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import ROOT, free_port, read_results, read_truth, run_locust, start_locust, stop, wait_for_lines
+
+pytestmark = pytest.mark.process
+
+SLOW_PROFILE = """kind: fixed
+description: the fixed profile with four times its time to first token
+model: sim-model
+ttft_s: 0.4
+itl_s: 0.02
+stream_interval: 1
+max_model_len: 1048576
+"""
+
+
+class Replica:
+    """One simulator process on a port of its own, killed (SIGKILL) and started again on that port."""
+
+    def __init__(self, port: int, truth: str, profile: str = "fixed", log: str | None = None):
+        self.port, self.truth, self.profile, self.log = port, truth, profile, log or truth + ".log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, truth: str | None = None) -> "Replica":
+        cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(self.port), "--profile", self.profile,
+               "--truth-log", truth or self.truth]  # fmt: skip
+        out = open(self.log, "a")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with open(self.log) as f:
+                if f.read().count("listening on") > getattr(self, "_starts", 0):
+                    self._starts = getattr(self, "_starts", 0) + 1
+                    return self
+            assert self.proc.poll() is None, open(self.log).read()[-2000:]
+            time.sleep(0.05)
+        raise AssertionError(f"simulator on {self.port} did not start")
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def backend_of_truth(*logs: tuple[str, list[str]]) -> dict[str, str]:
+    """request id -> the backend whose truth log holds it."""
+    out = {}
+    for backend, paths in logs:
+        for path in paths:
+            for t in read_truth(path) if os.path.exists(path) else []:
+                assert t["request_id"] not in out, t["request_id"]
+                out[t["request_id"]] = backend
+    return out
+
+
+LOAD = ("--max-tokens-override", "24", "--seed", "5", "--stop-timeout", "20")
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory):
+    """least-outstanding over a fixed replica and one four times slower to its first token."""
+    tmp = str(tmp_path_factory.mktemp("spread"))
+    slow = os.path.join(tmp, "slow.yaml")
+    with open(slow, "w") as f:
+        f.write(SLOW_PROFILE)
+    fast_r = Replica(free_port(), os.path.join(tmp, "fast.jsonl")).start()
+    slow_r = Replica(free_port(), os.path.join(tmp, "slow.jsonl"), profile=slow).start()
+    try:
+        proc = run_locust("--host", f"{fast_r.url},{slow_r.url}/", "--balance", "least-outstanding", "-u", "8", "-r", "8",
+                          "-t", "8s", "--results-dir", tmp, "--run-id", "spread", *LOAD)  # fmt: skip
+    finally:
+        fast_r.stop()
+        slow_r.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, summary = read_results(tmp, "spread")
+    truth = backend_of_truth((fast_r.url, [fast_r.truth]), (slow_r.url, [slow_r.truth]))
+    return df, summary, truth, fast_r.url, slow_r.url, os.path.join(tmp, "spread")
+
+
+def test_each_record_names_the_replica_that_served_it(spread):
+    df, summary, truth, fast, slow, _ = spread
+    assert df["request_id"].is_unique and set(df["request_id"]) == set(truth)
+    assert df["ok"].all()
+    assert (df["backend"] == df["request_id"].map(truth)).all()
+    # the per-backend blocks hold each replica's records of the window, as the truth counts them
+    w = summary["window"]
+    inside = df[(df["wall_send"] >= w["start"]) & (df["wall_send"] <= w["end"])]
+    for url in (fast, slow):
+        assert summary["by_backend"][url]["requests"]["sent"] == int((inside["backend"] == url).sum()) > 0
+    assert sum(b["requests"]["sent"] for b in summary["by_backend"].values()) == summary["overall"]["requests"]["sent"]
+
+
+def test_the_slowed_replica_is_flagged_with_its_figures(spread):
+    df, summary, _, fast, slow, folder = spread
+    check = summary["backends"]
+    assert check["source"] == "spread" and slow in check["flagged"]
+    row = {b["backend"]: b for b in check["backends"]}[slow]
+    assert any(f.startswith("slower: TTFT p50 4") for f in row["flags"]), row["flags"]
+    # least-outstanding: the slow replica holds each request longer, so it gets fewer of them
+    assert row["share"] < 0.5
+    report = open(os.path.join(folder, "report.md")).read()
+    assert "### By backend" in report and "slower: TTFT p50" in report and slow in report
+
+
+def test_a_replica_killed_mid_run_fails_on_it_is_left_and_probed_back(tmp_path):
+    tmp = str(tmp_path)
+    a = Replica(free_port(), os.path.join(tmp, "a.jsonl")).start()
+    b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
+    log = os.path.join(tmp, "locust.log")
+    try:
+        proc = start_locust("--headless", "--host", f"{a.url},{b.url}", "--balance", "round-robin", "-u", "6", "-r", "6",
+                            "-t", "14s", "--results-dir", tmp, "--run-id", "kill", *LOAD, log_path=log)  # fmt: skip
+        wait_for_lines(b.truth, 10)
+        killed = time.time()
+        b.kill()
+        time.sleep(4)
+        b.start(os.path.join(tmp, "b2.jsonl"))
+        restarted = time.time()
+        code = stop(proc, 90)
+    finally:
+        a.stop()
+        b.stop()
+    text = open(log).read()
+    assert code == 1, text[-3000:]  # request failures: the run did not end as if nothing happened
+    df, summary = read_results(tmp, "kill")
+    truth = backend_of_truth((a.url, [a.truth]), (b.url, [b.truth, os.path.join(tmp, "b2.jsonl")]))
+    assert df["request_id"].is_unique
+    ok = df[df["ok"]]
+    assert set(ok["request_id"]) <= set(truth) and (ok["backend"] == ok["request_id"].map(truth)).all()
+    failed = df[~df["ok"] & (df["error"] != "stopped")]
+    assert len(failed) >= 1 and (failed["backend"] == b.url).all(), failed[["backend", "error"]]
+    assert set(failed["error"]) <= {"stream_truncated", "connect_error"}, failed["error"].value_counts()
+    # in flight when it died, or sent before the first refusal took it out: a few, never a flood
+    assert len(failed) <= 12, failed[["wall_send", "error", "error_detail"]]
+    assert (failed["wall_send"] < restarted).all()
+    # nothing sent to it while it was out, except what the spread had sent before it knew
+    between = df[(df["backend"] == b.url) & (df["wall_send"] > killed + 1.0) & (df["wall_send"] < restarted)]
+    assert between.empty, between[["wall_send", "error"]]
+    # back in the spread after the restart: served there, and logged by the new process
+    assert ((ok["backend"] == b.url) & (ok["wall_send"] > restarted)).sum() >= 3
+    out = re.search(r"backend (\S+) refused a connection: out of the spread", text)
+    back = re.search(r"backend (\S+) answers again after ([0-9.]+) s out of the spread \((\d+) probes in all\)", text)
+    assert out and back and out.group(1) == back.group(1) == b.url, text[-3000:]
+    down_s, probes = float(back.group(2)), int(back.group(3))
+    assert 2.0 < down_s < 10.0 and 1 <= probes <= down_s + 1, (down_s, probes)  # at most one probe a second
+    outage = {o["backend"]: o for o in summary["backends"]["outages"]}
+    assert set(outage) == {b.url} and outage[b.url]["failed"] == len(failed)
+    assert outage[b.url]["recovery_s"] is not None and 2.0 < outage[b.url]["recovery_s"] < 12.0
+    report = open(os.path.join(tmp, "kill", "report.md")).read()
+    assert "Failures by backend, in time" in report and b.url in report
+
+
+NGINX_CONF = """
+daemon off;
+master_process off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    upstream replicas {{
+        server 127.0.0.1:{a};
+        server 127.0.0.1:{b};
+        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://replicas;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 60s;
+            add_header X-Upstream $upstream_addr always;
+        }}
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str | None:
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
+
+
+@pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (.ci/run installs Debian's nginx)")
+def test_behind_nginx_each_record_names_the_upstream_that_served_it(tmp_path):
+    tmp = str(tmp_path)
+    a = Replica(free_port(), os.path.join(tmp, "a.jsonl")).start()
+    b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
+    port = free_port()
+    conf = os.path.join(tmp, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(tmp=tmp, a=a.port, b=b.port, port=port))
+    nginx = subprocess.Popen([nginx_binary(), "-p", tmp, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                             start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.exists(os.path.join(tmp, "nginx.pid")) and time.monotonic() < deadline:
+            assert nginx.poll() is None, open(os.path.join(tmp, "error.log")).read()
+            time.sleep(0.05)
+        proc = run_locust("--host", f"http://127.0.0.1:{port}", "--backend-header", "X-Upstream", "-u", "6", "-r", "6",
+                          "-t", "6s", "--results-dir", tmp, "--run-id", "nginx", *LOAD)  # fmt: skip
+    finally:
+        os.killpg(nginx.pid, signal.SIGTERM)
+        nginx.wait(10)
+        a.stop()
+        b.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, summary = read_results(tmp, "nginx")
+    names = {a.url: f"127.0.0.1:{a.port}", b.url: f"127.0.0.1:{b.port}"}
+    truth = {rid: names[url] for rid, url in backend_of_truth((a.url, [a.truth]), (b.url, [b.truth])).items()}
+    assert df["ok"].all() and set(df["request_id"]) == set(truth)
+    assert (df["backend"] == df["request_id"].map(truth)).all()
+    assert set(summary["by_backend"]) == set(names.values())
+    assert summary["backends"]["source"] == "header" and not summary["backends"]["flagged"]
