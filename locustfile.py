@@ -17,10 +17,11 @@ from plugin.health import Health
 from plugin.hooks import install
 from plugin.prometheus import Prometheus
 from plugin.replay import ReplayEnd
+from plugin.request_budget import RequestBudgetEnd
 from plugin.server_metrics import ServerMetrics
 from plugin.setup import RunSetup
 from plugin.shape import LLMShape  # noqa: F401  step ramps and capacity search (Locust runs it only for those)
-from reports.plugin import JUnit, Reports
+from reports.plugin import JUnit, Reports, VllmJson
 from plugin.users import ConfiguredUser  # noqa: F401
 from webui.plugin import WebUI
 
@@ -31,8 +32,10 @@ install(
     ServerMetrics(),  # --server-metrics scraping into server_metrics.parquet
     GpuTelemetry(),  # --gpu-telemetry readings per level, energy and cost per token: summary.json gpu
     ReplayEnd(),  # --replay: the run ends once every process sent its share
+    RequestBudgetEnd(),  # --num-requests: the run ends once every process sent its share
     Reports(),  # report.html and report.md at the end of every run
     JUnit(),  # --junit: the run's checks as JUnit XML
+    VllmJson(),  # --save-vllm-json: the run in vLLM's result JSON fields
     WebUI(),  # the LLM view in the web UI (/llm, LLM tab) and the start form's check
     FailFast(),  # a headless run whose requests all fail from the start stops with one line
     Console(),  # a progress line every 10 s; Locust's own rounded tables left out

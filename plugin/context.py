@@ -18,10 +18,12 @@ from gevent.event import Event
 
 from core.errors import InputError
 from plugin.plan import RunPlan
+from plugin.request_budget import budget_pacer
 from workloads import Sampler, load_spec
 from workloads.bodies import body as request_body
 from workloads.bodies import expected_results
 from workloads.endpoints import ENDPOINTS, NAMES
+from workloads.token_prompts import TokenSizedSampler
 
 log = logging.getLogger("llm")
 
@@ -58,6 +60,8 @@ class RunContext:
                                                             for r in self.trace.requests))  # fmt: skip
         seed = plan.seed + worker_index if plan.seed is not None else None
         self.sampler = Sampler(self.spec, seed, plan.max_tokens_override)
+        if plan.input_tokens is not None:  # --input-tokens: each prompt cut to a drawn token count by the client's count
+            self.sampler = TokenSizedSampler(self.sampler, *plan.input_tokens, inputs.tokenizer, seed)
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
         self.step_s = plan.step_s
         self.in_flight = 0  # requests of this process on the wire now
@@ -65,6 +69,7 @@ class RunContext:
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self._sessions = itertools.count()
         self.pacer = plan.load.pacer(self, worker_index, processes, environment)  # the load model says when and which
+        self.pacer = budget_pacer(self.pacer, plan, worker_index, processes, self.stopping, environment)  # --num-requests
         self.count_tokens = inputs.tokenizer.count if inputs.tokenizer is not None else None
         self.tag = f"{run_id}-w{worker_index}-{secrets.token_hex(2)}"
         self._ids = itertools.count()

@@ -7,6 +7,7 @@
     python -m reports show results/<run-id>             the summary tables in the terminal
     python -m reports compare BASE NEW [--fail-on RULES] [--out DIR] [--junit FILE] [--resamples N] [--seed S]
                                        [--allow-different]
+    python -m reports vllm-json results/<run-id> FILE   the run in vLLM's result JSON fields (docs/vllm-bench.md)
     python -m reports plan results/<run-id> --rpm 600 [--gpus 8]
                                                         one replica's capacity in users, requests/min,
                                                         tokens/s (per GPU), and the replicas for 600/min
@@ -69,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         "bootstrap confidence intervals of each delta (time blocks resampled, see stats/comparison.py). Writes "
         "compare.md and compare.json into NEW (or --out). Exit 0: no rule failed; 1: a regression; 2: a usage error.",
     )  # fmt: skip
+    vj = sub.add_parser("vllm-json", help="write a run in the fields of vLLM's result JSON (vllm bench serve --save-result "
+                        "--save-detailed), with the suite's definitions beside them (docs/vllm-bench.md)")  # fmt: skip
+    vj.add_argument("run_dir")
+    vj.add_argument("file", help="the JSON file to write")
     pl = sub.add_parser("plan", help="the capacity in the deployment's terms, and replicas for a target traffic",
                         description="From a capacity search's results: one replica's capacity in users, requests/min and "
                         "tokens/s (per GPU with --gpus), and the replicas a target of --rpm requests/min needs at the SLO "
@@ -119,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "show":
             print(show_text(load_run(args.run_dir).summary))
+            return 0
+        if args.command == "vllm-json":
+            from reports.vllm_json import write_vllm_json
+
+            result = write_vllm_json(args.run_dir, args.file)
+            print(f"vllm json: {args.file} ({result['num_prompts']} requests)")
             return 0
         from reports.compare import run_compare
 

@@ -55,3 +55,26 @@ def write_run_junit(run, summary, path: str) -> None:
         exit_codes.raise_to(run.environment, exit_codes.RESULTS_NOT_WRITTEN)
         return
     log.info("junit: %s (%d checks, %d failed)", path, len(cases), sum(c.failure is not None for c in cases))
+
+
+class VllmJson(Plugin):
+    """--save-vllm-json FILE: the run in the fields of vLLM's result JSON (reports/vllm_json.py),
+    made from the results folder once summary.json is on disk. A failure is one line; the results
+    are intact and `python -m reports vllm-json RUN FILE` makes it again."""
+
+    def run_finished(self, run, summary) -> None:
+        path = run.plan.save_vllm_json
+        if not path:
+            return
+        if run.writer.not_written:
+            log.warning("vllm json: not written, the results could not be written (%s)", ", ".join(run.writer.not_written))
+            return
+        try:
+            from reports.vllm_json import write_vllm_json
+
+            result = write_vllm_json(run.writer.path, path)
+        except Exception as e:  # noqa: BLE001 - the results are on disk: never cost the run them
+            log.error("vllm json: could not write %s (%s: %s); the results are intact, retry with python -m reports "
+                      "vllm-json %s %s", path, type(e).__name__, e, run.writer.path, path)  # fmt: skip
+            return
+        log.info("vllm json: %s (%d requests, vLLM's result fields; definitions in its 'definitions' key)", path, result["num_prompts"])

@@ -47,6 +47,8 @@ class Tokenizer:
     digest: str  # SHA-256 over the files' names and bytes
     probe: str  # SHA-256 of PROBE's token ids as the planning process's tokenizer encoded them
     count: Callable[[str], int] = field(repr=False, compare=False)  # tokens in a text (no special tokens)
+    # the text of a text's first N tokens (a fast tokenizer's offsets; None for a slow one): --input-tokens cuts prompts with it
+    head: Callable[[str, int], str] | None = field(default=None, repr=False, compare=False)
 
 
 def files_digest(files: dict[str, bytes]) -> str:
@@ -64,6 +66,19 @@ def _probe(tok) -> str:
 
 def _counter(tok) -> Callable[[str], int]:
     return lambda text: len(tok.encode(text, add_special_tokens=False))
+
+
+def _header(tok) -> Callable[[str, int], str] | None:
+    """The text of the first `n` tokens of a text, by the tokenizer's character offsets (fast
+    tokenizers only); the whole text when it has fewer."""
+    if not getattr(tok, "is_fast", False):
+        return None
+
+    def head(text: str, n: int) -> str:
+        offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        return text if n >= len(offsets) else text[: offsets[n - 1][1]] if n > 0 else ""
+
+    return head
 
 
 def _load_files(files: dict[str, bytes]):
@@ -100,7 +115,7 @@ def read_tokenizer(name: str) -> Tokenizer:
     if _probe(loaded) != probe:
         raise InputError(f"--tokenizer: '{name}' encodes differently once saved as files; give a tokenizer folder "
                          "with a tokenizer.json")  # fmt: skip
-    return Tokenizer(name, files, files_digest(files), probe, _counter(loaded))
+    return Tokenizer(name, files, files_digest(files), probe, _counter(loaded), _header(loaded))
 
 
 def tokenizer_from(name: str, files: dict[str, bytes], digest: str, probe: str) -> Tokenizer:
@@ -119,7 +134,7 @@ def tokenizer_from(name: str, files: dict[str, bytes], digest: str, probe: str) 
 
         raise InputError(f"--tokenizer: this worker counts with '{name}' differently from its master (transformers "
                          f"{transformers.__version__}, tokenizers {tokenizers.__version__} here); install the master's versions")  # fmt: skip
-    return Tokenizer(name, files, digest, probe, _counter(loaded))
+    return Tokenizer(name, files, digest, probe, _counter(loaded), _header(loaded))
 
 
 def _load_original(name: str):
