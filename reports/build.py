@@ -90,7 +90,9 @@ def step_charts(summary: Summary) -> list[str]:
     return charts
 
 
-def time_charts(run: D.RunData, grid: S.TimeGrid) -> list[str]:
+def time_charts(run: D.RunData, grid: S.TimeGrid, left_out: list[str]) -> list[str]:
+    """The charts over time; a chart that would say nothing is left out, and `left_out` gets the one
+    line that says so."""
     start, end = run.window
     steps = run.summary.by_step or []
     bands = []
@@ -139,9 +141,8 @@ def time_charts(run: D.RunData, grid: S.TimeGrid) -> list[str]:
     if errs:
         charts.append(render_stacked("errors_over_time", "Failures by class over time", grid.left, grid.widths, errs,
                                      "time since start (s)", "failures/s"))
-    else:
-        charts.append(chart("errors_over_time", "Failures by class over time (none)", "failures/s",
-                            [Series("failures/s", x, np.zeros(grid.n))], note="no failed request"))
+    else:  # a flat line at zero took a chart's space in every clean report
+        left_out.append("No failed request: no chart of failures over time.")
     charts += server_charts(run, grid, common, rng)
     charts += gpu_charts(run, grid, common, rng)
     return charts
@@ -236,7 +237,10 @@ def gpu_charts(run: D.RunData, grid: S.TimeGrid, common: dict, rng: Series) -> l
     return out
 
 
-def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
+def distribution_charts(run: D.RunData, left_out: list[str] | None = None) -> tuple[list[str], str]:
+    """The distributions; a chart of one bar at 100 % is left out, and `left_out` gets the line
+    that says what it would have shown."""
+    left_out = [] if left_out is None else left_out
     df = run.df
     ok = df[df["ok"]]
     charts = []
@@ -265,7 +269,13 @@ def distribution_charts(run: D.RunData) -> tuple[list[str], str]:
     sample_note = "" if sampled >= total else f"drawn from {sampled:,} of {total:,} requests (row-group sample)"
     values, what = S.tokens_per_chunk(lists, df)
     title = "Tokens per chunk"
-    if values.dtype.kind in "iu" and values.size and 0 <= values.min() and values.max() < 40:
+    one = np.unique(np.round(values.astype(float), 2)) if values.size else values
+    if values.size and one.size == 1:  # one bar at 100 %: the line says it
+        count = f"{one[0]:g} token{'' if one[0] == 1 else 's'}"
+        left_out.append(f"Tokens per chunk: every chunk carried {count} ({what}); no chart of its distribution."
+                        if values.dtype.kind in "iu" else
+                        f"Tokens per chunk: every request's chunks carried {count} on average ({what}); no chart of its distribution.")  # fmt: skip
+    elif values.dtype.kind in "iu" and values.size and 0 <= values.min() and values.max() < 40:
         counts = np.bincount(values.astype(np.int64))
         shown = np.nonzero(counts)[0]
         share = counts[shown] / counts.sum() * 100
@@ -350,15 +360,17 @@ def charts(run: D.RunData) -> list[ChartGroup]:
     """Every chart of the page, in groups, as inline SVG."""
     s = run.summary
     grid = S.time_grid(run)
-    dist, _ = distribution_charts(run)
+    quiet_time, quiet_dist = [], []  # the charts left out because they would say nothing, one line each
+    dist, _ = distribution_charts(run, quiet_dist)
     groups = [ChartGroup("Latency by request class", latency_by_class_charts(s))]
     by_step = step_charts(s)
     if by_step:
         groups.append(ChartGroup("Load steps", by_step))
+    over_time = time_charts(run, grid, quiet_time)
     groups += [
-        ChartGroup("Over time", time_charts(run, grid),
-                     "Shaded: outside the measurement window (warm-up, drain). Latency and requests by completion time, tokens by arrival."),
-        ChartGroup("Distributions", dist),
+        ChartGroup("Over time", over_time, " ".join(["Shaded: outside the measurement window (warm-up, drain). Latency and requests "
+                                                     "by completion time, tokens by arrival.", *quiet_time])),
+        ChartGroup("Distributions", dist, " ".join(quiet_dist)),
     ]  # fmt: skip
     for g in groups:
         g.charts = [Markup(svg) for svg in g.charts]  # built by reports/svg.py, which escapes every text it holds
