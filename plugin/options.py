@@ -141,12 +141,6 @@ class Options(BaseModel):
         "request and input tokens/s, no TTFT)", TARGET)
     api_key: Text = option("", "Bearer token sent as Authorization; never written anywhere; not a web UI field (docs/security.md)",
                            TARGET, secret=True)  # fmt: skip
-    balance: Balance = option("round-robin", "With several --host URLs (comma-separated, the suite spreads the load itself): "
-                              "round-robin, least-outstanding (fewest requests of this load process in flight) or sticky (every "
-                              "turn of a conversation on one backend); each record's backend is its URL (docs/replicas.md)", TARGET)  # fmt: skip
-    backend_header: Text = option("", "With --host one load balancer: the response header that names the backend serving each "
-                                  "request, e.g. X-Upstream (nginx's $upstream_addr); each record's backend is its value (docs/replicas.md)",
-                                  TARGET)  # fmt: skip
     # -- workload
     workload: Text = option("", "Workload spec YAML; empty = workloads/default.yaml (the reference mix)", WORKLOAD)
     max_tokens_override: PositiveCount = option("", "Fixed max_tokens for every request instead of the workload's distribution", WORKLOAD)
@@ -202,6 +196,12 @@ class Options(BaseModel):
     connection: Literal["keep-alive", "per-request"] = option(
         "keep-alive", "keep-alive = each user reuses one connection (OpenAI SDKs, browsers, gateways); per-request = a new "
         "connection for every request, closed after it (some benchmark clients)", EXPERT)  # fmt: skip
+    balance: Balance = option("round-robin", "With several --host URLs (comma-separated, the suite spreads the load itself): "
+                              "round-robin, least-outstanding (fewest requests of this load process in flight) or sticky (every "
+                              "turn of a conversation on one backend); each record's backend is its URL (docs/replicas.md)", EXPERT)  # fmt: skip
+    backend_header: Text = option("", "With --host one load balancer: the response header that names the backend serving each "
+                                  "request, e.g. X-Upstream (nginx's $upstream_addr); each record's backend is its value (docs/replicas.md)",
+                                  EXPERT)  # fmt: skip
     timeout_connect: PositiveDuration = option("10s", "Longest wait for a new connection (TCP connect, TLS handshake); not part of TTFT", EXPERT)
     timeout_first_token: PositiveDuration = option("300s", "Longest wait from the request's write to the response head and the first data "
                                                    "of the body: a stream's first data line (keep-alive comments do not count); "

@@ -152,3 +152,21 @@ def test_the_per_backend_breakdown_is_the_class_grouping_and_flags_a_skew_and_a_
 def test_one_plain_host_has_no_backend_section():
     s = summarize(_records(lambda i: "", 20), 999.0, 1030.0)
     assert s.by_backend is None and s.backends is None
+
+
+def test_the_live_view_has_a_block_per_backend_equal_to_its_records():
+    from webui.live import LiveWindow
+
+    a, b = "http://127.0.0.1:1", "http://127.0.0.1:2"
+    table = _records(lambda i: (a, b)[i % 3 == 0], 90)  # every third on b
+    rows = [tuple(table.column(name)[i].as_py() for name in table.column_names) for i in range(table.num_rows)]
+    w = LiveWindow(run_start=999.0, windows=(60.0,))
+    w.add_rows(rows)
+    snap = w.snapshot(end=1020.0)
+    win = snap["windows"]["60"]
+    assert set(win["by_backend"]) == {a, b}
+    assert win["by_backend"][b]["requests"]["ended"] == 30 and win["by_backend"][a]["requests"]["ended"] == 60
+    assert win["by_backend"][b]["ttft_ms"]["count"] == 30
+    plain = LiveWindow(run_start=999.0, windows=(60.0,))
+    plain.add_rows([tuple(table.column(n)[i].as_py() if n != "backend" else "" for n in table.column_names) for i in range(5)])
+    assert plain.snapshot(end=1020.0)["windows"]["60"]["by_backend"] == {}

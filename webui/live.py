@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metrics.measure import groups
 from metrics.record import NOT_SERVER_FAILURES
 from webui.live_blocks import Flight, live_block, measure, ratios_of
 from webui.live_steps import LiveSteps
@@ -175,6 +176,7 @@ class LiveWindow:
                 "window": {"start": start, "end": end, "seconds": end - start, "length_s": seconds, "records": records},
                 "overall": overall,
                 "by_class": by_class,
+                "by_backend": by_backend(m, ended, start, end, flight, ratios, self.objectives),
             }
         return clean(out)
 
@@ -203,3 +205,15 @@ class LiveWindow:
             self.history.append(point)
             return point
         return None
+
+
+def by_backend(m, ended: np.ndarray, start: float, end: float, flight, ratios: dict, objectives) -> dict:
+    """Several replicas or a balancer's header: one block per backend of the records that ended in
+    the window, cut by summary.json's grouping (metrics/measure.py `groups`). The open streams are
+    left out of these blocks: an open stream's backend is known once it has ended."""
+    if m is None or not (m.df["backend"] != "").any():
+        return {}
+    backends = m.df["backend"].to_numpy()
+    none = np.zeros(len(flight), dtype=bool)
+    return {name: live_block(m, ended, start, end, mask, flight, none, ratios, objectives)
+            for name, mask in groups(backends, (ended >= start) & (ended <= end) & (backends != ""))}  # fmt: skip

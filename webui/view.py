@@ -235,7 +235,7 @@ class LiveView:
             snap = self.latest
         runner = self.environment.runner
         out = {
-            "seq": 0, "generated_at": None, "lag_s": None, "final": False, "window": None, "overall": None, "by_class": {},
+            "seq": 0, "generated_at": None, "lag_s": None, "final": False, "window": None, "overall": None, "by_class": {}, "by_backend": {},
             "totals": None, "users": None, "workers": None, "in_flight": None, "steps": None, "ratios": None,
             "health": client_health(self.environment), "server": None, "diagnosis": None,
         }  # fmt: skip
@@ -287,7 +287,7 @@ def _flat_point(p: dict, key: str) -> dict:
     return out
 
 
-SUMMARY_KEYS = ("window", "records", "overall", "by_class", "by_step", "slo", "capacity", "concurrency", "open_loop",
+SUMMARY_KEYS = ("window", "records", "overall", "by_class", "by_backend", "backends", "by_step", "slo", "capacity", "concurrency", "open_loop",
                 "client_bound", "complete", "diagnosis")  # fmt: skip
 
 
