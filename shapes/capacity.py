@@ -336,11 +336,12 @@ class CapacitySearch:
     def _fixed_step(self, index: int) -> int | None:
         level, step = self.judge(index - 1)
         verdict = step.verdict
-        if self._extend(level, verdict) and self._time_for_a_step(index):
+        extend = self._extend(level, verdict)
+        if extend and self._time_for_a_step(index):
             log.info("capacity search: %d users %s; held for another step", level.users, describe(verdict))
             self.levels.append(level.users)
             return level.users
-        self._end(level, step, "decided" if verdict.state != "undecided" else "held")
+        self._end(level, step, "decided" if verdict.state != "undecided" else "time" if extend else "held")
         return self._next(index)
 
     def _sequential_step(self, index: int) -> int | None:
