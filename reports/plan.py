@@ -16,13 +16,12 @@ arithmetic, its energy per token kept), recomputed for the GPUs and price given 
 
 from __future__ import annotations
 
-import math
-
 from core.errors import InputError
 from metrics.gpu import figures
 from metrics.schema import Summary
 from metrics.schema.figures import Span
 from metrics.schema.server_side import GpuFigures
+from targets.planner import Assumptions, replicas_for
 
 
 def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | None = None) -> dict:
@@ -38,6 +37,7 @@ def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | N
         raise InputError("--gpus: give the GPUs of one replica, a whole number >= 1")
     if price is not None and not price > 0:
         raise InputError("--gpu-hour-price: give the price of one GPU-hour, above 0, e.g. 2.5")
+    assumptions = Assumptions()  # the replica planner's (targets/planner.py): the policy, linear scaling, its efficiency
     section = summary.gpu
     gpus = gpus or (section.gpus if section is not None else None)
     price = price or (section.gpu_hour_price if section is not None else None)
@@ -60,8 +60,9 @@ def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | N
         "joules_per_output_token": f.joules_per_output_token, "joules_per_token": f.joules_per_token,
         "gpu_hour_price": price, "cost_per_million_output_tokens": f.cost_per_million_output_tokens,
         "cost_per_million_tokens": f.cost_per_million_tokens,
-        "target_requests_per_min": rpm, "replicas": math.ceil(rpm / held),
-        "replicas_at_least": math.ceil(rpm / failed) if failed and failed > held else None,
+        "target_requests_per_min": rpm, "replicas": replicas_for(rpm, held, assumptions),
+        "replicas_at_least": replicas_for(rpm, failed, assumptions) if failed and failed > held else None,
+        "assumes": assumptions.text(),
     }  # fmt: skip
     out["gpus"] = out["replicas"] * gpus if gpus else None
     out["cost_per_hour"] = out["gpus"] * price if out["gpus"] and price else None
@@ -93,4 +94,5 @@ def describe(p: dict) -> str:
     per_hour = f", {p['cost_per_hour']:,.2f} per hour" if p["cost_per_hour"] is not None else ""
     lines.append(f"{p['target_requests_per_min']:,.0f} requests/min with this mix: {p['replicas']} replicas{gpus}{per_hour} "
                  f"(the met level's rate){spread}")  # fmt: skip
+    lines.append(f"  {p['assumes']}")
     return "\n".join(lines)

@@ -170,3 +170,20 @@ def test_the_live_view_has_a_block_per_backend_equal_to_its_records():
     plain = LiveWindow(run_start=999.0, windows=(60.0,))
     plain.add_rows([tuple(table.column(n)[i].as_py() if n != "backend" else "" for n in table.column_names) for i in range(5)])
     assert plain.snapshot(end=1020.0)["windows"]["60"]["by_backend"] == {}
+
+
+def test_the_planner_scales_one_replicas_capacity_and_states_its_assumptions():
+    from targets.planner import Assumptions, capacity_of, replicas_for
+
+    linear = Assumptions(efficiency=1.0)
+    assert capacity_of(1, 8.0, linear) == 8.0 and capacity_of(4, 8.0, linear) == 32.0
+    assert replicas_for(600.0, 100.0, linear) == 6 and replicas_for(601.0, 100.0, linear) == 7
+    lossy = Assumptions(efficiency=0.9)
+    assert capacity_of(1, 100.0, lossy) == 100.0  # one replica is what was measured
+    assert capacity_of(2, 100.0, lossy) == pytest.approx(180.0)
+    assert replicas_for(180.0, 100.0, lossy) == 2 and replicas_for(181.0, 100.0, lossy) == 3
+    assert replicas_for(90.0, 100.0, lossy) == 1
+    text = lossy.text()
+    assert "least-outstanding" in text and "linear" in text and "90%" in text
+    with pytest.raises(ValueError):
+        replicas_for(10.0, 0.0)
