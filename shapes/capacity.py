@@ -341,7 +341,8 @@ class CapacitySearch:
             log.info("capacity search: %d users %s; held for another step", level.users, describe(verdict))
             self.levels.append(level.users)
             return level.users
-        self._end(level, step, "decided" if verdict.state != "undecided" else "time" if extend else "held")
+        held = level.steps >= MAX_STEPS_PER_LEVEL  # else left, short of values, for the next level up
+        self._end(level, step, "decided" if verdict.state != "undecided" else "time" if extend else "held" if held else "short")
         return self._next(index)
 
     def _sequential_step(self, index: int) -> int | None:
