@@ -39,8 +39,9 @@ class BudgetPacer:
     """The load model's pacer, until this process's share of --num-requests is taken."""
 
     def __init__(self, pacer, count: int, stopping, on_spent):
-        self.pacer, self.left, self.stopping, self.on_spent = pacer, count, stopping, on_spent
-        self.sent = 0
+        self.pacer, self.share, self.stopping, self.on_spent = pacer, count, stopping, on_spent
+        self.left = count  # not yet taken (a user waiting on the schedule holds one taken)
+        self.sent = 0  # handed to a user to send
         self.reported = False
 
     def next(self):
@@ -54,12 +55,13 @@ class BudgetPacer:
             self.left += 1
             return None
         self.sent += 1
-        if self.left == 0:
-            self._spent()
+        self._spent()
         return item
 
     def _spent(self) -> None:
-        if not self.reported:
+        """Said once, when every request of the share was handed out (not merely taken: the run
+        must not stop while a user still waits to send one)."""
+        if not self.reported and self.sent >= self.share:
             self.reported = True
             self.on_spent(self.sent)
 
