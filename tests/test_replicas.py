@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from targets import nginx
 from tests.helpers import ROOT, free_port, read_results, read_truth, run_locust, start_locust, stop, wait_for_lines
 
 pytestmark = pytest.mark.process
@@ -178,38 +179,6 @@ def test_a_replica_killed_mid_run_fails_on_it_is_left_and_probed_back(tmp_path):
     assert "Failures by backend, in time" in report and b.url in report
 
 
-NGINX_CONF = """
-daemon off;
-master_process off;
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    upstream replicas {{
-        server 127.0.0.1:{a};
-        server 127.0.0.1:{b};
-        keepalive 16;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://replicas;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-            proxy_read_timeout 60s;
-            add_header X-Upstream $upstream_addr always;
-        }}
-    }}
-}}
-"""
 
 
 def nginx_binary() -> str | None:
@@ -224,19 +193,19 @@ def test_behind_nginx_each_record_names_the_upstream_that_served_it(tmp_path):
     port = free_port()
     conf = os.path.join(tmp, "nginx.conf")
     with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(tmp=tmp, a=a.port, b=b.port, port=port))
-    nginx = subprocess.Popen([nginx_binary(), "-p", tmp, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        f.write(nginx.config(tmp, f"127.0.0.1:{port}", [f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"]))
+    balancer = subprocess.Popen([nginx_binary(), "-p", tmp, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                              start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 20
         while not os.path.exists(os.path.join(tmp, "nginx.pid")) and time.monotonic() < deadline:
-            assert nginx.poll() is None, open(os.path.join(tmp, "error.log")).read()
+            assert balancer.poll() is None, open(os.path.join(tmp, "error.log")).read()
             time.sleep(0.05)
         proc = run_locust("--host", f"http://127.0.0.1:{port}", "--backend-header", "X-Upstream", "-u", "6", "-r", "6",
                           "-t", "6s", "--results-dir", tmp, "--run-id", "nginx", *LOAD)  # fmt: skip
     finally:
-        os.killpg(nginx.pid, signal.SIGTERM)
-        nginx.wait(10)
+        os.killpg(balancer.pid, signal.SIGTERM)
+        balancer.wait(10)
         a.stop()
         b.stop()
     assert proc.returncode == 0, proc.stderr[-3000:]
