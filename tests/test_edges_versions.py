@@ -102,3 +102,23 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
     assert served or change is one_line_changed, "the older worker ran no request before it was refused"
     ids = record_ids(tmp_path / "mixed" / "requests.parquet")
     assert len(ids) == len(set(ids)) and set(ids) == set(served), "a request served without its one record"
+
+
+@pytest.mark.process  # importing plugin.suite_match reads `git describe`
+def test_a_worker_of_this_folder_edited_since_the_master_started_is_told_not_refused(caplog):
+    """The master's own folder on its machine, edited between the two starts: one warning, no refusal.
+    The same source from another folder or machine is that version; another source there is refused."""
+    import logging
+
+    from plugin import suite_match
+
+    edited = {**suite_match.OURS, "source": "0" * 12, "version": "1a2b3c4-dirty, source " + "0" * 12}
+    elsewhere = {**edited, "tree": "another-host:" + ROOT}
+    with caplog.at_level(logging.WARNING, logger="llm"):
+        for _ in range(3):
+            assert suite_match.workers_differs("w1", {suite_match.KEY: dict(edited)}) is None
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("worker w1 runs this folder's source as it was at its start") and "0" * 12 in said[0]
+    assert suite_match.workers_differs("w1", {suite_match.KEY: {**suite_match.OURS, "tree": "another-host:/x"}}) is None
+    refused = suite_match.workers_differs("w2", {suite_match.KEY: elsewhere})
+    assert refused.startswith("worker w2 runs suite version 1a2b3c4-dirty, source 000000000000, the master ")
