@@ -6,14 +6,24 @@ The estimate is the mean over rounds of the paired differences d_r = B_r - A_r.
 
 Its interval is the estimate plus or minus the larger of two half-widths:
   within runs    half the central `confidence` range of the bootstrap replicates of the mean
-                 difference (each run's replicates from its own block bootstrap, stats/
-                 block_bootstrap.py; the replicate of the mean is the mean over rounds of B's
-                 minus A's), which holds the noise inside each run;
+                 difference (each run's replicates from the block bootstrap, stats/
+                 block_bootstrap.py, replicate j of A and of B drawn with the same block weights
+                 when the caller pairs them; the replicate of the mean is the mean over rounds of
+                 B's minus A's), which holds the noise inside each run;
   between rounds t(confidence, n - 1) x sd(d_r) / sqrt(n), the paired t interval, which holds
                  what changes from one round to the next (a server's state, the machine's load).
                  It is left out with fewer than 3 rounds when replicates are given: one degree of
                  freedom estimates nothing (t = 12.7); with no replicates (a figure without a
                  bootstrap) it is the only half-width and needs 2 rounds.
+
+Paired or independent replicates (`paired_replicates`): a paired bootstrap of a round's two runs
+cancels what they share and narrows the interval several times over, but it cannot see what
+differs between two runs as a whole (the machine busier during one of them); only the
+between-round term holds that, and it needs 3 rounds. So the replicates are paired from
+PAIRED_FROM rounds on, and independent below (each run resampled on its own, which keeps each
+run's whole noise in the interval). Measured on the simulator (bench/RESULTS.md): in 40 A/A
+pairs of 2 rounds, paired replicates alone said "better" or "worse" on TPOT P95 in 7, and
+independent ones in none.
 
 The verdict: "better" or "worse" when the interval excludes 0 (by the metric's direction), else
 "no difference measured". The half-width is the smallest change the comparison could have told
@@ -31,6 +41,11 @@ from stats.student_t import t_critical
 
 BETTER, WORSE, NO_DIFFERENCE = "better", "worse", "no difference measured"
 ENOUGH = 0.9  # below this share of finite replicates, the within-run half-width is unknown
+PAIRED_FROM = 3  # rounds from which a round's runs are resampled paired (see the module's docstring)
+
+
+def paired_replicates(rounds: int) -> bool:
+    return rounds >= PAIRED_FROM
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import shlex
 
 from core.errors import InputError
 from core.files import write_atomic
-from stats.rounds import BETTER, NO_DIFFERENCE, WORSE, bracket_difference, rounds_difference
+from stats.rounds import BETTER, NO_DIFFERENCE, WORSE, bracket_difference, paired_replicates, rounds_difference
 from stats.sequential import CONTINUE, SequentialRule, fixed_rounds
 from sweeps.figures import AB_METRICS, run_values
 from sweeps.grid import Point, build_grid, check_template, points
@@ -170,7 +170,8 @@ class AB:
                             self.say(f"{head}: {out['status']} ({out.get('why')}); the A/B cannot go on")
                             journal.write("ab_end", status="not measured", side=side, round=r, why=out.get("why"))
                             return EXIT_NOT_MEASURED
-                    values[side].append(run_values(os.path.join(folder, RUN_ID), self.round_seed(r), side))
+                    # both runs of a round under one role "round" (a paired bootstrap), and each under its own
+                    values[side].append(run_values(os.path.join(folder, RUN_ID), self.round_seed(r), ("round", side)))
                 result = self.compare(values)
                 p = result["metrics"].get(self.primary)
                 lo_pct, hi_pct = (p["lo_pct"], p["hi_pct"]) if p else (None, None)
@@ -193,14 +194,17 @@ class AB:
 
     def compare(self, values: dict[str, list[dict]]) -> dict:
         conf = self.rule.look_confidence
+        n = len(values["A"])
+        paired = paired_replicates(n)
         metrics = {}
         for name, _boot, higher, unit in AB_METRICS:
             a = [v[name] for v in values["A"]]
             b = [v[name] for v in values["B"]]
             if any(x[0] is None for x in a + b):
                 continue
-            reps_a = [x[1] for x in a] if all(x[1] is not None for x in a + b) else None
-            reps_b = [x[1] for x in b] if reps_a is not None else None
+            have = all(x[1] is not None for x in a + b)
+            reps_a = [x[1]["round" if paired else "A"] for x in a] if have else None
+            reps_b = [x[1]["round" if paired else "B"] for x in b] if have else None
             d = rounds_difference([x[0] for x in a], [x[0] for x in b], higher, conf, reps_a, reps_b)
             lo_pct, hi_pct = d.interval_pct
             metrics[name] = {"unit": unit, "a": d.a, "b": d.b, "diff": d.diff, "diff_pct": d.diff_pct, "lo": d.lo,
@@ -218,7 +222,7 @@ class AB:
             metrics["capacity"] = {"unit": "users", "a": ma, "b": mb, "diff": mb - ma, "diff_pct": pct(mb - ma), "lo": lo,
                                    "hi": hi, "lo_pct": pct(lo), "hi_pct": pct(hi), "detectable": half,
                                    "detectable_pct": pct(half), "verdict": verdict, "within": None, "between": None}  # fmt: skip
-        return {"rounds": len(values["A"]), "confidence": conf, "rule": self._rule_text(), "primary": self.primary,
+        return {"rounds": n, "confidence": conf, "replicates": "paired" if paired else "independent", "rule": self._rule_text(), "primary": self.primary,
                 "gate": self.gate, "a": describe(self.configs["A"]), "b": describe(self.configs["B"]),
                 "load": self.load, "command": self.command, "metrics": metrics}  # fmt: skip
 

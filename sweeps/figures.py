@@ -98,24 +98,35 @@ AB_METRICS = [
     ("tpot.p95", "tpot.p95", False, "ms"),
     ("e2e.p95", "e2e.p95", False, "ms"),
     ("total_tokens_per_s", "total_tokens_per_s", True, "tok/s"),
-    ("goodput_per_s", None, True, "req/s"),  # summary.json's goodput: no bootstrap of it, rounds only
+    ("goodput_per_s", None, True, "req/s"),  # summary.json's goodput; replicates from the completion rate
 ]
 
 
-def run_values(run_folder: str, seed: int, role: str, resamples: int = RESAMPLES) -> dict:
-    """One A/B run's figures over its whole window: {metric: (value, bootstrap replicates or
-    None)}, and 'capacity': (level met, level missed) when the load was a capacity search."""
+def run_values(run_folder: str, seed: int, roles: tuple[str, ...], resamples: int = RESAMPLES) -> dict:
+    """One A/B run's figures over its whole window: {metric: (value, {role: bootstrap replicates}
+    or None)}, and 'capacity': (level met, level missed) when the load was a capacity search.
+
+    One set of replicates per role: runs resampled under the same `seed` and role draw the same
+    block weights. The two runs of a round sent the same requests in the same order from their
+    start, so block k of A and block k of B hold the same part of the load: under one shared role
+    they are a paired block bootstrap, in which what they share (which requests were long, when the
+    queue built up) cancels in their difference; under a role of their own, independent ones.
+    Goodput's replicates are the completion rate's, scaled by the run's good share of it: the noise
+    of the rate it is a part of."""
     p = prepare(run_folder)
     sc = scopes(p)["overall"]
-    values, _ = measure(p, sc, seed, role, resamples)
+    by_role = {role: measure(p, sc, seed, role, resamples)[0] for role in roles}
     summary = p.run.summary
     out = {}
     for name, boot, _higher, _unit in AB_METRICS:
         if boot is not None:
-            v, reps = values[boot]
-            out[name] = (_finite(v), reps)
+            value = _finite(by_role[roles[0]][boot][0])
+            out[name] = (value, {role: v[boot][1] for role, v in by_role.items()})
         else:
-            out[name] = (_finite(summary.overall.goodput.requests_per_s), None)
+            good = _finite(summary.overall.goodput.requests_per_s)
+            rate = by_role[roles[0]]["requests_per_s"][0]
+            share = good / rate if good is not None and rate else None
+            out[name] = (good, {role: v["requests_per_s"][1] * share for role, v in by_role.items()} if share is not None else None)
     cap = summary.capacity
     if cap is not None:
         if cap.users is not None:

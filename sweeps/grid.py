@@ -10,6 +10,7 @@ varying slowest.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import string
 from dataclasses import dataclass, field
@@ -50,7 +51,13 @@ def scalar(text: str) -> object:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
-    return value if isinstance(value, (int, float, bool, str)) or value is None else text
+    if isinstance(value, str):  # YAML 1.1 reads 2e-08 (no dot) as text: a number all the same
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return number if math.isfinite(number) else value
+    return value if isinstance(value, (int, float, bool)) or value is None else text
 
 
 def parse_param(text: str, option: str = "--param") -> tuple[str, list[str]]:

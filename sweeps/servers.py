@@ -93,7 +93,7 @@ class SimulatorServer:
         try:
             profile_from_dict(self.fields(point), self.base_name)
         except InputError as e:
-            raise InputError(f"{option} ({point.label}): {e}") from None
+            raise InputError(f"{option} ({point.label}): {e}" if point.texts else f"{option}: {e}") from None
 
     def prepare(self, point: Point, folder: str, port: int | None = None) -> Launch:
         os.makedirs(folder, exist_ok=True)
