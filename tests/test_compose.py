@@ -246,7 +246,7 @@ def test_the_image_is_built_once_for_every_service_with_base_and_ca_from_the_che
     in parallel; the base is a variable (a local image where no registry is reachable)."""
     services = load(COMPOSE)["services"]
     suite = {name for name, s in services.items() if str(s.get("image", "")).startswith("${SUITE_IMAGE")}
-    assert suite == {"simulator", "master", "worker"}, suite
+    assert suite == {"simulator", "master", "worker", "replica-a", "replica-b"}, suite  # the replicas: the `replicas` profile
     assert len({services[n]["image"] for n in suite}) == 1
     built = [n for n, s in services.items() if "build" in s]
     assert built == ["simulator"], built
@@ -259,3 +259,29 @@ def test_the_image_is_built_once_for_every_service_with_base_and_ca_from_the_che
     assert "COPY deploy/ca/ " in text and "PIP_CERT=" in text
     with open(os.path.join(ROOT, ".dockerignore"), encoding="utf-8") as f:
         assert "!deploy/ca" in f.read().split()
+
+
+def test_the_replicas_profile_runs_two_replicas_behind_nginx_that_names_each():
+    """COMPOSE_PROFILES=replicas (docs/replicas.md): two simulator replicas of the suite's image and
+    nginx in front, none of them started without the profile; the master takes several URLs, the
+    policy and the balancer's header from the host."""
+    services = load(COMPOSE)["services"]
+    assert all(services[n]["profiles"] == ["replicas"] for n in ("replica-a", "replica-b", "balancer"))
+    assert all("profiles" not in services[n] for n in ("simulator", "master", "worker"))
+    for name in ("replica-a", "replica-b"):
+        sim = command(services[name])
+        assert sim[:3] == ["python", "-m", "simulator"] and "8000" in sim and services[name]["cap_drop"] == ["ALL"]
+    balancer = services["balancer"]
+    assert "ports" not in balancer and {"replica-a", "replica-b"} <= set(balancer["depends_on"])
+    (mount,) = balancer["volumes"]
+    conf_path = os.path.join(ROOT, mount.split(":")[0])
+    with open(conf_path, encoding="utf-8") as f:
+        conf = f.read()
+    for line in ("server replica-a:8000;", "server replica-b:8000;", "proxy_buffering off;", "add_header X-Upstream $upstream_addr always;"):
+        assert line in conf, line
+    env = {"LOCUST_HOST": "http://replica-a:8000,http://replica-b:8000", "LOCUST_BALANCE": "sticky"}
+    options = parse_locust(command(services["master"], env), environment(services["master"], env))
+    assert (options.host, options.balance) == (env["LOCUST_HOST"], "sticky")
+    assert environment(services["master"], env)["SUITE_WAIT_FOR"] == env["LOCUST_HOST"]  # each replica waited for
+    env = {"LOCUST_HOST": "http://balancer:8080", "LOCUST_BACKEND_HEADER": "X-Upstream"}
+    assert parse_locust(command(services["master"], env), environment(services["master"], env)).backend_header == "X-Upstream"
