@@ -70,8 +70,9 @@ def format_table(summary: Summary | dict) -> str:
 
 
 def format_steps(steps: list[Step]) -> str:
+    rated = any(s.rate is not None for s in steps)  # an open loop in steps: the rate asked for, requests/s
     head = (
-        f"{'step':>4}{'users':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}{'tot tok/s':>11}"
+        f"{'step':>4}{'rate' if rated else 'users':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}{'tot tok/s':>11}"
         f"{'TTFT mean':>11}{'p50':>8}{'p95':>8}{'p99':>8}{'TPOT p50':>10}{'E2E p50':>9}{'goodput':>9}{'SLO':>11}"
     )
     lines = ["Per step (warm-up of each step excluded; ms unless stated)", head, "-" * len(head)]
@@ -81,7 +82,7 @@ def format_steps(steps: list[Step]) -> str:
         slo = "cut" if s.partial else slo  # its verdict, if any, is in the lines below
         good = s.goodput.good_fraction
         lines.append(
-            f"{s.step:>4}{s.users:>7}{r.ok:>7}{r.failed:>6}{fmt(th.requests_per_s, 2):>8}"
+            f"{s.step:>4}{(f'{s.rate:g}' if rated else s.users):>7}{r.ok:>7}{r.failed:>6}{fmt(th.requests_per_s, 2):>8}"
             f"{fmt(th.output_tokens_per_s):>11}{fmt(th.total_tokens_per_s):>11}{fmt(t.mean):>11}"
             f"{fmt(t.p50):>8}{fmt(t.p95):>8}{fmt(t.p99):>8}{fmt(s.tpot_ms.p50, 1):>10}"
             f"{fmt(s.e2e_ms.p50):>9}{fmt(None if good is None else good * 100, 0) + '%':>9}{slo:>11}"
@@ -89,7 +90,8 @@ def format_steps(steps: list[Step]) -> str:
     judged = [s for s in steps if s.verdict is not None]
     if judged:
         lines.append(f"SLO: each level's verdict on its own requests, with {judged[0].verdict.confidence:.0%} confidence bounds:")
-        lines += [f"  {s.users} users{f' ({held(s.steps)})' if s.steps > 1 else ''}: {describe(s.verdict)}" for s in judged]
+        lines += [f"  {f'{s.rate:g} requests/s' if rated else f'{s.users} users'}{f' ({held(s.steps)})' if s.steps > 1 else ''}: "
+                  f"{describe(s.verdict)}" for s in judged]
     return "\n".join(lines)
 
 

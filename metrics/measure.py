@@ -233,7 +233,7 @@ class Measure:
             # an adaptive capacity search's level: the confidence of each of its looks (shapes/sequential.py)
             confidence = level.confidence or CONFIDENCE
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, confidence, censored=censored)
-        return Step(step=level.first, users=level.users, window=Span(start=level.start, end=level.end),
+        return Step(step=level.first, users=level.users, rate=level.rate, window=Span(start=level.start, end=level.end),
                     steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
 
 

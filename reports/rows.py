@@ -129,18 +129,20 @@ def steps_table(steps: list[Step]) -> Table:
     """One row per load level, in the order they ran; with --slo, the level's one verdict
     (metrics/verdict.py) and what it rests on: the requests, the statistic's confidence bounds."""
     with_slo = any(s.verdict is not None for s in steps)
+    rated = any(s.rate is not None for s in steps)  # an open loop in steps: the rate asked for beside the cap
+    columns = [*STEP_COLUMNS[:1], ("rate asked", lambda s: s.rate, 2), *STEP_COLUMNS[1:]] if rated else STEP_COLUMNS
     rows = []
     for s in steps:
-        row = cells(*(fmt(value(s), digits) for _, value, digits in STEP_COLUMNS))
+        row = cells(*(fmt(value(s), digits) for _, value, digits in columns))
         if s.partial:  # the run ended early in it: no rates (metrics/summary.py by_step)
             row[0] = Cell(f"{s.step} (cut)")
         if with_slo:
             row += level_verdict(s)
         rows.append(row)
-    heads = [h for h, _, _ in STEP_COLUMNS]
+    heads = [h for h, _, _ in columns]
     if with_slo:
         heads += ["SLO", "judged on", "statistic in its bounds (ms)"]
-    return Table(heads, rows, left=0, text=tuple(range(len(STEP_COLUMNS), len(heads))) if with_slo else ())
+    return Table(heads, rows, left=0, text=tuple(range(len(columns), len(heads))) if with_slo else ())
 
 
 def level_verdict(s: Step) -> list[Cell]:

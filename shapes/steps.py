@@ -55,6 +55,7 @@ class Level:
     # the confidence of its verdict's bounds (None: metrics.verdict.CONFIDENCE); an adaptive capacity
     # search looks at a level several times, each look at a higher one (shapes/sequential.py)
     confidence: float | None = None
+    rate: float | None = None  # an open loop in steps (--rate-steps): the requests/s the level asked for
 
     @property
     def steps(self) -> int:
@@ -76,6 +77,8 @@ class StepPlan:
     # a capacity search's account of itself for its answer (metrics/capacity.py): policy, precision,
     # family (each level's confidence over all its looks), timed_out, levels (shapes.capacity.Ended)
     search: dict | None = None
+    # an open loop in steps (--rate-steps): each step's requests/s; `levels` holds its in-flight cap
+    rates: tuple[float, ...] | None = None
 
     def index_at(self, elapsed_s: float) -> int:
         """The step running `elapsed_s` after the run started (-1 before, last index after)."""
@@ -99,10 +102,11 @@ class StepPlan:
             begin = run_start + index * self.step_s
             end = begin + self.step_s
             cut = None if self.cut_lag_s is None else end - self.cut_lag_s
-            if out and out[-1].users == users:
+            rate = self.rates[index] if self.rates is not None else None
+            if out and out[-1].users == users and out[-1].rate == rate:
                 out[-1] = replace(out[-1], last=index, end=end, cut=cut)
             else:
                 k = len(out)
                 warmup = self.warmups[k] if self.warmups is not None and k < len(self.warmups) else self.warmup_s
-                out.append(Level(index, index, users, begin, begin + warmup, end, cut, self.confidence))
+                out.append(Level(index, index, users, begin, begin + warmup, end, cut, self.confidence, rate))
         return out

@@ -15,10 +15,11 @@ from plugin.load_models.base import LoadModel
 from plugin.load_models.capacity import CapacitySearchModel
 from plugin.load_models.closed import ClosedLoop
 from plugin.load_models.open_loop import DEFAULT_MAX_CONCURRENCY, OpenLoop
+from plugin.load_models.rate_steps import RateSteps
 from plugin.load_models.replay import TraceReplay
 from plugin.load_models.steps import StepRamp
 
-KINDS: tuple[type[LoadModel], ...] = (TraceReplay, OpenLoop, CapacitySearchModel, StepRamp, ClosedLoop)
+KINDS: tuple[type[LoadModel], ...] = (RateSteps, TraceReplay, OpenLoop, CapacitySearchModel, StepRamp, ClosedLoop)
 
 AnyLoadModel = Annotated[Union[KINDS], Field(discriminator="kind")]  # noqa: UP007  a tagged union of KINDS
 
@@ -30,4 +31,4 @@ def load_model(p, distributed: bool) -> LoadModel:
 
 
 __all__ = ["AnyLoadModel", "CapacitySearchModel", "ClosedLoop", "DEFAULT_MAX_CONCURRENCY", "KINDS", "LoadModel",
-           "OpenLoop", "StepRamp", "TraceReplay", "load_model"]
+           "OpenLoop", "RateSteps", "StepRamp", "TraceReplay", "load_model"]
