@@ -456,9 +456,10 @@ def test_open_loop_workload_model_and_slo_from_the_form(ui):
 
 
 def test_capacity_search_from_the_form(ui):
+    # the form shows the last run's values (the open loop's rate and workload): cleared here
     summary, run, _ = ui.run({"userCount": "20", "spawnRate": "20", "host": ui.sim, "simProfile": "fixed", "model": "",
-                              "maxTokensOverride": "30", "steps": "10,20", "stepTime": "9s", "stepWarmup": "1s",
-                              "findCapacity": "true", "slo": "ttft.p95<400ms", "runTime": "27s"})  # fmt: skip
+                              "maxTokensOverride": "30", "steps": "10,20", "stepTime": "9s", "stepWarmup": "1s", "requestRate": "",
+                              "workload": "", "findCapacity": "true", "slo": "ttft.p95<400ms", "runTime": "27s"})  # fmt: skip
     # (with workers a level is judged on its window less the last report interval: 9 - 1 - 4 s, the
     # shortest a level may be judged on; 10 users send ~50 requests in it, enough to bound a P95. The
     # search ends by itself after its last candidate, at about 18 s; -t leaves a loaded machine a
