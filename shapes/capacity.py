@@ -42,7 +42,7 @@ import pandas as pd
 from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
 from metrics.verdict import CONFIDENCE, describe, too_few
-from shapes.search.registry import RESOLUTION
+from shapes.search import POLICIES, RESOLUTION, Tried, bracket
 from shapes.sequential import FAMILY_CONFIDENCE, decidability, look_confidence, look_times, next_look, values_needed
 from shapes.steps import StepPlan
 
@@ -116,8 +116,6 @@ def binding(verdict) -> str | None:
 class CapacitySearch:
     def __init__(self, objectives, step_s: float, warmup_s: float, budget_s: float | None,
                  candidates: list[int] | None = None, distributed: bool = False, policy=None):  # fmt: skip
-        from shapes.search import POLICIES
-
         self.objectives = objectives
         if policy is None:  # the walk of the given levels, or the doubling without
             policy = POLICIES["walk" if candidates else "doubling"](tuple(candidates or ()))
@@ -206,16 +204,12 @@ class CapacitySearch:
     # decisions -----------------------------------------------------------------------------
     def bounds(self) -> tuple[int | None, int | None]:
         """(highest level met below the lowest missed, lowest missed)."""
-        from shapes.search import bracket
-
         b = bracket(self.tried())
         return b.lo, b.hi
 
     def tried(self) -> list:
         """The levels ended so far as the policy reads them (shapes.search.Tried), in order; a level
         whose state was set without a margin (a test's history) counts with none."""
-        from shapes.search import Tried
-
         known = {t.users for t in self.history}
         return self.history + [Tried(u, st) for u, st in self.states.items() if u not in known]
 
@@ -292,8 +286,6 @@ class CapacitySearch:
                    for e in verdict.objectives)  # fmt: skip
 
     def _end(self, level, step, why: str) -> None:
-        from shapes.search import Tried
-
         verdict = step.verdict
         self.states[level.users] = verdict.state
         self.history.append(Tried(level.users, verdict.state, verdict.margin, why))
