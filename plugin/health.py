@@ -20,6 +20,7 @@ from plugin import events as llm_events
 from plugin.health_board import REPORT_KEY, HealthBoard
 from plugin.health_monitor import HealthMonitor, Limits
 from plugin.state import Plugin
+from users.connection import KERNEL_STAMPS
 
 FINAL_MESSAGE = "llm_health_final"
 
@@ -68,10 +69,13 @@ class Health(Plugin):
         self._stop_monitor()
         # a worker's index (a late joiner's runner is not set yet: its master knows it anyway)
         index = getattr(environment.runner, "worker_index", 0)
+        # the streams' reads carry the kernel's receive stamps (users/connection.py): not over TLS
+        kernel = KERNEL_STAMPS and "https:" not in (environment.host or "")
         monitor = HealthMonitor(Limits.from_plan(plan.health), plan.sim_timestamps, f"{os.uname().nodename}-{os.getpid()}",
-                                index, warmup_s=plan.warmup_s)  # fmt: skip
+                                index, warmup_s=plan.warmup_s, kernel_stamps=kernel)  # fmt: skip
         if plan.sim_timestamps:
             llm_events.stream_parsed.add_listener(monitor.on_parsed)
+        llm_events.stream_parsed.add_listener(monitor.on_record)
         if self.board is not None:  # a local run: its own board watches the monitor, every sample
             self.board.watch_local(monitor)
         monitor.start()
@@ -99,8 +103,9 @@ class Health(Plugin):
         m = self.monitor
         if m is not None:
             m.stop()
-            try:
-                llm_events.stream_parsed.remove_listener(m.on_parsed)
-            except ValueError:
-                pass
+            for listener in (m.on_parsed, m.on_record):
+                try:
+                    llm_events.stream_parsed.remove_listener(listener)
+                except ValueError:
+                    pass
             self.monitor = None

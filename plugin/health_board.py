@@ -21,6 +21,7 @@ import time
 from collections import deque
 
 from plugin.health_monitor import RECENT_SAMPLES, SUSTAIN_SHARE, HealthMonitor, Limits
+from plugin.health_stalls import SUSPECT_FLOOR_S, SUSPECT_SHARE
 
 log = logging.getLogger("llm.health")
 
@@ -30,6 +31,15 @@ FREEZE_SKEWS = ("The chunks its streams received meanwhile were read together wh
                 "the streams in flight then is off (one gap the length of the freeze, then gaps of zero), and the TTFT "
                 "of those whose first token came during it; its other requests are timed as usual. A freeze is not "
                 "load: more workers do not help.")  # fmt: skip
+
+WITHIN_LIMITS = "Every worker stayed within the accuracy limits."
+
+
+def stamp_sentence(n: int, of: int, worst_ms: float) -> str:
+    """One sentence on the records a loop stall may have skewed, with what to do."""
+    return (f"{n:,} of {of:,} requests waited for their first token through a stall of the client's event loop (up to "
+            f"{worst_ms:.0f} ms; their records' stamp_skew_ms): their TTFT may read up to that much high. Spawn users "
+            "slower (-r) or add worker processes (--processes).")  # fmt: skip
 
 
 class HealthBoard:
@@ -42,6 +52,7 @@ class HealthBoard:
         self.warned_contended: set[str] = set()
         self.warned_inaccurate: set[str] = set()
         self.warned_freezes: dict[str, int] = {}  # worker -> its freezes warned of
+        self.warned_stamps: set[str] = set()
         self.running = False
         self.local: HealthMonitor | None = None
 
@@ -52,6 +63,7 @@ class HealthBoard:
         self.warned_contended = set()
         self.warned_inaccurate = set()
         self.warned_freezes = {}
+        self.warned_stamps = set()
         self.running = True
 
     def update(self, key: str, state: dict, samples: list[dict]) -> None:
@@ -71,6 +83,10 @@ class HealthBoard:
         if state.get("inaccurate") and not state.get("bound") and key not in self.warned_inaccurate:
             self.warned_inaccurate.add(key)
             log.warning("%s", self._inaccurate_line(state))
+        if state.get("stamp_suspect") and key not in self.warned_stamps:
+            self.warned_stamps.add(key)
+            log.warning("client stalled: %s: %s", self._name(state), stamp_sentence(
+                state["stamp_suspect"], state.get("stamp_judged") or 0, state.get("stamp_skew_max_ms") or 0.0))
 
     def watch_local(self, monitor: HealthMonitor) -> None:
         """A local run: the board takes every sample of its own process's monitor, named "local"."""
@@ -171,7 +187,23 @@ class HealthBoard:
         peak = max(peaks)
         return max(len(states), math.ceil(len(states) * peak / self.limits.target_cpu_pct))
 
+    def stamps(self) -> tuple[int, int, float]:
+        """Records whose first-token stamp a loop stall may have moved, of those judged, and the
+        longest such stall (ms), over every worker."""
+        states = [e["state"] for e in self.workers.values()]
+        return (sum(s.get("stamp_suspect") or 0 for s in states), sum(s.get("stamp_judged") or 0 for s in states),
+                max((s.get("stamp_skew_max_ms") or 0.0 for s in states), default=0.0))  # fmt: skip
+
     def advice(self) -> str:
+        """What the workers' health says to do; with records a stall may have skewed, that too."""
+        base = self._advice()
+        n, of, worst = self.stamps()
+        if not n:
+            return base
+        line = stamp_sentence(n, of, worst)
+        return line if base == WITHIN_LIMITS else f"{base} {line}"
+
+    def _advice(self) -> str:
         states = [e["state"] for e in self.workers.values()]
         bound = [s for s in states if s.get("bound")]
         if not bound:
@@ -187,7 +219,7 @@ class HealthBoard:
                 return (f"{len(late)} of {len(states)} worker processes were late often enough over the run (lag p99 above its "
                         "limit) for the TTFT/ITL tails to be off, without a sustained overload: less load per worker, or a "
                         "quieter machine.")  # fmt: skip
-            return "Every worker stayed within the accuracy limits."
+            return WITHIN_LIMITS
         need = self.workers_needed()
         saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
         return (
@@ -200,11 +232,15 @@ class HealthBoard:
         states = sorted((e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0))
         keep = ("worker", "index", "bound", "since", "reasons", "cpu_p95", "cpu_peak", "demand_p95", "loop_lag_p99_ms",
                 "token_lag_p99_ms", "first_token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples", "inaccurate",
-                "inaccurate_reasons", "freezes", "frozen_s")  # fmt: skip
+                "inaccurate_reasons", "freezes", "frozen_s", "stamp_judged", "stamp_suspect", "stamp_skew_max_ms")  # fmt: skip
+        suspect, judged, worst = self.stamps()
         return {
             "bound": any(s.get("bound") for s in states),
             "inaccurate": any(s.get("inaccurate") or s.get("bound") for s in states),
             "contended": any(s.get("contended") for s in states),
+            "stamp_suspect": suspect,
+            "stamp_judged": judged,
+            "stamp_skew_max_ms": worst,
             "workers": [{k: s.get(k) for k in keep} for s in states],
             "workers_needed": self.workers_needed(),
             "advice": self.advice(),
@@ -219,6 +255,11 @@ class HealthBoard:
                          f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain "
                          "window; with --sim-timestamps only token lag so sustained (CPU and loop lag are then named as its cause)",
                 "contended": "loop/token lag above its limit while the process is mostly idle: other processes delayed its wake-ups",
+                "stamp_suspect": f"records (inside the counted window, not stopped) that waited for their first token through a "
+                                 f"stall of the event loop of at least {SUSPECT_FLOOR_S * 1000:g} ms, and whose first token was read "
+                                 "together with the next (kernel receive stamps; else: a stall of at least "
+                                 f"{SUSPECT_SHARE:.0%} of their TTFT): their first-token stamp may be late by up to that stall "
+                                 "(the record's stamp_skew_ms)",
                 "inaccurate": "bound, or the run-wide token-lag or first-token-lag p99 (--sim-timestamps), else the loop-lag p99, "
                               "above its limit, however the late moments were spread over the run: the run's timings are off by "
                               "about that much",
@@ -229,9 +270,12 @@ class HealthBoard:
         """Live state for a UI: limits, verdict, advice and every worker's state and last minute of samples."""
         if self.local is not None:
             self.on_local_sample(self.local)  # fresh state between samples
+        suspect, judged, _ = self.stamps()
         return {
             "running": self.running,
             "bound": any(e["state"].get("bound") for e in self.workers.values()),
+            "stamp_suspect": suspect,
+            "stamp_judged": judged,
             "limits": self.limits.to_dict(),
             "workers_needed": self.workers_needed(),
             "advice": self.advice(),

@@ -53,6 +53,12 @@ moments were spread: stalls of one ITL every few seconds at moderate CPU never f
 window, yet they put the run's TTFT and ITL tails off by that much (bench/RESULTS.md "Client
 speed", eight workers). A bound process is inaccurate too; summary.json says `inaccurate`.
 
+Record by record, the monitor also logs the loop's stalls to the millisecond
+(plugin/health_stalls.py) and marks each record with how far a stall inside its wait for the first
+token may have moved its first-token stamp (`stamp_skew_ms`); the records where that is material
+are counted (`stamp_suspect`, after the --warmup, streams cut by the stop left out): a burst of a second is enough, as it
+is enough to put a run's TTFT tail off.
+
 A worker ships its monitor's state and new samples to the master (plugin/health.py); the board
 that judges every worker together is plugin/health_board.py.
 """
@@ -68,6 +74,7 @@ import gevent
 import psutil
 
 from metrics.percentiles import percentile
+from plugin.health_stalls import StallLog, stamp_skew_s, suspect
 
 PROBE_S = 0.1  # loop-lag probe period
 SUSTAIN_SHARE = 0.8  # share of the sustain window's samples that must pass a limit
@@ -141,8 +148,10 @@ def _run_delay_s() -> float | None:
 class HealthMonitor:
     """One process that runs users, watching itself (one small greenlet: a 0.1 s sleep, a sample a second)."""
 
-    def __init__(self, limits: Limits, token_lag: bool, name: str, index: int, warmup_s: float = 0.0):
+    def __init__(self, limits: Limits, token_lag: bool, name: str, index: int, warmup_s: float = 0.0,
+                 kernel_stamps: bool = False):
         self.limits = limits
+        self.kernel_stamps = kernel_stamps  # reads stamped by the kernel (plugin/health_stalls.py `suspect`)
         self.warmup_s = warmup_s  # run-wide lag percentiles leave out the run's --warmup, like its statistics
         self.count_from = 0.0
         self.count_until = math.inf  # the run began to stop: killing streams and draining is not measuring
@@ -174,6 +183,10 @@ class HealthMonitor:
         self._last_delay: float | None = None
         self.freezes: list[tuple[float, float]] = []  # (wall-clock start, seconds) of the last MAX_FREEZES
         self.frozen_s = 0.0
+        self.stalls = StallLog()
+        self.stamp_judged = 0  # records with a first token inside the counted window
+        self.stamp_suspect = 0  # of those, the ones a stall may have moved (plugin/health_stalls.py)
+        self.stamp_skew_max_ms = 0.0
 
     # -- collection ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -182,11 +195,28 @@ class HealthMonitor:
         self.count_from = time.perf_counter() + self.warmup_s
         self._last_delay = _run_delay_s()
         self._greenlets = [gevent.spawn(self._probe_loop)]
+        self.stalls.start()
 
     def stop(self) -> None:
         for g in self._greenlets:
             g.kill(block=False)
         self._greenlets = []
+        self.stalls.stop()
+
+    def on_record(self, rec, **_kw) -> None:
+        """Mark a finished record with the stall its first-token stamp may carry (`stamp_skew_ms`),
+        and count it when suspect; streams cut by the run's end are left out, as the statistics leave them."""
+        skew = stamp_skew_s(self.stalls, rec.t_send, rec.ttft_s)
+        if skew != skew:
+            return
+        rec.stamp_skew_ms = skew_ms = round(skew * 1000, 3)
+        if rec.error == "stopped" or rec.t_send < self.count_from:  # (no request starts once the stop began)
+            return
+        self.stamp_judged += 1
+        if suspect(skew_ms, rec.ttft_s, rec.chunk_times, self.kernel_stamps):
+            self.stamp_suspect += 1
+            if skew_ms > self.stamp_skew_max_ms:
+                self.stamp_skew_max_ms = skew_ms
 
     def _probe_loop(self) -> None:
         perf = time.perf_counter
@@ -416,6 +446,9 @@ class HealthMonitor:
             "inaccurate_reasons": inaccurate,
             "freezes": [list(f) for f in self.freezes],
             "frozen_s": round(self.frozen_s, 1),
+            "stamp_judged": self.stamp_judged,
+            "stamp_suspect": self.stamp_suspect,
+            "stamp_skew_max_ms": self.stamp_skew_max_ms,
         }
 
     def snapshot(self) -> dict:

@@ -132,7 +132,8 @@ def live_client(env) -> ClientBound | None:
         data = health.snapshot()
         workers = [w for w in data.get("workers") or [] if isinstance(w, dict)]
         return ClientBound(bound=bool(data.get("bound")), advice=str(data.get("advice") or ""),
-                           inaccurate=any(w.get("inaccurate") or w.get("bound") for w in workers))  # fmt: skip
+                           inaccurate=any(w.get("inaccurate") or w.get("bound") for w in workers),
+                           stamp_suspect=int(data.get("stamp_suspect") or 0))  # fmt: skip
     except Exception:  # noqa: BLE001 - a misbehaving monitor must not break the view
         return None
 

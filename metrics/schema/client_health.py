@@ -34,9 +34,13 @@ class ClientBound(Section):
     contended: bool = False
     advice: str = ""
     workers: list[dict[str, Any]] = []
+    stamp_suspect: int = 0  # records whose first-token stamp a loop stall may have moved (plugin/health_stalls.py)
+    stamp_judged: int = 0
+    stamp_skew_max_ms: Num = None
 
     def warning(self) -> str:
-        """One sentence when the load generator itself may have distorted the timings."""
+        """One sentence when the load generator itself may have distorted the timings (the advice
+        names the records a loop stall may have skewed, when there were any)."""
         advice = self.advice.strip()
         if self.bound:
             return "The load generator was client bound (out of CPU): its timings include client delay. " + advice
@@ -45,6 +49,8 @@ class ClientBound(Section):
             return "The load generator's machine was contended: " + advice
         if (self.model_extra or {}).get("inaccurate"):
             return "The load generator was inaccurate: " + advice
+        if self.stamp_suspect:
+            return "The load generator's event loop stalled: " + advice
         return ""
 
     def inaccurate_warning(self) -> str:

@@ -1,0 +1,314 @@
+"""The suite's client beside vLLM's Rust benchmark client (`vllm-rs bench serve`), both against the
+simulator's truth log.
+
+One simulator process (`fixed` profile: TTFT 100 ms, ITL 20 ms; 128 tokens a request, `ignore_eos`)
+pinned to `--sim-core`; each client pinned to `--client-core` in turn, N concurrent streams and
+`--per-stream` x N requests, every one started at once (`-r` = `-u`; `--spawn-rate` picks another
+rate for the suite). Every request is joined to the simulator's truth log by its request id:
+
+  TTFT error   the client's TTFT minus the simulator's (first_token - arrival), per request
+  E2E error    the client's E2E minus the simulator's (last_token - arrival)
+  tokens/s     output tokens over the traffic's span (first arrival to last token, truth log)
+  CPU/token    the client's CPU (utime + stime, sampled every 50 ms) over that span, per output token
+  flagged      the suite's records a loop stall may have skewed (summary.json client_bound.stamp_suspect)
+
+The clients' TTFT definitions: the suite's is the first chunk that carries a token (content,
+reasoning or a tool call), stamped by the kernel's receive time of its read; vllm-rs's is the first
+chunk of the stream, whatever it carries (a role chunk sent before prefill counts), stamped when its
+runtime reads it. The simulator's completions carry no role chunk, so both measure the same event here.
+
+The binary is taken from the `vllm` wheel (`pip download vllm==VERSION --no-deps`, the member
+`vllm/vllm-rs`), kept under `--bin-dir` (ignored by git); never a dependency of the project. A wheel
+without it: said so, and the suite is measured alone. vllm-rs needs a tokenizer: a word-level one
+is written for it (the simulator counts tokens its own way; only the timings are compared).
+
+    .venv/bin/python bench/vllm_rs.py --levels 256,1024                 # both clients, cores 0/1
+    .venv/bin/python bench/vllm_rs.py --levels 1024 --clients suite,suite-nogate --repeats 2
+    .venv/bin/python bench/vllm_rs.py --levels 2048 --sim-core 2 --client-core 3
+
+`suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
+once, as before the gate), `suite-nostamp` without kernel receive stamps (LLM_KERNEL_TIMESTAMPS=0).
+Traffic stays on 127.0.0.1; every process is bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client_common import cpu_seconds, machine_pressure  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+WORKLOAD = """\
+name: vllm-rs-side-by-side
+description: one class of short prompts; replies fixed by --max-tokens-override
+classes:
+  only: {weight: 1, input_chars: {min: 100, max: 200}, output_tokens: {min: 128, max: 128}}
+"""
+SUITE_ENV = {"suite": {}, "suite-nogate": {"LLM_START_GATE": "0"}, "suite-nostamp": {"LLM_KERNEL_TIMESTAMPS": "0"}}
+
+
+def vllm_rs_binary(version: str, bin_dir: str) -> tuple[str | None, str]:
+    """The path of vllm-rs from the vllm wheel of `version` (downloaded once), or None and why not."""
+    path = os.path.join(bin_dir, f"vllm-rs-{version}")
+    if os.path.exists(path):
+        return path, ""
+    os.makedirs(bin_dir, exist_ok=True)
+    wheels = [f for f in os.listdir(bin_dir) if f.startswith(f"vllm-{version}-") and f.endswith(".whl")]
+    if not wheels:
+        r = subprocess.run([PY, "-m", "pip", "download", f"vllm=={version}", "--no-deps", "-d", bin_dir],
+                           capture_output=True, text=True)  # fmt: skip
+        wheels = [f for f in os.listdir(bin_dir) if f.startswith(f"vllm-{version}-") and f.endswith(".whl")]
+        if not wheels:
+            return None, f"pip download vllm=={version} failed: {r.stderr.strip()[-300:]}"
+    with zipfile.ZipFile(os.path.join(bin_dir, wheels[0])) as z:
+        member = next((n for n in z.namelist() if n.endswith("/vllm-rs")), None)
+        if member is None:
+            return None, f"the vllm {version} wheel holds no vllm-rs binary"
+        with z.open(member) as src, open(path + ".part", "wb") as dst:
+            dst.write(src.read())
+    os.chmod(path + ".part", 0o755)
+    os.replace(path + ".part", path)
+    return path, ""
+
+
+def word_tokenizer(d: str) -> str:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]"] + [f"w{i}" for i in range(1000)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    os.makedirs(d, exist_ok=True)
+    tok.save(os.path.join(d, "tokenizer.json"))
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}, f)
+    return d
+
+
+def pin(core: str) -> list[str]:
+    return ["taskset", "-c", core] if core and core != "any" else []
+
+
+def start_simulator(tmp: str, args) -> tuple[subprocess.Popen, str, str]:
+    prof = os.path.join(tmp, "fixed.yaml")
+    with open(prof, "w") as f:
+        f.write(f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n")
+    truth = os.path.join(tmp, "truth.jsonl")
+    cmd = [*pin(args.sim_core), PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", prof, "--truth-log", truth]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if "listening on " not in line:
+        proc.kill()
+        raise SystemExit(f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}")
+    return proc, line.split("listening on ", 1)[1].split()[0], truth
+
+
+def read_truth(path: str) -> dict[str, dict]:
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                if r.get("request_id"):
+                    out[r["request_id"]] = r
+    return out
+
+
+class CpuSampler:
+    """A process's CPU seconds every 50 ms (CLOCK_MONOTONIC, the clock of the truth log)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.t, self.cpu = pid, [], []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                c = cpu_seconds(self.pid)
+            except (OSError, IndexError, ValueError):
+                return
+            self.t.append(time.monotonic())
+            self.cpu.append(c)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join()
+
+    def over(self, t0: float, t1: float) -> float:
+        if len(self.t) < 2:
+            return math.nan
+        return float(np.interp(t1, self.t, self.cpu) - np.interp(t0, self.t, self.cpu))
+
+
+def run_proc(cmd: list[str], env: dict, log: str, limit: float) -> tuple[int, CpuSampler]:
+    with open(log, "w") as out:
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
+        sampler = CpuSampler(p.pid)
+        try:
+            rc = p.wait(limit)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        sampler.stop()
+    return rc, sampler
+
+
+def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
+    tag = f"{kind}-{n}-{int(time.time() * 1000) % 10**8}"
+    spec = os.path.join(tmp, "workload.yaml")
+    with open(spec, "w") as f:
+        f.write(WORKLOAD)
+    total = args.per_stream * n
+    run_s = math.ceil(args.per_stream * (args.ttft + args.itl * args.max_tokens) * 3 + 30)
+    cmd = [*pin(args.client_core), PY, "-m", "locust", "-f", "locustfile.py", "--headless", "-u", str(n),
+           "-r", str(args.spawn_rate or n), "-t", f"{run_s}s", "--num-requests", str(total), "--host", url,
+           "--endpoint", "completions", "--max-tokens-override", str(args.max_tokens), "--ignore-eos",
+           "--workload", spec, "--results-dir", os.path.join(tmp, "results"), "--run-id", tag, "--model", "sim-model",
+           "--stop-timeout", str(math.ceil(args.ttft + args.itl * args.max_tokens + 5)), "--loglevel", "WARNING",
+           *args.suite_args.split()]  # fmt: skip
+    rc, cpu = run_proc(cmd, SUITE_ENV[kind], os.path.join(tmp, f"{tag}.log"), run_s + 120)
+    folder = os.path.join(tmp, "results", tag)
+    try:
+        import pyarrow.parquet as pq
+
+        df = pq.read_table(os.path.join(folder, "requests.parquet")).to_pandas()
+        with open(os.path.join(folder, "summary.json")) as f:
+            health = json.load(f).get("client_bound") or {}
+    except OSError as e:
+        return {"error": f"{kind} wrote no results (rc {rc}): {e}; log {tmp}/{tag}.log"}
+    df = df[df["ok"]]
+    rows = list(zip(df["request_id"], df["ttft_s"], df["e2e_s"], df["output_tokens"], df["t_send"]))
+    out = measure(rows, cpu, args)
+    out["flagged"] = health.get("stamp_suspect")
+    out["skew_max_ms"] = health.get("stamp_skew_max_ms")
+    out["bound"] = health.get("bound")
+    return out
+
+
+def run_vllm_rs(binary: str, n: int, url: str, tmp: str, args) -> dict:
+    tag = f"rs{n}x{int(time.time() * 1000) % 10**8}"
+    total = args.per_stream * n
+    res = os.path.join(tmp, f"{tag}-result")
+    cmd = [*pin(args.client_core), binary, "bench", "serve", "--backend", "openai", "--base-url", url, "--model", "sim-model",
+           "--tokenizer", word_tokenizer(os.path.join(tmp, "tok")), "--dataset-name", "random", "--random-input-len", "32",
+           "--random-output-len", str(args.max_tokens), "--num-prompts", str(total), "--max-concurrency", str(n),
+           "--request-rate", "inf", "--ignore-eos", "--request-id-prefix", f"{tag}-", "--save-result", "--save-detailed",
+           "--result-dir", res, "--result-filename", "r.json", "--disable-tqdm"]  # fmt: skip
+    limit = args.per_stream * (args.ttft + args.itl * args.max_tokens) * 3 + 150
+    rc, cpu = run_proc(cmd, {}, os.path.join(tmp, f"{tag}.log"), limit)
+    try:
+        with open(os.path.join(res, "r.json")) as f:
+            d = json.load(f)
+    except OSError as e:
+        return {"error": f"vllm-rs wrote no results (rc {rc}): {e}; log {tmp}/{tag}.log"}
+    # its per-request arrays are in the order of its prompts, whose ids are PREFIX0, PREFIX1, ...
+    rows = [(f"{tag}-{i}", ttft, lat, out_len, math.nan) for i, (ttft, lat, out_len, err) in
+            enumerate(zip(d["ttfts"], d["latencies"], d["output_lens"], d["errors"])) if not err]  # fmt: skip
+    return measure(rows, cpu, args)
+
+
+def measure(rows, cpu: CpuSampler, args) -> dict:
+    truth = read_truth(args.truth)
+    ttft_err, e2e_err, way_in, tokens, t0, t1 = [], [], [], 0, math.inf, -math.inf
+    for rid, ttft, e2e, n_out, t_send in rows:
+        tr = truth.get(rid)
+        if tr is None or tr.get("first_token") is None:
+            continue
+        ttft_err.append((ttft - (tr["first_token"] - tr["arrival"])) * 1000)
+        e2e_err.append((e2e - (tr["last_token"] - tr["arrival"])) * 1000)
+        # the request's way in (written -> the simulator saw it): the server's share of the error
+        way_in.append((tr["arrival"] - t_send) * 1000)
+        tokens += int(tr.get("output_tokens") or n_out)
+        t0, t1 = min(t0, tr["arrival"]), max(t1, tr["last_token"])
+    if not ttft_err:
+        return {"error": "no request joined to the truth log"}
+    a, b = np.asarray(ttft_err), np.asarray(e2e_err)
+    cpu_s = cpu.over(t0, t1)
+    w = np.asarray(way_in)
+    w = w[np.isfinite(w)]
+    return {
+        "way_in_p99": float(np.percentile(w, 99)) if w.size else math.nan,
+        "first_late_p99": float(np.percentile(a - w, 99)) if w.size else math.nan,
+        "requests": len(a), "ttft_err_p50": float(np.percentile(a, 50)), "ttft_err_p99": float(np.percentile(a, 99)),
+        "ttft_err_max": float(a.max()), "e2e_err_p50": float(np.percentile(b, 50)), "e2e_err_p99": float(np.percentile(b, 99)),
+        "tokens_per_s": tokens / (t1 - t0), "cpu_pct": 100 * cpu_s / (t1 - t0), "cpu_us_per_token": 1e6 * cpu_s / tokens,
+    }  # fmt: skip
+
+
+def fmt(kind: str, n: int, r: dict) -> str:
+    if "error" in r:
+        return f"| {n:,} | {kind} | {r['error']} |||||||"
+    flag = "" if r.get("flagged") is None else f"{r['flagged']:,}"
+    return (f"| {n:,} | {kind} | {r['requests']:,} | {r['ttft_err_p50']:.2f} / {r['ttft_err_p99']:.2f} / {r['ttft_err_max']:.1f} "
+            f"| {r['e2e_err_p50']:.2f} / {r['e2e_err_p99']:.2f} | {r['tokens_per_s']:,.0f} | {r['cpu_pct']:.0f} "
+            f"| {r['cpu_us_per_token']:.1f} | {flag} | {r['way_in_p99']:.2f} / {r['first_late_p99']:.2f} |")  # fmt: skip
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--levels", default="256,1024", help="concurrent streams, comma-separated")
+    ap.add_argument("--clients", default="suite,vllm-rs", help=f"of {', '.join([*SUITE_ENV, 'vllm-rs'])}")
+    ap.add_argument("--per-stream", type=int, default=3, help="requests per stream (N streams send this x N)")
+    ap.add_argument("--spawn-rate", type=float, default=0, help="the suite's -r (default: all users at once)")
+    ap.add_argument("--repeats", type=int, default=1, help="every client this many times per level, alternated")
+    ap.add_argument("--ttft", type=float, default=0.1)
+    ap.add_argument("--itl", type=float, default=0.02)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--sim-core", default="0")
+    ap.add_argument("--client-core", default="1")
+    ap.add_argument("--vllm-version", default="0.33.0")
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, ".cache", "vllm-rs"), help="where the wheel and the binary are kept")
+    ap.add_argument("--suite-args", default="", help="extra options for the suite's locust command (quoted)")
+    ap.add_argument("--json", default="", help="write every result here")
+    ap.add_argument("--keep", default="", help="keep the simulator's truth log, the clients' results and logs in this folder")
+    args = ap.parse_args(argv)
+    clients = [c for c in args.clients.split(",") if c]
+    binary = None
+    if "vllm-rs" in clients:
+        binary, why = vllm_rs_binary(args.vllm_version, args.bin_dir)
+        if binary is None:
+            print(f"vllm-rs not measured: {why}", flush=True)
+            clients.remove("vllm-rs")
+    results = []
+    print(f"machine: {os.cpu_count()} cores, {machine_pressure()}; simulator core {args.sim_core}, client core {args.client_core}")
+    print("| streams | client | requests | TTFT error p50 / p99 / max (ms) | E2E error p50 / p99 (ms) | tokens/s | CPU % | CPU µs/token | flagged | way in / first token late p99 (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="vllm-rs-", dir=args.keep or None) as tmp:
+        sim, url, args.truth = start_simulator(tmp, args)
+        try:
+            for n in (int(x) for x in args.levels.split(",")):
+                for _ in range(args.repeats):
+                    for kind in clients:
+                        r = run_vllm_rs(binary, n, url, tmp, args) if kind == "vllm-rs" else run_suite(kind, n, url, tmp, args)
+                        results.append({"streams": n, "client": kind, **r})
+                        print(fmt(kind, n, r), flush=True)
+        finally:
+            sim.terminate()
+            sim.wait(10)
+            if args.keep:  # out of the temporary folder before it goes
+                os.replace(tmp, os.path.join(args.keep, f"run-{int(time.time())}"))
+                os.makedirs(tmp)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The loop-stall log and the records it flags, on synthetic stalls and timings (plugin/health_stalls.py),
+their count on the self-health board and in summary.json's client_bound, and the start gate
+(plugin/start_pacing.py) letting every user through, a few at a time."""
+
+from __future__ import annotations
+
+import math
+
+import gevent
+import pytest
+
+from metrics.record import RequestRecord
+from metrics.schema.client_health import ClientBound
+from plugin.health_board import HealthBoard
+from plugin.health_monitor import HealthMonitor, Limits
+from plugin.health_stalls import StallLog, stamp_skew_s, suspect
+from plugin.start_pacing import StartGate
+
+
+def log_of(*stalls):
+    log = StallLog()
+    for a, b in stalls:
+        log.add(a, b)
+    return log
+
+
+def test_the_longest_stall_inside_a_wait_counts_its_part_inside():
+    log = log_of((1.0, 1.010), (2.0, 2.200), (2.5, 2.503), (9.0, 9.5))
+    assert log.longest_within(0.0, 0.9) == 0.0
+    assert log.longest_within(0.0, 1.5) == pytest.approx(0.010)
+    assert log.longest_within(2.1, 2.6) == pytest.approx(0.100)  # 2.1 .. 2.2 of the 200 ms stall
+    assert log.longest_within(2.45, 2.6) == pytest.approx(0.003)
+    assert log.longest_within(1.9, 3.0) == pytest.approx(0.200)
+    assert log.longest_within(9.2, 9.3) == pytest.approx(0.100)  # inside one stall
+    assert math.isnan(stamp_skew_s(log, 2.0, math.nan))
+
+
+def test_a_record_is_suspect_when_a_stall_could_have_merged_its_first_token_with_the_next():
+    # kernel stamps: a first token read apart from the next was stamped when it came, whatever the stall
+    assert not suspect(150.0, 0.1, [0.1, 0.4], kernel_stamps=True)
+    assert suspect(150.0, 0.25, [0.25, 0.25, 0.25], kernel_stamps=True)
+    assert suspect(3.0, 5.0, [5.0, 5.0], kernel_stamps=True)  # a long TTFT is still off by the merge
+    assert not suspect(1.5, 0.1, [0.1, 0.1], kernel_stamps=True)  # under the floor
+    assert suspect(150.0, 0.1, [0.1], kernel_stamps=True)  # one token: cannot tell, so it may
+    # the loop's clock: every delayed read is late; material when the stall is 2 % of the TTFT
+    assert suspect(150.0, 0.25, [0.25, 0.4], kernel_stamps=False)
+    assert not suspect(3.0, 1.0, [1.0, 1.02], kernel_stamps=False)
+    assert not suspect(math.nan, 0.1, [], kernel_stamps=False)
+
+
+def record(t_send, ttft, chunks, error=""):
+    rec = RequestRecord(request_id="r", worker="w", endpoint="chat", request_class="c", input_chars=1, max_tokens=4)
+    rec.t_send, rec.ttft_s, rec.chunk_times, rec.error = t_send, ttft, chunks, error
+    return rec
+
+
+def test_the_monitor_marks_records_and_the_board_counts_them_with_the_advice():
+    mon = HealthMonitor(Limits(), False, "w", 0, kernel_stamps=True)
+    mon.stalls = log_of((100.05, 100.25))  # a 200 ms stall
+    merged = record(100.0, 0.25, [0.25, 0.25, 0.25])  # first tokens piled up behind it
+    alone = record(100.0, 0.1, [0.1, 0.4])  # its first token alone in its socket: exact
+    clean = record(101.0, 0.1, [0.1, 0.12])  # after the stall
+    cut = record(100.0, 0.25, [0.25, 0.25], error="stopped")  # the run's end: not counted
+    for rec in (merged, alone, clean, cut):
+        mon.on_record(rec)
+    assert merged.stamp_skew_ms == pytest.approx(200.0) and alone.stamp_skew_ms == pytest.approx(50.0)
+    assert clean.stamp_skew_ms == 0.0 and cut.stamp_skew_ms == pytest.approx(200.0)
+    state = mon.state()
+    assert (state["stamp_suspect"], state["stamp_judged"], state["stamp_skew_max_ms"]) == (1, 3, pytest.approx(200.0))
+    board = HealthBoard()
+    board.update("a", {**state, "worker": "a", "index": 0}, [])
+    board.update("b", {**state, "worker": "b", "index": 1}, [])
+    summary = board.summary()
+    assert (summary["stamp_suspect"], summary["stamp_judged"]) == (2, 6)
+    assert summary["advice"].startswith("2 of 6 requests waited for their first token through a stall")
+    assert "-r" in summary["advice"] and "--processes" in summary["advice"]
+    warning = ClientBound.model_validate(summary).warning()
+    assert warning.startswith("The load generator's event loop stalled: 2 of 6")
+    clean_board = HealthBoard()
+    clean_board.update("a", {**state, "stamp_suspect": 0}, [])
+    assert ClientBound.model_validate(clean_board.summary()).warning() == ""
+
+
+def test_the_start_gate_lets_every_user_through_a_few_at_a_time():
+    gate = StartGate(tick_s=0.001, budget_s=0.003, max_batch=8)
+    admitted_at: list[int] = []
+    ticks = [0]
+
+    def counter():
+        while True:
+            gevent.sleep(0.001)
+            ticks[0] += 1
+
+    def user(i):
+        gate.wait()
+        admitted_at.append(ticks[0])
+
+    c = gevent.spawn(counter)
+    users = [gevent.spawn(user, i) for i in range(100)]
+    gevent.joinall(users, timeout=10)
+    c.kill()
+    assert gate.admitted == len(admitted_at) == 100
+    per_tick = {t: admitted_at.count(t) for t in set(admitted_at)}
+    assert max(per_tick.values()) <= 8 * 2 and len(per_tick) >= 100 // 8  # never all at once
