@@ -187,15 +187,16 @@ class LLMUser(FastHttpUser):
             self.streams[backend].post(self.path, body, headers, ex, cancel_after)
         except gevent.GreenletExit:
             # The run ended while this stream was in flight: keep what arrived, marked "stopped".
-            rec.backend = ex.backend or rec.backend
+            rec.backend = ex.backend.rsplit(",", 1)[-1].strip() or rec.backend
             ctx.finisher.submit(self.path, rec, ex, stopped=True)
             raise
         finally:
             ctx.in_flight -= 1
             targets.ended(backend)
             del ctx.streams[ex]
-        if ex.backend:  # a load balancer said which of its backends served it (--backend-header)
-            rec.backend = ex.backend
+        if ex.backend:  # a load balancer said which of its backends served it (--backend-header); one that
+            # tried several names them all (nginx's $upstream_addr: "b:8000, a:8000"): the last one served it
+            rec.backend = ex.backend.rsplit(",", 1)[-1].strip()
         elif ex.error == "connect_error":  # refused or dropped before any answer: out of the spread, probed back
             targets.refused(backend)
         ctx.finisher.submit(self.path, rec, ex, on_parsed=on_parsed)

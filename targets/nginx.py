@@ -46,8 +46,9 @@ http {{
 POLICIES = {"round-robin": "", "least-outstanding": "least_conn;"}  # the suite's --balance names, nginx's directives
 
 
-def config(folder: str, listen: str, upstreams: list[str], policy: str = "round-robin") -> str:
+def config(folder: str, listen: str, upstreams: list[str], policy: str = "round-robin", fail_timeout_s: int = 10) -> str:
     """nginx.conf for `nginx -p folder -c folder/nginx.conf`: listening on `listen` (127.0.0.1:PORT),
-    balancing `upstreams` (HOST:PORT each) by `policy` (round-robin or least-outstanding: least_conn)."""
-    servers = "\n".join(f"        server {u};" for u in upstreams)
+    balancing `upstreams` (HOST:PORT each) by `policy` (round-robin or least-outstanding: least_conn).
+    A replica that failed is left for `fail_timeout_s` (nginx's default 10 s), then tried again."""
+    servers = "\n".join(f"        server {u} max_fails=1 fail_timeout={fail_timeout_s}s;" for u in upstreams)
     return _CONF.format(folder=folder, listen=listen, servers=servers, policy=POLICIES[policy], header=HEADER)

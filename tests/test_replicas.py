@@ -2,7 +2,8 @@
 simulators (each record's backend is the replica that logged it), a slowed replica flagged, one
 replica killed mid-run and restarted on its port (its requests failed on it, none lost, the spread
 leaves it and probes it back at a bounded pace), and nginx in front of two replicas with its
-X-Upstream header (each record's backend is the one nginx named)."""
+X-Upstream header (each record's backend is the one nginx named; a replica killed behind it shows
+where and when the failures came and when it served again)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -80,6 +82,13 @@ def backend_of_truth(*logs: tuple[str, list[str]]) -> dict[str, str]:
                 assert t["request_id"] not in out, t["request_id"]
                 out[t["request_id"]] = backend
     return out
+
+
+def unlogged_on_the_killed_replica(ok, backend: str, killed: float) -> None:
+    """Successes missing from the truth logs: replies the killed replica finished just before its
+    SIGKILL, whose truth-log lines it had not written yet. A few, on it, ended by the kill."""
+    assert len(ok) <= 6 and (ok["backend"] == backend).all(), ok[["backend", "wall_send"]]
+    assert (ok["wall_send"] + ok["e2e_s"] < killed + 0.5).all(), ok[["wall_send", "e2e_s"]]
 
 
 LOAD = ("--max-tokens-override", "24", "--seed", "5", "--stop-timeout", "20")
@@ -155,7 +164,9 @@ def test_a_replica_killed_mid_run_fails_on_it_is_left_and_probed_back(tmp_path):
     truth = backend_of_truth((a.url, [a.truth]), (b.url, [b.truth, os.path.join(tmp, "b2.jsonl")]))
     assert df["request_id"].is_unique
     ok = df[df["ok"]]
-    assert set(ok["request_id"]) <= set(truth) and (ok["backend"] == ok["request_id"].map(truth)).all()
+    logged = ok["request_id"].isin(truth)
+    assert (ok.loc[logged, "backend"] == ok.loc[logged, "request_id"].map(truth)).all()
+    unlogged_on_the_killed_replica(ok[~logged], b.url, killed)
     failed = df[~df["ok"] & (df["error"] != "stopped")]
     assert len(failed) >= 1 and (failed["backend"] == b.url).all(), failed[["backend", "error"]]
     assert set(failed["error"]) <= {"stream_truncated", "connect_error"}, failed["error"].value_counts()
@@ -185,34 +196,67 @@ def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
 
 
-@pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (.ci/run installs Debian's nginx)")
-def test_behind_nginx_each_record_names_the_upstream_that_served_it(tmp_path):
-    tmp = str(tmp_path)
-    a = Replica(free_port(), os.path.join(tmp, "a.jsonl")).start()
-    b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
+@contextmanager
+def balancer(tmp: str, replicas: list[Replica], fail_timeout_s: int = 10):
+    """nginx (targets/nginx.py) in front of the replicas, on a free port: yields its URL."""
     port = free_port()
     conf = os.path.join(tmp, "nginx.conf")
     with open(conf, "w") as f:
-        f.write(nginx.config(tmp, f"127.0.0.1:{port}", [f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"]))
-    balancer = subprocess.Popen([nginx_binary(), "-p", tmp, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                             start_new_session=True)  # fmt: skip
+        f.write(nginx.config(tmp, f"127.0.0.1:{port}", [f"127.0.0.1:{r.port}" for r in replicas], fail_timeout_s=fail_timeout_s))
+    proc = subprocess.Popen([nginx_binary(), "-p", tmp, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 20
         while not os.path.exists(os.path.join(tmp, "nginx.pid")) and time.monotonic() < deadline:
-            assert balancer.poll() is None, open(os.path.join(tmp, "error.log")).read()
+            assert proc.poll() is None, open(os.path.join(tmp, "error.log")).read()
             time.sleep(0.05)
-        proc = run_locust("--host", f"http://127.0.0.1:{port}", "--backend-header", "X-Upstream", "-u", "6", "-r", "6",
-                          "-t", "6s", "--results-dir", tmp, "--run-id", "nginx", *LOAD)  # fmt: skip
+        yield f"http://127.0.0.1:{port}"
     finally:
-        os.killpg(balancer.pid, signal.SIGTERM)
-        balancer.wait(10)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+
+
+needs_nginx = pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (.ci/run installs Debian's nginx)")
+
+
+@needs_nginx
+def test_behind_nginx_each_record_names_its_replica_and_a_killed_one_shows_when_it_failed_and_recovered(tmp_path):
+    tmp = str(tmp_path)
+    a = Replica(free_port(), os.path.join(tmp, "a.jsonl")).start()
+    b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
+    try:
+        with balancer(tmp, [a, b], fail_timeout_s=2) as url:
+            proc = start_locust("--headless", "--host", url, "--backend-header", "X-Upstream", "-u", "6", "-r", "6",
+                                "-t", "14s", "--results-dir", tmp, "--run-id", "lb-kill", *LOAD,
+                                log_path=os.path.join(tmp, "locust.log"))  # fmt: skip
+            wait_for_lines(b.truth, 10)
+            killed = time.time()
+            b.kill()
+            time.sleep(3)
+            b.start(os.path.join(tmp, "b2.jsonl"))
+            code = stop(proc, 90)
+    finally:
         a.stop()
         b.stop()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    df, summary = read_results(tmp, "nginx")
-    names = {a.url: f"127.0.0.1:{a.port}", b.url: f"127.0.0.1:{b.port}"}
-    truth = {rid: names[url] for rid, url in backend_of_truth((a.url, [a.truth]), (b.url, [b.truth])).items()}
-    assert df["ok"].all() and set(df["request_id"]) == set(truth)
-    assert (df["backend"] == df["request_id"].map(truth)).all()
-    assert set(summary["by_backend"]) == set(names.values())
-    assert summary["backends"]["source"] == "header" and not summary["backends"]["flagged"]
+    assert code == 1, open(os.path.join(tmp, "locust.log")).read()[-3000:]
+    df, summary = read_results(tmp, "lb-kill")
+    name_b = f"127.0.0.1:{b.port}"
+    assert df["request_id"].is_unique
+    failed = df[~df["ok"] & (df["error"] != "stopped")]
+    # the streams nginx was relaying from the killed replica, cut short, named by nginx's header
+    assert len(failed) >= 1 and (failed["backend"] == name_b).all(), failed[["backend", "error"]]
+    assert set(failed["error"]) <= {"stream_truncated", "http_5xx"}, failed["error"].value_counts()
+    (outage,) = summary["backends"]["outages"]
+    assert outage["backend"] == name_b and outage["failed"] == len(failed)
+    assert killed - 1.0 < outage["first_failure"] < killed + 3.0
+    assert outage["recovered_at"] is not None and outage["recovered_at"] > killed + 2.0  # served by b again after its restart
+    ok = df[df["ok"]]
+    truth = backend_of_truth((f"127.0.0.1:{a.port}", [a.truth]), (name_b, [b.truth, os.path.join(tmp, "b2.jsonl")]))
+    # nginx names every replica it tried ("b, a" when b refused and a served): the record the last
+    logged = ok["request_id"].isin(truth)
+    assert (ok.loc[logged, "backend"] == ok.loc[logged, "request_id"].map(truth)).all()
+    unlogged_on_the_killed_replica(ok[~logged], name_b, killed)
+    assert set(df["backend"]) == {f"127.0.0.1:{a.port}", name_b} == set(summary["by_backend"])
+    assert summary["backends"]["source"] == "header"
+    report = open(os.path.join(tmp, "lb-kill", "report.md")).read()
+    assert "Failures by backend, in time" in report and name_b in report
