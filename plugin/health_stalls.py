@@ -45,14 +45,16 @@ class StallLog:
         self.min_stall_s = min_stall_s
         self.starts: list[float] = []
         self.ends: list[float] = []
-        self.late_s = 0.0  # the last tick's lateness: how far behind the loop is now
         self._timer = None
         self._due = 0.0
 
     def start(self) -> None:
         self.stop()
-        self._timer = gevent.get_hub().loop.timer(self.period_s)
-        self._arm(_perf())
+        # one repeating timer, never re-armed: a timer started from the loop's cached time (stale
+        # while the loop is busy) would be due at once and fire on every turn of the loop
+        self._timer = gevent.get_hub().loop.timer(self.period_s, self.period_s)
+        self._due = _perf() + self.period_s
+        self._timer.start(self._tick)
 
     def stop(self) -> None:
         if self._timer is not None:
@@ -64,18 +66,16 @@ class StallLog:
     def running(self) -> bool:
         return self._timer is not None
 
-    def _arm(self, now: float) -> None:
-        self._due = now + self.period_s
-        self._timer.start(self._tick)
-
     def _tick(self) -> None:
         now = _perf()
-        late = now - self._due
-        self.late_s = late if late > 0.0 else 0.0
+        due = self._due
+        late = now - due
         if late >= self.min_stall_s:
-            self.add(self._due, now)
-        if self._timer is not None:
-            self._arm(now)
+            self.add(due, now)
+        # libev's next expiry: a period after this one, or, when that has passed already, the
+        # loop's time now (the timer then fires on the loop's next turn)
+        due += self.period_s
+        self._due = due if due > now else now
 
     def add(self, start: float, end: float) -> None:
         """One stall: the loop ran nothing else from `start` to `end`."""
