@@ -384,7 +384,7 @@ def _no_limit(k: Knee, findings, prefix: str) -> dict:
     g = k.at
     step = k.grew("step_ms")
     steps = (f"steps take {step:.1f}x as long as at {k.low.users} users" if step is not None
-             else "one level, so no step growth to measure" if k.low is None else "the step time is not known")
+             else "it is the lowest level, so no step growth to measure" if k.low is None else "the step time is not known")
     sentence = f"no limit reached: at {g.users} users nothing waits for a slot (mean {g.waiting or 0:,.1f} waiting) and {steps}"
     near = [f for f in findings if f.headroom is not None]
     if not near:
