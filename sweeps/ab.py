@@ -19,6 +19,7 @@ from core.files import write_atomic
 from stats.rounds import BETTER, NO_DIFFERENCE, WORSE, bracket_difference, paired_replicates, rounds_difference
 from stats.sequential import CONTINUE, SequentialRule, fixed_rounds
 from sweeps.figures import AB_METRICS, run_values
+from sweeps.folder_lock import lock_folder
 from sweeps.grid import Point, build_grid, check_template, points
 from sweeps.journal import Journal
 from sweeps.load import RUN_ID, SLACK_S, UNKNOWN_RUN_S, check_load_args, is_complete, locust_argv, run_time_s
@@ -148,6 +149,10 @@ class AB:
                 f"{self.rule.look_confidence:.2%} confidence (Bonferroni over {self.rule.looks} looks)")  # fmt: skip
 
     def run(self) -> int:
+        with lock_folder(self.folder):
+            return self._run()
+
+    def _run(self) -> int:
         os.makedirs(self.folder, exist_ok=True)
         journal = Journal(self.folder)
         journal.write("ab_start", command=self.command, rule=self._rule_text())

@@ -79,8 +79,12 @@ def point_figures(run_folder: str, gpus: int | None = None, seed: int = 0, resam
     if cap is not None:
         if cap.users is not None:
             out["capacity"], out["capacity_lo"], out["capacity_hi"] = cap.users, cap.users, cap.next_failing_users
-        elif cap.next_failing_users is not None:  # missed at the lowest level tried: below it, at least 0
-            out["capacity"], out["capacity_lo"], out["capacity_hi"] = 0, 0, cap.next_failing_users
+        elif cap.next_failing_users is not None:
+            out["capacity_hi"] = cap.next_failing_users
+            if not any(u < cap.next_failing_users for u in cap.undecided):
+                # missed at the lowest level tried: its capacity is below it, from 0
+                out["capacity"], out["capacity_lo"] = 0, 0
+            # else levels below the miss were tried and left undecided: the capacity is not known
     return out
 
 
@@ -151,7 +155,7 @@ def run_values(run_folder: str, seed: int, roles: tuple[str, ...], resamples: in
     if cap is not None:
         if cap.users is not None:
             out["capacity"] = (float(cap.users), None if cap.next_failing_users is None else float(cap.next_failing_users))
-        elif cap.next_failing_users is not None:
+        elif cap.next_failing_users is not None and not any(u < cap.next_failing_users for u in cap.undecided):
             out["capacity"] = (0.0, float(cap.next_failing_users))
         else:
             out["capacity"] = None

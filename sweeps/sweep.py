@@ -20,6 +20,7 @@ from core.errors import InputError
 from core.files import write_atomic
 from core.server_process import ServerStartError, classify_start_failure
 from sweeps.figures import point_figures
+from sweeps.folder_lock import lock_folder
 from sweeps.grid import Point
 from sweeps.journal import Journal
 from sweeps.load import SLACK_S, UNKNOWN_RUN_S, is_complete, locust_argv, run_load, run_time_s, RUN_ID
@@ -79,6 +80,11 @@ def _describe(sw: Sweep, p: Point, folder: str) -> str:
 
 
 def run_sweep(sw: Sweep) -> int:
+    with lock_folder(sw.folder):
+        return _run_sweep(sw)
+
+
+def _run_sweep(sw: Sweep) -> int:
     os.makedirs(os.path.join(sw.folder, POINTS), exist_ok=True)
     journal = Journal(sw.folder)
     write_atomic(os.path.join(sw.folder, SWEEP_JSON), json.dumps({

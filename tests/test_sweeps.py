@@ -352,3 +352,13 @@ def test_compare_says_when_a_rule_is_below_the_smallest_change_it_could_detect()
     assert "(10%) is below the smallest change these runs could detect (±30%)" in note and "about 9 min each" in note
     assert power_note({**rule, "threshold": 40.0}, result) is None
     assert power_note({**rule, "relative": False, "threshold": 200.0}, result).count("ms") == 2
+
+
+def test_one_sweep_at_a_time_in_a_folder(tmp_path):
+    from sweeps.folder_lock import lock_folder
+
+    held = lock_folder(str(tmp_path / "s"))
+    with pytest.raises(InputError, match="another sweep or A/B is running in this folder"):
+        lock_folder(str(tmp_path / "s"))
+    held.close()  # as when the holder ends, killed or not
+    lock_folder(str(tmp_path / "s")).close()
