@@ -65,4 +65,4 @@ def test_every_table_scrolls_in_its_own_box(tmp_path):
     body = html.split("<body>", 1)[1]
     header_table = 1  # the run's header rows: two columns, never wider than the page
     assert body.count("<table>") == body.count('<div class="table-scroll"><table>') + header_table
-    assert ".table-scroll{max-width:100%;overflow-x:auto}" in html
+    assert ".table-scroll{max-width:100%;overflow-x:auto;" in html
