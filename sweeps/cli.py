@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 from datetime import datetime, timezone
 
@@ -69,6 +70,10 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def default_out(kind: str) -> str:
     return os.path.join("results", f"{kind}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}")
 
@@ -78,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     own, load = split_load(argv)
     args = parser().parse_args(own)
     command = shlex.join(["python", "-m", "sweeps", *argv])
+    # SIGTERM ends a sweep as Ctrl-C does: the point's server and load are stopped on the way out,
+    # never left running in their own process groups
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         if args.command == "ab":
             from sweeps.ab import main_ab

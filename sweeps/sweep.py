@@ -25,6 +25,7 @@ from sweeps.grid import Point
 from sweeps.journal import Journal
 from sweeps.load import SLACK_S, UNKNOWN_RUN_S, is_complete, locust_argv, run_load, run_time_s, RUN_ID
 from sweeps.ranking import AUTO, RANKINGS, rank
+from sweeps.report import write_report
 from sweeps.servers import SimulatorServer, TemplateServer
 from sweeps.table import write_table
 
@@ -240,12 +241,7 @@ def finish(sw: Sweep, journal: Journal) -> int:
             "settings": sw.settings, "other_rankings": others}  # fmt: skip
     csv_path, json_path = write_table(sw.folder, rows, sw.settings, ranked, meta)
     written = [csv_path, json_path]
-    try:
-        from sweeps.report import write_report
-    except ImportError:  # pragma: no cover - the report module is part of the package
-        write_report = None
-    if write_report is not None:
-        written += write_report(sw.folder, rows, ranked, meta)
+    written += write_report(sw.folder, rows, ranked, meta)
     failed = [r for r in rows if r["status"] not in ("done",)]
     for r in failed:
         sw.say(f"point {r['index']} {r['label']}: {r['status']}" + (f" ({r['why']})" if r.get("why") else ""))

@@ -9,9 +9,11 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -362,3 +364,44 @@ def test_one_sweep_at_a_time_in_a_folder(tmp_path):
         lock_folder(str(tmp_path / "s"))
     held.close()  # as when the holder ends, killed or not
     lock_folder(str(tmp_path / "s")).close()
+
+
+def processes_naming(text: str) -> list[int]:
+    """Processes whose command line holds `text` (a sweep folder's path)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.mark.process
+def test_a_sweep_stopped_mid_point_stops_its_server_and_load_and_resumes(tmp_path):
+    out = str(tmp_path / "sweep")
+    cmd = [*SWEEPS, "run", "--profile", "fixed", "--param", "max_num_seqs=1,2", "--out", out, "--", "-u", "2", "-t", "60s"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        journal = os.path.join(out, "journal.jsonl")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (os.path.exists(journal) and "server_ready" in open(journal).read()):
+            time.sleep(0.2)
+        time.sleep(2)  # the load has started
+        assert len(processes_naming(out)) >= 2  # the point's simulator and its locust
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "run the same command again to resume" in output
+    assert processes_naming(out) == []  # nothing of the point left running
+    events = [json.loads(x)["event"] for x in open(journal)]
+    assert "sweep_interrupted" in events and events[-1] == "ranked"
+    # resumed, the interrupted point is run again from its start (its folder was not complete)
+    at = cmd.index("--")
+    dry = subprocess.run([*cmd[:at], "--dry-run", *cmd[at:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "would be skipped" not in dry.stdout and dry.stdout.count("  server: ") == 2
