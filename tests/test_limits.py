@@ -126,10 +126,18 @@ def test_prefill_bound_without_a_stated_budget_from_the_servers_prefill_time():
     prefill time stays as it was is not."""
     d = run([LOW, level(users=48, running=20, waiting=12, kv=0.15, queue=(0.9, 5), prefill=(0.2, 4), step_ms=24.0)])
     assert d.kind == "prefill-bound" and "not stated by the server" in d.sentence, d.sentence
+    # a prefill time as it was cannot tell: a server may hold prompts in its queue until the budget has
+    # room, as one whose slots are full does; without either limit stated, it says so
     slots = run([LOW, level(users=24, running=8, waiting=16, kv=0.05, queue=(1.6, 5))])
-    # not the budget (prefill time as it was), not the KV cache (room): the slots, by elimination, with
-    # the cap the peak of the running gauge, not a mean
-    assert slots.kind == "scheduler-bound" and "at most 8 at once (the peak of vllm:num_requests_running" in slots.sentence
+    assert slots.kind == "undecided" and slots.candidates == ["scheduler-bound", "prefill-bound"], slots.sentence
+    # with max_num_seqs stated and not reached, the budget is what is left: named by elimination
+    left = run([LOW, level(users=24, running=5, waiting=16, kv=0.05, queue=(1.6, 5))], {"max_num_seqs": "32"})
+    assert left.kind == "prefill-bound" and "no other limit explains it" in left.sentence, left.sentence
+    # and the slots, by elimination, where the server states its budget but not its slots: the cap is
+    # the running gauge's peak, never a mean
+    budget = run([LOW, level(users=24, running=lambda t: 8 if t % 3 else 7, waiting=16, kv=0.05, queue=(1.6, 5))],
+                 {"max_num_batched_tokens": "4096"})  # fmt: skip
+    assert budget.kind == "scheduler-bound" and "at most 8 at once (the peak of vllm:num_requests_running" in budget.sentence
 
 
 def test_compute_bound_nothing_waits_and_every_step_grows_with_the_batch():
