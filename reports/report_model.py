@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # the setup fields, stated first (reports/rows.py setup_rows); the short summary shows them
-SETUP_KEYS = ("load", "time", "SLO", "workload", "server", "against", "client", "suite")
+SETUP_KEYS = ("label", "load", "time", "SLO", "workload", "server", "against", "client", "suite")
 
 
 @dataclass

@@ -256,6 +256,7 @@ def setup_rows(setup) -> list[tuple[str, str]]:
     version = f", version {setup.server_version}{source}" if setup.server_version else ""
     hosts = ", ".join(setup.client_hosts)
     return [
+        *([("label", setup.label)] if setup.label else []),
         ("load", f"{load.text}{users}"),
         ("time", f"{asked}; measured {fmt(setup.measured_s, 1)} s"),
         ("SLO", ", ".join(setup.slo) or "none"),

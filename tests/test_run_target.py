@@ -110,3 +110,24 @@ def test_compare_refuses_two_profiles_and_names_them_when_allowed(runs, tmp_path
     result = json.load(open(tmp_path / "allowed" / "compare.json"))
     assert [d.split(":")[0] for d in result["differences"]] == ["simulator profile"]
     assert result["base"]["label"] == "on v100-7b-tp8"
+
+
+@pytest.mark.process
+def test_compare_names_each_configuration_label_that_differs(runs, tmp_path):
+    """The same profile, a server stating another KV cache (a copy of the run whose run.json says
+    so, as a vLLM restarted with another --gpu-memory-utilization would): refused, the labels named."""
+    import shutil
+
+    a = runs["v100-7b-tp8"][0]
+    other = str(tmp_path / "other")
+    shutil.copytree(a, other)
+    info = json.load(open(os.path.join(other, "run.json")))
+    blocks = info["target"]["config"]["num_gpu_blocks"]
+    info["target"]["config"].update(num_gpu_blocks="1000", gpu_memory_utilization="0.5")
+    json.dump(info, open(os.path.join(other, "run.json"), "w"))
+    proc = reports_cli("compare", a, other, "--out", str(tmp_path / "c"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert (f"server configuration: gpu_memory_utilization 0.9 (base) vs 0.5 (new), num_gpu_blocks {blocks} (base) vs 1000 (new)"
+            in line), line
+    assert "simulator profile" not in line
