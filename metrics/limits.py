@@ -218,7 +218,7 @@ def prefill(k: Knee) -> Finding:
     if not k.waits:
         return Finding("prefill-bound", "fails", evidence=evidence)
     grown = k.grew("prefill_ms")
-    if grown is None:
+    if grown is None or (g.preemptions or 0.0) > 0:  # a preempted request is prefilled again: its time says nothing
         return Finding("prefill-bound", "unknown", evidence=evidence)
     evidence.append(f"{k.where}: the server's prefill takes {g.prefill_ms:,.0f} ms on average ({k.n('prefill_sum')}), "
                     f"{grown:.1f}x the {k.low.prefill_ms:,.0f} ms at {k.low.users} users")  # fmt: skip

@@ -92,6 +92,10 @@ def test_memory_bound_the_kv_cache_full_and_preempting():
     assert "KV cache of 8,192 blocks (vllm:cache_config_info) is full (peak 97%" in d.sentence
     assert any("vllm:num_preemptions_total +36" in e for e in d.evidence), d.evidence  # 19 scrapes, 18 seconds
     assert any("vllm:kv_cache_usage_perc peak 97%" in e for e in d.evidence)
+    # as vLLM states it (no scheduler limits): a preempted request is prefilled again, so its grown
+    # prefill time says nothing of the budget, and the cache alone is named
+    recompute = run([LOW, level(users=24, running=9, waiting=14, kv=0.97, preemptions=2, queue=(1.5, 4), prefill=(0.5, 4))])
+    assert recompute.kind == "memory-bound", recompute.sentence
     # full with a request's worth free: 13 running hold 89 %, about 7 % each, room for fewer than two more
     assert run([LOW, level(users=24, running=13, waiting=11, kv=0.89, queue=(1.5, 4))], slots).kind == "memory-bound"
 
