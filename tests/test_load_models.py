@@ -85,6 +85,7 @@ def test_stalling_server_latency_from_intended_send_exceeds_actual_and_is_flagge
     assert o["e2e_from_intended_ms"]["p95"] > o["e2e_ms"]["p95"] + 500
     assert o["schedule_lag_ms"]["p50"] > 500
     assert summary["open_loop"]["behind_schedule"] is True and summary["open_loop"]["reasons"]
+    assert summary["open_loop"]["capped_at"] == 4, summary["open_loop"]  # all 4 users busy: the cap, not the client
 
 
 def test_step_ramp_records_steps_and_excludes_warmup(tmp_path):
