@@ -16,7 +16,10 @@ def without_credentials(text: str) -> str:
 
 
 def public_url(url: str) -> str:
-    """The URL without user:password@, as written to results and logs."""
+    """The URL without user:password@, as written to results and logs. A --host of several
+    replicas (comma-separated URLs): each."""
+    if "," in url:
+        return ",".join(public_url(u) for u in url.split(","))
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url

@@ -111,6 +111,9 @@ def test_several_hosts_checked_each():
     assert check_host("http://127.0.0.1:8001/, http://127.0.0.1:8002") == "http://127.0.0.1:8001,http://127.0.0.1:8002"
     assert split_hosts("http://a:1/,http://b:2") == ("http://a:1", "http://b:2")
     assert backend_name("http://user:secret@h:9/api/") == "http://h:9/api"
+    from core.urls import public_url
+
+    assert public_url("http://u:secret@a:1,http://b:2") == "http://a:1,http://b:2"  # run.json, logs: each URL without its key
     with pytest.raises(InputError, match=r"--host: '127.0.0.1:8002' needs a scheme"):
         check_host("http://127.0.0.1:8001,127.0.0.1:8002")
     with pytest.raises(InputError, match=r"--host: http://127.0.0.1:8001 given twice"):
