@@ -21,9 +21,11 @@ import urllib.request
 
 import pytest
 
+from plugin.options import DECLARED
 from tests.helpers import free_port
 from tests.test_webui import start_group, stop_group
 from tests.test_webui_browser import SET_VALUE_JS, Page, _chromium, _json, _until
+from webui.form import _locust_title, field_label
 
 pytestmark = pytest.mark.browser
 
@@ -99,6 +101,9 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
             labels = page.js("[...document.querySelectorAll('form label')].map(l => l.textContent.trim())")
             assert any(re.match(r"SLO \(", t) for t in labels) and not any(t.startswith("Slo") for t in labels), labels
             assert any(t.startswith("Simulator profile") for t in labels), labels
+            stale = [t for t in labels for d in DECLARED if d.web and _locust_title(d.name) != field_label(d.name)
+                     and t.startswith(_locust_title(d.name) + " (")]  # fmt: skip
+            assert not stale, stale  # every field, select and checkbox too, in the suite's words
             page.screenshot(str(tmp_path / "new-form.png"))
             # a page opened afterwards shows the same
             page.goto(base + "/")
