@@ -10,7 +10,7 @@ A field of the plan that holds an option's value says which (`held`): `from_pars
 the parsed options, and its default is what the options' defaults make, so each default is written
 once, in plugin/options.py.
 
-The load model is one class per kind (`load.kind`: closed, steps, capacity, open, replay), chosen
+The load model is one class per kind (`load.kind`: closed, steps, capacity, open, rate_steps, replay), chosen
 from the options by the registry in plugin/load_models/.
 """
 

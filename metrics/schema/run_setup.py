@@ -10,7 +10,7 @@ from metrics.schema.base import Model, Num
 
 
 class LoadSetup(Model):
-    kind: str  # closed | steps | capacity | open | replay
+    kind: str  # closed | steps | capacity | open | rate_steps | replay
     text: str  # the plan's one line: "step ramp 5,10 users, 60s each (10s warm-up)"
     users: int | None = None  # closed loop: -u (the web form's user count)
     parameters: dict[str, Any] = {}  # the load model's own fields (run.json plan.load)
