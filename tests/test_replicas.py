@@ -260,3 +260,17 @@ def test_behind_nginx_each_record_names_its_replica_and_a_killed_one_shows_when_
     assert summary["backends"]["source"] == "header"
     report = open(os.path.join(tmp, "lb-kill", "report.md")).read()
     assert "Failures by backend, in time" in report and name_b in report
+
+
+def test_a_replica_that_fails_the_start_check_is_named_before_any_load(tmp_path):
+    tmp = str(tmp_path)
+    up = Replica(free_port(), os.path.join(tmp, "up.jsonl")).start()
+    down = f"http://127.0.0.1:{free_port()}"
+    try:
+        proc = run_locust("--host", f"{up.url},{down}", "-u", "1", "-t", "5s", "--results-dir", tmp, "--run-id", "check", timeout=60)
+    finally:
+        up.stop()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = f"--host: cannot connect to {down.split('//')[1]} (Connection refused, 3 attempts); check the address and that the server is up (replica 2 of 2 in --host)"
+    assert line in proc.stderr, proc.stderr[-2000:]
+    assert not os.path.exists(up.truth) or not read_truth(up.truth)  # no request was sent
