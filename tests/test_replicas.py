@@ -274,3 +274,38 @@ def test_a_replica_that_fails_the_start_check_is_named_before_any_load(tmp_path)
     line = f"--host: cannot connect to {down.split('//')[1]} (Connection refused, 3 attempts); check the address and that the server is up (replica 2 of 2 in --host)"
     assert line in proc.stderr, proc.stderr[-2000:]
     assert not os.path.exists(up.truth) or not read_truth(up.truth)  # no request was sent
+
+
+CONVERSATIONS = """
+name: conversations
+templates: {templates}
+classes:
+  chat:
+    weight: 1
+    input_chars: {{min: 30, max: 120}}
+    output_tokens: {{min: 3, max: 6}}
+    session: {{turns: 3, think_time_s: {{min: 0.1, max: 0.2}}}}
+"""
+
+
+def test_sticky_keeps_every_turn_of_a_conversation_on_one_replica(tmp_path):
+    tmp = str(tmp_path)
+    spec = os.path.join(tmp, "conversations.yaml")
+    with open(spec, "w") as f:
+        f.write(CONVERSATIONS.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
+    a = Replica(free_port(), os.path.join(tmp, "a.jsonl")).start()
+    b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
+    try:
+        proc = run_locust("--host", f"{a.url},{b.url}", "--balance", "sticky", "--workload", spec, "-u", "6", "-r", "6",
+                          "-t", "3s", "--results-dir", tmp, "--run-id", "sticky", "--seed", "2", "--stop-timeout", "20")  # fmt: skip
+    finally:
+        a.stop()
+        b.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, _ = read_results(tmp, "sticky")
+    truth = backend_of_truth((a.url, [a.truth]), (b.url, [b.truth]))
+    assert df["ok"].all() and (df["backend"] == df["request_id"].map(truth)).all()
+    per_session = df[df["turn"] >= 1].groupby("session_id")["backend"]
+    assert (per_session.nunique() == 1).all()  # every turn where the first went
+    assert (per_session.size() >= 2).sum() >= 6  # conversations of several turns
+    assert set(per_session.first()) == {a.url, b.url}  # the conversations spread over both
