@@ -362,6 +362,8 @@ class Options(BaseModel):
             raise InputError("--gpu-hour-price: the cost needs the GPU count; give --gpus N (or --gpu-telemetry)")
         if self.tls_ca and self.tls_insecure:
             raise InputError("--tls-insecure: verifies nothing, so --tls-ca would not be used; give one of the two")
+        if self.input_tokens is not None and self.replay:
+            raise InputError("--input-tokens: a replayed trace sends its logged prompts; drop one of --input-tokens and --replay")
         if self.input_tokens_range and self.input_tokens is None:
             raise InputError("--input-tokens-range: applies to --input-tokens N; give --input-tokens too")
         if self.input_tokens_range and self.input_tokens is not None and self.input_tokens[0] != self.input_tokens[1]:
