@@ -26,7 +26,8 @@ is written for it (the simulator counts tokens its own way; only the timings are
     .venv/bin/python bench/vllm_rs.py --levels 1024 --clients suite,suite-nogate --repeats 2
     .venv/bin/python bench/vllm_rs.py --levels 2048 --sim-core 2 --client-core 3
 
-`suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
+`before` is the suite of another checkout (`--before DIR`, e.g. `git worktree add DIR COMMIT`): a
+change measured in one run, alternated with the current suite. `suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
 once, as before the gate), `suite-nostamp` without kernel receive stamps (LLM_KERNEL_TIMESTAMPS=0).
 Traffic stays on 127.0.0.1; every process is bounded in time.
 """
@@ -154,9 +155,9 @@ class CpuSampler:
         return float(np.interp(t1, self.t, self.cpu) - np.interp(t0, self.t, self.cpu))
 
 
-def run_proc(cmd: list[str], env: dict, log: str, limit: float) -> tuple[int, CpuSampler]:
+def run_proc(cmd: list[str], env: dict, log: str, limit: float, cwd: str = ROOT) -> tuple[int, CpuSampler]:
     with open(log, "w") as out:
-        p = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
         sampler = CpuSampler(p.pid)
         try:
             rc = p.wait(limit)
@@ -180,7 +181,8 @@ def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
            "--workload", spec, "--results-dir", os.path.join(tmp, "results"), "--run-id", tag, "--model", "sim-model",
            "--stop-timeout", str(math.ceil(args.ttft + args.itl * args.max_tokens + 5)), "--loglevel", "WARNING",
            *args.suite_args.split()]  # fmt: skip
-    rc, cpu = run_proc(cmd, SUITE_ENV[kind], os.path.join(tmp, f"{tag}.log"), run_s + 120)
+    cwd = args.before if kind == "before" else ROOT
+    rc, cpu = run_proc(cmd, SUITE_ENV.get(kind, {}), os.path.join(tmp, f"{tag}.log"), run_s + 120, cwd)
     folder = os.path.join(tmp, "results", tag)
     try:
         import pyarrow.parquet as pq
@@ -222,7 +224,11 @@ def run_vllm_rs(binary: str, n: int, url: str, tmp: str, args) -> dict:
 
 
 def measure(rows, cpu: CpuSampler, args) -> dict:
+    deadline = time.monotonic() + 5  # the simulator writes its truth log once a second
     truth = read_truth(args.truth)
+    while any(r[0] not in truth for r in rows) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        truth = read_truth(args.truth)
     ttft_err, e2e_err, way_in, tokens, t0, t1 = [], [], [], 0, math.inf, -math.inf
     for rid, ttft, e2e, n_out, t_send in rows:
         tr = truth.get(rid)
@@ -261,7 +267,9 @@ def fmt(kind: str, n: int, r: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="256,1024", help="concurrent streams, comma-separated")
-    ap.add_argument("--clients", default="suite,vllm-rs", help=f"of {', '.join([*SUITE_ENV, 'vllm-rs'])}")
+    ap.add_argument("--clients", default="suite,vllm-rs", help=f"of {', '.join([*SUITE_ENV, 'vllm-rs', 'before'])}")
+    ap.add_argument("--before", default="", help="the client `before`: the suite run from this other checkout (e.g. a git "
+                                                 "worktree of an older commit), to measure a change")
     ap.add_argument("--per-stream", type=int, default=3, help="requests per stream (N streams send this x N)")
     ap.add_argument("--spawn-rate", type=float, default=0, help="the suite's -r (default: all users at once)")
     ap.add_argument("--repeats", type=int, default=1, help="every client this many times per level, alternated")
