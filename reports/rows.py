@@ -69,6 +69,7 @@ def backend_tables(summary: Summary) -> dict:
     check = summary.backends
     if not summary.by_backend or check is None:
         return {"backends": None, "backend_shares": None, "backend_rule": "", "outages": None}
+    served = server_counts(summary)
     shares = Table(["backend", "sent", "share %", "fair share %", "off by %", "TTFT p50", "TPOT p50", "E2E p50", "out tok/s",
                     "failed", "failures by class", "flags"],
                    [cells(b.backend, fmt(b.sent), fmt(None if b.share is None else b.share * 100, 1),
@@ -78,6 +79,11 @@ def backend_tables(summary: Summary) -> dict:
                           ", ".join(f"{k} {v}" for k, v in b.by_error.items()), "; ".join(b.flags) or "-")
                     for b in check.backends],
                    text=(10, 11), row_classes=["flagged" if b.flags else "" for b in check.backends])  # fmt: skip
+    if served:  # each replica's own count beside the client's, where --server-metrics scraped it
+        shares.headers.insert(2, "server ok, whole run (its metrics)")
+        for row, b in zip(shares.rows, check.backends):
+            row.insert(2, cells(fmt(served.get(_address(b.backend))))[0])
+        shares.text = (11, 12)
     start = summary.window.start
     outages = Table(["backend", "failed", "by class", "first failure (s into the window)", "last failure", "recovered",
                      "recovery s"],
@@ -87,6 +93,26 @@ def backend_tables(summary: Summary) -> dict:
                      for o in check.outages], text=(2,)) if check.outages else None  # fmt: skip
     return {"backends": summary_table(summary, "by_backend", "backend"), "backend_shares": shares,
             "backend_rule": check.rule, "outages": outages}
+
+
+def _address(url: str) -> str:
+    """host:port of a backend's name or a scraped URL (a balancer's header names host:port alone)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
+def server_counts(summary: Summary) -> dict[str, float]:
+    """host:port -> the requests the server there counted as served during the run
+    (vllm:request_success_total's increase), from each --server-metrics URL."""
+    scrapes = summary.server_metrics
+    out = {}
+    for url, source in (scrapes.by_source if scrapes is not None else {}).items():
+        value = (source.get("counter_deltas") or {}).get("vllm:request_success_total")
+        if value is not None:
+            out[_address(url)] = value
+    return out
 
 
 TTFT_SPLIT_HEADERS = ["scope", "requests", "client TTFT mean", "server queue mean", "server prefill mean",

@@ -105,7 +105,8 @@ def spread(tmp_path_factory):
     slow_r = Replica(free_port(), os.path.join(tmp, "slow.jsonl"), profile=slow).start()
     try:
         proc = run_locust("--host", f"{fast_r.url},{slow_r.url}/", "--balance", "least-outstanding", "-u", "8", "-r", "8",
-                          "-t", "8s", "--results-dir", tmp, "--run-id", "spread", *LOAD)  # fmt: skip
+                          "-t", "8s", "--results-dir", tmp, "--run-id", "spread", "--server-metrics",
+                          f"{fast_r.url}/metrics,{slow_r.url}/metrics", "--server-metrics-interval", "1s", *LOAD)  # fmt: skip
     finally:
         fast_r.stop()
         slow_r.stop()
@@ -138,6 +139,17 @@ def test_the_slowed_replica_is_flagged_with_its_figures(spread):
     assert row["share"] < 0.5
     report = open(os.path.join(folder, "report.md")).read()
     assert "### By backend" in report and "slower: TTFT p50" in report and slow in report
+
+
+def test_each_replica_is_scraped_and_its_own_count_stands_beside_the_clients(spread):
+    df, summary, truth, fast, slow, folder = spread
+    by_source = summary["server_metrics"]["by_source"]
+    for url in (fast, slow):
+        served = sum(1 for backend in truth.values() if backend == url)
+        assert by_source[f"{url}/metrics"]["counter_deltas"]["vllm:request_success_total"] == served == int((df["backend"] == url).sum())
+    report = open(os.path.join(folder, "report.md")).read()
+    header = next(line for line in report.splitlines() if line.startswith("| backend | sent | server ok, whole run (its metrics) |"))
+    assert header
 
 
 def test_a_replica_killed_mid_run_fails_on_it_is_left_and_probed_back(tmp_path):
