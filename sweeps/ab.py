@@ -74,7 +74,6 @@ def config(args, side: str, start_timeout: float):
     (point,) = points(build_grid(sets))
     sim = SimulatorServer(args.profile or "v100-7b-tp8", start_timeout, extra=point.values)
     sim.check(NO_POINT, option=f"--{side}-set")
-    sim.label = point.label
     return sim
 
 

@@ -83,6 +83,7 @@ class SimulatorServer:
     def __init__(self, base: str, start_timeout: float, extra: dict | None = None):
         self.base_name, self.base = base, read_profile_fields(base)
         self.extra = dict(extra or {})
+        self.label = ", ".join(f"{k}={v}" for k, v in self.extra.items()) or "its own fields"
         self.start_timeout = start_timeout
 
     def fields(self, point: Point) -> dict:

@@ -15,6 +15,7 @@ import os
 import shlex
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from core.errors import InputError
 from core.files import write_atomic
@@ -50,7 +51,7 @@ class Sweep:
     gpus: int | None = None
     settings: list[str] = field(default_factory=list)
     command: str = ""
-    say: callable = print
+    say: Callable[[str], None] = print
 
     def point_folder(self, point: Point) -> str:
         return os.path.join(self.folder, POINTS, point.name)

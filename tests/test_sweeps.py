@@ -320,7 +320,7 @@ def test_points_whose_server_fails_are_recorded_and_the_sweep_goes_on(tmp_path):
 def test_an_ab_on_the_simulator_in_two_rounds(tmp_path):
     out = str(tmp_path / "ab")
     r = sweeps("ab", "--a-set", "max_num_seqs=2", "--b-set", "max_num_seqs=64", "--rounds", "2", "--out", out,
-               "--", *SHORT)  # fmt: skip
+               "--", "-u", "8", "-r", "8", "-t", "3s", "--max-tokens-override", "16", "--stop-timeout", "5")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.load(open(os.path.join(out, "ab.json")))
     assert result["rounds"] == 2 and result["primary"] == "ttft.p95"
