@@ -52,7 +52,7 @@ def test_a_simulator_limit_is_named_with_the_figures_it_rests_on(tmp_path, limit
         assert knee["queue_ms"] <= 2 * knee["step_ms"], knee  # nothing waits but for the step in progress
     # vLLM's per-request metrics in every record, equal to the truth log's times; the split adds up
     ok = records[records["ok"]].set_index("request_id")
-    both = ok.join(sent.set_index("request_id"), how="inner", rsuffix="_truth")
+    both = ok.merge(sent.set_index("request_id"), left_index=True, right_index=True, suffixes=("", "_truth"))
     assert len(both) == len(ok) > 20
     assert (both["server_queue_s"] - both["queue_time"]).abs().max() < 2e-3
     assert (both["server_ttft_s"] - (both["first_token"] - both["scheduled"])).abs().max() < 2e-3
