@@ -222,6 +222,9 @@ class RunSetup(Plugin):
         self.hosts, self.workers = client_processes(run.environment)
         # the live view states it from the start; run_stopping completes it (time measured, workers)
         self._state(run, setup_block(run, self.version, self.hosts, self.workers))
+        setup = run.summary_extra["setup"]
+        if probed is not None and probed[0] == host:  # known before the load: the console names it as the run starts
+            log.info("against: %s serving %s", setup.server, setup.target.text())
         if run.plan.input_tokens is not None and not run.plan.tokenizer and simulator_profile(run.environment)[0] is None:
             log.warning("--input-tokens: counted by the estimate of 4 characters a token (no --tokenizer), what the built-in "
                         "simulator counts; this server's model counts its own way: give --tokenizer with its tokenizer")  # fmt: skip
