@@ -1,4 +1,5 @@
-"""The start form's custom fields, grouped and ordered for a ramp tester.
+"""The start form's custom fields, grouped and ordered for a ramp tester, labelled in the suite's
+words (`field_label`) and filled with the values of the last run started (`last_values`).
 
 Locust renders the fields in the order of `template_args["extra_options"]`, a dict it rebuilds
 from the parser at every page load (`WebUI.update_template_args`), and the page's
