@@ -30,6 +30,8 @@ from core.durations import parse_duration
 from core.errors import InputError
 
 DEFAULT_PROFILE = "v100-7b-tp8"
+LOAD_HELP = ("The load of every run follows --: the arguments of locust -f locustfile.py --headless, e.g. "
+             "-- --find-capacity --slo 'ttft.p95<5s' -t 20m, or -- -u 32 -t 120s (docs/tuning.md).")
 
 
 def split_load(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -55,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m sweeps", description="Sweeps of server settings and A/B of one change.")
     sub = ap.add_subparsers(dest="command", required=True)
     for name in ("run", "sweep"):
-        s = sub.add_parser(name, help="a grid of server settings, one run per point, ranked")
+        s = sub.add_parser(name, help="a grid of server settings, one run per point, ranked", epilog=LOAD_HELP)
         s.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
                        help="a setting and its values (repeatable); the points are every combination")
         s.add_argument("--grid", default=None, help="a YAML or JSON file: NAME: [V1, V2] per setting")
@@ -66,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
         _common(s)
     from sweeps.ab import add_arguments
 
-    add_arguments(sub.add_parser("ab", help="an A/B of one change, in interleaved rounds"), _common)
+    add_arguments(sub.add_parser("ab", help="an A/B of one change, in interleaved rounds", epilog=LOAD_HELP), _common)
     return ap
 
 
