@@ -66,7 +66,6 @@ class LLMUser(FastHttpUser):
         self.streams = [StreamClient(url, plan.timeouts, {}, per_request=plan.connection == "per-request",
                                      max_body=plan.max_response_bytes, tls=plan.tls, backend_header=plan.backend_header)
                         for url in self.targets.urls]  # fmt: skip
-        self.stream = self.streams[0]
         self.streamed = plan.stream and endpoint.streams
         self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None
