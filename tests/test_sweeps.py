@@ -405,3 +405,27 @@ def test_a_sweep_stopped_mid_point_stops_its_server_and_load_and_resumes(tmp_pat
     at = cmd.index("--")
     dry = subprocess.run([*cmd[:at], "--dry-run", *cmd[at:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "would be skipped" not in dry.stdout and dry.stdout.count("  server: ") == 2
+
+
+@pytest.mark.process
+def test_a_sweep_of_step_ramps_ranks_by_capacity(tmp_path):
+    """Two fixed-TTFT engines (the profile's ttft_s: the truth) under a ramp of 4 then 8 users with
+    a P95 TTFT objective of 200 ms: 50 ms meets it at 8 users with no level missed, 400 ms misses
+    it from the first level."""
+    out = str(tmp_path / "sweep")
+    r = sweeps("run", "--profile", "fixed", "--param", "ttft_s=0.05,0.4", "--out", out, "--",
+               "--steps", "4,8", "--step-time", "5s", "--step-warmup", "1s", "--slo", "ttft.p95<200ms",
+               "--max-tokens-override", "8", "--stop-timeout", "5")  # fmt: skip
+    assert r.returncode == EXIT_BEST, r.stdout + r.stderr
+    table = json.load(open(os.path.join(out, "table.json")))
+    fast, slow = ({p["settings"]["ttft_s"]: p for p in table["points"]}[k] for k in ("0.05", "0.4"))
+    assert table["ranking"]["ranking"] == "capacity" and table["ranking"]["best"]["label"] == "ttft_s=0.05"
+    assert (fast["capacity"], fast["capacity_hi"], fast["users"]) == (8, None, 8)  # met at the highest level tried
+    assert slow["capacity"] in (0, None) and slow["capacity_hi"] in (4, 8)  # missed from the first level decided
+    # the P95 TTFT of the capacity level, and its bounds, hold the engine's constant TTFT (plus the client's ms)
+    assert 50 <= fast["ttft_p95_ms_lo"] <= fast["ttft_p95_ms"] <= fast["ttft_p95_ms_hi"] < 80
+    assert 400 <= slow["ttft_p95_ms"] < 440
+    html = open(os.path.join(out, "report.html")).read()
+    capacity_chart = re.findall(r'<svg class="chart" data-chart="capacity".*?</svg>', html, flags=re.S)[0]
+    bars = 2 if slow["capacity"] is not None else 1  # a capacity not known has no bar
+    assert capacity_chart.count('class="errorbar"') == bars and "no level missed" in capacity_chart
