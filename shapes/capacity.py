@@ -41,7 +41,7 @@ import pandas as pd
 
 from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
-from metrics.verdict import CONFIDENCE, describe, too_few
+from metrics.verdict import CONFIDENCE, FIRST_TOKEN, describe, too_few
 from shapes.search import POLICIES, RESOLUTION, Tried, bracket
 from shapes.sequential import FAMILY_CONFIDENCE, decidability, look_confidence, look_times, next_look, values_needed
 from shapes.steps import StepPlan
@@ -137,6 +137,9 @@ class CapacitySearch:
         self.looked = 0  # looks taken at the current level
         self.next_look_s: float | None = None  # judged seconds of its next look (None: none left)
         self.need = max(values_needed(o, self.confidence) for o in objectives)  # values a level needs to be met
+        # a first-token objective's set ends its threshold before the cut (metrics/verdict.py): the
+        # first seconds of a level's judged time give it no values, which a projection leaves out
+        self.offset_s = max((o.threshold_s for o in objectives if o.metric in FIRST_TOKEN), default=0.0)
         self.states: dict[int, str] = {}  # users -> "met" | "missed" | "undecided", once judged
         self.history: list = []  # shapes.search.Tried of each level ended, in order
         self.ended: list[Ended] = []
@@ -252,7 +255,7 @@ class CapacitySearch:
         level, step = self.judge(index - 1)
         v = step.verdict
         values = min((e.samples for e in v.objectives), default=v.requests)  # the objective shortest of values
-        self.next_look_s = next_look(judged, self.looked, self.looks, values, self.need, self.step_s)
+        self.next_look_s = next_look(judged, self.looked, self.looks, values, self.need, self.step_s, self.offset_s)
         log.debug("capacity search: %d users, look %d at %.1fs judged: %s on %d values, next look at %s", level.users,
                   self.looked, judged, v.state, values, self.next_look_s)  # fmt: skip
         return level, step
@@ -263,13 +266,14 @@ class CapacitySearch:
         higher levels' verdicts). Said once, with its fixes."""
         if self.bounds()[1] is not None or not too_few(step.verdict):
             return False
-        judged = level.end - self.lag_s - level.start
+        judged = level.end - self.lag_s - level.start - self.offset_s  # the time that gave values
         values = min((e.samples for e in step.verdict.objectives), default=step.verdict.requests)
         rate = values / judged if judged > 0 else 0.0
-        if rate == 0 or rate * self.longest_judged_s >= self.need:  # none yet: no rate to project
+        longest = self.longest_judged_s - self.offset_s
+        if rate == 0 or rate * longest >= self.need:  # none yet: no rate to project
             return False
         reply = level.users / rate
-        line, ok = decidability(self.objectives, level.users, self.longest_judged_s, self.confidence, reply)
+        line, ok = decidability(self.objectives, level.users, longest, self.confidence, reply)
         if not ok and not self.notes:
             log.warning("%s", line)
             self.notes.append(line)
@@ -368,7 +372,7 @@ class CapacitySearch:
         search may go, said before it starts."""
         users = self.policy.levels[0] if self.policy.levels else self.policy.start
         looks = len(self.looks) if self.sequential else 1
-        line, _ = decidability(self.objectives, users, self.longest_judged_s, self.confidence, looks=looks)
+        line, _ = decidability(self.objectives, users, self.longest_judged_s - self.offset_s, self.confidence, looks=looks)
         top = self.policy.highest_possible()
         if top is not None:
             reach = f"it tries {top} users at most"

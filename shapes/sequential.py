@@ -40,13 +40,16 @@ def look_times(longest_s: float, first_s: float, looks: int = LOOKS) -> list[flo
     return [t for t in times if t <= max(longest_s, first_s)]
 
 
-def next_look(judged_s: float, looked: int, schedule: list[float], values: int, need: int, grain_s: float) -> float | None:
+def next_look(judged_s: float, looked: int, schedule: list[float], values: int, need: int, grain_s: float,
+              offset_s: float = 0.0) -> float | None:  # fmt: skip
     """The judged seconds of a level's next look after one at `judged_s` left it undecided with
     `values` values of the `need` its objectives must have to be met (`looked` looks taken, at most
     len(schedule)); None when its looks are spent. The next point of the schedule, or sooner, when
     the values come fast enough to reach `need` before it: a look then, not at the next doubling.
     A look's time depends only on how many values have come, never on what they are, so the
-    union bound over the looks holds; the last look is kept for the level's longest hold. Short of
+    union bound over the looks holds; the last look is kept for the level's longest hold. The first
+    `offset_s` of judged time give no values (a first-token objective's set ends its threshold before
+    the cut), so the values are projected from the time after it. Short of
     `need`, the level can only be missed, which its first look catches when it is far over: the
     next look waits for the values a met needs rather than spend a look on the way."""
     if looked >= len(schedule):
@@ -56,8 +59,8 @@ def next_look(judged_s: float, looked: int, schedule: list[float], values: int, 
         return longest
     later = [t for t in schedule if t > judged_s + 1e-9]
     point = later[0] if later else longest
-    if 0 < values < need:  # no met is possible before `need` values: look when they are due
-        due = judged_s * need / values * 1.05  # a little past the projection: the count varies
+    if 0 < values < need and judged_s > offset_s:  # no met is possible before `need` values: look when they are due
+        due = offset_s + (judged_s - offset_s) * need / values * 1.05  # a little past the projection: the count varies
         point = min(longest, max(due, judged_s + grain_s))
     return point
 

@@ -61,6 +61,12 @@ class Adaptive(Policy):
                 return None
         return self.bound(interpolate(b.lo, b.hi, b.lo_margin, b.hi_margin), history)
 
+    def floor_when_none_met(self, history: list[Tried], b) -> int | None:
+        """With no level met below the miss: the highest level below it passed on the levels above
+        it while probing (short of values: presumably met), else the highest left undecided."""
+        passed = [t.users for t in history if t.ended in ("short", "passed") and t.users < b.hi]
+        return max(passed) if passed else super().floor_when_none_met(history, b)
+
     def describe(self) -> str:
         first = (f"levels {','.join(map(str, self.levels))} users in order up to the first miss" if self.levels
                  else f"probing up from {self.start} user{'s' if self.start != 1 else ''} x{PROBE_FACTOR:g} to the first miss")  # fmt: skip
