@@ -202,6 +202,9 @@ class Options(BaseModel):
     backend_header: Text = option("", "With --host one load balancer: the response header that names the backend serving each "
                                   "request, e.g. X-Upstream (nginx's $upstream_addr); each record's backend is its value (docs/replicas.md)",
                                   EXPERT)  # fmt: skip
+    backend_count: PositiveCount = option("", "With --backend-header: the replicas behind the balancer, so that each one's fair share "
+                                          "is 1/N and replicas that served nothing are flagged; empty = as many as named a reply",
+                                          EXPERT)  # fmt: skip
     timeout_connect: PositiveDuration = option("10s", "Longest wait for a new connection (TCP connect, TLS handshake); not part of TTFT", EXPERT)
     timeout_first_token: PositiveDuration = option("300s", "Longest wait from the request's write to the response head and the first data "
                                                    "of the body: a stream's first data line (keep-alive comments do not count); "
@@ -360,6 +363,8 @@ class Options(BaseModel):
             raise InputError("--retry-on: empty while --retry is on; name the failure classes to retry, e.g. http_429,http_5xx")
         if self.gpu_hour_price and not (self.gpus or self.gpu_telemetry):
             raise InputError("--gpu-hour-price: the cost needs the GPU count; give --gpus N (or --gpu-telemetry)")
+        if self.backend_count and not self.backend_header:
+            raise InputError("--backend-count: counts the replicas behind a balancer that names them; give --backend-header too")
         if self.tls_ca and self.tls_insecure:
             raise InputError("--tls-insecure: verifies nothing, so --tls-ca would not be used; give one of the two")
         if self.input_tokens is not None and self.replay:

@@ -131,6 +131,7 @@ class RunPlan(_Frozen):
     sim_timestamps: bool = held("sim_timestamps")
     balance: str = held("balance")  # how several --host URLs share the load (targets/)
     backend_header: str = held("backend_header")  # a load balancer's header naming the backend of each request
+    backend_count: int | None = held("backend_count")  # the replicas behind that balancer (their fair share: 1/N)
     timeouts: Timeouts = held(_timeouts)
     connection: Literal["keep-alive", "per-request"] = held("connection")
     tls: TlsPolicy = held(_tls)  # --tls-ca (its text carried to the workers), --tls-insecure
