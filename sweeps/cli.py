@@ -6,7 +6,7 @@
     python -m sweeps ab   (--a-server T | --a-url URL | --a-set NAME=V ...) (the same for --b-...)
                           [--profile NAME] [--rounds N | --max-rounds N] [--out DIR] -- LOAD ARGUMENTS
 
-`sweep` is another name for `run`. The load arguments (after --) are those of
+The load arguments (after --) are those of
 `locust -f locustfile.py --headless`, e.g. `--find-capacity --slo "ttft.p95<5s" -t 20m` or
 `-u 32 -t 120s`; the sweep adds --host, --results-dir, --run-id and --seed itself.
 
@@ -56,16 +56,15 @@ def _common(ap: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m sweeps", description="Sweeps of server settings and A/B of one change.")
     sub = ap.add_subparsers(dest="command", required=True)
-    for name in ("run", "sweep"):
-        s = sub.add_parser(name, help="a grid of server settings, one run per point, ranked", epilog=LOAD_HELP)
-        s.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
-                       help="a setting and its values (repeatable); the points are every combination")
-        s.add_argument("--grid", default=None, help="a YAML or JSON file: NAME: [V1, V2] per setting")
-        s.add_argument("--server", default=None, help="command template started per point, with {port} and a "
-                       "{NAME} per setting; without it the built-in simulator runs with the settings as profile fields")
-        s.add_argument("--rank", default="auto", help="ranking: capacity, throughput or ttft; auto (default): by "
-                       "capacity when the load is a capacity search, else by throughput")
-        _common(s)
+    s = sub.add_parser("run", help="a grid of server settings, one run per point, ranked", epilog=LOAD_HELP)
+    s.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
+                   help="a setting and its values (repeatable); the points are every combination")
+    s.add_argument("--grid", default=None, help="a YAML or JSON file: NAME: [V1, V2] per setting")
+    s.add_argument("--server", default=None, help="command template started per point, with {port} and a "
+                   "{NAME} per setting; without it the built-in simulator runs with the settings as profile fields")
+    s.add_argument("--rank", default="auto", help="ranking: capacity, throughput or ttft; auto (default): by "
+                   "capacity when the load is a capacity search, else by throughput")
+    _common(s)
     from sweeps.ab import add_arguments
 
     add_arguments(sub.add_parser("ab", help="an A/B of one change, in interleaved rounds", epilog=LOAD_HELP), _common)
