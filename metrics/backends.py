@@ -2,7 +2,10 @@
 stands out, and when each backend's failures came and how long it took to recover.
 
 The figures are the by_backend blocks (metrics/measure.py `Measure.by`, the grouping of by_class);
-this module only compares them. The rule that flags a backend (`RULE`):
+this module only compares them. The fair share is 1 / the replicas: those the run spread over
+(several --host URLs, each with a row even when it served nothing), or behind a balancer those that
+named a reply, or --backend-count when it says more (the others `unseen`, served nothing). The rule
+that flags a backend (`RULE`):
 
   share   its share of the window's requests is more than SHARE_OFF (20 %) off its fair share
           (1 / backends), and further off than NOISE_SD standard deviations of a fair draw of as
@@ -34,25 +37,36 @@ RULE = (f"share: more than {SHARE_OFF:.0%} off the fair share (1 / backends) and
         f"least {MIN_OK} successful requests)")  # fmt: skip
 
 
-def backend_check(by_backend: dict[str, Block], df: pd.DataFrame, start: float, end: float) -> BackendCheck:
-    names = [n for n in by_backend if n]  # "" holds the requests no backend was named for (a balancer that said nothing)
-    total = sum(by_backend[n].requests.sent for n in names)
-    fair = 1.0 / len(names) if names else None
+def backend_check(by_backend: dict[str, Block], df: pd.DataFrame, start: float, end: float, known: tuple[str, ...] = (),
+                  count: int | None = None) -> BackendCheck:
+    """`known`: the backends the run spread over (several --host URLs), each with its row even if
+    it served nothing in the window; `count`: the replicas behind a balancer (--backend-count), of
+    which those that named no reply are `unseen`. The fair share is 1 / all of them."""
+    names = sorted({n for n in by_backend if n} | set(known))  # "" holds the requests no backend was named for
+    unseen = max(0, (count or 0) - len(names))
+    total = sum(by_backend[n].requests.sent for n in names if n in by_backend)
+    fair = 1.0 / (len(names) + unseen) if names else None
     rows = []
     for name in names:
-        b = by_backend[name]
+        b = by_backend.get(name)
+        if b is None:  # a replica of the spread that no request of the window went to
+            rows.append(BackendShare(backend=name, sent=0, share=0.0 if total else None, fair_share=fair,
+                                     share_off=-1.0 if total else None))  # fmt: skip
+            continue
         share = b.requests.sent / total if total else None
         off = (share - fair) / fair if share is not None and fair else None
         rows.append(BackendShare(backend=name, sent=b.requests.sent, share=share, fair_share=fair, share_off=off,
                                  ttft_p50_ms=b.ttft_ms.p50, tpot_p50_ms=b.tpot_ms.p50, e2e_p50_ms=b.e2e_ms.p50,
                                  output_tokens_per_s=b.throughput.output_tokens_per_s, failed=b.requests.failed,
                                  by_error=dict(b.requests.by_error)))  # fmt: skip
-    if len(rows) > 1:
+    if len(rows) > 1 or unseen:
         for row in rows:
             row.flags = _flags(row, [r for r in rows if r is not row], by_backend, total)
     source = "spread" if any("://" in n for n in names) else "header"
-    return BackendCheck(source=source, rule=RULE, backends=rows, flagged=[r.backend for r in rows if r.flags],
-                        outages=outages(df))  # fmt: skip
+    flagged = [r.backend for r in rows if r.flags]
+    if unseen:
+        flagged.append(f"{unseen} of the {count} replicas (--backend-count) named in no reply")
+    return BackendCheck(source=source, rule=RULE, backends=rows, flagged=flagged, unseen=unseen, outages=outages(df))
 
 
 def _flags(row: BackendShare, others: list[BackendShare], blocks: dict[str, Block], total: int) -> list[str]:
@@ -62,10 +76,11 @@ def _flags(row: BackendShare, others: list[BackendShare], blocks: dict[str, Bloc
         noise = math.sqrt(fair * (1 - fair) / total)
         if abs(row.share_off) > SHARE_OFF and abs(row.share - fair) > NOISE_SD * noise:
             out.append(f"share {row.share:.1%} of {total} requests against a fair {fair:.1%} ({row.share_off:+.0%})")
-    if blocks[row.backend].requests.ok >= MIN_OK:
+    ok = {name: b.requests.ok for name, b in blocks.items()}
+    if ok.get(row.backend, 0) >= MIN_OK:
         for metric, key in (("TTFT", "ttft_p50_ms"), ("TPOT", "tpot_p50_ms")):
             mine = getattr(row, key)
-            theirs = [getattr(o, key) for o in others if blocks[o.backend].requests.ok >= MIN_OK and getattr(o, key) is not None]
+            theirs = [getattr(o, key) for o in others if ok.get(o.backend, 0) >= MIN_OK and getattr(o, key) is not None]
             if mine is not None and theirs:
                 ref = float(np.median(theirs))
                 if ref > 0 and mine > SLOWER * ref:

@@ -35,10 +35,13 @@ def over_max_tokens(table: pa.Table) -> int:
 
 
 def summarize(table: pa.Table, window_start: float, window_end: float, run_start: float | None = None,
-              plan=None, objectives=(), target_rate: float | None = None, scheduled: int | None = None) -> Summary:
+              plan=None, objectives=(), target_rate: float | None = None, scheduled: int | None = None,
+              backends: tuple[str, ...] = (), backend_count: int | None = None) -> Summary:
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
     slo and capacity when the run had steps and objectives; open_loop with `target_rate` and
-    `scheduled`, the arrivals the schedule had due inside the window."""
+    `scheduled`, the arrivals the schedule had due inside the window. `backends`: the replicas a run
+    spread over (several --host URLs) and `backend_count` those behind its balancer (--backend-count),
+    for each one's fair share (metrics/backends.py)."""
     table = with_all_columns(table)  # a results file of an older version lacks the newer columns
     df = records_frame(table)
     m = Measure(df, table.column("chunk_times"), objectives)
@@ -63,7 +66,7 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
             summary.by_turn = {str(t): m.block(in_window & (turns == t), window_start, window_end) for t in present}
     if (df["backend"] != "").any():  # several replicas, or a balancer's header: one block per backend
         summary.by_backend = m.by("backend", in_window, window_start, window_end)
-        summary.backends = backend_check(summary.by_backend, df, window_start, window_end)
+        summary.backends = backend_check(summary.by_backend, df, window_start, window_end, backends, backend_count)
     if plan is not None and run_start is not None:
         summary.by_step = by_step(plan, run_start, window_end, m)
         if objectives:

@@ -90,7 +90,8 @@ class Run:
         table = writer.close_records()  # from memory too, when the disk refused them
         typed = summarize(table, self.window_start, self.window_end, run_start=self.started, plan=steps,
                           objectives=list(self.plan.slo), target_rate=self.plan.request_rate,
-                          scheduled=self.scheduled())  # fmt: skip
+                          scheduled=self.scheduled(), backends=spread_over(self.environment.host or ""),
+                          backend_count=self.plan.backend_count)  # fmt: skip
         state_of(self.environment).call("summary_computed", self, typed)
         code, reasons = self.verdict(typed)
         complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
@@ -171,6 +172,14 @@ class Run:
         code = exit_codes.of_slo(summary)
         if code != exit_codes.DONE:
             exit_codes.raise_to(self.environment, code)
+
+
+def spread_over(host: str) -> tuple[str, ...]:
+    """The backends' names (targets/) of a --host of several replicas; () for one."""
+    from targets.backends import backend_name, split_hosts
+
+    urls = split_hosts(host)
+    return tuple(backend_name(u) for u in urls) if len(urls) > 1 else ()
 
 
 def prepare_run(plan: RunPlan) -> RunInputs:

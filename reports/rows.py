@@ -92,7 +92,9 @@ def backend_tables(summary: Summary) -> dict:
                            fmt(None if o.recovered_at is None else o.recovered_at - start, 1), fmt(o.recovery_s, 1))
                      for o in check.outages], text=(2,)) if check.outages else None  # fmt: skip
     return {"backends": summary_table(summary, "by_backend", "backend"), "backend_shares": shares,
-            "backend_rule": check.rule, "outages": outages}
+            "backend_rule": check.rule + (f". Behind the balancer, {check.unseen} of the replicas --backend-count names "
+                                          "were named in no reply: they served nothing" if check.unseen else ""),
+            "outages": outages}
 
 
 def _address(url: str) -> str:

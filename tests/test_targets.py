@@ -190,3 +190,16 @@ def test_the_planner_scales_one_replicas_capacity_and_states_its_assumptions():
     assert "least-outstanding" in text and "linear" in text and "90%" in text
     with pytest.raises(ValueError):
         replicas_for(10.0, 0.0)
+
+
+def test_a_replica_that_served_nothing_counts_in_the_fair_share_and_is_flagged():
+    a, b, c = "http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"
+    spread = summarize(_records(lambda i: (a, b)[i % 2], 200), 999.0, 1030.0, backends=(a, b, c))
+    rows = {r.backend: r for r in spread.backends.backends}
+    assert rows[c].sent == 0 and rows[c].fair_share == pytest.approx(1 / 3) and rows[c].share_off == -1.0
+    assert spread.backends.flagged == [a, b, c] and rows[c].flags[0].startswith("share 0.0% of 200 requests against a fair 33.3%")
+    # behind a balancer pinned to one of its 3 replicas: the other two named no reply
+    pinned = summarize(_records(lambda i: "10.0.0.1:8000", 200), 999.0, 1030.0, backend_count=3)
+    check = pinned.backends
+    assert check.unseen == 2 and check.backends[0].share == 1.0 and check.backends[0].fair_share == pytest.approx(1 / 3)
+    assert check.flagged == ["10.0.0.1:8000", "2 of the 3 replicas (--backend-count) named in no reply"]

@@ -41,5 +41,6 @@ class BackendCheck(Model):
     source: str  # "spread": the suite picked each backend (--balance); "header": a balancer said (--backend-header)
     rule: str  # the flagging rule, in words
     backends: list[BackendShare]
-    flagged: list[str] = []  # the backends with a flag
+    flagged: list[str] = []  # the backends with a flag (and a line for replicas behind a balancer that named no reply)
+    unseen: int = 0  # replicas of --backend-count that no reply named: each served nothing (share 0)
     outages: list[Outage] = []
