@@ -222,8 +222,9 @@ def profile_from_dict(data: Any, name: str = "custom") -> Profile:
     return build(Profile, {"name": name, **data}, field_name=lambda loc: f"profile {name}: {dotted(loc)}")
 
 
-def load_profile(spec: str) -> Profile:
-    """Load a profile by name (bundled) or by path to a YAML file."""
+def profile_fields(spec: str) -> tuple[dict, str]:
+    """A profile's fields as its YAML file writes them, and its name, by name (bundled) or by path
+    to a YAML file; a sweep writes a point's profile as these fields plus its own settings."""
     if os.sep in spec or spec.endswith((".yaml", ".yml")) or os.path.exists(spec):
         path, name = spec, os.path.splitext(os.path.basename(spec))[0]
     else:
@@ -237,4 +238,11 @@ def load_profile(spec: str) -> Profile:
         raise InputError(f"profile {spec}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise InputError(f"profile {spec}: invalid YAML: {str(e).splitlines()[0]}") from None
-    return profile_from_dict(data, name)
+    if not isinstance(data, dict):
+        raise InputError(f"profile {name}: the file must be a mapping of fields (see simulator/profiles.py)")
+    return data, name
+
+
+def load_profile(spec: str) -> Profile:
+    """Load a profile by name (bundled) or by path to a YAML file."""
+    return profile_from_dict(*profile_fields(spec))

@@ -9,41 +9,30 @@ from __future__ import annotations
 import os
 import random
 import shlex
-import socket
 import sys
 from dataclasses import dataclass
 
 import yaml
 
 from core.errors import InputError
+from core.ports import FIRST_PORT, ephemeral_start, first_free
 from core.server_process import ServerProcess
-from simulator.profiles import PROFILE_DIR, available_profiles, profile_from_dict
+from simulator.profiles import profile_fields, profile_from_dict
 from sweeps.grid import Point, fill
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIRST_PORT = 10000
 SERVER_LOG = "server.log"
 PROFILE_FILE = "profile.yaml"
 TRUTH_LOG = "truth.jsonl"
 
 
 def free_port() -> int:
-    """A free 127.0.0.1 port below the kernel's ephemeral range: the kernel hands those out to
-    outgoing connections too, which could take a port between this pick and the server's bind."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            top = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        top = 32768
-    for _ in range(200):
-        port = random.randrange(FIRST_PORT, max(FIRST_PORT + 100, top))
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port below the ephemeral range among 200 tried")
+    """A free 127.0.0.1 port below the kernel's ephemeral range (core/ports.py says why)."""
+    top = max(FIRST_PORT + 100, ephemeral_start())
+    port = first_free(random.randrange(FIRST_PORT, top) for _ in range(200))
+    if port is None:
+        raise RuntimeError("no free port below the ephemeral range among 200 tried")
+    return port
 
 
 @dataclass
@@ -81,7 +70,7 @@ class SimulatorServer:
     kind = "simulator"
 
     def __init__(self, base: str, start_timeout: float, extra: dict | None = None):
-        self.base_name, self.base = base, read_profile_fields(base)
+        self.base_name, self.base = base, profile_fields(base)[0]
         self.extra = dict(extra or {})
         self.label = ", ".join(f"{k}={v}" for k, v in self.extra.items()) or "its own fields"
         self.start_timeout = start_timeout
@@ -122,22 +111,3 @@ class RunningServer:
         return Launch(self.url, None, f"(running at {self.url})")
 
 
-def read_profile_fields(spec: str) -> dict:
-    """A profile's fields as its YAML file writes them (a bundled name or a path), so a point's
-    profile holds exactly the base's fields plus its own settings."""
-    if os.sep in spec or spec.endswith((".yaml", ".yml")) or os.path.exists(spec):
-        path = spec
-    else:
-        path = os.path.join(PROFILE_DIR, spec + ".yaml")
-        if not os.path.exists(path):
-            raise InputError(f"--profile: unknown profile '{spec}' (available: {', '.join(available_profiles())}, or a YAML path)")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise InputError(f"--profile {spec}: cannot read it ({e.strerror})") from None
-    except yaml.YAMLError as e:
-        raise InputError(f"--profile {spec}: not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"--profile {spec}: the file must be a mapping of fields (see simulator/profiles.py)")
-    return data

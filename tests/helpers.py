@@ -17,11 +17,11 @@ from contextlib import contextmanager
 
 import pyarrow.parquet as pq
 
+from core.ports import FIRST_PORT, ephemeral_start, first_free
 from core.server_process import ServerProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py")]
-FIRST_PORT = 10000  # free_port's range starts here and ends below the kernel's ephemeral range
 _next_port = None  # free_port's walk through this process's slice
 
 
@@ -89,8 +89,7 @@ def free_port() -> int:
     run pick the same one, and skips any it cannot bind (listened on, or still in TIME_WAIT)."""
     global _next_port
     if _next_port is None:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral = int(f.read().split()[0])
+        ephemeral = ephemeral_start()
         count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
         size = (ephemeral - FIRST_PORT) // count
@@ -99,14 +98,10 @@ def free_port() -> int:
                                "net.ipv4.ip_local_port_range starts too low (tests/helpers.py free_port)")  # fmt: skip
         ports, start = range(FIRST_PORT + index * size, FIRST_PORT + (index + 1) * size), random.randrange(size)
         _next_port = itertools.cycle([*ports[start:], *ports[:start]])
-    for _, port in zip(range(1000), _next_port):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port among 1,000 tried (tests/helpers.py free_port)")
+    port = first_free(itertools.islice(_next_port, 1000))
+    if port is None:
+        raise RuntimeError("no free port among 1,000 tried (tests/helpers.py free_port)")
+    return port
 
 
 def read_results(results_dir: str, run_id: str):
