@@ -209,12 +209,16 @@ def nginx_binary() -> str | None:
 
 
 @contextmanager
-def balancer(tmp: str, replicas: list[Replica], fail_timeout_s: int = 10):
-    """nginx (targets/nginx.py) in front of the replicas, on a free port: yields its URL."""
+def balancer(tmp: str, replicas: list[Replica], fail_timeout_s: int = 10, pinned: bool = False):
+    """nginx (targets/nginx.py) in front of the replicas, on a free port: yields its URL. `pinned`:
+    every request hashed to one replica (a balancer that pins, as a session-affine one can)."""
     port = free_port()
     conf = os.path.join(tmp, "nginx.conf")
+    text = nginx.config(tmp, f"127.0.0.1:{port}", [f"127.0.0.1:{r.port}" for r in replicas], fail_timeout_s=fail_timeout_s)
+    if pinned:
+        text = text.replace("upstream replicas {", 'upstream replicas {\n        hash "one-key";', 1)
     with open(conf, "w") as f:
-        f.write(nginx.config(tmp, f"127.0.0.1:{port}", [f"127.0.0.1:{r.port}" for r in replicas], fail_timeout_s=fail_timeout_s))
+        f.write(text)
     proc = subprocess.Popen([nginx_binary(), "-p", tmp, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                             start_new_session=True)  # fmt: skip
     try:
@@ -321,3 +325,28 @@ def test_sticky_keeps_every_turn_of_a_conversation_on_one_replica(tmp_path):
     assert (per_session.nunique() == 1).all()  # every turn where the first went
     assert (per_session.size() >= 2).sum() >= 6  # conversations of several turns
     assert set(per_session.first()) == {a.url, b.url}  # the conversations spread over both
+
+
+@needs_nginx
+def test_a_balancer_pinned_to_one_replica_is_flagged(tmp_path):
+    tmp = str(tmp_path)
+    a = Replica(free_port(), os.path.join(tmp, "a.jsonl")).start()
+    b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
+    try:
+        with balancer(tmp, [a, b], pinned=True) as url:
+            proc = run_locust("--host", url, "--backend-header", "X-Upstream", "--backend-count", "2", "-u", "4", "-r", "4",
+                              "-t", "3s", "--results-dir", tmp, "--run-id", "pinned", *LOAD)  # fmt: skip
+    finally:
+        a.stop()
+        b.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df, summary = read_results(tmp, "pinned")
+    served = set(df["backend"])
+    assert len(served) == 1 and len(df) >= 10  # nginx sent every request to one replica
+    logs = {f"127.0.0.1:{a.port}": a.truth, f"127.0.0.1:{b.port}": b.truth}
+    (one,) = served
+    assert len(read_truth(logs[one])) == len(df)  # its own log holds them all
+    check = summary["backends"]
+    assert check["unseen"] == 1 and check["backends"][0]["share"] == 1.0 and check["backends"][0]["fair_share"] == 0.5
+    assert check["flagged"] == [one, "1 of the 2 replicas (--backend-count) named in no reply"]
+    assert check["backends"][0]["flags"][0].startswith(f"share 100.0% of {check['backends'][0]['sent']} requests against a fair 50.0%")
