@@ -345,9 +345,11 @@ def _md_cell(text) -> str:
     return str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
 
 
-def environment() -> jinja2.Environment:
+def environment(templates: str = TEMPLATES) -> jinja2.Environment:
+    """The templates' environment: HTML escaped, Markdown cells through the `md` filter, a missing
+    value an error. Another report (a sweep's) passes its own folder of templates."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader(templates),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-import jinja2
 from markupsafe import Markup
 
 from core.files import write_atomic
+from reports.build import environment
 from reports.svg import CSS
 from sweeps import charts
 
@@ -32,10 +32,6 @@ def _iv(row: dict, key: str, unbounded: str = "∞") -> str:
     if row.get(key) is None:
         return "-"
     return f"[{_fmt(lo)}, {_fmt(hi) if hi is not None else unbounded}]"
-
-
-def _md(text) -> str:
-    return str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
 
 
 def build_charts(rows: list[dict], meta: dict) -> list[str]:
@@ -73,20 +69,9 @@ def view(rows: list[dict], ranked: dict, meta: dict) -> dict:
             "load": " ".join(meta.get("load") or [])}  # fmt: skip
 
 
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.filters["md"] = _md
-    return env
-
-
 def write_report(folder: str, rows: list[dict], ranked: dict, meta: dict) -> list[str]:
     v = view(rows, ranked, meta)
-    env = environment()
+    env = environment(TEMPLATES)
     svgs = [Markup(s) for s in build_charts(rows, meta)]  # drawn by reports/svg.py's helpers, which escape every text
     html_path, md_path = os.path.join(folder, REPORT_HTML), os.path.join(folder, REPORT_MD)
     write_atomic(html_path, env.get_template("sweep.html.j2").render(v=v, charts=svgs, css=Markup(CSS)))
