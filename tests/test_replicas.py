@@ -34,6 +34,16 @@ max_model_len: 1048576
 """
 
 
+STARTED: list = []  # every replica a test started: stopped after it, whatever failed (the autouse fixture)
+
+
+@pytest.fixture(autouse=True)
+def _stop_replicas():
+    yield
+    while STARTED:
+        STARTED.pop().stop()
+
+
 class Replica:
     """One simulator process on a port of its own, killed (SIGKILL) and started again on that port."""
 
@@ -50,6 +60,7 @@ class Replica:
                "--truth-log", truth or self.truth]  # fmt: skip
         out = open(self.log, "a")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        STARTED.append(self)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with open(self.log) as f:
