@@ -18,12 +18,24 @@ MODEL = "fake-model"
 HOLD_S = 120.0  # a held request is answered never, within any test's time
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the suite's client expects
+class QuietHandler(BaseHTTPRequestHandler):
+    """The base of the tests' small servers: keep-alive (as the suite's client expects), no access
+    log on the test's output, and a whole body sent with its length."""
+
+    protocol_version = "HTTP/1.1"
 
     def log_message(self, *args):
         pass
 
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Handler(QuietHandler):
     def _hold(self) -> bool:
         if self.path in self.server.hold:
             self.server.released.wait(HOLD_S)  # accepted and read, never answered

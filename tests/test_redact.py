@@ -15,13 +15,14 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pandas as pd
 import pytest
 
 from core.redact import MASK, redact
 from tests.helpers import read_results, run_locust
+from tests.fake_server import QuietHandler
 
 KEY = "sk-echo-5f0c2a9e8b7d41c3a6e2f9d8c7b6a5e4"
 
@@ -38,18 +39,7 @@ def echoes(auth: str) -> list[bytes]:
     return [json.dumps(whole).encode(), json.dumps(header).encode(), cut.encode()]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class _Handler(QuietHandler):
 
     def do_GET(self):
         if self.path == "/v1/models":  # the model list is open; the completions route checks the key

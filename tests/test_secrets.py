@@ -21,11 +21,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from tests.helpers import LOCUST, ROOT, free_port
+from tests.fake_server import QuietHandler
 
 pytestmark = pytest.mark.process
 
@@ -36,18 +37,7 @@ def new_key() -> str:
     return f"sk-test-{secrets.token_hex(16)}"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the suite's client expects
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class _Handler(QuietHandler):
 
     def do_GET(self):
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization", "")))

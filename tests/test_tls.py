@@ -17,7 +17,7 @@ import ssl
 import subprocess
 import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,6 +32,7 @@ from plugin.server import get_with_headers
 from plugin.server_metrics import ServerMetricsScraper
 from tests.helpers import read_results, run_locust
 from users.stream import Exchange, StreamClient
+from tests.fake_server import QuietHandler
 
 KEY = "sk-tls-test-0123456789abcdef"
 SSE = b"".join(
@@ -66,18 +67,7 @@ def pki(tmp_path_factory):
     return d
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class _Handler(QuietHandler):
 
     def do_GET(self):
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization", "")))
