@@ -11,19 +11,17 @@ that does not check (one older than this exchange) is refused by the master: a w
 code records other figures (another classification of the same replies, batches of a run the master
 does not know), and a run with it would state one version.
 
-A worker started from the master's own folder on the master's machine is of the master's tree: when
-their sources differ there, the folder was edited between their starts (a developer's checkout),
-and the worker is not refused; one WARNING line on each side says so, naming both.
+A worker started from the master's own folder after that folder was edited is of another version
+too: it runs other code than the master loaded, whatever the folder's name. Its refusal says the
+folder was edited between the two starts.
 """
 
 from __future__ import annotations
 
-import logging
 import socket
 
 from runfolder.provenance import ROOT, source_hash, suite_version
 
-log = logging.getLogger("llm")
 
 KEY = "llm_suite_version"  # in the master's options (each spawn message) and in each worker report
 # the code this process loaded: compared by its source (a commit made meanwhile in the same tree changes
@@ -32,7 +30,6 @@ SOURCE = source_hash()
 VERSION = suite_version()
 OURS = {"version": VERSION, "source": SOURCE, "tree": f"{socket.gethostname()}:{ROOT}"}
 SAME = "start the master and its workers from the same version of this suite"
-_edited_said: set[str] = set()  # the processes whose edited tree was said
 
 
 def named(v: dict) -> str:
@@ -51,36 +48,31 @@ def report(data: dict) -> None:
     data[KEY] = OURS
 
 
-def _same(theirs, who: str) -> bool:
-    """Of one version: the same source, or the same folder on the same machine, edited meanwhile."""
-    if not isinstance(theirs, dict):
-        return False
-    if theirs.get("source") == SOURCE:
-        return True
-    if theirs.get("tree") != OURS["tree"]:
-        return False
-    if who not in _edited_said:
-        _edited_said.add(who)
-        log.warning("%s runs this folder's source as it was at its start (%s), this process as at its own (%s): the "
-                    "folder %s was edited between them", who, named(theirs), named(OURS), ROOT)  # fmt: skip
-    return True
+def _same(theirs) -> bool:
+    """Of one version: the same source, wherever it was started from."""
+    return isinstance(theirs, dict) and theirs.get("source") == SOURCE
+
+
+def _edited(theirs: dict) -> str:
+    """What a refusal adds when both processes were started from this folder on this machine."""
+    return f" (the folder {ROOT} was edited between their starts)" if theirs.get("tree") == OURS["tree"] else ""
 
 
 def masters_differs(environment) -> str | None:
     """Worker: why it cannot run the master's run, when the master's version is not its own."""
     theirs = getattr(environment.parsed_options, KEY, None)
-    if _same(theirs, "the master"):
+    if _same(theirs):
         return None
     if not isinstance(theirs, dict):
         return f"the master sent no suite version (it runs a version older than this worker's {named(OURS)}); {SAME}"
-    return f"this worker runs suite version {named(OURS)}, its master {named(theirs)}; {SAME}"
+    return f"this worker runs suite version {named(OURS)}, its master {named(theirs)}{_edited(theirs)}; {SAME}"
 
 
 def workers_differs(client_id: str, data: dict) -> str | None:
     """Master: why a worker is refused, when the version in its report is not the master's."""
     theirs = data.pop(KEY, None)
-    if _same(theirs, f"worker {client_id}"):
+    if _same(theirs):
         return None
     if not isinstance(theirs, dict):
         return f"worker {client_id} sent no suite version (it runs a version older than the master's {named(OURS)}); {SAME}"
-    return f"worker {client_id} runs suite version {named(theirs)}, the master {named(OURS)}; {SAME}"
+    return f"worker {client_id} runs suite version {named(theirs)}, the master {named(OURS)}{_edited(theirs)}; {SAME}"

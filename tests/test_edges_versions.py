@@ -105,20 +105,18 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
 
 
 @pytest.mark.process  # importing plugin.suite_match reads `git describe`
-def test_a_worker_of_this_folder_edited_since_the_master_started_is_told_not_refused(caplog):
-    """The master's own folder on its machine, edited between the two starts: one warning, no refusal.
-    The same source from another folder or machine is that version; another source there is refused."""
-    import logging
-
+def test_a_worker_of_this_folder_edited_since_the_master_started_is_refused():
+    """The master's own folder on its machine, edited between the two starts: the worker runs other
+    code, so it is refused, the refusal saying the folder was edited. The same source from another
+    folder or machine is that version."""
     from plugin import suite_match
 
     edited = {**suite_match.OURS, "source": "0" * 12, "version": "1a2b3c4-dirty, source " + "0" * 12}
     elsewhere = {**edited, "tree": "another-host:" + ROOT}
-    with caplog.at_level(logging.WARNING, logger="llm"):
-        for _ in range(3):
-            assert suite_match.workers_differs("w1", {suite_match.KEY: dict(edited)}) is None
-    said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and said[0].startswith("worker w1 runs this folder's source as it was at its start") and "0" * 12 in said[0]
+    refused = suite_match.workers_differs("w1", {suite_match.KEY: dict(edited)})
+    assert refused.startswith("worker w1 runs suite version 1a2b3c4-dirty, source 000000000000, the master ")
+    assert f"(the folder {ROOT} was edited between their starts)" in refused
     assert suite_match.workers_differs("w1", {suite_match.KEY: {**suite_match.OURS, "tree": "another-host:/x"}}) is None
     refused = suite_match.workers_differs("w2", {suite_match.KEY: elsewhere})
     assert refused.startswith("worker w2 runs suite version 1a2b3c4-dirty, source 000000000000, the master ")
+    assert "edited between" not in refused
