@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
+import gevent
+
 
 def memoize_default_args() -> None:
     """Locust's worker rebuilds its whole option parser once per option of every spawn message
@@ -45,3 +49,81 @@ def end_dispatch_after_rebalance() -> None:
 
     _dispatcher.ends_dispatch = True
     UsersDispatcher._dispatcher = _dispatcher
+
+
+STOP_BATCH = 32  # users stopped in one turn of the loop: well under a millisecond of work
+STOP_YIELD_S = 0.0005  # between batches: a timer, so the loop polls every socket before the next batch
+
+
+def stop_users_in_batches() -> None:
+    """Locust's `Runner.stop_users` (every stop of a run, a ramp-down) spawns one greenlet per user
+    to stop, all of which run in one turn of the loop, after a walk over every user: with 1,024
+    users in flight, on one core, the loop is held 21-22 ms and then 8-10 ms, while the streams in
+    flight wait unread and their first tokens merge with the next in their sockets (a kernel stamp
+    then takes the later one's time). Here a user in a task is marked stopping at once, in one pass
+    and without a greenlet (it starts nothing new and ends its task within the stop timeout, as
+    before), and the users to be killed (between tasks, no stop timeout, or left at its end) are
+    killed STOP_BATCH at a time, the loop reading the sockets between batches."""
+    from locust import runners
+    from locust.user.users import LOCUST_STATE_RUNNING, LOCUST_STATE_STOPPING
+
+    original = runners.Runner.stop_users
+    if getattr(original, "in_batches", False):
+        return
+
+    def kill_in_batches(users) -> None:
+        for i in range(0, len(users), STOP_BATCH):
+            for user in users[i : i + STOP_BATCH]:
+                user.group.killone(user.greenlet, block=False)
+            gevent.sleep(STOP_YIELD_S)
+
+    def still_running(users, timeout: float | None = None) -> list:
+        """Waits for the users' greenlets to end, one after the other (no group: adding 1,000
+        greenlets to one costs the loop a millisecond), at most `timeout` seconds in all."""
+        end = None if timeout is None else time.monotonic() + timeout
+        for user in users:
+            if end is None:
+                user.greenlet.join()
+            elif not user.greenlet.dead:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                user.greenlet.join(left)
+        return [user for user in users if not user.greenlet.dead]
+
+    def stop_users(self, user_classes_stop_count: dict[str, int]) -> None:
+        left = {self.user_classes_by_name[name]: n for name, n in user_classes_stop_count.items() if n > 0}
+        picked = []  # as Locust picks them: the first of each class in the group's order
+        for user_greenlet in list(self.user_greenlets):
+            try:
+                user = user_greenlet.args[0]
+            except IndexError:
+                runners.logger.error("While stopping users, we encountered a user that didn't have proper args %s", user_greenlet)
+                continue
+            if left.get(type(user), 0) > 0:
+                left[type(user)] -= 1
+                picked.append(user)
+        current = gevent.getcurrent()
+        graceful = bool(self.environment.stop_timeout)
+        to_kill, finishing = [], []
+        for user in picked:
+            if user.greenlet is current:  # the user called runner.quit(): not waited for
+                user.group.killone(user.greenlet, block=False)
+            elif graceful and user._state == LOCUST_STATE_RUNNING:
+                user.stop(force=False)  # in a task: ends it, starts nothing more
+                finishing.append(user)
+            elif graceful and user._state == LOCUST_STATE_STOPPING:  # a ramp-down asked already: only waited for
+                finishing.append(user)
+            else:
+                to_kill.append(user)
+        kill_in_batches(to_kill)
+        still_running(to_kill)
+        late = still_running(finishing, self.environment.stop_timeout)
+        if late:
+            runners.logger.info(f"Not all users finished their tasks & terminated in {self.environment.stop_timeout} seconds. Stopping them...")
+            kill_in_batches(late)
+            still_running(late)
+        runners.logger.debug("%g users have been stopped, %g still running", sum(user_classes_stop_count.values()), self.user_count)
+
+    stop_users.in_batches = True
+    runners.Runner.stop_users = stop_users
