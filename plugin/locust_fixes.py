@@ -123,6 +123,10 @@ def stop_users_in_batches() -> None:
             runners.logger.info(f"Not all users finished their tasks & terminated in {self.environment.stop_timeout} seconds. Stopping them...")
             kill_in_batches(late)
             still_running(late)
+        # a greenlet leaves the runner's group in its links, run a moment after it ends: counted
+        # until then (Locust's own stop waits for the group itself)
+        while any(user.greenlet in self.user_greenlets for user in to_kill + finishing):
+            gevent.sleep(0)
         runners.logger.debug("%g users have been stopped, %g still running", sum(user_classes_stop_count.values()), self.user_count)
 
     stop_users.in_batches = True

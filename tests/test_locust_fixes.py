@@ -78,3 +78,61 @@ def test_a_rebalance_that_keeps_the_user_count_ends_its_dispatch(fixed):
     state, after = out.stdout.strip().splitlines()
     assert state == ("ended" if fixed else "in progress")
     assert after == "{'a': {'U': 5}, 'b': {'U': 5}}"
+
+
+STOPS = """
+import time, gevent
+from locust import User, task, constant, events
+from locust.env import Environment
+import plugin.hooks  # applies plugin/locust_fixes.py, as the locustfile does
+
+class InTask(User):  # in a 1 s task nearly all the time
+    wait_time = constant(0)
+    @task
+    def t(self):
+        gevent.sleep(1.0)
+
+class Waiting(User):  # between tasks nearly all the time
+    wait_time = constant(10)
+    @task
+    def t(self):
+        pass
+
+def stopped(cls, stop_timeout, users=300):
+    env = Environment(user_classes=[cls], events=events, stop_timeout=stop_timeout)
+    runner = env.create_local_runner()
+    runner.start(users, 1e9)
+    gevent.sleep(0.2)
+    t = time.perf_counter()
+    runner.stop()
+    return runner, time.perf_counter() - t
+
+for cls, stop_timeout in [(InTask, 0), (InTask, 5), (Waiting, 5), (InTask, 0.3)]:
+    runner, took = stopped(cls, stop_timeout)
+    print(cls.__name__, stop_timeout, runner.user_count, took)
+env = Environment(user_classes=[InTask], events=events, stop_timeout=5)
+runner = env.create_local_runner()
+runner.start(300, 1e9)
+gevent.sleep(0.2)
+runner.start(100, 1e9, wait=False)  # a ramp-down: 200 users end their task, then stop
+gevent.sleep(1.5)
+print("ramp-down", runner.user_count)
+"""
+
+
+def test_the_stop_in_batches_stops_every_user_as_locust_did():
+    """Every user gone when the stop returns, after as long as Locust's own stop takes: no stop
+    timeout, or a user between tasks, killed at once; a user in its task ends it (0.8 s left of a
+    1 s task), or is killed at the stop timeout; a ramp-down stops just the users it names."""
+    out = subprocess.run([sys.executable, "-c", STOPS], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.split("\n")
+    took = {}
+    for line in lines[:4]:
+        name, stop_timeout, left, seconds = line.split()
+        assert left == "0", line
+        took[name, float(stop_timeout)] = float(seconds)
+    assert took["InTask", 0] < 0.5 and took["Waiting", 5] < 0.5, took  # killed at once
+    assert 0.7 < took["InTask", 5] < 2.0, took  # waited for the task's end, 0.8 s away
+    assert 0.3 <= took["InTask", 0.3] < 1.0, took  # killed at the stop timeout
+    assert lines[4] == "ramp-down 100", out.stdout
