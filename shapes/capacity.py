@@ -309,7 +309,8 @@ class CapacitySearch:
         """The policy's next level, started at step `index`; None ends the search."""
         nxt = self.policy.next_level(self.tried())
         if nxt is None or not self._time_for_a_step(index):
-            self.timed_out = nxt is not None  # the policy would have gone on
+            # the policy would have gone on, or -t cut the level it would have held longer
+            self.timed_out = nxt is not None or bool(self.ended and self.ended[-1].ended == "time")
             self.done = True
             return None
         self.levels.append(nxt)
