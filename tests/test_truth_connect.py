@@ -84,8 +84,9 @@ def test_a_kept_alive_connection_has_no_connect_time(tmp_path):
     assert len(ok) > 10
     opened = ok["connect_s"].notna()
     assert 1 <= opened.sum() <= 5, opened.sum()  # one connection per user, reused after
-    from runfolder import reading as data
+    from reports.summary_text import connection_setup
+    from runfolder.reading import load_run
 
-    run = data.load_run(str(tmp_path / "ka"))
+    run = load_run(str(tmp_path / "ka"))
     run.df["connect_s"] = 0.0002  # a fast local connect is not material: no line
-    assert data.connection_setup(run) == ""
+    assert connection_setup(run) == ""
