@@ -139,7 +139,7 @@ def ms(x) -> str:
 def finding_seqs(out: str, users: list[int], t: str) -> None:
     print("\n## 1. max_num_seqs 64 / 128 / 256 at max_model_len 4096, SLO P95 TTFT < 5 s")
     print("| users | max_num_seqs | P95 TTFT ms [95 % interval] | truth P95 TTFT ms | mean queue s (truth) "
-          "| tokens/s [95 % interval] | met SLO | ranking |")
+          "| tokens/s per GPU (of 8) [95 % interval] | met SLO | ranking |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for u in users:
         folder = os.path.join(out, f"seqs-u{u}")
@@ -255,12 +255,12 @@ def main(argv=None) -> int:
     ap.add_argument("--time", default="45s", help="-t of each fixed-load run of findings 1 and 2 (the first 15 s are warm-up)")
     ap.add_argument("--seqs-users", default="64,96", help="finding 1's user counts (below and above the knee)")
     ap.add_argument("--len-users", type=int, default=96)
-    ap.add_argument("--prefix-chars", type=int, default=4000)
+    ap.add_argument("--prefix-chars", type=int, default=3000)
     ap.add_argument("--prefix-users", type=int, default=16)
     ap.add_argument("--prefix-time", default="12s")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kv-blocks", type=int, default=800)
-    ap.add_argument("--kv-levels", default="4,24")
+    ap.add_argument("--kv-levels", default="4,24,96")
     ap.add_argument("--kv-step", default="30s")
     a = ap.parse_args(argv)
     only = {int(x) for x in a.only.split(",")}
