@@ -224,7 +224,7 @@ def step_table(summary: dict) -> str:
     for s in summary.get("by_step", []):
         r, t = s["requests"], s["throughput"]
 
-        def f(block, key):
+        def f(block, key, s=s):
             v = s[block][key]
             return "-" if v is None else f"{v:.0f}"
 

@@ -190,15 +190,15 @@ def level_evidence(server: pd.DataFrame | None, levels, gpu: dict | None = None)
     for step, users, start, end in levels:
         start = drained_from(found, users, start, end)
         inside = {role: s[(s.index >= start) & (s.index <= end)] for role, (_, s) in found.items()}
-        mean = lambda role: float(inside[role].mean()) if len(inside[role]) else None  # noqa: E731
-        peak = lambda role: float(inside[role].max()) if len(inside[role]) else None  # noqa: E731
+        mean = lambda role, inside=inside: float(inside[role].mean()) if len(inside[role]) else None  # noqa: E731
+        peak = lambda role, inside=inside: float(inside[role].max()) if len(inside[role]) else None  # noqa: E731
         kv = peak("kv")
         if kv is not None and kv > 1.0:
             kv /= 100.0  # a percentage where a share was expected
         hits, queries = _increase(inside["prefix_hits"]), _increase(inside["prefix_queries"])
         prefix = hits / queries if hits is not None and queries else mean("prefix_rate")
 
-        def hist_mean(name: str, scale: float = 1.0) -> float | None:
+        def hist_mean(name: str, scale: float = 1.0, inside: dict = inside) -> float | None:
             total, count = _increase(inside[f"{name}_sum"]), _increase(inside[f"{name}_count"])
             return total / count * scale if total is not None and count else None
 

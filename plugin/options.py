@@ -471,7 +471,7 @@ def check_host(host: str) -> str:
             raise InputError(f"--host: '{url}' needs a scheme and a host name, e.g. http://127.0.0.1:8000 (several: "
                              "comma-separated)")  # fmt: skip
         try:
-            parts.port
+            _ = parts.port  # urllib raises on a port out of range only when it is read
         except ValueError:
             raise InputError(f"--host: '{url}' has an invalid port; give 1-65535, e.g. http://127.0.0.1:8000") from None
     urls = [u.rstrip("/") for u in urls]

@@ -104,7 +104,8 @@ class Metrics:
 
     def render(self, running: int, waiting: int, kv_usage: float, preemptions: int = 0,
                prefix_queries: int = 0, prefix_hits: int = 0) -> bytes:
-        lbl = 'model_name="%s"' % self.model.replace("\\", "\\\\").replace('"', '\\"')
+        escaped = self.model.replace("\\", "\\\\").replace('"', '\\"')
+        lbl = f'model_name="{escaped}"'
         out = []
 
         def gauge(name, help_, v):

@@ -42,10 +42,11 @@ def sample_request(rng: random.Random) -> tuple[int, int, str]:
     """One request of the default mix: ``(prompt_tokens, max_tokens, class)``."""
     x = rng.random()
     acc = 0.0
-    for name, share, (clo, chi), (olo, ohi) in MIX:
-        acc += share
+    for entry in MIX:  # the class x falls in (the last one for x past the shares' sum)
+        acc += entry[1]
         if x < acc:
             break
+    name, _share, (clo, chi), (olo, ohi) = entry
     chars = rng.randint(clo, chi)
     text = ("\u6a21" * chars) if rng.random() < CHINESE_SHARE else ("x" * chars)
     tokens = estimate_tokens(text) + CHAT_TOKENS_PER_MESSAGE

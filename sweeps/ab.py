@@ -246,6 +246,10 @@ def _num(x, unit="") -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
 
 
+def _detectable(pct: float | None) -> str:
+    return "-" if pct is None else f"±{pct:.1f} %"
+
+
 def _signed(x) -> str:
     return "-" if x is None else f"{x:+.1f}"
 
@@ -289,7 +293,7 @@ def markdown(result: dict, lines: list[str]) -> str:
     for name, m in result["metrics"].items():
         out.append(f"| {name} ({m['unit']}) | {_num(m['a'])} | {_num(m['b'])} | {_num(m['diff'])} | {_signed(m['diff_pct'])} % | "
                    f"[{_signed(m['lo_pct'])}, {_signed(m['hi_pct'])}] | {m['verdict']} | "
-                   f"{'-' if m['detectable_pct'] is None else '±%.1f %%' % m['detectable_pct']} |")  # fmt: skip
+                   f"{_detectable(m['detectable_pct'])} |")  # fmt: skip
     return "\n".join(out) + "\n"
 
 

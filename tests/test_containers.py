@@ -236,7 +236,7 @@ def test_compose_up_runs_a_distributed_test(stack):
 def test_a_clone_owned_by_a_normal_user(stack):
     engine, images, _, workdir = stack
     clone = ct.fresh_clone(os.path.join(workdir, "clone-user"))
-    for dirpath, dirs, files in os.walk(clone):
+    for dirpath, _dirs, files in os.walk(clone):
         for name in [dirpath, *(os.path.join(dirpath, f) for f in files)]:
             os.chown(name, 1234, 1234)
     assert not os.path.exists(os.path.join(clone, "results"))  # the engine makes it, as root

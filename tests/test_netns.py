@@ -25,7 +25,7 @@ SIM_PORT = 8000
 def hosts():
     reason = unavailable_reason()
     if reason:
-        warnings.warn(f"network namespaces unavailable ({reason}): falling back to processes on 127.0.0.1")
+        warnings.warn(f"network namespaces unavailable ({reason}): falling back to processes on 127.0.0.1", stacklevel=2)
         yield None
         return
     with topology(["sim", "master", "w1", "w2"]) as topo:

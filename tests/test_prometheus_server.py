@@ -96,7 +96,7 @@ def _bucket(value: float) -> int:
     return bisect.bisect_left(TTFT_BUCKETS, value)
 
 
-def test_prometheus_scrapes_client_and_server(tmp_path, simulator):
+def test_prometheus_scrapes_client_and_server(tmp_path, simulator):  # noqa: F811 (the fixture)
     client_port = free_port()
     prom = Prometheus(tmp_path, scrape_config(f"127.0.0.1:{client_port}", simulator.hostport))
     results = tmp_path / "results"

@@ -122,8 +122,6 @@ def test_the_master_sends_the_start_once_per_worker_node_and_run():
     wire = []
     options = SimpleNamespace(users=4, **{CARRIER: {"run_id": "a"}})
     runner = SimpleNamespace(server=SimpleNamespace(send_to_client=wire.append), clients={"w1": object(), "w2": object()})
-    environment = SimpleNamespace(parsed_options=options, runner=runner)
-
     def spawn(worker):
         runner.server.send_to_client(Message("spawn", {"parsed_options": vars(options), "users": 1}, worker))
         return CARRIER in wire[-1].data["parsed_options"]

@@ -115,7 +115,7 @@ def test_failed_scrapes_are_counted_not_fatal(tmp_path):
 
 
 @pytest.mark.process
-def test_run_with_server_metrics_matches_the_records(tmp_path, simulator):
+def test_run_with_server_metrics_matches_the_records(tmp_path, simulator):  # noqa: F811 (the fixture)
     results = tmp_path / "results"
     log = str(tmp_path / "locust.log")
     dead = f"http://127.0.0.1:{free_port()}/metrics"

@@ -621,7 +621,7 @@ def test_sigterm_with_open_stream(tmp_path):
 
 
 def test_tokenizer_option(tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
+    pytest.importorskip("tokenizers")
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     tok = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2, "c": 3}, unk_token="[UNK]"))

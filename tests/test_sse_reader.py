@@ -17,12 +17,13 @@ from gevent import monkey  # noqa: F401  (locust patches at import; the reader e
 
 import locust  # noqa: F401  patches the standard library like a real run
 
-_RealSocket = monkey.get_original("socket", "socket")
 from metrics.record import RequestRecord
 from metrics.sse import parse_stream
 from metrics.timing import fill_record
 from tests.helpers import free_port
 from users.stream import Exchange, StreamClient, Timeouts
+
+_RealSocket = monkey.get_original("socket", "socket")
 
 pytestmark = pytest.mark.timing  # arrival and schedule timings: tests/conftest.py
 
@@ -121,7 +122,7 @@ def sse(obj: str) -> bytes:
 def content(text: str, finish: str | None = None, usage: str = "") -> str:
     fin = f'"{finish}"' if finish else "null"
     extra = f', "usage": {usage}' if usage else ""
-    return '{"choices": [{"index": 0, "delta": {"content": "%s"}, "finish_reason": %s}]%s}' % (text, fin, extra)
+    return f'{{"choices": [{{"index": 0, "delta": {{"content": "{text}"}}, "finish_reason": {fin}}}]{extra}}}'
 
 
 ROLE = '{"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": null}]}'
@@ -180,7 +181,7 @@ def test_first_token_with_the_head_is_stamped_on_arrival_not_when_the_loop_gets_
 
 def test_multi_token_chunks_continuous_usage_and_tokens_per_chunk():
     def cu(text, n, fin=None):
-        return content(text, fin, usage='{"prompt_tokens": 5, "completion_tokens": %d, "total_tokens": %d}' % (n, n + 5))
+        return content(text, fin, usage=f'{{"prompt_tokens": 5, "completion_tokens": {n}, "total_tokens": {n + 5}}}')
 
     rec, ex, _ = run_script([
         (0, HEAD + chunked(sse(cu("a b", 2)))),

@@ -65,7 +65,7 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
             # the LLM view while it runs: the time measured so far (not "measured 0.0 s"); the GOOD card
             # names its objective as an objective, and its verdict is the snapshot's one verdict
             page.goto(base + "/llm")
-            seq = _until(lambda: page.js("Number(document.body.dataset.seq || 0)"), 20, "the LLM view's first snapshot", [log])
+            _until(lambda: page.js("Number(document.body.dataset.seq || 0)"), 20, "the LLM view's first snapshot", [log])
             shown = page.js("({setup: document.getElementById('setup').innerText, good: document.getElementById('good-sub').textContent, "
                             "verdict: (v => v.hidden ? null : v.textContent)(document.getElementById('good-verdict')), "
                             "seq: Number(document.body.dataset.seq)})")  # fmt: skip

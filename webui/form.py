@@ -75,7 +75,7 @@ def labels_script(extra_options: dict) -> str:
     names = {_dom_name(n): [_locust_title(n), field_label(n)] for n in extra_options if _locust_title(n) != field_label(n)}
     return """<script id="llm-form-labels">
 (function () {
-  var LABELS = %s;
+  var LABELS = @LABELS@;
   function relabel() {
     Object.keys(LABELS).forEach(function (name) {
       var old = LABELS[name][0], label = LABELS[name][1];
@@ -99,7 +99,7 @@ def labels_script(extra_options: dict) -> str:
   new MutationObserver(relabel).observe(document.documentElement, {childList: true, subtree: true});
   relabel();
 })();
-</script>""" % json.dumps(names).replace("</", "<\\/")
+</script>""".replace("@LABELS@", json.dumps(names).replace("</", "<\\/"))
 
 
 def last_values(extra_options: dict, parsed_options) -> dict:

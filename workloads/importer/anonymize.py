@@ -43,7 +43,7 @@ class Anonymizer:
 
     def __init__(self, digit_run: int = 8):
         self.counts: Counter = Counter()
-        self.masks = list(_MASKS) + [("digit_run", re.compile(r"\d{%d,}" % max(2, digit_run)))]
+        self.masks = list(_MASKS) + [("digit_run", re.compile(r"\d{" + str(max(2, digit_run)) + ",}"))]
 
     def __call__(self, text: str) -> str:
         if not text:
