@@ -255,7 +255,7 @@ def main(argv=None) -> int:
     ap.add_argument("--time", default="45s", help="-t of each fixed-load run of findings 1 and 2 (the first 15 s are warm-up)")
     ap.add_argument("--seqs-users", default="64,96", help="finding 1's user counts (below and above the knee)")
     ap.add_argument("--len-users", type=int, default=96)
-    ap.add_argument("--prefix-chars", type=int, default=3000)
+    ap.add_argument("--prefix-chars", type=int, default=3500)
     ap.add_argument("--prefix-users", type=int, default=16)
     ap.add_argument("--prefix-time", default="12s")
     ap.add_argument("--rounds", type=int, default=3)

@@ -28,8 +28,8 @@ def sweeps(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.process
 @pytest.mark.timing  # the queue behind 64 slots is the simulator's, kept on time by a CPU to spare
 def test_64_sequence_slots_queue_the_reference_load_and_128_do_not(tmp_path):
-    """128 users with short replies keep about 90 requests in the engine: 64 slots make the rest
-    wait (the truth log's queue time), 128 do not; the sweep's P95 TTFT of each point is the truth
+    """128 users with short replies keep more than 64 requests in the engine (the rest of each
+    cycle is the front end's): 64 slots make the rest wait (the truth log's queue time), 128 do not; the sweep's P95 TTFT of each point is the truth
     log's, and its ranking by P95 TTFT names 128."""
     out = str(tmp_path / "sweep")
     r = sweeps("run", "--param", "max_num_seqs=64,128", "--rank", "ttft", "--out", out, "--",
