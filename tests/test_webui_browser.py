@@ -464,7 +464,8 @@ def test_capacity_search_from_the_form(ui):
     # shortest a level may be judged on; 10 users send ~50 requests in it, enough to bound a P95. The
     # search ends by itself after its last candidate, at about 18 s; -t leaves a loaded machine a
     # level's slack, where 18 s let the first level's late start crowd the second out)
-    assert run["plan"]["load"] == {"kind": "capacity", "candidates": [10, 20], "step_s": 9.0, "warmup_s": 1.0}
+    assert run["plan"]["load"] == {"kind": "capacity", "candidates": [10, 20], "step_s": 9.0, "warmup_s": 1.0,
+                                   "policy": "adaptive", "precision": 0.05, "max_users": None}  # the default policy
     assert run["plan"]["slo"] == ["ttft.p95<400ms"] and run["plan"]["run_time_s"] == 27.0
     cap = summary["capacity"]
     assert cap is not None and cap["users"] == 20, (cap, [(s["users"], s["verdict"], s["requests"]) for s in summary["by_step"]])  # fixed: 100 ms at any load, every level passes
@@ -481,14 +482,15 @@ STEP_CELLS_JS = ("[...document.querySelectorAll('#steps tbody tr')].map(r => [r.
 
 
 def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
-    """A capacity search of one candidate, 2 users: ~0.7 s replies give too few values in a level's
-    4 judged seconds to bound a P95, so the search holds the level for more steps. While it runs,
+    """A capacity search of one candidate walked with fixed holds (the walk policy), 2 users: ~0.7 s
+    replies give too few values in a level's 4 judged seconds to bound a P95, so the search holds the
+    level for more steps. While it runs,
     the page's per-step row says it is held (the old page showed step 0 and nothing more); after
     the run the row says what the report's per-step table says (metrics/verdict.py judged_on)."""
     page = ui.page
     message = ui.submit({"userCount": "2", "spawnRate": "2", "host": ui.sim, "simProfile": "fixed", "model": "",
                          "maxTokensOverride": "30", "steps": "2", "stepTime": "9s", "stepWarmup": "1s",
-                         "findCapacity": "true", "slo": "ttft.p95<400ms", "runTime": "40s"})  # fmt: skip
+                         "findCapacity": "true", "capacityPolicy": "walk", "slo": "ttft.p95<400ms", "runTime": "40s"})  # fmt: skip
     assert message is None, message
     page.goto(ui.base + "/llm")
     live = []  # the step rows the page showed while the run was on
@@ -506,7 +508,9 @@ def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
     summary = json.load(open(os.path.join(done["run"]["results_path"], "summary.json")))
     (step,) = summary["by_step"]
     assert step["steps"] >= 2, step  # held
-    assert any(row[0] == "0" and "held 2 steps" in row[1] for rows in live for row in rows), live[-5:]
+    # while it runs, the row says the level was looked at more than once before it was decided
+    looks = [int(m.group(1)) for rows in live for row in rows if row[0] == "0" for m in [re.search(r"\((\d+) looks\)", row[1])] if m]
+    assert looks and max(looks) >= 2, live[-5:]
     final = _until(lambda: (lambda v: page.js(STEP_CELLS_JS) if v.get("mode") == "summary" else None)(page.js(PAGE_VALUES_JS)),
                    30, "the page's final steps table", ui.logs)  # fmt: skip
     v = step["verdict"]
