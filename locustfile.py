@@ -21,8 +21,8 @@ from plugin.request_budget import RequestBudgetEnd
 from plugin.server_metrics import ServerMetrics
 from plugin.setup import RunSetup
 from plugin.shape import LLMShape  # noqa: F401  step ramps and capacity search (Locust runs it only for those)
-from reports.plugin import JUnit, Reports, VllmJson
 from plugin.users import ConfiguredUser  # noqa: F401
+from reports.plugin import JUnit, Reports, VllmJson
 from webui.plugin import WebUI
 
 install(

@@ -32,14 +32,14 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from sweeps.servers import read_profile_fields  # noqa: E402
+from simulator.profiles import profile_fields  # noqa: E402
 
 COSTS = ("step_base_s", "per_seq_s", "per_prefill_token_s", "per_context_token_s", "prefill_step_base_s")
 
 
 def slower(profile: str, change_pct: float) -> list[str]:
     """--b-set arguments that make the profile's engine `change_pct` % lower in throughput."""
-    fields = read_profile_fields(profile)
+    fields, _ = profile_fields(profile)
     scale = 1 / (1 - change_pct / 100)
     return [f"{k}={fields.get(k, 0.0) * scale!r}" for k in COSTS if fields.get(k)]
 
@@ -48,7 +48,18 @@ def one_pair(i: int, args, load: list[str]) -> dict:
     folder = os.path.join(args.out, f"pair-{i:03d}")
     a_sets = [f"max_num_seqs={args.max_num_seqs}"]
     b_sets = list(a_sets) + (slower(args.profile, args.change) if args.kind == "power" else [])
-    cmd = [sys.executable, "-m", "sweeps", "ab", "--profile", args.profile, "--out", folder, "--seed", str(1000 + 100 * i)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeps",
+        "ab",
+        "--profile",
+        args.profile,
+        "--out",
+        folder,
+        "--seed",
+        str(1000 + 100 * i),
+    ]
     for s in a_sets:
         cmd += ["--a-set", s]
     for s in b_sets:
@@ -78,18 +89,22 @@ def summarize(pairs: list[dict], kind: str) -> dict:
         det = sorted(r["detectable_pct"] for r in rows if r.get("detectable_pct") is not None)
         out["metrics"][m] = {
             "n": len(rows),
-            "better": verdicts.count("better"), "worse": verdicts.count("worse"),
+            "better": verdicts.count("better"),
+            "worse": verdicts.count("worse"),
             "no_difference": verdicts.count("no difference measured"),
             "median_detectable_pct": det[len(det) // 2] if det else None,
-            "median_diff_pct": sorted(r["diff_pct"] for r in rows if r.get("diff_pct") is not None)[len(rows) // 2] if rows else None,
-        }  # fmt: skip
+            "median_diff_pct": sorted(r["diff_pct"] for r in rows if r.get("diff_pct") is not None)[len(rows) // 2]
+            if rows
+            else None,
+        }
     if done:
         primary = done[0]["result"]["primary"]
         out["primary"] = primary
         gated = [p["result"]["metrics"].get(primary, {}).get("verdict") for p in done]
         out["primary_false_or_found"] = sum(v in ("better", "worse") for v in gated)
-        out["any_metric_better_or_worse"] = sum(any(m["verdict"] in ("better", "worse") for m in p["result"]["metrics"].values())
-                                                for p in done)  # fmt: skip
+        out["any_metric_better_or_worse"] = sum(
+            any(m["verdict"] in ("better", "worse") for m in p["result"]["metrics"].values()) for p in done
+        )
         out["rounds"] = sorted(p["result"]["rounds"] for p in done)
         out["exit_codes"] = sorted(p["exit_code"] for p in pairs)
     return out
@@ -119,10 +134,15 @@ def main() -> int:
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         pairs = list(pool.map(lambda i: one_pair(i, args, load), range(1, args.pairs + 1)))
     summary = summarize(pairs, args.kind)
-    summary.update(command=" ".join(["python", "bench/ab_calibration.py", *argv]), seconds=round(time.monotonic() - t0, 1),
-                   jobs=args.jobs)  # fmt: skip
+    summary.update(
+        command=" ".join(["python", "bench/ab_calibration.py", *argv]),
+        seconds=round(time.monotonic() - t0, 1),
+        jobs=args.jobs,
+    )
     with open(os.path.join(args.out, "calibration.json"), "w") as f:
-        json.dump({"summary": summary, "pairs": [{k: v for k, v in p.items() if k != "result"} for p in pairs]}, f, indent=2)
+        json.dump(
+            {"summary": summary, "pairs": [{k: v for k, v in p.items() if k != "result"} for p in pairs]}, f, indent=2
+        )
     print(yaml.safe_dump(summary, sort_keys=False))
     return 0
 

@@ -28,10 +28,36 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run(profile: str, policy: str, seed: int, a) -> dict:
     out = tempfile.mkdtemp(prefix="capsearch-")
-    cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py"), "--headless",
-           "--sim-profile", profile, "--find-capacity", "--capacity-policy", policy, "--slo", a.slo,
-           "--step-time", a.step_time, "--step-warmup", a.step_warmup, "-t", a.run_time, "--seed", str(seed),
-           "--stop-timeout", "10", "--results-dir", out, "--run-id", "r", *a.extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(ROOT, "locustfile.py"),
+        "--headless",
+        "--sim-profile",
+        profile,
+        "--find-capacity",
+        "--capacity-policy",
+        policy,
+        "--slo",
+        a.slo,
+        "--step-time",
+        a.step_time,
+        "--step-warmup",
+        a.step_warmup,
+        "-t",
+        a.run_time,
+        "--seed",
+        str(seed),
+        "--stop-timeout",
+        "10",
+        "--results-dir",
+        out,
+        "--run-id",
+        "r",
+        *a.extra,
+    ]
     if a.steps and policy != "doubling":
         cmd += ["--steps", a.steps]
     t0 = time.monotonic()
@@ -44,26 +70,45 @@ def run(profile: str, policy: str, seed: int, a) -> dict:
     cap = s["capacity"]
     lo, hi = cap["users"], cap["next_failing_users"]
     levels = cap.get("levels") or [{"users": st["users"], "state": st["verdict"]["state"]} for st in s["by_step"]]
-    return {"policy": policy, "seed": seed, "users": lo, "missed": hi, "width": cap.get("width"),
-            "timed_out": cap.get("timed_out"), "search_s": s["window"]["seconds"], "process_s": wall,
-            "requests": s["records"]["total"], "levels": " ".join(f"{lv['users']}{lv['state'][:2]}" for lv in levels),
-            "sentence": cap["sentence"]}  # fmt: skip
+    return {
+        "policy": policy,
+        "seed": seed,
+        "users": lo,
+        "missed": hi,
+        "width": cap.get("width"),
+        "timed_out": cap.get("timed_out"),
+        "search_s": s["window"]["seconds"],
+        "process_s": wall,
+        "requests": s["records"]["total"],
+        "levels": " ".join(f"{lv['users']}{lv['state'][:2]}" for lv in levels),
+        "sentence": cap["sentence"],
+    }
 
 
 def table(rows: list[dict], profile: str) -> str:
     fmt = lambda x, f: "-" if x is None else f.format(x)  # noqa: E731
-    lines = [f"| profile | policy | seed | answer | missed at | width | -t ended it | search s | requests | levels (me met, mi missed, un undecided) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "| profile | policy | seed | answer | missed at | width | -t ended it | search s | requests | levels (me met, mi missed, un undecided) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
-        lines.append(f"| {profile} | {r['policy']} | {r['seed']} | {fmt(r['users'], '{}')} | {fmt(r['missed'], '{}')} | "
-                     f"{fmt(r['width'], '{:.0%}')} | {'yes' if r['timed_out'] else 'no'} | {r['search_s']:.0f} | "
-                     f"{r['requests']:,} | {r['levels']} |")  # fmt: skip
+        lines.append(
+            f"| {profile} | {r['policy']} | {r['seed']} | {fmt(r['users'], '{}')} | {fmt(r['missed'], '{}')} | "
+            f"{fmt(r['width'], '{:.0%}')} | {'yes' if r['timed_out'] else 'no'} | {r['search_s']:.0f} | "
+            f"{r['requests']:,} | {r['levels']} |"
+        )
     for policy in dict.fromkeys(r["policy"] for r in rows):
         mine = [r for r in rows if r["policy"] == policy]
-        med = lambda k: statistics.median([r[k] for r in mine if r[k] is not None]) if any(r[k] is not None for r in mine) else None  # noqa: E731
-        lines.append(f"| {profile} | **{policy} median** | | {fmt(med('users'), '{:g}')} | {fmt(med('missed'), '{:g}')} | "
-                     f"{fmt(med('width'), '{:.0%}')} | {sum(bool(r['timed_out']) for r in mine)}/{len(mine)} | "
-                     f"{med('search_s'):.0f} | {med('requests'):,.0f} | |")  # fmt: skip
+
+        def med(k, mine=mine):
+            values = [r[k] for r in mine if r[k] is not None]
+            return statistics.median(values) if values else None
+
+        lines.append(
+            f"| {profile} | **{policy} median** | | {fmt(med('users'), '{:g}')} | {fmt(med('missed'), '{:g}')} | "
+            f"{fmt(med('width'), '{:.0%}')} | {sum(bool(r['timed_out']) for r in mine)}/{len(mine)} | "
+            f"{med('search_s'):.0f} | {med('requests'):,.0f} | |"
+        )
     return "\n".join(lines)
 
 
@@ -84,7 +129,10 @@ def main() -> None:
     for seed in [int(s) for s in a.seeds.split(",")]:
         for policy in a.policies.split(","):
             r = run(a.profile, policy, seed, a)
-            print(f"{policy} seed {seed}: {r['sentence'][:300]} ({r['search_s']:.0f} s, {r['requests']} requests)", flush=True)
+            print(
+                f"{policy} seed {seed}: {r['sentence'][:300]} ({r['search_s']:.0f} s, {r['requests']} requests)",
+                flush=True,
+            )
             rows.append(r)
             if a.json:
                 with open(a.json, "w") as f:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import codecs
 import json
-import time
 import math
 import os
+import time
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -57,11 +57,14 @@ def save(path: str, window, cpu, chunk_t, chunk_lag, req_id, req_send, req_first
 
     np.savez(
         path,
-        window=np.asarray(window, dtype=float), cpu=np.asarray(cpu, dtype=float),
-        chunk_t=np.asarray(chunk_t, dtype=float), chunk_lag=np.asarray(chunk_lag, dtype=float),
-        req_id=np.asarray(req_id, dtype=str), req_send=np.asarray(req_send, dtype=float),
+        window=np.asarray(window, dtype=float),
+        cpu=np.asarray(cpu, dtype=float),
+        chunk_t=np.asarray(chunk_t, dtype=float),
+        chunk_lag=np.asarray(chunk_lag, dtype=float),
+        req_id=np.asarray(req_id, dtype=str),
+        req_send=np.asarray(req_send, dtype=float),
         req_first=np.asarray(req_first, dtype=float),
-    )  # fmt: skip
+    )
 
 
 def read_truth(path: str) -> dict[str, tuple[float, float]]:
@@ -111,20 +114,23 @@ def analyse(npz_path: str, truth: dict) -> dict:
         "tokens_per_s": tokens / wall if wall > 0 else math.nan,
         "cpu_pct": 100 * cpu / wall if wall > 0 else math.nan,
         "cpu_us_per_token": 1e6 * cpu / tokens if tokens else math.nan,
-        "ttft_err_ms_p50": pct(errs, 50), "ttft_err_ms_p99": pct(errs, 99), "ttft_err_ms_mean": float(errs.mean()) if errs.size else math.nan,
-        "deliver_ms_p50": pct(deliver, 50), "deliver_ms_p99": pct(deliver, 99), "first_late_ms_p99": pct(first_late, 99),
-        "lag_ms_p50": pct(lag_ms, 50), "lag_ms_p99": pct(lag_ms, 99), "lag_ms_max": float(lag_ms.max()) if lag_ms.size else math.nan,
-        "requests": int(errs.size), "window_s": float(wall),
-    }  # fmt: skip
+        "ttft_err_ms_p50": pct(errs, 50),
+        "ttft_err_ms_p99": pct(errs, 99),
+        "ttft_err_ms_mean": float(errs.mean()) if errs.size else math.nan,
+        "deliver_ms_p50": pct(deliver, 50),
+        "deliver_ms_p99": pct(deliver, 99),
+        "first_late_ms_p99": pct(first_late, 99),
+        "lag_ms_p50": pct(lag_ms, 50),
+        "lag_ms_p99": pct(lag_ms, 99),
+        "lag_ms_max": float(lag_ms.max()) if lag_ms.size else math.nan,
+        "requests": int(errs.size),
+        "window_s": float(wall),
+    }
 
 
 def accurate(r: dict, ttft_limit_ms: float = 10.0, lag_limit_ms: float = 5.0) -> bool:
     """The issue's accuracy: p99 TTFT error < 10 ms and p99 per-token lag < 5 ms."""
-    return (
-        r.get("requests", 0) > 0
-        and abs(r["ttft_err_ms_p99"]) < ttft_limit_ms
-        and r["lag_ms_p99"] < lag_limit_ms
-    )
+    return r.get("requests", 0) > 0 and abs(r["ttft_err_ms_p99"]) < ttft_limit_ms and r["lag_ms_p99"] < lag_limit_ms
 
 
 class SSEBuffer:

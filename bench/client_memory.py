@@ -27,7 +27,7 @@ import time
 import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import machine_pressure  # noqa: E402
+from client_common import machine_pressure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -52,9 +52,13 @@ def slope(ts: list[float], ys: list[float]) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=240.0, help="run time, s")
-    ap.add_argument("--warmup", type=float, default=None,
-                    help="samples before this are left out of the slope, s (default: the first half of the run: "
-                         "allocators reach their working size in steps during the first minute)")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="samples before this are left out of the slope, s (default: the first half of the run: "
+        "allocators reach their working size in steps during the first minute)",
+    )
     ap.add_argument("--interval", type=float, default=5.0, help="RSS sample interval, s")
     ap.add_argument("--users", type=int, default=50)
     ap.add_argument("--max-tokens", type=int, default=16)
@@ -71,31 +75,92 @@ def main(argv=None) -> int:
     spec = os.path.join(tmp, "workload.yaml")
     with open(spec, "w") as f:
         f.write(WORKLOAD)
-    sim = subprocess.Popen([PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", prof],
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    sim = subprocess.Popen(
+        [PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", prof],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     line = sim.stdout.readline()
     if "listening on " not in line:
         raise SystemExit(f"simulator did not start: {line!r}")
     url = line.split("listening on ", 1)[1].split()[0]
     port = _free_port()
     log = open(os.path.join(tmp, "locust.log"), "w")
-    common = ["--host", url, "--endpoint", "completions", "--max-tokens-override", str(args.max_tokens),
-              "--workload", spec, "--model", "sim-model", "--loglevel", "WARNING"]  # fmt: skip
+    common = [
+        "--host",
+        url,
+        "--endpoint",
+        "completions",
+        "--max-tokens-override",
+        str(args.max_tokens),
+        "--workload",
+        spec,
+        "--model",
+        "sim-model",
+        "--loglevel",
+        "WARNING",
+    ]
     master = subprocess.Popen(
-        [PY, "-m", "locust", "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
-         "--master-bind-port", str(port), "--expect-workers", "1", "-u", str(args.users), "-r", str(args.users),
-         "-t", f"{args.duration:g}s", "--results-dir", os.path.join(tmp, "results"), "--run-id", "mem",
-         "--stop-timeout", "5", "--only-summary", *common],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            PY,
+            "-m",
+            "locust",
+            "-f",
+            "locustfile.py",
+            "--headless",
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "1",
+            "-u",
+            str(args.users),
+            "-r",
+            str(args.users),
+            "-t",
+            f"{args.duration:g}s",
+            "--results-dir",
+            os.path.join(tmp, "results"),
+            "--run-id",
+            "mem",
+            "--stop-timeout",
+            "5",
+            "--only-summary",
+            *common,
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     worker = subprocess.Popen(
-        [PY, "-m", "locust", "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-         "--loglevel", "WARNING"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            PY,
+            "-m",
+            "locust",
+            "-f",
+            "locustfile.py",
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "--loglevel",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     procs = {"master": psutil.Process(master.pid), "worker": psutil.Process(worker.pid)}
-    print(f"master pid {master.pid}, worker pid {worker.pid}, simulator {url}; {args.users} streams, {args.max_tokens} tokens "
-          f"at {args.itl * 1000:g} ms ITL; {args.duration:g} s; machine {machine_pressure()}", flush=True)  # fmt: skip
+    print(
+        f"master pid {master.pid}, worker pid {worker.pid}, simulator {url}; {args.users} streams, {args.max_tokens} tokens "
+        f"at {args.itl * 1000:g} ms ITL; {args.duration:g} s; machine {machine_pressure()}",
+        flush=True,
+    )
     print(f"{'t s':>6} {'master MB':>10} {'worker MB':>10}", flush=True)
     t0 = time.monotonic()
     samples = []
@@ -126,15 +191,23 @@ def main(argv=None) -> int:
     rate = total / args.duration
     steady = [s for s in samples if args.warmup <= s["t"] <= args.duration]
     out = {"requests": total, "requests_per_s": rate, "samples": samples, "pressure_after": machine_pressure()}
-    print(f"\n{total} requests in {args.duration:g} s ({rate:.0f}/s); slope over {len(steady)} samples from "
-          f"{args.warmup:g} s to the end:")  # fmt: skip
+    print(
+        f"\n{total} requests in {args.duration:g} s ({rate:.0f}/s); slope over {len(steady)} samples from "
+        f"{args.warmup:g} s to the end:"
+    )
     for k in ("master", "worker"):
         ts, ys = [s["t"] for s in steady], [s[k] for s in steady]
         mb_per_s = slope(ts, ys)
         per_100k = mb_per_s / rate * 1e5 if rate else float("nan")
         growth = (ys[-1] - ys[0]) if ys else float("nan")
-        out[k] = {"first_mb": ys[0] if ys else None, "last_mb": ys[-1] if ys else None, "min_mb": min(ys, default=None),
-                  "max_mb": max(ys, default=None), "mb_per_min": mb_per_s * 60, "mb_per_100k_requests": per_100k}  # fmt: skip
+        out[k] = {
+            "first_mb": ys[0] if ys else None,
+            "last_mb": ys[-1] if ys else None,
+            "min_mb": min(ys, default=None),
+            "max_mb": max(ys, default=None),
+            "mb_per_min": mb_per_s * 60,
+            "mb_per_100k_requests": per_100k,
+        }
         print(f"  {k:6s}  {ys[0]:7.1f} -> {ys[-1]:7.1f} MB ({growth:+.1f}; range {min(ys):.1f}-{max(ys):.1f})  "
               f"slope {mb_per_s * 60:+.2f} MB/min  {per_100k:+.2f} MB per 100k requests")  # fmt: skip
     print(f"machine after: {out['pressure_after']}")

@@ -32,9 +32,9 @@ from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import cpu_seconds, save  # noqa: E402
+from client_common import cpu_seconds, save
 
-from plugin import events as llm_events  # noqa: E402
+from plugin import events as llm_events
 
 OUT = os.environ.get("CLIENT_PROBE_OUT", "")
 WARMUP = float(os.environ.get("CLIENT_PROBE_WARMUP", "8"))
@@ -80,7 +80,16 @@ class Probe:
     def save(self) -> None:
         if OUT and not self.saved and self.window[0] == self.window[0]:  # a master measures nothing
             self.saved = True
-            save(OUT.replace("{pid}", str(os.getpid())), self.window, self.cpu, self.chunk_t, self.chunk_lag, self.req_id, self.req_send, self.req_first)
+            save(
+                OUT.replace("{pid}", str(os.getpid())),
+                self.window,
+                self.cpu,
+                self.chunk_t,
+                self.chunk_lag,
+                self.req_id,
+                self.req_send,
+                self.req_first,
+            )
 
 
 probe = Probe()

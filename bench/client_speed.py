@@ -49,7 +49,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import accurate, analyse, cpu_seconds, machine_pressure, read_truth  # noqa: E402
+from client_common import accurate, analyse, cpu_seconds, machine_pressure, read_truth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -66,14 +66,29 @@ def start_simulators(tmp: str, args) -> tuple[list[subprocess.Popen], str, str]:
     """One simulator process per core of `--sim-core` (one unpinned for 'any'), all on one port."""
     prof = os.path.join(tmp, "client-speed.yaml")
     with open(prof, "w") as f:
-        f.write(f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n")
+        f.write(
+            f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n"
+        )
     truth = os.path.join(tmp, "truth.jsonl")
     cores = args.sim_core.split(",")
     port = str(_free_port()) if len(cores) > 1 else "0"
     procs, url = [], ""
     for core in cores:
-        cmd = [*_pin(core), PY, "-m", "simulator", "--host", "127.0.0.1", "--port", port,
-               "--profile", prof, "--truth-log", truth, *(["--reuse-port"] if len(cores) > 1 else [])]  # fmt: skip
+        cmd = [
+            *_pin(core),
+            PY,
+            "-m",
+            "simulator",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--profile",
+            prof,
+            "--truth-log",
+            truth,
+            *(["--reuse-port"] if len(cores) > 1 else []),
+        ]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(proc)
         line = proc.stdout.readline()
@@ -122,27 +137,89 @@ def suite_cmd(args, url: str, n: int, tmp: str, tag: str, out: str, workers: int
             f.write(WORKLOAD)
     run_time = math.ceil(args.warmup + args.duration + args.margin)
     common = [
-        "--host", url, "--endpoint", "completions", "--sim-timestamps", "--max-tokens-override", str(args.max_tokens),
-        "--ignore-eos", "--workload", spec, "--results-dir", os.path.join(tmp, "results"), "--run-id", tag,
-        "--stop-timeout", str(math.ceil(args.ttft + args.itl * args.max_tokens + 3)), "--loglevel", "WARNING",
-        "--model", "sim-model", "--warmup", f"{args.warmup:g}s", *args.suite_args,
-    ]  # fmt: skip
+        "--host",
+        url,
+        "--endpoint",
+        "completions",
+        "--sim-timestamps",
+        "--max-tokens-override",
+        str(args.max_tokens),
+        "--ignore-eos",
+        "--workload",
+        spec,
+        "--results-dir",
+        os.path.join(tmp, "results"),
+        "--run-id",
+        tag,
+        "--stop-timeout",
+        str(math.ceil(args.ttft + args.itl * args.max_tokens + 3)),
+        "--loglevel",
+        "WARNING",
+        "--model",
+        "sim-model",
+        "--warmup",
+        f"{args.warmup:g}s",
+        *args.suite_args,
+    ]
     locust = [PY, "-m", "locust", "-f", f"locustfile.py,{os.path.join('bench', 'client_probe.py')}"]
     env = {"CLIENT_PROBE_WARMUP": str(args.warmup), "CLIENT_PROBE_DURATION": str(args.duration)}
     rate = str(max(1.0, n / args.ramp))
     env["CLIENT_PROBE_QUIT"] = "1"
     if args.mode == "local":
         env["CLIENT_PROBE_OUT"] = out
-        cmd = [*_pin(str(args.client_core)), *locust, "--headless", "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]
+        cmd = [
+            *_pin(str(args.client_core)),
+            *locust,
+            "--headless",
+            "-u",
+            str(n),
+            "-r",
+            rate,
+            "-t",
+            f"{run_time}s",
+            *common,
+        ]
         return [cmd], env
     # distributed: a master (no users, writes the results) + worker processes, each saving its own probe file
     env["CLIENT_PROBE_OUT"] = out.replace(".npz", "-{pid}.npz")
     port = str(_free_port())
-    master = [*_pin(args.master_core), "nice", "-n", str(args.master_nice), *locust, "--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-              "--expect-workers", str(workers), "-u", str(n), "-r", rate, "-t", f"{run_time}s", *common]  # fmt: skip
+    master = [
+        *_pin(args.master_core),
+        "nice",
+        "-n",
+        str(args.master_nice),
+        *locust,
+        "--headless",
+        "--master",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        port,
+        "--expect-workers",
+        str(workers),
+        "-u",
+        str(n),
+        "-r",
+        rate,
+        "-t",
+        f"{run_time}s",
+        *common,
+    ]
     cores = (args.worker_cores or str(args.client_core)).split(",")
-    workers = [[*_pin(cores[i % len(cores)]), *locust, "--worker", "--master-host", "127.0.0.1",
-                "--master-port", port, "--loglevel", "WARNING"] for i in range(workers)]  # fmt: skip
+    workers = [
+        [
+            *_pin(cores[i % len(cores)]),
+            *locust,
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            port,
+            "--loglevel",
+            "WARNING",
+        ]
+        for i in range(workers)
+    ]
     return [master, *workers], env
 
 
@@ -168,9 +245,24 @@ def run_client(kind: str, args, url: str, n: int, tmp: str, extra: dict) -> list
     if suite:
         cmds, env = suite_cmd(args, url, n, tmp, tag, out, worker_count(kind))
     else:
-        ref = [PY, os.path.join("bench", "ref_aiohttp.py"), "--url", url, "--streams", str(n), "--max-tokens",
-               str(args.max_tokens), "--warmup", str(args.warmup), "--duration", str(args.duration), "--ramp",
-               str(args.ramp), "--out", out]  # fmt: skip
+        ref = [
+            PY,
+            os.path.join("bench", "ref_aiohttp.py"),
+            "--url",
+            url,
+            "--streams",
+            str(n),
+            "--max-tokens",
+            str(args.max_tokens),
+            "--warmup",
+            str(args.warmup),
+            "--duration",
+            str(args.duration),
+            "--ramp",
+            str(args.ramp),
+            "--out",
+            out,
+        ]
         if kind == "uvloop":
             ref.append("--uvloop")
         cmds, env = [[*_pin(str(args.client_core)), *ref]], {}
@@ -263,9 +355,22 @@ def _health(path: str) -> dict | None:
             cb = json.load(f).get("client_bound") or {}
     except (OSError, ValueError):
         return None
-    return {"bound": cb.get("bound"), "inaccurate": cb.get("inaccurate"), "contended": cb.get("contended"),
-            "workers": [[w.get("index"), w.get("cpu_p95"), w.get("loop_lag_p99_ms"), w.get("token_lag_p99_ms"),
-                         w.get("reasons"), w.get("inaccurate_reasons")] for w in cb.get("workers", [])]}  # fmt: skip
+    return {
+        "bound": cb.get("bound"),
+        "inaccurate": cb.get("inaccurate"),
+        "contended": cb.get("contended"),
+        "workers": [
+            [
+                w.get("index"),
+                w.get("cpu_p95"),
+                w.get("loop_lag_p99_ms"),
+                w.get("token_lag_p99_ms"),
+                w.get("reasons"),
+                w.get("inaccurate_reasons"),
+            ]
+            for w in cb.get("workers", [])
+        ],
+    }
 
 
 def combine(results: list[dict]) -> dict:
@@ -274,8 +379,17 @@ def combine(results: list[dict]) -> dict:
         return results[0]
     out = {k: sum(r[k] for r in results) for k in ("tokens_per_s", "cpu_pct", "requests")}
     out["cpu_us_per_token"] = sum(r["cpu_us_per_token"] * r["tokens_per_s"] for r in results) / out["tokens_per_s"]
-    for k in ("ttft_err_ms_p50", "ttft_err_ms_p99", "ttft_err_ms_mean", "lag_ms_p50", "lag_ms_p99", "lag_ms_max",
-              "deliver_ms_p50", "deliver_ms_p99", "first_late_ms_p99"):
+    for k in (
+        "ttft_err_ms_p50",
+        "ttft_err_ms_p99",
+        "ttft_err_ms_mean",
+        "lag_ms_p50",
+        "lag_ms_p99",
+        "lag_ms_max",
+        "deliver_ms_p50",
+        "deliver_ms_p99",
+        "first_late_ms_p99",
+    ):
         out[k] = max(r[k] for r in results)
     out["window_s"] = min(r["window_s"] for r in results)
     out["processes"] = len(results)
@@ -296,8 +410,10 @@ def fmt_row(kind: str, n: int, r: dict, ok: bool, pressure: dict) -> str:
     )
 
 
-HEADER = ("client   streams  tokens/s   cpu%  us/tok  ttft-err p50/p99 ms   lag p50/p99 ms  ok?   machine (before the run)\n"
-          + "-" * 118)  # fmt: skip
+HEADER = (
+    "client   streams  tokens/s   cpu%  us/tok  ttft-err p50/p99 ms   lag p50/p99 ms  ok?   machine (before the run)\n"
+    + "-" * 118
+)
 
 
 def main(argv=None) -> int:
@@ -306,33 +422,75 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", default="suite,aiohttp,uvloop")
     ap.add_argument("--duration", type=float, default=20.0, help="measurement window, s")
     ap.add_argument("--warmup", type=float, default=12.0, help="from the client's start to the window, s")
-    ap.add_argument("--ramp", type=float, default=None,
-                    help="stream starts spread over this many seconds (default: one request's length, ttft + itl x tokens, "
-                         "so the closed loops do not run in lockstep)")
-    ap.add_argument("--repeats", type=int, default=1,
-                    help="run every client this many times per level (interleaved) and keep its best run: on a shared "
-                         "machine other processes only ever add lag, so the best run is the closest to a quiet machine")
-    ap.add_argument("--margin", type=float, default=15.0, help="suite: --run-time beyond warm-up + window (start-up; a local run ends with its window)")
+    ap.add_argument(
+        "--ramp",
+        type=float,
+        default=None,
+        help="stream starts spread over this many seconds (default: one request's length, ttft + itl x tokens, "
+        "so the closed loops do not run in lockstep)",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run every client this many times per level (interleaved) and keep its best run: on a shared "
+        "machine other processes only ever add lag, so the best run is the closest to a quiet machine",
+    )
+    ap.add_argument(
+        "--margin",
+        type=float,
+        default=15.0,
+        help="suite: --run-time beyond warm-up + window (start-up; a local run ends with its window)",
+    )
     ap.add_argument("--ttft", type=float, default=0.1)
     ap.add_argument("--itl", type=float, default=0.02)
     ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--sim-core", default="1", help="core of the simulator; a comma-separated list starts one process per core ('any' = one, unpinned)")
+    ap.add_argument(
+        "--sim-core",
+        default="1",
+        help="core of the simulator; a comma-separated list starts one process per core ('any' = one, unpinned)",
+    )
     ap.add_argument("--client-core", default="0")
-    ap.add_argument("--mode", choices=["worker", "local"], default="worker",
-                    help="suite: worker = a master (on --master-core) and worker processes (one; N for suite-xN); local = one headless process")
-    ap.add_argument("--worker-cores", default="", help="cores the worker processes are pinned to, in turn (default: --client-core; 'any' = unpinned)")
+    ap.add_argument(
+        "--mode",
+        choices=["worker", "local"],
+        default="worker",
+        help="suite: worker = a master (on --master-core) and worker processes (one; N for suite-xN); local = one headless process",
+    )
+    ap.add_argument(
+        "--worker-cores",
+        default="",
+        help="cores the worker processes are pinned to, in turn (default: --client-core; 'any' = unpinned)",
+    )
     ap.add_argument("--master-core", default="1", help="core of the master process ('any' = unpinned)")
-    ap.add_argument("--master-nice", type=int, default=10,
-                    help="the master shares the simulator's core at this lower priority: its bursts (decoding batches, "
-                         "writing row groups) must not delay the simulator's reads, which TTFT error would count; "
-                         "nothing the master does is timed")
-    ap.add_argument("--give-up-after", type=int, default=2, help="stop raising a client's load after this many inaccurate levels in a row")
+    ap.add_argument(
+        "--master-nice",
+        type=int,
+        default=10,
+        help="the master shares the simulator's core at this lower priority: its bursts (decoding batches, "
+        "writing row groups) must not delay the simulator's reads, which TTFT error would count; "
+        "nothing the master does is timed",
+    )
+    ap.add_argument(
+        "--give-up-after",
+        type=int,
+        default=2,
+        help="stop raising a client's load after this many inaccurate levels in a row",
+    )
     ap.add_argument("--suite-args", default="", help="extra options for the suite's locust command (quoted)")
-    ap.add_argument("--nice", type=int, default=0,
-                    help="run simulator and clients at this nice level (negative needs root): on a machine shared with "
-                         "other work their wake-ups then preempt it sooner; 0 = as they come")
-    ap.add_argument("--burn-cores", default="", help="keep these cores busy during the whole run (comma-separated): the same "
-                    "load measured on a machine whose other cores work")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="run simulator and clients at this nice level (negative needs root): on a machine shared with "
+        "other work their wake-ups then preempt it sooner; 0 = as they come",
+    )
+    ap.add_argument(
+        "--burn-cores",
+        default="",
+        help="keep these cores busy during the whole run (comma-separated): the same "
+        "load measured on a machine whose other cores work",
+    )
     ap.add_argument("--burn-kind", choices=sorted(BURNERS), default="alu")
     ap.add_argument("--json", default="", help="write every result here")
     args = ap.parse_args(argv)
@@ -344,19 +502,28 @@ def main(argv=None) -> int:
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     tmp = tempfile.mkdtemp(prefix="client-speed-")
-    clients_bad = [c for c in clients if c not in ("suite", "aiohttp", "uvloop") and not (c.startswith("suite-x") and c[7:].isdigit())]
+    clients_bad = [
+        c
+        for c in clients
+        if c not in ("suite", "aiohttp", "uvloop") and not (c.startswith("suite-x") and c[7:].isdigit())
+    ]
     if clients_bad:
-        ap.error(f"--clients: unknown {', '.join(clients_bad)}; use suite, suite-xN (N worker processes), aiohttp, uvloop")
+        ap.error(
+            f"--clients: unknown {', '.join(clients_bad)}; use suite, suite-xN (N worker processes), aiohttp, uvloop"
+        )
     if args.mode == "local" and any(worker_count(c) > 1 for c in clients):
         ap.error("--clients suite-xN needs --mode worker")
     sims, url, truth_path = start_simulators(tmp, args)
     limit = len(levels) * len(clients) * args.repeats * (args.warmup + args.duration + args.margin + 30)
     burners = start_burners(args.burn_cores, args.burn_kind, limit) if args.burn_cores else []
     args.sim_pids = [p.pid for p in sims]
-    print(f"simulator {url} on core {args.sim_core}; clients on core {args.client_core}; window {args.duration:g} s after "
-          f"{args.warmup:g} s warm-up; TTFT {args.ttft * 1000:g} ms, ITL {args.itl * 1000:g} ms, {args.max_tokens} tokens; "
-          f"nproc {os.cpu_count()}; work dir {tmp}" + (f"; {args.burn_kind} burners on cores {args.burn_cores}" if args.burn_cores else ""),
-          flush=True)  # fmt: skip
+    print(
+        f"simulator {url} on core {args.sim_core}; clients on core {args.client_core}; window {args.duration:g} s after "
+        f"{args.warmup:g} s warm-up; TTFT {args.ttft * 1000:g} ms, ITL {args.itl * 1000:g} ms, {args.max_tokens} tokens; "
+        f"nproc {os.cpu_count()}; work dir {tmp}"
+        + (f"; {args.burn_kind} burners on cores {args.burn_cores}" if args.burn_cores else ""),
+        flush=True,
+    )
     print(HEADER, flush=True)
     rows, failed_in_row = [], {c: 0 for c in clients}
     try:
@@ -375,17 +542,24 @@ def main(argv=None) -> int:
                     truth = read_truth(truth_path)
                     per_worker = [analyse(f, truth) for f in files]
                     r = combine(per_worker)
-                    r.update(client=kind, streams=n, accurate=accurate(r), pressure_before=pressure, repeat=rep, **extra)
+                    r.update(
+                        client=kind, streams=n, accurate=accurate(r), pressure_before=pressure, repeat=rep, **extra
+                    )
                     if len(per_worker) > 1:
                         r["per_worker"] = per_worker
                     tries.setdefault(kind, []).append(r)
                     if args.repeats > 1:
                         print("  try " + fmt_row(kind, n, r, r["accurate"], pressure), flush=True)
                     if r.get("sim_cpu_pct") is not None or r.get("health") is not None:
-                        print(f"    TTFT error's halves p99: request in {r['deliver_ms_p99']:.2f} ms (written -> the simulator saw it; "
-                              f"p50 {r['deliver_ms_p50']:.2f}), first token out {r['first_late_ms_p99']:.2f} ms (sent -> the client read it)")
-                        print(f"    simulators CPU % {r.get('sim_cpu_pct')}, MHz {r.get('mhz')}, worker CPU % "
-                              f"{[round(w['cpu_pct']) for w in per_worker]}, health {json.dumps(r.get('health'))}", flush=True)
+                        print(
+                            f"    TTFT error's halves p99: request in {r['deliver_ms_p99']:.2f} ms (written -> the simulator saw it; "
+                            f"p50 {r['deliver_ms_p50']:.2f}), first token out {r['first_late_ms_p99']:.2f} ms (sent -> the client read it)"
+                        )
+                        print(
+                            f"    simulators CPU % {r.get('sim_cpu_pct')}, MHz {r.get('mhz')}, worker CPU % "
+                            f"{[round(w['cpu_pct']) for w in per_worker]}, health {json.dumps(r.get('health'))}",
+                            flush=True,
+                        )
             for kind in clients:
                 if kind not in tries:
                     if failed_in_row[kind] < args.give_up_after:
@@ -404,17 +578,27 @@ def main(argv=None) -> int:
         best[kind] = max(good, key=lambda r: r["streams"]) if good else None
     print("\nhighest accurate load (p99 TTFT error < 10 ms, p99 token lag < 5 ms):")
     for kind, r in best.items():
-        print(f"  {kind:8s} " + (f"{r['streams']:5d} streams  {r['tokens_per_s']:8.0f} tokens/s  {r['cpu_us_per_token']:.1f} us/token"
-                                 if r else "none of the levels"))  # fmt: skip
+        print(
+            f"  {kind:8s} "
+            + (
+                f"{r['streams']:5d} streams  {r['tokens_per_s']:8.0f} tokens/s  {r['cpu_us_per_token']:.1f} us/token"
+                if r
+                else "none of the levels"
+            )
+        )
     if best.get("suite"):
         for ref in ("uvloop", "aiohttp"):
             if best.get(ref):
-                print(f"  suite / {ref}: {best['suite']['tokens_per_s'] / best[ref]['tokens_per_s']:.2f}x accurate tokens/s, "
-                      f"{best[ref]['cpu_us_per_token'] / best['suite']['cpu_us_per_token']:.2f}x less CPU per token")  # fmt: skip
+                print(
+                    f"  suite / {ref}: {best['suite']['tokens_per_s'] / best[ref]['tokens_per_s']:.2f}x accurate tokens/s, "
+                    f"{best[ref]['cpu_us_per_token'] / best['suite']['cpu_us_per_token']:.2f}x less CPU per token"
+                )
     for kind in clients:
         if worker_count(kind) > 1 and best.get(kind) and best.get("suite"):
-            print(f"  {kind} / suite: {best[kind]['tokens_per_s'] / best['suite']['tokens_per_s']:.2f}x accurate tokens/s "
-                  f"with {worker_count(kind)} worker processes")  # fmt: skip
+            print(
+                f"  {kind} / suite: {best[kind]['tokens_per_s'] / best['suite']['tokens_per_s']:.2f}x accurate tokens/s "
+                f"with {worker_count(kind)} worker processes"
+            )
     print(f"machine after: {machine_pressure()}")
     if args.json:
         with open(args.json, "w") as f:

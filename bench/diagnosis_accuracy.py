@@ -46,23 +46,58 @@ STEP = ("--step-time", "8s", "--step-warmup", "2s", "--server-metrics-interval",
 def locust_args(profile: str, url: str, folder: str, run_id: str, seed: int) -> list[str]:
     """The step ramp against a simulator at `url` with a limit profile's SLO and replies."""
     run = RUNS[profile]
-    return ["--host", url, "--steps", LEVELS, *STEP, "--slo", run["slo"], "--max-tokens-override",
-            run["max_tokens"], "--server-metrics", url + "/metrics", "--seed", str(seed), "--results-dir", folder,
-            "--run-id", run_id]  # fmt: skip
+    return [
+        "--host",
+        url,
+        "--steps",
+        LEVELS,
+        *STEP,
+        "--slo",
+        run["slo"],
+        "--max-tokens-override",
+        run["max_tokens"],
+        "--server-metrics",
+        url + "/metrics",
+        "--seed",
+        str(seed),
+        "--results-dir",
+        folder,
+        "--run-id",
+        run_id,
+    ]
 
 
 def one(profile: str, seed: int, folder: str) -> dict:
     """One seeded step ramp; summary.json's diagnosis with the profile and seed."""
     with tempfile.TemporaryDirectory(prefix="diag-sim-") as tmp:
         cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", profile]
-        server = ServerProcess(cmd, os.path.join(tmp, "simulator.log"), name="the simulator", cwd=ROOT,
-                               ready_line=r"listening on (?P<url>\S+)", start_timeout=60, stop_timeout=10)  # fmt: skip
+        server = ServerProcess(
+            cmd,
+            os.path.join(tmp, "simulator.log"),
+            name="the simulator",
+            cwd=ROOT,
+            ready_line=r"listening on (?P<url>\S+)",
+            start_timeout=60,
+            stop_timeout=10,
+        )
         with server.start():
             run_id = f"{profile}-{seed}"
             t = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py"), "--headless",
-                                   *locust_args(profile, server.url, folder, run_id, seed)],
-                                  cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "locust",
+                    "-f",
+                    os.path.join(ROOT, "locustfile.py"),
+                    "--headless",
+                    *locust_args(profile, server.url, folder, run_id, seed),
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             took = time.monotonic() - t
     try:
         with open(os.path.join(folder, run_id, "summary.json"), encoding="utf-8") as f:
@@ -70,9 +105,18 @@ def one(profile: str, seed: int, folder: str) -> dict:
     except OSError:
         d = {"kind": "no summary", "sentence": proc.stderr[-500:]}
     low = at_lowest(d)
-    return {"profile": profile, "seed": seed, "kind": d.get("kind"), "users": d.get("users"), "right": d.get("kind") == profile,
-            "sentence": d.get("sentence", ""), "low_kind": low.kind if low else None, "low_sentence": low.sentence if low else "",
-            "seconds": round(took, 1), "rc": proc.returncode}  # fmt: skip
+    return {
+        "profile": profile,
+        "seed": seed,
+        "kind": d.get("kind"),
+        "users": d.get("users"),
+        "right": d.get("kind") == profile,
+        "sentence": d.get("sentence", ""),
+        "low_kind": low.kind if low else None,
+        "low_sentence": low.sentence if low else "",
+        "seconds": round(took, 1),
+        "rc": proc.returncode,
+    }
 
 
 def at_lowest(d: dict):
@@ -103,13 +147,18 @@ def main() -> None:
             for seed in range(1, args.seeds + 1):
                 r = one(profile, seed, folder)
                 results.append(r)
-                print(f"{profile:16} seed {seed:2}: {'right' if r['right'] else 'WRONG':5} {r['kind']} at {r['users']} "
-                      f"users, {r['low_kind']} at 2 ({r['seconds']} s): {r['sentence'][:160]}", flush=True)  # fmt: skip
+                print(
+                    f"{profile:16} seed {seed:2}: {'right' if r['right'] else 'WRONG':5} {r['kind']} at {r['users']} "
+                    f"users, {r['low_kind']} at 2 ({r['seconds']} s): {r['sentence'][:160]}",
+                    flush=True,
+                )
     print("\n| profile | limit named at 24 users | no limit reached at 2 users | runs |\n| --- | ---: | ---: | ---: |")
     for profile in args.profiles.split(","):
         mine = [r for r in results if r["profile"] == profile]
-        print(f"| {profile} | {sum(r['right'] for r in mine)} | {sum(r['low_kind'] == 'no limit reached' for r in mine)} "
-              f"| {len(mine)} |")
+        print(
+            f"| {profile} | {sum(r['right'] for r in mine)} | {sum(r['low_kind'] == 'no limit reached' for r in mine)} "
+            f"| {len(mine)} |"
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

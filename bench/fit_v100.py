@@ -19,6 +19,7 @@ throughput (Little's law), so E2E is shown but not fitted.
 
     python bench/fit_v100.py [--profile v100-7b-tp8] [--duration 900] [--seeds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulator.profiles import load_profile  # noqa: E402
-from simulator.virtual import simulate_closed_loop  # noqa: E402
+from simulator.profiles import load_profile
+from simulator.virtual import simulate_closed_loop
 
 # users: (mean TTFT s, P95 TTFT s, mean E2E s, per-stream tok/s, total tok/s)
 PUBLISHED = {
@@ -40,8 +41,17 @@ PUBLISHED = {
     120: (3.120, 8.2, 30.8, None, 6100),
     160: (4.820, 13.6, 46.7, None, 6500),
 }
-FITTED = {(5, "ttft_mean"), (5, "stream_tps"), (50, "ttft_mean"), (50, "total_tps"), (80, "ttft_p95"), (120, "ttft_p95"),
-          (160, "ttft_mean"), (160, "ttft_p95"), (160, "total_tps")}
+FITTED = {
+    (5, "ttft_mean"),
+    (5, "stream_tps"),
+    (50, "ttft_mean"),
+    (50, "total_tps"),
+    (80, "ttft_p95"),
+    (120, "ttft_p95"),
+    (160, "ttft_mean"),
+    (160, "ttft_p95"),
+    (160, "total_tps"),
+}
 COLS = (("ttft_mean", 0, 1), ("ttft_p95", 1, 1), ("e2e_mean", 2, 1), ("stream_tps", 3, 1), ("total_tps", 4, 1))
 
 
@@ -62,8 +72,10 @@ def main():
     ap.add_argument("--seeds", type=int, default=3, help="runs averaged per level")
     args = ap.parse_args()
     p = load_profile(args.profile)
-    print(f"profile {p.name}: virtual closed loop, {args.duration:.0f} s per level ({args.warmup:.0f} s warm-up "
-          f"excluded), mean of {args.seeds} seeds\n")
+    print(
+        f"profile {p.name}: virtual closed loop, {args.duration:.0f} s per level ({args.warmup:.0f} s warm-up "
+        f"excluded), mean of {args.seeds} seeds\n"
+    )
     hdr = f"{'users':>5} | {'TTFT mean s':>17} | {'TTFT P95 s':>17} | {'E2E mean s':>17} | {'stream tok/s':>17} | {'total tok/s':>19} | running waiting"
     print(hdr)
     print("-" * len(hdr))
@@ -86,12 +98,16 @@ def main():
                 refs = f"{ref:.3g}" if ref else "-"
                 cells.append(f"{sim:7.3g} / {refs:>6}{mark:1}  ")
         print(f"{users:5d} | " + "| ".join(cells) + f"| {r['mean_running']:6.1f} {r['mean_waiting']:6.1f}")
-    print("\n(simulated / published; * fitted figure within +-25 %, ! outside; "
-          f"mean prompt {r['mean_prompt']:.0f} tokens, mean output {r['mean_output']:.0f} tokens)\n")
+    print(
+        "\n(simulated / published; * fitted figure within +-25 %, ! outside; "
+        f"mean prompt {r['mean_prompt']:.0f} tokens, mean output {r['mean_output']:.0f} tokens)\n"
+    )
     print("verdict on the fitted figures:")
     for users, key, ref, sim, err, ok in verdicts:
-        print(f"  {users:4d} users {key:11s} published {ref:>8.3f}  simulated {sim:>9.3f}  {err:+6.1%}  "
-              f"{'OK' if ok else 'OUTSIDE +-25%'}")
+        print(
+            f"  {users:4d} users {key:11s} published {ref:>8.3f}  simulated {sim:>9.3f}  {err:+6.1%}  "
+            f"{'OK' if ok else 'OUTSIDE +-25%'}"
+        )
     n_ok = sum(v[5] for v in verdicts)
     print(f"\n{n_ok}/{len(verdicts)} fitted figures within +-25 %")
     return 0 if n_ok == len(verdicts) else 1

@@ -49,8 +49,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 CARRY = ROOT / ".gpu-ramp"
-VARIANTS = ["ref-vllm/per-request", "suite/keep-alive", "ref-vllm/keep-alive", "suite/per-request",
-            "ref-suite-body/keep-alive", "ref-suite-body/per-request"]  # fmt: skip
+VARIANTS = [
+    "ref-vllm/per-request",
+    "suite/keep-alive",
+    "ref-vllm/keep-alive",
+    "suite/per-request",
+    "ref-suite-body/keep-alive",
+    "ref-suite-body/per-request",
+]
 
 
 def log(msg: str) -> None:
@@ -67,8 +73,21 @@ def prepare() -> None:
     wheels = CARRY / "wheels"
     if not wheels.is_dir() or len(list(wheels.glob("*.whl"))) < len(gpu_ramp.WHEELS):
         wheels.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-               "--implementation", "cp", "-d", str(wheels)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            "-d",
+            str(wheels),
+        ]
         for p in gpu_ramp.PLATFORMS:
             cmd += ["--platform", p]
         subprocess.run(cmd + ["--platform", "any"] + gpu_ramp.WHEELS, check=True)
@@ -93,7 +112,9 @@ def write_prompts(out: Path, a) -> Path:
     from bench.servers.workload import write_workload
     from workloads import Sampler, load_spec
 
-    workload = write_workload(out / "workload.yaml", input_chars=a.input_chars, output_tokens=a.output_len, langs=["en"])
+    workload = write_workload(
+        out / "workload.yaml", input_chars=a.input_chars, output_tokens=a.output_len, langs=["en"]
+    )
     sampler = Sampler(load_spec(str(workload)), a.seed)  # the suite's process 0 draws the same sequence
     prompts = [sampler.next().messages() for _ in range(a.requests)]
     path = out / "prompts.json"
@@ -130,10 +151,31 @@ def cpu_delta(before: dict, after: dict) -> dict:
 
 def run_ref(url: str, a, conn: str, body: str, tag: str, out: Path, start_when: str = "") -> dict:
     path = out / "runs" / f"{tag}.json"
-    cmd = ["taskset", "-c", a.ref_cpu, sys.executable, str(ROOT / "bench" / "ref_vllm_chat.py"), "--url", url,
-           "--model", a.model, "--prompts", str(out / "prompts.json"), "--requests", str(a.requests),
-           "--concurrency", str(a.concurrency), "--max-tokens", str(a.output_len), "--connection", conn,
-           "--body", body, "--out", str(path)]  # fmt: skip
+    cmd = [
+        "taskset",
+        "-c",
+        a.ref_cpu,
+        sys.executable,
+        str(ROOT / "bench" / "ref_vllm_chat.py"),
+        "--url",
+        url,
+        "--model",
+        a.model,
+        "--prompts",
+        str(out / "prompts.json"),
+        "--requests",
+        str(a.requests),
+        "--concurrency",
+        str(a.concurrency),
+        "--max-tokens",
+        str(a.output_len),
+        "--connection",
+        conn,
+        "--body",
+        body,
+        "--out",
+        str(path),
+    ]
     if body == "suite":
         cmd += ["--extra-body", a.extra_body]
     if start_when:
@@ -145,33 +187,71 @@ def run_ref(url: str, a, conn: str, body: str, tag: str, out: Path, start_when: 
     run = json.loads(path.read_text())
     reqs = [r for r in run["requests"] if r["ok"]]
     t_first = min(r["st"] for r in reqs)
-    per_request = [[round(r["st"] - t_first, 4), round(r["ttft"], 4), round(r["latency"], 4), r["output_tokens"]] for r in reqs]
+    per_request = [
+        [round(r["st"] - t_first, 4), round(r["ttft"], 4), round(r["latency"], 4), r["output_tokens"]] for r in reqs
+    ]
     return {"figures": run["figures"], "wall_s": round(time.monotonic() - t0, 2), "per_request": per_request}
 
 
 def run_suite(url: str, a, conn: str, tag: str, out: Path, workload: Path, started_file: str = "") -> dict:
     import pandas as pd
-
     from vllm_agreement import suite_figures
 
     results = out / "suite"
-    cmd = ["taskset", "-c", a.suite_cpu, sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "vllm_agreement_locustfile.py"),
-           "--headless", "--host", url, "-u", str(a.concurrency), "-r", "10000", "-t", "30m", "--only-summary",
-           "--endpoint", "chat", "--model", a.model, "--workload", str(workload), "--max-tokens-override", str(a.output_len),
-           "--seed", str(a.seed), "--extra-body", a.extra_body, "--connection", conn,
-           "--results-dir", str(results), "--run-id", tag]  # fmt: skip
+    cmd = [
+        "taskset",
+        "-c",
+        a.suite_cpu,
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "bench" / "vllm_agreement_locustfile.py"),
+        "--headless",
+        "--host",
+        url,
+        "-u",
+        str(a.concurrency),
+        "-r",
+        "10000",
+        "-t",
+        "30m",
+        "--only-summary",
+        "--endpoint",
+        "chat",
+        "--model",
+        a.model,
+        "--workload",
+        str(workload),
+        "--max-tokens-override",
+        str(a.output_len),
+        "--seed",
+        str(a.seed),
+        "--extra-body",
+        a.extra_body,
+        "--connection",
+        conn,
+        "--results-dir",
+        str(results),
+        "--run-id",
+        tag,
+    ]
     env = {**os.environ, "AGREEMENT_REQUESTS": str(a.requests), "AGREEMENT_STARTED_FILE": started_file}
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=a.run_timeout)
     path = results / tag / "requests.parquet"
     if not path.exists():
-        raise RuntimeError(f"the suite wrote no records (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"the suite wrote no records (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
+        )
     rec = pd.read_parquet(path)
     fig = suite_figures(rec)
     ok = rec[rec["ok"]]
     t_first = float(ok["t_send"].min())
-    per_request = [[round(float(r.t_send) - t_first, 4), round(float(r.ttft_s), 4), round(float(r.e2e_s), 4), int(r.output_tokens)]
-                   for r in ok.itertuples()]  # fmt: skip
+    per_request = [
+        [round(float(r.t_send) - t_first, 4), round(float(r.ttft_s), 4), round(float(r.e2e_s), 4), int(r.output_tokens)]
+        for r in ok.itertuples()
+    ]
     if "connect_s" in rec:
         c = rec["connect_s"].dropna()
         fig["connections_opened"] = int(len(c))
@@ -183,9 +263,15 @@ def run_suite(url: str, a, conn: str, tag: str, out: Path, workload: Path, start
 # --------------------------------------------------------------------------- the rounds
 
 
-KEYS = [("output tok/s", "output_throughput", "{:.0f}"), ("TPOT p50", "p50_tpot_ms", "{:.1f}"),
-        ("E2E p50", "p50_e2el_ms", "{:.0f}"), ("TTFT p50", "p50_ttft_ms", "{:.0f}"), ("ITL p50", "p50_itl_ms", "{:.1f}"),
-        ("duration s", "duration", "{:.1f}"), ("ok", "completed", "{}")]  # fmt: skip
+KEYS = [
+    ("output tok/s", "output_throughput", "{:.0f}"),
+    ("TPOT p50", "p50_tpot_ms", "{:.1f}"),
+    ("E2E p50", "p50_e2el_ms", "{:.0f}"),
+    ("TTFT p50", "p50_ttft_ms", "{:.0f}"),
+    ("ITL p50", "p50_itl_ms", "{:.1f}"),
+    ("duration s", "duration", "{:.1f}"),
+    ("ok", "completed", "{}"),
+]
 
 
 def tables(runs: list[dict]) -> str:
@@ -199,11 +285,18 @@ def tables(runs: list[dict]) -> str:
         cpu = r["server_cpu"]["total_s"]
         per_k = cpu / max(1, f.get("total_output_tokens") or 1) * 1e3
         lines.append(f"| {r['round']} | {r['variant']} | " + " | ".join(cells) + f" | {cpu:.1f} | {per_k:.2f} |")
-    lines += ["", "Medians per variant:", "", "| variant | runs | " + " | ".join(k[0] for k in KEYS[:5]) + " |",
-              "|" + " --- |" * 7]  # fmt: skip
+    lines += [
+        "",
+        "Medians per variant:",
+        "",
+        "| variant | runs | " + " | ".join(k[0] for k in KEYS[:5]) + " |",
+        "|" + " --- |" * 7,
+    ]
     for v in dict.fromkeys(r["variant"] for r in runs):
         sel = [r["figures"] for r in runs if r["variant"] == v]
-        cells = [fmt.format(float(np.median([f[key] for f in sel if f.get(key) is not None]))) for _, key, fmt in KEYS[:5]]
+        cells = [
+            fmt.format(float(np.median([f[key] for f in sel if f.get(key) is not None]))) for _, key, fmt in KEYS[:5]
+        ]
         lines.append(f"| {v} | {len(sel)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -212,8 +305,10 @@ def agreement(runs: list[dict], pairs: list[tuple[str, str]]) -> str:
     """Median of each figure per variant and the difference suite - reference, per pair."""
     import numpy as np
 
-    lines = ["| suite variant | reference variant | figure | suite (median) | reference (median) | difference | per round (suite / reference) |",
-             "| --- | --- | --- | ---: | ---: | ---: | --- |"]  # fmt: skip
+    lines = [
+        "| suite variant | reference variant | figure | suite (median) | reference (median) | difference | per round (suite / reference) |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
     for s_v, r_v in pairs:
         s = [r["figures"] for r in runs if r["variant"] == s_v]
         b = [r["figures"] for r in runs if r["variant"] == r_v]
@@ -222,7 +317,9 @@ def agreement(runs: list[dict], pairs: list[tuple[str, str]]) -> str:
         for label, key, fmt in KEYS[:3]:
             ms, mb = float(np.median([f[key] for f in s])), float(np.median([f[key] for f in b]))
             each = ", ".join(fmt.format(f[key]) for f in s) + " / " + ", ".join(fmt.format(f[key]) for f in b)
-            lines.append(f"| {s_v} | {r_v} | {label} | {fmt.format(ms)} | {fmt.format(mb)} | {(ms - mb) / mb * 100:+.1f} % | {each} |")
+            lines.append(
+                f"| {s_v} | {r_v} | {label} | {fmt.format(ms)} | {fmt.format(mb)} | {(ms - mb) / mb * 100:+.1f} % | {each} |"
+            )
     return "\n".join(lines)
 
 
@@ -232,7 +329,7 @@ def rounds(url: str, a, out: Path, workload: Path, server_pid: int | None, t_end
     (out / "runs").mkdir(parents=True, exist_ok=True)
     longest = 0.0
     for i in range(a.rounds):
-        order = variants[i % len(variants):] + variants[: i % len(variants)]
+        order = variants[i % len(variants) :] + variants[: i % len(variants)]
         for v in order:
             if time.monotonic() + max(longest * 1.3, 20.0) > t_end:
                 log(f"no time left for {v} in round {i}: stopping")
@@ -243,27 +340,37 @@ def rounds(url: str, a, out: Path, workload: Path, server_pid: int | None, t_end
             t0 = time.monotonic()
             if who == "pair":
                 for r in pair(url, a, conn, tag, out, workload):
-                    r["server_cpu"] = cpu_delta(before, cpu_of(server_pid)) if server_pid else {"total_s": 0.0, "top_threads": []}
+                    r["server_cpu"] = (
+                        cpu_delta(before, cpu_of(server_pid)) if server_pid else {"total_s": 0.0, "top_threads": []}
+                    )
                     r.update(round=i, variant=r.pop("variant") + "/" + conn)
                     runs.append(r)
                     f = r["figures"]
-                    log(f"round {i} {r['variant']}: {f['completed']} ok, {f['output_throughput']:.0f} output tok/s, TPOT p50 "
-                        f"{f['p50_tpot_ms']:.1f} ms, E2E p50 {f['p50_e2el_ms']:.0f} ms, TTFT p50 {f['p50_ttft_ms']:.0f} ms")  # fmt: skip
+                    log(
+                        f"round {i} {r['variant']}: {f['completed']} ok, {f['output_throughput']:.0f} output tok/s, TPOT p50 "
+                        f"{f['p50_tpot_ms']:.1f} ms, E2E p50 {f['p50_e2el_ms']:.0f} ms, TTFT p50 {f['p50_ttft_ms']:.0f} ms"
+                    )
                 longest = max(longest, time.monotonic() - t0)
-                (out / "results.json").write_text(json.dumps({"args": {k: v for k, v in vars(a).items()}, "runs": runs}))
+                (out / "results.json").write_text(
+                    json.dumps({"args": {k: v for k, v in vars(a).items()}, "runs": runs})
+                )
                 continue
             if who == "suite":
                 r = run_suite(url, a, conn, tag, out, workload)
             else:
                 r = run_ref(url, a, conn, "suite" if who == "ref-suite-body" else "vllm", tag, out)
             longest = max(longest, time.monotonic() - t0)
-            r["server_cpu"] = cpu_delta(before, cpu_of(server_pid)) if server_pid else {"total_s": 0.0, "top_threads": []}
+            r["server_cpu"] = (
+                cpu_delta(before, cpu_of(server_pid)) if server_pid else {"total_s": 0.0, "top_threads": []}
+            )
             r.update(round=i, variant=v)
             runs.append(r)
             f = r["figures"]
-            log(f"round {i} {v}: {f['completed']} ok, {f['output_throughput']:.0f} output tok/s, TPOT p50 {f['p50_tpot_ms']:.1f} ms, "
+            log(
+                f"round {i} {v}: {f['completed']} ok, {f['output_throughput']:.0f} output tok/s, TPOT p50 {f['p50_tpot_ms']:.1f} ms, "
                 f"E2E p50 {f['p50_e2el_ms']:.0f} ms, TTFT p50 {f['p50_ttft_ms']:.0f} ms, wall {r['wall_s']} s, "
-                f"server CPU {r['server_cpu']['total_s']} s")  # fmt: skip
+                f"server CPU {r['server_cpu']['total_s']} s"
+            )
             (out / "results.json").write_text(json.dumps({"args": {k: v for k, v in vars(a).items()}, "runs": runs}))
     return runs
 
@@ -304,7 +411,10 @@ def paired(runs: list[dict]) -> str:
     were within 3 %."""
     import numpy as np
 
-    lines = ["| round | connection | " + " | ".join(f"{k[0]} suite / ref (diff)" for k in KEYS[:3]) + " |", "|" + " --- |" * 5]
+    lines = [
+        "| round | connection | " + " | ".join(f"{k[0]} suite / ref (diff)" for k in KEYS[:3]) + " |",
+        "|" + " --- |" * 5,
+    ]
     diffs: dict[str, list[float]] = {k[1]: [] for k in KEYS[:3]}
     for r in runs:
         if not r["variant"].startswith("pair-suite/"):
@@ -321,15 +431,25 @@ def paired(runs: list[dict]) -> str:
             cells.append(f"{fmt.format(s_v)} / {fmt.format(r_v)} ({d:+.1f} %)")
         lines.append(f"| {r['round']} | {conn} | " + " | ".join(cells) + " |")
     if diffs[KEYS[0][1]]:
-        lines.append("| all | | " + " | ".join(
-            f"median {np.median(diffs[k]):+.1f} %, {sum(abs(d) <= 3 for d in diffs[k])} of {len(diffs[k])} within 3 %"
-            for _, k, _ in KEYS[:3]) + " |")  # fmt: skip
+        lines.append(
+            "| all | | "
+            + " | ".join(
+                f"median {np.median(diffs[k]):+.1f} %, {sum(abs(d) <= 3 for d in diffs[k])} of {len(diffs[k])} within 3 %"
+                for _, k, _ in KEYS[:3]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
-PAIRS = [("suite/keep-alive", "ref-vllm/keep-alive"), ("suite/per-request", "ref-vllm/per-request"),
-         ("suite/keep-alive", "ref-suite-body/keep-alive"), ("suite/per-request", "ref-suite-body/per-request"),
-         ("pair-suite/keep-alive", "pair-ref/keep-alive"), ("pair-suite/per-request", "pair-ref/per-request")]  # fmt: skip
+PAIRS = [
+    ("suite/keep-alive", "ref-vllm/keep-alive"),
+    ("suite/per-request", "ref-vllm/per-request"),
+    ("suite/keep-alive", "ref-suite-body/keep-alive"),
+    ("suite/per-request", "ref-suite-body/per-request"),
+    ("pair-suite/keep-alive", "pair-ref/keep-alive"),
+    ("pair-suite/per-request", "pair-ref/per-request"),
+]
 
 
 def flow(a) -> int:
@@ -346,8 +466,12 @@ def flow(a) -> int:
         url = a.host
     else:
         model = Path(a.model_dir)
-        build = subprocess.run([a.server_python, str(ROOT / "bench" / "gpu_ramp.py"), "build", str(model), a.tokenizer, a.size, a.device],
-                               capture_output=True, text=True, timeout=600)  # fmt: skip
+        build = subprocess.run(
+            [a.server_python, str(ROOT / "bench" / "gpu_ramp.py"), "build", str(model), a.tokenizer, a.size, a.device],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if build.returncode != 0:
             raise RuntimeError(f"building the model failed:\n{(build.stdout + build.stderr)[-4000:]}")
         info.update(json.loads(build.stdout.strip().splitlines()[-1]))
@@ -362,7 +486,9 @@ def flow(a) -> int:
     try:
         workload = write_prompts(out, a)
         (out / "runs").mkdir(parents=True, exist_ok=True)
-        if not a.host:  # the first request fixes the server's shared sampling settings: greedy, like every request after it
+        if (
+            not a.host
+        ):  # the first request fixes the server's shared sampling settings: greedy, like every request after it
             info["warmup"] = gpu_ramp.warm_up(url, a.model, out / "server.log")
         # one short run of each client before measuring (connections, first-request paths)
         warm = argparse.Namespace(**{**vars(a), "requests": a.concurrency})
@@ -413,7 +539,12 @@ def main() -> int:
         p.add_argument("--rounds", type=int, default=3 if dev else 2)
         p.add_argument("--variants", default=",".join(VARIANTS))
         p.add_argument("--run-timeout", type=float, default=200.0)
-        p.add_argument("--budget-s", type=float, default=560.0, help="seconds the whole flow may take (the device allows 600 per command)")
+        p.add_argument(
+            "--budget-s",
+            type=float,
+            default=560.0,
+            help="seconds the whole flow may take (the device allows 600 per command)",
+        )
     a = ap.parse_args()
     if a.cmd == "prepare":
         prepare()
@@ -424,8 +555,14 @@ def main() -> int:
         port = 18124
         argv = [sys.executable, "-m", "simulator", "--port", str(port), "--profile", "fixed"]
         with tempfile.TemporaryDirectory(prefix="gpu-agreement-") as tmp:
-            sim = ServerProcess(argv, os.path.join(tmp, "simulator.log"), name="the simulator", cwd=ROOT,
-                                ready_line=r"listening on (?P<url>\S+)", stop_timeout=10)  # fmt: skip
+            sim = ServerProcess(
+                argv,
+                os.path.join(tmp, "simulator.log"),
+                name="the simulator",
+                cwd=ROOT,
+                ready_line=r"listening on (?P<url>\S+)",
+                stop_timeout=10,
+            )
             with sim.start(timeout=30):
                 a.host = f"http://127.0.0.1:{port}"
                 return flow(a)

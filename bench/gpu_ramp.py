@@ -48,18 +48,53 @@ STEPS = "16,32,64,128,256"
 # Seen working on the device image (transformers 5.17, torch 2.11, Python 3.12) for `transformers serve`,
 # plus the suite's own packages that the image lacks (requirements.txt pins).
 WHEELS = [
-    "openai==1.109.1", "pydantic==2.11.9", "pydantic-core==2.33.2", "fastapi==0.118.0", "starlette==0.48.0",
-    "uvicorn==0.35.0", "jiter==0.11.0", "distro==1.9.0", "sniffio==1.3.1", "annotated-types==0.7.0",
+    "openai==1.109.1",
+    "pydantic==2.11.9",
+    "pydantic-core==2.33.2",
+    "fastapi==0.118.0",
+    "starlette==0.48.0",
+    "uvicorn==0.35.0",
+    "jiter==0.11.0",
+    "distro==1.9.0",
+    "sniffio==1.3.1",
+    "annotated-types==0.7.0",
     "typing-inspection==0.4.1",
-    "locust==2.47.0", "gevent==26.9.0", "greenlet==3.5.6", "zope.event==6.2", "zope.interface==8.7",
-    "geventhttpclient==2.6.1", "brotli==1.2.1", "flask==3.1.3", "flask-cors==6.0.5", "flask-login==0.6.3",
-    "werkzeug==3.1.9", "blinker==1.9.0", "itsdangerous==2.2.0", "python-socketio==5.18.1",
-    "python-engineio==4.15.1", "simple-websocket==1.1.0", "wsproto==1.3.2", "bidict==0.24.1",
-    "configargparse==1.9.0", "pyzmq==27.3.0", "orjson==3.13.0", "pandas==3.1.1", "tzdata==2026.6",
-]  # fmt: skip
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64", "manylinux_2_24_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64",
-             "manylinux_2_35_x86_64", "manylinux_2_5_x86_64"]  # fmt: skip
+    "locust==2.47.0",
+    "gevent==26.9.0",
+    "greenlet==3.5.6",
+    "zope.event==6.2",
+    "zope.interface==8.7",
+    "geventhttpclient==2.6.1",
+    "brotli==1.2.1",
+    "flask==3.1.3",
+    "flask-cors==6.0.5",
+    "flask-login==0.6.3",
+    "werkzeug==3.1.9",
+    "blinker==1.9.0",
+    "itsdangerous==2.2.0",
+    "python-socketio==5.18.1",
+    "python-engineio==4.15.1",
+    "simple-websocket==1.1.0",
+    "wsproto==1.3.2",
+    "bidict==0.24.1",
+    "configargparse==1.9.0",
+    "pyzmq==27.3.0",
+    "orjson==3.13.0",
+    "pandas==3.1.1",
+    "tzdata==2026.6",
+]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_35_x86_64",
+    "manylinux_2_5_x86_64",
+]
 
 
 def log(msg: str) -> None:
@@ -75,8 +110,21 @@ def prepare() -> None:
     wheels = CARRY / "wheels"
     shutil.rmtree(CARRY, ignore_errors=True)
     wheels.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-           "--implementation", "cp", "-d", str(wheels)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        "-d",
+        str(wheels),
+    ]
     for p in PLATFORMS:
         cmd += ["--platform", p]
     subprocess.run(cmd + ["--platform", "any"] + WHEELS, check=True)
@@ -106,17 +154,36 @@ def build_model(out: Path, tokenizer_dir: Path, size: str, device: str) -> dict:
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     if size == "1b":
-        dims = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=20, num_attention_heads=16,
-                    num_key_value_heads=8, head_dim=128)  # fmt: skip
+        dims = dict(
+            hidden_size=2048,
+            intermediate_size=5632,
+            num_hidden_layers=20,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+        )
         dtype, anchor = torch.bfloat16, 64.0
     else:  # the CPU smoke test
-        dims = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                    num_key_value_heads=2, head_dim=32)  # fmt: skip
+        dims = dict(
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+        )
         dtype, anchor = torch.float32, 16.0
     config = LlamaConfig(
-        vocab_size=len(tok), max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **dims,
-    )  # fmt: skip
+        vocab_size=len(tok),
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        **dims,
+    )
     torch.manual_seed(1234)
     t0 = time.monotonic()
     with torch.device(device):
@@ -134,16 +201,25 @@ def build_model(out: Path, tokenizer_dir: Path, size: str, device: str) -> dict:
     model = model.to(dtype)
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
-    GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                     do_sample=False).save_pretrained(out)  # fmt: skip
+    GenerationConfig(
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, do_sample=False
+    ).save_pretrained(out)
     params = sum(p.numel() for p in model.parameters())
     # the shaping holds: the end-of-sequence token is never the best choice
-    ids = tok.apply_chat_template([{"role": "user", "content": "hello"}], add_generation_prompt=True, return_tensors="pt")
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "hello"}], add_generation_prompt=True, return_tensors="pt"
+    )
     ids = ids["input_ids"] if not torch.is_tensor(ids) else ids
     with torch.no_grad():
         logits = model(ids.to(device)).logits[0, -1].float()
-    info = {"params": params, "dtype": str(dtype), "build_s": round(time.monotonic() - t0, 1),
-            "eos_logit": float(logits[tok.eos_token_id]), "max_logit": float(logits.max()), **dims}  # fmt: skip
+    info = {
+        "params": params,
+        "dtype": str(dtype),
+        "build_s": round(time.monotonic() - t0, 1),
+        "eos_logit": float(logits[tok.eos_token_id]),
+        "max_logit": float(logits.max()),
+        **dims,
+    }
     del model
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -187,8 +263,15 @@ def tail(path: Path, lines: int = 60) -> str:
 def warm_up(url: str, model: str, log_path: Path) -> dict:
     """One short streamed chat request: loads the model if the server loads lazily, and checks the
     served model id before any load (a 4xx here ends the run at once, with the server's answer)."""
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 8,
-                       "stream": True, "stream_options": {"include_usage": True}}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": "Hello there"}],
+            "max_tokens": 8,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
     req = urllib.request.Request(url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
     t0 = time.monotonic()
     try:
@@ -198,19 +281,62 @@ def warm_up(url: str, model: str, log_path: Path) -> dict:
     except urllib.error.HTTPError as e:
         raise RuntimeError(f"warm-up request answered {e.code}: {e.read()[:500]!r}\n{tail(log_path)}") from None
     usage = [line for line in text.splitlines() if '"usage"' in line]
-    return {"status": status, "s": round(time.monotonic() - t0, 2), "events": text.count("data:"), "usage_line": usage[-1][:300] if usage else None}
+    return {
+        "status": status,
+        "s": round(time.monotonic() - t0, 2),
+        "events": text.count("data:"),
+        "usage_line": usage[-1][:300] if usage else None,
+    }
 
 
-def ramp(url: str, model: Path, out: Path, steps: str, step_time: str, warmup: str, stop_timeout: int, extra: list[str],
-         slo: str = "ttft.p95<5s", seconds: float | None = None) -> int:
+def ramp(
+    url: str,
+    model: Path,
+    out: Path,
+    steps: str,
+    step_time: str,
+    warmup: str,
+    stop_timeout: int,
+    extra: list[str],
+    slo: str = "ttft.p95<5s",
+    seconds: float | None = None,
+) -> int:
     """The suite's run: -t is one step each (a ramp) unless `seconds` gives it (a capacity search
     holds undecided levels for more steps: it gets what is left of the budget)."""
     if seconds is None:
         seconds = len(steps.split(",")) * float(step_time.rstrip("s"))
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--host", url,
-           "--model", str(model), "--steps", steps, "--step-time", step_time, "--step-warmup", warmup,
-           "--slo", slo, "--seed", "1", "--results-dir", str(out), "--run-id", "ramp",
-           "-t", f"{int(seconds) + 5}s", "--stop-timeout", str(stop_timeout), "--only-summary", *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "locustfile.py"),
+        "--headless",
+        "--host",
+        url,
+        "--model",
+        str(model),
+        "--steps",
+        steps,
+        "--step-time",
+        step_time,
+        "--step-warmup",
+        warmup,
+        "--slo",
+        slo,
+        "--seed",
+        "1",
+        "--results-dir",
+        str(out),
+        "--run-id",
+        "ramp",
+        "-t",
+        f"{int(seconds) + 5}s",
+        "--stop-timeout",
+        str(stop_timeout),
+        "--only-summary",
+        *extra,
+    ]
     log("suite: " + " ".join(cmd[2:]))
     with open(out / "suite.log", "w") as f:
         proc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=seconds + stop_timeout + 60)
@@ -218,9 +344,11 @@ def ramp(url: str, model: Path, out: Path, steps: str, step_time: str, warmup: s
 
 
 def step_table(summary: dict) -> str:
-    lines = ["| users | requests ok | failed | stopped | TTFT mean (ms) | TTFT P95 (ms) | E2E P50 (ms) | TPOT P50 (ms) | ITL P50 (ms) | "
-             "tokens/s per stream (P50) | output tokens/s | total tokens/s |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines = [
+        "| users | requests ok | failed | stopped | TTFT mean (ms) | TTFT P95 (ms) | E2E P50 (ms) | TPOT P50 (ms) | ITL P50 (ms) | "
+        "tokens/s per stream (P50) | output tokens/s | total tokens/s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for s in summary.get("by_step", []):
         r, t = s["requests"], s["throughput"]
 
@@ -229,26 +357,33 @@ def step_table(summary: dict) -> str:
             return "-" if v is None else f"{v:.0f}"
 
         speed = s["stream_tokens_per_s"]["p50"]
-        lines.append(f"| {s['users']} | {r['ok']} | {r['failed']} | {r['stopped']} | {f('ttft_ms', 'mean')} | {f('ttft_ms', 'p95')} | "
-                     f"{f('e2e_ms', 'p50')} | {f('tpot_ms', 'p50')} | {f('itl_ms', 'p50')} | "
-                     f"{'-' if speed is None else f'{speed:.1f}'} | {t['output_tokens_per_s'] or 0:.0f} | {t['total_tokens_per_s'] or 0:.0f} |")  # fmt: skip
+        lines.append(
+            f"| {s['users']} | {r['ok']} | {r['failed']} | {r['stopped']} | {f('ttft_ms', 'mean')} | {f('ttft_ms', 'p95')} | "
+            f"{f('e2e_ms', 'p50')} | {f('tpot_ms', 'p50')} | {f('itl_ms', 'p50')} | "
+            f"{'-' if speed is None else f'{speed:.1f}'} | {t['output_tokens_per_s'] or 0:.0f} | {t['total_tokens_per_s'] or 0:.0f} |"
+        )
     return "\n".join(lines)
 
 
 def gpu_table(summary: dict) -> str:
     """Per level: the suite's own GPU figures (--gpu-telemetry nvidia-smi; summary.json gpu.by_step)."""
     gpu = summary.get("gpu") or {}
-    lines = ["| users | verdict | readings | GPU util mean % | GPU util P95 % | memory peak MiB | power mean W | J/output token | "
-             "out tok/s per GPU |", "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines = [
+        "| users | verdict | readings | GPU util mean % | GPU util P95 % | memory peak MiB | power mean W | J/output token | "
+        "out tok/s per GPU |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
 
     def f(x, digits=0):
         return "-" if x is None else f"{x:,.{digits}f}"
 
     for s, g in zip(summary.get("by_step") or [], gpu.get("by_step") or []):
         v = (s.get("verdict") or {}).get("state", "-")
-        lines.append(f"| {g['users']} | {v} | {g['readings']} | {f(g['utilization_pct_mean'])} | {f(g['utilization_pct_p95'])} | "
-                     f"{f(g['memory_used_mib_peak'])} | {f(g['power_w_mean'])} | {f(g['joules_per_output_token'], 3)} | "
-                     f"{f(g['output_tokens_per_s_per_gpu'])} |")  # fmt: skip
+        lines.append(
+            f"| {g['users']} | {v} | {g['readings']} | {f(g['utilization_pct_mean'])} | {f(g['utilization_pct_p95'])} | "
+            f"{f(g['memory_used_mib_peak'])} | {f(g['power_w_mean'])} | {f(g['joules_per_output_token'], 3)} | "
+            f"{f(g['output_tokens_per_s_per_gpu'])} |"
+        )
     return "\n".join(lines) + (f"\n\n{gpu['sentence']}" if gpu.get("sentence") else "")
 
 
@@ -257,8 +392,12 @@ def device_flow(a) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
     model = Path(a.model_dir)
-    build = subprocess.run([a.server_python, __file__, "build", str(model), a.tokenizer, a.size, a.device],
-                           capture_output=True, text=True, timeout=900)  # fmt: skip
+    build = subprocess.run(
+        [a.server_python, __file__, "build", str(model), a.tokenizer, a.size, a.device],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if build.returncode != 0:
         raise RuntimeError(f"building the model failed:\n{(build.stdout + build.stderr)[-4000:]}")
     info = json.loads(build.stdout.strip().splitlines()[-1])
@@ -280,8 +419,18 @@ def device_flow(a) -> int:
         if a.device == "cuda":  # the suite reads the GPU itself, aligned to its levels (plugin/gpu.py)
             extra += ["--gpu-telemetry", "nvidia-smi"]
         seconds = max(left, n_steps * step_s) if a.find_capacity else None
-        rc = ramp(f"http://127.0.0.1:{port}", model, out, a.steps, f"{step_s:g}s", a.step_warmup, a.stop_timeout, extra, a.slo,
-                  seconds)
+        rc = ramp(
+            f"http://127.0.0.1:{port}",
+            model,
+            out,
+            a.steps,
+            f"{step_s:g}s",
+            a.step_warmup,
+            a.stop_timeout,
+            extra,
+            a.slo,
+            seconds,
+        )
     except subprocess.TimeoutExpired:
         rc = "timeout"
     finally:
@@ -328,7 +477,12 @@ def main() -> int:
         p.add_argument("--stop-timeout", type=int, default=10)
         p.add_argument("--slo", default="ttft.p95<5s")
         p.add_argument("--find-capacity", action="store_true", help="a capacity search over --steps (walked in order)")
-        p.add_argument("--budget-s", type=float, default=540.0, help="seconds the whole flow may take (the device allows 600 for the command)")
+        p.add_argument(
+            "--budget-s",
+            type=float,
+            default=540.0,
+            help="seconds the whole flow may take (the device allows 600 for the command)",
+        )
         p.add_argument("--server-python", default=sys.executable, help="python with torch and transformers[serving]")
         p.add_argument("extra", nargs="*", help="more suite options, after --")
     a = ap.parse_args()
@@ -339,8 +493,12 @@ def main() -> int:
         import torch
         import transformers
 
-        env = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0],
-               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}  # fmt: skip
+        env = {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": sys.version.split()[0],
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        }
         print(json.dumps({**env, "model": build_model(Path(a.out), Path(a.tokenizer), a.size, a.device)}))
         return 0
     if a.cmd == "smoke":

@@ -26,7 +26,13 @@ def simulator(*args: str):
     """The simulator (`python -m simulator --port 0 ARGS`), yielding its URL (read from the line it
     prints when it listens); stopped at the end (SIGTERM to its process group, SIGKILL after 30 s)."""
     with tempfile.TemporaryDirectory(prefix="bench-simulator-") as tmp:
-        server = ServerProcess([sys.executable, "-m", "simulator", "--port", "0", *args], os.path.join(tmp, "simulator.log"),
-                               name="the simulator", cwd=ROOT, ready_line=r"listening on (?P<url>\S+)", stop_timeout=30)  # fmt: skip
+        server = ServerProcess(
+            [sys.executable, "-m", "simulator", "--port", "0", *args],
+            os.path.join(tmp, "simulator.log"),
+            name="the simulator",
+            cwd=ROOT,
+            ready_line=r"listening on (?P<url>\S+)",
+            stop_timeout=30,
+        )
         with server.start(timeout=60):
             yield server.url

@@ -32,7 +32,7 @@ import time
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import cpu_seconds, save, sse_events  # noqa: E402
+from client_common import cpu_seconds, save, sse_events
 
 
 class State:
@@ -51,9 +51,13 @@ class State:
 async def one_request(session: aiohttp.ClientSession, url: str, rid: str, st_: State) -> None:
     args = st_.args
     payload = {
-        "model": args.model, "prompt": args.prompt, "max_tokens": args.max_tokens, "stream": True,
-        "stream_options": {"include_usage": True}, "ignore_eos": True,
-    }  # fmt: skip
+        "model": args.model,
+        "prompt": args.prompt,
+        "max_tokens": args.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
     headers = {"Content-Type": "application/json", "X-Request-Id": rid, "X-Sim-Timestamps": "1"}
     chunk_t, chunk_lag = st_.chunk_t, st_.chunk_lag
     first = 0.0
@@ -73,7 +77,7 @@ async def one_request(session: aiohttp.ClientSession, url: str, rid: str, st_: S
                     chunk_lag.append(timestamp - data["sim_t"])
                 elif usage := data.get("usage"):
                     _tokens = usage.get("completion_tokens")
-    except Exception:  # noqa: BLE001 - vLLM's loop records any failure and goes on
+    except Exception:
         st_.errors += 1
         return
     if first:
@@ -99,7 +103,7 @@ async def main_async(args) -> None:
         users = [
             asyncio.create_task(stream_user(i, session, url, st_, t0 + args.ramp * i / args.streams))
             for i in range(args.streams)
-        ]  # fmt: skip
+        ]
         await asyncio.sleep(max(0.0, t0 + args.warmup - time.perf_counter()))
         w0, c0 = time.perf_counter(), cpu_seconds()
         await asyncio.sleep(max(0.0, w0 + args.duration - time.perf_counter()))
@@ -107,7 +111,7 @@ async def main_async(args) -> None:
         st_.stopping = True
         try:
             await asyncio.wait_for(asyncio.gather(*users), timeout=args.drain)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     save(args.out, (w0, w1), (c0, c1), st_.chunk_t, st_.chunk_lag, st_.req_id, st_.req_send, st_.req_first)
     print(f"ref_aiohttp: {len(st_.req_id)} requests, {len(st_.chunk_t)} chunks, {st_.errors} errors", flush=True)

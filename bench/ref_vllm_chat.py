@@ -43,7 +43,7 @@ import uuid
 import aiohttp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import sse_events  # noqa: E402
+from client_common import sse_events
 
 TIMEOUT = aiohttp.ClientTimeout(total=6 * 60 * 60)
 
@@ -51,27 +51,58 @@ TIMEOUT = aiohttp.ClientTimeout(total=6 * 60 * 60)
 def build_request(args, messages: list[dict], rid: str) -> tuple[dict, bytes | None, dict]:
     """(payload for json=, or None; raw body bytes, or None; headers) for one request."""
     if args.body == "suite":
-        body = {"model": args.model, "messages": messages, "max_tokens": args.max_tokens, "stream": True,
-                "stream_options": {"include_usage": True}, **args.extra}  # fmt: skip
+        body = {
+            "model": args.model,
+            "messages": messages,
+            "max_tokens": args.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **args.extra,
+        }
         raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "X-Request-Id": rid,
-                   "User-Agent": "llm-loadtest"}  # fmt: skip
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "X-Request-Id": rid,
+            "User-Agent": "llm-loadtest",
+        }
         return None, raw, headers
-    msgs = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} if m["role"] == "user" else m
-            for m in messages]  # fmt: skip
+    msgs = [
+        {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} if m["role"] == "user" else m
+        for m in messages
+    ]
     # max_tokens as well: transformers serve 5.17 reads only max_tokens and ignores max_completion_tokens
     # (its default is then 1024 new tokens; bench/RESULTS.md "Agreement on one H200")
-    payload = {"model": args.model, "messages": msgs, "max_completion_tokens": args.max_tokens, "max_tokens": args.max_tokens,
-               "stream": True, "stream_options": {"include_usage": True}, "temperature": 0.0, **args.extra}  # fmt: skip
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY')}",
-               "x-request-id": rid}  # fmt: skip
+    payload = {
+        "model": args.model,
+        "messages": msgs,
+        "max_completion_tokens": args.max_tokens,
+        "max_tokens": args.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+        **args.extra,
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY')}",
+        "x-request-id": rid,
+    }
     return payload, None, headers
 
 
 async def one_request(session: aiohttp.ClientSession | None, url: str, args, messages: list[dict], rid: str) -> dict:
     payload, raw, headers = build_request(args, messages, rid)
-    out = {"ok": False, "st": 0.0, "first_chunk": 0.0, "ttft": 0.0, "latency": 0.0, "output_tokens": 0,
-           "itl": [], "error": ""}  # fmt: skip
+    out = {
+        "ok": False,
+        "st": 0.0,
+        "first_chunk": 0.0,
+        "ttft": 0.0,
+        "latency": 0.0,
+        "output_tokens": 0,
+        "itl": [],
+        "error": "",
+    }
     own = session is None
     if own:
         session = aiohttp.ClientSession(trust_env=True, timeout=TIMEOUT)
@@ -100,7 +131,7 @@ async def one_request(session: aiohttp.ClientSession | None, url: str, args, mes
         out.update(ok=ttft > 0.0, st=st, first_chunk=first_chunk, ttft=ttft, latency=most_recent - st)
         if not out["ok"]:
             out["error"] = "no content"
-    except Exception as e:  # noqa: BLE001 - recorded, the benchmark goes on (as vllm bench does)
+    except Exception as e:
         out["error"] = f"{type(e).__name__}: {e}"[:200]
     finally:
         if own:
@@ -114,8 +145,13 @@ async def bench(args) -> dict:
     sem = asyncio.Semaphore(args.concurrency)
     session = None
     if args.connection == "keep-alive":
-        connector = aiohttp.TCPConnector(limit=args.concurrency, limit_per_host=args.concurrency, keepalive_timeout=60,
-                                         enable_cleanup_closed=True, force_close=False)  # fmt: skip
+        connector = aiohttp.TCPConnector(
+            limit=args.concurrency,
+            limit_per_host=args.concurrency,
+            keepalive_timeout=60,
+            enable_cleanup_closed=True,
+            force_close=False,
+        )
         session = aiohttp.ClientSession(connector=connector, trust_env=True, timeout=TIMEOUT)
     prefix = f"ref-{uuid.uuid4().hex[:8]}-"
 
@@ -144,15 +180,28 @@ def figures(run: dict) -> dict:
     import numpy as np
 
     ok = [r for r in run["requests"] if r["ok"]]
-    out = {"completed": len(ok), "failed": len(run["requests"]) - len(ok), "duration": run["duration"],
-           "total_output_tokens": int(sum(r["output_tokens"] for r in ok))}  # fmt: skip
+    out = {
+        "completed": len(ok),
+        "failed": len(run["requests"]) - len(ok),
+        "duration": run["duration"],
+        "total_output_tokens": int(sum(r["output_tokens"] for r in ok)),
+    }
     ttft = np.array([r["ttft"] for r in ok]) * 1e3
     e2e = np.array([r["latency"] for r in ok]) * 1e3
     tpot = np.array([(r["latency"] - r["ttft"]) / (r["output_tokens"] - 1) for r in ok if r["output_tokens"] > 1]) * 1e3
-    tpot_fc = np.array([(r["latency"] - r["first_chunk"]) / (r["output_tokens"] - 1) for r in ok if r["output_tokens"] > 1]) * 1e3
+    tpot_fc = (
+        np.array([(r["latency"] - r["first_chunk"]) / (r["output_tokens"] - 1) for r in ok if r["output_tokens"] > 1])
+        * 1e3
+    )
     itl = np.array([x for r in ok for x in r["itl"]]) * 1e3
-    for name, v in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2e), ("first_chunk", np.array([r["first_chunk"] for r in ok]) * 1e3),
-                    ("tpot_first_chunk", tpot_fc)):  # fmt: skip
+    for name, v in (
+        ("ttft", ttft),
+        ("tpot", tpot),
+        ("itl", itl),
+        ("e2el", e2e),
+        ("first_chunk", np.array([r["first_chunk"] for r in ok]) * 1e3),
+        ("tpot_first_chunk", tpot_fc),
+    ):
         if len(v):
             out[f"mean_{name}_ms"] = float(v.mean())
             out[f"p50_{name}_ms"] = float(np.percentile(v, 50))

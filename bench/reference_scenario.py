@@ -34,14 +34,31 @@ PUBLISHED = {
     160: (4820, 13600, 46700, 6500, None),
 }
 # the points the simulator profile is fitted to (the foundation issue's acceptance points)
-JUDGED = {5: ("ttft_mean", "stream_tps"), 50: ("ttft_mean", "total_tps"), 80: ("ttft_p95",), 120: ("ttft_p95",), 160: ("ttft_mean", "ttft_p95", "total_tps")}
+JUDGED = {
+    5: ("ttft_mean", "stream_tps"),
+    50: ("ttft_mean", "total_tps"),
+    80: ("ttft_p95",),
+    120: ("ttft_p95",),
+    160: ("ttft_mean", "ttft_p95", "total_tps"),
+}
 TOLERANCE = 0.25
 
 
 def run(args: list[str], timeout: float) -> dict:
     out = tempfile.mkdtemp(prefix="refscen-")
-    cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py"), "--headless",
-           "--results-dir", out, "--run-id", "r", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(ROOT, "locustfile.py"),
+        "--headless",
+        "--results-dir",
+        out,
+        "--run-id",
+        "r",
+        *args,
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if proc.returncode not in (0, 1, 3, 6):  # done, request failures, SLO missed or undecided: the run ran
@@ -55,9 +72,12 @@ def run(args: list[str], timeout: float) -> dict:
 
 def figures(step: dict) -> dict:
     return {
-        "ttft_mean": step["ttft_ms"]["mean"], "ttft_p95": step["ttft_ms"]["p95"], "e2e_mean": step["e2e_ms"]["mean"],
-        "total_tps": step["throughput"]["total_tokens_per_s"], "stream_tps": step["stream_tokens_per_s"]["mean"],
-    }  # fmt: skip
+        "ttft_mean": step["ttft_ms"]["mean"],
+        "ttft_p95": step["ttft_ms"]["p95"],
+        "e2e_mean": step["e2e_ms"]["mean"],
+        "total_tps": step["throughput"]["total_tokens_per_s"],
+        "stream_tps": step["stream_tokens_per_s"]["mean"],
+    }
 
 
 def cell(measured, published, judged: bool) -> tuple[str, bool]:
@@ -79,9 +99,27 @@ def main() -> None:
     ap.add_argument("--skip-capacity", action="store_true")
     a = ap.parse_args()
     steps = ",".join(map(str, STEPS))
-    print(f"step ramp {steps} users, --step-time {a.step_time}, --step-warmup {a.step_warmup}, profile v100-7b-tp8", flush=True)
-    s = run(["--steps", steps, "--step-time", a.step_time, "--step-warmup", a.step_warmup, "--seed", a.seed,
-             "--slo", "ttft.p95<5s", "--stop-timeout", "120"], timeout=3600)  # fmt: skip
+    print(
+        f"step ramp {steps} users, --step-time {a.step_time}, --step-warmup {a.step_warmup}, profile v100-7b-tp8",
+        flush=True,
+    )
+    s = run(
+        [
+            "--steps",
+            steps,
+            "--step-time",
+            a.step_time,
+            "--step-warmup",
+            a.step_warmup,
+            "--seed",
+            a.seed,
+            "--slo",
+            "ttft.p95<5s",
+            "--stop-timeout",
+            "120",
+        ],
+        timeout=3600,
+    )
     names = ("ttft_mean", "ttft_p95", "e2e_mean", "total_tps", "stream_tps")
     heads = ("mean TTFT ms", "P95 TTFT ms", "mean E2E ms", "total tokens/s", "tokens/s per stream")
     print("\nmeasured / published (difference); judged points marked ok or MISS (+-25 %)")
@@ -102,8 +140,24 @@ def main() -> None:
         print("\nfrom the step ramp: " + s["capacity"]["sentence"])
     if not a.skip_capacity:
         # doubling then bisection, independent of the ramp's levels
-        c = run(["--find-capacity", "--slo", "ttft.p95<5s", "--step-time", a.step_time, "--step-warmup", a.step_warmup,
-                 "--seed", a.seed, "--stop-timeout", "120", "-t", "30m"], timeout=3600)  # fmt: skip
+        c = run(
+            [
+                "--find-capacity",
+                "--slo",
+                "ttft.p95<5s",
+                "--step-time",
+                a.step_time,
+                "--step-warmup",
+                a.step_warmup,
+                "--seed",
+                a.seed,
+                "--stop-timeout",
+                "120",
+                "-t",
+                "30m",
+            ],
+            timeout=3600,
+        )
         print("capacity search: " + c["capacity"]["sentence"] + f" ({c['_wall_s']:.0f} s)")
     print("\npublished: capacity at P95 TTFT < 5 s about 80-100 users, 5,000-6,000 tokens/s")
     print(f"verdict: {'all judged points within 25 %' if all_ok else 'some judged points off by more than 25 %'}")

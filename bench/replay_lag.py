@@ -20,7 +20,7 @@ import tempfile
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from processes import ROOT, free_port, simulator  # noqa: E402
+from processes import ROOT, free_port, simulator
 
 LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py")]
 
@@ -40,20 +40,56 @@ def main() -> int:
     t, n = 3.0, 0
     with open(trace, "w") as f:
         while t < 3.0 + args.seconds:
-            f.write(json.dumps({"t": round(t, 6), "class": rng.choice(["short", "long"]),
-                                "text": f"q{n} " + "x" * rng.randint(5, 300), "max_tokens": rng.randint(2, 6)}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "t": round(t, 6),
+                        "class": rng.choice(["short", "long"]),
+                        "text": f"q{n} " + "x" * rng.randint(5, 300),
+                        "max_tokens": rng.randint(2, 6),
+                    }
+                )
+                + "\n"
+            )
             n += 1
             t += rng.expovariate(args.rate)
     procs = []
     with simulator("--profile", "fixed") as url:
         try:
             port = free_port()
-            master = subprocess.Popen([*LOCUST, "--master", "--headless", "--master-bind-port", str(port),
-                                       "--expect-workers", str(args.workers), "--host", url, "--replay", trace,
-                                       "--results-dir", out, "--run-id", "lag", "--stop-timeout", "10"],
-                                      cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            procs = [subprocess.Popen([*LOCUST, "--worker", "--master-port", str(port)], cwd=ROOT,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(args.workers)]
+            master = subprocess.Popen(
+                [
+                    *LOCUST,
+                    "--master",
+                    "--headless",
+                    "--master-bind-port",
+                    str(port),
+                    "--expect-workers",
+                    str(args.workers),
+                    "--host",
+                    url,
+                    "--replay",
+                    trace,
+                    "--results-dir",
+                    out,
+                    "--run-id",
+                    "lag",
+                    "--stop-timeout",
+                    "10",
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            procs = [
+                subprocess.Popen(
+                    [*LOCUST, "--worker", "--master-port", str(port)],
+                    cwd=ROOT,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for _ in range(args.workers)
+            ]
             rc = master.wait(timeout=args.seconds + 180)
         finally:
             for p in procs:
@@ -63,13 +99,24 @@ def main() -> int:
         summary = json.load(f)
     table = pq.read_table(os.path.join(out, "lag", "requests.parquet"), columns=["t_send", "t_intended", "ok"])
     lag = summary["overall"]["schedule_lag_ms"]
-    print(json.dumps({
-        "exit_code": rc, "trace_requests": n, "records": table.num_rows, "ok": sum(table.column("ok").to_pylist()),
-        "workers": args.workers, "rate": args.rate, "seconds": args.seconds,
-        "lag_ms": {k: round(lag[k], 3) for k in ("p50", "p90", "p95", "p99", "p99.9", "max")},
-        "target_rate": summary["open_loop"]["target_rate"], "sent_per_s": summary["open_loop"]["sent_per_s"],
-        "cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "exit_code": rc,
+                "trace_requests": n,
+                "records": table.num_rows,
+                "ok": sum(table.column("ok").to_pylist()),
+                "workers": args.workers,
+                "rate": args.rate,
+                "seconds": args.seconds,
+                "lag_ms": {k: round(lag[k], 3) for k in ("p50", "p90", "p95", "p99", "p99.9", "max")},
+                "target_rate": summary["open_loop"]["target_rate"],
+                "sent_per_s": summary["open_loop"]["sent_per_s"],
+                "cpus": os.cpu_count(),
+                "load_1min": round(os.getloadavg()[0], 2),
+            }
+        )
+    )
     return 0 if rc == 0 else 1
 
 

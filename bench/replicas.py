@@ -47,17 +47,53 @@ def replicas(n: int, profile: str, folder: str) -> list[ServerProcess]:
     out = []
     for i in range(n):
         cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", profile]
-        out.append(ServerProcess(cmd, os.path.join(folder, f"replica{i}.log"), name=f"replica {i}", cwd=ROOT,
-                                 ready_line=r"listening on (?P<url>\S+)").start())  # fmt: skip
+        out.append(
+            ServerProcess(
+                cmd,
+                os.path.join(folder, f"replica{i}.log"),
+                name=f"replica {i}",
+                cwd=ROOT,
+                ready_line=r"listening on (?P<url>\S+)",
+            ).start()
+        )
     return out
 
 
 def search(host: str, folder: str, run_id: str, a, *more: str) -> dict:
-    cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfile.py"), "--headless", "--host", host,
-           "--find-capacity", "--capacity-policy", "adaptive", "--capacity-precision", a.precision, "--slo", a.slo,
-           "--step-time", a.step_time, "--step-warmup", a.step_warmup, "-t", a.run_time, "--seed", "3",
-           "--max-tokens-override", str(a.max_tokens), "--stop-timeout", "15", "--results-dir", folder, "--run-id", run_id,
-           *more]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(ROOT, "locustfile.py"),
+        "--headless",
+        "--host",
+        host,
+        "--find-capacity",
+        "--capacity-policy",
+        "adaptive",
+        "--capacity-precision",
+        a.precision,
+        "--slo",
+        a.slo,
+        "--step-time",
+        a.step_time,
+        "--step-warmup",
+        a.step_warmup,
+        "-t",
+        a.run_time,
+        "--seed",
+        "3",
+        "--max-tokens-override",
+        str(a.max_tokens),
+        "--stop-timeout",
+        "15",
+        "--results-dir",
+        folder,
+        "--run-id",
+        run_id,
+        *more,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode not in (0, 1, 3, 6):
         sys.exit(f"{run_id}: the suite failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -69,10 +105,17 @@ def search(host: str, folder: str, run_id: str, a, *more: str) -> dict:
     # passes a level far under the threshold on without deciding it (too few values in its short
     # look): such a level holds the SLO as surely as a met one for this comparison
     missed = cap["next_failing_users"]
-    held = [st for st in s["by_step"] if st["verdict"]["state"] != "missed" and (missed is None or st["users"] < missed)]
+    held = [
+        st for st in s["by_step"] if st["verdict"]["state"] != "missed" and (missed is None or st["users"] < missed)
+    ]
     best = max(held, key=lambda st: st["users"]) if held else None
-    return {"users": best["users"] if best else None, "missed": missed,
-            "rps": best["throughput"]["requests_per_s"] if best else None, "timed_out": cap["timed_out"], "flagged": flagged}  # fmt: skip
+    return {
+        "users": best["users"] if best else None,
+        "missed": missed,
+        "rps": best["throughput"]["requests_per_s"] if best else None,
+        "timed_out": cap["timed_out"],
+        "flagged": flagged,
+    }
 
 
 def measure(n: int, way: str, a, folder: str) -> dict:
@@ -90,8 +133,12 @@ def measure(n: int, way: str, a, folder: str) -> dict:
         conf = os.path.join(box, "nginx.conf")
         with open(conf, "w") as f:
             f.write(nginx.config(box, f"127.0.0.1:{port}", [u.split("//", 1)[1] for u in urls], "least-outstanding"))
-        balancer = subprocess.Popen([a.nginx, "-p", box, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # fmt: skip
+        balancer = subprocess.Popen(
+            [a.nginx, "-p", box, "-c", conf],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 20
         while not os.path.exists(os.path.join(box, "nginx.pid")) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -129,16 +176,22 @@ def main() -> None:
             got = measure(n, way, a, folder)
             rows.append((str(n), way, got, capacity_of(n, one["users"], linear), capacity_of(n, one["rps"], linear)))
             print(f"{n} replicas, {way}: {got}", flush=True)
-    print(f"\n{a.profile}, --slo '{a.slo}', --max-tokens-override {a.max_tokens}, adaptive search, "
-          f"--step-time {a.step_time}, precision {a.precision}\n")  # fmt: skip
-    print("| replicas | spread | users met (missed at) | predicted users | users measured / predicted | requests/s at the "
-          "answer | predicted requests/s | requests/s measured / predicted | flagged |")  # fmt: skip
+    print(
+        f"\n{a.profile}, --slo '{a.slo}', --max-tokens-override {a.max_tokens}, adaptive search, "
+        f"--step-time {a.step_time}, precision {a.precision}\n"
+    )
+    print(
+        "| replicas | spread | users met (missed at) | predicted users | users measured / predicted | requests/s at the "
+        "answer | predicted requests/s | requests/s measured / predicted | flagged |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n, way, got, pu, pr in rows:
         ru = got["users"] / pu if got["users"] and pu else None
         rr = got["rps"] / pr if got["rps"] and pr else None
-        print(f"| {n} | {way} | {got['users']} ({got['missed']}) | {pu:g} | {'-' if ru is None else f'{ru:.2f}'} | "
-              f"{got['rps'] or 0:.2f} | {pr:.2f} | {'-' if rr is None else f'{rr:.2f}'} | {', '.join(got['flagged']) or '-'} |")  # fmt: skip
+        print(
+            f"| {n} | {way} | {got['users']} ({got['missed']}) | {pu:g} | {'-' if ru is None else f'{ru:.2f}'} | "
+            f"{got['rps'] or 0:.2f} | {pr:.2f} | {'-' if rr is None else f'{rr:.2f}'} | {', '.join(got['flagged']) or '-'} |"
+        )
     print(f"\nresults: {folder}")
 
 

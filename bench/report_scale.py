@@ -38,8 +38,15 @@ STEP_USERS = (5, 10, 20, 50, 80, 120, 160)
 ERRORS = np.array(["http_5xx", "timeout", "stream_truncated", "http_429"], dtype=object)
 
 
-def synth_table(n: int, seed: int = 1, t0: float = 1_700_000_000.0, duration: float = 3600.0,
-                steps=STEP_USERS, error_rate: float = 0.01, slow: float = 1.0) -> pa.Table:
+def synth_table(
+    n: int,
+    seed: int = 1,
+    t0: float = 1_700_000_000.0,
+    duration: float = 3600.0,
+    steps=STEP_USERS,
+    error_rate: float = 0.01,
+    slow: float = 1.0,
+) -> pa.Table:
     """N records in metrics.record.ARROW_SCHEMA, built with numpy only. `slow` scales TTFT."""
     rng = np.random.default_rng(seed)
     wall = np.sort(rng.uniform(t0, t0 + duration, n))
@@ -102,7 +109,9 @@ def synth_table(n: int, seed: int = 1, t0: float = 1_700_000_000.0, duration: fl
         "chunk_times": pa.ListArray.from_arrays(off32, pa.array(times)),
         "chunk_tokens": pa.ListArray.from_arrays(off32, pa.array(tok_per_chunk)),
     }
-    return pa.Table.from_arrays([cols[f.name] if f.name in cols else _default(f.type, n) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+    return pa.Table.from_arrays(
+        [cols[f.name] if f.name in cols else _default(f.type, n) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
+    )
 
 
 def _default(t: pa.DataType, n: int) -> pa.Array:
@@ -118,14 +127,21 @@ def _default(t: pa.DataType, n: int) -> pa.Array:
     return pa.array(np.full(n, "", dtype=object), type=t)
 
 
-def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=STEP_USERS, slo: str = "ttft.p95<500ms",
-              run_id: str | None = None):
+def write_run(
+    folder: str,
+    table: pa.Table,
+    t0: float,
+    duration: float,
+    steps=STEP_USERS,
+    slo: str = "ttft.p95<500ms",
+    run_id: str | None = None,
+):
     """A results folder as the suite writes it: requests.parquet, summary.json, run.json; returns
     the summary (metrics.schema.Summary)."""
     from core.files import write_json
-    from runfolder.run_info import RunInfo
-    from runfolder.provenance import package_versions
     from metrics.summary import summarize
+    from runfolder.provenance import package_versions
+    from runfolder.run_info import RunInfo
 
     os.makedirs(folder, exist_ok=True)
     pq.write_table(table, os.path.join(folder, "requests.parquet"), row_group_size=5000, compression="zstd")
@@ -141,10 +157,17 @@ def write_run(folder: str, table: pa.Table, t0: float, duration: float, steps=ST
     summary = summary.with_sections(run_id=run_id, complete=True)
     write_json(os.path.join(folder, "summary.json"), summary.model_dump())
     info = RunInfo(
-        run_id=run_id, started_at=t0, ended_at=t0 + duration, host="http://synthetic:8000", argv=["locust", "--synthetic"],
-        versions=package_versions(), role="local", records=table.num_rows, complete=True,
+        run_id=run_id,
+        started_at=t0,
+        ended_at=t0 + duration,
+        host="http://synthetic:8000",
+        argv=["locust", "--synthetic"],
+        versions=package_versions(),
+        role="local",
+        records=table.num_rows,
+        complete=True,
         options={"model": "synthetic-7b", "steps": ",".join(map(str, steps)) if steps else "", "slo": slo, "seed": 1},
-    )  # fmt: skip
+    )
     write_json(os.path.join(folder, "run.json"), info.dump())
     return summary
 
@@ -161,13 +184,17 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         table = synth_table(args.records, t0=t0, duration=args.duration)
         chunks = sum(len(c.values) for c in table.column("chunk_times").chunks)
-        print(f"synthesised {table.num_rows:,} records, {chunks:,} chunks ({chunks / table.num_rows:.1f}/request) "
-              f"in {time.perf_counter() - t:.1f}s")
+        print(
+            f"synthesised {table.num_rows:,} records, {chunks:,} chunks ({chunks / table.num_rows:.1f}/request) "
+            f"in {time.perf_counter() - t:.1f}s"
+        )
         t = time.perf_counter()
         write_run(folder, table, t0, args.duration)
         del table
         size = os.path.getsize(os.path.join(folder, "requests.parquet"))
-        print(f"wrote {folder} (requests.parquet {size / 2**20:.0f} MiB) and summary.json in {time.perf_counter() - t:.1f}s")
+        print(
+            f"wrote {folder} (requests.parquet {size / 2**20:.0f} MiB) and summary.json in {time.perf_counter() - t:.1f}s"
+        )
         from reports.build import build
 
         t, cpu = time.perf_counter(), time.process_time()
@@ -175,8 +202,10 @@ def main(argv=None) -> int:
         elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
         html = os.path.getsize(paths["html"])
         load = os.getloadavg()[0]
-        print(f"build: {elapsed:.2f}s wall, {cpu:.2f}s CPU (all threads) for {args.records:,} records "
-              f"(report.html {html / 1024:.0f} KiB; load average {load:.1f} on {os.cpu_count()} cores)")
+        print(
+            f"build: {elapsed:.2f}s wall, {cpu:.2f}s CPU (all threads) for {args.records:,} records "
+            f"(report.html {html / 1024:.0f} KiB; load average {load:.1f} on {os.cpu_count()} cores)"
+        )
         print(f"RESULT report_build_seconds={elapsed:.2f} cpu_seconds={cpu:.2f} records={args.records}")
     finally:
         if not args.keep:

@@ -61,7 +61,9 @@ def read_truth(path: str) -> list[dict]:
 
 def truth_ttft_p95_ms(truth: list[dict]) -> float:
     """P95 of the engine's first token - arrival over the answered requests."""
-    vals = [(t["first_token"] - t["arrival"]) * 1000 for t in truth if t["outcome"] == "ok" and t["first_token"] is not None]
+    vals = [
+        (t["first_token"] - t["arrival"]) * 1000 for t in truth if t["outcome"] == "ok" and t["first_token"] is not None
+    ]
     return float(np.percentile(vals, 95)) if vals else float("nan")
 
 
@@ -108,12 +110,34 @@ def _run_on_simulator(folder: str, fields: dict, load: list[str]) -> None:
     profile = write_profile(folder, **fields)
     truth_path = os.path.join(folder, "truth.jsonl")
     cmd = [PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", profile, "--truth-log", truth_path]
-    server = ServerProcess(cmd, os.path.join(folder, "simulator.log"), name="the simulator", cwd=ROOT,
-                           ready_line=r"listening on (?P<url>\S+)", start_timeout=60, stop_timeout=10)  # fmt: skip
+    server = ServerProcess(
+        cmd,
+        os.path.join(folder, "simulator.log"),
+        name="the simulator",
+        cwd=ROOT,
+        ready_line=r"listening on (?P<url>\S+)",
+        start_timeout=60,
+        stop_timeout=10,
+    )
     with server.start():
-        proc = suite("-m", "locust", "-f", os.path.join(ROOT, "locustfile.py"), "--headless", "--host", server.url,
-                     "--server-metrics", server.url + "/metrics", "--server-metrics-interval", "1s",
-                     "--results-dir", folder, "--run-id", "run", *load)  # fmt: skip
+        proc = suite(
+            "-m",
+            "locust",
+            "-f",
+            os.path.join(ROOT, "locustfile.py"),
+            "--headless",
+            "--host",
+            server.url,
+            "--server-metrics",
+            server.url + "/metrics",
+            "--server-metrics-interval",
+            "1s",
+            "--results-dir",
+            folder,
+            "--run-id",
+            "run",
+            *load,
+        )
     run = os.path.join(folder, "run")
     if not os.path.exists(os.path.join(run, "summary.json")):
         raise SystemExit(f"{folder}: the run left no summary (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -138,26 +162,58 @@ def ms(x) -> str:
 
 def finding_seqs(out: str, users: list[int], t: str) -> None:
     print("\n## 1. max_num_seqs 64 / 128 / 256 at max_model_len 4096, SLO P95 TTFT < 5 s")
-    print("| users | max_num_seqs | P95 TTFT ms [95 % interval] | truth P95 TTFT ms | mean queue s (truth) "
-          "| tokens/s per GPU (of 8) [95 % interval] | met SLO | ranking |")
+    print(
+        "| users | max_num_seqs | P95 TTFT ms [95 % interval] | truth P95 TTFT ms | mean queue s (truth) "
+        "| tokens/s per GPU (of 8) [95 % interval] | met SLO | ranking |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for u in users:
         folder = os.path.join(out, f"seqs-u{u}")
         rank = "throughput" if u < 80 else "ttft"
-        r = suite("-m", "sweeps", "run", "--param", "max_num_seqs=64,128,256", "--gpus", "8", "--rank", rank, "--out", folder,
-                  "--", "-u", str(u), "-r", str(u), "-t", t, "--warmup", "15s", "--slo", SLO, "--stop-timeout", "10")  # fmt: skip
+        r = suite(
+            "-m",
+            "sweeps",
+            "run",
+            "--param",
+            "max_num_seqs=64,128,256",
+            "--gpus",
+            "8",
+            "--rank",
+            rank,
+            "--out",
+            folder,
+            "--",
+            "-u",
+            str(u),
+            "-r",
+            str(u),
+            "-t",
+            t,
+            "--warmup",
+            "15s",
+            "--slo",
+            SLO,
+            "--stop-timeout",
+            "10",
+        )
         table = json.load(open(os.path.join(folder, "table.json")))
         ranking = table["ranking"]
-        verdict = f"{rank}: best {ranking['best']['label']} ({ranking['verdict']})" if ranking.get("best") else f"{rank}: none (exit {r.returncode})"
+        verdict = (
+            f"{rank}: best {ranking['best']['label']} ({ranking['verdict']})"
+            if ranking.get("best")
+            else f"{rank}: none (exit {r.returncode})"
+        )
         for p in table["points"]:
             k = p["settings"]["max_num_seqs"]
             point = os.path.join(folder, "points", f"max_num_seqs-{k}")
             truth = in_window(os.path.join(point, "run"), read_truth(os.path.join(point, "truth.jsonl")))
             q = [x["queue_time"] for x in truth if x["outcome"] == "ok" and x["queue_time"] is not None]
             met = p["ttft_p95_ms"] < 5000
-            print(f"| {u} | {k} | {ms(p['ttft_p95_ms'])} [{ms(p['ttft_p95_ms_lo'])}, {ms(p['ttft_p95_ms_hi'])}] "
-                  f"| {ms(truth_ttft_p95_ms(truth))} | {np.mean(q):.2f} | {ms(p['throughput'])} "
-                  f"[{ms(p['throughput_lo'])}, {ms(p['throughput_hi'])}] | {'yes' if met else 'no'} | {verdict} |")  # fmt: skip
+            print(
+                f"| {u} | {k} | {ms(p['ttft_p95_ms'])} [{ms(p['ttft_p95_ms_lo'])}, {ms(p['ttft_p95_ms_hi'])}] "
+                f"| {ms(truth_ttft_p95_ms(truth))} | {np.mean(q):.2f} | {ms(p['throughput'])} "
+                f"[{ms(p['throughput_lo'])}, {ms(p['throughput_hi'])}] | {'yes' if met else 'no'} | {verdict} |"
+            )
         print(f"  (users {u}: {ranking.get('sentence', '')})")
 
 
@@ -166,20 +222,27 @@ def finding_seqs(out: str, users: list[int], t: str) -> None:
 
 def finding_model_len(out: str, users: int, t: str) -> None:
     print(f"\n## 2. max_model_len 2048 against 4096, {users} users")
-    print("| max_model_len | KV blocks | vllm:kv_cache_usage_perc mean / peak | P95 TTFT ms | truth P95 TTFT ms "
-          "| tokens/s | requests ok | refused (HTTP 400, client) | refused (truth) |")
+    print(
+        "| max_model_len | KV blocks | vllm:kv_cache_usage_perc mean / peak | P95 TTFT ms | truth P95 TTFT ms "
+        "| tokens/s | requests ok | refused (HTTP 400, client) | refused (truth) |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for mml in (4096, 2048):
-        res = run_on_simulator(os.path.join(out, f"len-{mml}"), {"max_model_len": mml},
-                               ["-u", str(users), "-r", str(users), "-t", t, "--warmup", "15s", "--stop-timeout", "10"])  # fmt: skip
+        res = run_on_simulator(
+            os.path.join(out, f"len-{mml}"),
+            {"max_model_len": mml},
+            ["-u", str(users), "-r", str(users), "-t", t, "--warmup", "15s", "--stop-timeout", "10"],
+        )
         m, s, rec, truth = res["metrics"], res["summary"], res["records"], res["truth"]
         kv = gauge(m, "vllm:kv_cache_usage_perc")
         blocks = json.loads(m[m["metric"] == "vllm:cache_config_info"]["labels"].iloc[0]).get("num_gpu_blocks")
         o = s["overall"]
         refused = int((rec["error"] == "http_4xx").sum())
-        print(f"| {mml} | {blocks} | {kv.mean():.1%} / {kv.max():.1%} | {ms(o['ttft_ms']['p95'])} "
-              f"| {ms(truth_ttft_p95_ms(res['window_truth']))} | {ms(o['throughput']['total_tokens_per_s'])} | {o['requests']['ok']} "
-              f"| {refused} | {sum(x['outcome'] == 'rejected' for x in truth)} |")  # fmt: skip
+        print(
+            f"| {mml} | {blocks} | {kv.mean():.1%} / {kv.max():.1%} | {ms(o['ttft_ms']['p95'])} "
+            f"| {ms(truth_ttft_p95_ms(res['window_truth']))} | {ms(o['throughput']['total_tokens_per_s'])} | {o['requests']['ok']} "
+            f"| {refused} | {sum(x['outcome'] == 'rejected' for x in truth)} |"
+        )
 
 
 # ------------------------------------------------------------------------- 3: prefix caching
@@ -203,56 +266,113 @@ def finding_prefix(out: str, users: int, t: str, chars: int, rounds: int) -> Non
     os.makedirs(out, exist_ok=True)
     workload = shared_workload(out, chars)
     folder = os.path.join(out, f"prefix-{chars}")
-    suite("-m", "sweeps", "ab", "--a-set", "enable_prefix_caching=false", "--b-set", "enable_prefix_caching=true",
-          "--rounds", str(rounds), "--out", folder, "--", "--workload", workload, "-u", str(users), "-r", str(users),
-          "-t", t, "--max-tokens-override", "64", "--stop-timeout", "20")  # fmt: skip
+    suite(
+        "-m",
+        "sweeps",
+        "ab",
+        "--a-set",
+        "enable_prefix_caching=false",
+        "--b-set",
+        "enable_prefix_caching=true",
+        "--rounds",
+        str(rounds),
+        "--out",
+        folder,
+        "--",
+        "--workload",
+        workload,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        t,
+        "--max-tokens-override",
+        "64",
+        "--stop-timeout",
+        "20",
+    )
     ab = json.load(open(os.path.join(folder, "ab.json")))
     truth = {}
     for side in "AB":
-        truth[side] = [read_truth(os.path.join(folder, f"round-{r:02d}", side, "truth.jsonl")) for r in range(1, ab["rounds"] + 1)]
+        truth[side] = [
+            read_truth(os.path.join(folder, f"round-{r:02d}", side, "truth.jsonl")) for r in range(1, ab["rounds"] + 1)
+        ]
     per_round = [100 * (truth_ttft_p95_ms(b) / truth_ttft_p95_ms(a) - 1) for a, b in zip(truth["A"], truth["B"])]
     cached = [sum(x["cached_tokens"] for x in tr) / max(1, sum(x["prompt_tokens"] for x in tr)) for tr in truth["B"]]
     print("| metric | A (off) | B (on) | B - A | 95 % interval | verdict | smallest detectable |")
     print("| --- | ---: | ---: | ---: | ---: | --- | ---: |")
     for name, m in ab["metrics"].items():
         a, b = m.get("a"), m.get("b")
-        pct = lambda v: f"{100 * v / a:+.1f} %" if a else "-"  # noqa: E731
-        print(f"| {name} | {a:,.1f} | {b:,.1f} | {pct(m['diff'])} | [{pct(m['lo'])}, {pct(m['hi'])}] | {m['verdict']} "
-              f"| ±{m.get('detectable_pct', float('nan')):.1f} % |")  # fmt: skip
-    print(f"truth log, P95 TTFT B vs A per round: {', '.join(f'{d:+.1f} %' for d in per_round)} (mean {np.mean(per_round):+.1f} %); "
-          f"cached share of B's prompt tokens: {np.mean(cached):.0%}")  # fmt: skip
+
+        def pct(v, a=a):
+            return f"{100 * v / a:+.1f} %" if a else "-"
+
+        print(
+            f"| {name} | {a:,.1f} | {b:,.1f} | {pct(m['diff'])} | [{pct(m['lo'])}, {pct(m['hi'])}] | {m['verdict']} "
+            f"| ±{m.get('detectable_pct', float('nan')):.1f} % |"
+        )
+    print(
+        f"truth log, P95 TTFT B vs A per round: {', '.join(f'{d:+.1f} %' for d in per_round)} (mean {np.mean(per_round):+.1f} %); "
+        f"cached share of B's prompt tokens: {np.mean(cached):.0%}"
+    )
 
 
 # ------------------------------------------------------------------------- 4: a tight KV cache
 
 
 def finding_tight_kv(out: str, blocks: int, levels: str, step: str) -> None:
-    print(f"\n## 4. the 20 % long mix against a KV cache of {blocks} blocks, step ramp {levels}, 15 s first-token timeout")
-    print("| limits | level (users) | P95 TTFT ms | timeouts (client) | preemptions (/metrics, level) "
-          "| KV peak | running / waiting (mean) | diagnosis |")
+    print(
+        f"\n## 4. the 20 % long mix against a KV cache of {blocks} blocks, step ramp {levels}, 15 s first-token timeout"
+    )
+    print(
+        "| limits | level (users) | P95 TTFT ms | timeouts (client) | preemptions (/metrics, level) "
+        "| KV peak | running / waiting (mean) | diagnosis |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for label, fields in (("none", {}), ("max_num_seqs 8", {"max_num_seqs": 8})):
-        res = run_on_simulator(os.path.join(out, f"kv-{blocks}-{label.replace(' ', '')}"), {"num_gpu_blocks_override": blocks, **fields},
-                               ["--steps", levels, "--step-time", step, "--step-warmup", "5s", "--slo", SLO,
-                                "--timeout-first-token", "15s", "--stop-timeout", "10"])  # fmt: skip
+        res = run_on_simulator(
+            os.path.join(out, f"kv-{blocks}-{label.replace(' ', '')}"),
+            {"num_gpu_blocks_override": blocks, **fields},
+            [
+                "--steps",
+                levels,
+                "--step-time",
+                step,
+                "--step-warmup",
+                "5s",
+                "--slo",
+                SLO,
+                "--timeout-first-token",
+                "15s",
+                "--stop-timeout",
+                "10",
+            ],
+        )
         d, rec, truth = res["summary"].get("diagnosis") or {}, res["records"], res["truth"]
         for lv in d.get("levels", []):
             u = lv["users"]
             tmo = int((rec[rec["step"] == lv["step"]]["error"] == "timeout").sum())
             p95 = next((b["ttft_ms"]["p95"] for b in res["summary"]["by_step"] if b["step"] == lv["step"]), None)
-            print(f"| {label} | {u} | {ms(p95)} | {tmo} | {lv.get('preemptions', 0):.0f} "
-                  f"| {lv.get('kv_cache_peak', float('nan')):.0%} | {lv.get('running', 0):.1f} / {lv.get('waiting', 0):.1f} "
-                  f"| {d.get('kind') if u == d.get('users') else ''} |")  # fmt: skip
+            print(
+                f"| {label} | {u} | {ms(p95)} | {tmo} | {lv.get('preemptions', 0):.0f} "
+                f"| {lv.get('kv_cache_peak', float('nan')):.0%} | {lv.get('running', 0):.1f} / {lv.get('waiting', 0):.1f} "
+                f"| {d.get('kind') if u == d.get('users') else ''} |"
+            )
         total = counter_increase(res["metrics"], "vllm:num_preemptions_total")
-        print(f"  ({label}: preemptions over the run: /metrics {total:.0f}, truth log {sum(x['preemptions'] for x in truth)}; "
-              f"timeouts {int((rec['error'] == 'timeout').sum())}; diagnosis: {d.get('sentence', '')})")  # fmt: skip
+        print(
+            f"  ({label}: preemptions over the run: /metrics {total:.0f}, truth log {sum(x['preemptions'] for x in truth)}; "
+            f"timeouts {int((rec['error'] == 'timeout').sum())}; diagnosis: {d.get('sentence', '')})"
+        )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for every run's results (kept)")
     ap.add_argument("--only", default="1,2,3,4", help="findings to run, e.g. 1,3")
-    ap.add_argument("--time", default="45s", help="-t of each fixed-load run of findings 1 and 2 (the first 15 s are warm-up)")
+    ap.add_argument(
+        "--time", default="45s", help="-t of each fixed-load run of findings 1 and 2 (the first 15 s are warm-up)"
+    )
     ap.add_argument("--seqs-users", default="64,96", help="finding 1's user counts (below and above the knee)")
     ap.add_argument("--len-users", type=int, default=96)
     ap.add_argument("--prefix-chars", type=int, default=3500)

@@ -19,6 +19,7 @@ simulator and client CPU (from /proc/PID/stat) and lateness percentiles.
 Bounded: every run stops after ``--warmup + --duration`` seconds plus a short
 drain; traffic goes to 127.0.0.1 only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,10 +105,18 @@ class StreamProto(asyncio.Protocol):
 async def client(port, args, sim_pid):
     loop = asyncio.get_running_loop()
     stats = Stats()
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello " * 20}],
-                       "max_tokens": args.max_tokens, "stream": True}).encode()
-    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"X-Request-Id: x\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+    body = json.dumps(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hello " * 20}],
+            "max_tokens": args.max_tokens,
+            "stream": True,
+        }
+    ).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"X-Request-Id: x\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body)
+    )
     t0 = time.perf_counter()
     deadline = t0 + args.warmup + args.duration
     samples = []
@@ -121,20 +130,34 @@ async def client(port, args, sim_pid):
         try:
             _, p = await loop.create_connection(
                 lambda i=i: StreamProto(stats, request, i % args.sample_every == 0, deadline, samples, i),
-                "127.0.0.1", port)
+                "127.0.0.1",
+                port,
+            )
             protos.append(p)
         except OSError:
             stats.errors += 1
     await asyncio.sleep(max(0.0, t0 + args.warmup - time.perf_counter()))
-    w0 = (time.perf_counter(), stats.data_lines, stats.responses, stats.started, cpu_seconds(sim_pid),
-          cpu_seconds(os.getpid()))
+    w0 = (
+        time.perf_counter(),
+        stats.data_lines,
+        stats.responses,
+        stats.started,
+        cpu_seconds(sim_pid),
+        cpu_seconds(os.getpid()),
+    )
     await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
-    w1 = (time.perf_counter(), stats.data_lines, stats.responses, stats.started, cpu_seconds(sim_pid),
-          cpu_seconds(os.getpid()))
+    w1 = (
+        time.perf_counter(),
+        stats.data_lines,
+        stats.responses,
+        stats.started,
+        cpu_seconds(sim_pid),
+        cpu_seconds(os.getpid()),
+    )
     # drain: the streams stop sending at the deadline; wait for in-flight ones (bounded)
     try:
         await asyncio.wait_for(asyncio.gather(*(p.closed for p in protos)), args.max_tokens * args.itl + 5)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     for p in protos:
         if p.transport is not None:
@@ -144,9 +167,12 @@ async def client(port, args, sim_pid):
     started = w1[3] - w0[3]
     content = (w1[1] - w0[1]) - 2 * started
     return {
-        "streams": args.streams, "connect_errors": stats.errors,
-        "tokens_per_s": content / wall, "responses_per_s": (w1[2] - w0[2]) / wall,
-        "sim_cpu_pct": 100 * (w1[4] - w0[4]) / wall, "client_cpu_pct": 100 * (w1[5] - w0[5]) / wall,
+        "streams": args.streams,
+        "connect_errors": stats.errors,
+        "tokens_per_s": content / wall,
+        "responses_per_s": (w1[2] - w0[2]) / wall,
+        "sim_cpu_pct": 100 * (w1[4] - w0[4]) / wall,
+        "client_cpu_pct": 100 * (w1[5] - w0[5]) / wall,
         "window_s": wall,
     }, samples
 
@@ -176,9 +202,14 @@ def lateness(samples, truth_path, ttft, itl):
     def q(x):
         return late[min(len(late) - 1, int(x * len(late)))] * 1000 if late else float("nan")
 
-    return {"chunks_sampled": len(late), "late_ms_p50": q(0.5), "late_ms_p99": q(0.99),
-            "late_ms_p999": q(0.999), "late_ms_max": late[-1] * 1000 if late else float("nan"),
-            "early_ms_min": late[0] * 1000 if late else float("nan")}
+    return {
+        "chunks_sampled": len(late),
+        "late_ms_p50": q(0.5),
+        "late_ms_p99": q(0.99),
+        "late_ms_p999": q(0.999),
+        "late_ms_max": late[-1] * 1000 if late else float("nan"),
+        "early_ms_min": late[0] * 1000 if late else float("nan"),
+    }
 
 
 def main():
@@ -199,8 +230,20 @@ def main():
     with open(prof, "w") as f:
         f.write(f"kind: fixed\nttft_s: {args.ttft}\nitl_s: {args.itl}\nmax_model_len: 1000000\n")
     truth = os.path.join(tmp, "truth.jsonl")
-    cmd = ["taskset", "-c", args.sim_core, sys.executable, "-m", "simulator", "--port", "0", "--profile", prof,
-           "--truth-log", truth]
+    cmd = [
+        "taskset",
+        "-c",
+        args.sim_core,
+        sys.executable,
+        "-m",
+        "simulator",
+        "--port",
+        "0",
+        "--profile",
+        prof,
+        "--truth-log",
+        truth,
+    ]
     sim = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         line = sim.stdout.readline()

@@ -40,8 +40,11 @@ def main() -> int:
     ap.add_argument("--streams", type=int, default=200)
     ap.add_argument("--profile", choices=("fixed", "batch"), default="fixed", help="the runner measured (see above)")
     ap.add_argument("--seconds", type=float, default=29.0, help="virtual seconds; chunks are counted after the first 8")
-    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    help="the checkout whose simulator/ and core/ are measured")  # fmt: skip
+    ap.add_argument(
+        "--root",
+        default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        help="the checkout whose simulator/ and core/ are measured",
+    )
     args = ap.parse_args()
     sys.path.insert(0, os.path.abspath(args.root))
     from simulator.profiles import load_profile
@@ -85,18 +88,26 @@ def main() -> int:
         else:  # room for every stream: 1,048,576 KV tokens, in the field the checkout has
             from simulator.profiles import Profile
 
-            room = ("num_gpu_blocks_override: 65536\n" if "num_gpu_blocks_override" in Profile.model_fields
-                    else "kv_cache_tokens: 1048576\n")
-            f.write("kind: batch\nscheduler: chunked\nmax_num_seqs: 4096\nmax_num_batched_tokens: 65536\n"
-                    "step_base_s: 0.033\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 4096\n" + room)
+            room = (
+                "num_gpu_blocks_override: 65536\n"
+                if "num_gpu_blocks_override" in Profile.model_fields
+                else "kv_cache_tokens: 1048576\n"
+            )
+            f.write(
+                "kind: batch\nscheduler: chunked\nmax_num_seqs: 4096\nmax_num_batched_tokens: 65536\n"
+                "step_base_s: 0.033\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 4096\n" + room
+            )
     loop = Loop()
     srv = SimServer(load_profile(os.path.join(tmp, "cap.yaml")), loop, truth=TruthLog(os.path.join(tmp, "truth.jsonl")))
     if args.profile == "batch" and not hasattr(srv.runner, "_next_step"):
         drive_task_runner(srv.runner, loop, clock)
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello " * 20}], "max_tokens": 200,
-                       "stream": True}).encode()  # fmt: skip
-    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n%b" % (len(body), body))  # fmt: skip
+    body = json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "hello " * 20}], "max_tokens": 200, "stream": True}
+    ).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+    )
     counted = {"chunks": 0, "writes": 0, "bytes": 0}
 
     class Transport:  # counts what the simulator writes; a finished reply sends the next request
@@ -139,9 +150,21 @@ def main() -> int:
             callback(*cargs)
     cpu = time.process_time() - cpu0
     chunks = counted["chunks"] - chunks0
-    print(json.dumps({"root": args.root, "profile": args.profile, "streams": args.streams, "seconds": args.seconds, "chunks": counted["chunks"],
-                      "chunks_measured": chunks, "writes": counted["writes"], "bytes": counted["bytes"],
-                      "cpu_us_per_chunk": round(1e6 * cpu / chunks, 3) if chunks else None}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "root": args.root,
+                "profile": args.profile,
+                "streams": args.streams,
+                "seconds": args.seconds,
+                "chunks": counted["chunks"],
+                "chunks_measured": chunks,
+                "writes": counted["writes"],
+                "bytes": counted["bytes"],
+                "cpu_us_per_chunk": round(1e6 * cpu / chunks, 3) if chunks else None,
+            }
+        )
+    )
     return 0
 
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from processes import ROOT, free_port, simulator  # noqa: E402
+from processes import ROOT, free_port, simulator
 
 LOCUST = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "bench", "spawn_messages_locustfile.py")]
 
@@ -66,17 +66,48 @@ def run(args, tokenizer: str, out: str) -> dict:
         try:
             port = free_port()
             t0 = time.monotonic()
-            master = subprocess.Popen([*LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1",
-                                       "--master-bind-port", str(port), "--expect-workers", str(args.workers), "--host", url,
-                                       "--steps", args.steps, "--step-time", args.step_time, "--step-warmup", "1s",
-                                       "--tokenizer", tokenizer, "--results-dir", out,
-                                       "--run-id", f"spawn-{os.path.basename(tokenizer)}"],
-                                      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(out, "master.log"), "w"))  # fmt: skip
+            master = subprocess.Popen(
+                [
+                    *LOCUST,
+                    "--master",
+                    "--headless",
+                    "--master-bind-host",
+                    "127.0.0.1",
+                    "--master-bind-port",
+                    str(port),
+                    "--expect-workers",
+                    str(args.workers),
+                    "--host",
+                    url,
+                    "--steps",
+                    args.steps,
+                    "--step-time",
+                    args.step_time,
+                    "--step-warmup",
+                    "1s",
+                    "--tokenizer",
+                    tokenizer,
+                    "--results-dir",
+                    out,
+                    "--run-id",
+                    f"spawn-{os.path.basename(tokenizer)}",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=open(os.path.join(out, "master.log"), "w"),
+            )
             procs.append(master)
             for i in range(args.workers):
-                procs.append(subprocess.Popen([*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                              stderr=open(os.path.join(out, f"worker-{i}.log"), "w")))  # fmt: skip
+                procs.append(
+                    subprocess.Popen(
+                        [*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=open(os.path.join(out, f"worker-{i}.log"), "w"),
+                    )
+                )
             code = master.wait(timeout=600)
             wall = time.monotonic() - t0
             for p in procs[1:]:
@@ -90,27 +121,39 @@ def run(args, tokenizer: str, out: str) -> dict:
     for f in sorted(glob.glob(os.path.join(counts, "*.json"))):
         data = json.load(open(f))
         (sent if os.path.basename(f).startswith("master") else received).extend(
-            data["sent"] if os.path.basename(f).startswith("master") else data["received"])
+            data["sent"] if os.path.basename(f).startswith("master") else data["received"]
+        )
     files = os.path.getsize(os.path.join(tokenizer, "tokenizer.json"))
     carrying = [m for m in sent if m["carries_start"]]
     return {
-        "tokenizer": tokenizer, "tokenizer_json_mb": round(files / 1e6, 2), "workers": args.workers, "steps": args.steps,
-        "exit_code": code, "wall_s": round(wall, 1),
-        "spawn_messages": len(sent), "carrying_the_start": len(carrying),
-        "bytes_max": max((m["bytes"] for m in sent), default=0), "bytes_min": min((m["bytes"] for m in sent), default=0),
+        "tokenizer": tokenizer,
+        "tokenizer_json_mb": round(files / 1e6, 2),
+        "workers": args.workers,
+        "steps": args.steps,
+        "exit_code": code,
+        "wall_s": round(wall, 1),
+        "spawn_messages": len(sent),
+        "carrying_the_start": len(carrying),
+        "bytes_max": max((m["bytes"] for m in sent), default=0),
+        "bytes_min": min((m["bytes"] for m in sent), default=0),
         "bytes_total_mb": round(sum(m["bytes"] for m in sent) / 1e6, 2),
         "master_encode_s_total": round(sum(m["seconds"] for m in sent), 3),
         "master_encode_ms_max": round(1000 * max((m["seconds"] for m in sent), default=0), 1),
         "workers_decode_s_total": round(sum(m["seconds"] for m in received), 3),
         "worker_decode_ms_max": round(1000 * max((m["seconds"] for m in received), default=0), 1),
-        "cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2),
-    }  # fmt: skip
+        "cpus": os.cpu_count(),
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tokenizer", action="append", help="tokenizer folder (repeat for several; default: the "
-                    "tiny test model's and a synthetic one of Llama 3's size)")  # fmt: skip
+    ap.add_argument(
+        "--tokenizer",
+        action="append",
+        help="tokenizer folder (repeat for several; default: the "
+        "tiny test model's and a synthetic one of Llama 3's size)",
+    )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", default="1,2,3,4,5,6")
     ap.add_argument("--step-time", default="3s")

@@ -16,10 +16,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from locust import events  # noqa: E402
-from locust.rpc import protocol  # noqa: E402
+from locust import events
+from locust.rpc import protocol
 
-from locustfile import ConfiguredUser, LLMShape  # noqa: E402,F401  the suite's user class, shape and plugins
+from locustfile import ConfiguredUser, LLMShape  # noqa: F401  the suite's user class, shape and plugins
 
 _counted: dict[str, list] = {"sent": [], "received": []}
 _serialize, _unserialize = protocol.Message.serialize, protocol.Message.unserialize.__func__

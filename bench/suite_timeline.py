@@ -39,7 +39,9 @@ def pytest_runtest_protocol(item, nextitem):
     os.makedirs(FOLDER, exist_ok=True)
     with open(os.path.join(FOLDER, f"{worker}.jsonl"), "a") as f:
         turn = next((m for m in ("alone", "timing") if item.get_closest_marker(m) is not None), "side")
-        f.write(json.dumps({"worker": worker, "test": item.nodeid, "start": start, "end": time.time(), "turn": turn}) + "\n")
+        f.write(
+            json.dumps({"worker": worker, "test": item.nodeid, "start": start, "end": time.time(), "turn": turn}) + "\n"
+        )
 
 
 def read(folder: str) -> list[dict]:
@@ -58,8 +60,10 @@ def record(rows: list[dict], path: str) -> str:
     for r in rows:
         seconds[r["test"].split("::")[0]][r.get("turn", "side")] += r["end"] - r["start"]
     modules.update({m: {turn: round(s, 1) for turn, s in sorted(by_turn.items())} for m, by_turn in seconds.items()})
-    about = ("seconds each test module took in a whole run, by turn (tests/conftest.py hands modules out "
-             "longest first); python bench/suite_timeline.py --record")
+    about = (
+        "seconds each test module took in a whole run, by turn (tests/conftest.py hands modules out "
+        "longest first); python bench/suite_timeline.py --record"
+    )
     lines = [f"  {json.dumps(m)}: {json.dumps(s)}" for m, s in sorted(modules.items())]  # one module a line
     with open(path, "w") as f:
         f.write(f'{{\n "about": {json.dumps(about)},\n "modules": {{\n' + ",\n".join(lines) + "\n }\n}\n")
@@ -80,11 +84,13 @@ def summarize(rows: list[dict], folder: str) -> str:
     modules: dict[str, float] = defaultdict(float)
     for r in rows:
         modules[r["test"].split("::")[0]] += r["end"] - r["start"]
-    lines = [f"{len(rows)} tests, {last - first:,.0f} s from the first start to the last end",
-             f"summed test time {total:,.0f} s, of which alone tests {turns['alone']:,.0f} s, timing tests "
-             f"{turns['timing']:,.0f} s (each kind one at a time: tests/conftest.py)",
-             "seconds by tests running at once: " + ", ".join(f"{n}: {s:,.0f}" for n, s in sorted(by_count.items())),
-             "modules with the most summed time:"]  # fmt: skip
+    lines = [
+        f"{len(rows)} tests, {last - first:,.0f} s from the first start to the last end",
+        f"summed test time {total:,.0f} s, of which alone tests {turns['alone']:,.0f} s, timing tests "
+        f"{turns['timing']:,.0f} s (each kind one at a time: tests/conftest.py)",
+        "seconds by tests running at once: " + ", ".join(f"{n}: {s:,.0f}" for n, s in sorted(by_count.items())),
+        "modules with the most summed time:",
+    ]
     lines += [f"  {t:7.1f} s  {m}" for m, t in sorted(modules.items(), key=lambda x: -x[1])[:15]]
     return "\n".join(lines)
 

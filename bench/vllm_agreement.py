@@ -98,14 +98,48 @@ def run_vllm_bench(url: str, model: str, tokenizer: Path, a, tag: str) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     filename = f"{tag}.json"
     cmd = [
-        *a.client_pin, str(venvs.venv_python("vllm")), "-c", VLLM_BENCH,
-        "--backend", "openai-chat", "--base-url", url, "--endpoint", "/v1/chat/completions",
-        "--model", model, "--tokenizer", str(tokenizer), "--dataset-name", "random",
-        "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len), "--random-range-ratio", "0",
-        "--ignore-eos", "--max-concurrency", str(a.concurrency), "--num-prompts", str(a.requests),
-        "--request-rate", "inf", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
-        "--seed", str(a.seed), "--disable-tqdm", "--save-result", "--result-dir", str(out_dir), "--result-filename", filename,
-    ]  # fmt: skip
+        *a.client_pin,
+        str(venvs.venv_python("vllm")),
+        "-c",
+        VLLM_BENCH,
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        model,
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(a.input_len),
+        "--random-output-len",
+        str(a.output_len),
+        "--random-range-ratio",
+        "0",
+        "--ignore-eos",
+        "--max-concurrency",
+        str(a.concurrency),
+        "--num-prompts",
+        str(a.requests),
+        "--request-rate",
+        "inf",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--seed",
+        str(a.seed),
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(out_dir),
+        "--result-filename",
+        filename,
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=venvs.venv_env("vllm"), capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
@@ -118,17 +152,45 @@ def run_vllm_bench(url: str, model: str, tokenizer: Path, a, tag: str) -> dict:
 def run_suite(url: str, model: str, workload: Path, a, tag: str) -> pd.DataFrame:
     results = OUT / "suite"
     cmd = [
-        *a.client_pin, sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "vllm_agreement_locustfile.py"), "--headless",
-        "--host", url, "-u", str(a.concurrency), "-r", "10000", "-t", "30m", "--only-summary",
-        "--endpoint", "chat", "--model", model, "--workload", str(workload),
-        "--max-tokens-override", str(a.output_len), "--ignore-eos", "--seed", str(a.seed),
-        "--results-dir", str(results), "--run-id", tag,
-    ]  # fmt: skip
+        *a.client_pin,
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(ROOT / "bench" / "vllm_agreement_locustfile.py"),
+        "--headless",
+        "--host",
+        url,
+        "-u",
+        str(a.concurrency),
+        "-r",
+        "10000",
+        "-t",
+        "30m",
+        "--only-summary",
+        "--endpoint",
+        "chat",
+        "--model",
+        model,
+        "--workload",
+        str(workload),
+        "--max-tokens-override",
+        str(a.output_len),
+        "--ignore-eos",
+        "--seed",
+        str(a.seed),
+        "--results-dir",
+        str(results),
+        "--run-id",
+        tag,
+    ]
     env = {**os.environ, "AGREEMENT_REQUESTS": str(a.requests)}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     path = results / tag / "requests.parquet"
     if not path.exists():
-        raise RuntimeError(f"the suite wrote no records (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
+        raise RuntimeError(
+            f"the suite wrote no records (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}"
+        )
     return pd.read_parquet(path)
 
 
@@ -141,8 +203,13 @@ def suite_figures(rec: pd.DataFrame) -> dict:
     ttft, e2e, tpot = ok["ttft_s"] * 1e3, ok["e2e_s"] * 1e3, ok["tpot_s"].dropna() * 1e3
     itl = np.concatenate([np.diff(np.asarray(t)) for t in ok["chunk_times"] if len(t) > 1]) * 1e3
     span = float((ok["t_send"] + ok["e2e_s"]).max() - ok["t_send"].min())
-    out = {"completed": len(ok), "failed": int((~rec["ok"]).sum()), "duration": span,
-           "total_input_tokens": int(ok["prompt_tokens"].sum()), "total_output_tokens": int(ok["output_tokens"].sum())}  # fmt: skip
+    out = {
+        "completed": len(ok),
+        "failed": int((~rec["ok"]).sum()),
+        "duration": span,
+        "total_input_tokens": int(ok["prompt_tokens"].sum()),
+        "total_output_tokens": int(ok["output_tokens"].sum()),
+    }
     for name, v in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2e)):
         v = np.asarray(v, dtype=float)
         out[f"mean_{name}_ms"] = float(v.mean())
@@ -155,8 +222,18 @@ def suite_figures(rec: pd.DataFrame) -> dict:
 
 
 def bench_figures(r: dict) -> dict:
-    out = {k: r.get(k) for k in ("completed", "duration", "total_input_tokens", "total_output_tokens",
-                                 "request_throughput", "output_throughput", "total_token_throughput")}  # fmt: skip
+    out = {
+        k: r.get(k)
+        for k in (
+            "completed",
+            "duration",
+            "total_input_tokens",
+            "total_output_tokens",
+            "request_throughput",
+            "output_throughput",
+            "total_token_throughput",
+        )
+    }
     out["failed"] = int(r.get("failed", 0) or 0)
     for name in ("ttft", "tpot", "itl", "e2el"):
         out[f"mean_{name}_ms"] = r.get(f"mean_{name}_ms")
@@ -165,11 +242,20 @@ def bench_figures(r: dict) -> dict:
     return out
 
 
-ROWS = [(f"{stat} {name.upper().replace('E2EL', 'E2E')} (ms)", f"{stat}_{name}_ms")
-        for name in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "p50", "p99")]  # fmt: skip
-ROWS += [("requests/s", "request_throughput"), ("output tokens/s", "output_throughput"),
-         ("total tokens/s", "total_token_throughput"), ("duration (s)", "duration"),
-         ("input tokens", "total_input_tokens"), ("output tokens", "total_output_tokens"), ("completed", "completed")]  # fmt: skip
+ROWS = [
+    (f"{stat} {name.upper().replace('E2EL', 'E2E')} (ms)", f"{stat}_{name}_ms")
+    for name in ("ttft", "tpot", "itl", "e2el")
+    for stat in ("mean", "p50", "p99")
+]
+ROWS += [
+    ("requests/s", "request_throughput"),
+    ("output tokens/s", "output_throughput"),
+    ("total tokens/s", "total_token_throughput"),
+    ("duration (s)", "duration"),
+    ("input tokens", "total_input_tokens"),
+    ("output tokens", "total_output_tokens"),
+    ("completed", "completed"),
+]
 
 
 def table(suite_runs: list[dict], bench_runs: list[dict]) -> str:
@@ -180,8 +266,11 @@ def table(suite_runs: list[dict], bench_runs: list[dict]) -> str:
     def vals(runs, key):
         return np.array([r[key] for r in runs if r.get(key) is not None], dtype=float)
 
-    lines = ["| figure | this suite | vllm bench serve | difference of medians | median paired difference | "
-             "spread of rounds (suite / bench) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines = [
+        "| figure | this suite | vllm bench serve | difference of medians | median paired difference | "
+        "spread of rounds (suite / bench) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for label, key in ROWS:
         s, b = vals(suite_runs, key), vals(bench_runs, key)
         if not len(s) or not len(b):
@@ -190,8 +279,10 @@ def table(suite_runs: list[dict], bench_runs: list[dict]) -> str:
         paired = float(np.median((s[: len(b)] - b[: len(s)]) / b[: len(s)] * 100)) if mb else float("nan")
         spread = lambda v: (v.max() - v.min()) / np.median(v) * 100 if len(v) > 1 and np.median(v) else float("nan")  # noqa: E731
         fmt = "{:.0f}" if key.startswith("total_") or key == "completed" else "{:.2f}"
-        lines.append(f"| {label} | {fmt.format(ms)} | {fmt.format(mb)} | {(ms - mb) / mb * 100 if mb else float('nan'):+.1f} % | "
-                     f"{paired:+.1f} % | {spread(s):.0f} % / {spread(b):.0f} % |")  # fmt: skip
+        lines.append(
+            f"| {label} | {fmt.format(ms)} | {fmt.format(mb)} | {(ms - mb) / mb * 100 if mb else float('nan'):+.1f} % | "
+            f"{paired:+.1f} % | {spread(s):.0f} % / {spread(b):.0f} % |"
+        )
     return "\n".join(lines)
 
 
@@ -217,14 +308,23 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     chars, tokens = calibrate_input_chars(model_dir, a.input_len, a.seed)
     workload = write_workload(OUT / "workload.yaml", input_chars=chars, output_tokens=a.output_len, langs=["en"])
-    print(f"workload: {chars} input chars = {tokens:.1f} prompt tokens on average (target {a.input_len} + template)", flush=True)
+    print(
+        f"workload: {chars} input chars = {tokens:.1f} prompt tokens on average (target {a.input_len} + template)",
+        flush=True,
+    )
 
     server = None
     url = a.host
     if not url:
         # no prefix caching: vllm bench's random prompts share no prefix, the suite's template text does
-        server = launch.vllm(model_dir, free_port(), threads=a.threads, max_num_seqs=max(16, a.concurrency),
-                             cpus=a.server_cpus, extra=["--no-enable-prefix-caching"]).start(timeout=600)  # fmt: skip
+        server = launch.vllm(
+            model_dir,
+            free_port(),
+            threads=a.threads,
+            max_num_seqs=max(16, a.concurrency),
+            cpus=a.server_cpus,
+            extra=["--no-enable-prefix-caching"],
+        ).start(timeout=600)
         url = server.url
         print(f"vLLM ready in {server.ready_s:.1f} s at {url}", flush=True)
     try:
@@ -246,9 +346,21 @@ def main() -> int:
         if server is not None:
             server.stop()
     text = table(suite_runs, bench_runs)
-    print(f"\nchat, {a.requests} requests, concurrency {a.concurrency}, {a.input_len} input / {a.output_len} output tokens, "
-          f"medians of {a.rounds} rounds\n\n{text}")  # fmt: skip
-    (OUT / "agreement.json").write_text(json.dumps({"args": {k: v for k, v in vars(a).items() if k != "client_pin"}, "input_chars": chars, "suite": suite_runs, "vllm_bench": bench_runs}, indent=2))
+    print(
+        f"\nchat, {a.requests} requests, concurrency {a.concurrency}, {a.input_len} input / {a.output_len} output tokens, "
+        f"medians of {a.rounds} rounds\n\n{text}"
+    )
+    (OUT / "agreement.json").write_text(
+        json.dumps(
+            {
+                "args": {k: v for k, v in vars(a).items() if k != "client_pin"},
+                "input_chars": chars,
+                "suite": suite_runs,
+                "vllm_bench": bench_runs,
+            },
+            indent=2,
+        )
+    )
     (OUT / "agreement.md").write_text(text + "\n")
     return 0
 

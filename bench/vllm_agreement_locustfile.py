@@ -19,8 +19,8 @@ import gevent
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import plugin.hooks  # noqa: E402,F401  options, results, event wiring
-from plugin.users import LLMUser  # noqa: E402
+import plugin.hooks  # noqa: F401  options, results, event wiring
+from plugin.users import LLMUser
 
 LIMIT = int(os.environ.get("AGREEMENT_REQUESTS", "100"))
 # bench/gpu_agreement.py pair runs: this file appears when the first request starts, and the

@@ -48,7 +48,7 @@ import zipfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import cpu_seconds, machine_pressure  # noqa: E402
+from client_common import cpu_seconds, machine_pressure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -69,8 +69,11 @@ def vllm_rs_binary(version: str, bin_dir: str) -> tuple[str | None, str]:
     os.makedirs(bin_dir, exist_ok=True)
     wheels = [f for f in os.listdir(bin_dir) if f.startswith(f"vllm-{version}-") and f.endswith(".whl")]
     if not wheels:
-        r = subprocess.run([PY, "-m", "pip", "download", f"vllm=={version}", "--no-deps", "-d", bin_dir],
-                           capture_output=True, text=True)  # fmt: skip
+        r = subprocess.run(
+            [PY, "-m", "pip", "download", f"vllm=={version}", "--no-deps", "-d", bin_dir],
+            capture_output=True,
+            text=True,
+        )
         wheels = [f for f in os.listdir(bin_dir) if f.startswith(f"vllm-{version}-") and f.endswith(".whl")]
         if not wheels:
             return None, f"pip download vllm=={version} failed: {r.stderr.strip()[-300:]}"
@@ -105,9 +108,24 @@ def pin(core: str) -> list[str]:
 def start_simulator(tmp: str, args) -> tuple[subprocess.Popen, str, str]:
     prof = os.path.join(tmp, "fixed.yaml")
     with open(prof, "w") as f:
-        f.write(f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n")
+        f.write(
+            f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n"
+        )
     truth = os.path.join(tmp, "truth.jsonl")
-    cmd = [*pin(args.sim_core), PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", prof, "--truth-log", truth]
+    cmd = [
+        *pin(args.sim_core),
+        PY,
+        "-m",
+        "simulator",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--profile",
+        prof,
+        "--truth-log",
+        truth,
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if "listening on " not in line:
@@ -175,12 +193,43 @@ def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
         f.write(WORKLOAD)
     total = args.per_stream * n
     run_s = math.ceil(args.per_stream * (args.ttft + args.itl * args.max_tokens) * 3 + 30)
-    cmd = [*pin(args.client_core), PY, "-m", "locust", "-f", "locustfile.py", "--headless", "-u", str(n),
-           "-r", str(args.spawn_rate or n), "-t", f"{run_s}s", "--num-requests", str(total), "--host", url,
-           "--endpoint", "completions", "--max-tokens-override", str(args.max_tokens), "--ignore-eos",
-           "--workload", spec, "--results-dir", os.path.join(tmp, "results"), "--run-id", tag, "--model", "sim-model",
-           "--stop-timeout", str(math.ceil(args.ttft + args.itl * args.max_tokens + 5)), "--loglevel", "WARNING",
-           *args.suite_args.split()]  # fmt: skip
+    cmd = [
+        *pin(args.client_core),
+        PY,
+        "-m",
+        "locust",
+        "-f",
+        "locustfile.py",
+        "--headless",
+        "-u",
+        str(n),
+        "-r",
+        str(args.spawn_rate or n),
+        "-t",
+        f"{run_s}s",
+        "--num-requests",
+        str(total),
+        "--host",
+        url,
+        "--endpoint",
+        "completions",
+        "--max-tokens-override",
+        str(args.max_tokens),
+        "--ignore-eos",
+        "--workload",
+        spec,
+        "--results-dir",
+        os.path.join(tmp, "results"),
+        "--run-id",
+        tag,
+        "--model",
+        "sim-model",
+        "--stop-timeout",
+        str(math.ceil(args.ttft + args.itl * args.max_tokens + 5)),
+        "--loglevel",
+        "WARNING",
+        *args.suite_args.split(),
+    ]
     cwd = args.before if kind == "before" else ROOT
     rc, cpu = run_proc(cmd, SUITE_ENV.get(kind, {}), os.path.join(tmp, f"{tag}.log"), run_s + 120, cwd)
     folder = os.path.join(tmp, "results", tag)
@@ -205,11 +254,42 @@ def run_vllm_rs(binary: str, n: int, url: str, tmp: str, args) -> dict:
     tag = f"rs{n}x{int(time.time() * 1000) % 10**8}"
     total = args.per_stream * n
     res = os.path.join(tmp, f"{tag}-result")
-    cmd = [*pin(args.client_core), binary, "bench", "serve", "--backend", "openai", "--base-url", url, "--model", "sim-model",
-           "--tokenizer", word_tokenizer(os.path.join(tmp, "tok")), "--dataset-name", "random", "--random-input-len", "32",
-           "--random-output-len", str(args.max_tokens), "--num-prompts", str(total), "--max-concurrency", str(n),
-           "--request-rate", "inf", "--ignore-eos", "--request-id-prefix", f"{tag}-", "--save-result", "--save-detailed",
-           "--result-dir", res, "--result-filename", "r.json", "--disable-tqdm"]  # fmt: skip
+    cmd = [
+        *pin(args.client_core),
+        binary,
+        "bench",
+        "serve",
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--model",
+        "sim-model",
+        "--tokenizer",
+        word_tokenizer(os.path.join(tmp, "tok")),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        str(args.max_tokens),
+        "--num-prompts",
+        str(total),
+        "--max-concurrency",
+        str(n),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--request-id-prefix",
+        f"{tag}-",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        res,
+        "--result-filename",
+        "r.json",
+        "--disable-tqdm",
+    ]
     limit = args.per_stream * (args.ttft + args.itl * args.max_tokens) * 3 + 150
     rc, cpu = run_proc(cmd, {}, os.path.join(tmp, f"{tag}.log"), limit)
     try:
@@ -218,8 +298,11 @@ def run_vllm_rs(binary: str, n: int, url: str, tmp: str, args) -> dict:
     except OSError as e:
         return {"error": f"vllm-rs wrote no results (rc {rc}): {e}; log {tmp}/{tag}.log"}
     # its per-request arrays are in the order of its prompts, whose ids are PREFIX0, PREFIX1, ...
-    rows = [(f"{tag}-{i}", ttft, lat, out_len, math.nan) for i, (ttft, lat, out_len, err) in
-            enumerate(zip(d["ttfts"], d["latencies"], d["output_lens"], d["errors"])) if not err]  # fmt: skip
+    rows = [
+        (f"{tag}-{i}", ttft, lat, out_len, math.nan)
+        for i, (ttft, lat, out_len, err) in enumerate(zip(d["ttfts"], d["latencies"], d["output_lens"], d["errors"]))
+        if not err
+    ]
     return measure(rows, cpu, args)
 
 
@@ -249,27 +332,39 @@ def measure(rows, cpu: CpuSampler, args) -> dict:
     return {
         "way_in_p99": float(np.percentile(w, 99)) if w.size else math.nan,
         "first_late_p99": float(np.percentile(a - w, 99)) if w.size else math.nan,
-        "requests": len(a), "ttft_err_p50": float(np.percentile(a, 50)), "ttft_err_p99": float(np.percentile(a, 99)),
-        "ttft_err_max": float(a.max()), "e2e_err_p50": float(np.percentile(b, 50)), "e2e_err_p99": float(np.percentile(b, 99)),
-        "tokens_per_s": tokens / (t1 - t0), "cpu_pct": 100 * cpu_s / (t1 - t0), "cpu_us_per_token": 1e6 * cpu_s / tokens,
-    }  # fmt: skip
+        "requests": len(a),
+        "ttft_err_p50": float(np.percentile(a, 50)),
+        "ttft_err_p99": float(np.percentile(a, 99)),
+        "ttft_err_max": float(a.max()),
+        "e2e_err_p50": float(np.percentile(b, 50)),
+        "e2e_err_p99": float(np.percentile(b, 99)),
+        "tokens_per_s": tokens / (t1 - t0),
+        "cpu_pct": 100 * cpu_s / (t1 - t0),
+        "cpu_us_per_token": 1e6 * cpu_s / tokens,
+    }
 
 
 def fmt(kind: str, n: int, r: dict) -> str:
     if "error" in r:
         return f"| {n:,} | {kind} | {r['error']} |||||||"
     flag = "" if r.get("flagged") is None else f"{r['flagged']:,}"
-    return (f"| {n:,} | {kind} | {r['requests']:,} | {r['ttft_err_p50']:.2f} / {r['ttft_err_p99']:.2f} / {r['ttft_err_max']:.1f} "
-            f"| {r['e2e_err_p50']:.2f} / {r['e2e_err_p99']:.2f} | {r['tokens_per_s']:,.0f} | {r['cpu_pct']:.0f} "
-            f"| {r['cpu_us_per_token']:.1f} | {flag} | {r['way_in_p99']:.2f} / {r['first_late_p99']:.2f} |")  # fmt: skip
+    return (
+        f"| {n:,} | {kind} | {r['requests']:,} | {r['ttft_err_p50']:.2f} / {r['ttft_err_p99']:.2f} / {r['ttft_err_max']:.1f} "
+        f"| {r['e2e_err_p50']:.2f} / {r['e2e_err_p99']:.2f} | {r['tokens_per_s']:,.0f} | {r['cpu_pct']:.0f} "
+        f"| {r['cpu_us_per_token']:.1f} | {flag} | {r['way_in_p99']:.2f} / {r['first_late_p99']:.2f} |"
+    )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="256,1024", help="concurrent streams, comma-separated")
     ap.add_argument("--clients", default="suite,vllm-rs", help=f"of {', '.join([*SUITE_ENV, 'vllm-rs', 'before'])}")
-    ap.add_argument("--before", default="", help="the client `before`: the suite run from this other checkout (e.g. a git "
-                                                 "worktree of an older commit), to measure a change")
+    ap.add_argument(
+        "--before",
+        default="",
+        help="the client `before`: the suite run from this other checkout (e.g. a git "
+        "worktree of an older commit), to measure a change",
+    )
     ap.add_argument("--per-stream", type=int, default=3, help="requests per stream (N streams send this x N)")
     ap.add_argument("--spawn-rate", type=float, default=0, help="the suite's -r (default: all users at once)")
     ap.add_argument("--repeats", type=int, default=1, help="every client this many times per level, alternated")
@@ -279,10 +374,14 @@ def main(argv=None) -> int:
     ap.add_argument("--sim-core", default="0")
     ap.add_argument("--client-core", default="1")
     ap.add_argument("--vllm-version", default="0.33.0")
-    ap.add_argument("--bin-dir", default=os.path.join(ROOT, ".cache", "vllm-rs"), help="where the wheel and the binary are kept")
+    ap.add_argument(
+        "--bin-dir", default=os.path.join(ROOT, ".cache", "vllm-rs"), help="where the wheel and the binary are kept"
+    )
     ap.add_argument("--suite-args", default="", help="extra options for the suite's locust command (quoted)")
     ap.add_argument("--json", default="", help="write every result here")
-    ap.add_argument("--keep", default="", help="keep the simulator's truth log, the clients' results and logs in this folder")
+    ap.add_argument(
+        "--keep", default="", help="keep the simulator's truth log, the clients' results and logs in this folder"
+    )
     args = ap.parse_args(argv)
     clients = [c for c in args.clients.split(",") if c]
     binary = None
@@ -292,8 +391,12 @@ def main(argv=None) -> int:
             print(f"vllm-rs not measured: {why}", flush=True)
             clients.remove("vllm-rs")
     results = []
-    print(f"machine: {os.cpu_count()} cores, {machine_pressure()}; simulator core {args.sim_core}, client core {args.client_core}")
-    print("| streams | client | requests | TTFT error p50 / p99 / max (ms) | E2E error p50 / p99 (ms) | tokens/s | CPU % | CPU µs/token | flagged | way in / first token late p99 (ms) |")
+    print(
+        f"machine: {os.cpu_count()} cores, {machine_pressure()}; simulator core {args.sim_core}, client core {args.client_core}"
+    )
+    print(
+        "| streams | client | requests | TTFT error p50 / p99 / max (ms) | E2E error p50 / p99 (ms) | tokens/s | CPU % | CPU µs/token | flagged | way in / first token late p99 (ms) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
@@ -303,7 +406,11 @@ def main(argv=None) -> int:
             for n in (int(x) for x in args.levels.split(",")):
                 for _ in range(args.repeats):
                     for kind in clients:
-                        r = run_vllm_rs(binary, n, url, tmp, args) if kind == "vllm-rs" else run_suite(kind, n, url, tmp, args)
+                        r = (
+                            run_vllm_rs(binary, n, url, tmp, args)
+                            if kind == "vllm-rs"
+                            else run_suite(kind, n, url, tmp, args)
+                        )
                         results.append({"streams": n, "client": kind, **r})
                         print(fmt(kind, n, r), flush=True)
         finally:

@@ -131,5 +131,16 @@ Rate = Annotated[float | None, BeforeValidator(_positive)]  # a number above 0, 
 Names = Annotated[tuple[str, ...], BeforeValidator(_names)]  # 'a, b,a' -> ('a', 'b')
 Text = Annotated[str, BeforeValidator(_text)]  # None (an option Locust left unset) -> ''
 
-__all__ = ["Count", "Duration", "Names", "Percent", "Port", "PositiveCount", "PositiveDuration",
-           "Rate", "Share", "Size", "Text"]
+__all__ = [
+    "Count",
+    "Duration",
+    "Names",
+    "Percent",
+    "Port",
+    "PositiveCount",
+    "PositiveDuration",
+    "Rate",
+    "Share",
+    "Size",
+    "Text",
+]

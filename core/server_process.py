@@ -23,7 +23,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-READY_PATHS = ("/health", "/v1/models")  # vLLM, SGLang, TGI and llama.cpp answer the first; any OpenAI server the second
+READY_PATHS = (
+    "/health",
+    "/v1/models",
+)  # vLLM, SGLang, TGI and llama.cpp answer the first; any OpenAI server the second
 # Checks come soon at first (the simulator is up in a quarter of a second), then every LINE_POLL_S
 # for a printed line (a read of the log's new bytes) or every HTTP_POLL_S for an HTTP probe.
 POLL_FIRST_S, LINE_POLL_S, HTTP_POLL_S = 0.01, 0.05, 0.25
@@ -89,10 +92,20 @@ class ServerProcess:
     output, or else when GET `url` + one of `ready_paths` answers 200. A `ready_line` with a group
     named `url` sets `url` from the line (a server that picks its own port prints it)."""
 
-    def __init__(self, argv: list[str], log_path: str | os.PathLike, *, name: str = "server", url: str = "",
-                 env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None,
-                 ready_paths: tuple[str, ...] = READY_PATHS, ready_line: str | None = None,
-                 start_timeout: float = 60.0, stop_timeout: float = 20.0):  # fmt: skip
+    def __init__(
+        self,
+        argv: list[str],
+        log_path: str | os.PathLike,
+        *,
+        name: str = "server",
+        url: str = "",
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike | None = None,
+        ready_paths: tuple[str, ...] = READY_PATHS,
+        ready_line: str | None = None,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 20.0,
+    ):
         if not url and ready_line is None:
             raise ValueError("ServerProcess needs a url to probe or a ready_line to wait for")
         self.argv, self.name, self.url, self.env, self.cwd = list(argv), name, url.rstrip("/"), env, cwd
@@ -110,7 +123,7 @@ class ServerProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def start(self, timeout: float | None = None) -> "ServerProcess":
+    def start(self, timeout: float | None = None) -> ServerProcess:
         """Starts the command and waits until it is ready; raises ServerStartError (the process
         stopped) when it dies first or is not ready within `timeout` seconds."""
         timeout = self.start_timeout if timeout is None else timeout
@@ -118,9 +131,14 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: stop() reaches the children it forks
-            )  # fmt: skip
+            )
         self._read_at, self._partial, self._stopped = 0, b"", False
         deadline = t0 + timeout
         pause, most = POLL_FIRST_S, LINE_POLL_S if self.ready_line is not None else HTTP_POLL_S
@@ -205,7 +223,7 @@ class ServerProcess:
         _killpg(pgid)
         self._stopped = True
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         if self.proc is None:
             self.start()
         return self

@@ -42,7 +42,10 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p if isinstance(p, str) else p["text"] for p in content
-                 if isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str))]
+        parts = [
+            p if isinstance(p, str) else p["text"]
+            for p in content
+            if isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str))
+        ]
         return "".join(parts) if parts else None
     return None

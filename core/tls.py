@@ -30,16 +30,22 @@ def read_ca(path: str) -> str:
         with open(path, encoding="ascii", errors="replace") as f:
             text = f.read()
     except FileNotFoundError:
-        raise ValueError(f"'{path}' does not exist; give the PEM file of the CA that signed the server's certificate") from None
+        raise ValueError(
+            f"'{path}' does not exist; give the PEM file of the CA that signed the server's certificate"
+        ) from None
     except OSError as e:
         raise ValueError(f"'{path}' cannot be read ({e.strerror}); give a readable PEM file") from None
     if "-----BEGIN CERTIFICATE-----" not in text:
-        raise ValueError(f"'{path}' holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA's certificate in PEM form")
+        raise ValueError(
+            f"'{path}' holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA's certificate in PEM form"
+        )
     try:
         ssl.create_default_context().load_verify_locations(cadata=text)
     except (ssl.SSLError, ValueError) as e:
-        raise ValueError(f"'{path}' is not a valid PEM certificate ({getattr(e, 'reason', None) or e}); give the CA's certificate "
-                         "in PEM form") from None  # fmt: skip
+        raise ValueError(
+            f"'{path}' is not a valid PEM certificate ({getattr(e, 'reason', None) or e}); give the CA's certificate "
+            "in PEM form"
+        ) from None
     return text
 
 
@@ -66,8 +72,10 @@ def failure(e: ssl.SSLError, address: str) -> str:
     if isinstance(e, ssl.SSLCertVerificationError):
         why = (e.verify_message or e.reason or str(e)).rstrip(".")
         if e.verify_code in _NAME_MISMATCH:
-            return (f"TLS: certificate of {address} is not valid for the host name it was reached by ({why}); give --host "
-                    "a name the certificate holds, or pass --tls-insecure")  # fmt: skip
+            return (
+                f"TLS: certificate of {address} is not valid for the host name it was reached by ({why}); give --host "
+                "a name the certificate holds, or pass --tls-insecure"
+            )
         return f"TLS: certificate of {address} not trusted: {why}; pass --tls-ca FILE or --tls-insecure"
     why = getattr(e, "reason", None) or str(e) or type(e).__name__
     return f"TLS: handshake with {address} failed ({why}); check that the server speaks TLS at this address (else use http://)"
@@ -75,5 +83,7 @@ def failure(e: ssl.SSLError, address: str) -> str:
 
 def insecure_warning(host: str) -> str:
     """The one warning line of a run with --tls-insecure."""
-    return (f"--tls-insecure: the certificate of {host} is not verified (neither chain nor host name): whoever answers "
-            "there gets the API key")  # fmt: skip
+    return (
+        f"--tls-insecure: the certificate of {host} is not verified (neither chain nor host name): whoever answers "
+        "there gets the API key"
+    )

@@ -109,8 +109,14 @@ def _resolve(model: Any, loc: Sequence[Any]) -> tuple[list[Any], type[BaseModel]
                 tp = named[0]
                 continue
             members = [m for m in map(_bare, get_args(tp)) if _is_model(m)]
-            tagged = [m for m in members if any(get_origin(_bare(f.annotation)) is Literal
-                                                and part in get_args(_bare(f.annotation)) for f in m.model_fields.values())]
+            tagged = [
+                m
+                for m in members
+                if any(
+                    get_origin(_bare(f.annotation)) is Literal and part in get_args(_bare(f.annotation))
+                    for f in m.model_fields.values()
+                )
+            ]
             if tagged:
                 tp = tagged[0]
                 continue
@@ -123,8 +129,13 @@ def _resolve(model: Any, loc: Sequence[Any]) -> tuple[list[Any], type[BaseModel]
         owner = info = None
         args = get_args(tp)
         origin = get_origin(tp)
-        tp = args[-1] if isinstance(origin, type) and issubclass(origin, Mapping) and args else \
-            args[0] if origin in (list, tuple, set, frozenset) and args else None
+        tp = (
+            args[-1]
+            if isinstance(origin, type) and issubclass(origin, Mapping) and args
+            else args[0]
+            if origin in (list, tuple, set, frozenset) and args
+            else None
+        )
     return clean, owner, info, _bare(tp)
 
 
@@ -141,8 +152,9 @@ def _fix(kind: str, owner: type[BaseModel] | None, info: FieldInfo | None, expec
     return ""
 
 
-def describe(error: ValidationError, field_name: Callable[[Sequence[Any]], str] = dotted,
-             model: type[BaseModel] | None = None) -> str:
+def describe(
+    error: ValidationError, field_name: Callable[[Sequence[Any]], str] = dotted, model: type[BaseModel] | None = None
+) -> str:
     """The first problem of `error` as one line; with `model` (the one validated), locations lose
     union tags and the fix comes from the model (see the module's docstring)."""
     errors = error.errors(include_url=False)

@@ -67,8 +67,9 @@ def accepts(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def wait_for(targets: list[str], timeout_s: float, settle_s: float = 0.0, clock=time.monotonic, sleep=time.sleep,
-             probe=accepts) -> str | None:  # fmt: skip
+def wait_for(
+    targets: list[str], timeout_s: float, settle_s: float = 0.0, clock=time.monotonic, sleep=time.sleep, probe=accepts
+) -> str | None:
     """Wait until every target accepts a connection, and has kept accepting them (a probe a second)
     for settle_s; None when all do, else the first that did not within timeout_s."""
     deadline = clock() + timeout_s
@@ -199,8 +200,12 @@ def main(argv: list[str]) -> int:
     if stop["signal"] is not None:
         child.send_signal(stop["signal"])  # it came while the command was being started
     code = child.wait()
-    if not outlive(peer, env_seconds("SUITE_OUTLIVE_TIMEOUT", 600.0), sleep=lambda s: stop["now"] or time.sleep(s),
-                   probe=lambda h, p: not stop["now"] and accepts(h, p)):  # fmt: skip
+    if not outlive(
+        peer,
+        env_seconds("SUITE_OUTLIVE_TIMEOUT", 600.0),
+        sleep=lambda s: stop["now"] or time.sleep(s),
+        probe=lambda h, p: not stop["now"] and accepts(h, p),
+    ):
         log(f"{peer} still accepts connections after SUITE_OUTLIVE_TIMEOUT; exiting")
     return code if code >= 0 else 128 - code
 

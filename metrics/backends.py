@@ -32,13 +32,21 @@ SHARE_OFF = 0.20
 NOISE_SD = 3.0
 SLOWER = 1.5
 MIN_OK = 10
-RULE = (f"share: more than {SHARE_OFF:.0%} off the fair share (1 / backends) and more than {NOISE_SD:g} standard deviations "
-        f"of a fair draw; slower: TTFT p50 or TPOT p50 above {SLOWER:g} x the median of the other backends' (each with at "
-        f"least {MIN_OK} successful requests)")  # fmt: skip
+RULE = (
+    f"share: more than {SHARE_OFF:.0%} off the fair share (1 / backends) and more than {NOISE_SD:g} standard deviations "
+    f"of a fair draw; slower: TTFT p50 or TPOT p50 above {SLOWER:g} x the median of the other backends' (each with at "
+    f"least {MIN_OK} successful requests)"
+)
 
 
-def backend_check(by_backend: dict[str, Block], df: pd.DataFrame, start: float, end: float, known: tuple[str, ...] = (),
-                  count: int | None = None) -> BackendCheck:
+def backend_check(
+    by_backend: dict[str, Block],
+    df: pd.DataFrame,
+    start: float,
+    end: float,
+    known: tuple[str, ...] = (),
+    count: int | None = None,
+) -> BackendCheck:
     """`known`: the backends the run spread over (several --host URLs), each with its row even if
     it served nothing in the window; `count`: the replicas behind a balancer (--backend-count), of
     which those that named no reply are `unseen`. The fair share is 1 / all of them."""
@@ -50,15 +58,33 @@ def backend_check(by_backend: dict[str, Block], df: pd.DataFrame, start: float, 
     for name in names:
         b = by_backend.get(name)
         if b is None:  # a replica of the spread that no request of the window went to
-            rows.append(BackendShare(backend=name, sent=0, share=0.0 if total else None, fair_share=fair,
-                                     share_off=-1.0 if total else None))  # fmt: skip
+            rows.append(
+                BackendShare(
+                    backend=name,
+                    sent=0,
+                    share=0.0 if total else None,
+                    fair_share=fair,
+                    share_off=-1.0 if total else None,
+                )
+            )
             continue
         share = b.requests.sent / total if total else None
         off = (share - fair) / fair if share is not None and fair else None
-        rows.append(BackendShare(backend=name, sent=b.requests.sent, share=share, fair_share=fair, share_off=off,
-                                 ttft_p50_ms=b.ttft_ms.p50, tpot_p50_ms=b.tpot_ms.p50, e2e_p50_ms=b.e2e_ms.p50,
-                                 output_tokens_per_s=b.throughput.output_tokens_per_s, failed=b.requests.failed,
-                                 by_error=dict(b.requests.by_error)))  # fmt: skip
+        rows.append(
+            BackendShare(
+                backend=name,
+                sent=b.requests.sent,
+                share=share,
+                fair_share=fair,
+                share_off=off,
+                ttft_p50_ms=b.ttft_ms.p50,
+                tpot_p50_ms=b.tpot_ms.p50,
+                e2e_p50_ms=b.e2e_ms.p50,
+                output_tokens_per_s=b.throughput.output_tokens_per_s,
+                failed=b.requests.failed,
+                by_error=dict(b.requests.by_error),
+            )
+        )
     if len(rows) > 1 or unseen:
         for row in rows:
             row.flags = _flags(row, [r for r in rows if r is not row], by_backend, total)
@@ -84,7 +110,9 @@ def _flags(row: BackendShare, others: list[BackendShare], blocks: dict[str, Bloc
             if mine is not None and theirs:
                 ref = float(np.median(theirs))
                 if ref > 0 and mine > SLOWER * ref:
-                    out.append(f"slower: {metric} p50 {mine:,.1f} ms against {ref:,.1f} ms on the others ({mine / ref:.2f}x)")
+                    out.append(
+                        f"slower: {metric} p50 {mine:,.1f} ms against {ref:,.1f} ms on the others ({mine / ref:.2f}x)"
+                    )
     return out
 
 
@@ -100,7 +128,15 @@ def outages(df: pd.DataFrame) -> list[Outage]:
         first, last = float(ended[fails].min()), float(ended[fails].max())
         after = df.loc[mine & df["ok"] & (df["wall_send"] >= last), "wall_send"]
         back = float(after.min()) if len(after) else None
-        out.append(Outage(backend=name, failed=int(fails.sum()), by_error={str(k): int(v) for k, v in df.loc[fails, "error"].value_counts().sort_index().items()},
-                          first_failure=first, last_failure=last, recovered_at=back,
-                          recovery_s=None if back is None else back - first))  # fmt: skip
+        out.append(
+            Outage(
+                backend=name,
+                failed=int(fails.sum()),
+                by_error={str(k): int(v) for k, v in df.loc[fails, "error"].value_counts().sort_index().items()},
+                first_failure=first,
+                last_failure=last,
+                recovered_at=back,
+                recovery_s=None if back is None else back - first,
+            )
+        )
     return out

@@ -15,7 +15,7 @@ does not grow with the load there, it jumps, and a deployment sized near the ans
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from metrics.console_table import fmt
 from metrics.schema.figures import Step
@@ -56,22 +56,39 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
     tail += _levels_text(levels, search)
     if passing is None:
         # none missed either: every level was undecided (too few requests, or too close to call)
-        what = f"no level met it; missed at {upper} users ({_on(failing.verdict)})" if failing else \
-            "no level was decided (met or missed)"
-        return Capacity(slo=slo_text, next_failing_users=upper, undecided=undecided, confidence=confidence,
-                        next_failing_samples=failing.verdict.requests if failing else None, binding=binding,
-                        sentence=f"{slo_text}: {what}{tail}", **about)  # fmt: skip
+        what = (
+            f"no level met it; missed at {upper} users ({_on(failing.verdict)})"
+            if failing
+            else "no level was decided (met or missed)"
+        )
+        return Capacity(
+            slo=slo_text,
+            next_failing_users=upper,
+            undecided=undecided,
+            confidence=confidence,
+            next_failing_samples=failing.verdict.requests if failing else None,
+            binding=binding,
+            sentence=f"{slo_text}: {what}{tail}",
+            **about,
+        )
     users = passing.users
     plus_minus = (upper - users) / 2 if upper else None
     width = (upper - users) / users if upper else None
     sure = _interval_confidence(passing, failing, levels, search)
-    cliff = bool(upper and width <= CLIFF_SPAN and (passing.verdict.margin or 0.0) >= 0
-                 and failing.verdict.margin is not None and failing.verdict.margin <= CLIFF_MARGIN)  # fmt: skip
+    cliff = bool(
+        upper
+        and width <= CLIFF_SPAN
+        and (passing.verdict.margin or 0.0) >= 0
+        and failing.verdict.margin is not None
+        and failing.verdict.margin <= CLIFF_MARGIN
+    )
     th = passing.throughput
     if upper:
         conf = f" at {sure:.0%} confidence" if sure is not None else ""
-        bound = (f" (±{plus_minus:g}: from {users} to under {upper} users{conf}, {width:.0%} wide; met at {users} users on "
-                 f"{_on(passing.verdict)}, missed at {upper} on {_on(failing.verdict)})")  # fmt: skip
+        bound = (
+            f" (±{plus_minus:g}: from {users} to under {upper} users{conf}, {width:.0%} wide; met at {users} users on "
+            f"{_on(passing.verdict)}, missed at {upper} on {_on(failing.verdict)})"
+        )
     elif any(u > users for u in undecided):  # a higher level was tried and left undecided: not the highest tested
         bound = f" (the highest level met, none missed; met on {_on(passing.verdict)})"
     else:
@@ -82,31 +99,51 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
     if len(objectives) > 1 and binding:
         notes += f"; {binding} binds"
     if cliff:
-        notes += (f"; a cliff: met at {users} users ({margin_text(passing.verdict.margin)}), at {upper} far over "
-                  f"({margin_text(failing.verdict.margin)})")  # fmt: skip
+        notes += (
+            f"; a cliff: met at {users} users ({margin_text(passing.verdict.margin)}), at {upper} far over "
+            f"({margin_text(failing.verdict.margin)})"
+        )
     if about.get("timed_out"):
-        notes += (f"; -t ended the search before its {about['precision']:.0%} precision ({width:.0%} wide)" if upper
-                  else "; -t ended the search before a level missed it")  # fmt: skip
-    measured = datetime.fromtimestamp(passing.window.end, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        notes += (
+            f"; -t ended the search before its {about['precision']:.0%} precision ({width:.0%} wide)"
+            if upper
+            else "; -t ended the search before a level missed it"
+        )
+    measured = datetime.fromtimestamp(passing.window.end, UTC).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
         f"{slo_text} holds up to {users} users{bound}: {fmt(th.total_tokens_per_s)} total tokens/s, "
         f"{fmt(th.requests_per_s, 2)} requests/s, measured {measured}{notes}{tail}"
     )
     return Capacity(
-        slo=slo_text, users=users, next_failing_users=upper, plus_minus=plus_minus,
-        samples=passing.verdict.requests, next_failing_samples=failing.verdict.requests if failing else None,
-        undecided=undecided, confidence=confidence,
-        total_tokens_per_s=th.total_tokens_per_s, output_tokens_per_s=th.output_tokens_per_s,
-        requests_per_s=th.requests_per_s, interval_confidence=sure, width=width, binding=binding, cliff=cliff,
-        sentence=sentence, **about,
-    )  # fmt: skip
+        slo=slo_text,
+        users=users,
+        next_failing_users=upper,
+        plus_minus=plus_minus,
+        samples=passing.verdict.requests,
+        next_failing_samples=failing.verdict.requests if failing else None,
+        undecided=undecided,
+        confidence=confidence,
+        total_tokens_per_s=th.total_tokens_per_s,
+        output_tokens_per_s=th.output_tokens_per_s,
+        requests_per_s=th.requests_per_s,
+        interval_confidence=sure,
+        width=width,
+        binding=binding,
+        cliff=cliff,
+        sentence=sentence,
+        **about,
+    )
 
 
 def _search_fields(search: dict | None, levels: list[SearchLevel]) -> dict:
     if not search:
         return {}
-    return {"policy": search.get("policy"), "precision": search.get("precision"), "timed_out": bool(search.get("timed_out")),
-            "levels": levels}  # fmt: skip
+    return {
+        "policy": search.get("policy"),
+        "precision": search.get("precision"),
+        "timed_out": bool(search.get("timed_out")),
+        "levels": levels,
+    }
 
 
 def _binding(failing: Step | None, passing: Step | None, objectives) -> str | None:
@@ -121,7 +158,9 @@ def _binding(failing: Step | None, passing: Step | None, objectives) -> str | No
     return None
 
 
-def _interval_confidence(passing: Step, failing: Step | None, levels: list[SearchLevel], search: dict | None) -> float | None:
+def _interval_confidence(
+    passing: Step, failing: Step | None, levels: list[SearchLevel], search: dict | None
+) -> float | None:
     """At least 1 less each end's chance of a wrong verdict (module doc); None without both ends."""
     if failing is None or passing.verdict is None or failing.verdict is None:
         return None
@@ -141,8 +180,12 @@ def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
     """'; levels tried: 1 passed (too few values), 2 met +52.3 % in 28s, 8 missed -117.9 % in 6s, ...'."""
     if not levels:
         return ""
-    why = {"short": "too few values, passed on the levels above", "passed": "far under, passed on the levels above",
-           "held": "held to its longest, undecided", "time": "ended by -t"}  # fmt: skip
+    why = {
+        "short": "too few values, passed on the levels above",
+        "passed": "far under, passed on the levels above",
+        "held": "held to its longest, undecided",
+        "time": "ended by -t",
+    }
     parts = []
     for lv in levels:
         text = f"{lv.users} {lv.state}"

@@ -17,12 +17,21 @@ def format_slo(slo: SloVerdict) -> list[str]:
     """The run's verdict (metrics/verdict.py), then one line per objective: its verdict, the measured
     value and its confidence bounds, rounded to 0.1 ms, and its margin."""
     conf = "" if slo.confidence is None else f"{slo.confidence:.0%} "
-    head = f"SLO: {VERDICT_WORD[slo.state]} on {slo.requests:,} requests" + (f" ({slo.failed:,} failed)" if slo.failed else "")
-    head += (f", {margin_text(slo.margin)}" if slo.margin is not None else "") + (f": {slo.reason}" if slo.reason else "")
-    return [head, *(f"SLO {v.objective}: {VERDICT_WORD[v.state]} (measured {fmt(v.value_ms, 1)} ms, threshold "
-                    f"{v.threshold_ms:,.1f} ms; {conf}bounds {fmt(v.lower_ms, 1)}..{fmt(v.upper_ms, 1)} ms on "
-                    f"{values_text(v)}" + (f", {margin_text(v.margin)}" if v.margin is not None else "") + ")"
-                    for v in slo.objectives)]  # fmt: skip
+    head = f"SLO: {VERDICT_WORD[slo.state]} on {slo.requests:,} requests" + (
+        f" ({slo.failed:,} failed)" if slo.failed else ""
+    )
+    head += (f", {margin_text(slo.margin)}" if slo.margin is not None else "") + (
+        f": {slo.reason}" if slo.reason else ""
+    )
+    return [
+        head,
+        *(
+            f"SLO {v.objective}: {VERDICT_WORD[v.state]} (measured {fmt(v.value_ms, 1)} ms, threshold "
+            f"{v.threshold_ms:,.1f} ms; {conf}bounds {fmt(v.lower_ms, 1)}..{fmt(v.upper_ms, 1)} ms on "
+            f"{values_text(v)}" + (f", {margin_text(v.margin)}" if v.margin is not None else "") + ")"
+            for v in slo.objectives
+        ),
+    ]
 
 
 def format_table(summary: Summary | dict) -> str:
@@ -50,8 +59,10 @@ def format_table(summary: Summary | dict) -> str:
         )
     emb = summary.overall.embeddings
     if emb is not None:  # no TTFT, TPOT or ITL: the latency is E2E
-        lines.append(f"embeddings: {emb.inputs:,} inputs, {fmt(emb.batch_size_mean, 1)} per request, "
-                     f"{fmt(emb.inputs_per_s, 1)} inputs/s, {fmt(emb.input_tokens_per_s)} input tokens/s")
+        lines.append(
+            f"embeddings: {emb.inputs:,} inputs, {fmt(emb.batch_size_mean, 1)} per request, "
+            f"{fmt(emb.inputs_per_s, 1)} inputs/s, {fmt(emb.input_tokens_per_s)} input tokens/s"
+        )
     errors = summary.overall.requests.by_error
     if errors:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
@@ -89,9 +100,14 @@ def format_steps(steps: list[Step]) -> str:
         )
     judged = [s for s in steps if s.verdict is not None]
     if judged:
-        lines.append(f"SLO: each level's verdict on its own requests, with {judged[0].verdict.confidence:.0%} confidence bounds:")
-        lines += [f"  {f'{s.rate:g} requests/s' if rated else f'{s.users} users'}{f' ({held(s.steps)})' if s.steps > 1 else ''}: "
-                  f"{describe(s.verdict)}" for s in judged]
+        lines.append(
+            f"SLO: each level's verdict on its own requests, with {judged[0].verdict.confidence:.0%} confidence bounds:"
+        )
+        lines += [
+            f"  {f'{s.rate:g} requests/s' if rated else f'{s.users} users'}{f' ({held(s.steps)})' if s.steps > 1 else ''}: "
+            f"{describe(s.verdict)}"
+            for s in judged
+        ]
     return "\n".join(lines)
 
 

@@ -80,13 +80,30 @@ NAMES = {
     "step_tokens_sum": ("vllm:iteration_tokens_total_sum",),
     "step_tokens_count": ("vllm:iteration_tokens_total_count",),
 }
-SUMMED = ("running", "waiting", "preemptions", "prefix_hits", "prefix_queries", "queue_sum", "queue_count", "prefill_sum",
-          "prefill_count", "step_tokens_sum", "step_tokens_count")  # over label sets; the rest averaged
+SUMMED = (
+    "running",
+    "waiting",
+    "preemptions",
+    "prefix_hits",
+    "prefix_queries",
+    "queue_sum",
+    "queue_count",
+    "prefill_sum",
+    "prefill_count",
+    "step_tokens_sum",
+    "step_tokens_count",
+)  # over label sets; the rest averaged
 # Info gauges whose labels state the server's configuration: vLLM's cache settings, and the
 # scheduler's limits where a server states them (vLLM does not; the simulator does, in its own gauge).
 CONFIG_METRICS = ("vllm:cache_config_info", "llm_simulator_scheduler_config_info")
-CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks", "block_size", "gpu_memory_utilization",
-               "max_model_len")
+CONFIG_KEYS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "num_gpu_blocks",
+    "block_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+)
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -179,7 +196,9 @@ def drained_from(found: dict, users: int, start: float, end: float) -> float:
     return float(back.index[0]) if len(back) else end + 1e-6
 
 
-def level_evidence(server: pd.DataFrame | None, levels, gpu: dict | None = None) -> tuple[list[LevelEvidence], dict[str, str]]:
+def level_evidence(
+    server: pd.DataFrame | None, levels, gpu: dict | None = None
+) -> tuple[list[LevelEvidence], dict[str, str]]:
     """Each level's figures and the metric names they came from. `levels` are (step, users, window
     start, window end) in wall-clock seconds; the window is cut further where the server had not
     drained the level before (drained_from); `gpu` maps a step to its mean GPU utilisation (0..1)
@@ -206,12 +225,25 @@ def level_evidence(server: pd.DataFrame | None, levels, gpu: dict | None = None)
         if busy is None and mean("gpu") is not None:
             busy = mean("gpu") / 100.0
         scrapes = max((len(v) for v in inside.values()), default=0)
-        out.append(LevelEvidence(step=step, users=users, scrapes=scrapes, running=mean("running"), waiting=mean("waiting"),
-                                 kv_cache_peak=kv, preemptions=_increase(inside["preemptions"]),
-                                 prefix_cache_hit_rate=prefix, gpu_utilisation=busy, running_peak=peak("running"),
-                                 waiting_peak=peak("waiting"), queue_ms=hist_mean("queue", 1000.0),
-                                 prefill_ms=hist_mean("prefill", 1000.0), step_tokens=hist_mean("step_tokens"),
-                                 window_start=start))  # fmt: skip
+        out.append(
+            LevelEvidence(
+                step=step,
+                users=users,
+                scrapes=scrapes,
+                running=mean("running"),
+                waiting=mean("waiting"),
+                kv_cache_peak=kv,
+                preemptions=_increase(inside["preemptions"]),
+                prefix_cache_hit_rate=prefix,
+                gpu_utilisation=busy,
+                running_peak=peak("running"),
+                waiting_peak=peak("waiting"),
+                queue_ms=hist_mean("queue", 1000.0),
+                prefill_ms=hist_mean("prefill", 1000.0),
+                step_tokens=hist_mean("step_tokens"),
+                window_start=start,
+            )
+        )
     if gpu:
         names["gpu"] = "GPU telemetry (summary.json gpu.by_step utilization_pct_mean)"
     return out, names
@@ -239,23 +271,39 @@ def gpu_by_step(steps, gpu) -> dict[int, float]:
     return out
 
 
-def diagnose_levels(steps, capacity, server: pd.DataFrame | None, client: ClientBound | None = None,
-                    gpu=None) -> KneeDiagnosis:  # fmt: skip
+def diagnose_levels(
+    steps, capacity, server: pd.DataFrame | None, client: ClientBound | None = None, gpu=None
+) -> KneeDiagnosis:
     """The run's diagnosis from its levels (summary.json by_step, or the live view's final steps),
     its capacity, the server's samples, the client's self-health and the GPU telemetry's section
     (summary.json `gpu`; absent without it)."""
     gpu = gpu_by_step(steps, gpu)
     whole = [s for s in steps if not s.partial]
     evidence, names = level_evidence(server, [(s.step, s.users, s.window.start, s.window.end) for s in whole], gpu)
-    evidence = [e.model_copy(update={"request_rate": s.throughput.requests_per_s, "step_ms": s.itl_ms.p50,
-                                     "ttft_ms": s.ttft_ms.p50, "prompt_tokens": _prompt_tokens(s)})
-                for e, s in zip(evidence, whole)]  # fmt: skip
+    evidence = [
+        e.model_copy(
+            update={
+                "request_rate": s.throughput.requests_per_s,
+                "step_ms": s.itl_ms.p50,
+                "ttft_ms": s.ttft_ms.p50,
+                "prompt_tokens": _prompt_tokens(s),
+            }
+        )
+        for e, s in zip(evidence, whole)
+    ]
     config, source = server_config(server)
     if source:
         names["config"] = source
     users, why = knee_of(whole, capacity)
-    return diagnose(evidence, users, names, client.inaccurate_warning() if client is not None else "", why,
-                    heading_of(capacity), config)
+    return diagnose(
+        evidence,
+        users,
+        names,
+        client.inaccurate_warning() if client is not None else "",
+        why,
+        heading_of(capacity),
+        config,
+    )
 
 
 def _prompt_tokens(step) -> float | None:
@@ -278,9 +326,15 @@ def _pct(x: float | None) -> str:
     return "unknown" if x is None else f"{x:.0%}"
 
 
-def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str] | None = None,
-             client: str = "", knee_why: str = "", heading: str = "Why the knee is there",
-             config: dict[str, float] | None = None) -> KneeDiagnosis:  # fmt: skip
+def diagnose(
+    levels: list[LevelEvidence],
+    knee_users: int | None,
+    names: dict[str, str] | None = None,
+    client: str = "",
+    knee_why: str = "",
+    heading: str = "Why the knee is there",
+    config: dict[str, float] | None = None,
+) -> KneeDiagnosis:
     """The stated diagnosis at the knee (`knee_users`; None: the highest level) from each level's
     figures (`names`: the metric each figure was read from) and the server's stated configuration
     (`config`, server_config); `client`: the client's own warning, when it flagged itself."""
@@ -290,18 +344,36 @@ def diagnose(levels: list[LevelEvidence], knee_users: int | None, names: dict[st
     if client:  # the warning is said once, beside the diagnosis (module doc)
         evidence.append("client self-health: its own timings were off (summary.json client_bound)")
         if kind == "unknown":
-            kind, sentence = "client inaccurate", ("client inaccurate: no server metrics say why, and the client's own "
-                                                   "timings were off (see its warning): the knee may be the client's")
+            kind, sentence = (
+                "client inaccurate",
+                (
+                    "client inaccurate: no server metrics say why, and the client's own "
+                    "timings were off (see its warning): the knee may be the client's"
+                ),
+            )
         elif kind == "no limit reached":
             kind = "client-bound"
-            sentence = ("client-bound: " + sentence.removeprefix("no limit reached: ") + ". The server is near no limit "
-                        "and the client's own timings were off (see its warning): the knee is the client's")  # fmt: skip
+            sentence = (
+                "client-bound: " + sentence.removeprefix("no limit reached: ") + ". The server is near no limit "
+                "and the client's own timings were off (see its warning): the knee is the client's"
+            )
         else:
             sentence += ". The client's own timings were off too (see its warning), so the knee's place may be off"
-    return KneeDiagnosis(kind=kind, users=found["users"], knee=knee_why, heading=heading, sentence=sentence,
-                         evidence=evidence, metrics=names, levels=levels, client=client or None,
-                         candidates=found.get("candidates", []), nearest=found.get("nearest"),
-                         headroom=found.get("headroom"), config=config)  # fmt: skip
+    return KneeDiagnosis(
+        kind=kind,
+        users=found["users"],
+        knee=knee_why,
+        heading=heading,
+        sentence=sentence,
+        evidence=evidence,
+        metrics=names,
+        levels=levels,
+        client=client or None,
+        candidates=found.get("candidates", []),
+        nearest=found.get("nearest"),
+        headroom=found.get("headroom"),
+        config=config,
+    )
 
 
 def _gpu_only(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]) -> dict:
@@ -309,33 +381,52 @@ def _gpu_only(levels: list[LevelEvidence], knee_users: int | None, names: dict[s
     still tells whether its compute is the limit."""
     busy = [g for g in levels if g.gpu_utilisation is not None]
     if not busy:
-        return {"kind": "unknown", "users": knee_users, "evidence": [], "sentence": (
-            "no server metrics aligned to the levels: run with --server-metrics URL/metrics (vLLM's /metrics) to say "
-            "why the knee is there")}  # fmt: skip
+        return {
+            "kind": "unknown",
+            "users": knee_users,
+            "evidence": [],
+            "sentence": (
+                "no server metrics aligned to the levels: run with --server-metrics URL/metrics (vLLM's /metrics) to say "
+                "why the knee is there"
+            ),
+        }
     knee = next((g for g in busy if g.users == knee_users), None) or max(busy, key=lambda g: g.users)
     gpu = _pct(knee.gpu_utilisation)
     evidence = [f"at {knee.users} users (step {knee.step}): {names.get('gpu', 'gpu')} mean {gpu}"]
     unseen = "the server sends no queue or KV-cache metrics (--server-metrics URL/metrics, where it has them)"
     if knee.gpu_utilisation < GPU_IDLE:
-        return {"kind": "scheduler-bound", "users": knee.users, "evidence": evidence, "sentence": (
-            f"scheduler-bound: at {knee.users} users the GPU is busy only {gpu}: its compute is not the limit, the "
-            f"server's own loop (CPU, its scheduling of the batch) is; {unseen} to show its queue")}  # fmt: skip
-    return {"kind": "unknown", "users": knee.users, "evidence": evidence, "sentence": (
-        f"at {knee.users} users the GPU is busy {gpu}, and {unseen}: compute cannot be told from memory or the scheduler")}
+        return {
+            "kind": "scheduler-bound",
+            "users": knee.users,
+            "evidence": evidence,
+            "sentence": (
+                f"scheduler-bound: at {knee.users} users the GPU is busy only {gpu}: its compute is not the limit, the "
+                f"server's own loop (CPU, its scheduling of the batch) is; {unseen} to show its queue"
+            ),
+        }
+    return {
+        "kind": "unknown",
+        "users": knee.users,
+        "evidence": evidence,
+        "sentence": (
+            f"at {knee.users} users the GPU is busy {gpu}, and {unseen}: compute cannot be told from memory or the scheduler"
+        ),
+    }
 
 
 # What a limit named by elimination rests on (requests queue, the other rules fail, this one cannot tell).
 ELIMINATED = {
     "scheduler-bound": "the server runs at most {cap} at once (the peak of {running}; it does not state its max_num_seqs)",
     "prefill-bound": "the prompts wait for the per-step token budget (the server states no max_num_batched_tokens "
-                     "nor the tokens of its steps)",
+    "nor the tokens of its steps)",
     "memory-bound": "the KV cache is the limit left (the server sends neither its use nor preemptions)",
     "compute-bound": "each step of the larger batch is the limit left",
 }
 
 
-def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str],
-                  config: dict[str, float]) -> dict:  # fmt: skip
+def _server_limit(
+    levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str], config: dict[str, float]
+) -> dict:
     """The weighing of the rules' findings at the knee (module doc)."""
     measured = [g for g in levels if g.scrapes and g.running is not None]
     if not measured:
@@ -345,8 +436,10 @@ def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: di
     k = Knee(knee, None if low is knee else low, config, names)
     k.waits, k.wait_ms, queue_evidence = queued(k)
     n, where = k.n, f"at {knee.users} users"
-    evidence = [f"{k.where}: {n('waiting')} mean {knee.waiting or 0:,.1f}, peak {knee.waiting_peak or 0:,.0f}",
-                *queue_evidence]  # fmt: skip
+    evidence = [
+        f"{k.where}: {n('waiting')} mean {knee.waiting or 0:,.1f}, peak {knee.waiting_peak or 0:,.0f}",
+        *queue_evidence,
+    ]
     findings = [rule(k) for rule in RULES]
     for f in findings:
         evidence += [e for e in f.evidence if e not in evidence]
@@ -361,21 +454,40 @@ def _server_limit(levels: list[LevelEvidence], knee_users: int | None, names: di
         f = holds[0]
         return {**out, "kind": f.limit, "sentence": f"{f.limit}: {where} {f.because}{prefix}"}
     if len(holds) > 1:
-        return {**out, "kind": "undecided", "candidates": [f.limit for f in holds], "sentence": (
-            f"undecided: {where} the evidence does not separate {' from '.join(f.limit for f in holds)}: "
-            + "; and ".join(f"{f.limit}, {f.because}" for f in holds) + prefix)}
+        return {
+            **out,
+            "kind": "undecided",
+            "candidates": [f.limit for f in holds],
+            "sentence": (
+                f"undecided: {where} the evidence does not separate {' from '.join(f.limit for f in holds)}: "
+                + "; and ".join(f"{f.limit}, {f.because}" for f in holds)
+                + prefix
+            ),
+        }
     queue = f"requests wait in the server's queue (mean {knee.waiting or 0:,.1f}) with the KV cache at peak {_pct(knee.kv_cache_peak)}"
     if k.waits and len(maybe) == 1:
         f = maybe[0]
         cap = min(knee.running_peak or 0.0, float(knee.users))
         because = ELIMINATED[f.limit].format(cap=f"{cap:,.0f}", running=n("running"))
-        return {**out, "kind": f.limit, "sentence": f"{f.limit}: {where} {queue}, and no other limit explains it: {because}{prefix}"}
+        return {
+            **out,
+            "kind": f.limit,
+            "sentence": f"{f.limit}: {where} {queue}, and no other limit explains it: {because}{prefix}",
+        }
     if k.waits:
         unknown = [f.limit for f in maybe]
-        what = (f"the server's figures do not separate {' from '.join(unknown)} (it does not state max_num_seqs or "
-                f"max_num_batched_tokens, nor send the tokens of its steps)" if unknown
-                else "no limit the suite knows explains it (the slots, the KV cache and the step budget all have room)")
-        return {**out, "kind": "undecided", "candidates": unknown, "sentence": f"undecided: {where} {queue}: {what}{prefix}"}
+        what = (
+            f"the server's figures do not separate {' from '.join(unknown)} (it does not state max_num_seqs or "
+            f"max_num_batched_tokens, nor send the tokens of its steps)"
+            if unknown
+            else "no limit the suite knows explains it (the slots, the KV cache and the step budget all have room)"
+        )
+        return {
+            **out,
+            "kind": "undecided",
+            "candidates": unknown,
+            "sentence": f"undecided: {where} {queue}: {what}{prefix}",
+        }
     return {**out, **_no_limit(k, findings, prefix)}
 
 
@@ -383,15 +495,27 @@ def _no_limit(k: Knee, findings, prefix: str) -> dict:
     """Nothing near a limit: say so, and name the nearest one with its headroom."""
     g = k.at
     step = k.grew("step_ms")
-    steps = (f"steps take {step:.1f}x as long as at {k.low.users} users" if step is not None
-             else "it is the lowest level, so no step growth to measure" if k.low is None else "the step time is not known")
+    steps = (
+        f"steps take {step:.1f}x as long as at {k.low.users} users"
+        if step is not None
+        else "it is the lowest level, so no step growth to measure"
+        if k.low is None
+        else "the step time is not known"
+    )
     sentence = f"no limit reached: at {g.users} users nothing waits for a slot (mean {g.waiting or 0:,.1f} waiting) and {steps}"
     near = [f for f in findings if f.headroom is not None]
     if not near:
-        return {"kind": "no limit reached", "sentence": sentence + "; the server states no limit to measure headroom against" + prefix}
+        return {
+            "kind": "no limit reached",
+            "sentence": sentence + "; the server states no limit to measure headroom against" + prefix,
+        }
     f = min(near, key=lambda f: f.headroom)
-    return {"kind": "no limit reached", "nearest": f.limit, "headroom": f.headroom,
-            "sentence": f"{sentence}; the nearest limit is {f.limit}: {f.headroom_text}, {_pct(f.headroom)} headroom{prefix}"}
+    return {
+        "kind": "no limit reached",
+        "nearest": f.limit,
+        "headroom": f.headroom,
+        "sentence": f"{sentence}; the nearest limit is {f.limit}: {f.headroom_text}, {_pct(f.headroom)} headroom{prefix}",
+    }
 
 
 def _prefix_clause(knee: LevelEvidence, low: LevelEvidence, names: dict[str, str], evidence: list[str], at: str) -> str:
@@ -400,10 +524,17 @@ def _prefix_clause(knee: LevelEvidence, low: LevelEvidence, names: dict[str, str
         return ""
     n = lambda role: names.get(role, role)  # noqa: E731
     source = n("prefix_rate") if "prefix_hits" not in names else f"{n('prefix_hits')} / {n('prefix_queries')}"
-    evidence.append(f"{at}: prefix-cache hit rate {_pct(knee.prefix_cache_hit_rate)} ({source}; "
-                    f"{_pct(low.prefix_cache_hit_rate)} at {low.users} users)")  # fmt: skip
-    if low is not knee and low.prefix_cache_hit_rate is not None \
-            and low.prefix_cache_hit_rate - knee.prefix_cache_hit_rate >= PREFIX_DROP:
-        return (f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.users} users to "
-                f"{_pct(knee.prefix_cache_hit_rate)}: cached prefixes were evicted, so each request prefills more")
+    evidence.append(
+        f"{at}: prefix-cache hit rate {_pct(knee.prefix_cache_hit_rate)} ({source}; "
+        f"{_pct(low.prefix_cache_hit_rate)} at {low.users} users)"
+    )
+    if (
+        low is not knee
+        and low.prefix_cache_hit_rate is not None
+        and low.prefix_cache_hit_rate - knee.prefix_cache_hit_rate >= PREFIX_DROP
+    ):
+        return (
+            f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.users} users to "
+            f"{_pct(knee.prefix_cache_hit_rate)}: cached prefixes were evicted, so each request prefills more"
+        )
     return ""

@@ -43,8 +43,17 @@ from metrics.schema.server_side import GpuDevice, GpuFigures, GpuSection
 
 FILE_NAME = "gpu_telemetry.parquet"
 # one row per GPU per reading; NaN where the source did not say (nvidia-smi has no energy counter)
-COLUMNS = ("timestamp", "gpu", "name", "utilization_pct", "memory_used_mib", "memory_total_mib", "power_w",
-           "sm_clock_mhz", "energy_j")  # fmt: skip
+COLUMNS = (
+    "timestamp",
+    "gpu",
+    "name",
+    "utilization_pct",
+    "memory_used_mib",
+    "memory_total_mib",
+    "power_w",
+    "sm_clock_mhz",
+    "energy_j",
+)
 MAX_GAP_INTERVALS = 2.5  # readings this many intervals short of a window's edge: its energy is unknown
 
 
@@ -146,8 +155,9 @@ def _div(a, b) -> float | None:
     return None if a is None or b is None or not b else float(a) / float(b)
 
 
-def figures(telemetry: GpuFigures, users: int | None, throughput, seconds: float, gpus: int | None,
-            price: float | None) -> GpuFigures:
+def figures(
+    telemetry: GpuFigures, users: int | None, throughput, seconds: float, gpus: int | None, price: float | None
+) -> GpuFigures:
     """`telemetry`'s window with the load it carried (`throughput`: the window's Throughput over
     `seconds`) in the deployment's terms: per minute, per GPU, per token and per million tokens."""
     out = telemetry.model_copy(update={"users": users})
@@ -169,11 +179,14 @@ def figures(telemetry: GpuFigures, users: int | None, throughput, seconds: float
     return out
 
 
-def level_figures(step: Step, readings: pd.DataFrame | None, gpus: int | None, price: float | None,
-                  interval_s: float = 1.0) -> GpuFigures:
+def level_figures(
+    step: Step, readings: pd.DataFrame | None, gpus: int | None, price: float | None, interval_s: float = 1.0
+) -> GpuFigures:
     """A load level's figures: its telemetry and its load, over its window."""
     start, end = step.window.start, step.window.end
-    return figures(window_figures(readings, start, end, interval_s), step.users, step.throughput, end - start, gpus, price)
+    return figures(
+        window_figures(readings, start, end, interval_s), step.users, step.throughput, end - start, gpus, price
+    )
 
 
 def devices(readings: pd.DataFrame | None, start: float, end: float) -> list[GpuDevice]:
@@ -185,22 +198,39 @@ def devices(readings: pd.DataFrame | None, start: float, end: float) -> list[Gpu
         w = _inside(g, start, end)
         names = [n for n in g["name"].astype(str) if n]
         total = g["memory_total_mib"].to_numpy(dtype=float)
-        out.append(GpuDevice(id=str(gid), name=names[-1] if names else "", readings=int(len(w)),
-                             memory_total_mib=float(np.nanmax(total)) if np.isfinite(total).any() else None,
-                             utilization_pct_mean=_mean(w["utilization_pct"]), power_w_mean=_mean(w["power_w"])))  # fmt: skip
+        out.append(
+            GpuDevice(
+                id=str(gid),
+                name=names[-1] if names else "",
+                readings=int(len(w)),
+                memory_total_mib=float(np.nanmax(total)) if np.isfinite(total).any() else None,
+                utilization_pct_mean=_mean(w["utilization_pct"]),
+                power_w_mean=_mean(w["power_w"]),
+            )
+        )
     return sorted(out, key=lambda d: (len(d.id), d.id))
 
 
-def gpu_section(summary: Summary, readings: pd.DataFrame | None, *, source: str | None = None, interval_s: float = 1.0,
-                gpus: int | None = None, price: float | None = None, failed: int = 0, last_error: str | None = None,
-                file: str | None = None) -> GpuSection:
+def gpu_section(
+    summary: Summary,
+    readings: pd.DataFrame | None,
+    *,
+    source: str | None = None,
+    interval_s: float = 1.0,
+    gpus: int | None = None,
+    price: float | None = None,
+    failed: int = 0,
+    last_error: str | None = None,
+    file: str | None = None,
+) -> GpuSection:
     """summary.json's `gpu`: the telemetry and the load per level, over the run, and at the capacity.
     `gpus`: --gpus (None: the GPUs the telemetry saw)."""
     w = summary.window
     seen = devices(readings, w.start, w.end)
     count, origin = (gpus, "--gpus") if gpus else ((len(seen), "telemetry") if seen else (None, None))
-    overall = figures(window_figures(readings, w.start, w.end, interval_s), None, summary.overall.throughput, w.seconds,
-                      count, price)  # fmt: skip
+    overall = figures(
+        window_figures(readings, w.start, w.end, interval_s), None, summary.overall.throughput, w.seconds, count, price
+    )
     steps = [level_figures(st, readings, count, price, interval_s) for st in summary.by_step or []]
     capacity = None
     cap = summary.capacity
@@ -208,10 +238,20 @@ def gpu_section(summary: Summary, readings: pd.DataFrame | None, *, source: str 
         met = [f for f, st in zip(steps, summary.by_step or []) if st.users == cap.users and not st.partial]
         capacity = met[-1] if met else None
     section = GpuSection(
-        source=source, interval_s=interval_s if source else None, file=file, readings=0 if readings is None else int(len(readings)),
-        failed_readings=failed, last_error=last_error, devices=seen, gpus=count, gpus_from=origin, gpu_hour_price=price,
-        overall=overall, by_step=steps, capacity=capacity,
-    )  # fmt: skip
+        source=source,
+        interval_s=interval_s if source else None,
+        file=file,
+        readings=0 if readings is None else int(len(readings)),
+        failed_readings=failed,
+        last_error=last_error,
+        devices=seen,
+        gpus=count,
+        gpus_from=origin,
+        gpu_hour_price=price,
+        overall=overall,
+        by_step=steps,
+        capacity=capacity,
+    )
     section.sentence = sentence(section, cap.slo if cap is not None else "")
     return section
 
@@ -227,17 +267,20 @@ def describe_figures(f: GpuFigures, gpus: int | None, price: float | None) -> st
         parts.append(f"{_n(f.sessions_per_min, 1)} sessions/min")
     parts.append(f"{_n(f.output_tokens_per_s)} output and {_n(f.total_tokens_per_s)} total tokens/s")
     if gpus:
-        parts.append(f"per GPU {_n(f.requests_per_min_per_gpu, 1)} requests/min, {_n(f.output_tokens_per_s_per_gpu)} output "
-                     f"and {_n(f.total_tokens_per_s_per_gpu)} total tokens/s")  # fmt: skip
+        parts.append(
+            f"per GPU {_n(f.requests_per_min_per_gpu, 1)} requests/min, {_n(f.output_tokens_per_s_per_gpu)} output "
+            f"and {_n(f.total_tokens_per_s_per_gpu)} total tokens/s"
+        )
     text = ", ".join(parts)
     if f.utilization_pct_mean is not None:
-        text += (f"; GPU busy {_n(f.utilization_pct_mean)} % (p95 {_n(f.utilization_pct_p95)} %), "
-                 f"{_n(f.power_w_mean)} W")  # fmt: skip
+        text += f"; GPU busy {_n(f.utilization_pct_mean)} % (p95 {_n(f.utilization_pct_p95)} %), {_n(f.power_w_mean)} W"
     if f.joules_per_output_token is not None:
         text += f", {_n(f.joules_per_output_token, 3)} J per output token ({_n(f.joules_per_token, 3)} J per token)"
     if f.cost_per_million_output_tokens is not None:
-        text += (f"; {_n(f.cost_per_million_output_tokens, 2)} per million output tokens "
-                 f"({_n(f.cost_per_million_tokens, 2)} per million tokens) at {price:g} per GPU-hour")  # fmt: skip
+        text += (
+            f"; {_n(f.cost_per_million_output_tokens, 2)} per million output tokens "
+            f"({_n(f.cost_per_million_tokens, 2)} per million tokens) at {price:g} per GPU-hour"
+        )
     return text
 
 

@@ -23,8 +23,8 @@ A new limit is a new function here with its thresholds beside it, added to RULES
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from metrics.schema.server_side import LevelEvidence
 
@@ -80,12 +80,16 @@ def queued(k: Knee) -> tuple[bool, float | None, list[str]]:
     wait_ms = None
     if g.queue_ms is not None:
         wait_ms = g.queue_ms
-        evidence.append(f"{k.where}: each request waits {wait_ms:,.0f} ms on average to be scheduled "
-                        f"({k.n('queue_sum')} / {k.n('queue_count')})")  # fmt: skip
+        evidence.append(
+            f"{k.where}: each request waits {wait_ms:,.0f} ms on average to be scheduled "
+            f"({k.n('queue_sum')} / {k.n('queue_count')})"
+        )
     elif g.request_rate:
         wait_ms = waiting / g.request_rate * 1000.0
-        evidence.append(f"{k.where}: each request waits {wait_ms:,.0f} ms on average ({k.n('waiting')} mean over "
-                        f"{g.request_rate:,.1f} requests/s)")  # fmt: skip
+        evidence.append(
+            f"{k.where}: each request waits {wait_ms:,.0f} ms on average ({k.n('waiting')} mean over "
+            f"{g.request_rate:,.1f} requests/s)"
+        )
     if wait_ms is not None and g.step_ms:
         evidence[-1] += f" against one engine step of {g.step_ms:,.0f} ms (ITL p50)"
     for_the_step = wait_ms is not None and g.step_ms is not None and wait_ms <= QUEUE_STEPS * g.step_ms
@@ -125,8 +129,10 @@ def memory(k: Knee) -> Finding:
         extra = f", {g.preemptions:,.0f} preemptions ({k.n('preemptions')})" if preempted else ""
         blocks = k.config.get("num_gpu_blocks")
         size = f" of {blocks:,.0f} blocks (vllm:cache_config_info)" if blocks else ""
-        why = (f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while the KV cache{size} is full "
-               f"(peak {_pct(peak)}{extra}); {g.running or 0:,.1f} run on average, {g.running_peak or 0:,.0f} at the peak")  # fmt: skip
+        why = (
+            f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while the KV cache{size} is full "
+            f"(peak {_pct(peak)}{extra}); {g.running or 0:,.1f} run on average, {g.running_peak or 0:,.0f} at the peak"
+        )
         return Finding("memory-bound", "holds", why, evidence, headroom, room)
     return Finding("memory-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
 
@@ -158,16 +164,20 @@ def scheduler(k: Knee) -> Finding:
     if not k.waits:
         if g.gpu_utilisation is not None and g.gpu_utilisation < GPU_IDLE:
             evidence.append(f"{k.where}: {k.n('gpu')} mean {_pct(g.gpu_utilisation)}")
-            why = (f"nothing waits for a slot and all {g.running or 0:,.1f} requests run at once, yet the GPU is busy "
-                   f"only {_pct(g.gpu_utilisation)}: the server's own loop (CPU) is the limit")  # fmt: skip
+            why = (
+                f"nothing waits for a slot and all {g.running or 0:,.1f} requests run at once, yet the GPU is busy "
+                f"only {_pct(g.gpu_utilisation)}: the server's own loop (CPU) is the limit"
+            )
             return Finding("scheduler-bound", "holds", why, evidence, headroom, room)
         return Finding("scheduler-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
     if seqs is None:
         return Finding("scheduler-bound", "unknown", evidence=evidence)
     if seqs <= g.users and (g.running_peak or 0.0) >= seqs:
-        why = (f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while every slot is taken: "
-               f"{g.running_peak:,.0f} run at the peak ({g.running or 0:,.1f} on average), at most {seqs:,.0f} (its "
-               f"max_num_seqs), with room in the KV cache (peak {_pct(g.kv_cache_peak)})")  # fmt: skip
+        why = (
+            f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while every slot is taken: "
+            f"{g.running_peak:,.0f} run at the peak ({g.running or 0:,.1f} on average), at most {seqs:,.0f} (its "
+            f"max_num_seqs), with room in the KV cache (peak {_pct(g.kv_cache_peak)})"
+        )
         weak = (g.running or 0.0) < SEQS_FULL * seqs
         return Finding("scheduler-bound", "holds", why, evidence, headroom, room, weak=weak)
     return Finding("scheduler-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
@@ -196,23 +206,29 @@ def prefill(k: Knee) -> Finding:
     short = step is None or step < STEP_GROWTH
     evidence = []
     if g.ttft_ms is not None and k.low is not None and k.low.ttft_ms is not None:
-        evidence.append(f"{k.where}: TTFT p50 {g.ttft_ms:,.0f} ms against {k.low.ttft_ms:,.0f} ms at {k.low.users} users, "
-                        f"steps (ITL p50) {g.step_ms or 0:,.0f} ms against {k.low.step_ms or 0:,.0f} ms")  # fmt: skip
+        evidence.append(
+            f"{k.where}: TTFT p50 {g.ttft_ms:,.0f} ms against {k.low.ttft_ms:,.0f} ms at {k.low.users} users, "
+            f"steps (ITL p50) {g.step_ms or 0:,.0f} ms against {k.low.step_ms or 0:,.0f} ms"
+        )
     if g.prompt_tokens is not None:
         evidence.append(f"{k.where}: {g.prompt_tokens:,.0f} prompt tokens per request (client, usage)")
     headroom, room = None, ""
     if budget and g.step_tokens is not None:
         use = g.step_tokens / budget
-        evidence.append(f"{k.where}: {g.step_tokens:,.1f} tokens per engine step ({k.n('step_tokens_sum')} / "
-                        f"{k.n('step_tokens_count')}) of max_num_batched_tokens {budget:,.0f} ({k.n('config')}): {_pct(use)}")  # fmt: skip
+        evidence.append(
+            f"{k.where}: {g.step_tokens:,.1f} tokens per engine step ({k.n('step_tokens_sum')} / "
+            f"{k.n('step_tokens_count')}) of max_num_batched_tokens {budget:,.0f} ({k.n('config')}): {_pct(use)}"
+        )
         headroom = max(0.0, 1.0 - use)
         room = f"the per-step token budget ({g.step_tokens:,.1f} of {budget:,.0f} tokens a step used)"
         if k.waits and use >= BUDGET_FULL and short:
-            why = (f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while every engine step carries "
-                   f"{_pct(use)} of its budget of {budget:,.0f} tokens (max_num_batched_tokens) and stays short"
-                   f"{'' if step is None else f' ({g.step_ms:,.0f} ms, {step:.1f}x the lowest level)'}: prompts of "
-                   f"{g.prompt_tokens or 0:,.0f} tokens are prefilled chunk by chunk, so TTFT grows while decoding "
-                   f"is as fast as ever")  # fmt: skip
+            why = (
+                f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) while every engine step carries "
+                f"{_pct(use)} of its budget of {budget:,.0f} tokens (max_num_batched_tokens) and stays short"
+                f"{'' if step is None else f' ({g.step_ms:,.0f} ms, {step:.1f}x the lowest level)'}: prompts of "
+                f"{g.prompt_tokens or 0:,.0f} tokens are prefilled chunk by chunk, so TTFT grows while decoding "
+                f"is as fast as ever"
+            )
             return Finding("prefill-bound", "holds", why, evidence, headroom, room)
         return Finding("prefill-bound", "fails", evidence=evidence, headroom=headroom, headroom_text=room)
     if not k.waits:
@@ -220,12 +236,16 @@ def prefill(k: Knee) -> Finding:
     grown = k.grew("prefill_ms")
     if grown is None or (g.preemptions or 0.0) > 0:  # a preempted request is prefilled again: its time says nothing
         return Finding("prefill-bound", "unknown", evidence=evidence)
-    evidence.append(f"{k.where}: the server's prefill takes {g.prefill_ms:,.0f} ms on average ({k.n('prefill_sum')}), "
-                    f"{grown:.1f}x the {k.low.prefill_ms:,.0f} ms at {k.low.users} users")  # fmt: skip
+    evidence.append(
+        f"{k.where}: the server's prefill takes {g.prefill_ms:,.0f} ms on average ({k.n('prefill_sum')}), "
+        f"{grown:.1f}x the {k.low.prefill_ms:,.0f} ms at {k.low.users} users"
+    )
     if grown >= PREFILL_GROWTH and short:
-        why = (f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) and each prompt's prefill takes "
-               f"{grown:.1f}x as long as at {k.low.users} users while the steps stay short: prompts share the per-step "
-               f"token budget (its max_num_batched_tokens, not stated by the server)")  # fmt: skip
+        why = (
+            f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) and each prompt's prefill takes "
+            f"{grown:.1f}x as long as at {k.low.users} users while the steps stay short: prompts share the per-step "
+            f"token budget (its max_num_batched_tokens, not stated by the server)"
+        )
         return Finding("prefill-bound", "holds", why, evidence)
     # a prefill time as it was does not rule the budget out: a server that admits a prompt only when
     # the budget has room for it keeps the wait in its queue (the simulator's prefill-bound profile:
@@ -245,20 +265,26 @@ def compute(k: Knee) -> Finding:
     step = k.grew("step_ms")
     evidence = []
     if step is not None:
-        evidence.append(f"{k.where}: one engine step (ITL p50) {g.step_ms:,.0f} ms, {step:.1f}x the {k.low.step_ms:,.0f} ms "
-                        f"at {k.low.users} users ({k.low.running or 0:,.1f} running there)")  # fmt: skip
+        evidence.append(
+            f"{k.where}: one engine step (ITL p50) {g.step_ms:,.0f} ms, {step:.1f}x the {k.low.step_ms:,.0f} ms "
+            f"at {k.low.users} users ({k.low.running or 0:,.1f} running there)"
+        )
     if k.waits:
         return Finding("compute-bound", "fails", evidence=evidence)
     if step is None:
         return Finding("compute-bound", "fails" if g.step_ms is not None else "unknown", evidence=evidence)
     if step >= STEP_GROWTH and (g.running or 0.0) > (k.low.running or 0.0):
-        queue = (f"requests wait only for the step in progress (mean {g.waiting or 0:,.1f} waiting, {k.wait_ms:,.0f} ms each)"
-                 if (g.waiting or 0.0) >= QUEUE_MIN and k.wait_ms is not None
-                 else f"nothing waits in the server's queue (mean {g.waiting or 0:,.1f})")  # fmt: skip
+        queue = (
+            f"requests wait only for the step in progress (mean {g.waiting or 0:,.1f} waiting, {k.wait_ms:,.0f} ms each)"
+            if (g.waiting or 0.0) >= QUEUE_MIN and k.wait_ms is not None
+            else f"nothing waits in the server's queue (mean {g.waiting or 0:,.1f})"
+        )
         gpu = "" if g.gpu_utilisation is None else f", GPU {_pct(g.gpu_utilisation)}"
-        why = (f"{queue}; every request runs ({g.running or 0:,.1f} on average; KV cache peak {_pct(g.kv_cache_peak)}{gpu}) and "
-               f"each step of the larger batch takes longer: {g.step_ms:,.0f} ms, {step:.1f}x the {k.low.step_ms:,.0f} ms "
-               f"at {k.low.users} users")  # fmt: skip
+        why = (
+            f"{queue}; every request runs ({g.running or 0:,.1f} on average; KV cache peak {_pct(g.kv_cache_peak)}{gpu}) and "
+            f"each step of the larger batch takes longer: {g.step_ms:,.0f} ms, {step:.1f}x the {k.low.step_ms:,.0f} ms "
+            f"at {k.low.users} users"
+        )
         return Finding("compute-bound", "holds", why, evidence)
     return Finding("compute-bound", "fails", evidence=evidence)
 

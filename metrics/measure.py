@@ -19,7 +19,16 @@ from metrics.percentiles import LINEAR, ORDER, percentiles
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
 from metrics.schema.base import PERCENTILES
 from metrics.schema.figures import (
-    Block, Distribution, Embeddings, Goodput, Requests, Span, Step, StreamSpeed, Throughput, Tokens,
+    Block,
+    Distribution,
+    Embeddings,
+    Goodput,
+    Requests,
+    Span,
+    Step,
+    StreamSpeed,
+    Throughput,
+    Tokens,
 )
 from metrics.slo import good_mask
 from metrics.timing import arrival_inputs, arrived_tokens, pooled_itl
@@ -38,12 +47,23 @@ def distribution(values_s, method: str = LINEAR) -> Distribution:
     if v.size == 0:
         return Distribution()
     qs = percentiles(v, [q for _, q in PERCENTILES], method)
-    return Distribution(count=int(v.size), mean=float(v.mean()), min=float(v.min()), max=float(v.max()),
-                        **{name: x for (name, _), x in zip(PERCENTILES, qs)})  # fmt: skip
+    return Distribution(
+        count=int(v.size),
+        mean=float(v.mean()),
+        min=float(v.min()),
+        max=float(v.max()),
+        **{name: x for (name, _), x in zip(PERCENTILES, qs)},
+    )
 
 
-def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarray, window_s: float,
-            tokens_in_window: tuple[float, float], method: str = LINEAR) -> Block:
+def section(
+    df: pd.DataFrame,
+    finished_in_window: pd.DataFrame,
+    itl_s: np.ndarray,
+    window_s: float,
+    tokens_in_window: tuple[float, float],
+    method: str = LINEAR,
+) -> Block:
     """One block's figures. Latency and outcomes come from `df`, the requests sent inside the
     window; request throughput from `finished_in_window`, the successful requests that completed
     inside it, whenever they were sent; token throughput from `tokens_in_window`, (output, prompt)
@@ -102,9 +122,11 @@ def section(df: pd.DataFrame, finished_in_window: pd.DataFrame, itl_s: np.ndarra
     )
     if (ok["inputs"] > 0).any():  # embeddings or rerank
         out.embeddings = Embeddings(
-            inputs=int(ok["inputs"].sum()), batch_size_mean=float(ok["inputs"].mean()),
-            inputs_per_s=per_s(int(finished_in_window["inputs"].sum())), input_tokens_per_s=per_s(prompt),
-        )  # fmt: skip
+            inputs=int(ok["inputs"].sum()),
+            batch_size_mean=float(ok["inputs"].mean()),
+            inputs_per_s=per_s(int(finished_in_window["inputs"].sum())),
+            input_tokens_per_s=per_s(prompt),
+        )
     out.ttft_split = ttft_split(ok, method)  # where the server reported each request's own timing
     lag = (ok["t_send"] - ok["t_intended"]).to_numpy()
     if np.isfinite(lag).any():  # open loop: latency from the intended send time as well
@@ -127,9 +149,17 @@ class Measure:
         self.done = (df["wall_send"] + df["e2e_s"]).to_numpy(dtype=float)
         self.arrival, self.counted = arrival_inputs(df)  # tokens count where they arrived
 
-    def block(self, select: np.ndarray, start: float, end: float, group: np.ndarray | bool = True,
-              tokens: tuple[float, float] | None = None, method: str = LINEAR, judged: bool = True,
-              first_tokens: np.ndarray | None = None) -> Block:  # fmt: skip
+    def block(
+        self,
+        select: np.ndarray,
+        start: float,
+        end: float,
+        group: np.ndarray | bool = True,
+        tokens: tuple[float, float] | None = None,
+        method: str = LINEAR,
+        judged: bool = True,
+        first_tokens: np.ndarray | None = None,
+    ) -> Block:
         """The statistics of the records in `select` (latency, outcomes: the requests sent in
         [start, end]); request throughput from the successful records of `group` that completed
         in [start, end]; token throughput from the tokens of `group` that arrived in it, unless
@@ -156,7 +186,10 @@ class Measure:
     def by(self, column: str, select: np.ndarray, start: float, end: float) -> dict[str, Block]:
         """One block per value of a record column (`request_class`: summary.json's by_class;
         `backend`: by_backend) among the records in `select`: the one grouping of every breakdown."""
-        return {name: self.block(select & mask, start, end, mask) for name, mask in groups(self.df[column].to_numpy(), select)}
+        return {
+            name: self.block(select & mask, start, end, mask)
+            for name, mask in groups(self.df[column].to_numpy(), select)
+        }
 
     def _ended_by(self, cut: float) -> np.ndarray:
         """Each record had ended by `cut` (a failure ends where it failed; no end time: at its send)."""
@@ -233,8 +266,16 @@ class Measure:
             # an adaptive capacity search's level: the confidence of each of its looks (shapes/sequential.py)
             confidence = level.confidence or CONFIDENCE
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, confidence, censored=censored)
-        return Step(step=level.first, users=level.users, rate=level.rate, window=Span(start=level.start, end=level.end),
-                    steps=level.steps, cut=level.cut, verdict=verdict, **dict(block))  # fmt: skip
+        return Step(
+            step=level.first,
+            users=level.users,
+            rate=level.rate,
+            window=Span(start=level.start, end=level.end),
+            steps=level.steps,
+            cut=level.cut,
+            verdict=verdict,
+            **dict(block),
+        )
 
 
 def groups(values: np.ndarray, select: np.ndarray) -> list[tuple[str, np.ndarray]]:

@@ -10,7 +10,6 @@ import pyarrow as pa
 from metrics.schema.client_health import OpenLoop
 from metrics.schema.figures import Block
 
-
 SCHEDULE_LAG_LIMIT_MS = 10.0  # open loop: sending 1 % of requests later than this is "behind schedule"
 INTENDED_SLACK_S = 0.01
 SENT_SHARE = 0.95  # open loop: sending fewer of the arrivals due in the window than this share is "behind schedule"
@@ -59,8 +58,13 @@ def busy_when_due(df: pd.DataFrame, table: pa.Table) -> tuple[int, float | None]
     return peak, float(np.mean(busy >= peak))
 
 
-def open_loop(overall: Block, target_rate: float, scheduled: int | None = None, sent: int | None = None,
-              busy: tuple[int, float | None] | None = None) -> OpenLoop:
+def open_loop(
+    overall: Block,
+    target_rate: float,
+    scheduled: int | None = None,
+    sent: int | None = None,
+    busy: tuple[int, float | None] | None = None,
+) -> OpenLoop:
     """Did the client keep to the arrival schedule? Lateness is measured per request
     (t_send - t_intended); a late request still counts from its intended time in *_from_intended_ms.
     The arrivals sent are compared with those the schedule had due in the window (`scheduled`), not
@@ -70,19 +74,34 @@ def open_loop(overall: Block, target_rate: float, scheduled: int | None = None, 
     lag_p99 = overall.schedule_lag_ms.p99 if overall.schedule_lag_ms is not None else None
     peak, share = busy if busy is not None else (None, None)
     capped = share is not None and share >= ALL_BUSY_SHARE
-    cause = (f"all {peak:,} users were busy when {share:.0%} of the late arrivals came due: the in-flight cap "
-             f"(--max-concurrency; in the web UI the user count) held them back" if capped else
-             "the client fell behind with users free (its CPU or event loop: see client_bound)" if share is not None else
-             "all users busy (--max-concurrency) or the client saturated")  # fmt: skip
+    cause = (
+        f"all {peak:,} users were busy when {share:.0%} of the late arrivals came due: the in-flight cap "
+        f"(--max-concurrency; in the web UI the user count) held them back"
+        if capped
+        else "the client fell behind with users free (its CPU or event loop: see client_bound)"
+        if share is not None
+        else "all users busy (--max-concurrency) or the client saturated"
+    )
     reasons = []
     if lag_p99 is not None and lag_p99 > SCHEDULE_LAG_LIMIT_MS:
-        reasons.append(f"1 % of requests were sent more than {lag_p99:,.0f} ms after their scheduled time "
-                       f"(limit {SCHEDULE_LAG_LIMIT_MS:g} ms): {cause}")
+        reasons.append(
+            f"1 % of requests were sent more than {lag_p99:,.0f} ms after their scheduled time "
+            f"(limit {SCHEDULE_LAG_LIMIT_MS:g} ms): {cause}"
+        )
     if scheduled is not None and sent is not None:
         sent = min(sent, scheduled)  # one just past the window's edge, matched within the slack
     if scheduled is not None and sent is not None and sent < SENT_SHARE * scheduled:
-        reasons.append(f"sent {sent:,} of the {scheduled:,} arrivals the schedule had due in the window "
-                       f"({target_rate:g} requests/s): {cause}")
-    return OpenLoop(target_rate=target_rate, sent_per_s=overall.throughput.sent_per_s, scheduled=scheduled, sent=sent,
-                    schedule_lag_p99_ms=lag_p99, behind_schedule=bool(reasons), reasons=reasons,
-                    capped_at=peak if capped and reasons else None)  # fmt: skip
+        reasons.append(
+            f"sent {sent:,} of the {scheduled:,} arrivals the schedule had due in the window "
+            f"({target_rate:g} requests/s): {cause}"
+        )
+    return OpenLoop(
+        target_rate=target_rate,
+        sent_per_s=overall.throughput.sent_per_s,
+        scheduled=scheduled,
+        sent=sent,
+        schedule_lag_p99_ms=lag_p99,
+        behind_schedule=bool(reasons),
+        reasons=reasons,
+        capped_at=peak if capped and reasons else None,
+    )

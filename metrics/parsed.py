@@ -55,8 +55,12 @@ class ParsedStream:
 
 
 # vLLM's per-request `metrics` keys (milliseconds) -> the record's fields (seconds)
-SERVER_TIMING = (("queue_time_ms", "server_queue_s"), ("time_to_first_token_ms", "server_ttft_s"),
-                 ("generation_time_ms", "server_generation_s"), ("mean_itl_ms", "server_itl_s"))  # fmt: skip
+SERVER_TIMING = (
+    ("queue_time_ms", "server_queue_s"),
+    ("time_to_first_token_ms", "server_ttft_s"),
+    ("generation_time_ms", "server_generation_s"),
+    ("mean_itl_ms", "server_itl_s"),
+)
 
 
 def server_timing(parsed: ParsedStream) -> dict:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 LINEAR = "linear"  # the metric contract (module doc)
 ORDER = "inverted_cdf"  # a load level's: an order statistic, within its verdict's bounds (module doc)
 

@@ -87,7 +87,9 @@ class RequestRecord:
     answer_tokens: int = -1
     reasoning_source: str = ""  # "usage" | "tokenizer" | "chunks" | "" (no reasoning text)
     tool_calls: int = 0  # tool calls in the reply (parallel calls counted one by one)
-    inputs: int = 0  # embeddings: the vectors returned (the request's batch size); rerank: the documents ranked; 0 for generation
+    inputs: int = (
+        0  # embeddings: the vectors returned (the request's batch size); rerank: the documents ranked; 0 for generation
+    )
     # The server's own timing of this request, where it sent one (vLLM's per-request `metrics`
     # object in the final usage chunk, --enable-per-request-metrics), in seconds; NaN where it sent
     # none. Queue: waiting for the scheduler; TTFT: from being scheduled to the first token (its
@@ -164,11 +166,33 @@ assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema
 
 # The per-request scalars the statistics read (metrics/summary.py, webui/live.py).
 SCALAR_COLUMNS = (
-    "request_class", "step", "wall_send", "t_send", "t_intended", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
-    "prompt_tokens", "output_tokens", "tokens_source", "worker", "resent",
-    "ttfa_s", "reasoning_tokens", "answer_tokens", "tool_calls", "finish_reason", "inputs", "turn",
-    "server_queue_s", "server_ttft_s", "cached_tokens", "backend",
-)  # fmt: skip
+    "request_class",
+    "step",
+    "wall_send",
+    "t_send",
+    "t_intended",
+    "ok",
+    "error",
+    "ttft_s",
+    "e2e_s",
+    "tpot_s",
+    "prompt_tokens",
+    "output_tokens",
+    "tokens_source",
+    "worker",
+    "resent",
+    "ttfa_s",
+    "reasoning_tokens",
+    "answer_tokens",
+    "tool_calls",
+    "finish_reason",
+    "inputs",
+    "turn",
+    "server_queue_s",
+    "server_ttft_s",
+    "cached_tokens",
+    "backend",
+)
 
 
 def with_all_columns(table: pa.Table) -> pa.Table:

@@ -31,8 +31,17 @@ def responses_event(out: ParsedStream, t: float, kind: str, event: dict) -> None
         if what == "tool":
             call = _responses_call(out, event.get("output_index"))
             call["arguments"] += text
-        out.chunks.append(Chunk(t, text, what != "reasoning", -1, event.get("sim_t", NAN),
-                                text if what == "reasoning" else "", text if what == "tool" else ""))
+        out.chunks.append(
+            Chunk(
+                t,
+                text,
+                what != "reasoning",
+                -1,
+                event.get("sim_t", NAN),
+                text if what == "reasoning" else "",
+                text if what == "tool" else "",
+            )
+        )
         return
     if kind == "response.output_item.added":
         item = event.get("item")
@@ -67,11 +76,17 @@ def responses_item(out: ParsedStream, t: float, index: int, item: dict) -> None:
     kind = item.get("type")
     if kind == "function_call":
         responses_event(out, t, "response.output_item.added", {"output_index": index, "item": item})
-        responses_event(out, t, "response.function_call_arguments.delta", {"output_index": index, "delta": item.get("arguments")})
+        responses_event(
+            out, t, "response.function_call_arguments.delta", {"output_index": index, "delta": item.get("arguments")}
+        )
     elif kind in ("message", "reasoning"):
         for part in item.get("content") or ():
             if isinstance(part, dict) and part.get("type") in ("output_text", "reasoning_text", "refusal"):
-                name = "response.reasoning_text.delta" if part["type"] == "reasoning_text" else "response.output_text.delta"
+                name = (
+                    "response.reasoning_text.delta"
+                    if part["type"] == "reasoning_text"
+                    else "response.output_text.delta"
+                )
                 responses_event(out, t, name, {"delta": part.get("text") or part.get("refusal")})
 
 

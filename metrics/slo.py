@@ -69,7 +69,9 @@ def parse_slo(text: str) -> list[Objective]:
         try:
             seconds = parse_duration("slo", threshold)
         except InputError:
-            raise InputError(f"--slo: '{part.strip()}': threshold '{threshold}' is not a duration; write e.g. 5s or 80ms") from None
+            raise InputError(
+                f"--slo: '{part.strip()}': threshold '{threshold}' is not a duration; write e.g. 5s or 80ms"
+            ) from None
         if seconds <= 0:
             raise InputError(f"--slo: '{part.strip()}': the threshold must be above 0")
         out.append(Objective(metric, stat, seconds, part.strip()))

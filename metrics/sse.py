@@ -109,7 +109,9 @@ def data_payloads(pieces: list[tuple[float, bytes]]) -> list[tuple[float, bytes]
 LONG_LINE = 65536
 
 
-def read_payloads(times: list[float], reads: list[bytes], chunked: bool) -> tuple[list[tuple[float, bytes]], float, int]:
+def read_payloads(
+    times: list[float], reads: list[bytes], chunked: bool
+) -> tuple[list[tuple[float, bytes]], float, int]:
     """`data_payloads(dechunk(times, reads))` in one pass: every `data:` payload with its time, the
     arrival of the last read that carried body bytes, and the body length. Linear in the body's
     length, however long its lines (LONG_LINE)."""
@@ -126,7 +128,12 @@ def read_payloads(times: list[float], reads: list[bytes], chunked: bool) -> tupl
                 # fast path: the read is one chunk holding one event, "<size>\r\ndata: ...\n\n\r\n"
                 n = len(d)
                 j = d.find(b"\r\n")
-                if 0 < j < 9 and d[n - 4 :] == b"\n\n\r\n" and d.startswith(b"data:", j + 2) and d.find(b"\n", j + 2) == n - 4:
+                if (
+                    0 < j < 9
+                    and d[n - 4 :] == b"\n\n\r\n"
+                    and d.startswith(b"data:", j + 2)
+                    and d.find(b"\n", j + 2) == n - 4
+                ):
                     try:
                         size = int(d[:j], 16)
                     except ValueError:
@@ -323,8 +330,12 @@ def parse_response(pieces: list[tuple[float, bytes]]) -> ParsedStream:
         for i, item in enumerate(body.get("output") or ()):
             if isinstance(item, dict):
                 responses_item(out, out.t_end, i, item)
-        responses_event(out, out.t_end, "response.completed" if body.get("status") != "incomplete"
-                         else "response.incomplete", {"response": body})  # fmt: skip
+        responses_event(
+            out,
+            out.t_end,
+            "response.completed" if body.get("status") != "incomplete" else "response.incomplete",
+            {"response": body},
+        )
         return out
     for choice in body.get("choices") or ():
         if not isinstance(choice, dict):
@@ -333,9 +344,10 @@ def parse_response(pieces: list[tuple[float, bytes]]) -> ParsedStream:
         message = choice.get("message") or {}
         content = message.get("content") or choice.get("text") or ""
         reasoning = message.get("reasoning") or message.get("reasoning_content") or ""
-        called = _add_tool_calls(out.tool_calls, [
-            {**c, "index": i} for i, c in enumerate(message.get("tool_calls") or ()) if isinstance(c, dict)
-        ])  # fmt: skip
+        called = _add_tool_calls(
+            out.tool_calls,
+            [{**c, "index": i} for i, c in enumerate(message.get("tool_calls") or ()) if isinstance(c, dict)],
+        )
         text = content + reasoning + called
         if text:
             tokens = out.usage.get("completion_tokens", -1) if out.usage else -1

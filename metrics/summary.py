@@ -34,9 +34,18 @@ def over_max_tokens(table: pa.Table) -> int:
     return int(((asked > 0) & (got > asked) & counted).sum())
 
 
-def summarize(table: pa.Table, window_start: float, window_end: float, run_start: float | None = None,
-              plan=None, objectives=(), target_rate: float | None = None, scheduled: int | None = None,
-              backends: tuple[str, ...] = (), backend_count: int | None = None) -> Summary:
+def summarize(
+    table: pa.Table,
+    window_start: float,
+    window_end: float,
+    run_start: float | None = None,
+    plan=None,
+    objectives=(),
+    target_rate: float | None = None,
+    scheduled: int | None = None,
+    backends: tuple[str, ...] = (),
+    backend_count: int | None = None,
+) -> Summary:
     """The whole summary (wall-clock window): definitions, window, overall, by_class, and by_step,
     slo and capacity when the run had steps and objectives; open_loop with `target_rate` and
     `scheduled`, the arrivals the schedule had due inside the window. `backends`: the replicas a run
@@ -52,9 +61,12 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
     summary = Summary(
         definitions=DEFINITIONS,
         window=Window(start=window_start, end=window_end, seconds=max(0.0, window_end - window_start)),
-        records=Records(total=int(len(df)), outside_window=int((~in_window).sum()),
-                        by_error={str(k): int(v) for k, v in failed["error"].value_counts().sort_index().items()},
-                        over_max_tokens=over_max_tokens(table)),
+        records=Records(
+            total=int(len(df)),
+            outside_window=int((~in_window).sum()),
+            by_error={str(k): int(v) for k, v in failed["error"].value_counts().sort_index().items()},
+            over_max_tokens=over_max_tokens(table),
+        ),
         overall=m.block(in_window, window_start, window_end),
         by_class=m.by("request_class", in_window, window_start, window_end),
         concurrency=Concurrency(mean_in_flight=mean_in_flight(df, window_start, window_end)),
@@ -78,8 +90,13 @@ def summarize(table: pa.Table, window_start: float, window_end: float, run_start
         # them (summary.overall.slo keeps the pooled figures)
         summary.slo = summary.overall.slo
     if target_rate:
-        summary.open_loop = open_loop(summary.overall, target_rate, scheduled, sent_on_schedule(df, table, window_start, window_end),
-                                      busy_when_due(df, table))  # fmt: skip
+        summary.open_loop = open_loop(
+            summary.overall,
+            target_rate,
+            scheduled,
+            sent_on_schedule(df, table, window_start, window_end),
+            busy_when_due(df, table),
+        )
     return summary
 
 
@@ -105,8 +122,13 @@ def by_step(plan, run_start: float, run_end: float, m: Measure) -> list[Step]:
             break  # the run stopped before this level was measured
         step = m.level(level)
         if partial:
-            step = step.model_copy(update={"partial": True, "throughput": Throughput(),
-                                           "goodput": Goodput(good_fraction=step.goodput.good_fraction)})  # fmt: skip
+            step = step.model_copy(
+                update={
+                    "partial": True,
+                    "throughput": Throughput(),
+                    "goodput": Goodput(good_fraction=step.goodput.good_fraction),
+                }
+            )
         out.append(step)
     return out
 

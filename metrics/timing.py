@@ -7,14 +7,14 @@ summaries and reports only aggregate the record fields it sets.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metrics.record import NAN, RequestRecord
 from metrics.parsed import ParsedStream, server_timing
+from metrics.record import NAN, RequestRecord
 
 TokenCounter = Callable[[str], int]
 
@@ -55,7 +55,7 @@ DEFINITIONS = {
     "window": "from test start + --warmup to the moment the run began to stop; a request belongs to "
     "the latency statistics when it was sent inside the window",
     "percentiles": "exact, from the per-request records (numpy 'linear' interpolation); a load level's (by_step) are the "
-                   "order statistic X(ceil(q n)) (numpy 'inverted_cdf'), which its verdict's confidence bounds bracket; ms",
+    "order statistic X(ceil(q n)) (numpy 'inverted_cdf'), which its verdict's confidence bounds bracket; ms",
     "success": "HTTP 200, stream ended with [DONE] or a finish_reason, no in-stream error, at least one token",
 }
 
@@ -119,11 +119,19 @@ def head_class(status: int, stream: bool = False, content_type: str = "", first:
     return ""
 
 
-NOT_STREAMED = "the server or a gateway in between did not stream: HTTP 200 with Content-Type {type} to a streaming request"
+NOT_STREAMED = (
+    "the server or a gateway in between did not stream: HTTP 200 with Content-Type {type} to a streaming request"
+)
 
 
-def classify(status: int, parsed: ParsedStream, stream: bool = False, content_type: str = "", first: bytes = b"",
-             expected: int = 0) -> tuple[str, str]:
+def classify(
+    status: int,
+    parsed: ParsedStream,
+    stream: bool = False,
+    content_type: str = "",
+    first: bytes = b"",
+    expected: int = 0,
+) -> tuple[str, str]:
     """(error class, detail) of a completed HTTP exchange; ("", "") is a success. `content_type` and
     `first` (the body's first bytes) tell a reply that was not streamed (`head_class`); `expected`: the
     results an embeddings or rerank reply must hold (workloads.bodies.expected_results), 0 unknown."""
@@ -144,8 +152,13 @@ def classify(status: int, parsed: ParsedStream, stream: bool = False, content_ty
 
 
 def fill_record(
-    rec: RequestRecord, status: int, parsed: ParsedStream, count_tokens: TokenCounter | None, stream: bool = True,
-    content_type: str = "", first: bytes = b"",
+    rec: RequestRecord,
+    status: int,
+    parsed: ParsedStream,
+    count_tokens: TokenCounter | None,
+    stream: bool = True,
+    content_type: str = "",
+    first: bytes = b"",
 ) -> None:
     """Set every timing and token field of `rec` from one finished exchange (`content_type` and
     `first`, the body's first bytes, as `classify` takes them). `rec.inputs` comes in as the results
@@ -217,7 +230,9 @@ def end_early(rec: RequestRecord, error: str, detail: str, t_end: float, cause: 
         rec.e2e_s = t_end - rec.t_send
 
 
-def arrived_tokens(edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens, chunk_times, mask) -> tuple[np.ndarray, np.ndarray]:
+def arrived_tokens(
+    edges, wall_send, ttft_s, e2e_s, prompt_tokens, output_tokens, chunk_times, mask
+) -> tuple[np.ndarray, np.ndarray]:
     """Output and prompt tokens of the records in `mask` that arrived in each interval between
     consecutive `edges` (wall-clock seconds; the last interval includes its end).
 
@@ -280,4 +295,17 @@ def arrival_inputs(df) -> tuple[list[np.ndarray], np.ndarray]:
     return arrays, counted
 
 
-__all__ = ["DEFINITIONS", "NAN", "fill_record", "end_early", "classify", "head_class", "pooled_itl", "itl_gaps", "output_tokens", "reasoning_tokens", "arrived_tokens", "arrival_inputs"]
+__all__ = [
+    "DEFINITIONS",
+    "NAN",
+    "fill_record",
+    "end_early",
+    "classify",
+    "head_class",
+    "pooled_itl",
+    "itl_gaps",
+    "output_tokens",
+    "reasoning_tokens",
+    "arrived_tokens",
+    "arrival_inputs",
+]

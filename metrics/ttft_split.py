@@ -40,6 +40,14 @@ def ttft_split(ok: pd.DataFrame, method: str = LINEAR) -> TtftSplit | None:
         return TtftSplit(requests=0, cached_tokens=cached_sum, cached_known=int(known.sum()), cached_share=share)
     t, q, p = ttft[told] * 1000.0, queue[told] * 1000.0, prefill[told] * 1000.0
     rest = t - q - p
-    return TtftSplit(requests=int(told.sum()), ttft_ms=float(t.mean()), queue_ms=float(q.mean()), prefill_ms=float(p.mean()),
-                     rest_ms=float(rest.mean()), rest_p95_ms=float(percentiles(rest, [95.0], method)[0]),
-                     cached_tokens=cached_sum, cached_known=int(known.sum()), cached_share=share)  # fmt: skip
+    return TtftSplit(
+        requests=int(told.sum()),
+        ttft_ms=float(t.mean()),
+        queue_ms=float(q.mean()),
+        prefill_ms=float(p.mean()),
+        rest_ms=float(rest.mean()),
+        rest_p95_ms=float(percentiles(rest, [95.0], method)[0]),
+        cached_tokens=cached_sum,
+        cached_known=int(known.sum()),
+        cached_share=share,
+    )

@@ -112,7 +112,9 @@ def _binom_cdf(n: int, p: float) -> np.ndarray:
     return cdf
 
 
-def order_bounds(values_sorted: np.ndarray, q: float, confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+def order_bounds(
+    values_sorted: np.ndarray, q: float, confidence: float = CONFIDENCE
+) -> tuple[float | None, float | None]:
     """(lower, upper) one-sided confidence bounds of the q-quantile (0 < q < 1) from sorted values:
     order statistics X(i) <= true quantile <= X(j), each with probability >= `confidence`; None
     where the values are too few for a bound on that side."""
@@ -175,9 +177,18 @@ def judge_objective(obj, values_s, confidence: float = CONFIDENCE, censored_s=()
     else:
         state, room = "undecided", 0.0 if n else None
     ms = lambda x: None if x is None or x != x else x * 1000.0  # noqa: E731
-    return ObjectiveEvidence(objective=obj.text, metric=obj.key, threshold_ms=round(obj.threshold_s * 1000, 9),
-                             value_ms=ms(value), lower_ms=ms(lower), upper_ms=ms(upper), samples=n, censored=c,
-                             state=state, margin=room)  # fmt: skip
+    return ObjectiveEvidence(
+        objective=obj.text,
+        metric=obj.key,
+        threshold_ms=round(obj.threshold_s * 1000, 9),
+        value_ms=ms(value),
+        lower_ms=ms(lower),
+        upper_ms=ms(upper),
+        samples=n,
+        censored=c,
+        state=state,
+        margin=room,
+    )
 
 
 def margin(threshold_s: float, bound_s: float) -> float | None:
@@ -187,7 +198,9 @@ def margin(threshold_s: float, bound_s: float) -> float | None:
     return room if math.isfinite(room) else None
 
 
-def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CONFIDENCE, censored: dict | None = None) -> SloVerdict:
+def judge(
+    objectives, values: dict, ok: int, failed: int, confidence: float = CONFIDENCE, censored: dict | None = None
+) -> SloVerdict:
     """A level's verdict from its declared sets: `values` maps each objective's key to the values
     of its successful requests (ITL: their pooled gaps; a first-token objective at a cut: its exact
     first tokens), `censored` a first-token objective's key to the minimums of its censored values;
@@ -211,11 +224,16 @@ def judge(objectives, values: dict, ok: int, failed: int, confidence: float = CO
         state, room = "undecided", 0.0
         few = [e.metric for e in evidence if e.state == "undecided" and e.upper_ms is None]
         why = f"too few values to bound {', '.join(few)}" if few else "its confidence bounds straddle the threshold"
-        waiting = [f"{e.metric}: {e.censored} still waiting at the cut" for e in evidence if e.state == "undecided" and e.censored]
+        waiting = [
+            f"{e.metric}: {e.censored} still waiting at the cut"
+            for e in evidence
+            if e.state == "undecided" and e.censored
+        ]
         if waiting:
             why += f" ({'; '.join(waiting)})"
-    return SloVerdict(state=state, requests=ok, failed=failed, confidence=confidence, objectives=evidence, reason=why,
-                      margin=room)
+    return SloVerdict(
+        state=state, requests=ok, failed=failed, confidence=confidence, objectives=evidence, reason=why, margin=room
+    )
 
 
 def level_values(objectives, ok_frame, itl_s) -> dict:
@@ -237,7 +255,9 @@ def level_values(objectives, ok_frame, itl_s) -> dict:
 
 def too_few(v: SloVerdict) -> bool:
     """Undecided for want of values (no upper bound), not for being close to the threshold."""
-    return v.state == "undecided" and (v.requests == 0 or any(e.upper_ms is None for e in v.objectives if e.state == "undecided"))
+    return v.state == "undecided" and (
+        v.requests == 0 or any(e.upper_ms is None for e in v.objectives if e.state == "undecided")
+    )
 
 
 def held(steps: int) -> str:
@@ -256,8 +276,11 @@ def judged_on(v: SloVerdict, steps: int) -> str:
 def first_tokens_text(v: SloVerdict) -> list[str]:
     """['ttft.p95 on 312 values, 4 still waiting at the cut'] for each first-token objective judged
     on other values than the requests that ended (a capacity search's level); [] otherwise."""
-    return [f"{e.metric} on {values_text(e)}" for e in v.objectives
-            if e.metric.split(".")[0] in FIRST_TOKEN and (e.samples != v.requests or e.censored)]  # fmt: skip
+    return [
+        f"{e.metric} on {values_text(e)}"
+        for e in v.objectives
+        if e.metric.split(".")[0] in FIRST_TOKEN and (e.samples != v.requests or e.censored)
+    ]
 
 
 def values_text(e: ObjectiveEvidence) -> str:

@@ -28,8 +28,10 @@ log = logging.getLogger("llm")
 
 PROGRESS_S = 10.0
 _OK, _ERROR, _OUT, _TTFT, _STEP = (FIELD_NAMES.index(n) for n in ("ok", "error", "output_tokens", "ttft_s", "step"))
-TABLES_LEFT_OUT = ("Locust's own tables are left out: they are its rounded live statistics of the same "
-                   "requests; the exact figures are in the table above (--locust-tables prints Locust's too)")  # fmt: skip
+TABLES_LEFT_OUT = (
+    "Locust's own tables are left out: they are its rounded live statistics of the same "
+    "requests; the exact figures are in the table above (--locust-tables prints Locust's too)"
+)
 
 
 class Console(Plugin):

@@ -37,16 +37,27 @@ def load_workload(plan: RunPlan):
         carriers = " or ".join(name for name in NAMES if ENDPOINTS[name].attachments)
         for c in spec.classes.values():
             if c.tools is not None or c.images is not None:
-                raise InputError(f"--endpoint {plan.endpoint}: class '{c.name}' of the workload has tools or images, "
-                                 f"which need --endpoint {carriers}")
+                raise InputError(
+                    f"--endpoint {plan.endpoint}: class '{c.name}' of the workload has tools or images, "
+                    f"which need --endpoint {carriers}"
+                )
     return spec
 
 
 class RunContext:
     """What every virtual user of this process shares during one run."""
 
-    def __init__(self, plan: RunPlan, inputs, run_id: str, worker_index: int, sink, run_start: float, processes: int = 1,
-                 environment=None):  # fmt: skip
+    def __init__(
+        self,
+        plan: RunPlan,
+        inputs,
+        run_id: str,
+        worker_index: int,
+        sink,
+        run_start: float,
+        processes: int = 1,
+        environment=None,
+    ):
         self.plan = plan
         self.run_id = run_id
         self.sink = sink
@@ -56,11 +67,14 @@ class RunContext:
         # for a replayed trace's requests; their bodies and records read the request's max_tokens
         self.trace = inputs.trace
         if self.trace is not None and plan.max_tokens_override:
-            self.trace = replace(self.trace, requests=tuple(replace(r, max_tokens=plan.max_tokens_override)
-                                                            for r in self.trace.requests))  # fmt: skip
+            self.trace = replace(
+                self.trace, requests=tuple(replace(r, max_tokens=plan.max_tokens_override) for r in self.trace.requests)
+            )
         seed = plan.seed + worker_index if plan.seed is not None else None
         self.sampler = Sampler(self.spec, seed, plan.max_tokens_override)
-        if plan.input_tokens is not None:  # --input-tokens: each prompt cut to a drawn token count by the client's count
+        if (
+            plan.input_tokens is not None
+        ):  # --input-tokens: each prompt cut to a drawn token count by the client's count
             self.sampler = TokenSizedSampler(self.sampler, *plan.input_tokens, inputs.tokenizer, seed)
         self.run_start = run_start  # wall clock, the master's test start: steps are cut on it
         self.step_s = plan.step_s
@@ -69,7 +83,9 @@ class RunContext:
         self.stopping = Event()  # set when the run begins to stop: open-loop users send nothing more
         self._sessions = itertools.count()
         self.pacer = plan.load.pacer(self, worker_index, processes, environment)  # the load model says when and which
-        self.pacer = budget_pacer(self.pacer, plan, worker_index, processes, self.stopping, environment)  # --num-requests
+        self.pacer = budget_pacer(
+            self.pacer, plan, worker_index, processes, self.stopping, environment
+        )  # --num-requests
         self.count_tokens = inputs.tokenizer.count if inputs.tokenizer is not None else None
         self.tag = f"{run_id}-w{worker_index}-{secrets.token_hex(2)}"
         self._ids = itertools.count()

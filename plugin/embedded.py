@@ -28,15 +28,23 @@ class EmbeddedSimulator:
         cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port), "--profile", profile]
         fd, log_path = tempfile.mkstemp(prefix="simulator-", suffix=".log")
         os.close(fd)
-        self.server = ServerProcess(cmd + (extra_args or []), log_path, name="the simulator", cwd=ROOT,
-                                    ready_line=READY_LINE, stop_timeout=STOP_TIMEOUT_S)  # fmt: skip
+        self.server = ServerProcess(
+            cmd + (extra_args or []),
+            log_path,
+            name="the simulator",
+            cwd=ROOT,
+            ready_line=READY_LINE,
+            stop_timeout=STOP_TIMEOUT_S,
+        )
         atexit.register(self.stop)
         try:
             self.server.start(START_TIMEOUT_S)
         except ServerStartError as e:
             # the simulator's own one-line error (a bad profile, a port in use) is its log's last line
             lines = e.log_tail.strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"the simulator did not start within {START_TIMEOUT_S:g}s") from None
+            raise RuntimeError(
+                lines[-1] if lines else f"the simulator did not start within {START_TIMEOUT_S:g}s"
+            ) from None
         self.url = self.server.url
         self.port = int(self.url.rsplit(":", 1)[1])
 
@@ -44,7 +52,7 @@ class EmbeddedSimulator:
         self.server.stop()
 
 
-def scrape_when_target(plan, simulator: "EmbeddedSimulator | None", host: str):
+def scrape_when_target(plan, simulator: EmbeddedSimulator | None, host: str):
     """The plan with the built-in simulator's /metrics to scrape when the simulator is the run's
     target and no --server-metrics was given: its gauges (running, waiting, KV cache) and scheduler
     limits are what the knee's diagnosis reads. One decision for a headless run (at init) and for

@@ -19,10 +19,26 @@ TABLE = [
     (DONE, "done", "the run did what was asked, every SLO met"),
     (REQUEST_FAILURES, "request failures", "some requests failed (Locust's --exit-code-on-error)"),
     (BAD_INPUT, "bad input", "a misconfiguration, refused before any load starts"),
-    (SLO_MISSED, "SLO missed", "an objective of --slo was missed (a step ramp or a capacity search: a level missed it and none below it met it)"),
-    (INCOMPLETE, "run incomplete", "a worker could not start the run or was lost mid-run (or lost its master), no request was recorded, or none succeeded"),
-    (RESULTS_NOT_WRITTEN, "results not written", "records or summary.json could not be written (disk full, permissions)"),
-    (SLO_UNDECIDED, "SLO undecided", "--slo was neither met nor missed: a statistic's confidence bounds hold its threshold, or too few requests to bound it (a step ramp or a capacity search: no level met it and none missed it)"),
+    (
+        SLO_MISSED,
+        "SLO missed",
+        "an objective of --slo was missed (a step ramp or a capacity search: a level missed it and none below it met it)",
+    ),
+    (
+        INCOMPLETE,
+        "run incomplete",
+        "a worker could not start the run or was lost mid-run (or lost its master), no request was recorded, or none succeeded",
+    ),
+    (
+        RESULTS_NOT_WRITTEN,
+        "results not written",
+        "records or summary.json could not be written (disk full, permissions)",
+    ),
+    (
+        SLO_UNDECIDED,
+        "SLO undecided",
+        "--slo was neither met nor missed: a statistic's confidence bounds hold its threshold, or too few requests to bound it (a step ramp or a capacity search: no level met it and none missed it)",
+    ),
     (INTERRUPTED, "interrupted", "SIGINT or SIGTERM before the run's end; partial results, complete: false"),
 ]
 _SEVERITY = [DONE, REQUEST_FAILURES, SLO_UNDECIDED, SLO_MISSED, INCOMPLETE, INTERRUPTED, RESULTS_NOT_WRITTEN, BAD_INPUT]
@@ -31,7 +47,9 @@ _SEVERITY = [DONE, REQUEST_FAILURES, SLO_UNDECIDED, SLO_MISSED, INCOMPLETE, INTE
 def raise_to(environment, code: int) -> None:
     """Set the process's exit code to `code` unless a more severe one is already set."""
     current = environment.process_exit_code
-    if current is None or _SEVERITY.index(code) > _SEVERITY.index(current if current in _SEVERITY else REQUEST_FAILURES):
+    if current is None or _SEVERITY.index(code) > _SEVERITY.index(
+        current if current in _SEVERITY else REQUEST_FAILURES
+    ):
         environment.process_exit_code = code
 
 

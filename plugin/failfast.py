@@ -37,10 +37,10 @@ FIXES = {
     "mid_stream_error": "the server reports an error inside every stream: its log says why",
     "malformed_chunk": "the server's events are not JSON: is --host an OpenAI-compatible server?",
     "not_streamed": "the server answers streaming requests with one JSON body: a gateway in between may buffer the "
-                    "stream (turn its buffering off), or the server does not stream (--no-stream measures it as it is)",
+    "stream (turn its buffering off), or the server does not stream (--no-stream measures it as it is)",
     "no_tokens": "the server ends every stream without generated text: check --model and the workload's max tokens",
     "missing_results": "the server returns fewer results than inputs or documents sent: check --model (an embedding "
-                       "or reranking model) and the server's limits on inputs per request",
+    "or reranking model) and the server's limits on inputs per request",
     "response_too_large": "every response is larger than --max-response-size: raise it",
 }
 
@@ -96,8 +96,10 @@ class FailFast(Plugin):
         error, count = self.failed.most_common(1)[0]
         detail = self.example.get(error) or ""
         classes = ", ".join(f"{c} {k}" for c, k in self.failed.most_common())
-        line = (f"every request failed in the first {time.time() - self.started:.0f} s of the run ({n}: {classes}; "
-                f"e.g. {error}{': ' + detail if detail else ''}): {fix_for(error, detail)}")  # fmt: skip
+        line = (
+            f"every request failed in the first {time.time() - self.started:.0f} s of the run ({n}: {classes}; "
+            f"e.g. {error}{': ' + detail if detail else ''}): {fix_for(error, detail)}"
+        )
         env = self.environment
         runner = env.runner
         if not env.parsed_options.headless:
@@ -105,7 +107,12 @@ class FailFast(Plugin):
             return
         log.error("%s; the run is stopped", line)
         exit_codes.raise_to(env, exit_codes.INCOMPLETE)
-        if runner is not None and runner.state not in ("cleanup", "stopping", "stopped", "quitting"):  # not one under way
+        if runner is not None and runner.state not in (
+            "cleanup",
+            "stopping",
+            "stopped",
+            "quitting",
+        ):  # not one under way
             gevent.spawn(runner.quit)
 
     def _off(self) -> None:

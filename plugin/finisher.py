@@ -72,7 +72,9 @@ class Finisher:
         keep_pauses_out_of_the_hot_path()
         self.ctx = ctx
         self.environment = environment
-        self.prefix = urlsplit((environment.host or "").split(",")[0]).path.rstrip("/") if environment is not None else ""
+        self.prefix = (
+            urlsplit((environment.host or "").split(",")[0]).path.rstrip("/") if environment is not None else ""
+        )
         self.queue: deque = deque()  # (path, rec, ex, stopped, on_parsed): plugin/progress.py reads it
         self.sizes: deque = deque()  # exchange_bytes of each, in the same order
         self.backlog = 0  # their sum
@@ -152,8 +154,13 @@ class Finisher:
         if rec.status != 200 and rec.status and not rec.error_detail:
             rec.error_detail = http_detail(rec.status, self.prefix + path, ex)
         if stopped or ex.error:  # a transport-level ending overrides what the bytes alone suggest
-            end_early(rec, "stopped" if stopped else ex.error, "in flight when the run ended" if stopped else ex.error_detail,
-                      ex.t_end, cause=ex.error)  # fmt: skip
+            end_early(
+                rec,
+                "stopped" if stopped else ex.error,
+                "in flight when the run ended" if stopped else ex.error_detail,
+                ex.t_end,
+                cause=ex.error,
+            )
         if rec.error_detail:  # the server's text, as kept: an echoed key masked before anything reads it
             rec.error_detail = redact(rec.error_detail, ctx.plan.api_key)
         if _parsed_hook._handlers:  # self-health token lag, client benchmarks
@@ -190,9 +197,13 @@ def fire_events(env, path: str, rec: RequestRecord, length: int) -> None:
         exc = RequestFailed(f"{rec.error}: {rec.error_detail}" if rec.error_detail else rec.error)
     e2e_ms = rec.e2e_s * 1000 if rec.e2e_s == rec.e2e_s else 0.0
     env.events.request.fire(
-        request_type="POST", name=path, response_time=e2e_ms, response_length=length,
-        exception=exc, context={"request_class": rec.request_class},
-    )  # fmt: skip
+        request_type="POST",
+        name=path,
+        response_time=e2e_ms,
+        response_length=length,
+        exception=exc,
+        context={"request_class": rec.request_class},
+    )
     if rec.ok:  # straight into the entries: a request event would count LLM rows in "Aggregated" too
         stats = env.stats
         if rec.ttft_s == rec.ttft_s:  # embeddings have none

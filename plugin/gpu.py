@@ -41,8 +41,8 @@ import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.errors import InputError
-from metrics.gpu import COLUMNS, FILE_NAME, gpu_section
 from core.urls import public_url
+from metrics.gpu import COLUMNS, FILE_NAME, gpu_section
 from plugin.server_metrics import describe_error
 from plugin.state import Plugin
 
@@ -51,8 +51,14 @@ log = logging.getLogger("llm.gpu")
 NVIDIA_SMI = "nvidia-smi"
 QUERY = "timestamp,index,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,name"  # name last: it may hold commas
 MAX_BODY_BYTES = 16 * 1024 * 1024
-SCHEMA = pa.schema([("timestamp", pa.float64()), ("gpu", pa.string()), ("name", pa.string()),
-                    *((c, pa.float64()) for c in COLUMNS[3:])])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("timestamp", pa.float64()),
+        ("gpu", pa.string()),
+        ("name", pa.string()),
+        *((c, pa.float64()) for c in COLUMNS[3:]),
+    ]
+)
 DCGM = {  # DCGM exporter's field -> (column, factor to the column's unit)
     "DCGM_FI_DEV_GPU_UTIL": ("utilization_pct", 1.0),
     "DCGM_FI_DEV_FB_USED": ("memory_used_mib", 1.0),
@@ -91,8 +97,17 @@ def parse_smi_line(line: str, arrived: float) -> tuple | None:
     if len(parts) != 8 or not parts[1].strip().isdigit():
         return None
     ts, index, util, used, total, power, clock, name = parts
-    return (_smi_time(ts, arrived), index.strip(), name.strip(), _number(util), _number(used), _number(total),
-            _number(power), _number(clock), math.nan)  # fmt: skip
+    return (
+        _smi_time(ts, arrived),
+        index.strip(),
+        name.strip(),
+        _number(util),
+        _number(used),
+        _number(total),
+        _number(power),
+        _number(clock),
+        math.nan,
+    )
 
 
 def parse_dcgm(text: str, now: float) -> list[tuple]:
@@ -101,7 +116,9 @@ def parse_dcgm(text: str, now: float) -> list[tuple]:
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             # the parser names a counter's sample NAME_total (DCGM declares its energy a counter)
-            name = s.name[: -len("_total")] if s.name.endswith("_total") and s.name[: -len("_total")] in DCGM else s.name
+            name = (
+                s.name[: -len("_total")] if s.name.endswith("_total") and s.name[: -len("_total")] in DCGM else s.name
+            )
             if name not in DCGM and name not in FB_OTHERS:
                 continue
             gid = s.labels.get("gpu") or s.labels.get("UUID") or s.labels.get("device") or "0"
@@ -111,11 +128,24 @@ def parse_dcgm(text: str, now: float) -> list[tuple]:
     for gid, g in gpus.items():
         values = {col: g[name] * factor for name, (col, factor) in DCGM.items() if name in g}
         used = g.get("DCGM_FI_DEV_FB_USED")
-        total = used + g["DCGM_FI_DEV_FB_FREE"] + g.get("DCGM_FI_DEV_FB_RESERVED", 0.0) \
-            if used is not None and "DCGM_FI_DEV_FB_FREE" in g else math.nan
-        rows.append((now, gid, g["name"], values.get("utilization_pct", math.nan), values.get("memory_used_mib", math.nan),
-                     total, values.get("power_w", math.nan), values.get("sm_clock_mhz", math.nan),
-                     values.get("energy_j", math.nan)))  # fmt: skip
+        total = (
+            used + g["DCGM_FI_DEV_FB_FREE"] + g.get("DCGM_FI_DEV_FB_RESERVED", 0.0)
+            if used is not None and "DCGM_FI_DEV_FB_FREE" in g
+            else math.nan
+        )
+        rows.append(
+            (
+                now,
+                gid,
+                g["name"],
+                values.get("utilization_pct", math.nan),
+                values.get("memory_used_mib", math.nan),
+                total,
+                values.get("power_w", math.nan),
+                values.get("sm_clock_mhz", math.nan),
+                values.get("energy_j", math.nan),
+            )
+        )
     return sorted(rows, key=lambda r: (len(r[1]), r[1]))
 
 
@@ -131,6 +161,7 @@ def fetch(url: str, timeout_s: float) -> str:
 
 # -- before the run -------------------------------------------------------------------------------
 
+
 def check(source: str, timeout_s: float = 15.0) -> list[tuple]:
     """Read the source once, before any load: its rows, or InputError naming --gpu-telemetry."""
     if not source:
@@ -139,31 +170,46 @@ def check(source: str, timeout_s: float = 15.0) -> list[tuple]:
         shown = public_url(source)
         try:
             rows = parse_dcgm(fetch(source, min(timeout_s, 10.0)), time.time())
-        except Exception as e:  # noqa: BLE001 - whatever the URL does: one line
-            raise InputError(f"--gpu-telemetry: {shown} cannot be read ({describe_error(e)}); give a DCGM exporter's "
-                             "metrics URL that answers from this machine, e.g. http://gpu-box:9400/metrics") from None  # fmt: skip
+        except Exception as e:
+            raise InputError(
+                f"--gpu-telemetry: {shown} cannot be read ({describe_error(e)}); give a DCGM exporter's "
+                "metrics URL that answers from this machine, e.g. http://gpu-box:9400/metrics"
+            ) from None
         if not rows:
-            raise InputError(f"--gpu-telemetry: {shown} serves no DCGM_FI_DEV_ metric; give a DCGM exporter's metrics "
-                             "URL (dcgm-exporter, e.g. http://gpu-box:9400/metrics)")  # fmt: skip
+            raise InputError(
+                f"--gpu-telemetry: {shown} serves no DCGM_FI_DEV_ metric; give a DCGM exporter's metrics "
+                "URL (dcgm-exporter, e.g. http://gpu-box:9400/metrics)"
+            )
         return rows
     exe = shutil.which(NVIDIA_SMI)
     if exe is None:
-        raise InputError("--gpu-telemetry: nvidia-smi is not on PATH on this machine (the one that writes results); "
-                         "run the suite (its master) on the GPU host, or give a DCGM exporter's metrics URL")  # fmt: skip
+        raise InputError(
+            "--gpu-telemetry: nvidia-smi is not on PATH on this machine (the one that writes results); "
+            "run the suite (its master) on the GPU host, or give a DCGM exporter's metrics URL"
+        )
     try:
-        out = subprocess.run([exe, f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"], capture_output=True,
-                             text=True, timeout=timeout_s)  # fmt: skip
+        out = subprocess.run(
+            [exe, f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except (OSError, subprocess.SubprocessError) as e:
-        raise InputError(f"--gpu-telemetry: nvidia-smi did not run ({e}); check the NVIDIA driver on this machine") from None
+        raise InputError(
+            f"--gpu-telemetry: nvidia-smi did not run ({e}); check the NVIDIA driver on this machine"
+        ) from None
     rows = [r for r in (parse_smi_line(line, time.time()) for line in out.stdout.splitlines()) if r is not None]
     if out.returncode != 0 or not rows:
         said = (out.stderr.strip() or out.stdout.strip() or f"exit code {out.returncode}").splitlines()[0][:200]
-        raise InputError(f"--gpu-telemetry: nvidia-smi found no GPU to read ({said}); check the NVIDIA driver, or "
-                         "give a DCGM exporter's metrics URL")  # fmt: skip
+        raise InputError(
+            f"--gpu-telemetry: nvidia-smi found no GPU to read ({said}); check the NVIDIA driver, or "
+            "give a DCGM exporter's metrics URL"
+        )
     return rows
 
 
 # -- during the run -------------------------------------------------------------------------------
+
 
 class GpuSampler:
     """One run's readings: a long-lived nvidia-smi, or the exporter read on the interval."""
@@ -186,7 +232,9 @@ class GpuSampler:
         self.last_error = what
         if not self._logged:
             self._logged = True
-            log.warning("--gpu-telemetry: reading %s failed (%s); the run goes on, failures are counted", self.public, what)
+            log.warning(
+                "--gpu-telemetry: reading %s failed (%s); the run goes on, failures are counted", self.public, what
+            )
 
     def start(self) -> None:
         if is_url(self.source):
@@ -202,9 +250,18 @@ class GpuSampler:
         # nvidia-smi is stopped
         self._pty, slave = os.openpty()
         try:
-            self._proc = gevent.subprocess.Popen([shutil.which(NVIDIA_SMI) or NVIDIA_SMI, f"--query-gpu={QUERY}",
-                                                  "--format=csv,noheader,nounits", "-lms", str(ms)],
-                                                 stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)  # fmt: skip
+            self._proc = gevent.subprocess.Popen(
+                [
+                    shutil.which(NVIDIA_SMI) or NVIDIA_SMI,
+                    f"--query-gpu={QUERY}",
+                    "--format=csv,noheader,nounits",
+                    "-lms",
+                    str(ms),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=slave,
+                stderr=slave,
+            )
         finally:
             os.close(slave)
         gevent.os.make_nonblocking(self._pty)
@@ -243,7 +300,7 @@ class GpuSampler:
             with gevent.Timeout(max(1.0, min(10.0, self.interval_s)) + 1.0):
                 text = fetch(self.source, max(1.0, min(10.0, self.interval_s)))
             rows = parse_dcgm(text, (sent + time.time()) / 2)  # the exporter answered between the two
-        except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - a reading never ends the run
+        except (Exception, gevent.Timeout) as e:
             self._failed(describe_error(e))
             return
         if rows:
@@ -276,8 +333,12 @@ class GpuSampler:
             return sum(v) / len(v) if v else None
 
         power = [r[6] for r in rows if math.isfinite(r[6])]
-        return {"gpus": len(rows), "utilization_pct": mean(3), "memory_used_mib": mean(4),
-                "power_w": sum(power) if power else None}  # fmt: skip
+        return {
+            "gpus": len(rows),
+            "utilization_pct": mean(3),
+            "memory_used_mib": mean(4),
+            "power_w": sum(power) if power else None,
+        }
 
     def stop(self) -> None:
         if self.stopped:
@@ -309,6 +370,7 @@ class GpuSampler:
 
 # -- wiring ---------------------------------------------------------------------------------------
 
+
 class GpuTelemetry(Plugin):
     """--gpu-telemetry readings during each run, and summary.json's `gpu` (also with --gpus or
     --gpu-hour-price alone)."""
@@ -336,7 +398,9 @@ class GpuTelemetry(Plugin):
         try:
             sampler.write(self.path)
         except OSError as e:
-            log.error("--gpu-telemetry: %s could not be written (%s); summary.json keeps the figures", self.path, e.strerror)
+            log.error(
+                "--gpu-telemetry: %s could not be written (%s); summary.json keeps the figures", self.path, e.strerror
+            )
         self.done = sampler
 
     def summary_computed(self, run, summary) -> None:
@@ -348,15 +412,30 @@ class GpuTelemetry(Plugin):
         s = self.done
         readings = pd.DataFrame(s.rows, columns=list(COLUMNS)) if s is not None else None
         if s is not None and not s.rows:
-            log.warning("--gpu-telemetry: no reading arrived from %s during the run (%s)", s.public, s.last_error or "none sent")
+            log.warning(
+                "--gpu-telemetry: no reading arrived from %s during the run (%s)", s.public, s.last_error or "none sent"
+            )
         section = run.summary_extra["gpu"] = gpu_section(
-            summary, readings, source=s.public if s else None, interval_s=plan.gpu_telemetry_interval_s,
-            gpus=plan.gpus, price=plan.gpu_hour_price, failed=s.failed if s else 0, last_error=s.last_error if s else None,
+            summary,
+            readings,
+            source=s.public if s else None,
+            interval_s=plan.gpu_telemetry_interval_s,
+            gpus=plan.gpus,
+            price=plan.gpu_hour_price,
+            failed=s.failed if s else 0,
+            last_error=s.last_error if s else None,
             file=FILE_NAME if s else None,
-        )  # fmt: skip
+        )
         if plan.gpus and section.devices and len(section.devices) != plan.gpus:
-            log.warning("--gpus %d while %s sees %d GPUs: power and energy per token are all %d GPUs', the figures per GPU "
-                        "and the cost are for %d", plan.gpus, section.source, len(section.devices), len(section.devices), plan.gpus)
+            log.warning(
+                "--gpus %d while %s sees %d GPUs: power and energy per token are all %d GPUs', the figures per GPU "
+                "and the cost are for %d",
+                plan.gpus,
+                section.source,
+                len(section.devices),
+                len(section.devices),
+                plan.gpus,
+            )
 
     def run_finished(self, run, summary) -> None:
         if summary.gpu is not None:  # beside the capacity the console printed

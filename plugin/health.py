@@ -71,8 +71,14 @@ class Health(Plugin):
         index = getattr(environment.runner, "worker_index", 0)
         # the streams' reads carry the kernel's receive stamps (users/connection.py): not over TLS
         kernel = KERNEL_STAMPS and "https:" not in (environment.host or "")
-        monitor = HealthMonitor(Limits.from_plan(plan.health), plan.sim_timestamps, f"{os.uname().nodename}-{os.getpid()}",
-                                index, warmup_s=plan.warmup_s, kernel_stamps=kernel)  # fmt: skip
+        monitor = HealthMonitor(
+            Limits.from_plan(plan.health),
+            plan.sim_timestamps,
+            f"{os.uname().nodename}-{os.getpid()}",
+            index,
+            warmup_s=plan.warmup_s,
+            kernel_stamps=kernel,
+        )
         if plan.sim_timestamps:
             llm_events.stream_parsed.add_listener(monitor.on_parsed)
         llm_events.stream_parsed.add_listener(monitor.on_record)

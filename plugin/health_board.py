@@ -27,19 +27,23 @@ log = logging.getLogger("llm.health")
 
 REPORT_KEY = "llm_health"  # a worker's state and samples in its report to the master
 # what a freeze (plugin/health_monitor.py) puts off, and what it does not
-FREEZE_SKEWS = ("The chunks its streams received meanwhile were read together when it resumed, with one stamp: the ITL of "
-                "the streams in flight then is off (one gap the length of the freeze, then gaps of zero), and the TTFT "
-                "of those whose first token came during it; its other requests are timed as usual. A freeze is not "
-                "load: more workers do not help.")  # fmt: skip
+FREEZE_SKEWS = (
+    "The chunks its streams received meanwhile were read together when it resumed, with one stamp: the ITL of "
+    "the streams in flight then is off (one gap the length of the freeze, then gaps of zero), and the TTFT "
+    "of those whose first token came during it; its other requests are timed as usual. A freeze is not "
+    "load: more workers do not help."
+)
 
 WITHIN_LIMITS = "Every worker stayed within the accuracy limits."
 
 
 def stamp_sentence(n: int, of: int, worst_ms: float) -> str:
     """One sentence on the records a loop stall may have skewed, with what to do."""
-    return (f"{n:,} of {of:,} requests waited for their first token through a stall of the client's event loop (up to "
-            f"{worst_ms:.0f} ms; their records' stamp_skew_ms): their TTFT may read up to that much high. Spawn users "
-            "slower (-r) or add worker processes (--processes).")  # fmt: skip
+    return (
+        f"{n:,} of {of:,} requests waited for their first token through a stall of the client's event loop (up to "
+        f"{worst_ms:.0f} ms; their records' stamp_skew_ms): their TTFT may read up to that much high. Spawn users "
+        "slower (-r) or add worker processes (--processes)."
+    )
 
 
 class HealthBoard:
@@ -77,7 +81,7 @@ class HealthBoard:
             self.warned_contended.add(key)
             log.warning("%s", self._contended_line(state))
         freezes = state.get("freezes") or []
-        for start, seconds in freezes[self.warned_freezes.get(key, 0):]:  # each new one, as it is reported
+        for start, seconds in freezes[self.warned_freezes.get(key, 0) :]:  # each new one, as it is reported
             log.warning("%s", self._frozen_line(state, start, seconds))
         self.warned_freezes[key] = len(freezes)
         if state.get("inaccurate") and not state.get("bound") and key not in self.warned_inaccurate:
@@ -85,8 +89,13 @@ class HealthBoard:
             log.warning("%s", self._inaccurate_line(state))
         if state.get("stamp_suspect") and key not in self.warned_stamps:
             self.warned_stamps.add(key)
-            log.warning("client stalled: %s: %s", self._name(state), stamp_sentence(
-                state["stamp_suspect"], state.get("stamp_judged") or 0, state.get("stamp_skew_max_ms") or 0.0))
+            log.warning(
+                "client stalled: %s: %s",
+                self._name(state),
+                stamp_sentence(
+                    state["stamp_suspect"], state.get("stamp_judged") or 0, state.get("stamp_skew_max_ms") or 0.0
+                ),
+            )
 
     def watch_local(self, monitor: HealthMonitor) -> None:
         """A local run: the board takes every sample of its own process's monitor, named "local"."""
@@ -107,7 +116,7 @@ class HealthBoard:
         if runner is not None:
             try:
                 state["index"] = runner.get_worker_index(client_id)
-            except Exception:  # noqa: BLE001 - an unknown worker keeps its own index
+            except Exception:
                 pass
         state["worker"] = client_id
         self.update(client_id, state, payload.get("samples", []))
@@ -153,10 +162,14 @@ class HealthBoard:
         if "token_lag_p99" in s.get("inaccurate_reasons", []):
             parts.append(f"token lag p99 {s.get('token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
         if "first_token_lag_p99" in s.get("inaccurate_reasons", []):
-            parts.append(f"first-token lag p99 {s.get('first_token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)")
+            parts.append(
+                f"first-token lag p99 {s.get('first_token_lag_p99_ms'):.1f} ms (limit {lim.token_lag_s * 1000:g} ms)"
+            )
         if s.get("freezes") and s.get("inaccurate_reasons") == ["loop_lag_p99"]:  # its late probes: the freezes'
-            return (f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, from {self._froze(s)} "
-                    "(client frozen): the ITL of the streams in flight during it is off, not its other requests' timings")  # fmt: skip
+            return (
+                f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, from {self._froze(s)} "
+                "(client frozen): the ITL of the streams in flight during it is off, not its other requests' timings"
+            )
         return (
             f"client inaccurate: {self._name(s)}: over the run so far {', '.join(parts)}, at CPU p95 "
             f"{s.get('cpu_p95') or 0:.0f} %: its TTFT/ITL tails are off by about that much (late moments spread "
@@ -183,7 +196,10 @@ class HealthBoard:
         if not states:
             return 0
         # demand = CPU used + CPU waited for: on a crowded machine a saturated worker gets little CPU
-        peaks = [max(s.get("demand_p95") or s.get("cpu_p95") or 0, (s.get("peak_while_late") or {}).get("demand") or 0) for s in states]
+        peaks = [
+            max(s.get("demand_p95") or s.get("cpu_p95") or 0, (s.get("peak_while_late") or {}).get("demand") or 0)
+            for s in states
+        ]
         peak = max(peaks)
         return max(len(states), math.ceil(len(states) * peak / self.limits.target_cpu_pct))
 
@@ -191,8 +207,11 @@ class HealthBoard:
         """Records whose first-token stamp a loop stall may have moved, of those judged, and the
         longest such stall (ms), over every worker."""
         states = [e["state"] for e in self.workers.values()]
-        return (sum(s.get("stamp_suspect") or 0 for s in states), sum(s.get("stamp_judged") or 0 for s in states),
-                max((s.get("stamp_skew_max_ms") or 0.0 for s in states), default=0.0))  # fmt: skip
+        return (
+            sum(s.get("stamp_suspect") or 0 for s in states),
+            sum(s.get("stamp_judged") or 0 for s in states),
+            max((s.get("stamp_skew_max_ms") or 0.0 for s in states), default=0.0),
+        )
 
     def advice(self) -> str:
         """What the workers' health says to do; with records a stall may have skewed, that too."""
@@ -208,17 +227,21 @@ class HealthBoard:
         bound = [s for s in states if s.get("bound")]
         if not bound:
             if any(s.get("contended") for s in states):
-                return ("No worker ran out of CPU, but some were late while idle: other processes on their machines took "
-                        "the CPU. Run the load generator on a quieter machine for exact timings.")  # fmt: skip
+                return (
+                    "No worker ran out of CPU, but some were late while idle: other processes on their machines took "
+                    "the CPU. Run the load generator on a quieter machine for exact timings."
+                )
             late = [s for s in states if s.get("inaccurate")]
             frozen = [s for s in late if s.get("freezes") and s.get("inaccurate_reasons") == ["loop_lag_p99"]]
             if frozen and len(frozen) == len(late):
                 names = ", ".join(f"{self._name(s)}: {self._froze(s)}" for s in frozen)
                 return f"{len(frozen)} of {len(states)} worker processes froze ({names}). {FREEZE_SKEWS}"
             if late:
-                return (f"{len(late)} of {len(states)} worker processes were late often enough over the run (lag p99 above its "
-                        "limit) for the TTFT/ITL tails to be off, without a sustained overload: less load per worker, or a "
-                        "quieter machine.")  # fmt: skip
+                return (
+                    f"{len(late)} of {len(states)} worker processes were late often enough over the run (lag p99 above its "
+                    "limit) for the TTFT/ITL tails to be off, without a sustained overload: less load per worker, or a "
+                    "quieter machine."
+                )
             return WITHIN_LIMITS
         need = self.workers_needed()
         saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
@@ -229,10 +252,33 @@ class HealthBoard:
         )
 
     def summary(self) -> dict:
-        states = sorted((e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0))
-        keep = ("worker", "index", "bound", "since", "reasons", "cpu_p95", "cpu_peak", "demand_p95", "loop_lag_p99_ms",
-                "token_lag_p99_ms", "first_token_lag_p99_ms", "contended", "contended_since", "peak_while_late", "samples", "inaccurate",
-                "inaccurate_reasons", "freezes", "frozen_s", "stamp_judged", "stamp_suspect", "stamp_skew_max_ms")  # fmt: skip
+        states = sorted(
+            (e["state"] for e in self.workers.values()), key=lambda s: (s.get("index") is None, s.get("index") or 0)
+        )
+        keep = (
+            "worker",
+            "index",
+            "bound",
+            "since",
+            "reasons",
+            "cpu_p95",
+            "cpu_peak",
+            "demand_p95",
+            "loop_lag_p99_ms",
+            "token_lag_p99_ms",
+            "first_token_lag_p99_ms",
+            "contended",
+            "contended_since",
+            "peak_while_late",
+            "samples",
+            "inaccurate",
+            "inaccurate_reasons",
+            "freezes",
+            "frozen_s",
+            "stamp_judged",
+            "stamp_suspect",
+            "stamp_skew_max_ms",
+        )
         suspect, judged, worst = self.stamps()
         return {
             "bound": any(s.get("bound") for s in states),
@@ -252,18 +298,18 @@ class HealthBoard:
                 "token_lag": "chunk arrival minus the simulator's sim_t of that chunk (--sim-timestamps only); p99 as loop_lag",
                 "first_token_lag": "token_lag of each stream's first token-bearing chunk, the one TTFT is read from; p99 as loop_lag",
                 "bound": f"CPU above its limit, or loop/token lag above its limit while the process is busy (mean CPU + run-queue "
-                         f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain "
-                         "window; with --sim-timestamps only token lag so sustained (CPU and loop lag are then named as its cause)",
+                f"wait >= half the CPU limit), in at least {SUSTAIN_SHARE:.0%} of the one-second samples of a sustain "
+                "window; with --sim-timestamps only token lag so sustained (CPU and loop lag are then named as its cause)",
                 "contended": "loop/token lag above its limit while the process is mostly idle: other processes delayed its wake-ups",
                 "stamp_suspect": f"records (inside the counted window, not stopped) that waited for their first token through a "
-                                 f"stall of the event loop of at least {SUSPECT_FLOOR_S * 1000:g} ms, and whose first token was read "
-                                 "together with the next (kernel receive stamps; else: a stall of at least "
-                                 f"{SUSPECT_SHARE:.0%} of their TTFT): their first-token stamp may be late by up to that stall "
-                                 "(the record's stamp_skew_ms)",
+                f"stall of the event loop of at least {SUSPECT_FLOOR_S * 1000:g} ms, and whose first token was read "
+                "together with the next (kernel receive stamps; else: a stall of at least "
+                f"{SUSPECT_SHARE:.0%} of their TTFT): their first-token stamp may be late by up to that stall "
+                "(the record's stamp_skew_ms)",
                 "inaccurate": "bound, or the run-wide token-lag or first-token-lag p99 (--sim-timestamps), else the loop-lag p99, "
-                              "above its limit, however the late moments were spread over the run: the run's timings are off by "
-                              "about that much",
-            },  # fmt: skip
+                "above its limit, however the late moments were spread over the run: the run's timings are off by "
+                "about that much",
+            },
         }
 
     def snapshot(self) -> dict:
@@ -282,5 +328,5 @@ class HealthBoard:
             "workers": [
                 {**e["state"], "recent": list(e["samples"])[-60:]}
                 for e in sorted(self.workers.values(), key=lambda e: e["state"].get("index") or 0)
-            ],  # fmt: skip
+            ],
         }

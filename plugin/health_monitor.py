@@ -102,15 +102,19 @@ class Limits:
         self.target_cpu_pct = target_cpu_pct
 
     @classmethod
-    def from_plan(cls, limits) -> "Limits":
+    def from_plan(cls, limits) -> Limits:
         """From the plan's checked `HealthLimits` (plugin/plan.py validates the --health-* options)."""
         return cls(limits.cpu_pct, limits.loop_lag_s, limits.token_lag_s, limits.sustain_s, limits.target_cpu_pct)
 
     def to_dict(self) -> dict:
         return {
-            "cpu_pct": self.cpu_pct, "loop_lag_ms": self.loop_lag_s * 1000, "token_lag_ms": self.token_lag_s * 1000,
-            "sustain_s": self.sustain_s, "sustain_share": SUSTAIN_SHARE, "target_cpu_pct": self.target_cpu_pct,
-        }  # fmt: skip
+            "cpu_pct": self.cpu_pct,
+            "loop_lag_ms": self.loop_lag_s * 1000,
+            "token_lag_ms": self.token_lag_s * 1000,
+            "sustain_s": self.sustain_s,
+            "sustain_share": SUSTAIN_SHARE,
+            "target_cpu_pct": self.target_cpu_pct,
+        }
 
 
 def _hist_pct(counts: list[int], q: float) -> float | None:
@@ -148,8 +152,9 @@ def _run_delay_s() -> float | None:
 class HealthMonitor:
     """One process that runs users, watching itself (one small greenlet: a 0.1 s sleep, a sample a second)."""
 
-    def __init__(self, limits: Limits, token_lag: bool, name: str, index: int, warmup_s: float = 0.0,
-                 kernel_stamps: bool = False):
+    def __init__(
+        self, limits: Limits, token_lag: bool, name: str, index: int, warmup_s: float = 0.0, kernel_stamps: bool = False
+    ):
         self.limits = limits
         self.kernel_stamps = kernel_stamps  # reads stamped by the kernel (plugin/health_stalls.py `suspect`)
         self.warmup_s = warmup_s  # run-wide lag percentiles leave out the run's --warmup, like its statistics
@@ -299,12 +304,19 @@ class HealthMonitor:
         probes, self._probes = self._probes, []
         wall = time.time()
         for i, late in enumerate(stalled):
-            self._add_sample({
-                "t": round(wall - (len(stalled) - i) , 3), "cpu": round(cpu, 1),
-                "loop_lag_p99_ms": round(late * 1000, 2), "loop_lag_max_ms": round(late * 1000, 2),
-                "runq_pct": runq, "demand": round(cpu + (runq or 0.0), 1), "host_pressure": None, "frozen": frozen,
-                **({"tokens": 0, "token_lag_p99_ms": None, "token_lag_over_share": None} if self.token_lag else {}),
-            })  # fmt: skip
+            self._add_sample(
+                {
+                    "t": round(wall - (len(stalled) - i), 3),
+                    "cpu": round(cpu, 1),
+                    "loop_lag_p99_ms": round(late * 1000, 2),
+                    "loop_lag_max_ms": round(late * 1000, 2),
+                    "runq_pct": runq,
+                    "demand": round(cpu + (runq or 0.0), 1),
+                    "host_pressure": None,
+                    "frozen": frozen,
+                    **({"tokens": 0, "token_lag_p99_ms": None, "token_lag_over_share": None} if self.token_lag else {}),
+                }
+            )
         sample = {
             "t": round(time.time(), 3),
             "cpu": round(cpu, 1),
@@ -384,8 +396,11 @@ class HealthMonitor:
 
     def _breaches(self, s: dict) -> bool:
         lim = self.limits
-        return (s["cpu"] > lim.cpu_pct or (s["loop_lag_p99_ms"] or 0) > lim.loop_lag_s * 1000
-                or (s.get("token_lag_over_share") or 0) > 0.01)  # fmt: skip
+        return (
+            s["cpu"] > lim.cpu_pct
+            or (s["loop_lag_p99_ms"] or 0) > lim.loop_lag_s * 1000
+            or (s.get("token_lag_over_share") or 0) > 0.01
+        )
 
     def _first_breach(self, recent: list[dict]) -> float:
         return next((s["t"] for s in recent if self._breaches(s)), recent[-1]["t"])

@@ -32,18 +32,16 @@ import gevent
 from locust import events
 
 from core.errors import InputError
-from plugin import exit_codes
+from plugin import exit_codes, interrupts, run_end, run_start, suite_match, worker, worker_options
 from plugin.context import RunContext
 from plugin.embedded import EmbeddedSimulator, scrape_when_target
 from plugin.finisher import Finisher
 from plugin.locust_fixes import end_dispatch_after_rebalance, memoize_default_args, stop_users_in_batches
 from plugin.options import add_arguments, check_host
-from plugin import run_start, suite_match, worker_options
 from plugin.plan import RunPlan
 from plugin.progress import OpenStreams
-from plugin.run_start import RunStart
-from plugin import interrupts, run_end, worker
 from plugin.run import Run, check_target, choose_shape, prepare_run, probe_target
+from plugin.run_start import RunStart
 from plugin.server import check_reachable, resolve_model
 from plugin.shipping import LocalSink, MasterCollector
 from plugin.state import Plugin, SuiteState, role_of, state_of
@@ -141,11 +139,12 @@ def _init_results_side(environment, runner, state: SuiteState) -> None:
         events.worker_report.add_listener(lambda client_id, data: _on_worker_report(environment, client_id, data))
 
 
-
 def _on_worker_report(environment, client_id, data) -> None:
     state = state_of(environment)
     differs = suite_match.workers_differs(client_id, data)
-    if differs and state.run is not None:  # a worker that does not check: it runs users, its last records are waited for
+    if (
+        differs and state.run is not None
+    ):  # a worker that does not check: it runs users, its last records are waited for
         _refuse(environment, client_id, differs, started=True)
     if state.run is not None and state.run.collector is not None:
         state.run.collector.on_worker_report(client_id, data)
@@ -215,13 +214,19 @@ def _on_test_start(environment, **_kw) -> None:
     if state.role == "master":
         run.collector = MasterCollector(environment.runner, run.writer, run.run_id)
     else:
-        ctx = state.context = RunContext(plan, state.inputs, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment)
+        ctx = state.context = RunContext(
+            plan, state.inputs, run.run_id, 0, LocalSink(run.writer), run.started, environment=environment
+        )
         ctx.finisher = Finisher(ctx, environment)
     state.call("run_starting", run)
     if state.role == "master":  # the plan and its inputs travel to the workers with Locust's spawn messages
         worker_options.announce(environment)  # and what it decides of Locust's options, for their lines
-        run_start.send(environment, RunStart.of(plan, state.inputs, run_id=run.run_id, started=run.started,
-                                                processes=run.processes, shared=state.shared))  # fmt: skip
+        run_start.send(
+            environment,
+            RunStart.of(
+                plan, state.inputs, run_id=run.run_id, started=run.started, processes=run.processes, shared=state.shared
+            ),
+        )
     state.call("load_started", environment)  # a local process runs the users too
     state.call("run_started", run)
     log.info("run %s: %s; results in %s", run.run_id, plan.summary_line(), run.writer.path)
@@ -238,7 +243,9 @@ def _on_test_stopping(environment, **_kw) -> None:
     run = state.run
     if run is None:
         return
-    if run.window_end is not None:  # a second stop while the first drains: its end waits for the first's (plugin/run_end.py)
+    if (
+        run.window_end is not None
+    ):  # a second stop while the first drains: its end waits for the first's (plugin/run_end.py)
         log.info("stopping: the run is already stopping; this stop waits for it")
         return
     run.stopping()

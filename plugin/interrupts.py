@@ -108,10 +108,14 @@ def interrupt(environment) -> None:
         gevent.sleep(0)  # the SIGTERM watcher's greenlet may not have run yet
     started = run.started if run is not None else state.context.run_start
     planned = state.plan.run_time_s if state.plan is not None else None
-    state.interrupted = (f"interrupted by {state.signal or 'a request to quit'} {time.time() - started:.0f} s into the run"
-                         + (f" of {planned:g} s" if planned else ""))  # fmt: skip
+    state.interrupted = (
+        f"interrupted by {state.signal or 'a request to quit'} {time.time() - started:.0f} s into the run"
+        + (f" of {planned:g} s" if planned else "")
+    )
     exit_codes.raise_to(environment, exit_codes.INTERRUPTED)
-    log.warning("%s: stopping users now; streams in flight are recorded as stopped (complete: false)", state.interrupted)
+    log.warning(
+        "%s: stopping users now; streams in flight are recorded as stopped (complete: false)", state.interrupted
+    )
     environment.stop_timeout = 0
     if runner.state not in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
         runner.stop()  # test_stopping (a master's hurried drain), test_stop: the run is finished there

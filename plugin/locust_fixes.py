@@ -98,7 +98,9 @@ def stop_users_in_batches() -> None:
             try:
                 user = user_greenlet.args[0]
             except IndexError:
-                runners.logger.error("While stopping users, we encountered a user that didn't have proper args %s", user_greenlet)
+                runners.logger.error(
+                    "While stopping users, we encountered a user that didn't have proper args %s", user_greenlet
+                )
                 continue
             if left.get(type(user), 0) > 0:
                 left[type(user)] -= 1
@@ -120,14 +122,18 @@ def stop_users_in_batches() -> None:
         still_running(to_kill)
         late = still_running(finishing, self.environment.stop_timeout)
         if late:
-            runners.logger.info(f"Not all users finished their tasks & terminated in {self.environment.stop_timeout} seconds. Stopping them...")
+            runners.logger.info(
+                f"Not all users finished their tasks & terminated in {self.environment.stop_timeout} seconds. Stopping them..."
+            )
             kill_in_batches(late)
             still_running(late)
         # a greenlet leaves the runner's group in its links, run a moment after it ends: counted
         # until then (Locust's own stop waits for the group itself)
         while any(user.greenlet in self.user_greenlets for user in to_kill + finishing):
             gevent.sleep(0)
-        runners.logger.debug("%g users have been stopped, %g still running", sum(user_classes_stop_count.values()), self.user_count)
+        runners.logger.debug(
+            "%g users have been stopped, %g still running", sum(user_classes_stop_count.values()), self.user_count
+        )
 
     stop_users.in_batches = True
     runners.Runner.stop_users = stop_users

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from operator import attrgetter
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
@@ -64,7 +65,9 @@ class _Frozen(BaseModel):
     def of(cls, options: Options, **more: Any):
         """This part of the plan from the parsed options: each field `held` reads its value from
         them; `more` gives the fields no option holds."""
-        made = {name: h.read(options) for name, f in cls.model_fields.items() for h in f.metadata if isinstance(h, Held)}
+        made = {
+            name: h.read(options) for name, f in cls.model_fields.items() for h in f.metadata if isinstance(h, Held)
+        }
         return cls(**made, **more)
 
 
@@ -107,6 +110,7 @@ def _tls(o: Options) -> TlsPolicy:
 
 # -- the plan -----------------------------------------------------------------------------------
 
+
 class RunPlan(_Frozen):
     """The run's plan. A field `held` holds an option's value, its default the option's; the
     others (`run_time_s`, Locust's -t, and `load`) are given by `from_parsed`."""
@@ -118,7 +122,9 @@ class RunPlan(_Frozen):
     seed: int | None = held("seed")
     tokenizer: str | None = held(lambda o: o.tokenizer or None)
     max_tokens_override: int | None = held("max_tokens_override")
-    input_tokens: tuple[int, int] | None = held(_input_tokens)  # each prompt's tokens, MIN..MAX (workloads/token_prompts.py)
+    input_tokens: tuple[int, int] | None = held(
+        _input_tokens
+    )  # each prompt's tokens, MIN..MAX (workloads/token_prompts.py)
     ignore_eos: bool = held("ignore_eos")
     min_tokens: int | None = held("min_tokens")
     extra_body: JsonObject = held("extra_body")  # a JSON object's text: immutable; `extra` reads it
@@ -204,31 +210,33 @@ class RunPlan(_Frozen):
 
     # -- from Locust's options ------------------------------------------------------------------
     @classmethod
-    def from_options(cls, o) -> "RunPlan":
+    def from_options(cls, o) -> RunPlan:
         """The plan for Locust's parsed options `o` (an argparse namespace; an option it lacks takes
         its default), or one-line `InputError`."""
         run_time = getattr(o, "run_time", None)
-        plan = cls.from_parsed(Options.parse(o), float(run_time) if run_time else None, bool(getattr(o, "master", False)))
+        plan = cls.from_parsed(
+            Options.parse(o), float(run_time) if run_time else None, bool(getattr(o, "master", False))
+        )
         if not getattr(o, "worker", False):  # a worker's user count is its master's share
             check_users(plan, getattr(o, "num_users", None), getattr(o, "spawn_rate", None))
         return plan
 
     @classmethod
-    def from_parsed(cls, p: Options, run_time_s: float | None = None, distributed: bool = False) -> "RunPlan":
+    def from_parsed(cls, p: Options, run_time_s: float | None = None, distributed: bool = False) -> RunPlan:
         """The plan of parsed options `p`: each field `held` from its option, Locust's -t, and the
         load model the options choose (plugin/load_models/)."""
         return cls.of(p, run_time_s=run_time_s, load=load_model(p, distributed))
 
-    def with_model(self, model: str) -> "RunPlan":
+    def with_model(self, model: str) -> RunPlan:
         return self.model_copy(update={"model": model})
 
-    def with_server_metrics(self, urls: tuple[str, ...]) -> "RunPlan":
+    def with_server_metrics(self, urls: tuple[str, ...]) -> RunPlan:
         return self.model_copy(update={"server_metrics": urls})
 
-    def with_seed(self, seed: int) -> "RunPlan":
+    def with_seed(self, seed: int) -> RunPlan:
         return self.model_copy(update={"seed": seed})
 
-    def with_api_key(self, api_key: str) -> "RunPlan":
+    def with_api_key(self, api_key: str) -> RunPlan:
         return self.model_copy(update={"api_key": api_key})
 
     def record(self) -> dict:
@@ -239,7 +247,7 @@ class RunPlan(_Frozen):
         return out
 
 
-def check_users(plan: "RunPlan", users, spawn_rate) -> None:
+def check_users(plan: RunPlan, users, spawn_rate) -> None:
     """Locust's -u and -r (the web form's "Number of users" and "Ramp up"), before any load: Locust
     itself takes -u -5 for a traceback seconds into the run, and 0 users for an empty run. A step
     ramp and a capacity search set the users themselves (-u is not used), an open loop's -u is its
@@ -257,6 +265,8 @@ def check_users(plan: "RunPlan", users, spawn_rate) -> None:
         try:
             rate = float(str(spawn_rate).strip())
         except ValueError:
-            raise InputError(f"Ramp up (-r): '{spawn_rate}' is not a number of users per second; give e.g. 10") from None
+            raise InputError(
+                f"Ramp up (-r): '{spawn_rate}' is not a number of users per second; give e.g. 10"
+            ) from None
         if not rate > 0:
             raise InputError(f"Ramp up (-r): {rate:g} users per second starts nobody; give more than 0, e.g. 10")

@@ -177,7 +177,11 @@ def empty(t: float) -> dict:
 
 def valid(progress) -> bool:
     """A report's entry has the shape collect() gives (a worker of another version may differ)."""
-    if not isinstance(progress, dict) or not isinstance(progress.get("t"), (int, float)) or not math.isfinite(progress["t"]):
+    if (
+        not isinstance(progress, dict)
+        or not isinstance(progress.get("t"), (int, float))
+        or not math.isfinite(progress["t"])
+    ):
         return False
     lists = [progress.get(k) for k in FIELDS]
     return all(isinstance(v, list) for v in lists) and len({len(v) for v in lists}) == 1

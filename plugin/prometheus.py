@@ -53,8 +53,8 @@ from __future__ import annotations
 import logging
 import math
 
-import numpy as np
 import gevent
+import numpy as np
 from locust.runners import STATE_MISSING, MasterRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.metrics_core import Metric
@@ -68,25 +68,113 @@ log = logging.getLogger("llm.prometheus")
 DEFAULT_PORT_IN_COMPOSE = 9646  # docker-compose.yml and deploy/prometheus/prometheus.yml
 
 TTFT_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-    1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0,
-)  # fmt: skip
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    4.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    45.0,
+    60.0,
+    90.0,
+    120.0,
+    180.0,
+    300.0,
+    600.0,
+)
 TPOT_BUCKETS = (
-    0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
-    0.06, 0.075, 0.1, 0.125, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
+    0.001,
+    0.002,
+    0.003,
+    0.004,
+    0.005,
+    0.0075,
+    0.01,
+    0.0125,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.04,
+    0.05,
+    0.06,
+    0.075,
+    0.1,
+    0.125,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 ITL_BUCKETS = TPOT_BUCKETS
 E2E_BUCKETS = (
-    0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
-    90.0, 120.0, 180.0, 300.0, 600.0, 900.0, 1800.0,
-)  # fmt: skip
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    4.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    45.0,
+    60.0,
+    90.0,
+    120.0,
+    180.0,
+    300.0,
+    600.0,
+    900.0,
+    1800.0,
+)
 
 HISTOGRAMS = {
-    "llm_ttft_seconds": (TTFT_BUCKETS, "Time to first token (first chunk carrying generated text) of successful requests, seconds."),
-    "llm_tpot_seconds": (TPOT_BUCKETS, "Time per output token after the first, (t_last - t_first) / (output_tokens - 1), successful requests, seconds."),
-    "llm_itl_seconds": (ITL_BUCKETS, "Gaps between consecutive token-bearing chunks of successful requests (pooled), seconds."),
-    "llm_e2e_seconds": (E2E_BUCKETS, "End-to-end latency (last token-bearing chunk - send) of successful requests, seconds."),
-}  # fmt: skip
+    "llm_ttft_seconds": (
+        TTFT_BUCKETS,
+        "Time to first token (first chunk carrying generated text) of successful requests, seconds.",
+    ),
+    "llm_tpot_seconds": (
+        TPOT_BUCKETS,
+        "Time per output token after the first, (t_last - t_first) / (output_tokens - 1), successful requests, seconds.",
+    ),
+    "llm_itl_seconds": (
+        ITL_BUCKETS,
+        "Gaps between consecutive token-bearing chunks of successful requests (pooled), seconds.",
+    ),
+    "llm_e2e_seconds": (
+        E2E_BUCKETS,
+        "End-to-end latency (last token-bearing chunk - send) of successful requests, seconds.",
+    ),
+}
 
 _I = {name: i for i, name in enumerate(FIELD_NAMES)}
 _CLASS, _STEP, _OK, _ERROR = _I["request_class"], _I["step"], _I["ok"], _I["error"]
@@ -189,7 +277,9 @@ class ClientMetrics:
                 m.add_sample(name + "_count", labels, float(cumulative[-1]))
                 m.add_sample(name + "_sum", labels, b.total)
             yield m
-        m = Metric("llm_requests", "Requests recorded, by request class and outcome (ok or the failure class).", "counter")
+        m = Metric(
+            "llm_requests", "Requests recorded, by request class and outcome (ok or the failure class).", "counter"
+        )
         for (cls, step, outcome), n in sorted(self.requests.items()):
             m.add_sample("llm_requests_total", {**_labels((cls, step)), "outcome": outcome}, float(n))
         yield m
@@ -208,15 +298,29 @@ class ClientMetrics:
         runner = getattr(env, "runner", None)
         users = float(runner.user_count) if runner is not None else 0.0
         yield _gauge("llm_users", "Running virtual users (all workers).", users)
-        yield _gauge("llm_in_flight_requests", "Requests on the wire (counted by each load process; workers report every 3 s).", _in_flight(env, users))
-        yield _gauge("llm_target_rate", "Open-loop target arrival rate in requests/s; 0 when not open loop.", _target_rate(env))
+        yield _gauge(
+            "llm_in_flight_requests",
+            "Requests on the wire (counted by each load process; workers report every 3 s).",
+            _in_flight(env, users),
+        )
+        yield _gauge(
+            "llm_target_rate", "Open-loop target arrival rate in requests/s; 0 when not open loop.", _target_rate(env)
+        )
         m = Metric("llm_worker_cpu_percent", "CPU usage of each load-generating process, percent of one core.", "gauge")
         if isinstance(runner, MasterRunner):
             for client in list(runner.clients.values()):
                 if client.state != STATE_MISSING:
-                    m.add_sample("llm_worker_cpu_percent", {"worker": str(runner.get_worker_index(client.id))}, float(client.cpu_usage))
+                    m.add_sample(
+                        "llm_worker_cpu_percent",
+                        {"worker": str(runner.get_worker_index(client.id))},
+                        float(client.cpu_usage),
+                    )
             yield m
-            yield _gauge("llm_master_cpu_percent", "CPU usage of the master process, percent of one core.", float(runner.current_cpu_usage))
+            yield _gauge(
+                "llm_master_cpu_percent",
+                "CPU usage of the master process, percent of one core.",
+                float(runner.current_cpu_usage),
+            )
         else:
             if runner is not None:
                 m.add_sample("llm_worker_cpu_percent", {"worker": "local"}, float(runner.current_cpu_usage))
@@ -237,7 +341,7 @@ def _number(value) -> float | None:
     try:
         value = value() if callable(value) else value
         value = float(value)
-    except Exception:  # noqa: BLE001 - a misbehaving provider must not break a scrape
+    except Exception:
         return None
     return value if math.isfinite(value) else None
 

@@ -12,8 +12,8 @@ import time
 
 import gevent
 
-from shapes.arrivals import START_DELAY_S
 from plugin.state import Plugin
+from shapes.arrivals import START_DELAY_S
 from shapes.replay import ReplaySchedule
 
 log = logging.getLogger("llm")
@@ -87,8 +87,7 @@ def _watch_lost_workers(environment, load) -> None:
     while runner.state not in ("stopping", "stopped", "quitting"):
         done = len(environment.llm.replay_done)
         if done and done >= min(expected, runner.worker_count):
-            log.warning("replay: %d of %d workers reported the end of their share; the others are gone",
-                        done, expected)
+            log.warning("replay: %d of %d workers reported the end of their share; the others are gone", done, expected)
             end_run(environment)
             return
         gevent.sleep(DONE_POLL_S)

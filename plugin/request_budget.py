@@ -80,7 +80,10 @@ def _share_spent(environment, sent: int, total: int) -> None:
     if getattr(environment.parsed_options, "worker", False):
         environment.runner.send_message(DONE_MESSAGE, {"sent": sent})
     else:
-        log.info("--num-requests: all %d requests were sent; the run ends once those in flight are done (--stop-timeout)", total)
+        log.info(
+            "--num-requests: all %d requests were sent; the run ends once those in flight are done (--stop-timeout)",
+            total,
+        )
         gevent.spawn(end_run, environment)
 
 
@@ -103,6 +106,9 @@ class RequestBudgetEnd(Plugin):
             return
         self.done[msg.node_id] = int(msg.data.get("sent", 0))
         if len(self.done) >= run.processes:
-            log.info("--num-requests: every worker sent its share, %d requests in all; the run ends once those in flight "
-                     "are done (--stop-timeout)", sum(self.done.values()))  # fmt: skip
+            log.info(
+                "--num-requests: every worker sent its share, %d requests in all; the run ends once those in flight "
+                "are done (--stop-timeout)",
+                sum(self.done.values()),
+            )
             gevent.spawn(end_run, environment)

@@ -43,13 +43,13 @@ import pyarrow.parquet as pq
 from core.files import write_json
 from core.sizes import format_size
 from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
-from runfolder.run_info import RunInfo
 from plugin import exit_codes
-from runfolder.records import PARTS, RECORDS, join_parts, os_reason, read_parts, read_records, records_check
+from runfolder.layout import PARTS, RECORDS, RUN, SUMMARY
 from runfolder.ownership import claim_folder, unlock_folder
-from runfolder.unwritten import UNWRITTEN_LIMIT_ENV, row_bytes, unwritten_limit
 from runfolder.provenance import package_versions, public_argv
-from runfolder.layout import RUN, SUMMARY
+from runfolder.records import join_parts, os_reason, read_parts, read_records, records_check
+from runfolder.run_info import RunInfo
+from runfolder.unwritten import UNWRITTEN_LIMIT_ENV, row_bytes, unwritten_limit
 
 log = logging.getLogger("llm")
 
@@ -73,8 +73,14 @@ class ResultsWriter:
         self.records_path = os.path.join(self.path, RECORDS)
         self.parts_path = os.path.join(self.path, PARTS)
         os.makedirs(self.parts_path, exist_ok=True)
-        self.info = info.model_copy(update={"run_id": run_id, "started_at": time.time(), "argv": info.argv or public_argv(),
-                                            "versions": {**info.versions, **package_versions()}})  # fmt: skip
+        self.info = info.model_copy(
+            update={
+                "run_id": run_id,
+                "started_at": time.time(),
+                "argv": info.argv or public_argv(),
+                "versions": {**info.versions, **package_versions()},
+            }
+        )
         self._pending: list[tuple] = []
         self._written_callbacks: list = []  # called once the rows handed over with them are on disk
         self._pending_bytes = 0  # row_bytes of _pending
@@ -131,8 +137,13 @@ class ResultsWriter:
         while more than ROOM_BYTES of rows wait to be written (a flush is asked for at once). No
         record is dropped for writing that did not keep up. While writes fail (a full disk) it does
         not wait: rows are held up to the unwritten limit, then dropped and counted."""
-        while (self.write_error is None and not self.closed and not self._stopping and not self._flusher.dead
-               and self._pending_bytes + self._flushing_bytes > self.room_bytes):  # fmt: skip
+        while (
+            self.write_error is None
+            and not self.closed
+            and not self._stopping
+            and not self._flusher.dead
+            and self._pending_bytes + self._flushing_bytes > self.room_bytes
+        ):
             self._wake.set()
             self._flushed.wait(1.0)
 
@@ -145,9 +156,12 @@ class ResultsWriter:
             self._dropped_why = self.write_error
             log.error(
                 "results: %s of records wait to be written (%s), the most kept in memory (%s); records beyond it "
-                "are dropped and counted, and the run exits %d", format_size(self.unwritten_limit),
-                self.write_error or "writing has not kept up", UNWRITTEN_LIMIT_ENV, exit_codes.RESULTS_NOT_WRITTEN,
-            )  # fmt: skip
+                "are dropped and counted, and the run exits %d",
+                format_size(self.unwritten_limit),
+                self.write_error or "writing has not kept up",
+                UNWRITTEN_LIMIT_ENV,
+                exit_codes.RESULTS_NOT_WRITTEN,
+            )
         self.rows_dropped += n
 
     @property
@@ -193,7 +207,9 @@ class ResultsWriter:
             self._written_callbacks[:0] = callbacks  # called once every row handed over with them is on disk
             self._pending_bytes += sum(map(row_bytes, rest))
             if written:
-                log.warning("results: %d records that were kept in memory are on disk, %d still wait", written, len(rest))
+                log.warning(
+                    "results: %d records that were kept in memory are on disk, %d still wait", written, len(rest)
+                )
             self._write_failed(error)
             return
         if self.write_error is not None:
@@ -242,9 +258,14 @@ class ResultsWriter:
                 "results: cannot write records to %s (%s); %d records kept in memory (up to %s, %s; beyond it "
                 "records are dropped and counted), tried again every %gs; if they cannot be written by the end, the "
                 "console table comes from memory and the run exits %d",
-                self.parts_path, text, len(self._pending), format_size(self.unwritten_limit), UNWRITTEN_LIMIT_ENV,
-                FLUSH_SECONDS, exit_codes.RESULTS_NOT_WRITTEN,
-            )  # fmt: skip
+                self.parts_path,
+                text,
+                len(self._pending),
+                format_size(self.unwritten_limit),
+                UNWRITTEN_LIMIT_ENV,
+                FLUSH_SECONDS,
+                exit_codes.RESULTS_NOT_WRITTEN,
+            )
         self.write_error = text
         if self.rows_dropped and self._dropped_why is None:
             self._dropped_why = text
@@ -263,15 +284,18 @@ class ResultsWriter:
         if self._pending:
             held = self.rows_held = len(self._pending)
             if self.rows_dropped:
-                self.not_written.append(f"{held + self.rows_dropped} records ({self.write_error}; {held} held in memory are "
-                                        f"in the table, {self.rows_dropped} dropped {beyond} are lost, in no table or file)")  # fmt: skip
+                self.not_written.append(
+                    f"{held + self.rows_dropped} records ({self.write_error}; {held} held in memory are "
+                    f"in the table, {self.rows_dropped} dropped {beyond} are lost, in no table or file)"
+                )
             else:
                 self.not_written.append(f"{held} records ({self.write_error})")
             memory = rows_to_table(self._pending)
             return pa.concat_tables([*read_parts(self.parts_path), memory]) if self._parts else memory
         if self.rows_dropped:  # the disk came back: what was held is written, the dropped are not
-            self.not_written.append(f"{self.rows_dropped} records ({self.dropped_why}; dropped {beyond}: lost, in no table "
-                                    "or file)")  # fmt: skip
+            self.not_written.append(
+                f"{self.rows_dropped} records ({self.dropped_why}; dropped {beyond}: lost, in no table or file)"
+            )
         try:
             rows = join_parts(self.parts_path, self.records_path)
             self.info.files = {RECORDS: records_check(self.records_path, rows)}
@@ -297,11 +321,17 @@ class ResultsWriter:
             if self.unjoined:
                 why.append(self.unjoined)
             complete, reason = False, "; ".join(filter(None, (reason, *why)))
-            sections = {"complete": False, "reason": reason,
-                        "records_not_written": {"records": missing, "held": self.rows_held, "dropped": self.rows_dropped}}  # fmt: skip
+            sections = {
+                "complete": False,
+                "reason": reason,
+                "records_not_written": {"records": missing, "held": self.rows_held, "dropped": self.rows_dropped},
+            }
             if self.rows_dropped:
-                sections["records_dropped"] = {"records": self.rows_dropped, "limit_bytes": self.unwritten_limit,
-                                               "reason": self.dropped_why}  # fmt: skip
+                sections["records_dropped"] = {
+                    "records": self.rows_dropped,
+                    "limit_bytes": self.unwritten_limit,
+                    "reason": self.dropped_why,
+                }
                 self.info.records_dropped = self.rows_dropped
             summary = summary.with_sections(**sections)
             self.info.records_not_written = missing

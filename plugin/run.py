@@ -12,22 +12,22 @@ import time
 import gevent
 
 from core.errors import InputError
-from runfolder.run_info import RunInfo
+from core.urls import public_url
 from metrics.schema import Summary
 from metrics.schema.client_health import UsersOffPlan
 from plugin import exit_codes, gpu
 from plugin.context import load_workload
 from plugin.options import check_host, public_options
 from plugin.plan import RunPlan
-from runfolder.provenance import suite_version
-from plugin.run_start import RunInputs, off_loop
 from plugin.results import ResultsWriter
-from runfolder.ownership import check_folder, new_run_id, reserve_folder
+from plugin.run_start import RunInputs, off_loop
 from plugin.server import check_server
 from plugin.server_metrics import ServerMetrics
 from plugin.setup import RunSetup
-from core.urls import public_url
 from plugin.state import role_of, state_of
+from runfolder.ownership import check_folder, new_run_id, reserve_folder
+from runfolder.provenance import suite_version
+from runfolder.run_info import RunInfo
 from workloads.tokenizer import read_tokenizer
 
 log = logging.getLogger("llm")
@@ -46,11 +46,16 @@ class Run:
         self.processes = environment.runner.worker_count if role_of(environment) == "master" else 1
         self.window_start = plan.load.window_start(self.started, plan.warmup_s)
         self.window_end: float | None = None
-        info = RunInfo(host=public_url(environment.host) if environment.host else environment.host, role=role_of(environment),
-                       plan=plan.record(), options=public_options(environment.parsed_options),
-                       workload={"hash": spec.spec_hash, **spec.to_dict()},
-                       versions={"suite": suite_version()},  # as the run starts: summary.json's setup states it
-                       argv=form_argv or [], started_from="web form" if form_argv else "command line")  # fmt: skip
+        info = RunInfo(
+            host=public_url(environment.host) if environment.host else environment.host,
+            role=role_of(environment),
+            plan=plan.record(),
+            options=public_options(environment.parsed_options),
+            workload={"hash": spec.spec_hash, **spec.to_dict()},
+            versions={"suite": suite_version()},  # as the run starts: summary.json's setup states it
+            argv=form_argv or [],
+            started_from="web form" if form_argv else "command line",
+        )
         self.writer = ResultsWriter(plan.results_dir, self.run_id, info, overwrite=plan.overwrite)
         self.writer.on_rows = self._rows
         self.collector = None
@@ -59,7 +64,9 @@ class Run:
         self.finished = False  # finish() has begun
         self.ending = None  # plugin.run_end.Ending: the run's one end, once it is under way
         self.summary_extra: dict = {}  # plugins add sections of summary.json here (run_stopping)
-        self.server_gauges = None  # the server's metrics the knee's diagnosis reads (plugin/server_metrics.py, run_stopping)
+        self.server_gauges = (
+            None  # the server's metrics the knee's diagnosis reads (plugin/server_metrics.py, run_stopping)
+        )
 
     def _rows(self, rows) -> None:
         if self.search is not None:
@@ -88,10 +95,18 @@ class Run:
 
         writer = self.writer
         table = writer.close_records()  # from memory too, when the disk refused them
-        typed = summarize(table, self.window_start, self.window_end, run_start=self.started, plan=steps,
-                          objectives=list(self.plan.slo), target_rate=self.plan.request_rate,
-                          scheduled=self.scheduled(), backends=spread_over(self.environment.host or ""),
-                          backend_count=self.plan.backend_count)  # fmt: skip
+        typed = summarize(
+            table,
+            self.window_start,
+            self.window_end,
+            run_start=self.started,
+            plan=steps,
+            objectives=list(self.plan.slo),
+            target_rate=self.plan.request_rate,
+            scheduled=self.scheduled(),
+            backends=spread_over(self.environment.host or ""),
+            backend_count=self.plan.backend_count,
+        )
         state_of(self.environment).call("summary_computed", self, typed)
         code, reasons = self.verdict(typed)
         complete = code not in (exit_codes.INCOMPLETE, exit_codes.INTERRUPTED)
@@ -100,7 +115,9 @@ class Run:
         if typed.by_step:  # why the knee is there: the levels, the server's metrics, the client's self-health
             from metrics.diagnosis import diagnose_levels
 
-            typed.diagnosis = diagnose_levels(typed.by_step, typed.capacity, self.server_gauges, typed.client_bound, typed.gpu)
+            typed.diagnosis = diagnose_levels(
+                typed.by_step, typed.capacity, self.server_gauges, typed.client_bound, typed.gpu
+            )
         writer.write_summary(typed, complete, reason)
         summary = typed
 
@@ -109,13 +126,19 @@ class Run:
             log.warning("open loop: %s: %s", summary.open_loop.headline(), "; ".join(summary.open_loop.reasons))
         over = summary.records.over_max_tokens
         if over:
-            log.warning("max_tokens ignored: %d of %d replies were longer than the max_tokens they asked for (summary.json "
-                        "records.over_max_tokens); the load the server ran is not the one the workload states",
-                        over, summary.records.total)  # fmt: skip
+            log.warning(
+                "max_tokens ignored: %d of %d replies were longer than the max_tokens they asked for (summary.json "
+                "records.over_max_tokens); the load the server ran is not the one the workload states",
+                over,
+                summary.records.total,
+            )
         lost = summary.lost_work
         if lost is not None:
-            log.warning("lost work: at least %d requests lost with %d lost worker(s) (summary.json lost_work)",
-                        lost.requests_min, len(lost.workers))  # fmt: skip
+            log.warning(
+                "lost work: at least %d requests lost with %d lost worker(s) (summary.json lost_work)",
+                lost.requests_min,
+                len(lost.workers),
+            )
         self._set_exit_code(summary)
         if code == exit_codes.INTERRUPTED:
             log.error("run interrupted (exit %d): %s; the results are partial (complete: false)", code, reason)
@@ -124,8 +147,12 @@ class Run:
         if code != exit_codes.DONE:
             exit_codes.raise_to(self.environment, code)
         if writer.not_written:
-            log.error("results not written (exit %d): %s could not be written in %s; the table above is from memory",
-                      exit_codes.RESULTS_NOT_WRITTEN, ", ".join(writer.not_written), writer.path)  # fmt: skip
+            log.error(
+                "results not written (exit %d): %s could not be written in %s; the table above is from memory",
+                exit_codes.RESULTS_NOT_WRITTEN,
+                ", ".join(writer.not_written),
+                writer.path,
+            )
             exit_codes.raise_to(self.environment, exit_codes.RESULTS_NOT_WRITTEN)
         else:
             print(f"results: {writer.path}", flush=True)
@@ -135,7 +162,9 @@ class Run:
     def scheduled(self) -> int | None:
         """Open loops: the arrivals the run's schedule had due in its window (None otherwise)."""
         try:
-            return self.plan.load.scheduled_between(self.started, self.window_start, self.window_end, self.plan.seed or 0)
+            return self.plan.load.scheduled_between(
+                self.started, self.window_start, self.window_end, self.plan.seed or 0
+            )
         except InputError as e:  # a replayed trace no longer readable: the count is left out
             log.warning("open loop: cannot count the arrivals due in the window (%s)", e)
             return None
@@ -151,17 +180,22 @@ class Run:
             reasons.append(state.interrupted)
         incomplete = list(state.worker_errors) if state is not None else []
         if self.collector is not None:
-            incomplete += [f"worker {cid} lost mid-run: at least {n} requests lost with it" if n else
-                           f"worker {cid} lost mid-run: the records it finished after its last report are lost"
-                           for cid, n in self.collector.lost_workers().items()]  # fmt: skip
+            incomplete += [
+                f"worker {cid} lost mid-run: at least {n} requests lost with it"
+                if n
+                else f"worker {cid} lost mid-run: the records it finished after its last report are lost"
+                for cid, n in self.collector.lost_workers().items()
+            ]
         if "users_off_plan" in self.summary_extra:  # plugin/user_plan.py: the load it ran is not the one it states
             incomplete.append(UsersOffPlan.model_validate(self.summary_extra["users_off_plan"]).line())
         r = summary.overall.requests
         if summary.records.total == 0:
             incomplete.append("no request was recorded")
         elif r.ok == 0:
-            incomplete.append(f"no request succeeded in the measured window ({r.sent} sent: {r.failed} failed, "
-                              f"{r.stopped} cut at the end, {r.cancelled} cancelled)")  # fmt: skip
+            incomplete.append(
+                f"no request succeeded in the measured window ({r.sent} sent: {r.failed} failed, "
+                f"{r.stopped} cut at the end, {r.cancelled} cancelled)"
+            )
         if incomplete and code == exit_codes.DONE:
             code = exit_codes.INCOMPLETE
         return code, reasons + incomplete

@@ -57,12 +57,15 @@ def end_run(environment) -> None:
         try:
             worker.close_users(environment)  # the users' exchanges become records before the results close
             state.call("load_stopped", environment)
-        except Exception as e:  # noqa: BLE001 - the records handed over so far are still written
-            log.error("ending the run: closing the users' side failed (%s: %s); the records handed over are written",
-                      type(e).__name__, e)  # fmt: skip
+        except Exception as e:
+            log.error(
+                "ending the run: closing the users' side failed (%s: %s); the records handed over are written",
+                type(e).__name__,
+                e,
+            )
         try:
             run.finish()
-        except Exception as e:  # noqa: BLE001 - one line, not a traceback, and an exit code that says it
+        except Exception as e:
             not_written(environment, run, e)
     finally:
         if state.run is run:
@@ -75,7 +78,14 @@ def not_written(environment, run, e: Exception) -> None:
     where, and the results-not-written exit code."""
     writer = run.writer
     what = "summary.json" if writer.closed else "requests.parquet and summary.json"
-    log.error("results not written (exit %d): %s could not be written (%s: %s); the records written so far are in %s "
-              "(python -m reports build %s makes them readable)", exit_codes.RESULTS_NOT_WRITTEN, what, type(e).__name__,
-              e, writer.path, writer.path)  # fmt: skip
+    log.error(
+        "results not written (exit %d): %s could not be written (%s: %s); the records written so far are in %s "
+        "(python -m reports build %s makes them readable)",
+        exit_codes.RESULTS_NOT_WRITTEN,
+        what,
+        type(e).__name__,
+        e,
+        writer.path,
+        writer.path,
+    )
     exit_codes.raise_to(environment, exit_codes.RESULTS_NOT_WRITTEN)

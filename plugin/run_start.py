@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-
 from pydantic import BaseModel, ConfigDict
 
 from core.errors import InputError
@@ -100,12 +99,14 @@ class CarriedWorkload(_Carried):
     spec_hash: str
 
     @classmethod
-    def of(cls, spec) -> "CarriedWorkload":
+    def of(cls, spec) -> CarriedWorkload:
         return cls(path=spec.path, sources=_pack(spec.sources), spec_hash=spec.spec_hash)
 
     def load(self):
         """The master's workload (workloads.WorkloadSpec), built from its files, or InputError."""
-        spec = _rebuilt("--workload: the master's workload", self.path, lambda: load_spec(self.path, sources=_unpack(self.sources)))
+        spec = _rebuilt(
+            "--workload: the master's workload", self.path, lambda: load_spec(self.path, sources=_unpack(self.sources))
+        )
         _check_hash("--workload: the master's workload", self.path, spec.spec_hash, self.spec_hash)
         return spec
 
@@ -118,11 +119,13 @@ class CarriedTrace(_Carried):
     digest: str
 
     @classmethod
-    def of(cls, trace: Trace) -> "CarriedTrace":
+    def of(cls, trace: Trace) -> CarriedTrace:
         return cls(path=trace.path, sources=_pack(trace.sources), digest=trace.digest)
 
     def load(self) -> Trace:
-        trace = _rebuilt("--replay: the master's trace", self.path, lambda: load_trace(self.path, sources=_unpack(self.sources)))
+        trace = _rebuilt(
+            "--replay: the master's trace", self.path, lambda: load_trace(self.path, sources=_unpack(self.sources))
+        )
         _check_hash("--replay: the master's trace", self.path, trace.digest, self.digest)
         return trace
 
@@ -136,7 +139,7 @@ class CarriedTokenizer(_Carried):
     probe: str
 
     @classmethod
-    def of(cls, tok: Tokenizer) -> "CarriedTokenizer":
+    def of(cls, tok: Tokenizer) -> CarriedTokenizer:
         return cls(name=tok.name, files=_pack(tok.files), digest=tok.digest, probe=tok.probe)
 
     def load(self) -> Tokenizer:
@@ -160,24 +163,36 @@ class RunStart(BaseModel):
     shared: dict[str, Any] = {}  # what the results process's plugins tell the workers (SuiteState.shared)
 
     @classmethod
-    def of(cls, plan: RunPlan, inputs: RunInputs, **run) -> "RunStart":
+    def of(cls, plan: RunPlan, inputs: RunInputs, **run) -> RunStart:
         """The start of a run with these inputs (`run`: run_id, started, processes, shared)."""
-        return cls(plan=plan, workload=CarriedWorkload.of(inputs.workload),
-                   trace=CarriedTrace.of(inputs.trace) if inputs.trace is not None else None,
-                   tokenizer=CarriedTokenizer.of(inputs.tokenizer) if inputs.tokenizer is not None else None, **run)  # fmt: skip
+        return cls(
+            plan=plan,
+            workload=CarriedWorkload.of(inputs.workload),
+            trace=CarriedTrace.of(inputs.trace) if inputs.trace is not None else None,
+            tokenizer=CarriedTokenizer.of(inputs.tokenizer) if inputs.tokenizer is not None else None,
+            **run,
+        )
 
     def inputs(self) -> RunInputs:
         """The master's inputs, each rebuilt from its files and checked (InputError when one is
         missing, damaged, or counts differently here)."""
         if (self.plan.replay is not None) != (self.trace is not None) or (
-                self.trace is not None and self.trace.digest != self.plan.load.digest):
-            raise InputError("--replay: the master's trace does not match its plan; start the master and the workers "
-                             "from the same version of this suite")  # fmt: skip
+            self.trace is not None and self.trace.digest != self.plan.load.digest
+        ):
+            raise InputError(
+                "--replay: the master's trace does not match its plan; start the master and the workers "
+                "from the same version of this suite"
+            )
         if bool(self.plan.tokenizer) != (self.tokenizer is not None):
-            raise InputError("--tokenizer: the master sent no tokenizer with its plan; start the master and the workers "
-                             "from the same version of this suite")  # fmt: skip
-        return RunInputs(self.workload.load(), self.trace.load() if self.trace is not None else None,
-                         self.tokenizer.load() if self.tokenizer is not None else None)
+            raise InputError(
+                "--tokenizer: the master sent no tokenizer with its plan; start the master and the workers "
+                "from the same version of this suite"
+            )
+        return RunInputs(
+            self.workload.load(),
+            self.trace.load() if self.trace is not None else None,
+            self.tokenizer.load() if self.tokenizer is not None else None,
+        )
 
 
 def send(environment, start: RunStart) -> None:
@@ -202,7 +217,7 @@ class OncePerWorker:
         self.had: dict[str, object] = {}  # worker id -> the node that got this run's start
 
     @classmethod
-    def on(cls, runner) -> "OncePerWorker":
+    def on(cls, runner) -> OncePerWorker:
         current = runner.server.send_to_client
         if isinstance(current, cls):
             return current
@@ -218,7 +233,9 @@ class OncePerWorker:
             node = self.runner.clients.get(msg.node_id)
             if node is not None and self.had.get(msg.node_id) is node:
                 # Locust put the master's options themselves in the message: a copy without the start
-                msg.data = dict(msg.data, parsed_options={k: v for k, v in msg.data["parsed_options"].items() if k != CARRIER})
+                msg.data = dict(
+                    msg.data, parsed_options={k: v for k, v in msg.data["parsed_options"].items() if k != CARRIER}
+                )
                 node = None
         self.forward(msg)
         if node is not None:  # sent (a failed send raises, and the next spawn message carries it again)
@@ -230,10 +247,14 @@ def received(environment) -> RunStart:
     taken out of the options: the next run's start comes with that run's first spawn message."""
     data = vars(environment.parsed_options).pop(CARRIER, None)
     if not isinstance(data, dict):
-        raise InputError("the master sent no run plan with its spawn message; start the master and the workers "
-                         "from the same version of this suite")  # fmt: skip
+        raise InputError(
+            "the master sent no run plan with its spawn message; start the master and the workers "
+            "from the same version of this suite"
+        )
     try:
         return build(RunStart, data)
     except InputError as e:  # a master of another version sends fields this worker does not know, or lacks some
-        raise InputError(f"the master's run does not fit this worker ({e}); start the master and the workers from the same "
-                         "version of this suite") from None  # fmt: skip
+        raise InputError(
+            f"the master's run does not fit this worker ({e}); start the master and the workers from the same "
+            "version of this suite"
+        ) from None

@@ -11,7 +11,6 @@ several replicas (targets/) is checked replica by replica, and the line names th
 from __future__ import annotations
 
 import logging
-import socket
 import ssl
 from urllib.parse import urlsplit
 
@@ -24,8 +23,8 @@ from geventhttpclient import HTTPClient
 from core.errors import InputError
 from core.tls import client_context, insecure_warning
 from core.tls import failure as tls_failure
-from plugin.plan import RunPlan
 from core.urls import public_url
+from plugin.plan import RunPlan
 from targets.backends import split_hosts
 
 log = logging.getLogger("llm")
@@ -63,7 +62,9 @@ def check_server(host: str, plan: RunPlan) -> RunPlan:
         return plan.with_model(models[0])
     _refuse_v1_mistake(host, status, plan)
     if status in (401, 403):
-        raise InputError(f"--api-key: GET {shown}{MODELS} answered HTTP {status}; give the server's key (--api-key or LOCUST_API_KEY)")
+        raise InputError(
+            f"--api-key: GET {shown}{MODELS} answered HTTP {status}; give the server's key (--api-key or LOCUST_API_KEY)"
+        )
     if not plan.model:
         raise InputError(f"--model: not given, and GET {shown}{MODELS} answered HTTP {status}; pass --model NAME")
     log.warning("GET %s%s answered HTTP %s: cannot check that it serves --model %s", shown, MODELS, status, plan.model)
@@ -114,8 +115,10 @@ def get_with_headers(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str
             return _get_once(host, path, plan)
         except _Retry as e:
             if attempt == ATTEMPTS:
-                raise InputError(f"--host: cannot reach {public_url(host)} ({e}, {ATTEMPTS} attempts); check the address "
-                                 "and that the server is up") from None  # fmt: skip
+                raise InputError(
+                    f"--host: cannot reach {public_url(host)} ({e}, {ATTEMPTS} attempts); check the address "
+                    "and that the server is up"
+                ) from None
             gevent.sleep(PAUSE_S)
     raise AssertionError("unreachable")
 
@@ -128,10 +131,14 @@ def _get_once(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str, str],
     parts = urlsplit(host)
     headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
     client = HTTPClient(
-        parts.hostname, port=parts.port, ssl=parts.scheme == "https", insecure=plan.tls.insecure,
+        parts.hostname,
+        port=parts.port,
+        ssl=parts.scheme == "https",
+        insecure=plan.tls.insecure,
         ssl_context_factory=lambda **_: client_context(plan.tls, gssl),  # the load's policy (core/tls.py)
-        connection_timeout=plan.timeouts.connect, network_timeout=plan.timeouts.connect,
-    )  # fmt: skip
+        connection_timeout=plan.timeouts.connect,
+        network_timeout=plan.timeouts.connect,
+    )
     url = parts.path.rstrip("/") + path
     try:
         resp = client.get(url, headers=headers)
@@ -140,14 +147,20 @@ def _get_once(host: str, path: str, plan: RunPlan) -> tuple[int, dict[str, str],
         raise InputError(tls_failure(e, f"{parts.hostname}:{parts.port or 443}")) from None
     except (ConnectionResetError, ConnectionRefusedError, BrokenPipeError) as e:
         raise _Retry(f"{type(e).__name__}: {e}") from None
-    except (socket.timeout, TimeoutError):  # the TCP check connected just before (check_server)
-        raise InputError(f"--host: {public_url(host)} accepted a connection, but GET {url} got no answer in "
-                         f"{plan.timeouts.connect:g} s (--timeout-connect); check that the server is ready (one still "
-                         "loading its model may accept connections) and serves the OpenAI API there") from None  # fmt: skip
+    except TimeoutError:  # the TCP check connected just before (check_server)
+        raise InputError(
+            f"--host: {public_url(host)} accepted a connection, but GET {url} got no answer in "
+            f"{plan.timeouts.connect:g} s (--timeout-connect); check that the server is ready (one still "
+            "loading its model may accept connections) and serves the OpenAI API there"
+        ) from None
     except OSError as e:
-        raise InputError(f"--host: cannot reach {public_url(host)} ({type(e).__name__}: {e}); check the address and that the server is up") from None
-    except Exception as e:  # noqa: BLE001 - HTTP parse errors
-        raise InputError(f"--host: {public_url(host)} did not answer GET {url} ({type(e).__name__}); check the address") from None
+        raise InputError(
+            f"--host: cannot reach {public_url(host)} ({type(e).__name__}: {e}); check the address and that the server is up"
+        ) from None
+    except Exception as e:
+        raise InputError(
+            f"--host: {public_url(host)} did not answer GET {url} ({type(e).__name__}); check the address"
+        ) from None
     finally:
         client.close()
 
@@ -176,7 +189,7 @@ def check_reachable(host: str, timeout: float) -> None:
     for attempt in range(1, ATTEMPTS + 1):
         try:
             gsocket.create_connection(address, timeout=timeout).close()
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             problem = f"no connection within --timeout-connect {timeout:g}s"
             break
         except OSError as e:

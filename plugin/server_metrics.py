@@ -175,12 +175,16 @@ class ServerMetricsScraper:
             with gevent.Timeout(self.timeout_s + 1.0):
                 text = self._fetch(src.url)
             rows, totals = parse_text(text, time.time(), src.public)
-        except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - a scrape never ends the run
+        except (Exception, gevent.Timeout) as e:
             src.failed += 1
             src.last_error = describe_error(e)
             if not src.logged:
                 src.logged = True
-                log.warning("--server-metrics: scraping %s failed (%s); the run goes on, failures are counted", src.public, src.last_error)
+                log.warning(
+                    "--server-metrics: scraping %s failed (%s); the run goes on, failures are counted",
+                    src.public,
+                    src.last_error,
+                )
             return
         if self.closed:  # a late first scrape, after the file was closed
             return
@@ -223,9 +227,12 @@ class ServerMetricsScraper:
         gevent.joinall([g for g, s in scrapes.items() if s.url not in slow], timeout=BASELINE_WAIT_S)
         late = [s for g, s in scrapes.items() if not g.ready() and s.url not in slow]
         if late:
-            log.warning("--server-metrics: %s had not answered its first scrape in %g s; the load starts without "
-                        "waiting (a reading that comes later may count the first requests in its counters)",
-                        ", ".join(s.public for s in late), BASELINE_WAIT_S)  # fmt: skip
+            log.warning(
+                "--server-metrics: %s had not answered its first scrape in %g s; the load starts without "
+                "waiting (a reading that comes later may count the first requests in its counters)",
+                ", ".join(s.public for s in late),
+                BASELINE_WAIT_S,
+            )
         self._loop = gevent.spawn(self._run)
 
     def latest(self) -> dict[str, float]:
@@ -263,7 +270,9 @@ class ServerMetricsScraper:
         if self._pending:
             rows, self._pending = self._pending, []
             cols = list(zip(*rows))
-            self._writer.write_table(pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, SCHEMA)], schema=SCHEMA))
+            self._writer.write_table(
+                pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, SCHEMA)], schema=SCHEMA)
+            )
 
     def stop(self) -> dict:
         """The last scrape, close the file; return the summary section."""
@@ -277,7 +286,15 @@ class ServerMetricsScraper:
         return self.section()
 
     def section(self) -> dict:
-        per_source = {s.public: {"scrapes": s.scrapes, "failed_scrapes": s.failed, "last_error": s.last_error, "counter_deltas": s.deltas()} for s in self.sources}
+        per_source = {
+            s.public: {
+                "scrapes": s.scrapes,
+                "failed_scrapes": s.failed,
+                "last_error": s.last_error,
+                "counter_deltas": s.deltas(),
+            }
+            for s in self.sources
+        }
         deltas = {}
         for name in DELTA_COUNTERS:
             values = [s.deltas().get(name) for s in self.sources]
@@ -336,6 +353,7 @@ def describe_error(e: BaseException) -> str:
 
 # -- wiring --------------------------------------------------------------------------------------
 
+
 class ServerMetrics(Plugin):
     """Scrapes the server side's Prometheus endpoints during each run (--server-metrics, checked
     with the rest of the plan) into server_metrics.parquet and summary.json."""
@@ -358,7 +376,7 @@ class ServerMetrics(Plugin):
             try:
                 with gevent.Timeout(timeout + 1.0):
                     fetch(asker, url, timeout)
-            except (Exception, gevent.Timeout) as e:  # noqa: BLE001 - the run's scrapes count and say failures
+            except (Exception, gevent.Timeout) as e:
                 return time.monotonic() - started, describe_error(e)
             return time.monotonic() - started, None
 
@@ -368,18 +386,27 @@ class ServerMetrics(Plugin):
             took, error = g.value
             if took > SLOW_PROBE_S:
                 self.slow.add(url)
-                log.warning("--server-metrics: %s took %.1f s%s when asked before the run; the run's first scrape "
-                            "goes on beside the load instead of holding it up", public_url(url), took,
-                            f" ({error})" if error else "")  # fmt: skip
+                log.warning(
+                    "--server-metrics: %s took %.1f s%s when asked before the run; the run's first scrape "
+                    "goes on beside the load instead of holding it up",
+                    public_url(url),
+                    took,
+                    f" ({error})" if error else "",
+                )
 
     def run_started(self, run) -> None:
         plan = run.plan
         slow, self.slow = self.slow, set()
         if not plan.server_metrics:
             return
-        scraper = self.scraper = ServerMetricsScraper(list(plan.server_metrics), plan.server_metrics_interval_s, run.writer.path, plan.tls)
-        log.info("scraping server metrics from %s every %gs", ", ".join(s.public for s in scraper.sources),
-                 plan.server_metrics_interval_s)  # fmt: skip
+        scraper = self.scraper = ServerMetricsScraper(
+            list(plan.server_metrics), plan.server_metrics_interval_s, run.writer.path, plan.tls
+        )
+        log.info(
+            "scraping server metrics from %s every %gs",
+            ", ".join(s.public for s in scraper.sources),
+            plan.server_metrics_interval_s,
+        )
         scraper.start(slow)
 
     def rows_recorded(self, run, rows) -> None:

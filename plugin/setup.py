@@ -20,9 +20,9 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.errors import InputError
+from core.urls import public_url
 from metrics.schema.run_setup import LoadSetup, Setup, Target
 from plugin.server import get_with_headers
-from core.urls import public_url
 from plugin.state import Plugin, state_of
 
 log = logging.getLogger("llm")
@@ -37,7 +37,9 @@ def server_version(host: str, plan, bound_s: float | None = None) -> tuple[str |
     return server_identity(host, plan, bound_s)[:2]
 
 
-def server_identity(host: str, plan, bound_s: float | None = None) -> tuple[str | None, str | None, dict[str, str], list[str]]:
+def server_identity(
+    host: str, plan, bound_s: float | None = None
+) -> tuple[str | None, str | None, dict[str, str], list[str]]:
     """(the server's version, where it said so, its stated configuration, the gauges it came from).
     The version, in order: GET /version
     ({"version": ...}, vLLM's and SGLang's answer); the `version` label of an info gauge on
@@ -58,11 +60,18 @@ def server_identity(host: str, plan, bound_s: float | None = None) -> tuple[str 
     took = time.monotonic() - started
     if took > SLOW_PROBE_S:
         silent = [f"GET {path}" for path, a in answers.items() if a is None]
-        log.warning("server version: %s took %.1f s%s; asked outside the load's time, it takes none of it",
-                    " and ".join(f"GET {p}" for p in asks), took,
-                    f" ({' and '.join(silent)} had no answer)" if silent else "")  # fmt: skip
+        log.warning(
+            "server version: %s took %.1f s%s; asked outside the load's time, it takes none of it",
+            " and ".join(f"GET {p}" for p in asks),
+            took,
+            f" ({' and '.join(silent)} had no answer)" if silent else "",
+        )
     metrics_reply = answers["/metrics"]
-    text = metrics_reply[2].decode("utf-8", errors="replace") if metrics_reply is not None and metrics_reply[0] == 200 else ""
+    text = (
+        metrics_reply[2].decode("utf-8", errors="replace")
+        if metrics_reply is not None and metrics_reply[0] == 200
+        else ""
+    )
     config, sources = config_from_metrics(text) if text else ({}, [])
     headers = {}
     version_reply = answers["/version"]
@@ -90,9 +99,11 @@ def config_from_metrics(text: str) -> tuple[dict[str, str], list[str]]:
     ({}, []) when there is none. A `model_name` label is the model's, not the configuration's."""
     try:
         samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    except Exception:  # noqa: BLE001 - not Prometheus text: no configuration from it
+    except Exception:
         return {}, []
-    found = sorted((s for s in samples if s.name.endswith("_config_info")), key=lambda s: (not s.name.startswith("vllm:"), s.name))
+    found = sorted(
+        (s for s in samples if s.name.endswith("_config_info")), key=lambda s: (not s.name.startswith("vllm:"), s.name)
+    )
     config: dict[str, str] = {}
     for s in found:
         for k, v in s.labels.items():
@@ -115,10 +126,13 @@ def version_from_metrics(text: str) -> tuple[str | None, str | None]:
     ending in _info) of the server's own, the engine's first; (None, None) when there is none."""
     try:
         samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    except Exception:  # noqa: BLE001 - not Prometheus text: no version from it
+    except Exception:
         return None, None
-    found = [(s.name, str(s.labels["version"])) for s in samples
-             if s.labels.get("version") and s.name.endswith("_info") and s.name not in CLIENT_INFO]  # fmt: skip
+    found = [
+        (s.name, str(s.labels["version"]))
+        for s in samples
+        if s.labels.get("version") and s.name.endswith("_info") and s.name not in CLIENT_INFO
+    ]
     found.sort(key=lambda x: not x[0].startswith(ENGINE_PREFIXES))
     return (found[0][1], found[0][0]) if found else (None, None)
 
@@ -154,14 +168,27 @@ def setup_block(run, version: tuple[str | None, str | None], hosts: list[str], w
     spec = run.spec  # the run's workload, loaded once with its plan
     end = run.window_end if run.window_end is not None else run.window_start
     return Setup(
-        load=LoadSetup(kind=load["kind"], text=plan.summary_line(), users=users,
-                       parameters={k: v for k, v in load.items() if k != "kind"}),
-        run_time_s=plan.run_time_s, measured_s=max(0.0, end - run.window_start), slo=[o.text for o in plan.slo],
-        workload=spec.name, workload_hash=spec.spec_hash, server=public_url(environment.host or ""),
-        model=plan.model, server_version=version[0], server_version_source=version[1], client_hosts=hosts, workers=workers,
+        load=LoadSetup(
+            kind=load["kind"],
+            text=plan.summary_line(),
+            users=users,
+            parameters={k: v for k, v in load.items() if k != "kind"},
+        ),
+        run_time_s=plan.run_time_s,
+        measured_s=max(0.0, end - run.window_start),
+        slo=[o.text for o in plan.slo],
+        workload=spec.name,
+        workload_hash=spec.spec_hash,
+        server=public_url(environment.host or ""),
+        model=plan.model,
+        server_version=version[0],
+        server_version_source=version[1],
+        client_hosts=hosts,
+        workers=workers,
         suite_version=run.writer.info.versions.get("suite") or "unknown",  # read as the run started (run.json)
-        target=target_of(run, version), label=plan.label,
-    )  # fmt: skip
+        target=target_of(run, version),
+        label=plan.label,
+    )
 
 
 def target_of(run, version: tuple) -> Target:
@@ -170,8 +197,14 @@ def target_of(run, version: tuple) -> Target:
     configuration (`server_identity`)."""
     name, digest = simulator_profile(run.environment)
     config, sources = (version[2], version[3]) if len(version) > 2 else ({}, [])
-    return Target(simulator_profile=name, simulator_profile_hash=digest, model=run.plan.model, server_version=version[0],
-                  config=config, config_source=sources)  # fmt: skip
+    return Target(
+        simulator_profile=name,
+        simulator_profile_hash=digest,
+        model=run.plan.model,
+        server_version=version[0],
+        config=config,
+        config_source=sources,
+    )
 
 
 def simulator_profile(environment) -> tuple[str | None, str | None]:
@@ -225,9 +258,15 @@ class RunSetup(Plugin):
         setup = run.summary_extra["setup"]
         if probed is not None and probed[0] == host:  # known before the load: the console names it as the run starts
             log.info("against: %s serving %s", setup.server, setup.target.text())
-        if run.plan.input_tokens is not None and not run.plan.tokenizer and simulator_profile(run.environment)[0] is None:
-            log.warning("--input-tokens: counted by the estimate of 4 characters a token (no --tokenizer), what the built-in "
-                        "simulator counts; this server's model counts its own way: give --tokenizer with its tokenizer")  # fmt: skip
+        if (
+            run.plan.input_tokens is not None
+            and not run.plan.tokenizer
+            and simulator_profile(run.environment)[0] is None
+        ):
+            log.warning(
+                "--input-tokens: counted by the estimate of 4 characters a token (no --tokenizer), what the built-in "
+                "simulator counts; this server's model counts its own way: give --tokenizer with its tokenizer"
+            )
 
     def _state(self, run, setup: Setup) -> None:
         """The setup block for summary.json and the live view, its target for run.json (written at the end)."""

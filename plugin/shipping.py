@@ -107,7 +107,7 @@ class WorkerShipper:
                 "llm_final",
                 {"run_id": self.run_id, "batches": list(self.unacked.items()), "last_seq": self.seq, "rows": self.rows},
             )
-        except Exception as e:  # noqa: BLE001 - a lost master: the caller keeps the rows
+        except Exception as e:
             log.error("could not send the last records to the master: %s", e)
             return False
         return True
@@ -182,9 +182,15 @@ class MasterCollector:
             return
         self._foreign_seen.add((client_id, run_id))
         rows = sum(len(batch) for _, batch in payload.get("batches", ()))
-        log.warning("worker %s (index %s) sent records of run %r, not of this run %r: not written (%d in this batch; "
-                    "a worker of another version of this suite?)", client_id, self._worker(client_id).index, run_id,
-                    self.run_id, rows)  # fmt: skip
+        log.warning(
+            "worker %s (index %s) sent records of run %r, not of this run %r: not written (%d in this batch; "
+            "a worker of another version of this suite?)",
+            client_id,
+            self._worker(client_id).index,
+            run_id,
+            self.run_id,
+            rows,
+        )
 
     def _written(self, state: WorkerState, seq: int) -> None:
         state.written.add(seq)
@@ -202,7 +208,7 @@ class MasterCollector:
         for client_id, seqs in acks.items():
             try:
                 self.runner.send_message("llm_ack", {"run_id": self.run_id, "seqs": seqs}, client_id=client_id)
-            except Exception as e:  # noqa: BLE001 - a worker gone: it re-sends or has left
+            except Exception as e:
                 log.debug("ack to %s not sent: %s", client_id, e)
 
     def on_worker_report(self, client_id: str, data: dict) -> None:
@@ -238,9 +244,15 @@ class MasterCollector:
             log.warning(
                 "worker %s (index %s) %s at %s: at least %d requests lost with it (%d in flight at its last "
                 "report, %d finished but never received); its %d received records are kept",
-                client_id, state.index, how, time.strftime("%H:%M:%S"), state.lost_requests_min, state.in_flight,
-                max(0, state.rows_cut - state.rows), state.rows,
-            )  # fmt: skip
+                client_id,
+                state.index,
+                how,
+                time.strftime("%H:%M:%S"),
+                state.lost_requests_min,
+                state.in_flight,
+                max(0, state.rows_cut - state.rows),
+                state.rows,
+            )
 
     def drain(self, timeout: float, now: bool = False) -> None:
         """Ask live workers to stop and wait for their final batches (bounded by `timeout`). A
@@ -279,7 +291,9 @@ class MasterCollector:
 
     def lost_workers(self) -> dict[str, int]:
         """Workers lost mid-run (no final batches) -> the lower bound of requests lost with each."""
-        return {cid: s.lost_requests_min for cid, s in self.workers.items() if s.lost_at is not None and s.final is None}
+        return {
+            cid: s.lost_requests_min for cid, s in self.workers.items() if s.lost_at is not None and s.final is None
+        }
 
     def report(self) -> dict:
         """Per-worker accounting for summary.json: nothing lost, nothing twice."""

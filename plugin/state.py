@@ -57,9 +57,9 @@ class Plugin:
 
     def run_stopping(self, run) -> None: ...
 
-    def summary_computed(self, run, summary: "Summary") -> None: ...
+    def summary_computed(self, run, summary: Summary) -> None: ...
 
-    def run_finished(self, run, summary: "Summary") -> None: ...
+    def run_finished(self, run, summary: Summary) -> None: ...
 
     def worker_report(self, environment, client_id: str, data: dict) -> None: ...
 
@@ -77,10 +77,22 @@ class Plugin:
 
 # the side each hook belongs to: `SuiteState.call` runs it only on a process of that side
 HOOK_SIDES = {
-    **dict.fromkeys(("results_init", "run_starting", "run_started", "rows_recorded", "run_stopping", "summary_computed",
-                     "run_finished", "worker_report", "results_quitting"), RESULTS),
+    **dict.fromkeys(
+        (
+            "results_init",
+            "run_starting",
+            "run_started",
+            "rows_recorded",
+            "run_stopping",
+            "summary_computed",
+            "run_finished",
+            "worker_report",
+            "results_quitting",
+        ),
+        RESULTS,
+    ),
     **dict.fromkeys(("load_started", "load_stopping", "load_stopped", "report_to_master"), LOAD),
-}  # fmt: skip
+}
 
 P = TypeVar("P", bound=Plugin)
 
@@ -105,8 +117,12 @@ class SuiteState:
         self.sides = SIDES[role]  # the sides of a run this process is: which plugin hooks it runs
         self.plugins = plugins
         self.plan = None  # plugin.plan.RunPlan of the current (or next) run: built once per start, never rebuilt
-        self.inputs = None  # plugin.run_start.RunInputs of that run (workload, trace, tokenizer), read once with its plan
-        self.form_argv: list[str] | None = None  # that run's settings as the web form set them (None: the command line's)
+        self.inputs = (
+            None  # plugin.run_start.RunInputs of that run (workload, trace, tokenizer), read once with its plan
+        )
+        self.form_argv: list[str] | None = (
+            None  # that run's settings as the web form set them (None: the command line's)
+        )
         self.start = None  # worker: the plugin.run_start.RunStart its master sent with the run
         self.shared: dict = {}  # what the results side's plugins share with the load side for the run (a worker's: RunStart.shared)
         self.run = None  # plugin.run.Run: the results side (master, local)

@@ -22,7 +22,6 @@ import socket
 
 from runfolder.provenance import ROOT, source_hash, suite_version
 
-
 KEY = "llm_suite_version"  # in the master's options (each spawn message) and in each worker report
 # the code this process loaded: compared by its source (a commit made meanwhile in the same tree changes
 # `git describe`, not the code), named by its version

@@ -28,8 +28,8 @@ from email.utils import parsedate_to_datetime
 import gevent
 from gevent.event import Event
 from locust import constant, task
-from locust.exception import StopUser
 from locust.contrib.fasthttp import FastHttpUser
+from locust.exception import StopUser
 
 from metrics.record import RequestRecord
 from metrics.timing import head_class
@@ -40,7 +40,6 @@ from targets.probe import answers
 from users.stream import Exchange, StreamClient
 from workloads.endpoints import ENDPOINTS
 from workloads.session import Conversation
-
 
 log = logging.getLogger("llm")
 
@@ -63,9 +62,18 @@ class LLMUser(FastHttpUser):
         plan = self.ctx.plan
         self.targets = targets_of(self.ctx, self.host)
         # one connection per backend: a backend's requests reuse its own (users/stream.py)
-        self.streams = [StreamClient(url, plan.timeouts, {}, per_request=plan.connection == "per-request",
-                                     max_body=plan.max_response_bytes, tls=plan.tls, backend_header=plan.backend_header)
-                        for url in self.targets.urls]  # fmt: skip
+        self.streams = [
+            StreamClient(
+                url,
+                plan.timeouts,
+                {},
+                per_request=plan.connection == "per-request",
+                max_body=plan.max_response_bytes,
+                tls=plan.tls,
+                backend_header=plan.backend_header,
+            )
+            for url in self.targets.urls
+        ]
         self.streamed = plan.stream and endpoint.streams
         self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None
@@ -134,8 +142,9 @@ class LLMUser(FastHttpUser):
             if ctx.stopping.wait(max(think, 0.0)):
                 return
 
-    def send_request(self, request, t_intended: float = float("nan"), turn: int = -1, session_id: str = "",
-                     on_parsed=None) -> RequestRecord:
+    def send_request(
+        self, request, t_intended: float = float("nan"), turn: int = -1, session_id: str = "", on_parsed=None
+    ) -> RequestRecord:
         """Send one sampled request; with --retry, again after a retryable failure. Every attempt
         is its own record (retries are counted, never hidden): the first keeps the request id, the
         retries add -r1, -r2, ... Returns the record of the last attempt."""
@@ -146,9 +155,17 @@ class LLMUser(FastHttpUser):
         cancel_after = plan.cancel_after_s if plan.cancel_rate and cancel_draw(ctx) < plan.cancel_rate else None
         attempt = 0
         while True:
-            rec, ex = self._attempt(request, body, f"{request_id}-r{attempt}" if attempt else request_id,
-                                    float("nan") if attempt else t_intended, cancel_after,
-                                    turn, session_id, on_parsed, expected)  # fmt: skip
+            rec, ex = self._attempt(
+                request,
+                body,
+                f"{request_id}-r{attempt}" if attempt else request_id,
+                float("nan") if attempt else t_intended,
+                cancel_after,
+                turn,
+                session_id,
+                on_parsed,
+                expected,
+            )
             if attempt >= plan.retry:
                 return rec
             wait = retry_wait(plan, ex, attempt + 1, self.streamed)
@@ -156,8 +173,18 @@ class LLMUser(FastHttpUser):
                 return rec  # not retryable, or the run is ending: no new attempt
             attempt += 1
 
-    def _attempt(self, request, body: bytes, request_id: str, t_intended: float, cancel_after: float | None,
-                 turn: int = -1, session_id: str = "", on_parsed=None, expected: int = 0):
+    def _attempt(
+        self,
+        request,
+        body: bytes,
+        request_id: str,
+        t_intended: float,
+        cancel_after: float | None,
+        turn: int = -1,
+        session_id: str = "",
+        on_parsed=None,
+        expected: int = 0,
+    ):
         ctx = self.ctx
         rec = RequestRecord(
             request_id=request_id,
@@ -210,15 +237,26 @@ def targets_of(ctx, host: str) -> Targets:
     if targets is None:
         plan = ctx.plan
         probe = lambda url: answers(url, min(plan.timeouts.connect, 1.0))  # noqa: E731 - bounded: one probe a second at most
-        targets = ctx.targets = Targets(split_hosts(host), plan.balance, probe, on_change=lambda name, text: log.warning("%s", text),
-                                        stopping=ctx.stopping)  # fmt: skip
+        targets = ctx.targets = Targets(
+            split_hosts(host),
+            plan.balance,
+            probe,
+            on_change=lambda name, text: log.warning("%s", text),
+            stopping=ctx.stopping,
+        )
     return targets
 
 
 RETRY_BACKOFF_S = 0.5  # first wait before a retry (other than a 429 with Retry-After); doubles
 FAILURE_PAUSE_S = 0.1  # a user's first pause after a failure that came at once; doubles while they repeat
 FAILURE_PAUSE_MAX_S = 5.0
-PACED = ("http_429", "http_4xx", "http_5xx", "connect_error", "not_streamed")  # failures known at once, from the HTTP exchange
+PACED = (
+    "http_429",
+    "http_4xx",
+    "http_5xx",
+    "connect_error",
+    "not_streamed",
+)  # failures known at once, from the HTTP exchange
 
 
 class FailurePacing:

@@ -20,9 +20,9 @@ from plugin import exit_codes, run_start, suite_match, worker_options
 from plugin.context import RunContext
 from plugin.finisher import Finisher
 from plugin.plan import RunPlan
-from runfolder.records import write_unshipped
 from plugin.shipping import WorkerShipper
 from plugin.state import SuiteState, state_of
+from runfolder.records import write_unshipped
 
 log = logging.getLogger("llm")
 
@@ -87,8 +87,12 @@ def _watch_master(environment, runner, state: SuiteState) -> None:
 
 def _master_lost(environment, runner, state: SuiteState, silent: float) -> None:
     state.master_lost = True
-    log.error("master silent for %.0f s (its heartbeat comes every %g s): stopping users now; records it has not "
-              "acknowledged are kept on this machine", silent, HEARTBEAT_INTERVAL)  # fmt: skip
+    log.error(
+        "master silent for %.0f s (its heartbeat comes every %g s): stopping users now; records it has not "
+        "acknowledged are kept on this machine",
+        silent,
+        HEARTBEAT_INTERVAL,
+    )
     exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
     environment.stop_timeout = 0  # nobody collects what they would finish: cut them, record them
     runner.stop()  # test_stop: the records are kept (close_users)
@@ -103,10 +107,19 @@ def keep_unshipped(environment, ctx, state: SuiteState) -> None:
     try:
         path = write_unshipped(folder, name, rows)
     except OSError as e:
-        log.error("could not keep %d unshipped records in %s (%s): they are lost", len(rows), folder, os.strerror(e.errno) if e.errno else e)
+        log.error(
+            "could not keep %d unshipped records in %s (%s): they are lost",
+            len(rows),
+            folder,
+            os.strerror(e.errno) if e.errno else e,
+        )
         return
-    log.error("kept %d records the master never acknowledged in %s (copy it into the run's results folder on the "
-              "master's machine and run python -m reports build there: each request is kept once)", len(rows), path)  # fmt: skip
+    log.error(
+        "kept %d records the master never acknowledged in %s (copy it into the run's results folder on the "
+        "master's machine and run python -m reports build there: each request is kept once)",
+        len(rows),
+        path,
+    )
 
 
 def cannot_run(environment, error: Exception) -> None:
@@ -136,10 +149,14 @@ def start_worker_run(environment, state: SuiteState) -> None:
             raise InputError(differs)
         inputs = run_start.off_loop(start.inputs)
     except InputError as e:
-        cannot_run(environment, InputError(differs) if differs else e)  # a master of another version sends another start
+        cannot_run(
+            environment, InputError(differs) if differs else e
+        )  # a master of another version sends another start
         return
     # the worker's own key wins: the master's travels in clear text with Locust's options (docs/security.md)
-    plan = start.plan.with_api_key(os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or "")
+    plan = start.plan.with_api_key(
+        os.environ.get("LOCUST_API_KEY", "") or getattr(environment.parsed_options, "api_key", "") or ""
+    )
     worker_options.say_overridden(environment)
     state.plan, state.inputs, state.start = plan, inputs, start
     state.shared = start.shared  # what the master's plugins shared with the run (its load side reads it)
@@ -154,8 +171,16 @@ def _open_run(environment, start, plan: RunPlan, inputs) -> None:
     runner = environment.runner
     state = state_of(environment)
     try:
-        ctx = RunContext(plan, inputs, start.run_id, runner.worker_index, WorkerShipper(runner, start.run_id), start.started,
-                         start.processes, environment)  # fmt: skip
+        ctx = RunContext(
+            plan,
+            inputs,
+            start.run_id,
+            runner.worker_index,
+            WorkerShipper(runner, start.run_id),
+            start.started,
+            start.processes,
+            environment,
+        )
     except InputError as e:
         cannot_run(environment, e)
         return

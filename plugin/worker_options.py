@@ -47,10 +47,17 @@ def read_own() -> None:
 def announce(environment) -> None:
     """Master, at test start: what it decides of Locust's own options, for its workers' lines."""
     runner = environment.runner
-    setattr(environment.parsed_options, MASTERS, {
-        "num_users": runner.target_user_count, "spawn_rate": runner.spawn_rate,
-        "run_time": environment.parsed_options.run_time, "host": environment.host, "stop_timeout": environment.stop_timeout,
-    })  # fmt: skip
+    setattr(
+        environment.parsed_options,
+        MASTERS,
+        {
+            "num_users": runner.target_user_count,
+            "spawn_rate": runner.spawn_rate,
+            "run_time": environment.parsed_options.run_time,
+            "host": environment.host,
+            "stop_timeout": environment.stop_timeout,
+        },
+    )
 
 
 def overridden(environment) -> list[tuple[str, object, object]]:

@@ -20,16 +20,16 @@ import pandas as pd
 from markupsafe import Markup
 
 from core.files import write_atomic
+from core.numbers import auto, utc
 from metrics.gpu import read_readings
 from metrics.schema import Summary, as_summary
 from metrics.schema.figures import Step
-from reports import summary_text
-from runfolder import reading as D
-from reports import series as S
 from reports import rows as R
-from core.numbers import auto, utc
+from reports import series as S
+from reports import summary_text
 from reports.report_model import ChartGroup
 from reports.svg import CSS, PALETTE, Chart, Ref, Series, render, render_bars, render_stacked
+from runfolder import reading as D
 from runfolder.layout import REPORT_HTML, REPORT_MD
 
 LATENCY_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E latency"))
@@ -47,9 +47,21 @@ def latency_by_class_charts(summary: Summary) -> list[str]:
     if summary.overall.tokens.reasoning:  # the first answer token came after reasoning: its own chart
         metrics = (*metrics[:1], ("ttfa", "Time to first answer token"), *metrics[1:])
     for key, label in metrics:
-        groups = [(p, np.array([_num(b.latency(key).stat(p)) for _, b in blocks], dtype=float)) for p in ("p50", "p90", "p95", "p99")]
-        out.append(render_bars(f"{key}_by_class", f"{label} percentiles by request class", cats, groups,
-                               f"{label} (ms)", "request class", value_fmt=lambda v: f"{v:,.1f} ms"))
+        groups = [
+            (p, np.array([_num(b.latency(key).stat(p)) for _, b in blocks], dtype=float))
+            for p in ("p50", "p90", "p95", "p99")
+        ]
+        out.append(
+            render_bars(
+                f"{key}_by_class",
+                f"{label} percentiles by request class",
+                cats,
+                groups,
+                f"{label} (ms)",
+                "request class",
+                value_fmt=lambda v: f"{v:,.1f} ms",
+            )
+        )
     return out
 
 
@@ -70,23 +82,75 @@ def step_charts(summary: Summary) -> list[str]:
         return Series(name, x, np.array([_num(value(st)) for st in steps], dtype=float), markers=True, **kw)
 
     charts = [
-        render(Chart("step_requests", "Requests per second by load step", "users (concurrent)", "requests/s",
-                     [s("requests/s", lambda st: st.throughput.requests_per_s),
-                      s("goodput requests/s", lambda st: st.goodput.requests_per_s, dash=True)], refs=list(refs_x))),
-        render(Chart("step_tokens", "Token throughput by load step", "users (concurrent)", "tokens/s",
-                     [s("output tokens/s", lambda st: st.throughput.output_tokens_per_s),
-                      s("total tokens/s", lambda st: st.throughput.total_tokens_per_s)], refs=list(refs_x))),
-    ]  # fmt: skip
-    ttft = [s("TTFT p50", lambda st: st.ttft_ms.p50), s("TTFT p95", lambda st: st.ttft_ms.p95),
-            s("TTFT mean", lambda st: st.ttft_ms.mean, dash=True)]  # fmt: skip
-    refs = list(refs_x) + [Ref("y", thr, f"SLO ttft.{stat} < {thr:,.0f} ms") for stat, thr in summary_text.slo_threshold_ms(summary, "ttft")]
-    charts.append(render(Chart("step_ttft", "TTFT P50/P95 by load step, with the SLO and the capacity point",
-                               "users (concurrent)", "TTFT (ms)", ttft, refs=refs)))
+        render(
+            Chart(
+                "step_requests",
+                "Requests per second by load step",
+                "users (concurrent)",
+                "requests/s",
+                [
+                    s("requests/s", lambda st: st.throughput.requests_per_s),
+                    s("goodput requests/s", lambda st: st.goodput.requests_per_s, dash=True),
+                ],
+                refs=list(refs_x),
+            )
+        ),
+        render(
+            Chart(
+                "step_tokens",
+                "Token throughput by load step",
+                "users (concurrent)",
+                "tokens/s",
+                [
+                    s("output tokens/s", lambda st: st.throughput.output_tokens_per_s),
+                    s("total tokens/s", lambda st: st.throughput.total_tokens_per_s),
+                ],
+                refs=list(refs_x),
+            )
+        ),
+    ]
+    ttft = [
+        s("TTFT p50", lambda st: st.ttft_ms.p50),
+        s("TTFT p95", lambda st: st.ttft_ms.p95),
+        s("TTFT mean", lambda st: st.ttft_ms.mean, dash=True),
+    ]
+    refs = list(refs_x) + [
+        Ref("y", thr, f"SLO ttft.{stat} < {thr:,.0f} ms")
+        for stat, thr in summary_text.slo_threshold_ms(summary, "ttft")
+    ]
+    charts.append(
+        render(
+            Chart(
+                "step_ttft",
+                "TTFT P50/P95 by load step, with the SLO and the capacity point",
+                "users (concurrent)",
+                "TTFT (ms)",
+                ttft,
+                refs=refs,
+            )
+        )
+    )
     for key, label in (("tpot", "TPOT"), ("e2e", "E2E latency")):
-        ser = [s(f"{label} p50", lambda st, k=key: st.latency(k).p50), s(f"{label} p95", lambda st, k=key: st.latency(k).p95)]
-        refs = list(refs_x) + [Ref("y", thr, f"SLO {key}.{stat} < {thr:,.1f} ms") for stat, thr in summary_text.slo_threshold_ms(summary, key)]
-        charts.append(render(Chart(f"step_{key}", f"{label} P50/P95 by load step", "users (concurrent)", f"{label} (ms)",
-                                   ser, refs=refs)))
+        ser = [
+            s(f"{label} p50", lambda st, k=key: st.latency(k).p50),
+            s(f"{label} p95", lambda st, k=key: st.latency(k).p95),
+        ]
+        refs = list(refs_x) + [
+            Ref("y", thr, f"SLO {key}.{stat} < {thr:,.1f} ms")
+            for stat, thr in summary_text.slo_threshold_ms(summary, key)
+        ]
+        charts.append(
+            render(
+                Chart(
+                    f"step_{key}",
+                    f"{label} P50/P95 by load step",
+                    "users (concurrent)",
+                    f"{label} (ms)",
+                    ser,
+                    refs=refs,
+                )
+            )
+        )
     return charts
 
 
@@ -120,27 +184,73 @@ def time_charts(run: D.RunData, grid: S.TimeGrid, left_out: list[str]) -> list[s
         return Series(name, x, v, connect=True, markers=int(np.isfinite(v).sum()) <= 60)
 
     charts = [
-        chart("ttft_over_time", "TTFT over time (P50, P95)", "TTFT (ms)", [lat("TTFT p50", "ttft_p50"), lat("TTFT p95", "ttft_p95")],
-              refs=[Ref("y", thr, f"SLO ttft.{stat}") for stat, thr in summary_text.slo_threshold_ms(run.summary, "ttft")]),
-        chart("tpot_over_time", "TPOT over time (P50, P95)", "TPOT (ms per token)", [lat("TPOT p50", "tpot_p50"), lat("TPOT p95", "tpot_p95")]),
-        chart("e2e_over_time", "End-to-end latency over time (P50, P95)", "E2E latency (ms)",
-              [lat("E2E p50", "e2e_p50"), lat("E2E p95", "e2e_p95")]),
-        chart("requests_over_time", "Completed requests per second over time", "requests/s",
-              [Series("requests/s", x, ot["requests_per_s"], fill=True)]),
-        chart("tokens_over_time", "Token throughput over time", "tokens/s",
-              [Series("output tokens/s", x, ot["output_tokens_per_s"]), Series("total tokens/s", x, ot["total_tokens_per_s"])]),
+        chart(
+            "ttft_over_time",
+            "TTFT over time (P50, P95)",
+            "TTFT (ms)",
+            [lat("TTFT p50", "ttft_p50"), lat("TTFT p95", "ttft_p95")],
+            refs=[
+                Ref("y", thr, f"SLO ttft.{stat}") for stat, thr in summary_text.slo_threshold_ms(run.summary, "ttft")
+            ],
+        ),
+        chart(
+            "tpot_over_time",
+            "TPOT over time (P50, P95)",
+            "TPOT (ms per token)",
+            [lat("TPOT p50", "tpot_p50"), lat("TPOT p95", "tpot_p95")],
+        ),
+        chart(
+            "e2e_over_time",
+            "End-to-end latency over time (P50, P95)",
+            "E2E latency (ms)",
+            [lat("E2E p50", "e2e_p50"), lat("E2E p95", "e2e_p95")],
+        ),
+        chart(
+            "requests_over_time",
+            "Completed requests per second over time",
+            "requests/s",
+            [Series("requests/s", x, ot["requests_per_s"], fill=True)],
+        ),
+        chart(
+            "tokens_over_time",
+            "Token throughput over time",
+            "tokens/s",
+            [
+                Series("output tokens/s", x, ot["output_tokens_per_s"]),
+                Series("total tokens/s", x, ot["total_tokens_per_s"]),
+            ],
+        ),
     ]
     mean, peak = S.in_flight(run, grid)
-    conc = [Series("in flight (time-weighted mean)", x, mean, fill=True), Series("in flight (peak)", x, peak, dash=True)]
+    conc = [
+        Series("in flight (time-weighted mean)", x, mean, fill=True),
+        Series("in flight (peak)", x, peak, dash=True),
+    ]
     target = _target_users(run, steps)
     if target is not None:
         conc.append(Series("target users", target[0], target[1], color="#777777", step=True))
-    charts.append(chart("concurrency_over_time", "Requests in flight over time (from wall_send and e2e)", "requests in flight", conc,
-                        note=f"{grid.width:g} s bins"))
+    charts.append(
+        chart(
+            "concurrency_over_time",
+            "Requests in flight over time (from wall_send and e2e)",
+            "requests in flight",
+            conc,
+            note=f"{grid.width:g} s bins",
+        )
+    )
     errs = S.errors_over_time(run, grid)
     if errs:
-        charts.append(render_stacked("errors_over_time", "Failures by class over time", grid.left, grid.widths, errs,
-                                     "time since start (s)", "failures/s"))
+        charts.append(
+            render_stacked(
+                "errors_over_time",
+                "Failures by class over time",
+                grid.left,
+                grid.widths,
+                errs,
+                "time since start (s)",
+                "failures/s",
+            )
+        )
     else:  # a flat line at zero took a chart's space in every clean report
         left_out.append("No failed request: no chart of failures over time.")
     charts += server_charts(run, grid, common, rng)
@@ -165,10 +275,20 @@ def _target_users(run: D.RunData, steps: list[Step]):
 
 
 SERVER_GROUPS = [
-    ("server_queue", "Server: running and waiting requests", "requests", "sum",
-     ("vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs", "sglang:num_queue_reqs")),
-    ("server_kv_cache", "Server: KV-cache usage", "KV cache used (%)", "mean",
-     ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")),
+    (
+        "server_queue",
+        "Server: running and waiting requests",
+        "requests",
+        "sum",
+        ("vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs", "sglang:num_queue_reqs"),
+    ),
+    (
+        "server_kv_cache",
+        "Server: KV-cache usage",
+        "KV cache used (%)",
+        "mean",
+        ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    ),
 ]
 
 
@@ -204,13 +324,24 @@ def server_charts(run: D.RunData, grid: S.TimeGrid, common: dict, rng: Series) -
                 if s.x.size > 2000:  # draw at most ~2000 points per series
                     step = int(math.ceil(s.x.size / 2000))
                     s.x, s.y = s.x[::step], s.y[::step]
-            out.append(render(Chart(cid, title, y_label=ylabel, series=[rng] + keep,
-                                    **{**common, "note": "scraped from the server's /metrics"})))
+            out.append(
+                render(
+                    Chart(
+                        cid,
+                        title,
+                        y_label=ylabel,
+                        series=[rng] + keep,
+                        **{**common, "note": "scraped from the server's /metrics"},
+                    )
+                )
+            )
     return out
 
 
-GPU_CHARTS = [("gpu_util", "GPU utilisation", "GPU utilisation (%)", "utilization_pct"),
-              ("gpu_power", "GPU power draw", "power (W)", "power_w")]  # fmt: skip
+GPU_CHARTS = [
+    ("gpu_util", "GPU utilisation", "GPU utilisation (%)", "utilization_pct"),
+    ("gpu_power", "GPU power draw", "power (W)", "power_w"),
+]
 
 
 def gpu_charts(run: D.RunData, grid: S.TimeGrid, common: dict, rng: Series) -> list[str]:
@@ -232,8 +363,17 @@ def gpu_charts(run: D.RunData, grid: S.TimeGrid, common: dict, rng: Series) -> l
                 step = max(1, int(math.ceil(t.size / 2000)))  # draw at most ~2000 points per series
                 series.append(Series(f"GPU {gid}", t[::step], v[::step], color=PALETTE[i]))
         if series:
-            out.append(render(Chart(cid, title, y_label=ylabel, series=[rng] + series,
-                                    **{**common, "note": "--gpu-telemetry readings, each GPU"})))  # fmt: skip
+            out.append(
+                render(
+                    Chart(
+                        cid,
+                        title,
+                        y_label=ylabel,
+                        series=[rng] + series,
+                        **{**common, "note": "--gpu-telemetry readings, each GPU"},
+                    )
+                )
+            )
     return out
 
 
@@ -253,18 +393,42 @@ def distribution_charts(run: D.RunData, left_out: list[str] | None = None) -> tu
     title = "Output tokens per request, by token source"
     distinct = np.unique(tok[tok >= 0])
     if 0 < distinct.size <= 24:
-        groups = [(f"{names.get(n, n)} ({int(masks[n].sum()):,} requests)",
-                   np.array([float((masks[n] & (tok == v)).sum()) for v in distinct.tolist()])) for n in sources]  # <= 24 x sources
-        charts.append(render_bars("output_tokens_hist", title, [str(v) for v in distinct.tolist()], groups, "requests",
-                                  "output tokens per request (tokens)"))
+        groups = [
+            (
+                f"{names.get(n, n)} ({int(masks[n].sum()):,} requests)",
+                np.array([float((masks[n] & (tok == v)).sum()) for v in distinct.tolist()]),
+            )
+            for n in sources
+        ]  # <= 24 x sources
+        charts.append(
+            render_bars(
+                "output_tokens_hist",
+                title,
+                [str(v) for v in distinct.tolist()],
+                groups,
+                "requests",
+                "output tokens per request (tokens)",
+            )
+        )
     else:
         _, _, width = S.int_hist(tok)
         series = []
         for i, name in enumerate(sources):
             left, counts, _ = S.int_hist(tok[masks[name]], max_bins=max(1, int(math.ceil((tok.max() + 1) / width))))
-            series.append(Series(f"{names.get(name, name)} ({counts.sum():,.0f} requests)", left, counts, step=True, fill=i == 0))
-        charts.append(render(Chart("output_tokens_hist", title, f"output tokens per request (tokens; {width:g}-token bins)",
-                                   "requests", series)))
+            series.append(
+                Series(f"{names.get(name, name)} ({counts.sum():,.0f} requests)", left, counts, step=True, fill=i == 0)
+            )
+        charts.append(
+            render(
+                Chart(
+                    "output_tokens_hist",
+                    title,
+                    f"output tokens per request (tokens; {width:g}-token bins)",
+                    "requests",
+                    series,
+                )
+            )
+        )
     lists, sampled, total = S.sample_lists(run)
     sample_note = "" if sampled >= total else f"drawn from {sampled:,} of {total:,} requests (row-group sample)"
     values, what = S.tokens_per_chunk(lists, df)
@@ -272,21 +436,43 @@ def distribution_charts(run: D.RunData, left_out: list[str] | None = None) -> tu
     one = np.unique(np.round(values.astype(float), 2)) if values.size else values
     if values.size and one.size == 1:  # one bar at 100 %: the line says it
         count = f"{one[0]:g} token{'' if one[0] == 1 else 's'}"
-        left_out.append(f"Tokens per chunk: every chunk carried {count} ({what}); no chart of its distribution."
-                        if values.dtype.kind in "iu" else
-                        f"Tokens per chunk: every request's chunks carried {count} on average ({what}); no chart of its distribution.")  # fmt: skip
+        left_out.append(
+            f"Tokens per chunk: every chunk carried {count} ({what}); no chart of its distribution."
+            if values.dtype.kind in "iu"
+            else f"Tokens per chunk: every request's chunks carried {count} on average ({what}); no chart of its distribution."
+        )
     elif values.dtype.kind in "iu" and values.size and 0 <= values.min() and values.max() < 40:
         counts = np.bincount(values.astype(np.int64))
         shown = np.nonzero(counts)[0]
         share = counts[shown] / counts.sum() * 100
-        charts.append(render_bars("tokens_per_chunk_hist", title, [str(v) for v in shown.tolist()], [("share of chunks", share)],
-                                  "chunks (%)", "tokens in the chunk (tokens)", value_fmt=lambda v: f"{v:.2f} %",
-                                  note=f"{what}; {sample_note}".strip("; "), y_max=100.0))
+        charts.append(
+            render_bars(
+                "tokens_per_chunk_hist",
+                title,
+                [str(v) for v in shown.tolist()],
+                [("share of chunks", share)],
+                "chunks (%)",
+                "tokens in the chunk (tokens)",
+                value_fmt=lambda v: f"{v:.2f} %",
+                note=f"{what}; {sample_note}".strip("; "),
+                y_max=100.0,
+            )
+        )
     elif values.size and np.unique(np.round(values, 2)).size <= 24:
         rounded, counts = np.unique(np.round(values.astype(float), 2), return_counts=True)
-        charts.append(render_bars("tokens_per_chunk_hist", title, [f"{v:g}" for v in rounded.tolist()],
-                                  [("share of requests", counts / counts.sum() * 100)], "requests (%)",
-                                  "tokens per chunk (tokens)", value_fmt=lambda v: f"{v:.2f} %", note=what, y_max=100.0))
+        charts.append(
+            render_bars(
+                "tokens_per_chunk_hist",
+                title,
+                [f"{v:g}" for v in rounded.tolist()],
+                [("share of requests", counts / counts.sum() * 100)],
+                "requests (%)",
+                "tokens per chunk (tokens)",
+                value_fmt=lambda v: f"{v:.2f} %",
+                note=what,
+                y_max=100.0,
+            )
+        )
     else:
         v = values.astype(float)
         lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 1.0)
@@ -294,15 +480,36 @@ def distribution_charts(run: D.RunData, left_out: list[str] | None = None) -> tu
         counts, _ = np.histogram(v, edges)
         share = counts / max(1, counts.sum()) * 100
         unit = "chunks" if values.dtype.kind in "iu" else "requests"
-        charts.append(render(Chart("tokens_per_chunk_hist", title, "tokens per chunk (tokens)", f"{unit} (%)",
-                                   [Series(unit, (edges[:-1] + edges[1:]) / 2, share, step=True, fill=True)],
-                                   note=f"{what}; {sample_note}".strip("; "))))
+        charts.append(
+            render(
+                Chart(
+                    "tokens_per_chunk_hist",
+                    title,
+                    "tokens per chunk (tokens)",
+                    f"{unit} (%)",
+                    [Series(unit, (edges[:-1] + edges[1:]) / 2, share, step=True, fill=True)],
+                    note=f"{what}; {sample_note}".strip("; "),
+                )
+            )
+        )
     itl = S.itl_ms(lists)
     cx, cy = S.log_hist(itl)
     itl = run.summary.overall.itl_ms
     itl_refs = [Ref("x", float(v), f"p{p}", color="#555555") for p, v in (("50", itl.p50), ("99", itl.p99)) if v]
-    charts.append(render(Chart("itl_hist", "Inter-token latency distribution (pooled gaps between chunks)", "ITL (ms, log scale)",
-                               "gaps per bin", [Series("ITL", cx, cy, fill=True)], x_log=True, refs=itl_refs, note=sample_note)))
+    charts.append(
+        render(
+            Chart(
+                "itl_hist",
+                "Inter-token latency distribution (pooled gaps between chunks)",
+                "ITL (ms, log scale)",
+                "gaps per bin",
+                [Series("ITL", cx, cy, fill=True)],
+                x_log=True,
+                refs=itl_refs,
+                note=sample_note,
+            )
+        )
+    )
     # latency CDFs by class (every successful request in the window)
     start, end = run.window
     inside = ok[(ok["wall_send"] >= start) & (ok["wall_send"] <= end)]
@@ -313,9 +520,19 @@ def distribution_charts(run: D.RunData, left_out: list[str] | None = None) -> tu
             series.append(Series(str(name), xs, qs))
         xs_all = np.concatenate([s.x for s in series]) if series else np.empty(0)
         log_x = bool(xs_all.size) and xs_all.min() > 0 and xs_all.max() / xs_all.min() > 20
-        charts.append(render(Chart(f"{key[:-2]}_cdf", f"{label} distribution by request class (CDF)",
-                                   f"{label} (ms{', log scale' if log_x else ''})", "requests at or below (%)",
-                                   series, x_log=log_x, y_max=100.0)))
+        charts.append(
+            render(
+                Chart(
+                    f"{key[:-2]}_cdf",
+                    f"{label} distribution by request class (CDF)",
+                    f"{label} (ms{', log scale' if log_x else ''})",
+                    "requests at or below (%)",
+                    series,
+                    x_log=log_x,
+                    y_max=100.0,
+                )
+            )
+        )
     return charts, sample_note
 
 
@@ -370,10 +587,19 @@ def charts(run: D.RunData) -> list[ChartGroup]:
         groups.append(ChartGroup("Load steps", by_step))
     over_time = time_charts(run, grid, quiet_time)
     groups += [
-        ChartGroup("Over time", over_time, " ".join(["Shaded: outside the measurement window (warm-up, drain). Latency and requests "
-                                                     "by completion time, tokens by arrival.", *quiet_time])),
+        ChartGroup(
+            "Over time",
+            over_time,
+            " ".join(
+                [
+                    "Shaded: outside the measurement window (warm-up, drain). Latency and requests "
+                    "by completion time, tokens by arrival.",
+                    *quiet_time,
+                ]
+            ),
+        ),
         ChartGroup("Distributions", dist, " ".join(quiet_dist)),
-    ]  # fmt: skip
+    ]
     for g in groups:
         g.charts = [Markup(svg) for svg in g.charts]  # built by reports/svg.py, which escapes every text it holds
     return groups

@@ -31,7 +31,9 @@ def show_text(summary: Summary) -> str:
 
     parts = [format_table(summary)]
     if not summary.complete:
-        parts.append(f"note: the run was interrupted{f' ({summary.reason})' if summary.reason else ''}; results are partial")
+        parts.append(
+            f"note: the run was interrupted{f' ({summary.reason})' if summary.reason else ''}; results are partial"
+        )
     return "\n\n".join(parts)
 
 
@@ -41,19 +43,23 @@ def recover_if_unfinished(run_dir: str) -> None:
     disk): make requests.parquet and summary.json from them first; so too when a worker's file of
     unshipped records was copied in (runfolder/recovery.py recover). A folder a run is writing now
     (it holds the folder's lock) is refused."""
-    from runfolder.recovery import needs_recovery, recover
     from runfolder.ownership import is_locked
+    from runfolder.recovery import needs_recovery, recover
 
     if is_locked(run_dir):
-        raise InputError(f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended")
+        raise InputError(
+            f"{run_dir} is being written by a run now (it holds the folder's lock); read it once that run has ended"
+        )
     if needs_recovery(run_dir):
         try:
             summary = recover(run_dir)
-        except Exception as e:  # noqa: BLE001 - a damaged part file (its page checksums): one line
+        except Exception as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             raise InputError(f"{run_dir}: its records cannot be recovered ({first})") from None
-        print(f"{run_dir}: {summary['records']['total']} records recovered; summary.json written with complete: false "
-              f"({summary['reason']})")
+        print(
+            f"{run_dir}: {summary['records']['total']} records recovered; summary.json written with complete: false "
+            f"({summary['reason']})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,45 +67,77 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="write report.html and report.md into a results folder")
     b.add_argument("run_dir")
-    b.add_argument("--format", default="html,md", help="comma-separated report formats to write: html, md (default: both)")
+    b.add_argument(
+        "--format", default="html,md", help="comma-separated report formats to write: html, md (default: both)"
+    )
     s = sub.add_parser("show", help="print the summary tables")
     s.add_argument("run_dir")
     c = sub.add_parser(
-        "compare", help="compare two runs; exit 1 on a regression named by --fail-on",
+        "compare",
+        help="compare two runs; exit 1 on a regression named by --fail-on",
         description="Side-by-side metrics of two results folders (overall, per class, per load step), deltas, and "
         "bootstrap confidence intervals of each delta (time blocks resampled, see stats/comparison.py). Writes "
         "compare.md and compare.json into NEW (or --out). Exit 0: no rule failed; 1: a regression; 2: a usage error.",
-    )  # fmt: skip
-    vj = sub.add_parser("vllm-json", help="write a run in the fields of vLLM's result JSON (vllm bench serve --save-result "
-                        "--save-detailed), with the suite's definitions beside them (docs/vllm-bench.md)")  # fmt: skip
+    )
+    vj = sub.add_parser(
+        "vllm-json",
+        help="write a run in the fields of vLLM's result JSON (vllm bench serve --save-result "
+        "--save-detailed), with the suite's definitions beside them (docs/vllm-bench.md)",
+    )
     vj.add_argument("run_dir")
     vj.add_argument("file", help="the JSON file to write")
-    pl = sub.add_parser("plan", help="the capacity in the deployment's terms, and replicas for a target traffic",
-                        description="From a capacity search's results: one replica's capacity in users, requests/min and "
-                        "tokens/s (per GPU with --gpus), and the replicas a target of --rpm requests/min needs at the SLO "
-                        "(from the met level's rate; at least the missed level's). See reports/plan.py.")  # fmt: skip
+    pl = sub.add_parser(
+        "plan",
+        help="the capacity in the deployment's terms, and replicas for a target traffic",
+        description="From a capacity search's results: one replica's capacity in users, requests/min and "
+        "tokens/s (per GPU with --gpus), and the replicas a target of --rpm requests/min needs at the SLO "
+        "(from the met level's rate; at least the missed level's). See reports/plan.py.",
+    )
     pl.add_argument("run_dir", help="results folder of a capacity search (or a step ramp with --slo)")
     pl.add_argument("--rpm", type=float, required=True, help="target traffic, requests per minute, with the run's mix")
-    pl.add_argument("--gpus", type=int, default=None, help="GPUs of one replica: figures per GPU too (default: the run's "
-                    "--gpus, or the GPUs its --gpu-telemetry saw)")  # fmt: skip
-    pl.add_argument("--gpu-hour-price", type=float, default=None, help="price of one GPU-hour: cost per million tokens and "
-                    "of the replicas per hour (default: the run's --gpu-hour-price)")  # fmt: skip
+    pl.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="GPUs of one replica: figures per GPU too (default: the run's "
+        "--gpus, or the GPUs its --gpu-telemetry saw)",
+    )
+    pl.add_argument(
+        "--gpu-hour-price",
+        type=float,
+        default=None,
+        help="price of one GPU-hour: cost per million tokens and "
+        "of the replicas per hour (default: the run's --gpu-hour-price)",
+    )
     c.add_argument("base", help="results folder of the baseline run")
     c.add_argument("new", help="results folder of the run under test")
-    c.add_argument("--fail-on", default="", help=(
-        "comma-separated rules [CLASS.|stepN.]METRIC(>|<)(+|-)N(%%|ms|s|pp); METRIC: ttft|ttfa|tpot|itl|e2e . "
-        "mean|p50|p90|p95|p99, requests_per_s, output_tokens_per_s, total_tokens_per_s, error_rate. A rule fails "
-        "only when the change is beyond N and the confidence interval of the change excludes 0. "
-        "E.g. 'ttft.p95>+10%%,output_tokens_per_s<-5%%,short.e2e.p99>+200ms,error_rate>+1pp'"))  # fmt: skip
+    c.add_argument(
+        "--fail-on",
+        default="",
+        help=(
+            "comma-separated rules [CLASS.|stepN.]METRIC(>|<)(+|-)N(%%|ms|s|pp); METRIC: ttft|ttfa|tpot|itl|e2e . "
+            "mean|p50|p90|p95|p99, requests_per_s, output_tokens_per_s, total_tokens_per_s, error_rate. A rule fails "
+            "only when the change is beyond N and the confidence interval of the change excludes 0. "
+            "E.g. 'ttft.p95>+10%%,output_tokens_per_s<-5%%,short.e2e.p99>+200ms,error_rate>+1pp'"
+        ),
+    )
     c.add_argument("--out", default="", help="folder for compare.md and compare.json (default: NEW)")
-    c.add_argument("--junit", default="", help="also write JUnit XML to FILE: one test case per --fail-on rule, a failure "
-                   "carrying base, new and the change")
+    c.add_argument(
+        "--junit",
+        default="",
+        help="also write JUnit XML to FILE: one test case per --fail-on rule, a failure "
+        "carrying base, new and the change",
+    )
     c.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     c.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
-    c.add_argument("--allow-different", action="store_true", help="compare runs that measured different things "
-                   "(workload, load model or level, server, model); refused otherwise, and then the differences "
-                   "head the comparison")  # fmt: skip
+    c.add_argument(
+        "--allow-different",
+        action="store_true",
+        help="compare runs that measured different things "
+        "(workload, load model or level, server, model); refused otherwise, and then the differences "
+        "head the comparison",
+    )
     args = ap.parse_args(argv)
     try:
         if args.command == "build":
@@ -108,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             names = [n.strip() for n in args.format.split(",") if n.strip()]
             unknown = [n for n in names if n not in FORMATS] or ([] if names else [args.format])
             if unknown:
-                raise InputError(f"--format: '{unknown[0]}' is not a report format; give {', '.join(FORMATS)} "
-                                  f"or several, e.g. --format {','.join(FORMATS)}")  # fmt: skip
+                raise InputError(
+                    f"--format: '{unknown[0]}' is not a report format; give {', '.join(FORMATS)} "
+                    f"or several, e.g. --format {','.join(FORMATS)}"
+                )
         if args.command in ("build", "show"):
             recover_if_unfinished(args.run_dir)
         if args.command == "build":
@@ -133,8 +173,17 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from reports.compare import run_compare
 
-        return run_compare(args.base, args.new, args.fail_on, args.out or None, args.resamples, args.seed, args.confidence,
-                           junit=args.junit or None, allow_different=args.allow_different)
+        return run_compare(
+            args.base,
+            args.new,
+            args.fail_on,
+            args.out or None,
+            args.resamples,
+            args.seed,
+            args.confidence,
+            junit=args.junit or None,
+            allow_different=args.allow_different,
+        )
     except InputError as e:  # an unreadable results folder, a --fail-on rule that cannot be read
         sys.stderr.write(f"error: {e}\n")
         return 2

@@ -7,7 +7,6 @@ from urllib.parse import urlsplit
 
 from runfolder.reading import RunData
 
-
 # ---------------------------------------------------------------------------------------------
 # what was measured: a comparison of two runs means something when they share it
 
@@ -33,8 +32,11 @@ def identity(run: RunData) -> dict[str, str]:
     }
     target = info.target
     if target is not None:
-        out["simulator profile"] = (f"{target.simulator_profile} (hash {(target.simulator_profile_hash or '?')[:12]})"
-                                    if target.simulator_profile else "none (not the built-in simulator)")
+        out["simulator profile"] = (
+            f"{target.simulator_profile} (hash {(target.simulator_profile_hash or '?')[:12]})"
+            if target.simulator_profile
+            else "none (not the built-in simulator)"
+        )
         out["server version"] = target.server_version or "not stated"
     return out
 
@@ -45,8 +47,11 @@ def config_differences(base: RunData, new: RunData) -> list[str]:
     a, b = base.run.target, new.run.target
     if a is None or b is None:
         return []
-    return [f"{k} {a.config.get(k, 'not stated')} (base) vs {b.config.get(k, 'not stated')} (new)"
-            for k in sorted(set(a.config) | set(b.config)) if a.config.get(k) != b.config.get(k)]
+    return [
+        f"{k} {a.config.get(k, 'not stated')} (base) vs {b.config.get(k, 'not stated')} (new)"
+        for k in sorted(set(a.config) | set(b.config))
+        if a.config.get(k) != b.config.get(k)
+    ]
 
 
 def differences(base: RunData, new: RunData) -> list[str]:
@@ -55,7 +60,11 @@ def differences(base: RunData, new: RunData) -> list[str]:
     simulator profiles are named once: the configuration they state differs with them."""
     a, b = identity(base), identity(new)
     out = [f"{k}: {a[k]} (base) vs {b[k]} (new)" for k in a if k in b and a[k] != b[k]]
-    if a.get("simulator profile") == b.get("simulator profile") or "simulator profile" not in a or "simulator profile" not in b:
+    if (
+        a.get("simulator profile") == b.get("simulator profile")
+        or "simulator profile" not in a
+        or "simulator profile" not in b
+    ):
         config = config_differences(base, new)
         if config:
             out.append(f"server configuration: {', '.join(config)}")

@@ -14,54 +14,72 @@ from core.errors import InputError
 from core.files import write_atomic
 from reports.comparable import differences, label_of
 from reports.compare_gpu import gpu_comparison, gpu_console, gpu_markdown
+from reports.fail_on import Rule, judge, parse_rules
+from reports.junit import Case, write_junit
 from reports.summary_text import client_warning
 from stats.block_bootstrap import METRIC_NAMES, UNITS, measure, prepare, scopes
 from stats.comparison import difference, half_width, interval, length_for, percent_change
-from reports.fail_on import Rule, judge, parse_rules
-from reports.junit import Case, write_junit
-
 
 # ---------------------------------------------------------------------------------------------
 # comparison
 
 
-def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0, confidence: float = 0.95,
-            rules: list[Rule] = (), allow_different: bool = False) -> dict:
+def compare(
+    base_path: str,
+    new_path: str,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    rules: list[Rule] = (),
+    allow_different: bool = False,
+) -> dict:
     """The comparison of two runs; runs that measured different things (`differences`) are refused
     with one line naming them, unless `allow_different`, and then the differences head it."""
     base, new = prepare(base_path), prepare(new_path)
     differ = differences(base.run, new.run)
     if differ and not allow_different:
-        raise InputError(f"the runs measured different things: {'; '.join(differ)}; compare runs of the same workload, "
-                         f"load, server (profile, version, configuration) and model, or pass --allow-different to compare "
-                         f"anyway")  # fmt: skip
+        raise InputError(
+            f"the runs measured different things: {'; '.join(differ)}; compare runs of the same workload, "
+            f"load, server (profile, version, configuration) and model, or pass --allow-different to compare "
+            f"anyway"
+        )
     sb, sn = scopes(base), scopes(new)
     common = [k for k in sb if k in sn]
     for rule in rules:  # before the bootstrap: a rule naming a missing class is a usage error
         if rule.scope not in common:
             known = ", ".join(k for k in common if k != "overall") or "none"
-            raise InputError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
-                            f"(classes and steps in both: {known})")
+            raise InputError(
+                f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
+                f"(classes and steps in both: {known})"
+            )
     alpha = (1 - confidence) / 2 * 100
     # the time to first answer token is TTFT itself unless a reply reasoned first: its rows only then
     # (or when a rule names it)
-    answers = any(p.values["ttfa"][0].size and not np.array_equal(p.values["ttfa"][0], p.values["ttft"][0])
-                  for p in (base, new)) \
-        or any(r.metric.startswith("ttfa.") for r in rules)
+    answers = any(
+        p.values["ttfa"][0].size and not np.array_equal(p.values["ttfa"][0], p.values["ttft"][0]) for p in (base, new)
+    ) or any(r.metric.startswith("ttfa.") for r in rules)
     names = METRIC_NAMES if answers else [m for m in METRIC_NAMES if not m.startswith("ttfa.")]
     result = {
         "base": {"path": base.run.path, "run_id": base.run.run_id, "label": label_of(base.run)},
         "new": {"path": new.run.path, "run_id": new.run.run_id, "label": label_of(new.run)},
-        "method": {"bootstrap": "time blocks (see stats/comparison.py)", "resamples": resamples, "seed": seed,
-                   "confidence": confidence, "significant": "the confidence interval of new - base excludes 0"},
+        "method": {
+            "bootstrap": "time blocks (see stats/comparison.py)",
+            "resamples": resamples,
+            "seed": seed,
+            "confidence": confidence,
+            "significant": "the confidence interval of new - base excludes 0",
+        },
         "differences": differ,
         "scopes": [],
         "only_in_base": sorted(set(sb) - set(sn)),
         "only_in_new": sorted(set(sn) - set(sb)),
-        "warnings": [f"{role} run: {w}" for role, w in (("base", client_warning(base.run.summary)),
-                                                          ("new", client_warning(new.run.summary))) if w],
+        "warnings": [
+            f"{role} run: {w}"
+            for role, w in (("base", client_warning(base.run.summary)), ("new", client_warning(new.run.summary)))
+            if w
+        ],
         "gpu": gpu_comparison(base.run.summary, new.run.summary),  # energy and cost per token (reports/compare_gpu.py)
-    }  # fmt: skip
+    }
     for key in common:
         a, b = sb[key], sn[key]
         ma, ka = measure(base, a, seed, "base", resamples)
@@ -70,8 +88,18 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
         for metric in names:
             va, ra = ma[metric]
             vb, rb = mb[metric]
-            row = {"metric": metric, "unit": UNITS[metric], "base": va, "new": vb, "delta": None, "delta_pct": None,
-                   "ci": [None, None], "significant": False, "base_ci": interval(ra, alpha), "new_ci": interval(rb, alpha)}  # fmt: skip
+            row = {
+                "metric": metric,
+                "unit": UNITS[metric],
+                "base": va,
+                "new": vb,
+                "delta": None,
+                "delta_pct": None,
+                "ci": [None, None],
+                "significant": False,
+                "base_ci": interval(ra, alpha),
+                "new_ci": interval(rb, alpha),
+            }
             if va is not None and vb is not None:
                 row["delta"] = vb - va
                 row["delta_pct"] = percent_change(va, vb)
@@ -80,8 +108,16 @@ def compare(base_path: str, new_path: str, resamples: int = 1000, seed: int = 0,
             row["detectable"] = half_width(row["ci"])
             row["detectable_pct"] = row["detectable"] / abs(va) * 100 if row["detectable"] is not None and va else None
             rows.append(row)
-        result["scopes"].append({"scope": key, "label": b.label, "blocks": [ka, kb], "seconds": [a.end - a.start, b.end - b.start],
-                                 "requests": [int(a.select.sum()), int(b.select.sum())], "metrics": rows})
+        result["scopes"].append(
+            {
+                "scope": key,
+                "label": b.label,
+                "blocks": [ka, kb],
+                "seconds": [a.end - a.start, b.end - b.start],
+                "requests": [int(a.select.sum()), int(b.select.sum())],
+                "metrics": rows,
+            }
+        )
     return result
 
 
@@ -109,11 +145,25 @@ def rows_for(scope: dict) -> list[list[str]]:
         u = r["unit"]
         ci = r["ci"]
         ci_text = f"[{_d(ci[0], u)}, {_d(ci[1], u)}]" if ci[0] is not None else "-"
-        pct = "-" if r["delta_pct"] is None else (_d(r["delta_pct"], "") if math.isfinite(r["delta_pct"]) else _v(r["delta_pct"], ""))
+        pct = (
+            "-"
+            if r["delta_pct"] is None
+            else (_d(r["delta_pct"], "") if math.isfinite(r["delta_pct"]) else _v(r["delta_pct"], ""))
+        )
         pct = pct if pct == "-" or "inf" in pct else pct + "%"
         power = "-" if r.get("detectable_pct") is None else f"±{r['detectable_pct']:.1f}%"
-        out.append([f"{r['metric']} ({u})", _v(r["base"], u), _v(r["new"], u), _d(r["delta"], u), pct, ci_text,
-                    "yes" if r["significant"] else "", power])
+        out.append(
+            [
+                f"{r['metric']} ({u})",
+                _v(r["base"], u),
+                _v(r["new"], u),
+                _d(r["delta"], u),
+                pct,
+                ci_text,
+                "yes" if r["significant"] else "",
+                power,
+            ]
+        )
     return out
 
 
@@ -131,9 +181,11 @@ def power_note(verdict: dict, result: dict) -> str | None:
         return None
     unit = "%" if verdict["relative"] else f" {row['unit']}"
     seconds = length_for(threshold, detectable, min(scope["seconds"]))
-    return (f"rule '{verdict['rule']}': its threshold ({threshold:g}{unit}) is below the smallest change these runs "
-            f"could detect (±{detectable:.3g}{unit}): it cannot fire on a change of its size; runs of about "
-            f"{_length(seconds)} each would find one with 80 % power")
+    return (
+        f"rule '{verdict['rule']}': its threshold ({threshold:g}{unit}) is below the smallest change these runs "
+        f"could detect (±{detectable:.3g}{unit}): it cannot fire on a change of its size; runs of about "
+        f"{_length(seconds)} each would find one with 80 % power"
+    )
 
 
 def _length(seconds: float) -> str:
@@ -155,30 +207,47 @@ def text_table(rows: list[list[str]]) -> str:
 
 def markdown(result: dict, verdicts: list[dict]) -> str:
     m = result["method"]
-    lines = [f"## Compare: `{result['base']['run_id']}`{_label(result['base'])} (base) vs `{result['new']['run_id']}`"
-             f"{_label(result['new'])} (new)", ""]
+    lines = [
+        f"## Compare: `{result['base']['run_id']}`{_label(result['base'])} (base) vs `{result['new']['run_id']}`"
+        f"{_label(result['new'])} (new)",
+        "",
+    ]
     if result.get("differences"):
         lines += ["> **The runs measured different things** (compared with --allow-different):", ">"]
         lines += [f"> - {d}" for d in result["differences"]] + [""]
     if verdicts:
         failed = [v for v in verdicts if v["failed"]]
-        lines.append(f"**{'REGRESSION: ' + ', '.join(_vname(v) for v in failed) if failed else 'No regression'}** "
-                     f"(rules: {', '.join('`' + v['rule'] + '`' for v in verdicts)})")
+        lines.append(
+            f"**{'REGRESSION: ' + ', '.join(_vname(v) for v in failed) if failed else 'No regression'}** "
+            f"(rules: {', '.join('`' + v['rule'] + '`' for v in verdicts)})"
+        )
         lines += ["", "| rule | change | beyond noise | verdict | why |", "| --- | ---: | --- | --- | --- |"]
         for v in verdicts:
-            lines.append(f"| `{v['rule']}` | {change_text(v)} | {'yes' if v['significant'] else 'no'} | "
-                         f"{'**FAIL**' if v['failed'] else 'pass'} | {v['reason']} |")
+            lines.append(
+                f"| `{v['rule']}` | {change_text(v)} | {'yes' if v['significant'] else 'no'} | "
+                f"{'**FAIL**' if v['failed'] else 'pass'} | {v['reason']} |"
+            )
         lines.append("")
-        lines += [f"> **Power:** {v['power']}" for v in verdicts if v.get("power")] + ([""] if any(v.get("power") for v in verdicts) else [])
+        lines += [f"> **Power:** {v['power']}" for v in verdicts if v.get("power")] + (
+            [""] if any(v.get("power") for v in verdicts) else []
+        )
     lines += [f"> **Warning:** {w}" for w in result.get("warnings", [])] + ([""] if result.get("warnings") else [])
-    lines += [f"Deltas are new - base. *Beyond noise*: the {m['confidence']:.0%} bootstrap interval of the difference excludes 0 "
-              f"({m['resamples']} resamples of time blocks, seed {m['seed']}). With many rows, about "
-              f"{1 - m['confidence']:.0%} of unchanged metrics are flagged by chance; gate on a few named rules. "
-              "*Smallest detectable*: half the interval's width in % of base, the least change these runs could tell "
-              "from none.", ""]
+    lines += [
+        f"Deltas are new - base. *Beyond noise*: the {m['confidence']:.0%} bootstrap interval of the difference excludes 0 "
+        f"({m['resamples']} resamples of time blocks, seed {m['seed']}). With many rows, about "
+        f"{1 - m['confidence']:.0%} of unchanged metrics are flagged by chance; gate on a few named rules. "
+        "*Smallest detectable*: half the interval's width in % of base, the least change these runs could tell "
+        "from none.",
+        "",
+    ]
     for s in result["scopes"]:
-        lines += [f"### {s['label']}", "", f"requests in window: base {s['requests'][0]:,}, new {s['requests'][1]:,}; "
-                  f"time blocks: base {s['blocks'][0]}, new {s['blocks'][1]}", ""]
+        lines += [
+            f"### {s['label']}",
+            "",
+            f"requests in window: base {s['requests'][0]:,}, new {s['requests'][1]:,}; "
+            f"time blocks: base {s['blocks'][0]}, new {s['blocks'][1]}",
+            "",
+        ]
         lines.append("| " + " | ".join(HEADERS) + " |")
         lines.append("| --- | " + " | ".join("---:" for _ in HEADERS[1:]) + " |")
         lines += ["| " + " | ".join(r) + " |" for r in rows_for(s)]
@@ -221,8 +290,17 @@ def _num(x, unit: str) -> str:
     return "-" if x is None else f"{x:,.4g} {unit}".rstrip()
 
 
-def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = None, resamples: int = 1000,
-                seed: int = 0, confidence: float = 0.95, junit: str | None = None, allow_different: bool = False) -> int:
+def run_compare(
+    base: str,
+    new: str,
+    fail_on: str = "",
+    out_dir: str | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    junit: str | None = None,
+    allow_different: bool = False,
+) -> int:
     rules = parse_rules(fail_on)  # a bad rule is an error before any work
     if resamples < 100:
         raise InputError("--resamples: use at least 100 (default 1000)")
@@ -244,10 +322,12 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
     m = result["method"]
     for d in result["differences"]:
         print(f"DIFFERENT {d}")
-    print(f"compare: base {result['base']['run_id']}{_label(result['base'])} ({result['base']['path']})\n"
-          f"         new  {result['new']['run_id']}{_label(result['new'])} ({result['new']['path']})\n"
-          f"delta = new - base; beyond noise = the {m['confidence']:.0%} bootstrap interval of the delta excludes 0 "
-          f"({m['resamples']} resamples of time blocks, seed {m['seed']})")
+    print(
+        f"compare: base {result['base']['run_id']}{_label(result['base'])} ({result['base']['path']})\n"
+        f"         new  {result['new']['run_id']}{_label(result['new'])} ({result['new']['path']})\n"
+        f"delta = new - base; beyond noise = the {m['confidence']:.0%} bootstrap interval of the delta excludes 0 "
+        f"({m['resamples']} resamples of time blocks, seed {m['seed']})"
+    )
     for s in result["scopes"]:
         if s["scope"].startswith("step:"):
             continue
@@ -257,13 +337,22 @@ def run_compare(base: str, new: str, fail_on: str = "", out_dir: str | None = No
     if steps:
         print(f"\n{len(steps)} load steps compared (full tables in compare.md); changes beyond noise and >= 5 %:")
         for s in steps:
-            flagged = [f"{r['metric']} {_d(r['delta_pct'], '')}%" for r in s["metrics"] if r["significant"]
-                       and r["delta_pct"] is not None and math.isfinite(r["delta_pct"]) and abs(r["delta_pct"]) >= 5]
+            flagged = [
+                f"{r['metric']} {_d(r['delta_pct'], '')}%"
+                for r in s["metrics"]
+                if r["significant"]
+                and r["delta_pct"] is not None
+                and math.isfinite(r["delta_pct"])
+                and abs(r["delta_pct"]) >= 5
+            ]
             more = f" and {len(flagged) - 6} more" if len(flagged) > 6 else ""
             print(f"  {s['label']}: {', '.join(flagged[:6]) + more if flagged else 'none'}")
     for line in gpu_console(result["gpu"]):
         print(line)
-    print(f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}" + (f", {junit}" if junit else ""))
+    print(
+        f"\nwritten: {os.path.join(out_dir, 'compare.md')}, {os.path.join(out_dir, 'compare.json')}"
+        + (f", {junit}" if junit else "")
+    )
     for w in result["warnings"]:
         print(f"\nwarning: {w}")
     if verdicts:

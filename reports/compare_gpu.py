@@ -28,8 +28,11 @@ def gpu_comparison(base: Summary, new: Summary) -> dict | None:
         return None
     if base.gpu is None or new.gpu is None:
         has, lacks = ("new", "base") if base.gpu is None else ("base", "new")
-        return {"scopes": [], "note": f"only the {has} run has GPU figures (summary.json gpu); the {lacks} run was run "
-                                      "without --gpu-telemetry or --gpus: energy and cost per token are not compared"}  # fmt: skip
+        return {
+            "scopes": [],
+            "note": f"only the {has} run has GPU figures (summary.json gpu); the {lacks} run was run "
+            "without --gpu-telemetry or --gpus: energy and cost per token are not compared",
+        }
     pairs = [("overall", "overall", base.gpu.overall, new.gpu.overall)]
     for i, (a, b) in enumerate(zip(base.gpu.by_step, new.gpu.by_step)):
         if a.users == b.users:
@@ -43,7 +46,17 @@ def gpu_comparison(base: Summary, new: Summary) -> dict | None:
                 continue
             delta = vb - va if va is not None and vb is not None else None
             pct = delta / abs(va) * 100 if delta is not None and va else None
-            rows.append({"figure": key, "label": name, "digits": digits, "base": va, "new": vb, "delta": delta, "delta_pct": pct})
+            rows.append(
+                {
+                    "figure": key,
+                    "label": name,
+                    "digits": digits,
+                    "base": va,
+                    "new": vb,
+                    "delta": delta,
+                    "delta_pct": pct,
+                }
+            )
         if rows:
             scopes.append({"scope": scope, "label": label, "rows": rows})
     note = ""
@@ -66,8 +79,16 @@ HEADERS = ["figure", "base", "new", "delta", "delta %"]
 
 def gpu_rows(scope: dict) -> list[list[str]]:
     """One table row per figure: its values, the change and the change in % (every output's)."""
-    return [[r["label"], _num(r["base"], r["digits"]), _num(r["new"], r["digits"]), _num(r["delta"], r["digits"], True),
-             "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"] for r in scope["rows"]]  # fmt: skip
+    return [
+        [
+            r["label"],
+            _num(r["base"], r["digits"]),
+            _num(r["new"], r["digits"]),
+            _num(r["delta"], r["digits"], True),
+            "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%",
+        ]
+        for r in scope["rows"]
+    ]
 
 
 def gpu_markdown(gpu: dict | None) -> list[str]:
@@ -77,7 +98,12 @@ def gpu_markdown(gpu: dict | None) -> list[str]:
     if gpu["note"]:
         lines += [f"_{gpu['note']}_", ""]
     for s in gpu["scopes"]:
-        lines += [f"{s['label']}:", "", "| " + " | ".join(HEADERS) + " |", "| --- | " + " | ".join("---:" for _ in HEADERS[1:]) + " |"]
+        lines += [
+            f"{s['label']}:",
+            "",
+            "| " + " | ".join(HEADERS) + " |",
+            "| --- | " + " | ".join("---:" for _ in HEADERS[1:]) + " |",
+        ]
         lines += ["| " + " | ".join(r) + " |" for r in gpu_rows(s)] + [""]
     return lines
 
@@ -90,7 +116,9 @@ def gpu_console(gpu: dict | None) -> list[str]:
     overall = next((s for s in gpu["scopes"] if s["scope"] == "overall"), None)
     if overall is not None:
         width = max(len(r["label"]) for r in overall["rows"])
-        lines += [f"  {row[0]:<{width}}  base {row[1]}, new {row[2]}, delta {row[3]} ({row[4]})" for row in gpu_rows(overall)]
+        lines += [
+            f"  {row[0]:<{width}}  base {row[1]}, new {row[2]}, delta {row[3]} ({row[4]})" for row in gpu_rows(overall)
+        ]
     if gpu["note"]:
         lines.append(f"  {gpu['note']}")
     return lines

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from core.errors import InputError
 from stats.block_bootstrap import LATENCY
 
-
 # ---------------------------------------------------------------------------------------------
 # rules
 
@@ -55,10 +54,14 @@ def parse_rules(text: str) -> list[Rule]:
         if unit in ("ms", "s") and not is_latency:
             raise InputError(f"--fail-on: rule '{part}': {unit} applies to latencies only; use %, e.g. '{example}'")
         if unit == "pp" and metric != "error_rate":
-            raise InputError(f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %, e.g. '{example}'")
+            raise InputError(
+                f"--fail-on: rule '{part}': pp (percentage points) applies to error_rate only; use %, e.g. '{example}'"
+            )
         if unit == "" and m["value"]:
-            raise InputError(f"--fail-on: rule '{part}': give a unit for the threshold: % (relative)"
-                            f"{', ms or s' if is_latency else (', pp' if metric == 'error_rate' else '')}; {RULE_HELP}")
+            raise InputError(
+                f"--fail-on: rule '{part}': give a unit for the threshold: % (relative)"
+                f"{', ms or s' if is_latency else (', pp' if metric == 'error_rate' else '')}; {RULE_HELP}"
+            )
         if unit == "s":
             value *= 1000.0
         scope = m["scope"] or "overall"
@@ -75,8 +78,10 @@ def judge(result: dict, rules: list[Rule]) -> list[dict]:
         scope = by_scope.get(rule.scope)
         if scope is None:
             known = ", ".join(sorted(k for k in by_scope if k != "overall")) or "none"
-            raise InputError(f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
-                            f"(classes and steps in both: {known})")
+            raise InputError(
+                f"--fail-on: rule '{rule.text}': '{rule.scope}' is not a request class or step of both runs "
+                f"(classes and steps in both: {known})"
+            )
         row = scope[rule.metric]
         change = row["delta_pct"] if rule.relative else row["delta"]
         beyond = change is not None and (change > rule.threshold if rule.op == ">" else change < rule.threshold)
@@ -92,7 +97,20 @@ def judge(result: dict, rules: list[Rule]) -> list[dict]:
             reason = "beyond the threshold but within noise (the interval includes 0)"
         else:
             reason = "within the threshold"
-        verdicts.append({"rule": rule.text, "scope": rule.scope, "metric": rule.metric, "failed": failed, "change": change,
-                         "relative": rule.relative, "significant": row["significant"], "ci": row["ci"], "unit": row["unit"],
-                         "base": row["base"], "new": row["new"], "reason": reason})  # fmt: skip
+        verdicts.append(
+            {
+                "rule": rule.text,
+                "scope": rule.scope,
+                "metric": rule.metric,
+                "failed": failed,
+                "change": change,
+                "relative": rule.relative,
+                "significant": row["significant"],
+                "ci": row["ci"],
+                "unit": row["unit"],
+                "base": row["base"],
+                "new": row["new"],
+                "reason": reason,
+            }
+        )
     return verdicts

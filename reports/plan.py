@@ -29,15 +29,19 @@ def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | N
     to the run's (summary.json gpu: --gpus or the GPUs its telemetry saw, --gpu-hour-price)."""
     cap = summary.capacity
     if cap is None or cap.users is None:
-        raise InputError("plan: this run found no capacity (summary.json capacity.users is empty): "
-                         "run a capacity search (--find-capacity --slo ...) that meets its SLO at some level")  # fmt: skip
+        raise InputError(
+            "plan: this run found no capacity (summary.json capacity.users is empty): "
+            "run a capacity search (--find-capacity --slo ...) that meets its SLO at some level"
+        )
     if not rpm > 0:
         raise InputError("--rpm: give the target traffic in requests per minute, above 0, e.g. --rpm 600")
     if gpus is not None and gpus < 1:
         raise InputError("--gpus: give the GPUs of one replica, a whole number >= 1")
     if price is not None and not price > 0:
         raise InputError("--gpu-hour-price: give the price of one GPU-hour, above 0, e.g. 2.5")
-    assumptions = Assumptions()  # the replica planner's (targets/planner.py): the policy, linear scaling, its efficiency
+    assumptions = (
+        Assumptions()
+    )  # the replica planner's (targets/planner.py): the policy, linear scaling, its efficiency
     section = summary.gpu
     gpus = gpus or (section.gpus if section is not None else None)
     price = price or (section.gpu_hour_price if section is not None else None)
@@ -50,20 +54,32 @@ def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | N
     # the met level in the deployment's terms (metrics/gpu.py), its telemetry kept (energy per token)
     seen = section.at(cap.users) if section is not None else None
     start, end = met.window.start, met.window.end
-    f = figures(seen or GpuFigures(window=Span(start=start, end=end)), cap.users, met.throughput, end - start, gpus, price)
+    f = figures(
+        seen or GpuFigures(window=Span(start=start, end=end)), cap.users, met.throughput, end - start, gpus, price
+    )
     out = {
-        "slo": cap.slo, "users": cap.users, "next_failing_users": cap.next_failing_users,
-        "requests_per_min": held, "requests_per_min_missed": failed, "sessions_per_min": f.sessions_per_min,
-        "output_tokens_per_s": f.output_tokens_per_s, "total_tokens_per_s": f.total_tokens_per_s,
-        "gpus_per_replica": gpus, "requests_per_min_per_gpu": f.requests_per_min_per_gpu,
-        "output_tokens_per_s_per_gpu": f.output_tokens_per_s_per_gpu, "total_tokens_per_s_per_gpu": f.total_tokens_per_s_per_gpu,
-        "joules_per_output_token": f.joules_per_output_token, "joules_per_token": f.joules_per_token,
-        "gpu_hour_price": price, "cost_per_million_output_tokens": f.cost_per_million_output_tokens,
+        "slo": cap.slo,
+        "users": cap.users,
+        "next_failing_users": cap.next_failing_users,
+        "requests_per_min": held,
+        "requests_per_min_missed": failed,
+        "sessions_per_min": f.sessions_per_min,
+        "output_tokens_per_s": f.output_tokens_per_s,
+        "total_tokens_per_s": f.total_tokens_per_s,
+        "gpus_per_replica": gpus,
+        "requests_per_min_per_gpu": f.requests_per_min_per_gpu,
+        "output_tokens_per_s_per_gpu": f.output_tokens_per_s_per_gpu,
+        "total_tokens_per_s_per_gpu": f.total_tokens_per_s_per_gpu,
+        "joules_per_output_token": f.joules_per_output_token,
+        "joules_per_token": f.joules_per_token,
+        "gpu_hour_price": price,
+        "cost_per_million_output_tokens": f.cost_per_million_output_tokens,
         "cost_per_million_tokens": f.cost_per_million_tokens,
-        "target_requests_per_min": rpm, "replicas": replicas_for(rpm, held, assumptions),
+        "target_requests_per_min": rpm,
+        "replicas": replicas_for(rpm, held, assumptions),
         "replicas_at_least": replicas_for(rpm, failed, assumptions) if failed and failed > held else None,
         "assumes": assumptions.text(),
-    }  # fmt: skip
+    }
     out["gpus"] = out["replicas"] * gpus if gpus else None
     out["cost_per_hour"] = out["gpus"] * price if out["gpus"] and price else None
     return out
@@ -75,24 +91,40 @@ def _n(x, digits: int = 0) -> str:
 
 def describe(p: dict) -> str:
     sessions = f", {_n(p['sessions_per_min'], 1)} sessions/min" if p["sessions_per_min"] is not None else ""
-    gpu = (f" ({_n(p['requests_per_min_per_gpu'], 1)} requests/min, {_n(p['output_tokens_per_s_per_gpu'])} output and "
-           f"{_n(p['total_tokens_per_s_per_gpu'])} total tokens/s per GPU)") if p["gpus_per_replica"] else ""  # fmt: skip
+    gpu = (
+        (
+            f" ({_n(p['requests_per_min_per_gpu'], 1)} requests/min, {_n(p['output_tokens_per_s_per_gpu'])} output and "
+            f"{_n(p['total_tokens_per_s_per_gpu'])} total tokens/s per GPU)"
+        )
+        if p["gpus_per_replica"]
+        else ""
+    )
     lines = [
         f"one replica at {p['slo']}: {p['users']} users, {p['requests_per_min']:,.1f} requests/min{sessions}, "
         f"{p['output_tokens_per_s'] or 0:,.0f} output and {p['total_tokens_per_s'] or 0:,.0f} total tokens/s{gpu}",
     ]
     if p["requests_per_min_missed"] is not None and p["next_failing_users"] is not None:
-        lines.append(f"  (it missed at {p['next_failing_users']} users, {p['requests_per_min_missed']:,.1f} requests/min)")
+        lines.append(
+            f"  (it missed at {p['next_failing_users']} users, {p['requests_per_min_missed']:,.1f} requests/min)"
+        )
     if p["joules_per_output_token"] is not None:
-        lines.append(f"  energy: {_n(p['joules_per_output_token'], 3)} J per output token, {_n(p['joules_per_token'], 3)} J per token")
+        lines.append(
+            f"  energy: {_n(p['joules_per_output_token'], 3)} J per output token, {_n(p['joules_per_token'], 3)} J per token"
+        )
     if p["cost_per_million_output_tokens"] is not None:
-        lines.append(f"  cost: {_n(p['cost_per_million_output_tokens'], 2)} per million output tokens, "
-                     f"{_n(p['cost_per_million_tokens'], 2)} per million tokens at {p['gpu_hour_price']:g} per GPU-hour")  # fmt: skip
+        lines.append(
+            f"  cost: {_n(p['cost_per_million_output_tokens'], 2)} per million output tokens, "
+            f"{_n(p['cost_per_million_tokens'], 2)} per million tokens at {p['gpu_hour_price']:g} per GPU-hour"
+        )
     at_least = p["replicas_at_least"]
-    spread = f"; at least {at_least} (the missed level's rate)" if at_least is not None and at_least != p["replicas"] else ""
+    spread = (
+        f"; at least {at_least} (the missed level's rate)" if at_least is not None and at_least != p["replicas"] else ""
+    )
     gpus = f" = {p['gpus']} GPUs" if p["gpus"] else ""
     per_hour = f", {p['cost_per_hour']:,.2f} per hour" if p["cost_per_hour"] is not None else ""
-    lines.append(f"{p['target_requests_per_min']:,.0f} requests/min with this mix: {p['replicas']} replicas{gpus}{per_hour} "
-                 f"(the met level's rate){spread}")  # fmt: skip
+    lines.append(
+        f"{p['target_requests_per_min']:,.0f} requests/min with this mix: {p['replicas']} replicas{gpus}{per_hour} "
+        f"(the met level's rate){spread}"
+    )
     lines.append(f"  {p['assumes']}")
     return "\n".join(lines)

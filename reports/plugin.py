@@ -27,9 +27,13 @@ class Reports(Plugin):
             from reports.build import build  # pandas and the templates: only at the end of a run
 
             paths = build(run.writer.path, summary=summary)
-        except Exception:  # noqa: BLE001 - a report must never cost the run its results
-            log.exception("report: could not build the report for %s; the results are intact, retry with "
-                          "python -m reports build %s", run.writer.path, run.writer.path)  # fmt: skip
+        except Exception:
+            log.exception(
+                "report: could not build the report for %s; the results are intact, retry with "
+                "python -m reports build %s",
+                run.writer.path,
+                run.writer.path,
+            )
             return
         log.info("report: %s (%.1f s)", paths["html"], time.perf_counter() - t)
 
@@ -67,14 +71,27 @@ class VllmJson(Plugin):
         if not path:
             return
         if run.writer.not_written:
-            log.warning("vllm json: not written, the results could not be written (%s)", ", ".join(run.writer.not_written))
+            log.warning(
+                "vllm json: not written, the results could not be written (%s)", ", ".join(run.writer.not_written)
+            )
             return
         try:
             from reports.vllm_json import write_vllm_json
 
             result = write_vllm_json(run.writer.path, path)
-        except Exception as e:  # noqa: BLE001 - the results are on disk: never cost the run them
-            log.error("vllm json: could not write %s (%s: %s); the results are intact, retry with python -m reports "
-                      "vllm-json %s %s", path, type(e).__name__, e, run.writer.path, path)  # fmt: skip
+        except Exception as e:
+            log.error(
+                "vllm json: could not write %s (%s: %s); the results are intact, retry with python -m reports "
+                "vllm-json %s %s",
+                path,
+                type(e).__name__,
+                e,
+                run.writer.path,
+                path,
+            )
             return
-        log.info("vllm json: %s (%d requests, vLLM's result fields; definitions in its 'definitions' key)", path, result["num_prompts"])
+        log.info(
+            "vllm json: %s (%d requests, vLLM's result fields; definitions in its 'definitions' key)",
+            path,
+            result["num_prompts"],
+        )

@@ -66,7 +66,9 @@ class Report:
     diagnosis: str  # why the knee is there (metrics/diagnosis.py), for runs with load levels
     diagnosis_heading: str  # "Why the knee is there" only where a level missed (metrics/diagnosis.py heading_of)
     server_levels: Table | None  # the server's gauges at each level
-    slo_verdict: Cell | None  # the run's SLO verdict (metrics/verdict.py: its state, requests, margin); None without --slo
+    slo_verdict: (
+        Cell | None
+    )  # the run's SLO verdict (metrics/verdict.py: its state, requests, margin); None without --slo
     slo: Table | None
     summary: Table
     turns: Table | None
@@ -96,9 +98,12 @@ class Report:
     @property
     def header_line(self) -> list[tuple[str, str]]:
         """The header fields the short (Markdown) summary shows."""
-        return [(k, v) for k, v in self.header if k in (*SETUP_KEYS, "host", "model", "started", "measurement window", "records",
-                                                         "connection setup")]  # fmt: skip
+        return [
+            (k, v)
+            for k, v in self.header
+            if k in (*SETUP_KEYS, "host", "model", "started", "measurement window", "records", "connection setup")
+        ]
+
 
 def cells(*texts: str) -> list[Cell]:
     return [Cell(t) for t in texts]
-

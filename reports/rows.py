@@ -9,22 +9,40 @@ summary bolds a failure. No number is formatted in a template.
 
 from __future__ import annotations
 
+from core.numbers import auto, fmt, utc
 from metrics.record import NOT_SERVER_FAILURES
-from metrics.verdict import judged_on, margin_text
 from metrics.schema import Summary
 from metrics.schema.figures import Step
+from metrics.verdict import judged_on, margin_text
 from reports import summary_text
-from runfolder import reading as D
-from core.numbers import auto, fmt, utc
 from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells
-
+from runfolder import reading as D
 
 # ---------------------------------------------------------------------------------------------
 # tables from summary.json
 
-SUMMARY_HEADERS = ["class", "sent", "ok", "failed", "TTFT mean", "TTFT p50", "TTFT p90", "TTFT p95", "TTFT p99",
-                   "TPOT p50", "TPOT p95", "ITL p50", "ITL p95", "E2E p50", "E2E p95", "E2E p99",
-                   "stream tok/s p50", "req/s", "out tok/s", "total tok/s"]  # fmt: skip
+SUMMARY_HEADERS = [
+    "class",
+    "sent",
+    "ok",
+    "failed",
+    "TTFT mean",
+    "TTFT p50",
+    "TTFT p90",
+    "TTFT p95",
+    "TTFT p99",
+    "TPOT p50",
+    "TPOT p95",
+    "ITL p50",
+    "ITL p95",
+    "E2E p50",
+    "E2E p95",
+    "E2E p99",
+    "stream tok/s p50",
+    "req/s",
+    "out tok/s",
+    "total tok/s",
+]
 
 
 def summary_table(summary: Summary, by: str = "by_class", label: str = "class") -> Table:
@@ -44,21 +62,38 @@ def summary_table(summary: Summary, by: str = "by_class", label: str = "class") 
     rows = []
     for name, b in blocks:
         r, t = b.requests, b.throughput
-        row = [name, fmt(r.sent), fmt(r.ok), fmt(r.failed),
-               *(fmt(b.ttft_ms.stat(k)) for k in ("mean", "p50", "p90", "p95", "p99")),
-               fmt(b.tpot_ms.p50, 1), fmt(b.tpot_ms.p95, 1), fmt(b.itl_ms.p50, 1), fmt(b.itl_ms.p95, 1),
-               *(fmt(b.e2e_ms.stat(k)) for k in ("p50", "p95", "p99")),
-               fmt(b.stream_tokens_per_s.p50, 1),
-               fmt(t.requests_per_s, 2), fmt(t.output_tokens_per_s), fmt(t.total_tokens_per_s)]  # fmt: skip
+        row = [
+            name,
+            fmt(r.sent),
+            fmt(r.ok),
+            fmt(r.failed),
+            *(fmt(b.ttft_ms.stat(k)) for k in ("mean", "p50", "p90", "p95", "p99")),
+            fmt(b.tpot_ms.p50, 1),
+            fmt(b.tpot_ms.p95, 1),
+            fmt(b.itl_ms.p50, 1),
+            fmt(b.itl_ms.p95, 1),
+            *(fmt(b.e2e_ms.stat(k)) for k in ("p50", "p95", "p99")),
+            fmt(b.stream_tokens_per_s.p50, 1),
+            fmt(t.requests_per_s, 2),
+            fmt(t.output_tokens_per_s),
+            fmt(t.total_tokens_per_s),
+        ]
         if goodput:
             gf = b.goodput.good_fraction
             row += [fmt(b.goodput.requests_per_s, 2), fmt(None if gf is None else gf * 100, 1)]
         if lag:
-            row += [fmt(b.ttft_from_intended_ms.p95 if b.ttft_from_intended_ms else None),
-                    fmt(b.schedule_lag_ms.p95 if b.schedule_lag_ms else None, 1)]  # fmt: skip
+            row += [
+                fmt(b.ttft_from_intended_ms.p95 if b.ttft_from_intended_ms else None),
+                fmt(b.schedule_lag_ms.p95 if b.schedule_lag_ms else None, 1),
+            ]
         if agentic:
-            row += [fmt(b.ttfa_ms.p50), fmt(b.ttfa_ms.p95), fmt(b.tokens.reasoning), fmt(b.tokens.answer),
-                    fmt(b.requests.tool_calls)]  # fmt: skip
+            row += [
+                fmt(b.ttfa_ms.p50),
+                fmt(b.ttfa_ms.p95),
+                fmt(b.tokens.reasoning),
+                fmt(b.tokens.answer),
+                fmt(b.requests.tool_calls),
+            ]
         rows.append(cells(*row))
     return Table(headers, rows, row_classes=["overall" if n == "overall" else "" for n, _ in blocks])
 
@@ -70,31 +105,87 @@ def backend_tables(summary: Summary) -> dict:
     if not summary.by_backend or check is None:
         return {"backends": None, "backend_shares": None, "backend_rule": "", "outages": None}
     served = server_counts(summary)
-    shares = Table(["backend", "sent", "share %", "fair share %", "off by %", "TTFT p50", "TPOT p50", "E2E p50", "out tok/s",
-                    "failed", "failures by class", "flags"],
-                   [cells(b.backend, fmt(b.sent), fmt(None if b.share is None else b.share * 100, 1),
-                          fmt(None if b.fair_share is None else b.fair_share * 100, 1),
-                          fmt(None if b.share_off is None else b.share_off * 100, 1), fmt(b.ttft_p50_ms), fmt(b.tpot_p50_ms, 1),
-                          fmt(b.e2e_p50_ms), fmt(b.output_tokens_per_s), fmt(b.failed),
-                          ", ".join(f"{k} {v}" for k, v in b.by_error.items()), "; ".join(b.flags) or "-")
-                    for b in check.backends],
-                   text=(10, 11), row_classes=["flagged" if b.flags else "" for b in check.backends])  # fmt: skip
+    shares = Table(
+        [
+            "backend",
+            "sent",
+            "share %",
+            "fair share %",
+            "off by %",
+            "TTFT p50",
+            "TPOT p50",
+            "E2E p50",
+            "out tok/s",
+            "failed",
+            "failures by class",
+            "flags",
+        ],
+        [
+            cells(
+                b.backend,
+                fmt(b.sent),
+                fmt(None if b.share is None else b.share * 100, 1),
+                fmt(None if b.fair_share is None else b.fair_share * 100, 1),
+                fmt(None if b.share_off is None else b.share_off * 100, 1),
+                fmt(b.ttft_p50_ms),
+                fmt(b.tpot_p50_ms, 1),
+                fmt(b.e2e_p50_ms),
+                fmt(b.output_tokens_per_s),
+                fmt(b.failed),
+                ", ".join(f"{k} {v}" for k, v in b.by_error.items()),
+                "; ".join(b.flags) or "-",
+            )
+            for b in check.backends
+        ],
+        text=(10, 11),
+        row_classes=["flagged" if b.flags else "" for b in check.backends],
+    )
     if served:  # each replica's own count beside the client's, where --server-metrics scraped it
         shares.headers.insert(2, "server ok, whole run (its metrics)")
         for row, b in zip(shares.rows, check.backends):
             row.insert(2, cells(fmt(served.get(_address(b.backend))))[0])
         shares.text = (11, 12)
     start = summary.window.start
-    outages = Table(["backend", "failed", "by class", "first failure (s into the window)", "last failure", "recovered",
-                     "recovery s"],
-                    [cells(o.backend, fmt(o.failed), ", ".join(f"{k} {v}" for k, v in o.by_error.items()),
-                           fmt(o.first_failure - start, 1), fmt(o.last_failure - start, 1),
-                           fmt(None if o.recovered_at is None else o.recovered_at - start, 1), fmt(o.recovery_s, 1))
-                     for o in check.outages], text=(2,)) if check.outages else None  # fmt: skip
-    return {"backends": summary_table(summary, "by_backend", "backend"), "backend_shares": shares,
-            "backend_rule": check.rule + (f". Behind the balancer, {check.unseen} of the replicas --backend-count names "
-                                          "were named in no reply: they served nothing" if check.unseen else ""),
-            "outages": outages}
+    outages = (
+        Table(
+            [
+                "backend",
+                "failed",
+                "by class",
+                "first failure (s into the window)",
+                "last failure",
+                "recovered",
+                "recovery s",
+            ],
+            [
+                cells(
+                    o.backend,
+                    fmt(o.failed),
+                    ", ".join(f"{k} {v}" for k, v in o.by_error.items()),
+                    fmt(o.first_failure - start, 1),
+                    fmt(o.last_failure - start, 1),
+                    fmt(None if o.recovered_at is None else o.recovered_at - start, 1),
+                    fmt(o.recovery_s, 1),
+                )
+                for o in check.outages
+            ],
+            text=(2,),
+        )
+        if check.outages
+        else None
+    )
+    return {
+        "backends": summary_table(summary, "by_backend", "backend"),
+        "backend_shares": shares,
+        "backend_rule": check.rule
+        + (
+            f". Behind the balancer, {check.unseen} of the replicas --backend-count names "
+            "were named in no reply: they served nothing"
+            if check.unseen
+            else ""
+        ),
+        "outages": outages,
+    }
 
 
 def _address(url: str) -> str:
@@ -117,8 +208,16 @@ def server_counts(summary: Summary) -> dict[str, float]:
     return out
 
 
-TTFT_SPLIT_HEADERS = ["scope", "requests", "client TTFT mean", "server queue mean", "server prefill mean",
-                      "rest mean", "rest p95", "cached prompt %"]  # fmt: skip
+TTFT_SPLIT_HEADERS = [
+    "scope",
+    "requests",
+    "client TTFT mean",
+    "server queue mean",
+    "server prefill mean",
+    "rest mean",
+    "rest p95",
+    "cached prompt %",
+]
 
 
 def ttft_split_table(summary: Summary) -> Table | None:
@@ -133,8 +232,18 @@ def ttft_split_table(summary: Summary) -> Table | None:
         if t is None:
             continue
         share = None if t.cached_share is None else t.cached_share * 100
-        rows.append(cells(name, fmt(t.requests), fmt(t.ttft_ms, 1), fmt(t.queue_ms, 1), fmt(t.prefill_ms, 1),
-                          fmt(t.rest_ms, 1), fmt(t.rest_p95_ms, 1), fmt(share, 1)))  # fmt: skip
+        rows.append(
+            cells(
+                name,
+                fmt(t.requests),
+                fmt(t.ttft_ms, 1),
+                fmt(t.queue_ms, 1),
+                fmt(t.prefill_ms, 1),
+                fmt(t.rest_ms, 1),
+                fmt(t.rest_p95_ms, 1),
+                fmt(share, 1),
+            )
+        )
     if not rows:
         return None
     return Table(TTFT_SPLIT_HEADERS, rows)
@@ -142,15 +251,25 @@ def ttft_split_table(summary: Summary) -> Table | None:
 
 # (header, the step's value, digits)
 STEP_COLUMNS = [
-    ("step", lambda s: s.step, 0), ("users", lambda s: s.users, 0), ("sent", lambda s: s.requests.sent, 0),
-    ("ok", lambda s: s.requests.ok, 0), ("failed", lambda s: s.requests.failed, 0),
-    ("req/s", lambda s: s.throughput.requests_per_s, 2), ("out tok/s", lambda s: s.throughput.output_tokens_per_s, 0),
-    ("total tok/s", lambda s: s.throughput.total_tokens_per_s, 0), ("TTFT mean", lambda s: s.ttft_ms.mean, 0),
-    ("TTFT p50", lambda s: s.ttft_ms.p50, 0), ("TTFT p95", lambda s: s.ttft_ms.p95, 0),
-    ("TPOT p50", lambda s: s.tpot_ms.p50, 1), ("TPOT p95", lambda s: s.tpot_ms.p95, 1),
-    ("ITL p95", lambda s: s.itl_ms.p95, 1), ("E2E p50", lambda s: s.e2e_ms.p50, 0), ("E2E p95", lambda s: s.e2e_ms.p95, 0),
-    ("stream tok/s p50", lambda s: s.stream_tokens_per_s.p50, 1), ("goodput req/s", lambda s: s.goodput.requests_per_s, 2),
-]  # fmt: skip
+    ("step", lambda s: s.step, 0),
+    ("users", lambda s: s.users, 0),
+    ("sent", lambda s: s.requests.sent, 0),
+    ("ok", lambda s: s.requests.ok, 0),
+    ("failed", lambda s: s.requests.failed, 0),
+    ("req/s", lambda s: s.throughput.requests_per_s, 2),
+    ("out tok/s", lambda s: s.throughput.output_tokens_per_s, 0),
+    ("total tok/s", lambda s: s.throughput.total_tokens_per_s, 0),
+    ("TTFT mean", lambda s: s.ttft_ms.mean, 0),
+    ("TTFT p50", lambda s: s.ttft_ms.p50, 0),
+    ("TTFT p95", lambda s: s.ttft_ms.p95, 0),
+    ("TPOT p50", lambda s: s.tpot_ms.p50, 1),
+    ("TPOT p95", lambda s: s.tpot_ms.p95, 1),
+    ("ITL p95", lambda s: s.itl_ms.p95, 1),
+    ("E2E p50", lambda s: s.e2e_ms.p50, 0),
+    ("E2E p95", lambda s: s.e2e_ms.p95, 0),
+    ("stream tok/s p50", lambda s: s.stream_tokens_per_s.p50, 1),
+    ("goodput req/s", lambda s: s.goodput.requests_per_s, 2),
+]
 
 
 def steps_table(steps: list[Step]) -> Table:
@@ -180,7 +299,9 @@ def level_verdict(s: Step) -> list[Cell]:
     if v is None:
         return cells("-", "-", "-")
     status = {"met": "pass", "missed": "fail"}.get(v.state, "")
-    bounds = "; ".join(f"{e.metric} {fmt(e.value_ms, 0)} in {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives)
+    bounds = "; ".join(
+        f"{e.metric} {fmt(e.value_ms, 0)} in {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives
+    )
     return [Cell(v.state, status), Cell(judged_on(v, s.steps)), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 
@@ -202,13 +323,28 @@ def slo_table(summary: Summary) -> Table | None:
     if summary.slo is None:
         return None
     conf = "" if summary.slo.confidence is None else f"{summary.slo.confidence:.0%} "
-    rows = [[Cell(v.objective), Cell(fmt(v.value_ms, 1)), Cell(f"{fmt(v.lower_ms, 1)}..{fmt(v.upper_ms, 1)}"),
-             Cell(fmt(v.threshold_ms, 1)), Cell(margin_text(v.margin).removeprefix("margin ") or "-"),
-             Cell(v.state, STATUS.get(v.state, ""))] for v in summary.slo.objectives]  # fmt: skip
+    rows = [
+        [
+            Cell(v.objective),
+            Cell(fmt(v.value_ms, 1)),
+            Cell(f"{fmt(v.lower_ms, 1)}..{fmt(v.upper_ms, 1)}"),
+            Cell(fmt(v.threshold_ms, 1)),
+            Cell(margin_text(v.margin).removeprefix("margin ") or "-"),
+            Cell(v.state, STATUS.get(v.state, "")),
+        ]
+        for v in summary.slo.objectives
+    ]
     return Table(["objective", "value (ms)", f"{conf}bounds (ms)", "threshold (ms)", "margin", "verdict"], rows)
 
 
-FAILURE_HEADERS = ["failure", "all records", "in window", "% of ended (window)", "by class (window)", "most common detail"]
+FAILURE_HEADERS = [
+    "failure",
+    "all records",
+    "in window",
+    "% of ended (window)",
+    "by class (window)",
+    "most common detail",
+]
 
 
 def failures_table(summary: Summary, details: dict[str, str]) -> Table | None:
@@ -223,7 +359,9 @@ def failures_table(summary: Summary, details: dict[str, str]) -> Table | None:
     for name, count in sorted(every.items(), key=lambda kv: (-kv[1], kv[0])):
         window = overall.count(name)
         share = window / overall.ended * 100 if overall.ended and name not in NOT_SERVER_FAILURES else None
-        per_class = ", ".join(f"{c} {b.requests.count(name)}" for c, b in summary.by_class.items() if b.requests.count(name))
+        per_class = ", ".join(
+            f"{c} {b.requests.count(name)}" for c, b in summary.by_class.items() if b.requests.count(name)
+        )
         rows.append(cells(name, fmt(count), fmt(window), fmt(share, 2), per_class, details.get(name, "")))
     return Table(FAILURE_HEADERS, rows, left=1, text=(4, 5))
 
@@ -236,8 +374,12 @@ def error_details(run: D.RunData) -> dict[str, str]:
     if not failed.any():
         return {}
     try:
-        t = pq.read_table(run.records_path, columns=["error", "error_detail"], read_dictionary=["error", "error_detail"],
-                          page_checksum_verification=True)  # fmt: skip
+        t = pq.read_table(
+            run.records_path,
+            columns=["error", "error_detail"],
+            read_dictionary=["error", "error_detail"],
+            page_checksum_verification=True,
+        )
     except (KeyError, ValueError, OSError):
         return {}
     f = t.to_pandas()[failed]
@@ -258,7 +400,9 @@ def extra_section(key: str, obj) -> Extra:
     if isinstance(obj, dict) and obj and all(isinstance(v, dict) for v in obj.values()):  # e.g. workers by id
         rows = {str(k): summary_text.flatten(v) for k, v in list(obj.items())[:200]}
         keys = list(dict.fromkeys(k for r in rows.values() for k in r))[:24]
-        return Extra(key, Table([key] + keys, [cells(name, *(auto(r.get(k)) for k in keys)) for name, r in rows.items()]))
+        return Extra(
+            key, Table([key] + keys, [cells(name, *(auto(r.get(k)) for k in keys)) for name, r in rows.items()])
+        )
     if isinstance(obj, dict):
         flat = summary_text.flatten(obj)
         return Extra(key, Table(["field", "value"], [cells(k, auto(v)) for k, v in list(flat.items())[:200]], left=2))
@@ -266,8 +410,27 @@ def extra_section(key: str, obj) -> Extra:
 
 
 # Summary fields with a view of their own; every other section is shown as an Extra.
-OWN_VIEW = {"schema_version", "run_id", "complete", "reason", "note", "definitions", "window", "records", "overall", "by_class",
-            "by_turn", "by_backend", "backends", "by_step", "slo", "capacity", "gpu", "diagnosis", "users_off_plan"}  # fmt: skip
+OWN_VIEW = {
+    "schema_version",
+    "run_id",
+    "complete",
+    "reason",
+    "note",
+    "definitions",
+    "window",
+    "records",
+    "overall",
+    "by_class",
+    "by_turn",
+    "by_backend",
+    "backends",
+    "by_step",
+    "slo",
+    "capacity",
+    "gpu",
+    "diagnosis",
+    "users_off_plan",
+}
 
 
 def extras(summary: Summary) -> list[Extra]:
@@ -299,10 +462,14 @@ def setup_rows(setup) -> list[tuple[str, str]]:
 def header(run: D.RunData) -> list[tuple[str, str]]:
     info, summary = run.run, run.summary
     start, end = run.window
-    rows = setup_rows(summary.setup) if summary.setup is not None else [
-        ("host", info.host or "-"),  # a run of a version without `setup`
-        ("model", info.model or "-"),
-    ]
+    rows = (
+        setup_rows(summary.setup)
+        if summary.setup is not None
+        else [
+            ("host", info.host or "-"),  # a run of a version without `setup`
+            ("model", info.model or "-"),
+        ]
+    )
     rows += [
         ("run id", run.run_id),
         ("started", utc(info.started_at)),
@@ -336,12 +503,19 @@ def knee(run: D.RunData) -> dict:
     d = s.diagnosis or diagnose_levels(s.by_step, s.capacity, run.server, s.client_bound, s.gpu)
     pct = lambda x: fmt(None if x is None else x * 100, 0)  # noqa: E731
     # the server's own figures of each level; a column the server sent nothing for is left out
-    columns = [("scrapes", lambda g: fmt(g.scrapes)), ("running (mean)", lambda g: fmt(g.running, 1)),
-               ("running (peak)", lambda g: fmt(g.running_peak, 0)), ("waiting (mean)", lambda g: fmt(g.waiting, 1)),
-               ("KV cache peak %", lambda g: pct(g.kv_cache_peak)), ("preemptions", lambda g: fmt(g.preemptions, 0)),
-               ("prefix-cache hits %", lambda g: pct(g.prefix_cache_hit_rate)), ("GPU busy %", lambda g: pct(g.gpu_utilisation)),
-               ("queue ms (mean)", lambda g: fmt(g.queue_ms, 0)), ("prefill ms (mean)", lambda g: fmt(g.prefill_ms, 0)),
-               ("tokens per step", lambda g: fmt(g.step_tokens, 1))]  # fmt: skip
+    columns = [
+        ("scrapes", lambda g: fmt(g.scrapes)),
+        ("running (mean)", lambda g: fmt(g.running, 1)),
+        ("running (peak)", lambda g: fmt(g.running_peak, 0)),
+        ("waiting (mean)", lambda g: fmt(g.waiting, 1)),
+        ("KV cache peak %", lambda g: pct(g.kv_cache_peak)),
+        ("preemptions", lambda g: fmt(g.preemptions, 0)),
+        ("prefix-cache hits %", lambda g: pct(g.prefix_cache_hit_rate)),
+        ("GPU busy %", lambda g: pct(g.gpu_utilisation)),
+        ("queue ms (mean)", lambda g: fmt(g.queue_ms, 0)),
+        ("prefill ms (mean)", lambda g: fmt(g.prefill_ms, 0)),
+        ("tokens per step", lambda g: fmt(g.step_tokens, 1)),
+    ]
     measured = [g for g in d.levels if g.scrapes]
     shown = [(h, f) for i, (h, f) in enumerate(columns) if i < 8 or any(f(g) != "-" for g in measured)]
     rows = [cells(fmt(g.users), *(f(g) for _, f in shown)) for g in measured]
@@ -352,13 +526,21 @@ def knee(run: D.RunData) -> dict:
 
 # (header, the level's GpuFigures field, digits); a column no level has a value for is left out
 GPU_COLUMNS = [
-    ("readings", "readings", 0), ("GPU util mean %", "utilization_pct_mean", 0), ("GPU util p95 %", "utilization_pct_p95", 0),
-    ("memory peak MiB", "memory_used_mib_peak", 0), ("power W", "power_w_mean", 0), ("J/output token", "joules_per_output_token", 3),
-    ("J/token", "joules_per_token", 3), ("req/min", "requests_per_min", 1), ("sessions/min", "sessions_per_min", 1),
-    ("req/min per GPU", "requests_per_min_per_gpu", 1), ("out tok/s per GPU", "output_tokens_per_s_per_gpu", 0),
-    ("total tok/s per GPU", "total_tokens_per_s_per_gpu", 0), ("cost/M output tokens", "cost_per_million_output_tokens", 2),
+    ("readings", "readings", 0),
+    ("GPU util mean %", "utilization_pct_mean", 0),
+    ("GPU util p95 %", "utilization_pct_p95", 0),
+    ("memory peak MiB", "memory_used_mib_peak", 0),
+    ("power W", "power_w_mean", 0),
+    ("J/output token", "joules_per_output_token", 3),
+    ("J/token", "joules_per_token", 3),
+    ("req/min", "requests_per_min", 1),
+    ("sessions/min", "sessions_per_min", 1),
+    ("req/min per GPU", "requests_per_min_per_gpu", 1),
+    ("out tok/s per GPU", "output_tokens_per_s_per_gpu", 0),
+    ("total tok/s per GPU", "total_tokens_per_s_per_gpu", 0),
+    ("cost/M output tokens", "cost_per_million_output_tokens", 2),
     ("cost/M tokens", "cost_per_million_tokens", 2),
-]  # fmt: skip
+]
 
 
 def gpu_block(summary: Summary) -> dict:
@@ -367,19 +549,27 @@ def gpu_block(summary: Summary) -> dict:
     g = summary.gpu
     if g is None:
         return {}
-    gpus = f"{g.gpus} GPU{'s' if g.gpus != 1 else ''} ({'--gpus' if g.gpus_from == '--gpus' else 'as the telemetry saw'})" \
-        if g.gpus else "GPU count unknown (--gpus)"
+    gpus = (
+        f"{g.gpus} GPU{'s' if g.gpus != 1 else ''} ({'--gpus' if g.gpus_from == '--gpus' else 'as the telemetry saw'})"
+        if g.gpus
+        else "GPU count unknown (--gpus)"
+    )
     seen = "; ".join(f"GPU {d.id} {d.name} ({fmt(d.memory_total_mib)} MiB)".replace("  ", " ") for d in g.devices)
     if g.source:
-        note = f"Telemetry: {g.source} every {g.interval_s:g} s, {fmt(g.readings)} readings ({fmt(g.failed_readings)} failed" \
-               f"{': ' + g.last_error if g.last_error else ''}); {seen or 'no GPU seen'}. Figures for {gpus}."
+        note = (
+            f"Telemetry: {g.source} every {g.interval_s:g} s, {fmt(g.readings)} readings ({fmt(g.failed_readings)} failed"
+            f"{': ' + g.last_error if g.last_error else ''}); {seen or 'no GPU seen'}. Figures for {gpus}."
+        )
     else:
         note = f"No GPU telemetry (--gpu-telemetry): figures for {gpus}."
     if g.gpu_hour_price is not None:
         note += f" Cost at {g.gpu_hour_price:g} per GPU-hour."
     levels = [*g.by_step, g.overall]
     shown = [(h, key, d) for h, key, d in GPU_COLUMNS if any(getattr(f, key) is not None for f in levels)]
-    rows = [cells(fmt(f.users) if f.users is not None else "run", *(fmt(getattr(f, key), d) for _, key, d in shown)) for f in levels]
+    rows = [
+        cells(fmt(f.users) if f.users is not None else "run", *(fmt(getattr(f, key), d) for _, key, d in shown))
+        for f in levels
+    ]
     table = Table(["users", *(h for h, _, _ in shown)], rows, row_classes=[""] * len(g.by_step) + ["overall"])
     return {"gpu": g.sentence, "gpu_note": note, "gpu_levels": table}
 
@@ -409,7 +599,9 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         failures=failures_table(s, error_details(run)),
         charts=charts,
         extras=extras(s),
-        definitions=Table(["metric", "definition"], [[Cell(k, code=True), Cell(str(v))] for k, v in s.definitions.items()], left=2),
+        definitions=Table(
+            ["metric", "definition"], [[Cell(k, code=True), Cell(str(v))] for k, v in s.definitions.items()], left=2
+        ),
         options=Table(["option", "value"], [cells(k, auto(v)) for k, v in sorted(opts.items())], left=2),
         versions=Table(["package", "version"], [cells(k, str(v)) for k, v in versions.items()], left=2),
         **gpu_block(s),

@@ -224,7 +224,9 @@ def sample_lists(run: RunData, max_requests: int = 40_000) -> tuple[pa.Table, in
         groups = np.arange(0, sizes.size, every)
         table = pf.read_row_groups(groups.tolist(), columns=columns)
         starts = np.concatenate([[0], np.cumsum(sizes)])
-        rows = np.concatenate([np.arange(starts[g], starts[g + 1]) for g in groups.tolist()])  # per row group, not per record
+        rows = np.concatenate(
+            [np.arange(starts[g], starts[g + 1]) for g in groups.tolist()]
+        )  # per row group, not per record
         mask = keep[rows]
     table = table.filter(pa.array(mask))
     return table, table.num_rows, total

@@ -9,6 +9,7 @@ import numpy as np
 from metrics.schema import Summary
 from runfolder.reading import RunData
 
+
 def flatten(obj, prefix: str = "") -> dict:
     """A plugin's summary section (nested dicts and lists) as {"a.b.c": value} for a table."""
     out = {}
@@ -41,8 +42,10 @@ def connection_setup(run: RunData) -> str:
     p50, p95, top = np.percentile(c, 50), np.percentile(c, 95), c.max()
     if p95 < CONNECT_MATERIAL_MS:
         return ""
-    return (f"{len(c):,} new connections ({len(c) / max(1, len(run.df)):.0%} of requests): setup p50 {p50:,.1f} ms, "
-            f"p95 {p95:,.1f} ms, max {top:,.1f} ms; not part of TTFT or E2E (record column connect_s)")
+    return (
+        f"{len(c):,} new connections ({len(c) / max(1, len(run.df)):.0%} of requests): setup p50 {p50:,.1f} ms, "
+        f"p95 {p95:,.1f} ms, max {top:,.1f} ms; not part of TTFT or E2E (record column connect_s)"
+    )
 
 
 def slo_threshold_ms(summary: Summary, metric: str) -> list[tuple[str, float]]:

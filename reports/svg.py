@@ -193,8 +193,16 @@ def _frame(chart: Chart, legend_items: list[tuple[str, str, bool]]) -> tuple[lis
     return out, top - 10 + legend_h + 6
 
 
-def _axes(out: list[str], chart: Chart, xs: _Scale, ys: _Scale, xt: np.ndarray, yt: np.ndarray, top: float,
-          x_labels: list[str] | None = None) -> None:
+def _axes(
+    out: list[str],
+    chart: Chart,
+    xs: _Scale,
+    ys: _Scale,
+    xt: np.ndarray,
+    yt: np.ndarray,
+    top: float,
+    x_labels: list[str] | None = None,
+) -> None:
     bottom = HEIGHT - BOTTOM
     span = (xt[-1] - xt[0]) if len(xt) > 1 else 0
     for t in yt:
@@ -210,7 +218,9 @@ def _axes(out: list[str], chart: Chart, xs: _Scale, ys: _Scale, xt: np.ndarray, 
     out.append(f'<line x1="{LEFT}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" class="axis"/>')
     out.append(f'<line x1="{LEFT}" y1="{top}" x2="{LEFT}" y2="{bottom}" class="axis"/>')
     xl = chart.x_label + (" (m:ss)" if chart.x_time and span >= 180 else "")
-    out.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 10}" class="axis-title" text-anchor="middle">{escape(xl)}</text>')
+    out.append(
+        f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 10}" class="axis-title" text-anchor="middle">{escape(xl)}</text>'
+    )
     cy = (top + bottom) / 2
     out.append(
         f'<text x="16" y="{cy:.1f}" class="axis-title" text-anchor="middle" transform="rotate(-90 16 {cy:.1f})">{escape(chart.y_label)}</text>'
@@ -223,8 +233,12 @@ def render(chart: Chart) -> str:
     colors = [s.color or PALETTE[max(0, int(k)) % len(PALETTE)] for s, k in zip(chart.series, named)]
     out, top = _frame(chart, [(s.name, c, s.dash) for s, c in zip(chart.series, colors) if s.name])
     bottom = HEIGHT - BOTTOM
-    xe = _extent([s.x for s in chart.series] + [np.array([b[0] for b in chart.bands] + [b[1] for b in chart.bands])]
-                 + [np.array([r.value for r in chart.refs if r.axis == "x"])], chart.x_log)
+    xe = _extent(
+        [s.x for s in chart.series]
+        + [np.array([b[0] for b in chart.bands] + [b[1] for b in chart.bands])]
+        + [np.array([r.value for r in chart.refs if r.axis == "x"])],
+        chart.x_log,
+    )
     ye = _extent([s.y for s in chart.series] + [np.array([r.value for r in chart.refs if r.axis == "y"])], chart.y_log)
     if xe is None or ye is None:
         out.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" class="empty" text-anchor="middle">no data</text></svg>')
@@ -259,8 +273,10 @@ def render(chart: Chart) -> str:
     for b0, b1, label in chart.bands:
         px0, px1 = float(xs(max(b0, x0))), float(xs(min(b1, x1)))
         if px1 > px0:
-            out.append(f'<rect x="{px0:.1f}" y="{top}" width="{px1 - px0:.1f}" height="{bottom - top}" class="band">'
-                       f"<title>{escape(label)}</title></rect>")
+            out.append(
+                f'<rect x="{px0:.1f}" y="{top}" width="{px1 - px0:.1f}" height="{bottom - top}" class="band">'
+                f"<title>{escape(label)}</title></rect>"
+            )
     _axes(out, chart, xs, ys, xt, yt, top)
     for s, color in zip(chart.series, colors):
         sx, sy = np.asarray(s.x, dtype=float), np.asarray(s.y, dtype=float)
@@ -277,28 +293,46 @@ def render(chart: Chart) -> str:
                 area = _path(fx, fy, s.step) + f"L{fx[-1]:.1f},{bottom}L{fx[0]:.1f},{bottom}Z"
                 out.append(f'<path d="{area}" fill="{color}" fill-opacity="0.15" stroke="none"/>')
         if d:
-            out.append(f'<path class="mark" d="{d}" fill="none" stroke="{color}" stroke-width="2"{dash}>'
-                       f"<title>{escape(s.name)}</title></path>")
+            out.append(
+                f'<path class="mark" d="{d}" fill="none" stroke="{color}" stroke-width="2"{dash}>'
+                f"<title>{escape(s.name)}</title></path>"
+            )
         if s.markers:
             for x, y, vx, vy in zip(np.asarray(px).tolist(), np.asarray(py).tolist(), sx.tolist(), sy.tolist()):
                 if math.isfinite(x) and math.isfinite(y):
-                    out.append(f'<circle class="mark" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}">'
-                               f"<title>{escape(s.name)}: {fmt_num(vx)} → {fmt_num(vy)}</title></circle>")
+                    out.append(
+                        f'<circle class="mark" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}">'
+                        f"<title>{escape(s.name)}: {fmt_num(vx)} → {fmt_num(vy)}</title></circle>"
+                    )
     for i, r in enumerate(chart.refs):
         if r.axis == "y":
             y = float(ys(r.value))
-            out.append(f'<line class="ref" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="{r.color}"/>'
-                       f'<text x="{WIDTH - RIGHT - 4}" y="{y - 5:.1f}" class="ref-label" text-anchor="end" fill="{r.color}">{escape(r.label)}</text>')
+            out.append(
+                f'<line class="ref" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="{r.color}"/>'
+                f'<text x="{WIDTH - RIGHT - 4}" y="{y - 5:.1f}" class="ref-label" text-anchor="end" fill="{r.color}">{escape(r.label)}</text>'
+            )
         else:
             x = float(xs(r.value))
-            out.append(f'<line class="ref" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{r.color}"/>'
-                       f'<text x="{x + 4:.1f}" y="{top + 12 + 14 * (i % 2)}" class="ref-label" fill="{r.color}">{escape(r.label)}</text>')
+            out.append(
+                f'<line class="ref" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{r.color}"/>'
+                f'<text x="{x + 4:.1f}" y="{top + 12 + 14 * (i % 2)}" class="ref-label" fill="{r.color}">{escape(r.label)}</text>'
+            )
     out.append("</svg>")
     return "\n".join(out)
 
 
-def render_bars(chart_id: str, title: str, categories: list[str], groups: list[tuple[str, np.ndarray]], y_label: str,
-                x_label: str = "", y_log: bool = False, value_fmt=fmt_num, note: str = "", y_max: float | None = None) -> str:
+def render_bars(
+    chart_id: str,
+    title: str,
+    categories: list[str],
+    groups: list[tuple[str, np.ndarray]],
+    y_label: str,
+    x_label: str = "",
+    y_log: bool = False,
+    value_fmt=fmt_num,
+    note: str = "",
+    y_max: float | None = None,
+) -> str:
     """Grouped bars: one group per category, one bar per (name, values) series."""
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(groups))]
     chart = Chart(chart_id, title, x_label, y_label, y_log=y_log, note=note)
@@ -332,14 +366,25 @@ def render_bars(chart_id: str, title: str, categories: list[str], groups: list[t
                 continue
             y = float(ys(v))
             x = cx - slot * 0.4 + gi * bar_w
-            out.append(f'<rect class="mark" x="{x:.1f}" y="{y:.1f}" width="{max(1.0, bar_w - 2):.1f}" height="{max(0.5, base_y - y):.1f}" '
-                       f'fill="{color}"><title>{escape(cat)} {escape(name)}: {value_fmt(v)}</title></rect>')
+            out.append(
+                f'<rect class="mark" x="{x:.1f}" y="{y:.1f}" width="{max(1.0, bar_w - 2):.1f}" height="{max(0.5, base_y - y):.1f}" '
+                f'fill="{color}"><title>{escape(cat)} {escape(name)}: {value_fmt(v)}</title></rect>'
+            )
     out.append("</svg>")
     return "\n".join(out)
 
 
-def render_stacked(chart_id: str, title: str, x_left: np.ndarray, width, stacks: list[tuple[str, np.ndarray]],
-                   x_label: str, y_label: str, x_time: bool = True, note: str = "") -> str:
+def render_stacked(
+    chart_id: str,
+    title: str,
+    x_left: np.ndarray,
+    width,
+    stacks: list[tuple[str, np.ndarray]],
+    x_label: str,
+    y_label: str,
+    x_time: bool = True,
+    note: str = "",
+) -> str:
     """Stacked columns over bins starting at x_left, `width` wide (one width for all, or one per
     bin), e.g. errors per class per time bin."""
     colors = [PALETTE[(i + 1) % len(PALETTE)] for i in range(len(stacks))]
@@ -366,8 +411,10 @@ def render_stacked(chart_id: str, title: str, x_left: np.ndarray, width, stacks:
         ya, yb = ys(acc + v), ys(acc)
         px = xs(x_left)
         for i in nz.tolist():  # one rect per non-empty (bin, class): bounded by the bin count
-            out.append(f'<rect class="mark" x="{px[i]:.1f}" y="{ya[i]:.1f}" width="{pw[i]:.1f}" height="{max(0.5, yb[i] - ya[i]):.1f}" '
-                       f'fill="{color}"><title>{escape(name)} at {fmt_num(float(x_left[i]))} s: {fmt_num(float(v[i]))}</title></rect>')
+            out.append(
+                f'<rect class="mark" x="{px[i]:.1f}" y="{ya[i]:.1f}" width="{pw[i]:.1f}" height="{max(0.5, yb[i] - ya[i]):.1f}" '
+                f'fill="{color}"><title>{escape(name)} at {fmt_num(float(x_left[i]))} s: {fmt_num(float(v[i]))}</title></rect>'
+            )
         acc = acc + v
     out.append("</svg>")
     return "\n".join(out)

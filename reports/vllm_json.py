@@ -29,28 +29,33 @@ from metrics.timing import itl_gaps
 from runfolder.reading import RunData, load_run
 
 # vLLM's backend names for the suite's endpoints (`vllm bench serve --backend`)
-BACKENDS = {"chat": "openai-chat", "completions": "openai", "responses": "openai-responses",
-            "embeddings": "openai-embeddings", "rerank": "vllm-rerank"}  # fmt: skip
+BACKENDS = {
+    "chat": "openai-chat",
+    "completions": "openai",
+    "responses": "openai-responses",
+    "embeddings": "openai-embeddings",
+    "rerank": "vllm-rerank",
+}
 PERCENTILES = (50, 90, 95, 99)  # vLLM writes the --metric-percentiles asked for (default 99)
 
 DEFINITIONS = {
     "source": "written by the LLM load-test suite from its own records (requests.parquet, summary.json), not by vLLM",
     "requests": "the requests sent inside the measurement window (summary.json overall), in the order they were sent",
     "duration": "seconds of the measurement window: from the run's start (+ --warmup) to the moment the run began to stop "
-                "(vLLM: from the first request's send to the last one's end)",
+    "(vLLM: from the first request's send to the last one's end)",
     "completed": "successful requests among them (HTTP 200, a full stream, at least one token); failed: the others that "
-                 "ended with a server-side failure",
+    "ended with a server-side failure",
     "request_throughput": "successful requests that completed inside the window, per second of it (summary.json "
-                          "throughput.requests_per_s; vLLM: completed / duration)",
+    "throughput.requests_per_s; vLLM: completed / duration)",
     "output_throughput": "output tokens that arrived inside the window, per second of it (summary.json "
-                         "throughput.output_tokens_per_s)",
+    "throughput.output_tokens_per_s)",
     "total_token_throughput": "output tokens and prompt tokens (counted at the first token) that arrived inside the window, "
-                              "per second of it (summary.json throughput.total_tokens_per_s)",
+    "per second of it (summary.json throughput.total_tokens_per_s)",
     "total_input_tokens": "prompt tokens of these requests: usage.prompt_tokens (summary.json tokens.prompt)",
     "total_output_tokens": "output tokens of these requests: usage.completion_tokens, else the client tokenizer's count "
-                           "(summary.json tokens.output)",
+    "(summary.json tokens.output)",
     "ttft": "arrival of the first chunk carrying generated output (content, reasoning, a tool call) minus the send; a "
-            "role-only first chunk does not count (vLLM: the first chunk with content)",
+    "role-only first chunk does not count (vLLM: the first chunk with content)",
     "tpot": "(last token-bearing chunk - first) / (output tokens - 1), requests of more than one token",
     "itl": "every gap between consecutive token-bearing chunks, pooled over the successful requests",
     "e2el": "the last token-bearing chunk minus the send (vLLM: the end of the response)",
@@ -61,7 +66,7 @@ DEFINITIONS = {
     "generated_texts": "not kept by the suite: empty strings",
     "errors": "the suite's failure class and detail of a failed request; '' for a success",
     "max_output_tokens_per_s": "the most output tokens of these requests that arrived in one whole second, counted from "
-                               "the window's start",
+    "the window's start",
     "max_concurrent_requests": "the most of these requests in flight at once",
     "date": "the run's start, UTC (vLLM: local time)",
 }
@@ -72,10 +77,18 @@ def _stats(name: str, values_s: np.ndarray) -> dict:
     ms = np.asarray(values_s, dtype=float) * 1000.0
     ms = ms[np.isfinite(ms)]
     if not ms.size:
-        return {f"mean_{name}_ms": 0.0, f"median_{name}_ms": 0.0, f"std_{name}_ms": 0.0,
-                **{f"p{p}_{name}_ms": 0.0 for p in PERCENTILES}}  # fmt: skip
-    return {f"mean_{name}_ms": float(np.mean(ms)), f"median_{name}_ms": float(np.median(ms)), f"std_{name}_ms": float(np.std(ms)),
-            **{f"p{p}_{name}_ms": float(np.percentile(ms, p)) for p in PERCENTILES}}  # fmt: skip
+        return {
+            f"mean_{name}_ms": 0.0,
+            f"median_{name}_ms": 0.0,
+            f"std_{name}_ms": 0.0,
+            **{f"p{p}_{name}_ms": 0.0 for p in PERCENTILES},
+        }
+    return {
+        f"mean_{name}_ms": float(np.mean(ms)),
+        f"median_{name}_ms": float(np.median(ms)),
+        f"std_{name}_ms": float(np.std(ms)),
+        **{f"p{p}_{name}_ms": float(np.percentile(ms, p)) for p in PERCENTILES},
+    }
 
 
 def _peaks(sent: np.ndarray, e2e: np.ndarray, chunk_times: list, output: np.ndarray, start: float) -> tuple[float, int]:
@@ -90,7 +103,9 @@ def _peaks(sent: np.ndarray, e2e: np.ndarray, chunk_times: list, output: np.ndar
     peak_tokens = 0.0
     if arrivals:
         seconds = max(1, math.ceil(max(arrivals) - start))
-        counts, _ = np.histogram(np.asarray(arrivals), bins=seconds, range=(start, start + seconds), weights=np.asarray(weights))
+        counts, _ = np.histogram(
+            np.asarray(arrivals), bins=seconds, range=(start, start + seconds), weights=np.asarray(weights)
+        )
         peak_tokens = float(counts.max())
     ends = sent + np.nan_to_num(e2e, nan=0.0)
     events = sorted([(t, 1) for t in sent] + [(t, -1) for t in ends], key=lambda x: (x[0], x[1]))
@@ -138,7 +153,7 @@ def vllm_result(run: RunData) -> dict:
     max_concurrency = load.parameters().get("max_concurrency") or users
     peak_tokens, peak_flight = _peaks(wall[rows], e2e, chunks, np.where(ok, output, 0.0), start)
     result = {
-        "date": datetime.datetime.fromtimestamp(info.started_at or start, datetime.timezone.utc).strftime("%Y%m%d-%H%M%S"),
+        "date": datetime.datetime.fromtimestamp(info.started_at or start, datetime.UTC).strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": BACKENDS.get(recorded.get("endpoint") or "chat", "openai-chat"),
         "label": plan.label or None,
         "model_id": plan.model,

@@ -10,11 +10,11 @@ import logging
 import os
 import secrets
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from core.errors import InputError
-from runfolder.unwritten import unwritten_limit
 from runfolder.layout import RUN
+from runfolder.unwritten import unwritten_limit
 
 log = logging.getLogger("llm")
 
@@ -22,7 +22,7 @@ LOCK = ".lock"  # the run writing the folder holds an OS lock on it (`lock_folde
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
 def _in_use(path: str) -> bool:
@@ -77,8 +77,10 @@ def is_locked(path: str) -> bool:
 
 
 def _being_written(path: str, option: str) -> InputError:
-    return InputError(f"{option}: {path} is being written by a run now (another process holds its lock); "
-                      "choose another --run-id, or wait for that run to end")  # fmt: skip
+    return InputError(
+        f"{option}: {path} is being written by a run now (another process holds its lock); "
+        "choose another --run-id, or wait for that run to end"
+    )
 
 
 def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
@@ -97,9 +99,13 @@ def check_folder(results_dir: str, run_id: str, overwrite: bool) -> None:
     if not _in_use(path):
         return
     if not overwrite:
-        raise InputError(f"--run-id: {path} already holds a run; choose another --run-id, or add --overwrite to replace it")
+        raise InputError(
+            f"--run-id: {path} already holds a run; choose another --run-id, or add --overwrite to replace it"
+        )
     if not os.path.exists(os.path.join(path, RUN)):
-        raise InputError(f"--overwrite: {path} is not a results folder (no run.json); remove it yourself or choose another --run-id")
+        raise InputError(
+            f"--overwrite: {path} is not a results folder (no run.json); remove it yourself or choose another --run-id"
+        )
 
 
 def reserve_folder(results_dir: str, run_id: str, overwrite: bool) -> None:

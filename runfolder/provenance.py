@@ -32,8 +32,9 @@ def suite_version() -> str:
     once): run.json `versions.suite` (which summary.json's setup states), and what a master and its
     workers exchange (plugin/suite_match.py)."""
     try:
-        out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--tags"], capture_output=True,
-                             text=True, timeout=5)  # fmt: skip
+        out = subprocess.run(
+            ["git", "-C", ROOT, "describe", "--always", "--dirty", "--tags"], capture_output=True, text=True, timeout=5
+        )
         described = out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         described = ""

@@ -15,22 +15,33 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from pydantic import ValidationError
 
 from core.errors import InputError
 from core.files import file_digest
 from core.validation import describe
 from metrics.record import ARROW_SCHEMA
-from metrics.timing import arrival_inputs, arrived_tokens
-from runfolder.run_info import RunInfo
 from metrics.schema import Summary, load_summary
+from metrics.timing import arrival_inputs, arrived_tokens
 from runfolder.layout import RECORDS, RUN, SERVER_METRICS, SUMMARY
+from runfolder.run_info import RunInfo
 
 SCALARS = [
-    "request_class", "step", "wall_send", "ok", "error", "ttft_s", "e2e_s", "tpot_s",
-    "prompt_tokens", "output_tokens", "tokens_source", "n_chunks", "connect_s", "ttfa_s",
-]  # fmt: skip
+    "request_class",
+    "step",
+    "wall_send",
+    "ok",
+    "error",
+    "ttft_s",
+    "e2e_s",
+    "tpot_s",
+    "prompt_tokens",
+    "output_tokens",
+    "tokens_source",
+    "n_chunks",
+    "connect_s",
+    "ttfa_s",
+]
 STRINGS = ["request_class", "error", "tokens_source"]  # read as dictionaries: categoricals, 4x faster
 
 
@@ -51,7 +62,9 @@ class RunData:
     @functools.cached_property
     def chunk_times(self) -> pa.ChunkedArray:
         """Every record's chunk arrival times (read once: the charts and each compared scope use them)."""
-        return pq.read_table(self.records_path, columns=["chunk_times"], page_checksum_verification=True).column("chunk_times")
+        return pq.read_table(self.records_path, columns=["chunk_times"], page_checksum_verification=True).column(
+            "chunk_times"
+        )
 
     @property
     def window(self) -> tuple[float, float]:
@@ -88,14 +101,22 @@ def load_run(path: str) -> RunData:
         schema = pq.read_schema(records)
         check_schema(records, schema)
         columns = [c for c in SCALARS if c in schema.names]
-        table = pq.read_table(records, columns=columns, read_dictionary=[c for c in STRINGS if c in columns],
-                              page_checksum_verification=True)  # fmt: skip
+        table = pq.read_table(
+            records,
+            columns=columns,
+            read_dictionary=[c for c in STRINGS if c in columns],
+            page_checksum_verification=True,
+        )
     except InputError:
         raise
-    except Exception as e:  # noqa: BLE001 - whatever a damaged file makes pyarrow raise: one line
-        raise InputError(f"{records}: cannot be read, the file is damaged ({_first_line(e)}); restore it from a copy") from None
+    except Exception as e:
+        raise InputError(
+            f"{records}: cannot be read, the file is damaged ({_first_line(e)}); restore it from a copy"
+        ) from None
     if recorded is not None and table.num_rows != recorded:
-        raise InputError(f"{records}: {table.num_rows} records where run.json recorded {recorded}; restore it from a copy")
+        raise InputError(
+            f"{records}: {table.num_rows} records where run.json recorded {recorded}; restore it from a copy"
+        )
     df = table.to_pandas()
     for name in SCALARS:  # an older or partial file: add what is missing, empty
         if name not in df.columns:
@@ -127,8 +148,10 @@ def check_records(records: str, run: RunInfo) -> int | None:
         return None
     digest = file_digest(records)
     if digest["bytes"] != entry.bytes or digest["sha256"] != entry.sha256:
-        raise InputError(f"{records}: damaged or changed since the run wrote it (its SHA-256 differs from the one in "
-                         "run.json); restore it from a copy")  # fmt: skip
+        raise InputError(
+            f"{records}: damaged or changed since the run wrote it (its SHA-256 differs from the one in "
+            "run.json); restore it from a copy"
+        )
     return entry.rows
 
 
@@ -137,11 +160,15 @@ def check_schema(records: str, schema: pa.Schema) -> None:
     footer can rename a column or change its type, and would otherwise be read as missing data."""
     for field in schema:
         if field.name not in ARROW_SCHEMA.names:
-            raise InputError(f"{records}: a column no version of the suite writes ({field.name!r}): the file is damaged; "
-                             "restore it from a copy")  # fmt: skip
+            raise InputError(
+                f"{records}: a column no version of the suite writes ({field.name!r}): the file is damaged; "
+                "restore it from a copy"
+            )
         if field.type != ARROW_SCHEMA.field(field.name).type:
-            raise InputError(f"{records}: column {field.name!r} is {field.type}, not {ARROW_SCHEMA.field(field.name).type}: "
-                             "the file is damaged; restore it from a copy")  # fmt: skip
+            raise InputError(
+                f"{records}: column {field.name!r} is {field.type}, not {ARROW_SCHEMA.field(field.name).type}: "
+                "the file is damaged; restore it from a copy"
+            )
 
 
 LATENCIES = ("ttft_s", "e2e_s", "tpot_s", "connect_s", "ttfa_s")  # seconds: >= 0, or NaN when not measured
@@ -169,7 +196,9 @@ def check_values(records: str, df: pd.DataFrame) -> None:
     if n:
         bad.append(f"{n} successes without an E2E")
     if bad:
-        raise InputError(f"{records}: values no request can have ({', '.join(bad)}): the file is damaged; restore it from a copy")
+        raise InputError(
+            f"{records}: values no request can have ({', '.join(bad)}): the file is damaged; restore it from a copy"
+        )
 
 
 def _summary_from_records(records: str, df: pd.DataFrame, run: RunInfo) -> Summary:
@@ -203,7 +232,9 @@ def _server_metrics(path: str) -> pd.DataFrame | None:
     df["labels"] = df["labels"].map(_label_text) if df["labels"].dtype == object else df["labels"].astype(str)
     ts = df["timestamp"]
     if pd.api.types.is_datetime64_any_dtype(ts):
-        df["timestamp"] = ts.astype("int64") / 1e9 if ts.dt.tz is None else ts.dt.tz_convert("UTC").astype("int64") / 1e9
+        df["timestamp"] = (
+            ts.astype("int64") / 1e9 if ts.dt.tz is None else ts.dt.tz_convert("UTC").astype("int64") / 1e9
+        )
     return df
 
 
@@ -218,7 +249,9 @@ def _label_text(v) -> str:
     return "" if v is None else str(v)
 
 
-def tokens_by_interval(run: RunData, edges: np.ndarray, group: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
+def tokens_by_interval(
+    run: RunData, edges: np.ndarray, group: np.ndarray | bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """(output, prompt) tokens of the run's records in `group` that arrived in each interval of
     `edges`, as summary.json counts them (metrics.timing.arrived_tokens: successful requests and
     those still streaming at the end, each token where it arrived)."""

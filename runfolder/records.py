@@ -14,9 +14,8 @@ import pyarrow.parquet as pq
 
 from core.files import file_digest
 from metrics.record import ARROW_SCHEMA, rows_to_table
+from runfolder.layout import UNSHIPPED
 from runfolder.run_info import FileCheck
-from runfolder.layout import PARTS, RECORDS, UNSHIPPED
-
 
 
 def os_reason(e: OSError) -> str:
@@ -68,6 +67,8 @@ def write_unshipped(folder: str, name: str, rows: list) -> str:
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name + UNSHIPPED)
     tmp = path + ".tmp"
-    pq.write_table(rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd", write_page_checksum=True)
+    pq.write_table(
+        rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd", write_page_checksum=True
+    )
     os.replace(tmp, path)
     return path

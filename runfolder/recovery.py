@@ -17,9 +17,9 @@ from pydantic import ValidationError
 
 from core.files import write_json
 from metrics.record import ARROW_SCHEMA
-from runfolder.run_info import RunInfo
-from runfolder.records import part_files, read_records, records_check
 from runfolder.layout import PARTS, RECORDS, RUN, SUMMARY, UNSHIPPED
+from runfolder.records import part_files, read_records, records_check
+from runfolder.run_info import RunInfo
 
 
 def _read_run(path: str) -> RunInfo | None:
@@ -69,8 +69,12 @@ def recover(path: str) -> dict:
     parts = part_files(parts_path)
     if os.path.isdir(parts_path) or not os.path.isfile(records):
         tables = [read_records(p) for p in parts]
-        source = (f"the {len(parts)} part files on disk" if known.ended_at else  # the writer ended, the disk full
-                  f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)")  # fmt: skip
+        source = (
+            f"the {len(parts)} part files on disk"
+            if known.ended_at
+            # the writer ended, the disk full
+            else f"{len(parts)} part files flushed before the writer stopped (killed or crashed; records of its last seconds are missing)"
+        )
     else:
         tables = [read_records(records)]
         source = RECORDS
@@ -96,8 +100,9 @@ def recover(path: str) -> dict:
     if earlier and not earlier.startswith("recovered"):  # the writer's own (interrupted, lost worker)
         reason = f"{earlier}; {reason}"
     missing = {"records_not_written": {"records": known.records_not_written}} if known.records_not_written else {}
-    summary = summarize(table, start, max(start, end)).with_sections(run_id=known.run_id or os.path.basename(path),
-                                                                     complete=False, reason=reason, **missing)  # fmt: skip
+    summary = summarize(table, start, max(start, end)).with_sections(
+        run_id=known.run_id or os.path.basename(path), complete=False, reason=reason, **missing
+    )
     write_json(os.path.join(path, SUMMARY), summary.model_dump())
     if run is not None:
         run.complete, run.reason, run.records = False, reason, table.num_rows

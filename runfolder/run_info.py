@@ -74,7 +74,9 @@ class RunInfo(_Record):
     plan: PlanRecord = Field(default_factory=PlanRecord)
     options: dict[str, Any] = {}  # Locust's options as given, secrets removed
     workload: WorkloadRecord | None = None
-    target: Target | None = None  # what the run ran against: simulator profile, server version and configuration (plugin/setup.py)
+    target: Target | None = (
+        None  # what the run ran against: simulator profile, server version and configuration (plugin/setup.py)
+    )
     # at the end
     complete: bool | None = None
     reason: str | None = None  # why the run is incomplete, when it is

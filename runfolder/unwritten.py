@@ -35,4 +35,6 @@ def unwritten_limit() -> int:
     try:
         return parse_size(UNWRITTEN_LIMIT_ENV, text)
     except InputError:
-        raise InputError(f"{UNWRITTEN_LIMIT_ENV}: '{text}' is not a size above 0; give e.g. 512MB or 2GB, or unset it") from None
+        raise InputError(
+            f"{UNWRITTEN_LIMIT_ENV}: '{text}' is not a size above 0; give e.g. 512MB or 2GB, or unset it"
+        ) from None

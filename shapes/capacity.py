@@ -32,10 +32,9 @@ search's own account (`record`: its levels in order and why each ended) for the 
 from __future__ import annotations
 
 import logging
-import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import pandas as pd
 
@@ -114,8 +113,16 @@ def binding(verdict) -> str | None:
 
 
 class CapacitySearch:
-    def __init__(self, objectives, step_s: float, warmup_s: float, budget_s: float | None,
-                 candidates: list[int] | None = None, distributed: bool = False, policy=None):  # fmt: skip
+    def __init__(
+        self,
+        objectives,
+        step_s: float,
+        warmup_s: float,
+        budget_s: float | None,
+        candidates: list[int] | None = None,
+        distributed: bool = False,
+        policy=None,
+    ):
         self.objectives = objectives
         if policy is None:  # the walk of the given levels, or the doubling without
             policy = POLICIES["walk" if candidates else "doubling"](tuple(candidates or ()))
@@ -130,7 +137,9 @@ class CapacitySearch:
         self.distributed = distributed  # judged without the last WORKER_REPORT_LAG_S of each level
         self.lag_s = WORKER_REPORT_LAG_S if distributed else 0.0
         self.confidence = look_confidence() if self.sequential else CONFIDENCE
-        self.looks = look_times(MAX_STEPS_PER_LEVEL * step_s - warmup_s - self.lag_s, MIN_JUDGED_S) if self.sequential else []
+        self.looks = (
+            look_times(MAX_STEPS_PER_LEVEL * step_s - warmup_s - self.lag_s, MIN_JUDGED_S) if self.sequential else []
+        )
         self.levels: list[int] = []  # users of step index i, as decided
         self.warmups: list[float] = []  # each level's warm-up (seconds after its change), in order
         self.settled = True  # the current level's warm-up is over
@@ -159,7 +168,11 @@ class CapacitySearch:
 
     @property
     def longest_judged_s(self) -> float:
-        return self.looks[-1] if self.looks else judged_s(MAX_STEPS_PER_LEVEL * self.level_s, self.warmup_s, self.distributed)
+        return (
+            self.looks[-1]
+            if self.looks
+            else judged_s(MAX_STEPS_PER_LEVEL * self.level_s, self.warmup_s, self.distributed)
+        )
 
     def plan(self) -> StepPlan:
         """The steps so far as a plan, with the cut the levels are judged at (the summary's, the
@@ -167,17 +180,28 @@ class CapacitySearch:
         warmups = None
         if self.sequential:  # the level still warming up: its longest warm-up until it settles
             warmups = tuple(self.warmups) + (() if self.settled or not self.levels else (self.warmup_s,))
-        return StepPlan(list(self.levels), self.step_s, self.warmup_s, cut_lag_s=self.lag_s, warmups=warmups,
-                        confidence=self.confidence, search=self.record())  # fmt: skip
+        return StepPlan(
+            list(self.levels),
+            self.step_s,
+            self.warmup_s,
+            cut_lag_s=self.lag_s,
+            warmups=warmups,
+            confidence=self.confidence,
+            search=self.record(),
+        )
 
     def record(self) -> dict:
         """What the answer says of the search (metrics/capacity.py, summary.json capacity): its
         policy, its precision, each level's confidence over all its looks (an adaptive one's: 90 %
         per side, shapes/sequential.py; a fixed hold's: None, each step a 90 % look), whether -t
         ended it, and its levels in the order tried with why each ended."""
-        return {"policy": self.policy.name, "precision": self.policy.precision if self.sequential else RESOLUTION,
-                "family": FAMILY_CONFIDENCE if self.sequential else None, "timed_out": self.timed_out,
-                "levels": [asdict(e) for e in self.ended]}  # fmt: skip
+        return {
+            "policy": self.policy.name,
+            "precision": self.policy.precision if self.sequential else RESOLUTION,
+            "family": FAMILY_CONFIDENCE if self.sequential else None,
+            "timed_out": self.timed_out,
+            "levels": [asdict(e) for e in self.ended],
+        }
 
     # records -------------------------------------------------------------------------------
     def on_rows(self, rows) -> None:
@@ -199,8 +223,13 @@ class CapacitySearch:
         reports = self.open_streams() if self.open_streams is not None else []
         stale = [r["t"] for r in reports if level.cut is not None and r["t"] < level.cut]
         if stale:  # a late worker: requests it sent after its report are neither records nor open streams here
-            log.warning("capacity search: %d load process(es) last reported %.1f s before the cut of the %d-user level: its "
-                        "verdict may rest on fewer requests than summary.json's", len(stale), level.cut - min(stale), level.users)  # fmt: skip
+            log.warning(
+                "capacity search: %d load process(es) last reported %.1f s before the cut of the %d-user level: its "
+                "verdict may rest on fewer requests than summary.json's",
+                len(stale),
+                level.cut - min(stale),
+                level.users,
+            )
         field = {"step": "step", "wall_send": "sent", "ttft_s": "ttft", "ttfa_s": "ttfa"}
         return pd.DataFrame({c: [x for r in reports for x in r[field[c]]] for c in OPEN_COLUMNS}, dtype=float)
 
@@ -256,8 +285,15 @@ class CapacitySearch:
         v = step.verdict
         values = min((e.samples for e in v.objectives), default=v.requests)  # the objective shortest of values
         self.next_look_s = next_look(judged, self.looked, self.looks, values, self.need, self.step_s, self.offset_s)
-        log.debug("capacity search: %d users, look %d at %.1fs judged: %s on %d values, next look at %s", level.users,
-                  self.looked, judged, v.state, values, self.next_look_s)  # fmt: skip
+        log.debug(
+            "capacity search: %d users, look %d at %.1fs judged: %s on %d values, next look at %s",
+            level.users,
+            self.looked,
+            judged,
+            v.state,
+            values,
+            self.next_look_s,
+        )
         return level, step
 
     def _short(self, level, step) -> bool:
@@ -286,24 +322,46 @@ class CapacitySearch:
         narrowing start from it)."""
         if self.bounds()[1] is not None or not too_few(verdict) or not verdict.objectives:
             return False
-        return all(e.value_ms is not None and e.value_ms <= FAR_BELOW * e.threshold_ms and e.censored == 0
-                   for e in verdict.objectives)  # fmt: skip
+        return all(
+            e.value_ms is not None and e.value_ms <= FAR_BELOW * e.threshold_ms and e.censored == 0
+            for e in verdict.objectives
+        )
 
     def _end(self, level, step, why: str) -> None:
         verdict = step.verdict
         self.states[level.users] = verdict.state
         self.history.append(Tried(level.users, verdict.state, verdict.margin, why))
-        self.ended.append(Ended(level.users, verdict.state, verdict.margin, why, round(level.end - level.begin, 3),
-                                round(level.start - level.begin, 3), self.looked if self.sequential else level.steps,
-                                verdict.requests, binding(verdict)))  # fmt: skip
+        self.ended.append(
+            Ended(
+                level.users,
+                verdict.state,
+                verdict.margin,
+                why,
+                round(level.end - level.begin, 3),
+                round(level.start - level.begin, 3),
+                self.looked if self.sequential else level.steps,
+                verdict.requests,
+                binding(verdict),
+            )
+        )
         lo, hi = self.bounds()
-        how = {"decided": "", "held": f"; held {level.end - level.begin:g}s, still undecided",
-               "short": "; too few values for its longest hold: passed on the next levels' verdicts",
-               "passed": f"; far below the threshold (under {FAR_BELOW:.0%}): passed on the next level's verdict",
-               "time": "; -t ended it"}[why]  # fmt: skip
+        how = {
+            "decided": "",
+            "held": f"; held {level.end - level.begin:g}s, still undecided",
+            "short": "; too few values for its longest hold: passed on the next levels' verdicts",
+            "passed": f"; far below the threshold (under {FAR_BELOW:.0%}): passed on the next level's verdict",
+            "time": "; -t ended it",
+        }[why]
         width = f", bracket {lo}..{hi} ({hi - lo} users, {(hi - lo) / lo:.0%})" if lo and hi else ""
-        log.info("capacity search: %d users %s%s (highest met %s, lowest missed %s%s)", level.users, describe(verdict), how,
-                 "-" if lo is None else lo, "-" if hi is None else hi, width)  # fmt: skip
+        log.info(
+            "capacity search: %d users %s%s (highest met %s, lowest missed %s%s)",
+            level.users,
+            describe(verdict),
+            how,
+            "-" if lo is None else lo,
+            "-" if hi is None else hi,
+            width,
+        )
 
     def _next(self, index: int) -> int | None:
         """The policy's next level, started at step `index`; None ends the search."""
@@ -339,7 +397,11 @@ class CapacitySearch:
             self.levels.append(level.users)
             return level.users
         held = level.steps >= MAX_STEPS_PER_LEVEL  # else left, short of values, for the next level up
-        self._end(level, step, "decided" if verdict.state != "undecided" else "time" if extend else "held" if held else "short")
+        self._end(
+            level,
+            step,
+            "decided" if verdict.state != "undecided" else "time" if extend else "held" if held else "short",
+        )
         return self._next(index)
 
     def _sequential_step(self, index: int) -> int | None:
@@ -373,7 +435,9 @@ class CapacitySearch:
         search may go, said before it starts."""
         users = self.policy.levels[0] if self.policy.levels else self.policy.start
         looks = len(self.looks) if self.sequential else 1
-        line, _ = decidability(self.objectives, users, self.longest_judged_s - self.offset_s, self.confidence, looks=looks)
+        line, _ = decidability(
+            self.objectives, users, self.longest_judged_s - self.offset_s, self.confidence, looks=looks
+        )
         top = self.policy.highest_possible()
         if top is not None:
             reach = f"it tries {top} users at most"

@@ -26,14 +26,14 @@ The run ends when every process has sent its last request (the master counts the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from shapes.arrivals import START_DELAY_S
 from core.errors import InputError
+from shapes.arrivals import START_DELAY_S
 from workloads import Request, load_library
 from workloads.request import template_request
 
@@ -73,17 +73,26 @@ def _entry_request(obj: dict, where: str, prompts: dict | None, path: str) -> Re
         raise InputError(f"{where}: max_tokens must be a whole number >= 1")
     if "prompt" in obj:
         if prompts is None:
-            raise InputError(f"{where}: refers to prompt {obj['prompt']!r} but there is no template library "
-                             f"(templates.jsonl beside {os.path.basename(path)}, or the header's templates)")
+            raise InputError(
+                f"{where}: refers to prompt {obj['prompt']!r} but there is no template library "
+                f"(templates.jsonl beside {os.path.basename(path)}, or the header's templates)"
+            )
         t = prompts.get(obj["prompt"])
         if t is None:
             raise InputError(f"{where}: prompt {obj['prompt']!r} is not in the template library")
         return template_request(cls, t, mt)
     if "messages" in obj:
         msgs = obj["messages"]
-        if not isinstance(msgs, list) or not msgs or not all(
-                isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role") in ("system", "user", "assistant")
-                for m in msgs):
+        if (
+            not isinstance(msgs, list)
+            or not msgs
+            or not all(
+                isinstance(m, dict)
+                and isinstance(m.get("content"), str)
+                and m.get("role") in ("system", "user", "assistant")
+                for m in msgs
+            )
+        ):
             raise InputError(f"{where}: messages must be a list of {{role: system|user|assistant, content: text}}")
         system = msgs[0]["content"] if msgs[0]["role"] == "system" else None
         rest = msgs[1:] if system is not None else msgs
@@ -143,7 +152,9 @@ def _read_trace(path: str, sources: dict[str, bytes] | None = None) -> Trace:
     prompts = None
     if any("prompt" in obj for _, _, obj, _ in rows):
         lib_name = header.get("templates", "templates.jsonl")
-        lib_path = lib_name if os.path.isabs(lib_name) else os.path.join(os.path.dirname(os.path.abspath(path)), lib_name)
+        lib_path = (
+            lib_name if os.path.isabs(lib_name) else os.path.join(os.path.dirname(os.path.abspath(path)), lib_name)
+        )
         lib_data = sources.get(TEMPLATES_SOURCE) if sources is not None else None
         if lib_data is not None or (sources is None and os.path.exists(lib_path)):
             lib = load_library(lib_path, origin=path, data=lib_data)
@@ -155,8 +166,9 @@ def _read_trace(path: str, sources: dict[str, bytes] | None = None) -> Trace:
     for key in sorted(kept):
         h.update(b"%s\0%d\0" % (key.encode(), len(kept[key])))
         h.update(kept[key])
-    return Trace(path=path, times=tuple(r[0] for r in rows), requests=requests, header=header, sources=kept,
-                 digest=h.hexdigest())
+    return Trace(
+        path=path, times=tuple(r[0] for r in rows), requests=requests, header=header, sources=kept, digest=h.hexdigest()
+    )
 
 
 @lru_cache(maxsize=4)
@@ -185,8 +197,8 @@ class ReplaySchedule:
         self.processes = max(1, processes)
         self.index = index % self.processes
         start = t0 + START_DELAY_S
-        self.times = [start + t * time_scale for t in trace.times[self.index::self.processes]]
-        self.requests = trace.requests[self.index::self.processes]
+        self.times = [start + t * time_scale for t in trace.times[self.index :: self.processes]]
+        self.requests = trace.requests[self.index :: self.processes]
         self.taken = 0
         self.sent = 0
         self.reported = False

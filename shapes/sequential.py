@@ -40,8 +40,9 @@ def look_times(longest_s: float, first_s: float, looks: int = LOOKS) -> list[flo
     return [t for t in times if t <= max(longest_s, first_s)]
 
 
-def next_look(judged_s: float, looked: int, schedule: list[float], values: int, need: int, grain_s: float,
-              offset_s: float = 0.0) -> float | None:  # fmt: skip
+def next_look(
+    judged_s: float, looked: int, schedule: list[float], values: int, need: int, grain_s: float, offset_s: float = 0.0
+) -> float | None:
     """The judged seconds of a level's next look after one at `judged_s` left it undecided with
     `values` values of the `need` its objectives must have to be met (`looked` looks taken, at most
     len(schedule)); None when its looks are spent. The next point of the schedule, or sooner, when
@@ -74,8 +75,9 @@ def values_needed(objective, confidence: float) -> int:
     return math.ceil(math.log(1.0 - confidence) / math.log(q) - 1e-9)
 
 
-def decidability(objectives, users: int, judged_s: float, confidence: float, reply_s: float | None = None,
-                 looks: int = LOOKS) -> tuple[str, bool]:  # fmt: skip
+def decidability(
+    objectives, users: int, judged_s: float, confidence: float, reply_s: float | None = None, looks: int = LOOKS
+) -> tuple[str, bool]:
     """(one line, True when a level can be decided) for the level at `users` held for at most
     `judged_s` judged seconds: how many values its objectives need and what reply time that asks
     of a closed loop (each user sends its next request when its reply ends). With `reply_s` (the
@@ -84,14 +86,18 @@ def decidability(objectives, users: int, judged_s: float, confidence: float, rep
     which = max(objectives, key=lambda o: values_needed(o, confidence)).key
     most_s = users * judged_s / need  # the longest reply that still gets `need` values in time
     plural = "s" if users != 1 else ""
-    head = (f"{which} needs {need} values per level to be met ({confidence * 100:.3g}% bounds{f' at each of up to {looks} looks' if looks > 1 else ''}); "
-            f"at {users} user{plural} a level of at most {judged_s:g}s judged gets them with replies of {most_s:.2g}s or less")  # fmt: skip
+    head = (
+        f"{which} needs {need} values per level to be met ({confidence * 100:.3g}% bounds{f' at each of up to {looks} looks' if looks > 1 else ''}); "
+        f"at {users} user{plural} a level of at most {judged_s:g}s judged gets them with replies of {most_s:.2g}s or less"
+    )
     if reply_s is None or reply_s <= most_s:
         return head + ("" if reply_s is None else f" (replies now {reply_s:.2g}s)"), True
     gets = int(users * judged_s / reply_s)
     longer = math.ceil(need * reply_s / users)
     more = math.ceil(need * reply_s / judged_s)
-    return (f"capacity search: at {users} user{plural} a level gets about {gets} values in {judged_s:g}s (replies of "
-            f"{reply_s:.2g}s) and {which} needs {need} to be met: give --step-time about {longer / 3:.0f}s or more, a lower "
-            f"percentile, or start at {more} users or more (--steps {more},{2 * more},...); lower levels are passed on the "
-            f"higher levels' verdicts"), False  # fmt: skip
+    return (
+        f"capacity search: at {users} user{plural} a level gets about {gets} values in {judged_s:g}s (replies of "
+        f"{reply_s:.2g}s) and {which} needs {need} to be met: give --step-time about {longer / 3:.0f}s or more, a lower "
+        f"percentile, or start at {more} users or more (--steps {more},{2 * more},...); lower levels are passed on the "
+        f"higher levels' verdicts"
+    ), False

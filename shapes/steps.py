@@ -30,7 +30,9 @@ def parse_steps(text: str) -> list[int]:
     try:
         levels = [int(x) for x in text.split(",")]
     except ValueError:
-        raise InputError(f"--steps: '{text}' must be a list of user counts like 5,10,20 or FROM:TO:ADD like 1:160:10") from None
+        raise InputError(
+            f"--steps: '{text}' must be a list of user counts like 5,10,20 or FROM:TO:ADD like 1:160:10"
+        ) from None
     if any(x <= 0 for x in levels):
         raise InputError(f"--steps: '{text}': user counts must be above 0")
     if any(b <= a for a, b in zip(levels, levels[1:])):

@@ -13,6 +13,7 @@ Bad options, an unknown profile or a bad profile field: one line on stderr,
 exit code 2.  SIGTERM / SIGINT: stop accepting, close open streams, flush and
 close the truth log, exit 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,10 +45,12 @@ def _fail(msg: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     table = "\n".join(f"  {name:16s} {summary}" for name, summary in profile_summaries())
-    p = _Parser(prog="python -m simulator",
-                description="OpenAI-compatible server whose timing comes from a continuous-batching engine model.",
-                epilog=f"bundled profiles (--profile NAME; fields: simulator/profiles.py):\n{table}",
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(
+        prog="python -m simulator",
+        description="OpenAI-compatible server whose timing comes from a continuous-batching engine model.",
+        epilog=f"bundled profiles (--profile NAME; fields: simulator/profiles.py):\n{table}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 = any free port")
     p.add_argument("--profile", default=DEFAULT_PROFILE, help="profile name (simulator/profiles/NAME.yaml) or path")
@@ -55,12 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None, help="local tokenizer path for prompt token counts")
     p.add_argument("--truth-log", default=None, help="JSONL file, one line per finished request")
     p.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
-    p.add_argument("--reuse-port", action="store_true",
-                   help="share --port with other simulator processes (SO_REUSEPORT): the kernel spreads connections "
-                        "over them, so a client that needs more than one core's worth of tokens/s can be fed; each "
-                        "process models its own engine, and all may append to one --truth-log")
-    p.add_argument("--fault", action="append", default=[], metavar="NAME=RATE[:PARAM]",
-                   help="inject a fault (repeatable); see simulator.faults")
+    p.add_argument(
+        "--reuse-port",
+        action="store_true",
+        help="share --port with other simulator processes (SO_REUSEPORT): the kernel spreads connections "
+        "over them, so a client that needs more than one core's worth of tokens/s can be fed; each "
+        "process models its own engine, and all may append to one --truth-log",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME=RATE[:PARAM]",
+        help="inject a fault (repeatable); see simulator.faults",
+    )
     return p
 
 
@@ -76,7 +87,7 @@ def main(argv=None) -> int:
         return _fail(str(e))
     try:
         counter = PromptCounter(args.tokenizer)
-    except Exception as e:  # noqa: BLE001 - any loader failure is a bad option
+    except Exception as e:
         return _fail(f"--tokenizer {args.tokenizer}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     try:
         truth = TruthLog(args.truth_log)
@@ -84,6 +95,7 @@ def main(argv=None) -> int:
         return _fail(f"--truth-log {args.truth_log}: {e.strerror}")
     try:
         import uvloop
+
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a pinned dependency
         runner = asyncio.run
@@ -96,8 +108,14 @@ async def _serve(args, profile, counter, truth, faults) -> int:
     loop = asyncio.get_running_loop()
     srv = SimServer(profile, loop, model=args.model, counter=counter, truth=truth, faults=faults, seed=args.seed)
     try:
-        server = await loop.create_server(lambda: HttpConn(srv), args.host, args.port, backlog=4096,
-                                          reuse_address=True, reuse_port=args.reuse_port or None)
+        server = await loop.create_server(
+            lambda: HttpConn(srv),
+            args.host,
+            args.port,
+            backlog=4096,
+            reuse_address=True,
+            reuse_port=args.reuse_port or None,
+        )
     except OSError as e:
         truth.close()
         return _fail(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")

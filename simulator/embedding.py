@@ -1,5 +1,6 @@
 """One /v1/embeddings or /v1/rerank request, answered at once when its turn on the embedding queue
 comes."""
+
 from __future__ import annotations
 
 import zlib
@@ -32,14 +33,28 @@ class Embedding:
         if self.documents is not None:
             scores = [(zlib.crc32(f"{self.rid}/{i}".encode()) % 10**6) / 10**6 for i in range(len(self.documents))]
             ranked = sorted(range(len(scores)), key=lambda i: -scores[i])[: self.inputs]
-            body = orjson.dumps({"id": self.rid, "model": self.model, "usage": {"total_tokens": self.tokens}, "results": [
-                {"index": i, "document": {"text": self.documents[i]}, "relevance_score": scores[i]} for i in ranked]})
+            body = orjson.dumps(
+                {
+                    "id": self.rid,
+                    "model": self.model,
+                    "usage": {"total_tokens": self.tokens},
+                    "results": [
+                        {"index": i, "document": {"text": self.documents[i]}, "relevance_score": scores[i]}
+                        for i in ranked
+                    ],
+                }
+            )
         else:
             dim = srv.profile.embedding_dim
             vector = [round(((zlib.crc32(self.rid.encode()) >> (i % 24)) % 2001 - 1000) / 1000, 3) for i in range(dim)]
-            body = orjson.dumps({"object": "list", "model": self.model, "data": [
-                {"object": "embedding", "index": i, "embedding": vector} for i in range(self.inputs)],
-                "usage": {"prompt_tokens": self.tokens, "total_tokens": self.tokens}})
+            body = orjson.dumps(
+                {
+                    "object": "list",
+                    "model": self.model,
+                    "data": [{"object": "embedding", "index": i, "embedding": vector} for i in range(self.inputs)],
+                    "usage": {"prompt_tokens": self.tokens, "total_tokens": self.tokens},
+                }
+            )
         t = perf_counter()  # the moment of the write, as for chunks
         self.conn.simple(200, body, rid=self.rid)
         self._end(200, "ok", t)
@@ -58,6 +73,20 @@ class Embedding:
             srv.metrics.e2e.observe(t - self.arrival)
         if srv.truth:
             endpoint = "embeddings" if self.documents is None else "rerank"
-            srv.truth.record({"request_id": self.rid, "endpoint": endpoint, "stream": False, "arrival": self.arrival,
-                              "first_token": None, "last_token": t, "prompt_tokens": self.tokens, "output_tokens": 0,
-                              "chunks": 0, "status": status, "outcome": outcome, "fault": None, "inputs": self.inputs})
+            srv.truth.record(
+                {
+                    "request_id": self.rid,
+                    "endpoint": endpoint,
+                    "stream": False,
+                    "arrival": self.arrival,
+                    "first_token": None,
+                    "last_token": t,
+                    "prompt_tokens": self.tokens,
+                    "output_tokens": 0,
+                    "chunks": 0,
+                    "status": status,
+                    "outcome": outcome,
+                    "fault": None,
+                    "inputs": self.inputs,
+                }
+            )

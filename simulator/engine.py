@@ -45,6 +45,7 @@ above when a block is missing.
 tokens and decode context.  Sequences that reach ``max_tokens`` finish at the
 end of the step and free their blocks.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,9 +87,23 @@ class Seq:
     entered the waiting queue, and the start of the step that first admitted it.
     """
 
-    __slots__ = ("prompt_tokens", "max_tokens", "keys", "computed", "generated", "blocks", "shared",
-                 "registered", "preemptions", "cached_tokens", "admitted", "cancelled", "owner",
-                 "queued_t", "scheduled_t")
+    __slots__ = (
+        "prompt_tokens",
+        "max_tokens",
+        "keys",
+        "computed",
+        "generated",
+        "blocks",
+        "shared",
+        "registered",
+        "preemptions",
+        "cached_tokens",
+        "admitted",
+        "cancelled",
+        "owner",
+        "queued_t",
+        "scheduled_t",
+    )
 
     def __init__(self, prompt_tokens: int, max_tokens: int, owner=None, keys=()):
         self.prompt_tokens = prompt_tokens

@@ -38,6 +38,7 @@ natural end of the stream.  Non-streaming requests: ``mid_stream_error`` gives
 an HTTP 500, ``cut_*`` close the connection without a response,
 ``malformed_chunk`` sends an invalid JSON body, the stalls delay the body.
 """
+
 from __future__ import annotations
 
 import random
@@ -77,7 +78,9 @@ class FaultSetting(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rate: Annotated[float, Field(strict=True), AfterValidator(_rate), Fix("give the probability per request, 0 to 1")] = 0.0
+    rate: Annotated[
+        float, Field(strict=True), AfterValidator(_rate), Fix("give the probability per request, 0 to 1")
+    ] = 0.0
     param: Annotated[float | None, Field(strict=True), Fix("give k (tokens) or s (seconds) as a number")] = None
 
 
@@ -105,7 +108,9 @@ class FaultTable(RootModel[Annotated[dict[str, FaultSetting], BeforeValidator(_s
             if kind is None:
                 raise FieldError(f"fault {name!r} takes no parameter", "drop the parameter", at=(name, "param"))
             if kind == "k" and not float(f.param).is_integer():
-                raise FieldError(f"{f.param:g} is not a whole number of tokens", "give k as a whole number", at=(name, "param"))
+                raise FieldError(
+                    f"{f.param:g} is not a whole number of tokens", "give k as a whole number", at=(name, "param")
+                )
             if f.param < 0:
                 raise FieldError(f"parameter {f.param:g} is negative", "give a parameter >= 0", at=(name, "param"))
         return self

@@ -34,6 +34,7 @@ The bookkeeping of a step is per sequence it schedules, not per block: a sequenc
 are a count; only registered prefix blocks are objects, touched when a sequence takes, registers
 or releases them, or a new block evicts one.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict

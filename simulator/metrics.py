@@ -4,18 +4,81 @@ A hand-written histogram costs a bisect and two additions per observation;
 the inter-token histogram is observed for every chunk, tens of thousands of
 times per second, so the generic client library is not used on this path.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left
 
 from . import __version__
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-               5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # also the request phases', as vLLM's
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+E2E_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)  # also the request phases', as vLLM's
 STEP_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -91,19 +154,32 @@ class Metrics:
     def _config(self, p, blocks: int) -> str:
         """vLLM's ``vllm:cache_config_info`` (its cache settings as labels, Python's spelling), and
         the scheduler's limits, which vLLM does not export, in the simulator's own info gauge."""
-        cache = (f'block_size="{p.block_size}",cache_dtype="auto",enable_prefix_caching="{p.enable_prefix_caching}",'
-                 f'gpu_memory_utilization="{p.gpu_memory_utilization}",num_cpu_blocks="None",'
-                 f'num_gpu_blocks="{blocks}",num_gpu_blocks_override="{p.num_gpu_blocks_override}"')
-        sched = (f'max_model_len="{p.max_model_len}",max_num_batched_tokens="{p.max_num_batched_tokens}",'
-                 f'max_num_seqs="{p.max_num_seqs}",scheduler="{p.scheduler}"')
-        return ("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n"
-                f"vllm:cache_config_info{{{cache}}} 1.0\n"
-                "# HELP llm_simulator_scheduler_config_info The simulated engine's scheduler limits.\n"
-                "# TYPE llm_simulator_scheduler_config_info gauge\n"
-                f"llm_simulator_scheduler_config_info{{{sched}}} 1.0\n")
+        cache = (
+            f'block_size="{p.block_size}",cache_dtype="auto",enable_prefix_caching="{p.enable_prefix_caching}",'
+            f'gpu_memory_utilization="{p.gpu_memory_utilization}",num_cpu_blocks="None",'
+            f'num_gpu_blocks="{blocks}",num_gpu_blocks_override="{p.num_gpu_blocks_override}"'
+        )
+        sched = (
+            f'max_model_len="{p.max_model_len}",max_num_batched_tokens="{p.max_num_batched_tokens}",'
+            f'max_num_seqs="{p.max_num_seqs}",scheduler="{p.scheduler}"'
+        )
+        return (
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n"
+            f"vllm:cache_config_info{{{cache}}} 1.0\n"
+            "# HELP llm_simulator_scheduler_config_info The simulated engine's scheduler limits.\n"
+            "# TYPE llm_simulator_scheduler_config_info gauge\n"
+            f"llm_simulator_scheduler_config_info{{{sched}}} 1.0\n"
+        )
 
-    def render(self, running: int, waiting: int, kv_usage: float, preemptions: int = 0,
-               prefix_queries: int = 0, prefix_hits: int = 0) -> bytes:
+    def render(
+        self,
+        running: int,
+        waiting: int,
+        kv_usage: float,
+        preemptions: int = 0,
+        prefix_queries: int = 0,
+        prefix_hits: int = 0,
+    ) -> bytes:
         escaped = self.model.replace("\\", "\\\\").replace('"', '\\"')
         lbl = f'model_name="{escaped}"'
         out = []
@@ -124,15 +200,20 @@ class Metrics:
             lines.append(f"{name}_count{{{lbl}}} {_fmt(h.count)}\n{name}_sum{{{lbl}}} {_fmt(h.sum)}\n")
             out.append("".join(lines))
 
-        out.append(f'# HELP llm_simulator_build_info The simulator\'s version.\n# TYPE llm_simulator_build_info gauge\n'
-                   f'llm_simulator_build_info{{version="{__version__}"}} 1.0\n')
+        out.append(
+            f"# HELP llm_simulator_build_info The simulator's version.\n# TYPE llm_simulator_build_info gauge\n"
+            f'llm_simulator_build_info{{version="{__version__}"}} 1.0\n'
+        )
         out.append(self.config)
         gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running)
         gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting)
         gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage)
         counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", preemptions)
-        counter("vllm:prefix_cache_queries_total",
-                "Prefix cache queries, in terms of number of queried tokens.", prefix_queries)
+        counter(
+            "vllm:prefix_cache_queries_total",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            prefix_queries,
+        )
         counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", prefix_hits)
         counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", self.prompt_tokens)
         counter("vllm:generation_tokens_total", "Number of generation tokens processed.", self.generation_tokens)
@@ -146,8 +227,11 @@ class Metrics:
         hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", self.queue)
         hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", self.prefill)
         hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", self.decode)
-        hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-             self.inference)
+        hist(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            self.inference,
+        )
         hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", self.req_prompt)
         hist("vllm:request_generation_tokens", "Number of generation tokens processed.", self.req_generation)
         hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", self.iteration)

@@ -13,6 +13,7 @@ within a text two texts part).
 
 Keys are Python hashes, stable within one simulator process, which is all the cache needs.
 """
+
 from __future__ import annotations
 
 import orjson

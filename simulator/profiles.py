@@ -102,6 +102,7 @@ enable_per_request_metrics  false      the final usage chunk (and a non-streamin
 faults                      {}         ``{name: {rate: p, param: x}}``, see simulator.faults
 ==========================  =========  ===================================================
 """
+
 from __future__ import annotations
 
 import os
@@ -135,7 +136,9 @@ class Profile(BaseModel):
     model: Annotated[str, Fix("give the served model id")] = "sim-model"
     stream_interval: Count = 1
     max_model_len: Count = 4096
-    role_chunk: Annotated[Literal["with_first_token", "at_once"], Fix("role_chunk is with_first_token or at_once")] = "with_first_token"
+    role_chunk: Annotated[Literal["with_first_token", "at_once"], Fix("role_chunk is with_first_token or at_once")] = (
+        "with_first_token"
+    )
     reasoning_tokens: Annotated[int, Field(strict=True, ge=0), Fix("give a whole number >= 0")] = 0
     reasoning_usage: Annotated[bool, Field(strict=True), Fix("write true or false")] = True
     tool_call_rate: Annotated[float, Field(strict=True, ge=0, le=1), Fix("give a probability between 0 and 1")] = 1.0
@@ -175,16 +178,20 @@ class Profile(BaseModel):
     enable_prefix_caching: Annotated[bool, Field(strict=True), Fix("write true or false")] = False
     enable_prompt_tokens_details: Annotated[bool, Field(strict=True), Fix("write true or false")] = False
     enable_per_request_metrics: Annotated[bool, Field(strict=True), Fix("write true or false")] = False
-    faults: Annotated[FaultTable, Fix("write {NAME: {rate: p, param: x}} or {NAME: p}, see simulator.faults")] = \
-        Field(default_factory=lambda: FaultTable({}))
+    faults: Annotated[FaultTable, Fix("write {NAME: {rate: p, param: x}} or {NAME: p}, see simulator.faults")] = Field(
+        default_factory=lambda: FaultTable({})
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _replaced(cls, data):
         if isinstance(data, dict) and "kv_cache_tokens" in data:
-            raise FieldError("no longer a field: the KV cache is blocks, allocated as tokens grow",
-                             "write num_gpu_blocks_override: tokens / block_size (16), or size it from GPU memory, "
-                             "see simulator/profiles.py", at="kv_cache_tokens")
+            raise FieldError(
+                "no longer a field: the KV cache is blocks, allocated as tokens grow",
+                "write num_gpu_blocks_override: tokens / block_size (16), or size it from GPU memory, "
+                "see simulator/profiles.py",
+                at="kv_cache_tokens",
+            )
         return data
 
     @model_validator(mode="after")
@@ -193,10 +200,13 @@ class Profile(BaseModel):
             blocks = num_gpu_blocks(self)
             if blocks * self.block_size < self.max_model_len:
                 where = "num_gpu_blocks_override" if self.num_gpu_blocks_override is not None else "gpu_memory_gib"
-                raise FieldError(f"the KV cache holds {blocks} blocks of {self.block_size} tokens, fewer than "
-                                 f"max_model_len ({self.max_model_len}) tokens",
-                                 "a batch engine holds at least one whole sequence, as vLLM refuses to start "
-                                 "otherwise: more blocks (memory) or a lower max_model_len", at=where)
+                raise FieldError(
+                    f"the KV cache holds {blocks} blocks of {self.block_size} tokens, fewer than "
+                    f"max_model_len ({self.max_model_len}) tokens",
+                    "a batch engine holds at least one whole sequence, as vLLM refuses to start "
+                    "otherwise: more blocks (memory) or a lower max_model_len",
+                    at=where,
+                )
         return self
 
 
@@ -230,7 +240,9 @@ def profile_fields(spec: str) -> tuple[dict, str]:
     else:
         path, name = os.path.join(PROFILE_DIR, spec + ".yaml"), spec
         if not os.path.exists(path):
-            raise InputError(f"--profile: unknown profile '{spec}' (available: {', '.join(available_profiles())}, or a YAML path)")
+            raise InputError(
+                f"--profile: unknown profile '{spec}' (available: {', '.join(available_profiles())}, or a YAML path)"
+            )
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f) or {}

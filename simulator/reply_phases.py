@@ -1,6 +1,7 @@
 """A reply in phases: reasoning, then the answer (content or tool calls), and the Responses API's
 typed events. Each function takes the `simulator/stream.py` Stream it writes for; a stream with
 reasoning, tool calls or on /v1/responses emits its chunks through `emit_phased`."""
+
 from __future__ import annotations
 
 from time import perf_counter
@@ -54,8 +55,7 @@ def phase_delta(s, kind: str, call: int, lo: int, hi: int, count: bool = True) -
     args = ""
     if lo == a:  # the call's first token: its id and name
         s.tools_sent += count
-        entry.update(id=f"chatcmpl-tool-{s.seed:06x}{call:02d}", type="function",
-                     function={"name": s.calls[call]})
+        entry.update(id=f"chatcmpl-tool-{s.seed:06x}{call:02d}", type="function", function={"name": s.calls[call]})
         lo += 1
         if b - a == 1:
             args = "{}"
@@ -87,24 +87,56 @@ def response_object(s, upto: int, now: float, status: str = "completed") -> dict
     output = []
     reasoning = min(upto, s.reasoning)
     if reasoning:
-        output.append({"type": "reasoning", "id": f"rs_{s.rid}", "summary": [],
-                       "content": [{"type": "reasoning_text", "text": token_bytes(s.seed, 0, reasoning).decode()}]})
+        output.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{s.rid}",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": token_bytes(s.seed, 0, reasoning).decode()}],
+            }
+        )
     for kind, call, lo, hi in phase_segments(s, reasoning, upto):
         if kind == "content":
-            output.append({"type": "message", "id": f"msg_{s.rid}", "role": "assistant", "status": "completed",
-                           "content": [{"type": "output_text", "text": token_bytes(s.seed, lo, hi - lo).decode(),
-                                        "annotations": []}]})
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{s.rid}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {"type": "output_text", "text": token_bytes(s.seed, lo, hi - lo).decode(), "annotations": []}
+                    ],
+                }
+            )
         elif kind == "call":
             d = phase_delta(s, kind, call, lo, call_spans(s)[call][1], count=False)["tool_calls"][0]
-            output.append({"type": "function_call", "id": f"fc_{d['id']}", "call_id": d["id"],
-                           "name": d["function"]["name"], "arguments": d["function"].get("arguments", "{}"),
-                           "status": "completed"})
-    usage = {"input_tokens": s.prompt_tokens, "input_tokens_details": {"cached_tokens": s.cached_tokens()},
-             "output_tokens": upto, "total_tokens": s.prompt_tokens + upto}
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{d['id']}",
+                    "call_id": d["id"],
+                    "name": d["function"]["name"],
+                    "arguments": d["function"].get("arguments", "{}"),
+                    "status": "completed",
+                }
+            )
+    usage = {
+        "input_tokens": s.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": s.cached_tokens()},
+        "output_tokens": upto,
+        "total_tokens": s.prompt_tokens + upto,
+    }
     if s.srv.profile.reasoning_usage:
         usage["output_tokens_details"] = {"reasoning_tokens": reasoning}
-    out = {"id": s.rid, "object": "response", "created_at": s.srv.created, "model": s.model,
-           "status": status, "output": output, "usage": usage}
+    out = {
+        "id": s.rid,
+        "object": "response",
+        "created_at": s.srv.created,
+        "model": s.model,
+        "status": status,
+        "output": output,
+        "usage": usage,
+    }
     if status == "incomplete":
         out["incomplete_details"] = {"reason": "max_output_tokens"}
     if status != "in_progress" and s.srv.profile.enable_per_request_metrics:
@@ -118,18 +150,44 @@ def responses_delta(s, kind: str, call: int, lo: int, hi: int, now: float) -> by
     if kind != "call":
         name = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
         item = f"rs_{s.rid}" if kind == "reasoning" else f"msg_{s.rid}"
-        return typed_event(s, name, {"item_id": item, "output_index": index, "content_index": 0,
-                                     "delta": token_bytes(s.seed, lo, hi - lo).decode()}, now)
+        return typed_event(
+            s,
+            name,
+            {
+                "item_id": item,
+                "output_index": index,
+                "content_index": 0,
+                "delta": token_bytes(s.seed, lo, hi - lo).decode(),
+            },
+            now,
+        )
     d = phase_delta(s, kind, call, lo, hi)["tool_calls"][0]
     out = b""
     if "id" in d:
-        out += typed_event(s, "response.output_item.added", {"output_index": index, "item": {
-            "type": "function_call", "id": f"fc_{d['id']}", "call_id": d["id"], "name": d["function"]["name"],
-            "arguments": "", "status": "in_progress"}}, now)
+        out += typed_event(
+            s,
+            "response.output_item.added",
+            {
+                "output_index": index,
+                "item": {
+                    "type": "function_call",
+                    "id": f"fc_{d['id']}",
+                    "call_id": d["id"],
+                    "name": d["function"]["name"],
+                    "arguments": "",
+                    "status": "in_progress",
+                },
+            },
+            now,
+        )
     args = d.get("function", {}).get("arguments")
     if args:
-        out += typed_event(s, "response.function_call_arguments.delta", {
-            "item_id": f"fc_chatcmpl-tool-{s.seed:06x}{call:02d}", "output_index": index, "delta": args}, now)
+        out += typed_event(
+            s,
+            "response.function_call_arguments.delta",
+            {"item_id": f"fc_chatcmpl-tool-{s.seed:06x}{call:02d}", "output_index": index, "delta": args},
+            now,
+        )
     return out
 
 

@@ -1,6 +1,7 @@
 """A completion request's body read and checked as the OpenAI API does (HTTP 400 otherwise): its
 prompt tokens, output limit, stream options and model, the tool messages it answers, and the tool
 calls a reply to it makes."""
+
 from __future__ import annotations
 
 import orjson
@@ -73,20 +74,25 @@ def parse_request(srv, endpoint, body):
     if not isinstance(model, str) or not model:
         model = srv.model
     include_usage = bool(so.get("include_usage")) or endpoint == "responses"  # usage is in response.completed
-    return req, prompt_tokens, max_tokens, stream, include_usage, \
-        bool(so.get("continuous_usage_stats")), model
+    return req, prompt_tokens, max_tokens, stream, include_usage, bool(so.get("continuous_usage_stats")), model
 
 
 def check_length(prompt_tokens: int, max_tokens: int | None, limit: int) -> None:
     """vLLM's refusal of a request longer than ``max_model_len``, word for word (HTTP 400): a prompt
     must leave room for one generated token, and prompt + max_tokens must fit."""
     if prompt_tokens >= limit:
-        raise HttpError(400, f"This model's maximum context length is {limit} tokens. However, your request has "
-                             f"{prompt_tokens} input tokens. Please reduce the length of the input messages.")
+        raise HttpError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, your request has "
+            f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
+        )
     if max_tokens is not None and prompt_tokens + max_tokens > limit:
-        raise HttpError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
-                             f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
-                             f"tokens ({max_tokens} > {limit} - {prompt_tokens}).")
+        raise HttpError(
+            400,
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+            f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
+            f"tokens ({max_tokens} > {limit} - {prompt_tokens}).",
+        )
 
 
 def prompt_block_keys(srv, endpoint: str, req: dict, prompt_tokens: int) -> list[int]:
@@ -119,8 +125,11 @@ def check_tool_messages(msgs: list) -> None:
         if m.get("type") == "function_call_output" and m.get("call_id") not in called:
             raise HttpError(400, f"No tool call found for function call output with call_id {m.get('call_id')!r}.")
         if m.get("role") == "tool" and m.get("tool_call_id") not in called:
-            raise HttpError(400, "messages with role 'tool' must be a response to a preceding message with "
-                                 f"'tool_calls' (no call has id {m.get('tool_call_id')!r})")
+            raise HttpError(
+                400,
+                "messages with role 'tool' must be a response to a preceding message with "
+                f"'tool_calls' (no call has id {m.get('tool_call_id')!r})",
+            )
 
 
 def tool_calls_for(req: dict, profile, seed: int) -> list[str]:

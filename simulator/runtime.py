@@ -18,6 +18,7 @@ uvloop timers have millisecond resolution and a cached clock (they can fire
 up to ~1 ms early); both runners read ``time.perf_counter()`` when woken and
 go back to sleep if the deadline is still ahead.
 """
+
 from __future__ import annotations
 
 import math

@@ -9,6 +9,7 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/r
 ``POST /v1/rerank`` (also ``/rerank``; vLLM's Jina/Cohere form), ``GET /v1/models``, ``GET /health``, ``GET /metrics``.  Any ``model`` field is
 accepted and echoed back (the served id when absent).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,14 @@ from .tokens import PromptCounter, image_tokens
 from .truthlog import TruthLog
 from .wire import MAX_BODY, MAX_HEAD, REASONS, SERVER_HEADER, HttpError, error_body
 
-ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/responses": "responses",
-          "/v1/embeddings": "embeddings", "/v1/rerank": "rerank", "/rerank": "rerank"}
+ROUTES = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    "/v1/responses": "responses",
+    "/v1/embeddings": "embeddings",
+    "/v1/rerank": "rerank",
+    "/rerank": "rerank",
+}
 
 
 ID_PREFIX = {"chat": "chatcmpl", "responses": "resp", "embeddings": "embd", "rerank": "rerank"}
@@ -60,9 +67,22 @@ class SimServer:
         self.conns: set[HttpConn] = set()
         self._n = 0
         self._prefix = uuid.uuid4().hex[:8]
-        self.models_body = orjson.dumps({"object": "list", "data": [{
-            "id": self.model, "object": "model", "created": self.created, "owned_by": "simulator",
-            "root": self.model, "parent": None, "max_model_len": profile.max_model_len}]})
+        self.models_body = orjson.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model,
+                        "object": "model",
+                        "created": self.created,
+                        "owned_by": "simulator",
+                        "root": self.model,
+                        "parent": None,
+                        "max_model_len": profile.max_model_len,
+                    }
+                ],
+            }
+        )
 
     def new_id(self, endpoint):
         self._n += 1
@@ -76,16 +96,20 @@ class SimServer:
         s.set_phases(min(p.reasoning_tokens, s.max_tokens) if thinking else 0, tool_calls_for(req, p, s.seed))
         msgs = req["messages"]
         s.images = image_tokens(msgs, p.image_patch_px, p.image_tokens)[0]
-        s.tool_results = sum(1 for m in msgs if isinstance(m, dict)
-                             and (m.get("role") == "tool" or m.get("type") == "function_call_output"))
+        s.tool_results = sum(
+            1
+            for m in msgs
+            if isinstance(m, dict) and (m.get("role") == "tool" or m.get("type") == "function_call_output")
+        )
 
     def metrics_text(self) -> bytes:
         r = self.runner
         if self.fixed:
             return self.metrics.render(r.num_running(), r.num_waiting(), r.kv_usage())
         eng = r.engine
-        return self.metrics.render(r.num_running(), r.num_waiting(), r.kv_usage(), eng.preemptions,
-                                   eng.kv.queries, eng.kv.hits)
+        return self.metrics.render(
+            r.num_running(), r.num_waiting(), r.kv_usage(), eng.preemptions, eng.kv.queries, eng.kv.hits
+        )
 
     def shutdown(self):
         for s in list(self.active):
@@ -117,10 +141,22 @@ class HttpConn(asyncio.Protocol):
         srv = self.srv
         if srv.faults and srv.faults.draw_connection():
             if srv.truth:
-                srv.truth.record({"request_id": None, "endpoint": None, "stream": None,
-                                  "arrival": perf_counter(), "first_token": None, "last_token": None,
-                                  "prompt_tokens": 0, "output_tokens": 0, "chunks": 0, "status": 0,
-                                  "outcome": "refuse", "fault": "refuse"})
+                srv.truth.record(
+                    {
+                        "request_id": None,
+                        "endpoint": None,
+                        "stream": None,
+                        "arrival": perf_counter(),
+                        "first_token": None,
+                        "last_token": None,
+                        "prompt_tokens": 0,
+                        "output_tokens": 0,
+                        "chunks": 0,
+                        "status": 0,
+                        "outcome": "refuse",
+                        "fault": "refuse",
+                    }
+                )
             self.closed = True
             self._reset()
             return
@@ -150,7 +186,10 @@ class HttpConn(asyncio.Protocol):
 
     # -- output -----------------------------------------------------------------
     def headers_bytes(self, status, ctype, length, rid, extra=b""):
-        h = [b"HTTP/1.1 %d %s\r\n%bcontent-type: %b\r\n" % (status, REASONS.get(status, "OK").encode(), SERVER_HEADER, ctype)]
+        h = [
+            b"HTTP/1.1 %d %s\r\n%bcontent-type: %b\r\n"
+            % (status, REASONS.get(status, "OK").encode(), SERVER_HEADER, ctype)
+        ]
         if length is None:
             h.append(b"transfer-encoding: chunked\r\n")
         else:
@@ -269,8 +308,10 @@ class HttpConn(asyncio.Protocol):
                 self._completion(ROUTES[path], headers, body)
             return
         if method not in ("GET", "HEAD"):
-            self.simple(405 if path in ("/health", "/v1/models", "/metrics") else 404,
-                        error_body(405 if path in ("/health", "/v1/models", "/metrics") else 404, "not found"))
+            self.simple(
+                405 if path in ("/health", "/v1/models", "/metrics") else 404,
+                error_body(405 if path in ("/health", "/v1/models", "/metrics") else 404, "not found"),
+            )
             return
         if path == "/health":
             self.simple(200, b"", ctype=b"text/plain")
@@ -294,8 +335,12 @@ class HttpConn(asyncio.Protocol):
                 raise HttpError(400, "request body must be a JSON object")
             if endpoint == "rerank":
                 query, documents, top_n = req.get("query"), req.get("documents"), req.get("top_n") or 0
-                if not isinstance(query, str) or not isinstance(documents, list) or not documents \
-                        or not all(isinstance(d, str) for d in documents):
+                if (
+                    not isinstance(query, str)
+                    or not isinstance(documents, list)
+                    or not documents
+                    or not all(isinstance(d, str) for d in documents)
+                ):
                     raise HttpError(400, "'query' must be a string and 'documents' a non-empty list of strings")
                 if not isinstance(top_n, int) or top_n < 0:
                     raise HttpError(400, "'top_n' must be a non-negative integer")
@@ -304,7 +349,11 @@ class HttpConn(asyncio.Protocol):
                 inputs = documents[:top_n] if top_n else documents
             else:
                 inputs = req.get("input")
-                inputs = [inputs] if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)) else inputs
+                inputs = (
+                    [inputs]
+                    if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int))
+                    else inputs
+                )
                 if not isinstance(inputs, list) or not inputs:
                     raise HttpError(400, "'input' must be a string or a non-empty list")
                 tokens = sum(srv.counter.count_prompt(x) for x in inputs)
@@ -326,13 +375,37 @@ class HttpConn(asyncio.Protocol):
         except HttpError as e:
             self.simple(e.status, error_body(e.status, e.message), rid=rid)
             if srv.truth:
-                srv.truth.record({"request_id": rid, "endpoint": endpoint, "stream": None, "arrival": arrival,
-                                  "first_token": None, "last_token": None, "prompt_tokens": 0,
-                                  "output_tokens": 0, "chunks": 0, "status": e.status, "outcome": "rejected",
-                                  "fault": None})
+                srv.truth.record(
+                    {
+                        "request_id": rid,
+                        "endpoint": endpoint,
+                        "stream": None,
+                        "arrival": arrival,
+                        "first_token": None,
+                        "last_token": None,
+                        "prompt_tokens": 0,
+                        "output_tokens": 0,
+                        "chunks": 0,
+                        "status": e.status,
+                        "outcome": "rejected",
+                        "fault": None,
+                    }
+                )
             return
-        s = Stream(srv, self, rid, endpoint, stream, prompt_tokens, max_tokens, model, inc_usage, cont_usage,
-                   headers.get("x-sim-timestamps") == "1", arrival)
+        s = Stream(
+            srv,
+            self,
+            rid,
+            endpoint,
+            stream,
+            prompt_tokens,
+            max_tokens,
+            model,
+            inc_usage,
+            cont_usage,
+            headers.get("x-sim-timestamps") == "1",
+            arrival,
+        )
         s.block_keys = prompt_block_keys(srv, endpoint, req, prompt_tokens)
         self.active = s
         srv.active.add(s)
@@ -344,8 +417,7 @@ class HttpConn(asyncio.Protocol):
             s.fault, s.fault_param = name, param
             if name in HTTP_FAULTS:
                 st = HTTP_FAULTS[name]
-                s._send_simple(st, error_body(st, f"simulated {name}"),
-                               b"retry-after: 1\r\n" if st == 429 else b"")
+                s._send_simple(st, error_body(st, f"simulated {name}"), b"retry-after: 1\r\n" if st == 429 else b"")
                 s.finish(name)
                 return
             if name == "json_reply":

@@ -7,6 +7,7 @@ with chunked transfer encoding; each write goes straight to the transport.
 A reply with reasoning or tool calls, and the Responses API's typed events, are written by
 `simulator/reply_phases.py`.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -14,8 +15,15 @@ from time import perf_counter
 
 import orjson
 
-from .reply_phases import call_spans, emit_phased, phase_delta, phase_segments, response_object, \
-    responses_status, typed_event
+from .reply_phases import (
+    call_spans,
+    emit_phased,
+    phase_delta,
+    phase_segments,
+    response_object,
+    responses_status,
+    typed_event,
+)
 from .tokens import token_bytes
 from .wire import DONE, TERMINATOR, error_body, frame
 
@@ -24,16 +32,70 @@ class Stream:
     """One completion request, from the parsed body to its last byte."""
 
     __slots__ = (
-        "srv", "conn", "rid", "endpoint", "is_stream", "prompt_tokens", "max_tokens", "model",
-        "include_usage", "cont_usage", "want_t", "arrival", "start_t", "seed", "sent", "chunks",
-        "first_t", "last_t", "done", "status", "fault", "fault_param", "fault_k", "hold_s", "held",
-        "generated", "seq", "t_first", "shift", "next_count", "head", "mid", "mid_last", "fixed_len",
-        "common", "submitted", "role_pending", "out", "reasoning", "calls", "answer_t", "tools_sent", "images",
-        "tool_results", "seq_no", "phased", "block_keys",
+        "srv",
+        "conn",
+        "rid",
+        "endpoint",
+        "is_stream",
+        "prompt_tokens",
+        "max_tokens",
+        "model",
+        "include_usage",
+        "cont_usage",
+        "want_t",
+        "arrival",
+        "start_t",
+        "seed",
+        "sent",
+        "chunks",
+        "first_t",
+        "last_t",
+        "done",
+        "status",
+        "fault",
+        "fault_param",
+        "fault_k",
+        "hold_s",
+        "held",
+        "generated",
+        "seq",
+        "t_first",
+        "shift",
+        "next_count",
+        "head",
+        "mid",
+        "mid_last",
+        "fixed_len",
+        "common",
+        "submitted",
+        "role_pending",
+        "out",
+        "reasoning",
+        "calls",
+        "answer_t",
+        "tools_sent",
+        "images",
+        "tool_results",
+        "seq_no",
+        "phased",
+        "block_keys",
     )
 
-    def __init__(self, srv, conn, rid, endpoint, is_stream, prompt_tokens, max_tokens, model,
-                 include_usage, cont_usage, want_t, arrival):
+    def __init__(
+        self,
+        srv,
+        conn,
+        rid,
+        endpoint,
+        is_stream,
+        prompt_tokens,
+        max_tokens,
+        model,
+        include_usage,
+        cont_usage,
+        want_t,
+        arrival,
+    ):
         self.srv = srv
         self.conn = conn
         self.rid = rid
@@ -82,7 +144,11 @@ class Stream:
             obj = b"text_completion"
             open_, close_ = b'{"index":0,"text":"', b'"'
         self.common = b'{"id":%b,"object":"%b","created":%d,"model":%b' % (
-            orjson.dumps(rid), obj, srv.created, orjson.dumps(model))
+            orjson.dumps(rid),
+            obj,
+            srv.created,
+            orjson.dumps(model),
+        )
         self.head = b"data: " + self.common + b',"choices":[' + open_
         self.mid = close_ + b',"logprobs":null,"finish_reason":null}]'
         self.mid_last = close_ + b',"logprobs":null,"finish_reason":"length"}]'
@@ -97,12 +163,23 @@ class Stream:
             if n:
                 cached = b',"prompt_tokens_details":{"cached_tokens":%d}' % n
         if self.reasoning and p.reasoning_usage:
-            return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%b,' \
-                   b'"completion_tokens_details":{"reasoning_tokens":%d}}' % (
-                       self.prompt_tokens, completion, self.prompt_tokens + completion, cached,
-                       min(completion, self.reasoning))
+            return (
+                b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%b,'
+                b'"completion_tokens_details":{"reasoning_tokens":%d}}'
+                % (
+                    self.prompt_tokens,
+                    completion,
+                    self.prompt_tokens + completion,
+                    cached,
+                    min(completion, self.reasoning),
+                )
+            )
         return b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%b}' % (
-            self.prompt_tokens, completion, self.prompt_tokens + completion, cached)
+            self.prompt_tokens,
+            completion,
+            self.prompt_tokens + completion,
+            cached,
+        )
 
     def _final_usage(self, completion):
         """The usage of the stream's last chunk, and vLLM's per-request ``metrics`` beside it when
@@ -136,10 +213,13 @@ class Stream:
 
         gen = ms(first, last)
         span = last - scheduled if scheduled is not None and last is not None else 0.0
-        return {"time_to_first_token_ms": ms(scheduled, first), "generation_time_ms": gen,
-                "queue_time_ms": ms(queued, scheduled),
-                "mean_itl_ms": gen / (n - 1) if gen is not None and n > 1 else None,
-                "tokens_per_second": n / span if span > 0 else None}
+        return {
+            "time_to_first_token_ms": ms(scheduled, first),
+            "generation_time_ms": gen,
+            "queue_time_ms": ms(queued, scheduled),
+            "mean_itl_ms": gen / (n - 1) if gen is not None and n > 1 else None,
+            "tokens_per_second": n / span if span > 0 else None,
+        }
 
     def set_phases(self, reasoning: int, calls: list[str]) -> None:
         """The reply's reasoning tokens and tool calls. `phased` follows them once, here: emit reads
@@ -187,10 +267,14 @@ class Stream:
         self.start_t = perf_counter() if self.fault == "slow_headers" else self.arrival
         if self.is_stream:
             self.status = 200
-            hdr = self.conn.headers_bytes(200, b"text/event-stream; charset=utf-8", None, self.rid,
-                                          b"cache-control: no-cache\r\n")
+            hdr = self.conn.headers_bytes(
+                200, b"text/event-stream; charset=utf-8", None, self.rid, b"cache-control: no-cache\r\n"
+            )
             if self.endpoint == "chat":
-                role = self.common + b',"choices":[{"index":0,"delta":{"role":"assistant"},"logprobs":null,"finish_reason":null}]'
+                role = (
+                    self.common
+                    + b',"choices":[{"index":0,"delta":{"role":"assistant"},"logprobs":null,"finish_reason":null}]'
+                )
                 if self.cont_usage:
                     role += self._usage(0)
                 if self.srv.role_at_once:
@@ -199,9 +283,16 @@ class Stream:
                     self._write(hdr)
                     self.role_pending = frame(self._event(role))
             elif self.endpoint == "responses":
-                created = {"response": {**response_object(self, 0, self.arrival, "in_progress"), "output": [], "usage": None}}
-                self._write(hdr + frame(typed_event(self, "response.created", created)
-                                        + typed_event(self, "response.in_progress", created)))
+                created = {
+                    "response": {**response_object(self, 0, self.arrival, "in_progress"), "output": [], "usage": None}
+                }
+                self._write(
+                    hdr
+                    + frame(
+                        typed_event(self, "response.created", created)
+                        + typed_event(self, "response.in_progress", created)
+                    )
+                )
             else:
                 self._write(hdr)
             if self.fault_k == 0:
@@ -303,8 +394,13 @@ class Stream:
                 return
         if fk is not None and upto >= fk:
             self._apply_k_fault()
-        elif self.fault == "stall_between" and self.hold_s == 0.0 and not self.held \
-                and upto >= max(1, self.max_tokens // 2) and self.fault_param is not None:
+        elif (
+            self.fault == "stall_between"
+            and self.hold_s == 0.0
+            and not self.held
+            and upto >= max(1, self.max_tokens // 2)
+            and self.fault_param is not None
+        ):
             self._stall_between()
 
     def _stall_between(self):
@@ -351,22 +447,39 @@ class Stream:
                 else:
                     entry = d["tool_calls"][0]
                     message.setdefault("tool_calls", []).append(
-                        {"id": entry["id"], "type": "function", "function": {
-                            "name": entry["function"]["name"], "arguments": entry["function"].get("arguments", "{}")}})
+                        {
+                            "id": entry["id"],
+                            "type": "function",
+                            "function": {
+                                "name": entry["function"]["name"],
+                                "arguments": entry["function"].get("arguments", "{}"),
+                            },
+                        }
+                    )
                     finish = "tool_calls"
             if self.reasoning < n:
                 self.answer_t = now
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
             obj = "chat.completion"
         elif self.endpoint == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                      "finish_reason": "length"}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": "length",
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
             obj = "text_completion"
-        reply = {"id": self.rid, "object": obj, "created": self.srv.created, "model": self.model,
-                 "choices": [choice], "usage": orjson.loads(self._usage(n)[len(b',"usage":'):])}
+        reply = {
+            "id": self.rid,
+            "object": obj,
+            "created": self.srv.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": orjson.loads(self._usage(n)[len(b',"usage":') :]),
+        }
         self.first_t = self.last_t = now
         self.sent = n
         if self.srv.profile.enable_per_request_metrics:
@@ -389,7 +502,9 @@ class Stream:
         f = self.fault
         self.fault_k = None
         if f == "malformed_chunk":
-            self._write(frame(b'data: {"id":"' + self.rid.encode() + b'","choices":[{"index":0,"delta":{"content":"\n\n'))
+            self._write(
+                frame(b'data: {"id":"' + self.rid.encode() + b'","choices":[{"index":0,"delta":{"content":"\n\n')
+            )
             return
         if f == "mid_stream_error":
             err = b'data: {"error":{"message":"simulated engine error (mid_stream_error)","type":"InternalServerError","param":null,"code":500}}\n\n'
@@ -423,18 +538,32 @@ class Stream:
             srv.metrics.request_done(queued, scheduled, self.first_t, self.last_t, self.prompt_tokens, self.sent)
         seq = self.seq
         if srv.truth:
-            srv.truth.record({
-                "request_id": self.rid, "endpoint": self.endpoint, "stream": self.is_stream,
-                "arrival": self.arrival, "first_token": self.first_t, "last_token": self.last_t,
-                "prompt_tokens": self.prompt_tokens, "output_tokens": self.sent, "chunks": self.chunks,
-                "status": self.status, "outcome": outcome, "fault": self.fault,
-                "first_answer_token": self.answer_t if self.phased else self.first_t,
-                "reasoning_tokens": min(self.sent, self.reasoning), "answer_tokens": max(0, self.sent - self.reasoning),
-                "tool_calls": self.tools_sent, "images": self.images, "tool_results": self.tool_results,
-                "queued": queued, "scheduled": scheduled,
-                "queue_time": scheduled - queued if scheduled is not None and queued is not None else None,
-                "preemptions": seq.preemptions if seq is not None else 0,
-                "cached_tokens": seq.cached_tokens if seq is not None else 0,
-            })
+            srv.truth.record(
+                {
+                    "request_id": self.rid,
+                    "endpoint": self.endpoint,
+                    "stream": self.is_stream,
+                    "arrival": self.arrival,
+                    "first_token": self.first_t,
+                    "last_token": self.last_t,
+                    "prompt_tokens": self.prompt_tokens,
+                    "output_tokens": self.sent,
+                    "chunks": self.chunks,
+                    "status": self.status,
+                    "outcome": outcome,
+                    "fault": self.fault,
+                    "first_answer_token": self.answer_t if self.phased else self.first_t,
+                    "reasoning_tokens": min(self.sent, self.reasoning),
+                    "answer_tokens": max(0, self.sent - self.reasoning),
+                    "tool_calls": self.tools_sent,
+                    "images": self.images,
+                    "tool_results": self.tool_results,
+                    "queued": queued,
+                    "scheduled": scheduled,
+                    "queue_time": scheduled - queued if scheduled is not None and queued is not None else None,
+                    "preemptions": seq.preemptions if seq is not None else 0,
+                    "cached_tokens": seq.cached_tokens if seq is not None else 0,
+                }
+            )
         if respond:
             self.conn.response_done()

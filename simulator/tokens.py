@@ -19,6 +19,7 @@ The generated text is made of word pieces from a small fixed vocabulary
 pieces are plain ASCII and need no JSON escaping, so chunk bytes can be
 assembled by concatenation.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,16 @@ import os
 from core.images import png_size
 from core.text import CHAT_TOKENS_PER_MESSAGE, content_text, estimate_tokens
 
-__all__ = ["CHAT_TOKENS_PER_MESSAGE", "estimate_tokens", "PromptCounter", "VOCAB", "VOCAB_BYTES", "VOCAB_SIZE",
-           "token_text", "token_bytes"]  # the first two live in core.text (shared with the log importer)
+__all__ = [
+    "CHAT_TOKENS_PER_MESSAGE",
+    "estimate_tokens",
+    "PromptCounter",
+    "VOCAB",
+    "VOCAB_BYTES",
+    "VOCAB_SIZE",
+    "token_text",
+    "token_bytes",
+]  # the first two live in core.text (shared with the log importer)
 
 
 class PromptCounter:
@@ -91,14 +100,70 @@ def image_tokens(messages, patch_px: int, fallback: int) -> tuple[int, int]:
 
 
 VOCAB = (
-    " the", " model", " answer", " is", " a", " simple", " test", " of", " load",
-    " and", " latency", " token", " stream", " server", " engine", " batch", " with",
-    " many", " users", " request", " queue", " time", " first", " last", " fast",
-    " slow", " data", " GPU", " cache", " memory", " step", " per", " second",
-    " we", " can", " see", " that", " it", " will", " be", " in", " on", " for",
-    " this", " result", " value", " large", " small", " more", " less", " than",
-    " one", " two", " three", " system", " prompt", " output", " input", " text",
-    " word", " piece", " here", " now", ".",
+    " the",
+    " model",
+    " answer",
+    " is",
+    " a",
+    " simple",
+    " test",
+    " of",
+    " load",
+    " and",
+    " latency",
+    " token",
+    " stream",
+    " server",
+    " engine",
+    " batch",
+    " with",
+    " many",
+    " users",
+    " request",
+    " queue",
+    " time",
+    " first",
+    " last",
+    " fast",
+    " slow",
+    " data",
+    " GPU",
+    " cache",
+    " memory",
+    " step",
+    " per",
+    " second",
+    " we",
+    " can",
+    " see",
+    " that",
+    " it",
+    " will",
+    " be",
+    " in",
+    " on",
+    " for",
+    " this",
+    " result",
+    " value",
+    " large",
+    " small",
+    " more",
+    " less",
+    " than",
+    " one",
+    " two",
+    " three",
+    " system",
+    " prompt",
+    " output",
+    " input",
+    " text",
+    " word",
+    " piece",
+    " here",
+    " now",
+    ".",
 )
 VOCAB_BYTES = tuple(w.encode() for w in VOCAB)
 VOCAB_SIZE = len(VOCAB)

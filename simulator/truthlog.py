@@ -40,6 +40,7 @@ Lines are buffered and flushed at least every second, and on shutdown. The file 
 appending and each flush is one write of whole lines, so several simulator processes sharing a
 port (``--reuse-port``) can share one truth log.
 """
+
 from __future__ import annotations
 
 import orjson

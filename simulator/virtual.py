@@ -19,6 +19,7 @@ per 4 characters); 30 % carry a short English system prompt (20-80
 characters).  Prompt tokens are counted with :mod:`simulator.tokens`, as the
 server would (chat template overhead included).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -76,9 +77,16 @@ def _pct(sorted_vals, q):
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
 
 
-def simulate_closed_loop(profile, users: int, duration_s: float = 600.0, warmup_s: float = 60.0,
-                         seed: int = 0, client_rtt_s: float = 0.002, ramp_s: float = 0.0,
-                         sampler=sample_request) -> dict:
+def simulate_closed_loop(
+    profile,
+    users: int,
+    duration_s: float = 600.0,
+    warmup_s: float = 60.0,
+    seed: int = 0,
+    client_rtt_s: float = 0.002,
+    ramp_s: float = 0.0,
+    sampler=sample_request,
+) -> dict:
     """Closed loop of ``users`` users for ``duration_s`` virtual seconds.
 
     Statistics cover requests that *arrive* after ``warmup_s`` and finish

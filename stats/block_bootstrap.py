@@ -20,8 +20,13 @@ LATENCY = ("ttft", "ttfa", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99")
 RATES = ("requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
 METRIC_NAMES = [f"{m}.{s}" for m in LATENCY for s in STATS] + list(RATES) + ["error_rate"]
-UNITS = {**{f"{m}.{s}": "ms" for m in LATENCY for s in STATS}, "requests_per_s": "req/s",
-         "output_tokens_per_s": "tok/s", "total_tokens_per_s": "tok/s", "error_rate": "%"}  # fmt: skip
+UNITS = {
+    **{f"{m}.{s}": "ms" for m in LATENCY for s in STATS},
+    "requests_per_s": "req/s",
+    "output_tokens_per_s": "tok/s",
+    "total_tokens_per_s": "tok/s",
+    "error_rate": "%",
+}
 MAX_GROUPS = 20_000  # exact up to this many values; above, rank groups of n / 20000 values
 
 
@@ -56,9 +61,15 @@ def prepare(path: str) -> Prepared:
         good = ok & ~np.isnan(v)
         values[metric] = _sorted(v[good], np.nonzero(good)[0])
     return Prepared(
-        run, wall, wall + e2e, ok, failed, df["request_class"].astype(str).to_numpy(), df["step"].to_numpy(),
+        run,
+        wall,
+        wall + e2e,
+        ok,
+        failed,
+        df["request_class"].astype(str).to_numpy(),
+        df["step"].to_numpy(),
         values,
-    )  # fmt: skip
+    )
 
 
 def _sorted(v: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,8 +97,13 @@ def scopes(p: Prepared) -> dict[str, Scope]:
         out[name] = Scope(name, f"class {name}", start, end, inside & (p.cls == name), p.cls == name)
     for st in p.run.summary.by_step or []:
         s, e = st.window.start, st.window.end
-        out[f"step:{st.step}"] = Scope(f"step:{st.step}", f"step {st.step} ({st.users:g} users)", s, e,
-                                       (p.step == st.step) & (p.wall >= s) & (p.wall <= e))  # fmt: skip
+        out[f"step:{st.step}"] = Scope(
+            f"step:{st.step}",
+            f"step {st.step} ({st.users:g} users)",
+            s,
+            e,
+            (p.step == st.step) & (p.wall >= s) & (p.wall <= e),
+        )
     return out
 
 
@@ -114,7 +130,9 @@ def block_starts(p: Prepared, sc: Scope) -> tuple[np.ndarray, list[int]]:
     if strata.size <= 1:
         k = n_blocks(sc.end - sc.start)
         return np.linspace(sc.start, sc.end, k + 1)[:-1], [k]
-    spans = sorted((float(p.wall[idx[steps == st]].min()), float(p.wall[idx[steps == st]].max())) for st in strata.tolist())
+    spans = sorted(
+        (float(p.wall[idx[steps == st]].min()), float(p.wall[idx[steps == st]].max())) for st in strata.tolist()
+    )
     starts, sizes = [], []
     for lo, hi in spans:  # one stratum per load step (a handful)
         k = n_blocks(hi - lo)
@@ -205,7 +223,11 @@ def measure(p: Prepared, sc: Scope, seed: int, role: str, resamples: int) -> tup
     completed = np.bincount(block_at(starts, p.done[fin]), minlength=k).astype(float)
     edges = np.maximum.accumulate(np.concatenate([[sc.start], starts[1:], [sc.end]]))
     out_tok, prompt_tok = tokens_by_interval(p.run, edges, sc.group)
-    for name, per_block in (("requests_per_s", completed), ("output_tokens_per_s", out_tok), ("total_tokens_per_s", out_tok + prompt_tok)):
+    for name, per_block in (
+        ("requests_per_s", completed),
+        ("output_tokens_per_s", out_tok),
+        ("total_tokens_per_s", out_tok + prompt_tok),
+    ):
         value = float(per_block.sum() / window) if window > 0 else None
         out[name] = (value, (weights @ per_block) / window if window > 0 else np.full(weights.shape[0], np.nan))
     ended = sc.select & (p.ok | p.failed)

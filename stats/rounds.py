@@ -87,8 +87,14 @@ def verdict(lo: float | None, hi: float | None, higher_is_better: bool) -> str:
     return NO_DIFFERENCE
 
 
-def rounds_difference(a: list[float], b: list[float], higher_is_better: bool, confidence: float = 0.95,
-                      a_reps: list[np.ndarray] | None = None, b_reps: list[np.ndarray] | None = None) -> RoundsDifference:  # fmt: skip
+def rounds_difference(
+    a: list[float],
+    b: list[float],
+    higher_is_better: bool,
+    confidence: float = 0.95,
+    a_reps: list[np.ndarray] | None = None,
+    b_reps: list[np.ndarray] | None = None,
+) -> RoundsDifference:
     """See the module's docstring. `a[r]`, `b[r]`: the metric of round r's runs; `a_reps[r]`,
     `b_reps[r]`: their bootstrap replicates (the same count for every run), or None."""
     if len(a) != len(b) or not a:
@@ -99,7 +105,9 @@ def rounds_difference(a: list[float], b: list[float], higher_is_better: bool, co
     diff = float(d.mean())
     within = between = None
     if a_reps is not None and b_reps is not None:
-        reps = np.mean([np.asarray(rb, dtype=float) - np.asarray(ra, dtype=float) for ra, rb in zip(a_reps, b_reps)], axis=0)
+        reps = np.mean(
+            [np.asarray(rb, dtype=float) - np.asarray(ra, dtype=float) for ra, rb in zip(a_reps, b_reps)], axis=0
+        )
         finite = reps[np.isfinite(reps)]
         if finite.size >= ENOUGH * reps.size and finite.size:
             alpha = (1 - confidence) / 2 * 100
@@ -110,12 +118,14 @@ def rounds_difference(a: list[float], b: list[float], higher_is_better: bool, co
     widths = [w for w in (within, between) if w is not None and math.isfinite(w)]
     half = max(widths) if widths else None
     lo, hi = (diff - half, diff + half) if half is not None else (None, None)
-    return RoundsDifference(n, float(av.mean()), float(bv.mean()), diff, lo, hi, half, within, between,
-                            verdict(lo, hi, higher_is_better))  # fmt: skip
+    return RoundsDifference(
+        n, float(av.mean()), float(bv.mean()), diff, lo, hi, half, within, between, verdict(lo, hi, higher_is_better)
+    )
 
 
-def bracket_difference(a: list[tuple[float, float | None]], b: list[tuple[float, float | None]],
-                       higher_is_better: bool = True) -> tuple[float | None, float | None, str]:  # fmt: skip
+def bracket_difference(
+    a: list[tuple[float, float | None]], b: list[tuple[float, float | None]], higher_is_better: bool = True
+) -> tuple[float | None, float | None, str]:
     """The difference of two quantities each known per round only as an interval [lo, hi) (a
     capacity search's answer: [level met, level missed); hi None when none missed): the interval
     of the mean difference, [mean(B.lo - A.hi), mean(B.hi - A.lo)], and "better" only when B met,

@@ -36,21 +36,46 @@ NO_POINT = Point(0, {}, {})
 def add_arguments(ap, common) -> None:
     for side in ("a", "b"):
         S = side.upper()
-        ap.add_argument(f"--{side}-server", default=None, help=f"{S}: a command template with {{port}}, started per run")
+        ap.add_argument(
+            f"--{side}-server", default=None, help=f"{S}: a command template with {{port}}, started per run"
+        )
         ap.add_argument(f"--{side}-url", default=None, help=f"{S}: a server already running at this URL")
-        ap.add_argument(f"--{side}-set", action="append", default=[], metavar="NAME=VALUE",
-                        help=f"{S}: a simulator profile field over --profile (repeatable)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds to run (each: one run of A, one of B); "
-                    "default: the sequential rule between --min-rounds and --max-rounds")
-    ap.add_argument("--min-rounds", type=int, default=2, help="sequential rule: first look after this many rounds (default 2)")
+        ap.add_argument(
+            f"--{side}-set",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help=f"{S}: a simulator profile field over --profile (repeatable)",
+        )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds to run (each: one run of A, one of B); "
+        "default: the sequential rule between --min-rounds and --max-rounds",
+    )
+    ap.add_argument(
+        "--min-rounds", type=int, default=2, help="sequential rule: first look after this many rounds (default 2)"
+    )
     ap.add_argument("--max-rounds", type=int, default=6, help="sequential rule: the budget of rounds (default 6)")
-    ap.add_argument("--min-effect", type=float, default=5.0,
-                    help="sequential rule: the smallest change worth finding, %% of A (default 5); stops once the "
-                         "interval lies within +-this")
-    ap.add_argument("--primary", default=None, help="the metric the rule watches: capacity with a capacity search as "
-                    "the load, else ttft.p95 (or tpot.p95, e2e.p95, total_tokens_per_s, goodput_per_s)")
-    ap.add_argument("--gate", default=None, help="metrics whose 'worse' fails the exit code, comma-separated, or all "
-                    "(default: the primary metric)")
+    ap.add_argument(
+        "--min-effect",
+        type=float,
+        default=5.0,
+        help="sequential rule: the smallest change worth finding, %% of A (default 5); stops once the "
+        "interval lies within +-this",
+    )
+    ap.add_argument(
+        "--primary",
+        default=None,
+        help="the metric the rule watches: capacity with a capacity search as "
+        "the load, else ttft.p95 (or tpot.p95, e2e.p95, total_tokens_per_s, goodput_per_s)",
+    )
+    ap.add_argument(
+        "--gate",
+        default=None,
+        help="metrics whose 'worse' fails the exit code, comma-separated, or all (default: the primary metric)",
+    )
     common(ap)
 
 
@@ -59,8 +84,9 @@ def config(args, side: str, start_timeout: float):
     given = [x for x in (server, url, sets or None) if x]
     S = side.upper()
     if len(given) != 1:
-        raise InputError(f"--{side}-server / --{side}-url / --{side}-set: give exactly one way to run {S} "
-                         f"(got {len(given)})")  # fmt: skip
+        raise InputError(
+            f"--{side}-server / --{side}-url / --{side}-set: give exactly one way to run {S} (got {len(given)})"
+        )
     if server:
         check_template(server, {}, option=f"--{side}-server")
         return TemplateServer(server, start_timeout)
@@ -108,7 +134,11 @@ def main_ab(args, load: list[str], command: str) -> int:
         if g not in DIRECTION:
             raise InputError(f"--gate {g}: choose among {', '.join(DIRECTION)}, or all")
     t = run_time_s(load)
-    bound = parse_duration("point-timeout", args.point_timeout) if args.point_timeout else (t + SLACK_S if t else UNKNOWN_RUN_S)
+    bound = (
+        parse_duration("point-timeout", args.point_timeout)
+        if args.point_timeout
+        else (t + SLACK_S if t else UNKNOWN_RUN_S)
+    )
     ab = AB(args.out, a, b, load, args.seed, bound, rule, primary, gate, command)
     if args.dry_run:
         ab.dry_run()
@@ -143,9 +173,11 @@ class AB:
     def _rule_text(self) -> str:
         if self.rule.min_rounds == self.rule.max_rounds:
             return f"{self.rule.max_rounds} (given), 95 % intervals"
-        return (f"sequential: {self.rule.min_rounds} to {self.rule.max_rounds}, stop once the {self.primary} interval "
-                f"excludes 0 or lies within +-{self.rule.min_effect_pct:g} %; each look at "
-                f"{self.rule.look_confidence:.2%} confidence (Bonferroni over {self.rule.looks} looks)")  # fmt: skip
+        return (
+            f"sequential: {self.rule.min_rounds} to {self.rule.max_rounds}, stop once the {self.primary} interval "
+            f"excludes 0 or lies within +-{self.rule.min_effect_pct:g} %; each look at "
+            f"{self.rule.look_confidence:.2%} confidence (Bonferroni over {self.rule.looks} looks)"
+        )
 
     def run(self) -> int:
         with lock_folder(self.folder):
@@ -167,9 +199,20 @@ class AB:
                         self.say(f"{head}: complete results folder, not run again")
                     else:
                         self.say(f"{head}: starting")
-                        out = run_one(self.configs[side], NO_POINT, folder, self.load, self.round_seed(r), self.bound,
-                                      journal, self.say, head)  # fmt: skip
-                        write_atomic(os.path.join(folder, "outcome.json"), json.dumps(out, indent=2, default=str) + "\n")
+                        out = run_one(
+                            self.configs[side],
+                            NO_POINT,
+                            folder,
+                            self.load,
+                            self.round_seed(r),
+                            self.bound,
+                            journal,
+                            self.say,
+                            head,
+                        )
+                        write_atomic(
+                            os.path.join(folder, "outcome.json"), json.dumps(out, indent=2, default=str) + "\n"
+                        )
                         if out["status"] != "done":
                             self.say(f"{head}: {out['status']} ({out.get('why')}); the A/B cannot go on")
                             journal.write("ab_end", status="not measured", side=side, round=r, why=out.get("why"))
@@ -181,8 +224,15 @@ class AB:
                 lo_pct, hi_pct = (p["lo_pct"], p["hi_pct"]) if p else (None, None)
                 decision = self.rule.decide(r, lo_pct, hi_pct)
                 self.say(f"round {r}: {self.primary} {_pct(p)}; {decision}")
-                journal.write("round_end", round=r, primary=self.primary, diff_pct=p and p["diff_pct"], lo_pct=lo_pct,
-                              hi_pct=hi_pct, decision=decision)  # fmt: skip
+                journal.write(
+                    "round_end",
+                    round=r,
+                    primary=self.primary,
+                    diff_pct=p and p["diff_pct"],
+                    lo_pct=lo_pct,
+                    hi_pct=hi_pct,
+                    decision=decision,
+                )
                 if decision != CONTINUE:
                     break
         except KeyboardInterrupt:
@@ -190,7 +240,11 @@ class AB:
             self.say("A/B interrupted; run the same command again to resume (complete runs are not run again)")
             return EXIT_INTERRUPTED
         result["stopped"] = decision
-        code = EXIT_WORSE if any(result["metrics"].get(g, {}).get("verdict") == WORSE for g in self.gate) else EXIT_NO_WORSE
+        code = (
+            EXIT_WORSE
+            if any(result["metrics"].get(g, {}).get("verdict") == WORSE for g in self.gate)
+            else EXIT_NO_WORSE
+        )
         result["exit_code"] = code
         self.write(result)
         journal.write("ab_end", exit_code=code, stopped=decision)
@@ -211,10 +265,22 @@ class AB:
             reps_b = [x[1]["round" if paired else "B"] for x in b] if have else None
             d = rounds_difference([x[0] for x in a], [x[0] for x in b], higher, conf, reps_a, reps_b)
             lo_pct, hi_pct = d.interval_pct
-            metrics[name] = {"unit": unit, "a": d.a, "b": d.b, "diff": d.diff, "diff_pct": d.diff_pct, "lo": d.lo,
-                             "hi": d.hi, "lo_pct": lo_pct, "hi_pct": hi_pct, "detectable": d.half_width,
-                             "detectable_pct": d.detectable_pct, "verdict": d.verdict,
-                             "within": d.within, "between": d.between}  # fmt: skip
+            metrics[name] = {
+                "unit": unit,
+                "a": d.a,
+                "b": d.b,
+                "diff": d.diff,
+                "diff_pct": d.diff_pct,
+                "lo": d.lo,
+                "hi": d.hi,
+                "lo_pct": lo_pct,
+                "hi_pct": hi_pct,
+                "detectable": d.half_width,
+                "detectable_pct": d.detectable_pct,
+                "verdict": d.verdict,
+                "within": d.within,
+                "between": d.between,
+            }
         caps_a = [v.get("capacity") for v in values["A"]]
         caps_b = [v.get("capacity") for v in values["B"]]
         if caps_a and all(c is not None for c in caps_a + caps_b):
@@ -223,12 +289,35 @@ class AB:
             mb = sum(c[0] for c in caps_b) / len(caps_b)
             pct = lambda x: None if x is None or not ma else x / ma * 100  # noqa: E731
             half = (hi - lo) / 2 if lo is not None and hi is not None else None
-            metrics["capacity"] = {"unit": "users", "a": ma, "b": mb, "diff": mb - ma, "diff_pct": pct(mb - ma), "lo": lo,
-                                   "hi": hi, "lo_pct": pct(lo), "hi_pct": pct(hi), "detectable": half,
-                                   "detectable_pct": pct(half), "verdict": verdict, "within": None, "between": None}  # fmt: skip
-        return {"rounds": n, "confidence": conf, "replicates": "paired" if paired else "independent", "rule": self._rule_text(), "primary": self.primary,
-                "gate": self.gate, "a": describe(self.configs["A"]), "b": describe(self.configs["B"]),
-                "load": self.load, "command": self.command, "metrics": metrics}  # fmt: skip
+            metrics["capacity"] = {
+                "unit": "users",
+                "a": ma,
+                "b": mb,
+                "diff": mb - ma,
+                "diff_pct": pct(mb - ma),
+                "lo": lo,
+                "hi": hi,
+                "lo_pct": pct(lo),
+                "hi_pct": pct(hi),
+                "detectable": half,
+                "detectable_pct": pct(half),
+                "verdict": verdict,
+                "within": None,
+                "between": None,
+            }
+        return {
+            "rounds": n,
+            "confidence": conf,
+            "replicates": "paired" if paired else "independent",
+            "rule": self._rule_text(),
+            "primary": self.primary,
+            "gate": self.gate,
+            "a": describe(self.configs["A"]),
+            "b": describe(self.configs["B"]),
+            "load": self.load,
+            "command": self.command,
+            "metrics": metrics,
+        }
 
     def write(self, result: dict) -> None:
         write_atomic(os.path.join(self.folder, AB_JSON), json.dumps(result, indent=2, default=str) + "\n")
@@ -266,11 +355,23 @@ HEADERS = ["metric", "A", "B", "B - A", "B - A %", "interval %", "verdict", "sma
 def table(result: dict) -> list[str]:
     rows = []
     for name, m in result["metrics"].items():
-        rows.append([f"{name} ({m['unit']})", _num(m["a"]), _num(m["b"]), _num(m["diff"]), _signed(m["diff_pct"]) + " %",
-                     f"[{_signed(m['lo_pct'])}, {_signed(m['hi_pct'])}]", m["verdict"],
-                     "-" if m["detectable_pct"] is None else f"±{m['detectable_pct']:.1f} %"])  # fmt: skip
+        rows.append(
+            [
+                f"{name} ({m['unit']})",
+                _num(m["a"]),
+                _num(m["b"]),
+                _num(m["diff"]),
+                _signed(m["diff_pct"]) + " %",
+                f"[{_signed(m['lo_pct'])}, {_signed(m['hi_pct'])}]",
+                m["verdict"],
+                "-" if m["detectable_pct"] is None else f"±{m['detectable_pct']:.1f} %",
+            ]
+        )
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(HEADERS)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def fmt(cells):
+        return "  ".join(c.ljust(w) if i in (0, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return [fmt(HEADERS), "-" * (sum(widths) + 2 * (len(widths) - 1))] + [fmt(r) for r in rows]
 
 
@@ -284,16 +385,24 @@ def summary_line(result: dict) -> str:
 
 
 def markdown(result: dict, lines: list[str]) -> str:
-    out = [f"## A/B: {result['a']} (A) against {result['b']} (B)", "",
-           f"**{summary_line(result)}**", "",
-           f"Rounds: {result['rule']}. Load: `{' '.join(result['load'])}`. Interval: {result['confidence']:.2%} "
-           "(stats/rounds.py: the larger of the within-run bootstrap and the between-round t half-widths). "
-           "*Smallest detectable*: the interval's half-width in % of A; a smaller change reads as no difference.", "",
-           "| " + " | ".join(HEADERS) + " |", "| --- |" + " ---: |" * 5 + " --- | ---: |"]  # fmt: skip
+    out = [
+        f"## A/B: {result['a']} (A) against {result['b']} (B)",
+        "",
+        f"**{summary_line(result)}**",
+        "",
+        f"Rounds: {result['rule']}. Load: `{' '.join(result['load'])}`. Interval: {result['confidence']:.2%} "
+        "(stats/rounds.py: the larger of the within-run bootstrap and the between-round t half-widths). "
+        "*Smallest detectable*: the interval's half-width in % of A; a smaller change reads as no difference.",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "| --- |" + " ---: |" * 5 + " --- | ---: |",
+    ]
     for name, m in result["metrics"].items():
-        out.append(f"| {name} ({m['unit']}) | {_num(m['a'])} | {_num(m['b'])} | {_num(m['diff'])} | {_signed(m['diff_pct'])} % | "
-                   f"[{_signed(m['lo_pct'])}, {_signed(m['hi_pct'])}] | {m['verdict']} | "
-                   f"{_detectable(m['detectable_pct'])} |")  # fmt: skip
+        out.append(
+            f"| {name} ({m['unit']}) | {_num(m['a'])} | {_num(m['b'])} | {_num(m['diff'])} | {_signed(m['diff_pct'])} % | "
+            f"[{_signed(m['lo_pct'])}, {_signed(m['hi_pct'])}] | {m['verdict']} | "
+            f"{_detectable(m['detectable_pct'])} |"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -39,14 +39,18 @@ def per_point(chart_id: str, title: str, y_label: str, labels: list[str], values
     slot = (WIDTH - RIGHT - LEFT) / len(labels)
     for i, label in enumerate(labels):
         cx = LEFT + slot * (i + 0.5)
-        out.append(f'<text x="{cx:.1f}" y="{bottom + 18}" class="tick" text-anchor="middle">{escape(_short(label, slot))}</text>')
+        out.append(
+            f'<text x="{cx:.1f}" y="{bottom + 18}" class="tick" text-anchor="middle">{escape(_short(label, slot))}</text>'
+        )
         if not math.isfinite(v[i]):
             out.append(f'<text x="{cx:.1f}" y="{bottom - 6}" class="note" text-anchor="middle">none</text>')
             continue
         y = float(ys(v[i]))
         _vbar(out, cx, ys, lo_[i], hi_[i], top)
-        out.append(f'<circle class="mark" cx="{cx:.1f}" cy="{y:.1f}" r="4.5" fill="{PALETTE[0]}"><title>{escape(label)}: '
-                   f"{fmt_num(v[i])} [{_b(lo_[i])}, {_b(hi_[i])}]</title></circle>")  # fmt: skip
+        out.append(
+            f'<circle class="mark" cx="{cx:.1f}" cy="{y:.1f}" r="4.5" fill="{PALETTE[0]}"><title>{escape(label)}: '
+            f"{fmt_num(v[i])} [{_b(lo_[i])}, {_b(hi_[i])}]</title></circle>"
+        )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -65,12 +69,20 @@ def _vbar(out: list[str], cx: float, ys: _Scale, lo: float, hi: float, top: floa
     y_hi = float(ys(hi)) if math.isfinite(hi) else top  # unbounded above: to the top, with an arrow
     if y_lo is None:
         return
-    out.append(f'<line class="errorbar" x1="{cx:.1f}" y1="{y_lo:.1f}" x2="{cx:.1f}" y2="{y_hi:.1f}" stroke="{BAR}" stroke-width="1.5"/>')
-    out.append(f'<line x1="{cx - 5:.1f}" y1="{y_lo:.1f}" x2="{cx + 5:.1f}" y2="{y_lo:.1f}" stroke="{BAR}" stroke-width="1.5"/>')
+    out.append(
+        f'<line class="errorbar" x1="{cx:.1f}" y1="{y_lo:.1f}" x2="{cx:.1f}" y2="{y_hi:.1f}" stroke="{BAR}" stroke-width="1.5"/>'
+    )
+    out.append(
+        f'<line x1="{cx - 5:.1f}" y1="{y_lo:.1f}" x2="{cx + 5:.1f}" y2="{y_lo:.1f}" stroke="{BAR}" stroke-width="1.5"/>'
+    )
     if math.isfinite(hi):
-        out.append(f'<line x1="{cx - 5:.1f}" y1="{y_hi:.1f}" x2="{cx + 5:.1f}" y2="{y_hi:.1f}" stroke="{BAR}" stroke-width="1.5"/>')
+        out.append(
+            f'<line x1="{cx - 5:.1f}" y1="{y_hi:.1f}" x2="{cx + 5:.1f}" y2="{y_hi:.1f}" stroke="{BAR}" stroke-width="1.5"/>'
+        )
     else:
-        out.append(f'<path d="M{cx - 5:.1f},{y_hi + 7:.1f}L{cx:.1f},{y_hi:.1f}L{cx + 5:.1f},{y_hi + 7:.1f}" fill="none" stroke="{BAR}" stroke-width="1.5"/>')
+        out.append(
+            f'<path d="M{cx - 5:.1f},{y_hi + 7:.1f}L{cx:.1f},{y_hi:.1f}L{cx + 5:.1f},{y_hi + 7:.1f}" fill="none" stroke="{BAR}" stroke-width="1.5"/>'
+        )
 
 
 def pareto_front(x: np.ndarray, y: np.ndarray) -> list[int]:
@@ -80,8 +92,20 @@ def pareto_front(x: np.ndarray, y: np.ndarray) -> list[int]:
     return sorted(front, key=lambda i: x[i])
 
 
-def pareto(chart_id: str, title: str, x_label: str, y_label: str, labels: list[str], x, x_lo, x_hi, y, y_lo, y_hi,
-           note: str = "") -> str:  # fmt: skip
+def pareto(
+    chart_id: str,
+    title: str,
+    x_label: str,
+    y_label: str,
+    labels: list[str],
+    x,
+    x_lo,
+    x_hi,
+    y,
+    y_lo,
+    y_hi,
+    note: str = "",
+) -> str:
     """Throughput against P95 TTFT, a marker per point with both intervals as bars, and the front
     (the points no other point beats on both) joined by a line."""
     xv, xl, xh, yv, yl, yh = (np.array([_num(a) for a in arr]) for arr in (x, x_lo, x_hi, y, y_lo, y_hi))
@@ -100,17 +124,25 @@ def pareto(chart_id: str, title: str, x_label: str, y_label: str, labels: list[s
     _axes(out, chart, xs, ys, xt, yt, top)
     front = pareto_front(xv, yv)
     if len(front) > 1:
-        d = "".join(("M" if k == 0 else "L") + f"{float(xs(xv[i])):.1f},{float(ys(yv[i])):.1f}" for k, i in enumerate(front))
-        out.append(f'<path class="front" d="{d}" fill="none" stroke="{PALETTE[1]}" stroke-width="2" stroke-dasharray="6 4"/>')
+        d = "".join(
+            ("M" if k == 0 else "L") + f"{float(xs(xv[i])):.1f},{float(ys(yv[i])):.1f}" for k, i in enumerate(front)
+        )
+        out.append(
+            f'<path class="front" d="{d}" fill="none" stroke="{PALETTE[1]}" stroke-width="2" stroke-dasharray="6 4"/>'
+        )
     for i in np.nonzero(ok)[0].tolist():
         cx, cy = float(xs(xv[i])), float(ys(yv[i]))
         _vbar(out, cx, ys, yl[i], yh[i], top)
         if math.isfinite(xl[i]) and math.isfinite(xh[i]):
             x0, x1 = float(xs(xl[i])), float(xs(xh[i]))
-            out.append(f'<line class="errorbar" x1="{x0:.1f}" y1="{cy:.1f}" x2="{x1:.1f}" y2="{cy:.1f}" stroke="{BAR}" stroke-width="1.5"/>')
+            out.append(
+                f'<line class="errorbar" x1="{x0:.1f}" y1="{cy:.1f}" x2="{x1:.1f}" y2="{cy:.1f}" stroke="{BAR}" stroke-width="1.5"/>'
+            )
         color = PALETTE[1] if i in front else PALETTE[0]
-        out.append(f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" fill="{color}"><title>{escape(labels[i])}: '
-                   f"{fmt_num(yv[i])} [{_b(yl[i])}, {_b(yh[i])}] at {fmt_num(xv[i])} [{_b(xl[i])}, {_b(xh[i])}]</title></circle>")  # fmt: skip
+        out.append(
+            f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" fill="{color}"><title>{escape(labels[i])}: '
+            f"{fmt_num(yv[i])} [{_b(yl[i])}, {_b(yh[i])}] at {fmt_num(xv[i])} [{_b(xl[i])}, {_b(xh[i])}]</title></circle>"
+        )
         out.append(f'<text x="{cx + 7:.1f}" y="{cy - 6:.1f}" class="tick">{escape(_short(labels[i], 140))}</text>')
     out.append("</svg>")
     return "\n".join(out)

@@ -24,14 +24,16 @@ import os
 import shlex
 import signal
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from core.durations import parse_duration
 from core.errors import InputError
 
 DEFAULT_PROFILE = "v100-7b-tp8"
-LOAD_HELP = ("The load of every run follows --: the arguments of locust -f locustfile.py --headless, e.g. "
-             "-- --find-capacity --slo 'ttft.p95<5s' -t 20m, or -- -u 32 -t 120s (docs/tuning.md).")
+LOAD_HELP = (
+    "The load of every run follows --: the arguments of locust -f locustfile.py --headless, e.g. "
+    "-- --find-capacity --slo 'ttft.p95<5s' -t 20m, or -- -u 32 -t 120s (docs/tuning.md)."
+)
 
 
 def split_load(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -42,28 +44,51 @@ def split_load(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _common(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--profile", default=None, help=f"base simulator profile when no server is given (default {DEFAULT_PROFILE})")
-    ap.add_argument("--out", default=None, help="the folder of the sweep (default results/<kind>-<UTC time>); "
-                    "give the same folder again to resume")
+    ap.add_argument(
+        "--profile", default=None, help=f"base simulator profile when no server is given (default {DEFAULT_PROFILE})"
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="the folder of the sweep (default results/<kind>-<UTC time>); give the same folder again to resume",
+    )
     ap.add_argument("--start-timeout", default="300s", help="longest wait for a server to be ready (default 300s)")
-    ap.add_argument("--point-timeout", default=None,
-                    help="longest load run per point (default: its -t plus 120 s, or 30 min without -t)")
+    ap.add_argument(
+        "--point-timeout",
+        default=None,
+        help="longest load run per point (default: its -t plus 120 s, or 30 min without -t)",
+    )
     ap.add_argument("--seed", type=int, default=1, help="request-sequence seed of every run (default 1)")
     ap.add_argument("--gpus", type=int, default=None, help="the deployment's GPU count: throughput per GPU")
     ap.add_argument("--dry-run", action="store_true", help="print every run's commands; start nothing")
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m sweeps", description="Sweeps of server settings and A/B of one change.")
+    ap = argparse.ArgumentParser(
+        prog="python -m sweeps", description="Sweeps of server settings and A/B of one change."
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     s = sub.add_parser("run", help="a grid of server settings, one run per point, ranked", epilog=LOAD_HELP)
-    s.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2",
-                   help="a setting and its values (repeatable); the points are every combination")
+    s.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="a setting and its values (repeatable); the points are every combination",
+    )
     s.add_argument("--grid", default=None, help="a YAML or JSON file: NAME: [V1, V2] per setting")
-    s.add_argument("--server", default=None, help="command template started per point, with {port} and a "
-                   "{NAME} per setting; without it the built-in simulator runs with the settings as profile fields")
-    s.add_argument("--rank", default="auto", help="ranking: capacity, throughput or ttft; auto (default): by "
-                   "capacity when the load is a capacity search, else by throughput")
+    s.add_argument(
+        "--server",
+        default=None,
+        help="command template started per point, with {port} and a "
+        "{NAME} per setting; without it the built-in simulator runs with the settings as profile fields",
+    )
+    s.add_argument(
+        "--rank",
+        default="auto",
+        help="ranking: capacity, throughput or ttft; auto (default): by "
+        "capacity when the load is a capacity search, else by throughput",
+    )
     _common(s)
     from sweeps.ab import add_arguments
 
@@ -76,7 +101,7 @@ def _interrupt(signum, frame):
 
 
 def default_out(kind: str) -> str:
-    return os.path.join("results", f"{kind}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}")
+    return os.path.join("results", f"{kind}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,9 +152,19 @@ def main_run(args, load: list[str], command: str) -> int:
     if isinstance(server, SimulatorServer):
         for p in pts:
             server.check(p)
-    sw = Sweep(args.out or default_out("sweep"), pts, server, load, seed=args.seed, point_timeout=point_timeout,
-               ranking=args.rank, gpus=args.gpus, settings=list(grid), command=command,
-               say=lambda line: print(line, flush=True))  # fmt: skip
+    sw = Sweep(
+        args.out or default_out("sweep"),
+        pts,
+        server,
+        load,
+        seed=args.seed,
+        point_timeout=point_timeout,
+        ranking=args.rank,
+        gpus=args.gpus,
+        settings=list(grid),
+        command=command,
+        say=lambda line: print(line, flush=True),
+    )
     if args.dry_run:
         dry_run(sw)
         return 0

@@ -38,8 +38,9 @@ def capacity_level(summary):
     return max(met, key=lambda st: st.steps, default=None)
 
 
-def point_figures(run_folder: str, gpus: int | None = None, seed: int = 0, resamples: int = RESAMPLES,
-                  confidence: float = CONFIDENCE) -> dict:  # fmt: skip
+def point_figures(
+    run_folder: str, gpus: int | None = None, seed: int = 0, resamples: int = RESAMPLES, confidence: float = CONFIDENCE
+) -> dict:
     """The figures of one point's results folder (see the module's docstring)."""
     p = prepare(run_folder)
     summary = p.run.summary
@@ -65,17 +66,26 @@ def point_figures(run_folder: str, gpus: int | None = None, seed: int = 0, resam
         "scope": sc.key,
         "users": level.users if level is not None else None,
         "requests": int((sc.select & p.ok).sum()),
-        "slo": cap.slo if cap is not None else (", ".join(o.objective for o in summary.slo.objectives) if summary.slo else None),
+        "slo": cap.slo
+        if cap is not None
+        else (", ".join(o.objective for o in summary.slo.objectives) if summary.slo else None),
         "slo_state": _slo_state(summary),
-        "capacity": None, "capacity_lo": None, "capacity_hi": None, "capacity_sentence": cap.sentence if cap else None,
-        "throughput": _div(tput, per), "throughput_lo": _div(tput_ci[0], per), "throughput_hi": _div(tput_ci[1], per),
+        "capacity": None,
+        "capacity_lo": None,
+        "capacity_hi": None,
+        "capacity_sentence": cap.sentence if cap else None,
+        "throughput": _div(tput, per),
+        "throughput_lo": _div(tput_ci[0], per),
+        "throughput_hi": _div(tput_ci[1], per),
         "per_gpu": gpus is not None,
-        "ttft_p95_ms": _finite(ttft), "ttft_p95_ms_lo": _finite(ttft_ci[0]), "ttft_p95_ms_hi": _finite(ttft_ci[1]),
+        "ttft_p95_ms": _finite(ttft),
+        "ttft_p95_ms_lo": _finite(ttft_ci[0]),
+        "ttft_p95_ms_hi": _finite(ttft_ci[1]),
         "requests_per_s": _finite(values["requests_per_s"][0]),
         "goodput_per_s": _finite(block.goodput.requests_per_s),
         "error_rate": _finite(values["error_rate"][0]),
         "confidence": confidence,
-    }  # fmt: skip
+    }
     if cap is not None:
         if cap.users is not None:
             out["capacity"], out["capacity_lo"], out["capacity_hi"] = cap.users, cap.users, cap.next_failing_users
@@ -93,8 +103,9 @@ def level_scope(p, level) -> Scope:
     undecided level), sent inside its window."""
     inside = (p.wall >= level.window.start) & (p.wall <= level.window.end)
     steps = (p.step >= level.step) & (p.step < level.step + max(1, level.steps))
-    return Scope(f"step:{level.step}", f"{level.users} users", level.window.start, level.window.end,
-                 np.asarray(inside & steps))  # fmt: skip
+    return Scope(
+        f"step:{level.step}", f"{level.users} users", level.window.start, level.window.end, np.asarray(inside & steps)
+    )
 
 
 def _objective(level, metric: str):
@@ -150,11 +161,17 @@ def run_values(run_folder: str, seed: int, roles: tuple[str, ...], resamples: in
             good = _finite(summary.overall.goodput.requests_per_s)
             rate = by_role[roles[0]]["requests_per_s"][0]
             share = good / rate if good is not None and rate else None
-            out[name] = (good, {role: v["requests_per_s"][1] * share for role, v in by_role.items()} if share is not None else None)
+            out[name] = (
+                good,
+                {role: v["requests_per_s"][1] * share for role, v in by_role.items()} if share is not None else None,
+            )
     cap = summary.capacity
     if cap is not None:
         if cap.users is not None:
-            out["capacity"] = (float(cap.users), None if cap.next_failing_users is None else float(cap.next_failing_users))
+            out["capacity"] = (
+                float(cap.users),
+                None if cap.next_failing_users is None else float(cap.next_failing_users),
+            )
         elif cap.next_failing_users is not None and not any(u < cap.next_failing_users for u in cap.undecided):
             out["capacity"] = (0.0, float(cap.next_failing_users))
         else:

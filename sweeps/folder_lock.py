@@ -20,6 +20,8 @@ def lock_folder(folder: str):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.close()
-        raise InputError(f"--out {folder}: another sweep or A/B is running in this folder now; wait for it to end, "
-                         "or give another --out") from None  # fmt: skip
+        raise InputError(
+            f"--out {folder}: another sweep or A/B is running in this folder now; wait for it to end, "
+            "or give another --out"
+        ) from None
     return f

@@ -67,7 +67,9 @@ def parse_param(text: str, option: str = "--param") -> tuple[str, list[str]]:
     if not sep:
         raise InputError(f"{option} {text!r}: no '=': write NAME=V1,V2, e.g. max_num_seqs=64,128,256")
     if not NAME.match(name):
-        raise InputError(f"{option} {text!r}: {name!r} is not a parameter name (letters, digits, _; not starting with a digit)")
+        raise InputError(
+            f"{option} {text!r}: {name!r} is not a parameter name (letters, digits, _; not starting with a digit)"
+        )
     if name == PORT:
         raise InputError(f"{option} {text!r}: {{port}} is the free port the suite picks; name the parameter otherwise")
     items = [v.strip() for v in values.split(",")]
@@ -130,14 +132,18 @@ def template_fields(template: str, option: str = "--server") -> set[str]:
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as e:
-        raise InputError(f"{option}: the template's braces do not match ({e}); write a literal brace as {{{{ or }}}}") from None
+        raise InputError(
+            f"{option}: the template's braces do not match ({e}); write a literal brace as {{{{ or }}}}"
+        ) from None
     names = set()
     for _text_part, name, spec, conv in parsed:
         if name is None:
             continue
         if not NAME.match(name) or spec or conv:
-            raise InputError(f"{option}: {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} is not a "
-                             "parameter field; write {NAME} with the name of a --param, or {port}")  # fmt: skip
+            raise InputError(
+                f"{option}: {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} is not a "
+                "parameter field; write {NAME} with the name of a --param, or {port}"
+            )
         names.add(name)
     return names
 
@@ -146,16 +152,21 @@ def check_template(template: str, grid: dict[str, list[str]], option: str = "--s
     """Every field of the template is a grid parameter (or {port}), and every parameter is used."""
     used = template_fields(template, option)
     if PORT not in used:
-        raise InputError(f"{option}: the template has no {{port}}; the suite picks a free port per point, e.g. "
-                         "'vllm serve M --port {port}'")  # fmt: skip
+        raise InputError(
+            f"{option}: the template has no {{port}}; the suite picks a free port per point, e.g. "
+            "'vllm serve M --port {port}'"
+        )
     missing = sorted(used - {PORT} - set(grid))
     if missing:
-        raise InputError(f"{option}: the template names {{{missing[0]}}} but the grid has no parameter {missing[0]}: "
-                         f"add --param {missing[0]}=... or take {{{missing[0]}}} out of the template")  # fmt: skip
+        raise InputError(
+            f"{option}: the template names {{{missing[0]}}} but the grid has no parameter {missing[0]}: "
+            f"add --param {missing[0]}=... or take {{{missing[0]}}} out of the template"
+        )
     unused = [n for n in grid if n not in used]
     if unused:
-        raise InputError(f"--param {unused[0]}: the template never uses {{{unused[0]}}}: add it to {option} or drop "
-                         "the parameter")  # fmt: skip
+        raise InputError(
+            f"--param {unused[0]}: the template never uses {{{unused[0]}}}: add it to {option} or drop the parameter"
+        )
 
 
 def fill(template: str, point: Point, port: int) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 JOURNAL = "journal.jsonl"
 
@@ -17,8 +17,12 @@ class Journal:
         self.path = os.path.join(folder, JOURNAL)
 
     def write(self, event: str, **fields) -> None:
-        line = {"t": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "unix": round(time.time(), 3),
-                "event": event, **fields}  # fmt: skip
+        line = {
+            "t": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "unix": round(time.time(), 3),
+            "event": event,
+            **fields,
+        }
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(line, default=str) + "\n")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from core.durations import duration_s
 from core.errors import InputError
 from core.server_process import ServerProcess
-from runfolder.layout import SUMMARY
 from metrics.schema import load_summary
+from runfolder.layout import SUMMARY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCUSTFILE = os.path.join(ROOT, "locustfile.py")
@@ -42,8 +42,10 @@ def check_load_args(args: list[str]) -> None:
     for a in args:
         name = a.split("=", 1)[0]
         if name in OWN:
-            raise InputError(f"{name} after --: the sweep sets it for each run (the server's URL, the point's results "
-                             "folder); leave it out of the load arguments")  # fmt: skip
+            raise InputError(
+                f"{name} after --: the sweep sets it for each run (the server's URL, the point's results "
+                "folder); leave it out of the load arguments"
+            )
 
 
 def run_time_s(args: list[str]) -> float | None:
@@ -67,8 +69,22 @@ def has_option(args: list[str], *names: str) -> bool:
 
 
 def locust_argv(url: str, point_folder: str, args: list[str], seed: int | None) -> list[str]:
-    argv = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--host", url,
-            "--results-dir", point_folder, "--run-id", RUN_ID, "--overwrite", *args]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--headless",
+        "--host",
+        url,
+        "--results-dir",
+        point_folder,
+        "--run-id",
+        RUN_ID,
+        "--overwrite",
+        *args,
+    ]
     if seed is not None and not has_option(args, "--seed"):
         argv += ["--seed", str(seed)]
     return argv
@@ -85,8 +101,15 @@ def is_complete(point_folder: str) -> bool:
         return False
 
 
-def run_load(url: str, point_folder: str, args: list[str], *, seed: int | None, bound_s: float,
-             server: ServerProcess | None = None) -> LoadResult:  # fmt: skip
+def run_load(
+    url: str,
+    point_folder: str,
+    args: list[str],
+    *,
+    seed: int | None,
+    bound_s: float,
+    server: ServerProcess | None = None,
+) -> LoadResult:
     """Runs the load to its end; stops it (SIGINT, then SIGKILL to its group) when `bound_s` passes
     or the server exits. Locust's output goes to the point's locust.log."""
     os.makedirs(point_folder, exist_ok=True)
@@ -95,8 +118,15 @@ def run_load(url: str, point_folder: str, args: list[str], *, seed: int | None, 
     with open(os.path.join(point_folder, LOAD_LOG), "wb") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())
         log.flush()
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     folder = os.path.join(point_folder, RUN_ID)
     try:
         while True:

@@ -11,8 +11,8 @@ A new ranking is one function:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 BEST = "best"
 NO_DIFFERENCE = "no difference measured"
@@ -105,18 +105,33 @@ def rank(rows: list[dict], name: str) -> dict:
     scored = [(row, est) for row in rows if row.get("status") == "done" and (est := r.figure(row)) is not None]
     sign = -1 if r.higher_is_better else 1
     scored.sort(key=lambda pair: (sign * pair[1].value, pair[0].get("index", 0)))
-    order = [{"point": row["point"], "label": row.get("label", row["point"]), "value": est.value, "lo": est.lo,
-              "hi": est.hi} for row, est in scored]  # fmt: skip
-    out = {"ranking": r.name, "by": r.label, "higher_is_better": r.higher_is_better, "order": order,
-           "best": None, "runner_up": None, "margin": None, "margin_pct": None, "verdict": NONE, "exit_code": EXIT_NONE,
-           "sentence": f"no point has a {r.label}"}  # fmt: skip
+    order = [
+        {"point": row["point"], "label": row.get("label", row["point"]), "value": est.value, "lo": est.lo, "hi": est.hi}
+        for row, est in scored
+    ]
+    out = {
+        "ranking": r.name,
+        "by": r.label,
+        "higher_is_better": r.higher_is_better,
+        "order": order,
+        "best": None,
+        "runner_up": None,
+        "margin": None,
+        "margin_pct": None,
+        "verdict": NONE,
+        "exit_code": EXIT_NONE,
+        "sentence": f"no point has a {r.label}",
+    }
     if not scored:
         return out
     best_row, best = scored[0]
     out["best"] = order[0]
     if len(scored) == 1:
-        out.update(verdict=ONLY_ONE, exit_code=EXIT_BEST,
-                   sentence=f"{best_row.get('label')}: {_fmt(best.value)} ({r.label}); the only point measured")
+        out.update(
+            verdict=ONLY_ONE,
+            exit_code=EXIT_BEST,
+            sentence=f"{best_row.get('label')}: {_fmt(best.value)} ({r.label}); the only point measured",
+        )
         return out
     second_row, second = scored[1]
     out["runner_up"] = order[1]
@@ -125,15 +140,21 @@ def rank(rows: list[dict], name: str) -> dict:
     out["margin_pct"] = margin / abs(second.value) * 100 if second.value else None
     pct = f", {out['margin_pct']:.1f} %" if out["margin_pct"] is not None else ""
     if margin == 0 or overlap(best, second):
-        out.update(verdict=NO_DIFFERENCE, exit_code=EXIT_NO_DIFFERENCE,
-                   sentence=f"no difference measured between {best_row.get('label')} ({_fmt(best.value)} {_iv(best)}) and "
-                            f"{second_row.get('label')} ({_fmt(second.value)} {_iv(second)}): their intervals overlap "
-                            f"({r.label})")  # fmt: skip
+        out.update(
+            verdict=NO_DIFFERENCE,
+            exit_code=EXIT_NO_DIFFERENCE,
+            sentence=f"no difference measured between {best_row.get('label')} ({_fmt(best.value)} {_iv(best)}) and "
+            f"{second_row.get('label')} ({_fmt(second.value)} {_iv(second)}): their intervals overlap "
+            f"({r.label})",
+        )
     else:
-        out.update(verdict=BEST, exit_code=EXIT_BEST,
-                   sentence=f"best: {best_row.get('label')} with {_fmt(best.value)} {_iv(best)} ({r.label}), "
-                            f"{'above' if r.higher_is_better else 'below'} the runner-up {second_row.get('label')} "
-                            f"({_fmt(second.value)} {_iv(second)}) by {_fmt(margin)}{pct}, beyond both intervals")  # fmt: skip
+        out.update(
+            verdict=BEST,
+            exit_code=EXIT_BEST,
+            sentence=f"best: {best_row.get('label')} with {_fmt(best.value)} {_iv(best)} ({r.label}), "
+            f"{'above' if r.higher_is_better else 'below'} the runner-up {second_row.get('label')} "
+            f"({_fmt(second.value)} {_iv(second)}) by {_fmt(margin)}{pct}, beyond both intervals",
+        )
     return out
 
 

@@ -38,35 +38,84 @@ def build_charts(rows: list[dict], meta: dict) -> list[str]:
     labels = [r["label"] for r in rows]
     per_gpu = " per GPU" if meta.get("gpus") else ""
     if any(r.get("capacity") is not None for r in rows):
-        first = charts.per_point("capacity", "Capacity at the SLO per point", "users",
-                                 labels, [r.get("capacity") for r in rows], [r.get("capacity_lo") for r in rows],
-                                 [r.get("capacity_hi") for r in rows],
-                                 note="bar: [level met, level missed); an arrow: no level missed")  # fmt: skip
+        first = charts.per_point(
+            "capacity",
+            "Capacity at the SLO per point",
+            "users",
+            labels,
+            [r.get("capacity") for r in rows],
+            [r.get("capacity_lo") for r in rows],
+            [r.get("capacity_hi") for r in rows],
+            note="bar: [level met, level missed); an arrow: no level missed",
+        )
     else:
-        first = charts.per_point("capacity", f"Throughput per point (no capacity search){per_gpu}", f"total tokens/s{per_gpu}",
-                                 labels, [r.get("throughput") for r in rows], [r.get("throughput_lo") for r in rows],
-                                 [r.get("throughput_hi") for r in rows], note="bar: 95 % bootstrap interval")  # fmt: skip
-    second = charts.pareto("pareto", f"Throughput{per_gpu} against P95 TTFT", "P95 TTFT (ms)", f"total tokens/s{per_gpu}",
-                           labels, *([r.get(k) for r in rows] for k in ("ttft_p95_ms", "ttft_p95_ms_lo", "ttft_p95_ms_hi",
-                                                                         "throughput", "throughput_lo", "throughput_hi")),
-                           note="at each point's capacity level (or its whole run); bars: 95 % intervals")  # fmt: skip
+        first = charts.per_point(
+            "capacity",
+            f"Throughput per point (no capacity search){per_gpu}",
+            f"total tokens/s{per_gpu}",
+            labels,
+            [r.get("throughput") for r in rows],
+            [r.get("throughput_lo") for r in rows],
+            [r.get("throughput_hi") for r in rows],
+            note="bar: 95 % bootstrap interval",
+        )
+    second = charts.pareto(
+        "pareto",
+        f"Throughput{per_gpu} against P95 TTFT",
+        "P95 TTFT (ms)",
+        f"total tokens/s{per_gpu}",
+        labels,
+        *(
+            [r.get(k) for r in rows]
+            for k in ("ttft_p95_ms", "ttft_p95_ms_lo", "ttft_p95_ms_hi", "throughput", "throughput_lo", "throughput_hi")
+        ),
+        note="at each point's capacity level (or its whole run); bars: 95 % intervals",
+    )
     return [first, second]
 
 
 def view(rows: list[dict], ranked: dict, meta: dict) -> dict:
     per_gpu = " per GPU" if meta.get("gpus") else ""
-    headers = ["point", "status", "capacity (users)", "interval", f"throughput{per_gpu} (tok/s)", "interval",
-               "P95 TTFT (ms)", "interval", "goodput (req/s)", "error %"]  # fmt: skip
+    headers = [
+        "point",
+        "status",
+        "capacity (users)",
+        "interval",
+        f"throughput{per_gpu} (tok/s)",
+        "interval",
+        "P95 TTFT (ms)",
+        "interval",
+        "goodput (req/s)",
+        "error %",
+    ]
     table = []
     for r in rows:
-        table.append([r["label"], r["status"], _fmt(r.get("capacity")), _iv(r, "capacity"), _fmt(r.get("throughput")),
-                      _iv(r, "throughput"), _fmt(r.get("ttft_p95_ms")), _iv(r, "ttft_p95_ms"), _fmt(r.get("goodput_per_s")),
-                      _fmt(r.get("error_rate"))])  # fmt: skip
+        table.append(
+            [
+                r["label"],
+                r["status"],
+                _fmt(r.get("capacity")),
+                _iv(r, "capacity"),
+                _fmt(r.get("throughput")),
+                _iv(r, "throughput"),
+                _fmt(r.get("ttft_p95_ms")),
+                _iv(r, "ttft_p95_ms"),
+                _fmt(r.get("goodput_per_s")),
+                _fmt(r.get("error_rate")),
+            ]
+        )
     failed = [r for r in rows if r["status"] != "done"]
     others = [o["sentence"] for o in (meta.get("other_rankings") or {}).values()]
-    return {"title": os.path.basename(os.path.abspath(meta["folder"])), "ranked": ranked, "headers": headers,
-            "table": table, "failed": failed, "others": others, "command": meta.get("command", ""),
-            "load": " ".join(meta.get("load") or [])}  # fmt: skip
+    return {
+        "title": os.path.basename(os.path.abspath(meta["folder"])),
+        "ranked": ranked,
+        "headers": headers,
+        "table": table,
+        "failed": failed,
+        "others": others,
+        "command": meta.get("command", ""),
+        "load": " ".join(meta.get("load") or []),
+    }
 
 
 def write_report(folder: str, rows: list[dict], ranked: dict, meta: dict) -> list[str]:

@@ -58,8 +58,9 @@ class TemplateServer:
         command = fill(self.template, point, port)
         argv = shlex.split(command)
         url = f"http://127.0.0.1:{port}"
-        proc = ServerProcess(argv, os.path.join(folder, SERVER_LOG), name="server", url=url,
-                             start_timeout=self.start_timeout)  # fmt: skip
+        proc = ServerProcess(
+            argv, os.path.join(folder, SERVER_LOG), name="server", url=url, start_timeout=self.start_timeout
+        )
         return Launch(url, proc, command)
 
 
@@ -92,10 +93,27 @@ class SimulatorServer:
             f.write(f"# {self.base_name} with {point.label}\n")
             yaml.safe_dump(self.fields(point), f, sort_keys=False)
         port = port or free_port()
-        argv = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port), "--profile", path,
-                "--truth-log", os.path.join(folder, TRUTH_LOG)]  # fmt: skip
-        proc = ServerProcess(argv, os.path.join(folder, SERVER_LOG), name="simulator", url=f"http://127.0.0.1:{port}",
-                             cwd=ROOT, start_timeout=self.start_timeout)  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "simulator",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--profile",
+            path,
+            "--truth-log",
+            os.path.join(folder, TRUTH_LOG),
+        ]
+        proc = ServerProcess(
+            argv,
+            os.path.join(folder, SERVER_LOG),
+            name="simulator",
+            url=f"http://127.0.0.1:{port}",
+            cwd=ROOT,
+            start_timeout=self.start_timeout,
+        )
         return Launch(proc.url, proc, shlex.join(argv))
 
 
@@ -109,5 +127,3 @@ class RunningServer:
 
     def prepare(self, point: Point, folder: str, port: int | None = None) -> Launch:
         return Launch(self.url, None, f"(running at {self.url})")
-
-

@@ -14,8 +14,8 @@ import json
 import os
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from core.errors import InputError
 from core.files import write_atomic
@@ -24,7 +24,7 @@ from sweeps.figures import point_figures
 from sweeps.folder_lock import lock_folder
 from sweeps.grid import Point
 from sweeps.journal import Journal
-from sweeps.load import SLACK_S, UNKNOWN_RUN_S, is_complete, locust_argv, run_load, run_time_s, RUN_ID
+from sweeps.load import RUN_ID, SLACK_S, UNKNOWN_RUN_S, is_complete, locust_argv, run_load, run_time_s
 from sweeps.ranking import AUTO, RANKINGS, rank
 from sweeps.report import write_report
 from sweeps.servers import SimulatorServer, TemplateServer
@@ -89,12 +89,25 @@ def run_sweep(sw: Sweep) -> int:
 def _run_sweep(sw: Sweep) -> int:
     os.makedirs(os.path.join(sw.folder, POINTS), exist_ok=True)
     journal = Journal(sw.folder)
-    write_atomic(os.path.join(sw.folder, SWEEP_JSON), json.dumps({
-        "command": sw.command, "server": sw.server.kind,
-        "template": getattr(sw.server, "template", None), "profile": getattr(sw.server, "base_name", None),
-        "settings": sw.settings, "points": [p.texts for p in sw.points], "load": sw.load_args, "seed": sw.seed,
-        "ranking": sw.ranking, "gpus": sw.gpus,
-    }, indent=2) + "\n")  # fmt: skip
+    write_atomic(
+        os.path.join(sw.folder, SWEEP_JSON),
+        json.dumps(
+            {
+                "command": sw.command,
+                "server": sw.server.kind,
+                "template": getattr(sw.server, "template", None),
+                "profile": getattr(sw.server, "base_name", None),
+                "settings": sw.settings,
+                "points": [p.texts for p in sw.points],
+                "load": sw.load_args,
+                "seed": sw.seed,
+                "ranking": sw.ranking,
+                "gpus": sw.gpus,
+            },
+            indent=2,
+        )
+        + "\n",
+    )
     journal.write("sweep_start", points=len(sw.points), command=sw.command)
     n = len(sw.points)
     spent: list[float] = []
@@ -117,10 +130,15 @@ def _run_sweep(sw: Sweep) -> int:
             journal.write("point_end", **{k: v for k, v in outcome.items() if k != "log_tail"})
             if outcome["status"] == "done":  # a failed point says little about how long the next one runs
                 spent.append(outcome["seconds"])
-            sw.say(f"{head}: {outcome['status']}" + (f" ({outcome['why']})" if outcome.get("why") else "")
-                   + f" in {outcome['seconds']:.0f} s")  # fmt: skip
+            sw.say(
+                f"{head}: {outcome['status']}"
+                + (f" ({outcome['why']})" if outcome.get("why") else "")
+                + f" in {outcome['seconds']:.0f} s"
+            )
             if outcome["status"] == "load_refused":
-                raise InputError(f"the load arguments were refused by the run (exit 2): {outcome['why']}; fix them after --")
+                raise InputError(
+                    f"the load arguments were refused by the run (exit 2): {outcome['why']}; fix them after --"
+                )
     except KeyboardInterrupt:
         journal.write("sweep_interrupted")
         sw.say("sweep interrupted; run the same command again to resume (complete points are not run again)")
@@ -145,8 +163,17 @@ def run_point(sw: Sweep, p: Point, folder: str, journal: Journal, head: str) -> 
     return run_one(sw.server, p, folder, sw.load_args, sw.seed, sw.load_bound(), journal, sw.say, head)
 
 
-def run_one(server, p: Point, folder: str, load_args: list[str], seed: int | None, bound_s: float, journal: Journal,
-            say, head: str) -> dict:  # fmt: skip
+def run_one(
+    server,
+    p: Point,
+    folder: str,
+    load_args: list[str],
+    seed: int | None,
+    bound_s: float,
+    journal: Journal,
+    say,
+    head: str,
+) -> dict:
     """Starts a configuration's server (none for a running one), runs the load, stops the server;
     the outcome as a dict (`status` "done" or why not)."""
     os.makedirs(folder, exist_ok=True)
@@ -159,8 +186,13 @@ def run_one(server, p: Point, folder: str, load_args: list[str], seed: int | Non
             try:
                 proc.start()
             except ServerStartError as e:
-                return {**base, "status": e.kind, "exit_code": e.exit_code, "log_tail": e.log_tail,
-                        "why": _why(e.kind, e.exit_code)}  # fmt: skip
+                return {
+                    **base,
+                    "status": e.kind,
+                    "exit_code": e.exit_code,
+                    "log_tail": e.log_tail,
+                    "why": _why(e.kind, e.exit_code),
+                }
             journal.write("server_ready", point=p.name, folder=folder, seconds=round(proc.ready_s, 2), url=launch.url)
             say(f"{head}: server ready in {proc.ready_s:.1f} s; running the load")
         else:
@@ -174,22 +206,41 @@ def run_one(server, p: Point, folder: str, load_args: list[str], seed: int | Non
     if result.server_exit is not None:
         tail = proc.log_tail()
         kind = "out_of_memory" if classify_start_failure(result.server_exit, tail) == "out_of_memory" else "died"
-        return {**out, "status": kind, "exit_code": result.server_exit, "log_tail": tail,
-                "why": f"the server exited with {result.server_exit} during the load"}  # fmt: skip
+        return {
+            **out,
+            "status": kind,
+            "exit_code": result.server_exit,
+            "log_tail": tail,
+            "why": f"the server exited with {result.server_exit} during the load",
+        }
     if result.timed_out:
-        return {**out, "status": "load_timeout", "exit_code": None, "log_tail": _tail(log),
-                "why": f"the load ran past its bound of {bound_s:.0f} s and was stopped"}  # fmt: skip
+        return {
+            **out,
+            "status": "load_timeout",
+            "exit_code": None,
+            "log_tail": _tail(log),
+            "why": f"the load ran past its bound of {bound_s:.0f} s and was stopped",
+        }
     if result.exit_code == 2:
         return {**out, "status": "load_refused", "exit_code": 2, "log_tail": _tail(log), "why": _last_error(log)}
     if not is_complete(folder):
-        return {**out, "status": "incomplete", "exit_code": result.exit_code, "log_tail": _tail(log),
-                "why": f"the run exited with {result.exit_code} without a complete results folder"}  # fmt: skip
+        return {
+            **out,
+            "status": "incomplete",
+            "exit_code": result.exit_code,
+            "log_tail": _tail(log),
+            "why": f"the run exited with {result.exit_code} without a complete results folder",
+        }
     return {**out, "status": "done", "exit_code": result.exit_code}
 
 
 def _why(kind: str, code: int | None) -> str:
-    return {"start_timeout": "not ready before --start-timeout", "out_of_memory": "its log says memory ran out",
-            "refused": f"it exited with {code}, refusing a setting", "exited": f"it exited with {code} while starting"}[kind]  # fmt: skip
+    return {
+        "start_timeout": "not ready before --start-timeout",
+        "out_of_memory": "its log says memory ran out",
+        "refused": f"it exited with {code}, refusing a setting",
+        "exited": f"it exited with {code} while starting",
+    }[kind]
 
 
 def _tail(path: str, lines: int = 40) -> str:
@@ -212,9 +263,18 @@ def collect(sw: Sweep) -> list[dict]:
     for p in sw.points:
         folder = sw.point_folder(p)
         outcome = _read_json(os.path.join(folder, POINT_JSON))
-        row = {"index": p.index, "point": p.name, "label": p.label, "settings": p.texts, "folder": folder,
-               "status": outcome.get("status", "not run"), "exit_code": outcome.get("exit_code"),
-               "why": outcome.get("why"), "log_tail": outcome.get("log_tail"), "seconds": outcome.get("seconds")}  # fmt: skip
+        row = {
+            "index": p.index,
+            "point": p.name,
+            "label": p.label,
+            "settings": p.texts,
+            "folder": folder,
+            "status": outcome.get("status", "not run"),
+            "exit_code": outcome.get("exit_code"),
+            "why": outcome.get("why"),
+            "log_tail": outcome.get("log_tail"),
+            "seconds": outcome.get("seconds"),
+        }
         if is_complete(folder):
             row["status"] = "done"
             try:
@@ -238,8 +298,14 @@ def finish(sw: Sweep, journal: Journal) -> int:
     rows = collect(sw)
     ranked = rank(rows, sw.ranking)
     others = {name: rank(rows, name) for name in RANKINGS if name != ranked["ranking"]}
-    meta = {"folder": sw.folder, "command": sw.command, "load": sw.load_args, "gpus": sw.gpus,
-            "settings": sw.settings, "other_rankings": others}  # fmt: skip
+    meta = {
+        "folder": sw.folder,
+        "command": sw.command,
+        "load": sw.load_args,
+        "gpus": sw.gpus,
+        "settings": sw.settings,
+        "other_rankings": others,
+    }
     csv_path, json_path = write_table(sw.folder, rows, sw.settings, ranked, meta)
     written = [csv_path, json_path]
     written += write_report(sw.folder, rows, ranked, meta)

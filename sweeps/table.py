@@ -13,10 +13,29 @@ from core.files import write_atomic
 
 TABLE_CSV, TABLE_JSON = "table.csv", "table.json"
 COLUMNS = [
-    "index", "point", "status", "exit_code", "users", "capacity", "capacity_lo", "capacity_hi",
-    "throughput", "throughput_lo", "throughput_hi", "ttft_p95_ms", "ttft_p95_ms_lo", "ttft_p95_ms_hi",
-    "requests_per_s", "goodput_per_s", "error_rate", "requests", "slo", "slo_state", "seconds", "folder",
-]  # fmt: skip
+    "index",
+    "point",
+    "status",
+    "exit_code",
+    "users",
+    "capacity",
+    "capacity_lo",
+    "capacity_hi",
+    "throughput",
+    "throughput_lo",
+    "throughput_hi",
+    "ttft_p95_ms",
+    "ttft_p95_ms_lo",
+    "ttft_p95_ms_hi",
+    "requests_per_s",
+    "goodput_per_s",
+    "error_rate",
+    "requests",
+    "slo",
+    "slo_state",
+    "seconds",
+    "folder",
+]
 
 
 def _clean(x):
@@ -38,7 +57,9 @@ def write_table(folder: str, rows: list[dict], settings: list[str], ranked: dict
         w.writerow([*(r["settings"].get(s, "") for s in settings), *(_cell(r.get(c)) for c in COLUMNS)])
     csv_path, json_path = os.path.join(folder, TABLE_CSV), os.path.join(folder, TABLE_JSON)
     write_atomic(csv_path, out.getvalue())
-    write_atomic(json_path, json.dumps(_clean({**meta, "ranking": ranked, "points": rows}), indent=2, default=str) + "\n")
+    write_atomic(
+        json_path, json.dumps(_clean({**meta, "ranking": ranked, "points": rows}), indent=2, default=str) + "\n"
+    )
     return csv_path, json_path
 
 

@@ -37,8 +37,15 @@ class Targets:
     `ended` count the requests in flight on each, `refused` takes a backend out of the spread
     (targets/health.py probes it back). With one backend there is nothing to pick, count or probe."""
 
-    def __init__(self, urls: tuple[str, ...], balance: str, probe: Callable[[str], bool] | None = None,
-                 probe_every_s: float = 1.0, on_change: Callable[[str, str], None] | None = None, stopping=None):
+    def __init__(
+        self,
+        urls: tuple[str, ...],
+        balance: str,
+        probe: Callable[[str], bool] | None = None,
+        probe_every_s: float = 1.0,
+        on_change: Callable[[str, str], None] | None = None,
+        stopping=None,
+    ):
         self.urls = tuple(urls)
         self.n = len(self.urls)
         self.spread = self.n > 1
@@ -46,8 +53,11 @@ class Targets:
         self.names = tuple(backend_name(u) for u in self.urls) if self.spread else ("",)
         self.policy = POLICIES[balance](self.n)
         self.outstanding = [0] * self.n
-        self.health = (Health(self.names, lambda i: probe(self.urls[i]), probe_every_s, on_change, stopping)
-                       if self.spread and probe is not None else None)
+        self.health = (
+            Health(self.names, lambda i: probe(self.urls[i]), probe_every_s, on_change, stopping)
+            if self.spread and probe is not None
+            else None
+        )
         self.up = self.health.up if self.health is not None else [True] * self.n
 
     def pick(self, session_id: str = "") -> int:

@@ -20,8 +20,14 @@ PROBE_EVERY_S = 1.0
 class Health:
     """Up or down per backend, with the probes of those down (greenlets of this process)."""
 
-    def __init__(self, names: tuple[str, ...], probe: Callable[[int], bool], every_s: float = PROBE_EVERY_S,
-                 on_change: Callable[[str, str], None] | None = None, stopping: Event | None = None):
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        probe: Callable[[int], bool],
+        every_s: float = PROBE_EVERY_S,
+        on_change: Callable[[str, str], None] | None = None,
+        stopping: Event | None = None,
+    ):
         self.names = names
         self.probe = probe  # backend index -> answering? (targets/probe.py), blocking, bounded by its own timeout
         self.every_s = every_s
@@ -37,8 +43,11 @@ class Health:
         if not self.up[i] or self._closed or self._stopping.is_set():
             return
         self.up[i] = False
-        self.on_change(self.names[i], f"backend {self.names[i]} refused a connection: out of the spread, probed every "
-                                      f"{self.every_s:g} s until it answers")  # fmt: skip
+        self.on_change(
+            self.names[i],
+            f"backend {self.names[i]} refused a connection: out of the spread, probed every "
+            f"{self.every_s:g} s until it answers",
+        )
         self._probers[i] = gevent.spawn(self._probe_until_back, i, time.monotonic())
 
     def _probe_until_back(self, i: int, since: float) -> None:
@@ -49,8 +58,11 @@ class Health:
                 self.down_s[i] += down
                 self.up[i] = True
                 self._probers.pop(i, None)
-                self.on_change(self.names[i], f"backend {self.names[i]} answers again after {down:.1f} s out of the "
-                                              f"spread ({self.probes[i]} probes in all): back in the spread")  # fmt: skip
+                self.on_change(
+                    self.names[i],
+                    f"backend {self.names[i]} answers again after {down:.1f} s out of the "
+                    f"spread ({self.probes[i]} probes in all): back in the spread",
+                )
                 return
 
     def stop(self) -> None:

@@ -46,7 +46,9 @@ http {{
 POLICIES = {"round-robin": "", "least-outstanding": "least_conn;"}  # the suite's --balance names, nginx's directives
 
 
-def config(folder: str, listen: str, upstreams: list[str], policy: str = "round-robin", fail_timeout_s: int = 10) -> str:
+def config(
+    folder: str, listen: str, upstreams: list[str], policy: str = "round-robin", fail_timeout_s: int = 10
+) -> str:
     """nginx.conf for `nginx -p folder -c folder/nginx.conf`: listening on `listen` (127.0.0.1:PORT),
     balancing `upstreams` (HOST:PORT each) by `policy` (round-robin or least-outstanding: least_conn).
     A replica that failed is left for `fail_timeout_s` (nginx's default 10 s), then tried again."""

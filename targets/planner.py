@@ -31,8 +31,10 @@ class Assumptions:
     efficiency: float = SCALING_EFFICIENCY
 
     def text(self) -> str:
-        return (f"assumes: the load spread {self.policy}, {self.scaling} scaling at {self.efficiency:.0%} of N x one "
-                "replica's capacity (measured: bench/RESULTS.md, Replicas)")  # fmt: skip
+        return (
+            f"assumes: the load spread {self.policy}, {self.scaling} scaling at {self.efficiency:.0%} of N x one "
+            "replica's capacity (measured: bench/RESULTS.md, Replicas)"
+        )
 
 
 def capacity_of(replicas: int, one: float, assumptions: Assumptions = Assumptions()) -> float:

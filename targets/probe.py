@@ -26,7 +26,11 @@ def answers(url: str, timeout_s: float = 1.0) -> bool:
         if https:
             return True
         host = f"{address[0]}:{address[1]}"
-        sock.sendall(f"GET {parts.path.rstrip('/')}{MODELS} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode("latin-1"))
+        sock.sendall(
+            f"GET {parts.path.rstrip('/')}{MODELS} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode(
+                "latin-1"
+            )
+        )
         head = b""
         while b"\r\n" not in head and len(head) < 1024:
             data = sock.recv(1024)

@@ -24,9 +24,20 @@ import time
 
 import websocket
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-extensions", "--disable-default-apps",
-         "--mute-audio", "--hide-scrollbars"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--hide-scrollbars",
+]
 
 CHECK_JS = """(() => {
   const charts = [...document.querySelectorAll('svg.chart')].map(svg => {
@@ -69,12 +80,20 @@ class Browser:
         self._id = 0
         self.events: list[dict] = []
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         self.proc = subprocess.Popen(
-            [self.binary, *FLAGS, f"--user-data-dir={self.user_data_dir}", "--remote-debugging-port=0",
-             "--remote-debugging-address=127.0.0.1", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                self.binary,
+                *FLAGS,
+                f"--user-data-dir={self.user_data_dir}",
+                "--remote-debugging-port=0",
+                "--remote-debugging-address=127.0.0.1",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         url, deadline, seen = None, time.monotonic() + self.timeout, []
         while time.monotonic() < deadline:
             line = self.proc.stderr.readline()
@@ -157,12 +176,20 @@ class Browser:
             shutil.rmtree(self.user_data_dir, ignore_errors=True)
 
 
-def check_report(html_path: str, screenshot: str | None = None, binary: str | None = None,
-                 user_data_dir: str | None = None, width: int = 1280) -> dict:
+def check_report(
+    html_path: str,
+    screenshot: str | None = None,
+    binary: str | None = None,
+    user_data_dir: str | None = None,
+    width: int = 1280,
+) -> dict:
     """Open the report from disk; return the page's checks, console errors and requested URLs."""
     url = "file://" + os.path.abspath(html_path)
     with Browser(binary, user_data_dir) as b:
-        b.page("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+        b.page(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        )
         b.page("Page.navigate", {"url": url})
         b.wait_event("Page.loadEventFired")
         result = b.page("Runtime.evaluate", {"expression": CHECK_JS, "returnByValue": True})
@@ -170,8 +197,10 @@ def check_report(html_path: str, screenshot: str | None = None, binary: str | No
             raise RuntimeError(f"the check script failed: {result['exceptionDetails'].get('text')}")
         page = result["result"]["value"]
         if screenshot:
-            b.page("Emulation.setDeviceMetricsOverride",
-                   {"width": width, "height": min(int(page["height"]), 16000), "deviceScaleFactor": 1, "mobile": False})
+            b.page(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": min(int(page["height"]), 16000), "deviceScaleFactor": 1, "mobile": False},
+            )
             shot = b.page("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
             with open(screenshot, "wb") as f:
                 f.write(base64.b64decode(shot["data"]))
@@ -182,7 +211,9 @@ def check_report(html_path: str, screenshot: str | None = None, binary: str | No
     for e in events:
         m, p = e.get("method"), e.get("params", {})
         if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            errors.append("console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+            errors.append(
+                "console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            )
         elif m == "Runtime.exceptionThrown":
             errors.append("exception: " + str(p.get("exceptionDetails", {}).get("text")))
         elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":

@@ -92,8 +92,10 @@ _current: tuple[str, frozenset] | None = None  # (test id, its declared kinds) d
 
 def _refuse(what: str, need: str) -> None:
     test, kinds = _current
-    raise RuntimeError(f"{test} starts {what} but is marked {', '.join(sorted(kinds)) or 'unit'}: mark it {need} "
-                       f"(pytestmark = pytest.mark.{need} in its module, or on the test; tests/conftest.py)")
+    raise RuntimeError(
+        f"{test} starts {what} but is marked {', '.join(sorted(kinds)) or 'unit'}: mark it {need} "
+        f"(pytestmark = pytest.mark.{need} in its module, or on the test; tests/conftest.py)"
+    )
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -135,7 +137,9 @@ def _describe(argv) -> str:
 sys.addaudithook(_audit)
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's clock: waiting for a turn is no test's time
+@pytest.hookimpl(
+    hookwrapper=True, tryfirst=True
+)  # outside pytest-timeout's clock: waiting for a turn is no test's time
 def pytest_runtest_protocol(item, nextitem):
     global _current
     kind = turn_of(item)
@@ -310,4 +314,3 @@ class _OSEvent:
     def wait(self):
         self._open.acquire()
         self._open.release()
-

@@ -73,14 +73,25 @@ class Engine:
         self.env = {**os.environ, "CONTAINERS_CONF": self.conf}
         self.netns: str | None = None
 
-    def run(self, args: list, timeout: float, check: bool = True, ns: bool = False, env: dict | None = None,
-            cwd: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+    def run(
+        self,
+        args: list,
+        timeout: float,
+        check: bool = True,
+        ns: bool = False,
+        env: dict | None = None,
+        cwd: str | None = None,
+    ) -> subprocess.CompletedProcess:
         cmd = [str(a) for a in args]
         if ns:
             cmd = ["nsenter", f"--net=/run/netns/{self.netns}", *cmd]
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**self.env, **(env or {})}, cwd=cwd)
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env={**self.env, **(env or {})}, cwd=cwd
+        )
         if check and result.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd[:8])} ... exited {result.returncode}:\n{tail(result.stdout + result.stderr)}")
+            raise AssertionError(
+                f"{' '.join(cmd[:8])} ... exited {result.returncode}:\n{tail(result.stdout + result.stderr)}"
+            )
         return result
 
     def podman(self, *args, timeout: float = 120, check: bool = True, ns: bool = False) -> subprocess.CompletedProcess:
@@ -99,7 +110,9 @@ class Engine:
         """Another address of this namespace's "host", e.g. a private network's (on a veth pair whose
         both ends stay in the namespace)."""
         ip = ["ip", "-n", self.netns]
-        subprocess.run([*ip, "link", "add", "priv0", "type", "veth", "peer", "name", "priv1"], check=True, capture_output=True)
+        subprocess.run(
+            [*ip, "link", "add", "priv0", "type", "veth", "peer", "name", "priv1"], check=True, capture_output=True
+        )
         subprocess.run([*ip, "addr", "add", f"{address}/24", "dev", "priv0"], check=True, capture_output=True)
         for end in ("priv0", "priv1"):
             subprocess.run([*ip, "link", "set", end, "up"], check=True, capture_output=True)
@@ -111,9 +124,11 @@ class Engine:
 
     def http_get(self, url: str, timeout: float = 10, form: dict | None = None) -> bytes:
         """GET (or POST a form) from inside the namespace, where compose published its 127.0.0.1 ports."""
-        code = ("import sys, urllib.parse, urllib.request; o = urllib.request.build_opener(urllib.request.ProxyHandler({}));"
-                "data = urllib.parse.urlencode(dict(a.split('=', 1) for a in sys.argv[4:])).encode() if sys.argv[3] == 'POST' else None;"
-                "sys.stdout.buffer.write(o.open(sys.argv[1], data, timeout=float(sys.argv[2])).read())")  # fmt: skip
+        code = (
+            "import sys, urllib.parse, urllib.request; o = urllib.request.build_opener(urllib.request.ProxyHandler({}));"
+            "data = urllib.parse.urlencode(dict(a.split('=', 1) for a in sys.argv[4:])).encode() if sys.argv[3] == 'POST' else None;"
+            "sys.stdout.buffer.write(o.open(sys.argv[1], data, timeout=float(sys.argv[2])).read())"
+        )
         cmd = ["nsenter", f"--net=/run/netns/{self.netns}", sys.executable, "-c", code, url, str(timeout)]
         cmd += ["GET"] if form is None else ["POST", *(f"{k}={v}" for k, v in form.items())]
         result = subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
@@ -164,7 +179,9 @@ def base_image(engine: Engine) -> str:
             cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(INCLUDE)}", SUITE, rootfs, mirror]
             result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if result.returncode != 0:
-                raise AssertionError(f"debootstrap from {mirror} failed (is Debian's mirror reachable?):\n{tail(result.stdout + result.stderr)}")
+                raise AssertionError(
+                    f"debootstrap from {mirror} failed (is Debian's mirror reachable?):\n{tail(result.stdout + result.stderr)}"
+                )
             log(f"debootstrap {SUITE} from {mirror}: {time.monotonic() - t0:.0f}s")
             shutil.rmtree(os.path.join(rootfs, "var", "cache", "apt", "archives"), ignore_errors=True)
             partial = f"{tarball}.{os.getpid()}.partial"  # another run may be making the same tarball
@@ -179,7 +196,9 @@ def base_image(engine: Engine) -> str:
     return ref
 
 
-def build(engine: Engine, context: str, containerfile: str, ref: str, build_args: dict | None = None, timeout: float = 600) -> float:
+def build(
+    engine: Engine, context: str, containerfile: str, ref: str, build_args: dict | None = None, timeout: float = 600
+) -> float:
     """podman build with the host's network; returns the seconds it took."""
     args = ["build", "--network", "host", "-f", containerfile, "-t", ref]
     for k, v in (build_args or {}).items():
@@ -214,8 +233,11 @@ def prometheus_image(engine: Engine, base: str, workdir: str) -> str:
 def fresh_clone(dest: str) -> str:
     """What a fresh clone of this checkout holds (tracked files and new ones git does not ignore):
     no results/, .cache/, .venv, .git."""
-    out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                         capture_output=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout
     for rel in sorted(set(p for p in out.decode().split("\0") if p)):
         src = os.path.join(ROOT, rel)
         if not os.path.isfile(src):
@@ -265,7 +287,9 @@ class Project:
         return self.engine.run(cmd, timeout, check=check, ns=True, env=self.env, cwd=self.clone)
 
     def containers(self) -> list[dict]:
-        out = self.engine.podman("ps", "-a", "--filter", f"label=io.podman.compose.project={self.name}", "--format", "json").stdout
+        out = self.engine.podman(
+            "ps", "-a", "--filter", f"label=io.podman.compose.project={self.name}", "--format", "json"
+        ).stdout
         return json.loads(out or "[]")
 
     def container(self, service: str) -> dict:

@@ -30,8 +30,15 @@ def launch(*args: str, log_path, cwd: str = ROOT, path: tuple[str, ...] = ()) ->
     modules come before the suite's and the installed ones."""
     out = open(log_path, "w")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join((*path, ROOT))}
-    return subprocess.Popen([*LOCUST, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    return subprocess.Popen(
+        [*LOCUST, *args],
+        cwd=cwd,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
@@ -45,7 +52,9 @@ def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
 
 
 def wait_for_text(path, text: str, timeout: float) -> None:
-    wait_for(lambda: os.path.exists(path) and text in open(path, errors="replace").read(), timeout, f"{text!r} in {path}")
+    wait_for(
+        lambda: os.path.exists(path) and text in open(path, errors="replace").read(), timeout, f"{text!r} in {path}"
+    )
 
 
 def truth_count(path: str) -> int:
@@ -112,8 +121,24 @@ def run_on_a_full_disk(tmp, disk, load: tuple, users: int, seconds: int, *said: 
     truth = str(tmp / "truth.jsonl")
     log_path = tmp / "full.log"
     with simulator("--profile", slow_profile(tmp, 0.05, 0.02), truth_log=truth) as url:
-        proc = launch(*load, "--host", url, "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--results-dir",
-                      str(disk), "--run-id", "full", "--stop-timeout", "10", log_path=log_path)  # fmt: skip
+        proc = launch(
+            *load,
+            "--host",
+            url,
+            "-u",
+            str(users),
+            "-r",
+            str(users),
+            "-t",
+            f"{seconds}s",
+            "--results-dir",
+            str(disk),
+            "--run-id",
+            "full",
+            "--stop-timeout",
+            "10",
+            log_path=log_path,
+        )
         try:
             wait_for(lambda: os.path.exists(disk / "full" / "run.json") and truth_count(truth) >= 5, 30, "load began")
             fill(disk)

@@ -42,7 +42,7 @@ class _Handler(QuietHandler):
             return True
         return False
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         if self._hold():
             return
         if self.path == "/v1/models":
@@ -56,7 +56,7 @@ class _Handler(QuietHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         begun = time.time()
         request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
         if self._hold():
@@ -87,8 +87,15 @@ class _Handler(QuietHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         with srv.lock:
-            srv.served.append({"request_id": self.headers.get("X-Request-Id"), "begun": begun, "ended": time.time(),
-                               "max_tokens": asked, "tokens": tokens})  # fmt: skip
+            srv.served.append(
+                {
+                    "request_id": self.headers.get("X-Request-Id"),
+                    "begun": begun,
+                    "ended": time.time(),
+                    "max_tokens": asked,
+                    "tokens": tokens,
+                }
+            )
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -97,7 +104,9 @@ class FakeServer(ThreadingHTTPServer):
     def __init__(self, hold=(), tokens: int = 10, gap_s: float = 0.02, ignore_every: int = 0):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.hold, self.tokens, self.gap_s = set(hold), tokens, gap_s
-        self.ignore_every = ignore_every  # every n-th chat completion streams `tokens` whatever its max_tokens (0: none)
+        self.ignore_every = (
+            ignore_every  # every n-th chat completion streams `tokens` whatever its max_tokens (0: none)
+        )
         self.posts = 0
         self.served: list[dict] = []
         self.lock = threading.Lock()

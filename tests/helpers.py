@@ -8,7 +8,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,8 +35,15 @@ def simulator(*args: str, truth_log: str | None = None, host: str = "127.0.0.1",
     if wrap is not None:
         cmd = wrap(cmd)
     with tempfile.TemporaryDirectory(prefix="test-simulator-") as tmp:
-        server = ServerProcess(cmd, os.path.join(tmp, "simulator.log"), name="the simulator", cwd=ROOT,
-                               ready_line=r"listening on (?P<url>\S+)", start_timeout=60, stop_timeout=10)  # fmt: skip
+        server = ServerProcess(
+            cmd,
+            os.path.join(tmp, "simulator.log"),
+            name="the simulator",
+            cwd=ROOT,
+            ready_line=r"listening on (?P<url>\S+)",
+            start_timeout=60,
+            stop_timeout=10,
+        )
         with server.start():
             yield server.url
 
@@ -56,9 +62,13 @@ def own_master_port(args) -> list[str]:
 def run_locust(*args: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
     """One headless Locust process to completion."""
     return subprocess.run(
-        [*LOCUST, "--headless", *own_master_port(args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        [*LOCUST, "--headless", *own_master_port(args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
 
 
 def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subprocess.Popen:
@@ -67,8 +77,9 @@ def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subproce
     if wrap is not None:
         cmd = wrap(cmd)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # tests watch the log as it is written
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
-                            preexec_fn=_default_sigint)  # fmt: skip
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=_default_sigint
+    )
 
 
 def _default_sigint() -> None:
@@ -94,8 +105,10 @@ def free_port() -> int:
         index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
         size = (ephemeral - FIRST_PORT) // count
         if size < 100:
-            raise RuntimeError(f"ports {FIRST_PORT}..{ephemeral} are too few for {count} test processes: "
-                               "net.ipv4.ip_local_port_range starts too low (tests/helpers.py free_port)")  # fmt: skip
+            raise RuntimeError(
+                f"ports {FIRST_PORT}..{ephemeral} are too few for {count} test processes: "
+                "net.ipv4.ip_local_port_range starts too low (tests/helpers.py free_port)"
+            )
         ports, start = range(FIRST_PORT + index * size, FIRST_PORT + (index + 1) * size), random.randrange(size)
         _next_port = itertools.cycle([*ports[start:], *ports[:start]])
     port = first_free(itertools.islice(_next_port, 1000))

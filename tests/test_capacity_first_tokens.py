@@ -20,16 +20,35 @@ pytestmark = [pytest.mark.process, pytest.mark.timing]  # replies timed against 
 
 # 8 slots, one token per engine step of 20 ms: 425 tokens are an 8.5 s reply, whatever the batch;
 # a request beyond the 8 slots waits for one to free (its TTFT then grows by seconds)
-PROFILE = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 8\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
-           "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n")  # fmt: skip
+PROFILE = (
+    "kind: batch\nscheduler: chunked\nmax_num_seqs: 8\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
+    "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n"
+)
 SLO = "ttft.p50<500ms"  # a P50 is met on 4 values at 90 %
 # Levels of 16 s, the first 2 s a warm-up; the level's cut at 16 s (12 s with workers). 8 users (one
 # per slot): a user's first request goes in the warm-up, its second (at ~8.8 s) in the window, its
 # first token 20 ms later and its end (~17.3 s) after the cut: no request of the level ends by it.
 # Then 24 users: 16 wait for a slot; those sent in the window (~25.8 s, as the first to get a slot
 # end) are all still waiting at the cut (28 s, 32 s), seconds after their send.
-ARGS = ("--find-capacity", "--capacity-policy", "walk", "--steps", "8,24", "--slo", SLO, "--step-time", "16s", "--step-warmup", "2s", "-t", "40s",
-        "--max-tokens-override", "425", "--stop-timeout", "2")  # fmt: skip
+ARGS = (
+    "--find-capacity",
+    "--capacity-policy",
+    "walk",
+    "--steps",
+    "8,24",
+    "--slo",
+    SLO,
+    "--step-time",
+    "16s",
+    "--step-warmup",
+    "2s",
+    "-t",
+    "40s",
+    "--max-tokens-override",
+    "425",
+    "--stop-timeout",
+    "2",
+)
 
 
 def truth_set(df, level: dict, truth: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -68,8 +87,18 @@ def test_a_search_with_long_replies_is_decided_on_first_tokens_live_as_after_and
         else:
             port = free_port()
             master_log = tmp_path / "master.log"
-            master = start_locust("--master", "--headless", "--master-bind-port", str(port), "--expect-workers", "1",
-                                  "--host", url, *args, log_path=str(master_log))  # fmt: skip
+            master = start_locust(
+                "--master",
+                "--headless",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                "1",
+                "--host",
+                url,
+                *args,
+                log_path=str(master_log),
+            )
             worker = start_locust("--worker", "--master-port", str(port))
             try:
                 assert stop(master, timeout=200) == 0, master_log.read_text()[-3000:]
@@ -94,13 +123,19 @@ def test_a_search_with_long_replies_is_decided_on_first_tokens_live_as_after_and
     assert summary["capacity"]["users"] == 8 and summary["capacity"]["next_failing_users"] == 24
 
     # live: the search's log line for each level says the verdict and the values of summary.json
-    logged = re.findall(r"capacity search: (\d+) users (met|missed|undecided) on (\d+) requests.*?"
-                        r"ttft\.p50 [^(]*\(90 ?% bounds .*? ms, (\d+) values(?:, (\d+) still waiting at the cut)?\)", log)  # fmt: skip
+    logged = re.findall(
+        r"capacity search: (\d+) users (met|missed|undecided) on (\d+) requests.*?"
+        r"ttft\.p50 [^(]*\(90 ?% bounds .*? ms, (\d+) values(?:, (\d+) still waiting at the cut)?\)",
+        log,
+    )
     assert len(logged) == 2, log[-3000:]
     for users, state, requests, samples, waiting in logged:
         e = levels[int(users)]["verdict"]
         assert (state, int(requests)) == (e["state"], e["requests"]), (logged, e)
-        assert (int(samples), int(waiting or 0)) == (e["objectives"][0]["samples"], e["objectives"][0]["censored"]), (logged, e)
+        assert (int(samples), int(waiting or 0)) == (e["objectives"][0]["samples"], e["objectives"][0]["censored"]), (
+            logged,
+            e,
+        )
 
     # the truth: the same sets from the simulator's own first-token times give the same verdicts
     objective = parse_slo(SLO)[0]
@@ -108,7 +143,11 @@ def test_a_search_with_long_replies_is_decided_on_first_tokens_live_as_after_and
         values, censored = truth_set(df, level, truth)
         true = judge_objective(objective, values, censored_s=censored)
         e = level["verdict"]["objectives"][0]
-        assert (true.state, true.samples, true.censored) == (e["state"], e["samples"], e["censored"]), (level["users"], true, e)
+        assert (true.state, true.samples, true.censored) == (e["state"], e["samples"], e["censored"]), (
+            level["users"],
+            true,
+            e,
+        )
         # the level's TTFT figures (the per-step table's) are that set's: the simulator's own P50
         # within the client's few milliseconds of read time
         assert level["ttft_ms"]["count"] == true.samples, (level["ttft_ms"], true)

@@ -62,15 +62,23 @@ def test_a_level_left_undecided_below_the_first_miss_is_where_the_narrowing_star
     assert adaptive().next_level(history) == 3
     assert adaptive().next_level([Tried(1, "missed", -2.0)]) is None  # missed from the first level on
     # the interpolated guess was tried and left undecided: the knee is too close to call there
-    assert adaptive().next_level([Tried(64, "met", 0.5), Tried(128, "missed", -0.5), Tried(96, "undecided", 0.0, "held")]) == 80
+    assert (
+        adaptive().next_level([Tried(64, "met", 0.5), Tried(128, "missed", -0.5), Tried(96, "undecided", 0.0, "held")])
+        == 80
+    )
 
 
 def test_with_none_met_the_narrowing_starts_from_the_highest_level_passed_while_probing():
     """64 users passed on too few values (far under the threshold), 128 and 96 missed, 80 held to its
     longest and undecided: the knee is near 80, and 64 presumably met, so the next level is 72 (it
     was 88, from 80, and the search ended with no level met)."""
-    history = [Tried(32, "undecided", 0.0, "passed"), Tried(64, "undecided", 0.0, "passed"), Tried(128, "missed", -0.1),
-               Tried(96, "missed", -0.2), Tried(80, "undecided", 0.0, "held")]  # fmt: skip
+    history = [
+        Tried(32, "undecided", 0.0, "passed"),
+        Tried(64, "undecided", 0.0, "passed"),
+        Tried(128, "missed", -0.1),
+        Tried(96, "missed", -0.2),
+        Tried(80, "undecided", 0.0, "held"),
+    ]
     assert adaptive().next_level(history) == 72
     assert POLICIES["doubling"]().next_level(history) == 88  # the fixed holds narrow as they did
 
@@ -90,7 +98,9 @@ def test_given_levels_are_walked_then_narrowed():
 def test_the_doubling_policy_is_todays():
     d = POLICIES["doubling"]()
     assert [d.next_level([Tried(u, "met", 0.5) for u in [1, 2, 4][:k]]) for k in range(4)] == [1, 2, 4, 8]
-    assert d.next_level([Tried(1, "met", 0.5), Tried(2, "met", 0.4), Tried(4, "met", 0.2), Tried(8, "missed", -0.2)]) == 6
+    assert (
+        d.next_level([Tried(1, "met", 0.5), Tried(2, "met", 0.4), Tried(4, "met", 0.2), Tried(8, "missed", -0.2)]) == 6
+    )
     assert d.next_level([Tried(1, "met", 0.5), Tried(2, "missed", -0.1)]) is None
 
 
@@ -130,13 +140,29 @@ def test_the_looks_keep_the_stated_error_rate_where_the_truth_is_at_the_threshol
             if e.state != "undecided":
                 wrong[e.state] += 1
                 break
-            judged = next_look(judged, looked, schedule, int(rate * judged), values_needed(objective, look_confidence()), 2.0)
+            judged = next_look(
+                judged, looked, schedule, int(rate * judged), values_needed(objective, look_confidence()), 2.0
+            )
     assert wrong["met"] <= 100 and wrong["missed"] <= 100, wrong
 
 
 def _row(step: int, sent: float, ttft: float) -> tuple:
-    return RequestRecord("r", "w", "chat", "short", 10, 4, step=step, wall_send=sent, status=200, ok=True,
-                         ttft_s=ttft, e2e_s=ttft + 0.05, tpot_s=0.01, chunk_times=[ttft, ttft + 0.05]).as_row()  # fmt: skip
+    return RequestRecord(
+        "r",
+        "w",
+        "chat",
+        "short",
+        10,
+        4,
+        step=step,
+        wall_send=sent,
+        status=200,
+        ok=True,
+        ttft_s=ttft,
+        e2e_s=ttft + 0.05,
+        tpot_s=0.01,
+        chunk_times=[ttft, ttft + 0.05],
+    ).as_row()
 
 
 def test_an_adaptive_level_ends_at_the_first_look_that_decides_it():
@@ -172,7 +198,6 @@ def test_an_adaptive_level_ends_at_the_first_look_that_decides_it():
     assert search.bounds() == (1, 2) and search.done  # one user apart: the answer is 1
 
 
-
 def test_a_level_far_under_the_threshold_is_passed_while_probing_up():
     """The same level with TTFTs of 50 ms: too few values for a P95 at the first look, all far under
     1 s: passed after one look, and 2 users tried; once a level has missed, none is passed so."""
@@ -188,6 +213,7 @@ def test_a_level_far_under_the_threshold_is_passed_while_probing_up():
     search.states[4] = "missed"
     assert not search._far_below(few_fast)
 
+
 def test_a_plan_whose_first_level_cannot_decide_says_so_with_the_fixes():
     line, ok = decidability([P95], 1, 28.0, 0.975, looks=4)
     assert ok and "ttft.p95 needs 72 values" in line and "(97.5% bounds at each of up to 4 looks)" in line
@@ -201,11 +227,13 @@ def test_a_plan_whose_first_level_cannot_decide_says_so_with_the_fixes():
 def test_the_live_view_says_why_each_level_ended_and_the_bracket_it_left():
     from webui.live_steps import search_text
 
-    search = {"levels": [
-        {"users": 1, "state": "undecided", "margin": 0.0, "ended": "passed", "seconds": 6.0, "looks": 1},
-        {"users": 8, "state": "missed", "margin": -0.4, "ended": "decided", "seconds": 6.0, "looks": 1},
-        {"users": 6, "state": "met", "margin": 0.3, "ended": "decided", "seconds": 12.0, "looks": 2},
-    ]}  # fmt: skip
+    search = {
+        "levels": [
+            {"users": 1, "state": "undecided", "margin": 0.0, "ended": "passed", "seconds": 6.0, "looks": 1},
+            {"users": 8, "state": "missed", "margin": -0.4, "ended": "decided", "seconds": 6.0, "looks": 1},
+            {"users": 6, "state": "met", "margin": 0.3, "ended": "decided", "seconds": 12.0, "looks": 2},
+        ]
+    }
     assert search_text(search, 0) == "passed: far under the threshold"
     assert search_text(search, 1) == "decided in 6s (1 look)"
     assert search_text(search, 2) == "decided in 12s (2 looks); bracket 6..8 users (33%)"
@@ -217,7 +245,9 @@ def _level(users: int, values: dict, objectives, n: int = 200):
 
     th = SimpleNamespace(total_tokens_per_s=1000.0, output_tokens_per_s=500.0, requests_per_s=2.0)
     verdict = judge(objectives, {k: np.full(n, v) for k, v in values.items()}, ok=n, failed=0, confidence=0.98)
-    return SimpleNamespace(partial=False, users=users, throughput=th, window=SimpleNamespace(end=0.0), verdict=verdict, steps=1)
+    return SimpleNamespace(
+        partial=False, users=users, throughput=th, window=SimpleNamespace(end=0.0), verdict=verdict, steps=1
+    )
 
 
 def test_the_answer_names_the_binding_objective_a_cliff_and_a_search_that_time_ended():
@@ -229,10 +259,32 @@ def test_the_answer_names_the_binding_objective_a_cliff_and_a_search_that_time_e
 
     two = parse_slo("ttft.p95<5s,tpot.p95<100ms")
     levels = [_level(88, {"ttft.p95": 2.0, "tpot.p95": 0.06}, two), _level(92, {"ttft.p95": 2.2, "tpot.p95": 0.3}, two)]
-    search = {"policy": "adaptive", "precision": 0.02, "family": 0.9, "timed_out": True, "levels": [
-        {"users": 88, "state": "met", "margin": 0.4, "ended": "decided", "seconds": 20.0, "looks": 2, "requests": 200},
-        {"users": 92, "state": "missed", "margin": -2.0, "ended": "decided", "seconds": 6.0, "looks": 1, "requests": 200},
-    ]}  # fmt: skip
+    search = {
+        "policy": "adaptive",
+        "precision": 0.02,
+        "family": 0.9,
+        "timed_out": True,
+        "levels": [
+            {
+                "users": 88,
+                "state": "met",
+                "margin": 0.4,
+                "ended": "decided",
+                "seconds": 20.0,
+                "looks": 2,
+                "requests": 200,
+            },
+            {
+                "users": 92,
+                "state": "missed",
+                "margin": -2.0,
+                "ended": "decided",
+                "seconds": 6.0,
+                "looks": 1,
+                "requests": 200,
+            },
+        ],
+    }
     answer = capacity(levels, two, search)
     assert (answer.users, answer.next_failing_users, answer.binding, answer.cliff) == (88, 92, "tpot.p95<100ms", True)
     assert answer.interval_confidence == pytest.approx(0.8) and answer.width == pytest.approx(4 / 88)
@@ -243,6 +295,11 @@ def test_the_answer_names_the_binding_objective_a_cliff_and_a_search_that_time_e
     assert "-t ended the search before its 2% precision (5% wide)" in s, s
     assert "levels tried (adaptive): 88 met +40.0 % in 20s, 92 missed -200.0 % in 6s" in s, s
     # a gentle knee is no cliff; without a search's account the interval is still stated
-    gentle = [_level(88, {"ttft.p95": 4.0, "tpot.p95": 0.06}, two), _level(92, {"ttft.p95": 5.5, "tpot.p95": 0.07}, two)]
+    gentle = [
+        _level(88, {"ttft.p95": 4.0, "tpot.p95": 0.06}, two),
+        _level(92, {"ttft.p95": 5.5, "tpot.p95": 0.07}, two),
+    ]
     plain = capacity(gentle, two)
-    assert not plain.cliff and plain.binding == "ttft.p95<5s" and plain.interval_confidence == pytest.approx(0.96)  # one step each, 98 % bounds
+    assert (
+        not plain.cliff and plain.binding == "ttft.p95<5s" and plain.interval_confidence == pytest.approx(0.96)
+    )  # one step each, 98 % bounds

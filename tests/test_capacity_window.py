@@ -38,7 +38,7 @@ def capacity(step_time: str, step_warmup: str, master: bool) -> RunPlan:
         ("5s", "2s", False, 3, 6),  # one process: no margin, but still too short
         ("1.5s", "0.5s", True, 0, 8.5),  # less than nothing: said as 0 s
     ],
-)  # fmt: skip
+)
 def test_a_capacity_search_with_too_short_a_judged_window_is_refused(step_time, step_warmup, master, judged, minimum):
     with pytest.raises(InputError) as e:
         capacity(step_time, step_warmup, master)
@@ -51,8 +51,10 @@ def test_a_capacity_search_with_too_short_a_judged_window_is_refused(step_time, 
     assert ("or a shorter --step-warmup" in message) == (step_warmup != "0s"), message
 
 
-@pytest.mark.parametrize("step_time, step_warmup, master", [("8s", "0s", True), ("18s", "10s", True), ("6s", "2s", False),
-                                                            ("60s", "10s", True)])  # fmt: skip
+@pytest.mark.parametrize(
+    "step_time, step_warmup, master",
+    [("8s", "0s", True), ("18s", "10s", True), ("6s", "2s", False), ("60s", "10s", True)],
+)
 def test_the_minimum_the_message_gives_is_accepted(step_time, step_warmup, master):
     load = capacity(step_time, step_warmup, master).load
     assert isinstance(load, CapacitySearchModel)
@@ -78,8 +80,22 @@ def test_the_judged_window_is_the_one_the_search_judges_on():
 
     def ended_at(t: float) -> tuple:
         e2e = 0.5
-        return RequestRecord("r", "w", "chat", "short", 10, 4, step=0, wall_send=t - e2e, status=200, ok=True,
-                             ttft_s=0.1, e2e_s=e2e, tpot_s=0.1, chunk_times=[0.1, 0.2]).as_row()  # fmt: skip
+        return RequestRecord(
+            "r",
+            "w",
+            "chat",
+            "short",
+            10,
+            4,
+            step=0,
+            wall_send=t - e2e,
+            status=200,
+            ok=True,
+            ttft_s=0.1,
+            e2e_s=e2e,
+            tpot_s=0.1,
+            chunk_times=[0.1, 0.2],
+        ).as_row()
 
     search.on_rows([ended_at(judged_end + 0.5)])
     assert search.judge(0)[1].requests.ok == 0, "a request that ended inside the workers' margin was judged"
@@ -95,17 +111,46 @@ def test_a_headless_master_refuses_it_before_any_load(tmp_path):
     results = tmp_path / "results"
     with simulator("--profile", "fixed", truth_log=str(truth)) as url:
         proc = subprocess.run(
-            [*LOCUST, *own_master_port(["--master", "--headless", "--expect-workers", "1", "--host", url, "--model",
-             "sim-model", "--find-capacity", "--slo", "ttft.p95<5s", "--step-time", "5s", "--step-warmup", "0s", "-t", "60s",
-             "--results-dir", str(results)])],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ},
-        )  # fmt: skip
+            [
+                *LOCUST,
+                *own_master_port(
+                    [
+                        "--master",
+                        "--headless",
+                        "--expect-workers",
+                        "1",
+                        "--host",
+                        url,
+                        "--model",
+                        "sim-model",
+                        "--find-capacity",
+                        "--slo",
+                        "ttft.p95<5s",
+                        "--step-time",
+                        "5s",
+                        "--step-warmup",
+                        "0s",
+                        "-t",
+                        "60s",
+                        "--results-dir",
+                        str(results),
+                    ]
+                ),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ},
+        )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == exit_codes.BAD_INPUT, proc.stderr[-3000:]
     errors = [ln for ln in lines if ln.startswith("error:")]
     assert errors == [lines[-1]], lines[-5:]
-    assert errors[0] == ("error: --step-time: 5s leaves 1s to judge each capacity-search level (5s - --step-warmup 0s "
-                         "- 4s while the workers' last records arrive), at least 4s is needed; give --step-time 8s or more")  # fmt: skip
+    assert errors[0] == (
+        "error: --step-time: 5s leaves 1s to judge each capacity-search level (5s - --step-warmup 0s "
+        "- 4s while the workers' last records arrive), at least 4s is needed; give --step-time 8s or more"
+    )
     assert not truth.exists() or truth.read_text().strip() == "", "a request reached the server"
     assert not results.exists(), "a results folder was made"
 
@@ -115,13 +160,18 @@ def test_the_plan_states_the_levels_and_the_warm_up_of_a_search():
     walks and how each level is held, as a step ramp's says (it said "levels of 40s within -t")."""
     given = dict(find_capacity=True, slo="ttft.p95<5s", run_time=600.0)
     walked = plan("40s", "10s", False, steps="5,10,20,50,80,120,160", capacity_policy="walk", **given)
-    assert walked.load.describe(walked) == ("capacity search for ttft.p95<5s: levels 5,10,20,50,80,120,160 users in order up to "
-                                            "the first miss, then bisecting to 10%, 40s each (10s warm-up), within -t 600s")  # fmt: skip
+    assert walked.load.describe(walked) == (
+        "capacity search for ttft.p95<5s: levels 5,10,20,50,80,120,160 users in order up to "
+        "the first miss, then bisecting to 10%, 40s each (10s warm-up), within -t 600s"
+    )
     doubled = plan("40s", "10s", False, capacity_policy="doubling", **given)
-    assert doubled.load.describe(doubled) == ("capacity search for ttft.p95<5s: doubling from 1 user, then bisecting to 10%, "
-                                              "40s each (10s warm-up), within -t 600s")  # fmt: skip
+    assert doubled.load.describe(doubled) == (
+        "capacity search for ttft.p95<5s: doubling from 1 user, then bisecting to 10%, "
+        "40s each (10s warm-up), within -t 600s"
+    )
     adaptive = plan("40s", "10s", False, max_users="64", **given)
     assert adaptive.load.describe(adaptive) == (
         "capacity search for ttft.p95<5s: probing up from 1 user x2 to the first miss, then interpolating on the margins to "
         "within 5%, each level ended once decided, at most 120s (a warm-up until the requests before it ended, at most 10s), "
-        "at most 64 users, within -t 600s")  # fmt: skip
+        "at most 64 users, within -t 600s"
+    )

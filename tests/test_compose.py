@@ -141,14 +141,36 @@ def test_locust_variables_pass_through_to_the_master():
     assert len(suite_env_vars()) > 30
     for var in sorted(suite_env_vars()):
         assert var in passed or var in FIXED, f"{var} is neither passed to the master nor set by docker-compose.yml"
-    for var in ("LOCUST_HOST", "LOCUST_MODEL", "LOCUST_USERS", "LOCUST_REQUEST_RATE", "LOCUST_STEPS", "LOCUST_SLO", "LOCUST_RUN_TIME"):
+    for var in (
+        "LOCUST_HOST",
+        "LOCUST_MODEL",
+        "LOCUST_USERS",
+        "LOCUST_REQUEST_RATE",
+        "LOCUST_STEPS",
+        "LOCUST_SLO",
+        "LOCUST_RUN_TIME",
+    ):
         assert var in passed
     # the host's values reach Locust's parse, defaults included
-    host_env = {"LOCUST_HOST": "http://gpu-box:8000", "LOCUST_MODEL": "m", "LOCUST_USERS": "7", "LOCUST_STEPS": "1,2",
-                "LOCUST_SLO": "ttft.p95<5s", "LOCUST_RUN_TIME": "5m", "LOCUST_REQUEST_RATE": "3"}  # fmt: skip
+    host_env = {
+        "LOCUST_HOST": "http://gpu-box:8000",
+        "LOCUST_MODEL": "m",
+        "LOCUST_USERS": "7",
+        "LOCUST_STEPS": "1,2",
+        "LOCUST_SLO": "ttft.p95<5s",
+        "LOCUST_RUN_TIME": "5m",
+        "LOCUST_REQUEST_RATE": "3",
+    }
     options = parse_locust(command(services["master"], host_env), environment(services["master"], host_env))
-    assert (options.host, options.model, options.num_users, options.steps, options.slo, options.run_time, options.request_rate) == (
-        "http://gpu-box:8000", "m", 7, "1,2", "ttft.p95<5s", 300, "3")  # fmt: skip
+    assert (
+        options.host,
+        options.model,
+        options.num_users,
+        options.steps,
+        options.slo,
+        options.run_time,
+        options.request_rate,
+    ) == ("http://gpu-box:8000", "m", 7, "1,2", "ttft.p95<5s", 300, "3")
     assert environment(services["master"], host_env)["SUITE_WAIT_FOR"] == "http://gpu-box:8000"
     # unset variables are not passed at all (an empty LOCUST_USERS would not parse)
     assert "LOCUST_STEPS" not in environment(services["master"])
@@ -158,7 +180,10 @@ def test_locust_variables_pass_through_to_the_master():
 
 
 def published(service: dict) -> list:
-    return [p if isinstance(p, str) else f"{p.get('host_ip', '')}:{p['published']}:{p['target']}" for p in service.get("ports", [])]
+    return [
+        p if isinstance(p, str) else f"{p.get('host_ip', '')}:{p['published']}:{p['target']}"
+        for p in service.get("ports", [])
+    ]
 
 
 def test_only_prometheus_and_grafana_are_published_and_on_loopback():
@@ -174,7 +199,9 @@ def test_only_prometheus_and_grafana_are_published_and_on_loopback():
     assert published(ui["master"]) == ["127.0.0.1:${LOCUST_WEB_PORT:-8089}:8089"]
     master_host = load(MASTER_HOST)["services"]
     (entry,) = published(master_host["master"])
-    assert entry.startswith("${MASTER_ADDRESS:?") and entry.endswith(":5557:5557"), "5557 only on a given private address"
+    assert entry.startswith("${MASTER_ADDRESS:?") and entry.endswith(":5557:5557"), (
+        "5557 only on a given private address"
+    )
 
 
 def test_healthcheck_and_waits_gate_the_master():
@@ -246,12 +273,16 @@ def test_the_image_is_built_once_for_every_service_with_base_and_ca_from_the_che
     in parallel; the base is a variable (a local image where no registry is reachable)."""
     services = load(COMPOSE)["services"]
     suite = {name for name, s in services.items() if str(s.get("image", "")).startswith("${SUITE_IMAGE")}
-    assert suite == {"simulator", "master", "worker", "replica-a", "replica-b"}, suite  # the replicas: the `replicas` profile
+    assert suite == {"simulator", "master", "worker", "replica-a", "replica-b"}, (
+        suite
+    )  # the replicas: the `replicas` profile
     assert len({services[n]["image"] for n in suite}) == 1
     built = [n for n, s in services.items() if "build" in s]
     assert built == ["simulator"], built
     build = services["simulator"]["build"]
-    assert build["dockerfile"] == "deploy/Dockerfile" and build["args"] == {"BASE": "${SUITE_BASE:-python:3.11-slim-bookworm}"}
+    assert build["dockerfile"] == "deploy/Dockerfile" and build["args"] == {
+        "BASE": "${SUITE_BASE:-python:3.11-slim-bookworm}"
+    }
     worker_host = load(WORKER_HOST)["services"]["worker"]["build"]
     assert worker_host["args"] == build["args"]
     with open(os.path.join(ROOT, "deploy", "Dockerfile"), encoding="utf-8") as f:
@@ -277,11 +308,19 @@ def test_the_replicas_profile_runs_two_replicas_behind_nginx_that_names_each():
     conf_path = os.path.join(ROOT, mount.split(":")[0])
     with open(conf_path, encoding="utf-8") as f:
         conf = f.read()
-    for line in ("server replica-a:8000;", "server replica-b:8000;", "proxy_buffering off;", "add_header X-Upstream $upstream_addr always;"):
+    for line in (
+        "server replica-a:8000;",
+        "server replica-b:8000;",
+        "proxy_buffering off;",
+        "add_header X-Upstream $upstream_addr always;",
+    ):
         assert line in conf, line
     env = {"LOCUST_HOST": "http://replica-a:8000,http://replica-b:8000", "LOCUST_BALANCE": "sticky"}
     options = parse_locust(command(services["master"], env), environment(services["master"], env))
     assert (options.host, options.balance) == (env["LOCUST_HOST"], "sticky")
     assert environment(services["master"], env)["SUITE_WAIT_FOR"] == env["LOCUST_HOST"]  # each replica waited for
     env = {"LOCUST_HOST": "http://balancer:8080", "LOCUST_BACKEND_HEADER": "X-Upstream"}
-    assert parse_locust(command(services["master"], env), environment(services["master"], env)).backend_header == "X-Upstream"
+    assert (
+        parse_locust(command(services["master"], env), environment(services["master"], env)).backend_header
+        == "X-Upstream"
+    )

@@ -19,8 +19,24 @@ PROGRESS = re.compile(
 
 
 def test_a_headless_run_prints_progress_lines_and_not_locusts_tables(tmp_path):
-    proc = run_locust("--headless", "-u", "3", "-r", "3", "-t", "30s", "--max-tokens-override", "8",
-                      "--results-dir", str(tmp_path), "--run-id", "c", "--stop-timeout", "5", timeout=120)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "-u",
+        "3",
+        "-r",
+        "3",
+        "-t",
+        "30s",
+        "--max-tokens-override",
+        "8",
+        "--results-dir",
+        str(tmp_path),
+        "--run-id",
+        "c",
+        "--stop-timeout",
+        "5",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     err = proc.stderr.splitlines()
     # before: Locust's table every 2 s, about 100 lines for this run; now the start, two or three
@@ -49,8 +65,25 @@ def test_a_headless_run_prints_progress_lines_and_not_locusts_tables(tmp_path):
 
 
 def test_locust_tables_brings_back_locusts_periodic_and_final_tables(tmp_path):
-    proc = run_locust("--headless", "-u", "1", "-r", "1", "-t", "5s", "--max-tokens-override", "4", "--locust-tables",
-                      "--results-dir", str(tmp_path), "--run-id", "t", "--stop-timeout", "5", timeout=90)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "-u",
+        "1",
+        "-r",
+        "1",
+        "-t",
+        "5s",
+        "--max-tokens-override",
+        "4",
+        "--locust-tables",
+        "--results-dir",
+        str(tmp_path),
+        "--run-id",
+        "t",
+        "--stop-timeout",
+        "5",
+        timeout=90,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sum("Aggregated" in line for line in proc.stderr.splitlines()) >= 2, proc.stderr
     assert "Response time percentiles (approximated)" in proc.stdout + proc.stderr

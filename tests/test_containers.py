@@ -51,7 +51,20 @@ pytestmark = [pytest.mark.containers, pytest.mark.skipif(REASON is not None, rea
 
 # A metric a dashboard query names only as an alternative for older vLLM versions
 FALLBACK_METRICS = {"vllm:gpu_cache_usage_perc"}
-PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "or", "and", "unless", "bool", "offset", "le"}
+PROMQL_WORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "or",
+    "and",
+    "unless",
+    "bool",
+    "offset",
+    "le",
+}
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +81,9 @@ def stack(tmp_path_factory):
     # one build for the simulator, the master and the workers (a build each made four, in parallel)
     assert out.count("STEP 1/") == 1, ct.tail(out)
     assert engine.image_exists(images["suite"])
-    ct.log(f"suite image (podman-compose build): {time.monotonic() - t1:.0f}s; all images ready after {time.monotonic() - t0:.0f}s")
+    ct.log(
+        f"suite image (podman-compose build): {time.monotonic() - t1:.0f}s; all images ready after {time.monotonic() - t0:.0f}s"
+    )
     engine.make_netns()
     try:
         yield engine, images, clone, workdir
@@ -105,7 +120,7 @@ def metric_names(expr: str) -> set:
     expr = re.sub(r"\b(by|without)\s*\([^)]*\)", " ", expr)  # grouping labels
     names = set()
     for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", expr):
-        rest = expr[m.end():].lstrip()
+        rest = expr[m.end() :].lstrip()
         if rest.startswith("(") or m.group(0) in PROMQL_WORDS:
             continue  # a function or a keyword
         names.add(m.group(0))
@@ -116,14 +131,22 @@ def dashboard_queries() -> list:
     with open(os.path.join(ROOT, "deploy", "grafana", "dashboards", "llm-loadtest.json"), encoding="utf-8") as f:
         dash = json.load(f)
     out = [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
-    out += [("variable " + v["name"], re.sub(r"^label_values\(([^,]+),.*$", r"\1", v["query"])) for v in dash["templating"]["list"]]
+    out += [
+        ("variable " + v["name"], re.sub(r"^label_values\(([^,]+),.*$", r"\1", v["query"]))
+        for v in dash["templating"]["list"]
+    ]
     return out
 
 
 def test_metric_names_parser():
-    assert metric_names('histogram_quantile(0.95, sum by (le, request_class) (rate(llm_ttft_seconds_bucket{request_class=~"$request_class"}[$__rate_interval])))') == {"llm_ttft_seconds_bucket"}
-    assert metric_names("max(vllm:kv_cache_usage_perc) or max(vllm:gpu_cache_usage_perc)") == {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}
-    assert metric_names("sum(rate(a_total[1m])) + sum(rate(b_total{x=\"y\"}[1m]))") == {"a_total", "b_total"}
+    assert metric_names(
+        'histogram_quantile(0.95, sum by (le, request_class) (rate(llm_ttft_seconds_bucket{request_class=~"$request_class"}[$__rate_interval])))'
+    ) == {"llm_ttft_seconds_bucket"}
+    assert metric_names("max(vllm:kv_cache_usage_perc) or max(vllm:gpu_cache_usage_perc)") == {
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+    }
+    assert metric_names('sum(rate(a_total[1m])) + sum(rate(b_total{x="y"}[1m]))') == {"a_total", "b_total"}
 
 
 @pytest.mark.timeout(900)
@@ -131,8 +154,16 @@ def test_compose_up_runs_a_distributed_test(stack):
     engine, images, clone, workdir = stack
     # replies of at most 64 tokens: the reference mix's long replies would make the drain after the
     # run last longer than the run itself (~150 records in 20 s instead of ~80 in 30 s)
-    env = {"WORKERS": "2", "LOCUST_RUN_TIME": "20s", "LOCUST_USERS": "16", "LOCUST_SPAWN_RATE": "16", "LOCUST_SEED": "7",
-           "LOCUST_MAX_TOKENS_OVERRIDE": "64", "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}  # fmt: skip
+    env = {
+        "WORKERS": "2",
+        "LOCUST_RUN_TIME": "20s",
+        "LOCUST_USERS": "16",
+        "LOCUST_SPAWN_RATE": "16",
+        "LOCUST_SEED": "7",
+        "LOCUST_MAX_TOKENS_OVERRIDE": "64",
+        "SUITE_IMAGE": images["suite"],
+        "PROMETHEUS_IMAGE": images["prometheus"],
+    }
     # the simulator's truth log: the same command as docker-compose.yml's, plus --truth-log
     truth = os.path.join(workdir, "truth")
     os.mkdir(truth)
@@ -140,12 +171,23 @@ def test_compose_up_runs_a_distributed_test(stack):
     sim = yaml.safe_load(open(os.path.join(clone, "docker-compose.yml"), encoding="utf-8"))["services"]["simulator"]
     override = os.path.join(workdir, "truth.yml")
     with open(override, "w", encoding="utf-8") as f:
-        yaml.safe_dump({"services": {"simulator": {"command": sim["command"] + ["--truth-log", "/truth/truth.jsonl"],
-                                                   "volumes": [f"{truth}:/truth"]}}}, f)  # fmt: skip
+        yaml.safe_dump(
+            {
+                "services": {
+                    "simulator": {
+                        "command": sim["command"] + ["--truth-log", "/truth/truth.jsonl"],
+                        "volumes": [f"{truth}:/truth"],
+                    }
+                }
+            },
+            f,
+        )
     project = ct.Project(engine, clone, files=("docker-compose.yml", override), env=env)
     try:
         t0 = time.monotonic()
-        up = project.compose("up", "--exit-code-from", "master", "master", "worker", "simulator", "prometheus", timeout=400, check=False)
+        up = project.compose(
+            "up", "--exit-code-from", "master", "master", "worker", "simulator", "prometheus", timeout=400, check=False
+        )
         up_s = time.monotonic() - t0
         logs = ct.tail(up.stdout + up.stderr, 6000)
         ct.log(f"compose up: {up_s:.0f}s, exit code {up.returncode}")
@@ -196,7 +238,9 @@ def test_compose_up_runs_a_distributed_test(stack):
         # every metric a dashboard panel names is exposed by the master or the simulator
         exposed = prometheus_names(engine, "llm-loadtest") | prometheus_names(engine, "llm-server")
         assert {"llm_requests_total", "llm_ttft_seconds_bucket", "vllm:num_requests_running"} <= exposed
-        end = min(float(s["value"][1]) for s in prometheus_query(engine, "timestamp(max_over_time(llm_requests_total[15m]))"))
+        end = min(
+            float(s["value"][1]) for s in prometheus_query(engine, "timestamp(max_over_time(llm_requests_total[15m]))")
+        )
         for title, expr in dashboard_queries():
             names = metric_names(expr)
             assert names and names - FALLBACK_METRICS <= exposed, f"{title}: {sorted(names - exposed)} not exposed"
@@ -219,14 +263,42 @@ def test_compose_up_runs_a_distributed_test(stack):
                 assert os.stat(name).st_uid == 1000, name
 
         # the same image: its user, what it holds, and the reports CLI on these results
-        probe = engine.podman("run", "--rm", "--entrypoint", "sh", images["suite"], "-c",
-                              "id -u; python --version; ls -A results | wc -l; ls -A").stdout.split()  # fmt: skip
+        probe = engine.podman(
+            "run",
+            "--rm",
+            "--entrypoint",
+            "sh",
+            images["suite"],
+            "-c",
+            "id -u; python --version; ls -A results | wc -l; ls -A",
+        ).stdout.split()
         uid, _, version, in_results, *listing = probe
         assert uid == "1000" and version.startswith("3.11.") and in_results == "0", probe
-        assert {"locustfile.py", "core", "metrics", "plugin", "users", "simulator", "reports", "webui", "workloads", "deploy"} <= set(listing), listing
+        assert {
+            "locustfile.py",
+            "core",
+            "metrics",
+            "plugin",
+            "users",
+            "simulator",
+            "reports",
+            "webui",
+            "workloads",
+            "deploy",
+        } <= set(listing), listing
         assert not {".git", ".cache", ".venv", "venv", "tests", "bench", ".ci", "docs"} & set(listing), listing
-        show = engine.podman("run", "--rm", "-v", f"{os.path.join(clone, 'results')}:/home/locust/suite/results:ro",
-                             images["suite"], "python", "-m", "reports", "show", f"results/{os.path.basename(run)}").stdout  # fmt: skip
+        show = engine.podman(
+            "run",
+            "--rm",
+            "-v",
+            f"{os.path.join(clone, 'results')}:/home/locust/suite/results:ro",
+            images["suite"],
+            "python",
+            "-m",
+            "reports",
+            "show",
+            f"results/{os.path.basename(run)}",
+        ).stdout
         assert str(rows) in show.replace(",", ""), show[-2000:]
     finally:
         project.down()
@@ -241,11 +313,21 @@ def test_a_clone_owned_by_a_normal_user(stack):
             os.chown(name, 1234, 1234)
     assert not os.path.exists(os.path.join(clone, "results"))  # the engine makes it, as root
     # an objective no server meets: the master exits with 3, and so does `up`
-    env = {"WORKERS": "1", "LOCUST_RUN_TIME": "5s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s", "LOCUST_SLO": "ttft.p50<1ms",
-           "LOCUST_MAX_TOKENS_OVERRIDE": "64", "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}  # fmt: skip
+    env = {
+        "WORKERS": "1",
+        "LOCUST_RUN_TIME": "5s",
+        "LOCUST_USERS": "4",
+        "LOCUST_PROMETHEUS_LINGER": "0s",
+        "LOCUST_SLO": "ttft.p50<1ms",
+        "LOCUST_MAX_TOKENS_OVERRIDE": "64",
+        "SUITE_IMAGE": images["suite"],
+        "PROMETHEUS_IMAGE": images["prometheus"],
+    }
     project = ct.Project(engine, clone, env=env)
     try:
-        up = project.compose("up", "--exit-code-from", "master", "master", "worker", "simulator", timeout=300, check=False)
+        up = project.compose(
+            "up", "--exit-code-from", "master", "master", "worker", "simulator", timeout=300, check=False
+        )
         assert up.returncode == project.container("master")["ExitCode"] == 3, ct.tail(up.stdout + up.stderr)
         _, summary, records = summary_and_records(clone)
         assert len(summary["workers"]) == 1 and records.num_rows > 0 and summary["slo"]["passed"] is False
@@ -261,8 +343,13 @@ def test_a_clone_owned_by_a_normal_user(stack):
 def test_ui_variant_serves_the_llm_view(stack):
     engine, images, _, workdir = stack
     clone = ct.fresh_clone(os.path.join(workdir, "clone-ui"))
-    env = {"WORKERS": "1", "LOCUST_STOP_TIMEOUT": "5", "LOCUST_MAX_TOKENS_OVERRIDE": "64",
-           "SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
+    env = {
+        "WORKERS": "1",
+        "LOCUST_STOP_TIMEOUT": "5",
+        "LOCUST_MAX_TOKENS_OVERRIDE": "64",
+        "SUITE_IMAGE": images["suite"],
+        "PROMETHEUS_IMAGE": images["prometheus"],
+    }
     project = ct.Project(engine, clone, files=("docker-compose.yml", "deploy/compose.ui.yml"), env=env)
     try:
         project.compose("up", "-d", "master", "worker", "simulator", timeout=180)
@@ -278,7 +365,9 @@ def test_ui_variant_serves_the_llm_view(stack):
         assert "<html" in page.lower() and stats["seq"] == 0
         # a ramp started by hand, as from the start form: the LLM view shows its requests live
         base = "http://127.0.0.1:8089"
-        started = json.loads(engine.http_get(base + "/swarm", form={"user_count": 4, "spawn_rate": 4, "host": "http://simulator:8000"}))
+        started = json.loads(
+            engine.http_get(base + "/swarm", form={"user_count": 4, "spawn_rate": 4, "host": "http://simulator:8000"})
+        )
         assert started["success"], started
         deadline = time.monotonic() + 90
         while True:
@@ -294,11 +383,17 @@ def test_ui_variant_serves_the_llm_view(stack):
             assert time.monotonic() < deadline, f"the stopped run wrote no report: {final['run']}"
             time.sleep(2)
         run_dirs = os.listdir(os.path.join(clone, "results"))
-        assert final["run"]["id"] in run_dirs and os.path.exists(os.path.join(clone, "results", final["run"]["id"], "summary.json"))
-        ct.log(f"UI variant: {live['overall']['requests']['ok']} requests in the live view, TTFT p50 "
-               f"{live['overall']['ttft_ms']['p50']:.0f} ms; the stopped run's report: {final['run']['report_url']}")  # fmt: skip
+        assert final["run"]["id"] in run_dirs and os.path.exists(
+            os.path.join(clone, "results", final["run"]["id"], "summary.json")
+        )
+        ct.log(
+            f"UI variant: {live['overall']['requests']['ok']} requests in the live view, TTFT p50 "
+            f"{live['overall']['ttft_ms']['p50']:.0f} ms; the stopped run's report: {final['run']['report_url']}"
+        )
         ports = project.container("master").get("Ports") or []
-        assert [(p["host_ip"], p["host_port"], p["container_port"]) for p in ports] == [("127.0.0.1", 8089, 8089)], ports
+        assert [(p["host_ip"], p["host_port"], p["container_port"]) for p in ports] == [("127.0.0.1", 8089, 8089)], (
+            ports
+        )
         cfg = yaml.safe_load(project.compose("config", timeout=60).stdout)
         assert "--headless" not in cfg["services"]["master"]["command"]
     finally:
@@ -316,13 +411,28 @@ def test_workers_from_another_compose_project_join_the_master(stack):
     with open(override, "w", encoding="utf-8") as f:
         yaml.safe_dump({"services": {"simulator": {"ports": [f"{address}:8000:8000"]}}}, f)
     common = {"SUITE_IMAGE": images["suite"], "PROMETHEUS_IMAGE": images["prometheus"]}
-    master = ct.Project(engine, clone, files=("docker-compose.yml", "deploy/compose.master.yml", override),
-                        env={**common, "MASTER_ADDRESS": address, "WORKERS": "2", "LOCUST_HOST": f"http://{address}:8000",
-                             "LOCUST_RUN_TIME": "10s", "LOCUST_USERS": "4", "LOCUST_PROMETHEUS_LINGER": "0s",
-                             "LOCUST_MAX_TOKENS_OVERRIDE": "64"})  # fmt: skip
-    workers = ct.Project(engine, clone, files=("deploy/compose.worker.yml",), env={**common, "MASTER_HOST": address, "WORKERS": "2"})
+    master = ct.Project(
+        engine,
+        clone,
+        files=("docker-compose.yml", "deploy/compose.master.yml", override),
+        env={
+            **common,
+            "MASTER_ADDRESS": address,
+            "WORKERS": "2",
+            "LOCUST_HOST": f"http://{address}:8000",
+            "LOCUST_RUN_TIME": "10s",
+            "LOCUST_USERS": "4",
+            "LOCUST_PROMETHEUS_LINGER": "0s",
+            "LOCUST_MAX_TOKENS_OVERRIDE": "64",
+        },
+    )
+    workers = ct.Project(
+        engine, clone, files=("deploy/compose.worker.yml",), env={**common, "MASTER_HOST": address, "WORKERS": "2"}
+    )
     try:
-        master.compose("up", "-d", "master", "simulator", timeout=180)  # (podman-compose 1.6.0 fails on naming a service of 0 replicas)
+        master.compose(
+            "up", "-d", "master", "simulator", timeout=180
+        )  # (podman-compose 1.6.0 fails on naming a service of 0 replicas)
         assert [c for c in master.containers() if c["Labels"]["com.docker.compose.service"] == "worker"] == []
         workers.compose("up", "-d", timeout=180)
         assert len(workers.containers()) == 2
@@ -349,15 +459,23 @@ def test_kube_play_runs_the_kubernetes_manifests_distributed(stack):
     engine, images, clone, workdir = stack
     with open(os.path.join(clone, "deploy", "kubernetes", "podman.yaml"), encoding="utf-8") as f:
         resources = [d for d in yaml.safe_load_all(f) if d]
-    settings = {"LOCUST_RUN_TIME": "20s", "LOCUST_USERS": "16", "LOCUST_SPAWN_RATE": "16", "LOCUST_SEED": "7",
-                "LOCUST_MAX_TOKENS_OVERRIDE": "64", "LOCUST_PROMETHEUS_LINGER": "1s"}  # fmt: skip
+    settings = {
+        "LOCUST_RUN_TIME": "20s",
+        "LOCUST_USERS": "16",
+        "LOCUST_SPAWN_RATE": "16",
+        "LOCUST_SEED": "7",
+        "LOCUST_MAX_TOKENS_OVERRIDE": "64",
+        "LOCUST_PROMETHEUS_LINGER": "1s",
+    }
     for r in resources:
         spec = r["spec"]["template"]["spec"] if r["kind"] == "Deployment" else r["spec"]
         for c in spec.get("containers", []):
             assert c["image"] == "llm-loadtest:latest" and "ports" not in c, c  # nothing published on the host
             c["image"] = images["suite"]
             if c["name"] == "master":  # the run's settings, as a person edits master.yaml's LOCUST_* values
-                c["env"] = [e for e in c["env"] if e["name"] not in settings] + [{"name": k, "value": v} for k, v in settings.items()]
+                c["env"] = [e for e in c["env"] if e["name"] not in settings] + [
+                    {"name": k, "value": v} for k, v in settings.items()
+                ]
     play = os.path.join(workdir, "podman-play.yaml")
     with open(play, "w", encoding="utf-8") as f:
         yaml.safe_dump_all(resources, f)
@@ -371,8 +489,11 @@ def test_kube_play_runs_the_kubernetes_manifests_distributed(stack):
         logs = ct.tail(engine.podman("logs", "llm-loadtest-master-master", check=False).stderr, 6000)
         ct.log(f"kube play: the master exited {status} after {time.monotonic() - t0:.0f}s")
         assert status == "0", logs
-        workers = [c for c in json.loads(engine.podman("ps", "-a", "--format", "json").stdout)
-                   if any(n.startswith("llm-loadtest-worker-pod-") and n.endswith("-worker") for n in c["Names"])]  # fmt: skip
+        workers = [
+            c
+            for c in json.loads(engine.podman("ps", "-a", "--format", "json").stdout)
+            if any(n.startswith("llm-loadtest-worker-pod-") and n.endswith("-worker") for n in c["Names"])
+        ]
         assert len(workers) == 2, workers
         os.mkdir(results)
         # docs/containers.md "Kubernetes with podman": the results volume to a local folder
@@ -384,7 +505,9 @@ def test_kube_play_runs_the_kubernetes_manifests_distributed(stack):
         rows = records.num_rows
         assert summary["complete"] and rows > 50, (rows, logs)
         joined = summary["workers"]
-        assert len(joined) == 2 and all(w["final_received"] and not w["missing_batches"] and w["records"] > 0 for w in joined.values()), joined
+        assert len(joined) == 2 and all(
+            w["final_received"] and not w["missing_batches"] and w["records"] > 0 for w in joined.values()
+        ), joined
         assert sum(w["records"] for w in joined.values()) == rows == summary["records"]["total"]
         assert all(records.column("ok").to_pylist()), summary["records"]["by_error"]
         ct.log(f"kube play: {rows} records from workers {sorted(w['records'] for w in joined.values())}")
@@ -401,5 +524,9 @@ def test_the_images_default_command_lists_the_suites_options(stack):
     out = engine.podman("run", "--rm", "--network", "none", images["suite"], timeout=120).stdout
     text = " ".join(out.split())
     assert "--spawn-rate" in text and "Target and model:" in text, out[-2000:]
-    for flag, env in (("--slo", "LOCUST_SLO"), ("--find-capacity", "LOCUST_FIND_CAPACITY"), ("--model", "LOCUST_MODEL")):
+    for flag, env in (
+        ("--slo", "LOCUST_SLO"),
+        ("--find-capacity", "LOCUST_FIND_CAPACITY"),
+        ("--model", "LOCUST_MODEL"),
+    ):
         assert f" {flag} " in text and f"env {env}]" in text, flag

@@ -17,8 +17,10 @@ from metrics.diagnosis import diagnose, level_evidence
 from metrics.schema.server_side import LevelEvidence
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust
 
-BASE = ("kind: batch\nscheduler: chunked\nmax_num_batched_tokens: 8192\nstep_base_s: 0.02\nper_seq_s: 0.0\n"
-        "per_prefill_token_s: 0.0\nmax_model_len: 4096\n")  # fmt: skip
+BASE = (
+    "kind: batch\nscheduler: chunked\nmax_num_batched_tokens: 8192\nstep_base_s: 0.02\nper_seq_s: 0.0\n"
+    "per_prefill_token_s: 0.0\nmax_model_len: 4096\n"
+)
 PROFILES = {
     # 6 running at most, KV without limit: the 7th request waits for a slot while KV stays near empty
     "scheduler-bound": BASE + "max_num_seqs: 6\nnum_gpu_blocks_override: 62500\n",
@@ -27,7 +29,9 @@ PROFILES = {
     # slots and KV enough, 12 ms more per sequence in the batch: all 24 run, each step takes 0.31 s
     # (a token budget per step for all 24 prompts at once: the users send in step, and with 8,192 a
     # burst of long prompts waited a step for its prefill)
-    "compute-bound": BASE.replace("per_seq_s: 0.0", "per_seq_s: 0.012").replace("batched_tokens: 8192", "batched_tokens: 131072")
+    "compute-bound": BASE.replace("per_seq_s: 0.0", "per_seq_s: 0.012").replace(
+        "batched_tokens: 8192", "batched_tokens: 131072"
+    )
     + "max_num_seqs: 128\nnum_gpu_blocks_override: 62500\n",
 }
 # The compute-bound level must send inside its 4 s window: 8-token replies of 0.31 s steps take
@@ -38,8 +42,18 @@ MAX_TOKENS = {"scheduler-bound": "30", "memory-bound": "30", "compute-bound": "8
 # (Not TTFT for compute-bound: its users end in step and send again together, and a burst's first
 # tokens come from one prefill step with nothing decoding beside it, 0.02 s, under any threshold.)
 SLO = {"scheduler-bound": "ttft.p95<150ms", "memory-bound": "ttft.p95<150ms", "compute-bound": "tpot.p95<150ms"}
-RAMP = ("--steps", "2,24", "--step-time", "6s", "--step-warmup", "2s", "--server-metrics-interval", "1s",
-        "--stop-timeout", "10")  # fmt: skip
+RAMP = (
+    "--steps",
+    "2,24",
+    "--step-time",
+    "6s",
+    "--step-warmup",
+    "2s",
+    "--server-metrics-interval",
+    "1s",
+    "--stop-timeout",
+    "10",
+)
 
 
 def _profile(tmp_path, limit: str) -> str:
@@ -53,8 +67,22 @@ def _profile(tmp_path, limit: str) -> str:
 @pytest.mark.parametrize("limit", sorted(PROFILES))
 def test_a_known_limit_is_diagnosed_in_summary_json_and_the_report(tmp_path, limit):
     with simulator("--profile", _profile(tmp_path, limit)) as url:
-        proc = run_locust("--host", url, *RAMP, "--slo", SLO[limit], "--max-tokens-override", MAX_TOKENS[limit], "--server-metrics", url + "/metrics",
-                          "--results-dir", str(tmp_path), "--run-id", "r", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            *RAMP,
+            "--slo",
+            SLO[limit],
+            "--max-tokens-override",
+            MAX_TOKENS[limit],
+            "--server-metrics",
+            url + "/metrics",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "r",
+            timeout=120,
+        )
     _, summary = read_results(str(tmp_path), "r")
     d = summary.get("diagnosis")
     assert d is not None and d["kind"] == limit, (d, proc.stderr[-2000:])
@@ -98,9 +126,31 @@ def test_the_live_view_states_the_diagnosis_once_there_is_a_knee_and_then_summar
     log = str(tmp_path / "locust.log")
     ramp = [a if a != "2,24" else "2,24,26" for a in RAMP]
     with simulator("--profile", _profile(tmp_path, "scheduler-bound")) as url:
-        proc = start_locust("--host", url, *ramp, "--slo", SLO["scheduler-bound"], "--max-tokens-override", MAX_TOKENS["scheduler-bound"], "--server-metrics", url + "/metrics", "--results-dir", str(tmp_path),
-                            "--run-id", "ui", "--autostart", "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port",
-                            str(port), "-t", "18s", log_path=log)  # fmt: skip
+        proc = start_locust(
+            "--host",
+            url,
+            *ramp,
+            "--slo",
+            SLO["scheduler-bound"],
+            "--max-tokens-override",
+            MAX_TOKENS["scheduler-bound"],
+            "--server-metrics",
+            url + "/metrics",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "ui",
+            "--autostart",
+            "--autoquit",
+            "30",
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "-t",
+            "18s",
+            log_path=log,
+        )
         try:
             before_knee, live, end = [], None, time.monotonic() + 80
             while time.monotonic() < end and proc.poll() is None:
@@ -133,7 +183,7 @@ def test_the_live_view_states_the_diagnosis_once_there_is_a_knee_and_then_summar
 
 
 def test_a_run_without_a_knee_does_not_say_it_has_one():
-    """"Why the knee is there" heads a diagnosis only where a level missed the SLO; a ramp whose
+    """ "Why the knee is there" heads a diagnosis only where a level missed the SLO; a ramp whose
     levels all met it (or stayed undecided), or one without --slo, is diagnosed at its highest level
     under a heading that says there is no knee (the page said "Why the knee is there" after a ramp
     whose two levels were undecided)."""
@@ -142,7 +192,10 @@ def test_a_run_without_a_knee_does_not_say_it_has_one():
     from metrics.diagnosis import heading_of
 
     assert heading_of(SimpleNamespace(next_failing_users=24)) == "Why the knee is there"
-    assert heading_of(SimpleNamespace(next_failing_users=None)) == "No level missed the SLO (no knee); what limits the highest level"
+    assert (
+        heading_of(SimpleNamespace(next_failing_users=None))
+        == "No level missed the SLO (no knee); what limits the highest level"
+    )
     assert heading_of(None) == "What limits the highest level (no --slo, no knee)"
     g = LevelEvidence(step=1, users=24, scrapes=5, running=24, waiting=0.0, kv_cache_peak=0.5, preemptions=0.0)
     d = diagnose([g], 24, heading=heading_of(None))
@@ -156,9 +209,13 @@ def _scrapes(levels) -> pd.DataFrame:
     for start, end, waiting, kv, q, h in levels:
         for t in range(start, end + 1):
             queries, hits = queries + q, hits + h
-            rows += [(float(t), "vllm:num_requests_running", 4.0), (float(t), "vllm:num_requests_waiting", waiting),
-                     (float(t), "vllm:kv_cache_usage_perc", kv), (float(t), "vllm:prefix_cache_queries_total", queries),
-                     (float(t), "vllm:prefix_cache_hits_total", hits)]  # fmt: skip
+            rows += [
+                (float(t), "vllm:num_requests_running", 4.0),
+                (float(t), "vllm:num_requests_waiting", waiting),
+                (float(t), "vllm:kv_cache_usage_perc", kv),
+                (float(t), "vllm:prefix_cache_queries_total", queries),
+                (float(t), "vllm:prefix_cache_hits_total", hits),
+            ]
     return pd.DataFrame(rows, columns=["timestamp", "metric", "value"])
 
 
@@ -168,14 +225,22 @@ def test_a_falling_prefix_cache_hit_rate_is_evidence_and_part_of_the_cause():
     server = _scrapes([(0, 20, 0.0, 0.5, 1000, 800), (21, 40, 9.0, 0.98, 1000, 250)])
     levels, names = level_evidence(server, [(0, 4, 2.0, 20.0), (1, 32, 23.0, 40.0)])
     assert [round(lv.prefix_cache_hit_rate, 3) for lv in levels] == [0.8, 0.25]
-    assert names["prefix_hits"] == "vllm:prefix_cache_hits_total" and names["prefix_queries"] == "vllm:prefix_cache_queries_total"
+    assert (
+        names["prefix_hits"] == "vllm:prefix_cache_hits_total"
+        and names["prefix_queries"] == "vllm:prefix_cache_queries_total"
+    )
     d = diagnose(levels, 32, names)
     assert d.kind == "memory-bound" and "prefix-cache hit rate fell from 80% at 4 users to 25%" in d.sentence
-    assert any("prefix-cache hit rate 25% (vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total; 80% at 4 users)"
-               in e for e in d.evidence)  # fmt: skip
+    assert any(
+        "prefix-cache hit rate 25% (vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total; 80% at 4 users)"
+        in e
+        for e in d.evidence
+    )
     # a steady hit rate is evidence, not a cause
-    steady, names = level_evidence(_scrapes([(0, 20, 0.0, 0.5, 1000, 800), (21, 40, 9.0, 0.98, 1000, 790)]),
-                                   [(0, 4, 2.0, 20.0), (1, 32, 23.0, 40.0)])  # fmt: skip
+    steady, names = level_evidence(
+        _scrapes([(0, 20, 0.0, 0.5, 1000, 800), (21, 40, 9.0, 0.98, 1000, 790)]),
+        [(0, 4, 2.0, 20.0), (1, 32, 23.0, 40.0)],
+    )
     assert "prefix-cache" not in diagnose(steady, 32, names).sentence
 
 
@@ -183,8 +248,23 @@ def test_a_falling_prefix_cache_hit_rate_is_evidence_and_part_of_the_cause():
 def test_the_built_in_simulator_is_scraped_for_the_diagnosis(tmp_path):
     """No --host: the built-in simulator answers, and its own gauges reach the knee's diagnosis
     without a --server-metrics URL nobody could know before the run."""
-    proc = run_locust("--steps", "2,4", "--step-time", "5s", "--step-warmup", "1s", "--server-metrics-interval", "1s",
-                      "--max-tokens-override", "16", "--results-dir", str(tmp_path), "--run-id", "sim", timeout=120)  # fmt: skip
+    proc = run_locust(
+        "--steps",
+        "2,4",
+        "--step-time",
+        "5s",
+        "--step-warmup",
+        "1s",
+        "--server-metrics-interval",
+        "1s",
+        "--max-tokens-override",
+        "16",
+        "--results-dir",
+        str(tmp_path),
+        "--run-id",
+        "sim",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, summary = read_results(str(tmp_path), "sim")
     d = summary["diagnosis"]

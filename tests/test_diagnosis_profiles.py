@@ -37,11 +37,19 @@ def test_a_simulator_limit_is_named_with_the_figures_it_rests_on(tmp_path, limit
         assert cfg["num_gpu_blocks"] == 320 and f"KV cache of {cfg['num_gpu_blocks']:,.0f} blocks" in d["sentence"]
         assert knee["kv_cache_peak"] >= 0.9 or knee["preemptions"] > 0, knee
         assert knee["preemptions"] <= sent["preemptions"].sum()  # counted inside the window, of the run's
-        assert any("vllm:num_preemptions_total" in e for e in d["evidence"]) and any("vllm:kv_cache_usage_perc peak" in e for e in d["evidence"])
+        assert any("vllm:num_preemptions_total" in e for e in d["evidence"]) and any(
+            "vllm:kv_cache_usage_perc peak" in e for e in d["evidence"]
+        )
     elif limit == "scheduler-bound":
-        assert cfg["max_num_seqs"] == 8 and "8 run at the peak" in d["sentence"] and "at most 8 (its max_num_seqs)" in d["sentence"]
+        assert (
+            cfg["max_num_seqs"] == 8
+            and "8 run at the peak" in d["sentence"]
+            and "at most 8 (its max_num_seqs)" in d["sentence"]
+        )
         assert knee["running_peak"] == 8 and knee["waiting"] >= 1 and knee["kv_cache_peak"] < 0.1, knee
-        assert any("max_num_seqs 8 (vllm:cache_config_info, llm_simulator_scheduler_config_info)" in e for e in d["evidence"])
+        assert any(
+            "max_num_seqs 8 (vllm:cache_config_info, llm_simulator_scheduler_config_info)" in e for e in d["evidence"]
+        )
     elif limit == "prefill-bound":
         budget = cfg["max_num_batched_tokens"]
         assert knee["step_tokens"] >= 0.8 * budget and knee["running_peak"] < cfg["max_num_seqs"], knee

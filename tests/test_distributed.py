@@ -20,13 +20,41 @@ COMMON = ("--max-tokens-override", "40", "--seed", "11")
 def run_distributed(tmp, url, run_id, workers=2, seconds=15, extra=(), kill_worker_after=None, truth_log=None):
     port = free_port()
     master = start_locust(
-        "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-        "--expect-workers", str(workers), "-u", "40", "-r", "40", "-t", f"{seconds}s", "--host", url,
-        "--results-dir", str(tmp), "--run-id", run_id, "--stop-timeout", "20", *COMMON, *extra,
+        "--master",
+        "--headless",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(workers),
+        "-u",
+        "40",
+        "-r",
+        "40",
+        "-t",
+        f"{seconds}s",
+        "--host",
+        url,
+        "--results-dir",
+        str(tmp),
+        "--run-id",
+        run_id,
+        "--stop-timeout",
+        "20",
+        *COMMON,
+        *extra,
         log_path=str(tmp / f"{run_id}-master.log"),
-    )  # fmt: skip
+    )
     procs = [
-        start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=str(tmp / f"{run_id}-w{i}.log"))
+        start_locust(
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            log_path=str(tmp / f"{run_id}-w{i}.log"),
+        )
         for i in range(workers)
     ]
     try:
@@ -109,7 +137,9 @@ def test_a_killed_worker_does_not_stop_the_run(tmp_path):
     with simulator("--profile", "fixed", truth_log=truth) as url:
         code, log = run_distributed(tmp_path, url, "kill", seconds=16, kill_worker_after=5, truth_log=truth)
     df, summary = read_results(str(tmp_path), "kill")
-    assert code == 4 and summary["complete"] is False and "lost mid-run" in summary["reason"]  # the run goes on, but lost records
+    assert (
+        code == 4 and summary["complete"] is False and "lost mid-run" in summary["reason"]
+    )  # the run goes on, but lost records
     lost = [w for w in summary["workers"].values() if w["lost_at"] is not None]
     alive = [w for w in summary["workers"].values() if w["lost_at"] is None]
     assert len(lost) == 1 and len(alive) == 1, summary["workers"]
@@ -127,11 +157,34 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
     port = free_port()
     with simulator("--profile", "fixed", truth_log=truth) as url:
         master = start_locust(
-            "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-            "--expect-workers", "1", "-u", "20", "-r", "20", "-t", "20s", "--host", url, "--results-dir", str(tmp_path),
-            "--run-id", "late", "--stop-timeout", "20", "--max-tokens-override", "17", "--seed", "3",
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "1",
+            "-u",
+            "20",
+            "-r",
+            "20",
+            "-t",
+            "20s",
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "late",
+            "--stop-timeout",
+            "20",
+            "--max-tokens-override",
+            "17",
+            "--seed",
+            "3",
             log_path=str(tmp_path / "late-master.log"),
-        )  # fmt: skip
+        )
         first = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w0.log"))
         log = tmp_path / "late-master.log"
         wait_for_lines(truth, 20)
@@ -154,7 +207,6 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
     assert set(df["request_id"]) == {t["request_id"] for t in read_truth(truth)}
 
 
-
 def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
     """The run's start (plan, workload, tokenizer's files) travels in Locust's spawn messages, and a
     step ramp sends one to each worker at every step. Two workers run six steps with a tokenizer;
@@ -171,7 +223,9 @@ def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
     counts = tmp_path / "counts"
     counts.mkdir()
     monkeypatch.setenv("SPAWN_BENCH_OUT", str(counts))  # bench/spawn_messages_locustfile.py counts the messages
-    counted = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "spawn_messages_locustfile.py")
+    counted = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "spawn_messages_locustfile.py"
+    )
 
     def measured(cmd):
         return [counted if part.endswith("locustfile.py") else part for part in cmd]
@@ -179,19 +233,50 @@ def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
     port = free_port()
     with simulator("--profile", "fixed") as url:
         master = start_locust(
-            "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-            "--expect-workers", "2", "--steps", "2,4,6,8,10,12", "--step-time", "5s", "--step-warmup", "1s", "--host", url,
-            "--tokenizer", str(tmp_path / "tok"), "--results-dir", str(tmp_path), "--run-id", "once",
-            "--stop-timeout", "20", *COMMON, log_path=str(tmp_path / "once-master.log"), wrap=measured,
-        )  # fmt: skip
-        workers = [start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / f"once-w{i}.log"), wrap=measured)
-                   for i in range(2)]  # fmt: skip
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "--steps",
+            "2,4,6,8,10,12",
+            "--step-time",
+            "5s",
+            "--step-warmup",
+            "1s",
+            "--host",
+            url,
+            "--tokenizer",
+            str(tmp_path / "tok"),
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "once",
+            "--stop-timeout",
+            "20",
+            *COMMON,
+            log_path=str(tmp_path / "once-master.log"),
+            wrap=measured,
+        )
+        workers = [
+            start_locust(
+                "--worker", "--master-port", str(port), log_path=str(tmp_path / f"once-w{i}.log"), wrap=measured
+            )
+            for i in range(2)
+        ]
         try:
             deadline = time.monotonic() + 60
             while "run once:" not in (tmp_path / "once-master.log").read_text() and time.monotonic() < deadline:
                 time.sleep(0.1)
             time.sleep(3)  # into the first step
-            workers.append(start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "once-w2.log"), wrap=measured))
+            workers.append(
+                start_locust(
+                    "--worker", "--master-port", str(port), log_path=str(tmp_path / "once-w2.log"), wrap=measured
+                )
+            )
             code = master.wait(timeout=150)
             for w in workers:  # they quit with their master, and write their counts as they do
                 w.wait(timeout=60)

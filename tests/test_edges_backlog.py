@@ -27,9 +27,26 @@ def test_replies_of_100000_chunks_are_all_recorded_in_bounded_memory_and_the_run
     monkeypatch.setenv(UNWRITTEN_LIMIT_ENV, LIMIT)
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", slow_profile(tmp_path, 0.01, 0.0), truth_log=truth) as url:
-        proc = launch("--headless", "--host", url, "--model", "sim-model", "-u", str(USERS), "-r", str(USERS), "-t",
-                      f"{SECONDS}s", "--max-tokens-override", str(CHUNKS), "--results-dir", str(tmp_path), "--run-id",
-                      "huge", log_path=tmp_path / "huge.log")  # fmt: skip
+        proc = launch(
+            "--headless",
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            str(USERS),
+            "-r",
+            str(USERS),
+            "-t",
+            f"{SECONDS}s",
+            "--max-tokens-override",
+            str(CHUNKS),
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "huge",
+            log_path=tmp_path / "huge.log",
+        )
         peak, t0 = 0, time.monotonic()
         try:
             ps = psutil.Process(proc.pid)

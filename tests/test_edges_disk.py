@@ -13,17 +13,17 @@ import time
 
 import numpy as np
 import pyarrow.parquet as pq
-
 import pytest
 
 from core.errors import InputError
-from runfolder.run_info import RunInfo
+from metrics.record import RequestRecord
 from metrics.summary import summarize
 from plugin import exit_codes
-from runfolder import ownership as results_folder, unwritten as results_memory
 from plugin.results import ResultsWriter
+from runfolder import ownership as results_folder
+from runfolder import unwritten as results_memory
+from runfolder.run_info import RunInfo
 from runfolder.unwritten import row_bytes
-from metrics.record import RequestRecord
 from tests.edges import fill, record_ids, reports, run_on_a_full_disk
 from tests.test_edges_results import LOAD, small_disk  # noqa: F401  small_disk: the tmpfs fixture
 from tests.test_results_writer import rows
@@ -31,8 +31,6 @@ from tests.test_results_writer import rows
 pytestmark = pytest.mark.process
 
 HELD = 10  # the limit, in records of rows(): what the tests let the writer hold
-
-
 
 
 def limited_writer(folder, monkeypatch) -> ResultsWriter:
@@ -54,13 +52,15 @@ def test_records_beyond_the_limit_are_dropped_and_counted_exactly_while_the_disk
         writer._flush()
         assert writer.rows_in_memory == HELD and writer.rows_dropped == 9
     table = writer.close_records()
-    assert sorted(table.column("request_id").to_pylist()) == sorted(f"r{i}" for i in range(HELD)), "the held ones, from memory"
+    assert sorted(table.column("request_id").to_pylist()) == sorted(f"r{i}" for i in range(HELD)), (
+        "the held ones, from memory"
+    )
     assert acked == [] and writer.rows_written == 0
     limit = HELD * row_bytes(rows(1)[0])
     assert writer.not_written == [
         f"19 records (No space left on device; 10 held in memory are in the table, 9 dropped beyond the {limit} bytes "
         f"held in memory ({results_memory.UNWRITTEN_LIMIT_ENV}) are lost, in no table or file)"
-    ]  # fmt: skip
+    ]
 
 
 def test_what_is_held_is_written_when_space_comes_back_and_the_dropped_are_counted(small_disk, monkeypatch):  # noqa: F811
@@ -86,7 +86,8 @@ def test_what_is_held_is_written_when_space_comes_back_and_the_dropped_are_count
     assert writer.rows_written == 14 and writer.rows_dropped == 3
     assert len(writer.not_written) == 1 and writer.not_written[0] == (
         f"3 records (No space left on device; dropped beyond the {HELD * row_bytes(rows(1)[0])} bytes held in memory "
-        f"({results_memory.UNWRITTEN_LIMIT_ENV}): lost, in no table or file)"), writer.not_written  # fmt: skip
+        f"({results_memory.UNWRITTEN_LIMIT_ENV}): lost, in no table or file)"
+    ), writer.not_written
     with open(os.path.join(writer.path, "summary.json")) as f:
         written = json.load(f)
     assert written["complete"] is False and written["records_dropped"]["records"] == 3
@@ -102,24 +103,35 @@ def test_a_bad_limit_is_one_line_before_any_load(tmp_path, monkeypatch):
     try:
         results_folder.check_folder(str(tmp_path), "", False)
     except InputError as e:
-        assert str(e) == f"{results_memory.UNWRITTEN_LIMIT_ENV}: 'lots' is not a size above 0; give e.g. 512MB or 2GB, or unset it"
+        assert (
+            str(e)
+            == f"{results_memory.UNWRITTEN_LIMIT_ENV}: 'lots' is not a size above 0; give e.g. 512MB or 2GB, or unset it"
+        )
     else:
         raise AssertionError("not refused")
 
 
-def test_a_run_whose_disk_stays_full_says_exactly_how_many_records_it_lost_and_exits_5(tmp_path, small_disk, monkeypatch):  # noqa: F811
+def test_a_run_whose_disk_stays_full_says_exactly_how_many_records_it_lost_and_exits_5(
+    tmp_path,
+    small_disk,  # noqa: F811 (the fixture)
+    monkeypatch,
+):
     """A real run, at most 320 KB of records held (about 180 of 20 tokens, 7 s of this load: more
     than the 5 s between two flushes): the disk is filled as load begins and stays full. The last
     line counts the records held (in the table) and those dropped (lost); with what was written
     before the disk filled, they are every request the server saw."""
     monkeypatch.setenv(results_memory.UNWRITTEN_LIMIT_ENV, "320KB")
-    code, log, served = run_on_a_full_disk(tmp_path, small_disk, LOAD, 12, 16, "No space left on device",
-                                           "are dropped and counted, and the run exits 5")  # fmt: skip
+    code, log, served = run_on_a_full_disk(
+        tmp_path, small_disk, LOAD, 12, 16, "No space left on device", "are dropped and counted, and the run exits 5"
+    )
     assert code == exit_codes.RESULTS_NOT_WRITTEN, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     last = next(ln for ln in reversed(log.splitlines()) if "results not written" in ln)
-    m = re.search(r"(\d+) records \(No space left on device; (\d+) held in memory are in the table, (\d+) dropped beyond "
-                  r"the 320KB held in memory \(LLM_RESULTS_UNWRITTEN_LIMIT\) are lost", last)  # fmt: skip
+    m = re.search(
+        r"(\d+) records \(No space left on device; (\d+) held in memory are in the table, (\d+) dropped beyond "
+        r"the 320KB held in memory \(LLM_RESULTS_UNWRITTEN_LIMIT\) are lost",
+        last,
+    )
     assert m, last
     total, held, dropped = map(int, m.groups())
     assert total == held + dropped and dropped > 0 and 0 < held <= 320  # a record is at least ROW_BYTES, 1 KB
@@ -137,10 +149,28 @@ def noisy_rows(n: int, start: int = 0) -> list[tuple]:
     """Records of 256 chunks at random times: about 2 KB each on disk (they hardly compress)."""
     rng = np.random.default_rng(start)
     now = time.time()
-    return [RequestRecord(f"r{i}", "w", "chat", "short", 10, 256, t_send=1.0, wall_send=now, status=200, ok=True,
-                          ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=256, n_chunks=256,
-                          chunk_times=list(np.cumsum(rng.random(256)))).as_row()
-            for i in range(start, start + n)]  # fmt: skip
+    return [
+        RequestRecord(
+            f"r{i}",
+            "w",
+            "chat",
+            "short",
+            10,
+            256,
+            t_send=1.0,
+            wall_send=now,
+            status=200,
+            ok=True,
+            ttft_s=0.1,
+            e2e_s=1.6,
+            tpot_s=0.1,
+            prompt_tokens=10,
+            output_tokens=256,
+            n_chunks=256,
+            chunk_times=list(np.cumsum(rng.random(256))),
+        ).as_row()
+        for i in range(start, start + n)
+    ]
 
 
 def test_records_held_at_the_end_make_the_run_incomplete_and_go_out_in_pieces_as_space_returns(small_disk):  # noqa: F811

@@ -38,23 +38,37 @@ def test_overwrite_refuses_a_run_whose_streams_are_all_longer_than_its_flushes(t
         try:
             wait_for(lambda: (tmp_path / "busy" / "run.json").exists(), 60, "the first run started")
             started = run_json(tmp_path / "busy")["started_at"]
-            hour_ago = time.time() - 3600  # as if it had written nothing for an hour: no "written lately" guess holds it
+            hour_ago = (
+                time.time() - 3600
+            )  # as if it had written nothing for an hour: no "written lately" guess holds it
             for name in os.listdir(tmp_path / "busy"):
                 os.utime(tmp_path / "busy" / name, (hour_ago, hour_ago))
-            second = subprocess.run([*LOCUST, *args, "-u", "1", "-r", "1", "-t", "3s", "--overwrite"], cwd=ROOT,
-                                    capture_output=True, text=True, timeout=60)  # fmt: skip
+            second = subprocess.run(
+                [*LOCUST, *args, "-u", "1", "-r", "1", "-t", "3s", "--overwrite"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert second.returncode == exit_codes.BAD_INPUT, (second.stdout + second.stderr)[-3000:]
             errors = [ln for ln in second.stderr.splitlines() if ln.startswith("error:")]
             assert len(errors) == 1 and "being written by a run now" in errors[0], second.stderr[-2000:]
             assert "Traceback" not in second.stderr
             assert run_json(tmp_path / "busy")["started_at"] == started, "the running run's folder was replaced"
             built = reports("build", str(tmp_path / "busy"))
-            assert built.returncode == 2 and built.stderr.count("\n") == 1 and "being written" in built.stderr, built.stderr
+            assert built.returncode == 2 and built.stderr.count("\n") == 1 and "being written" in built.stderr, (
+                built.stderr
+            )
             assert first.poll() is None
             first.send_signal(signal.SIGKILL)
             first.wait(10)
-            again = subprocess.run([*LOCUST, *args, "-u", "1", "-r", "1", "-t", "2s", "--stop-timeout", "0", "--overwrite"],
-                                   cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+            again = subprocess.run(
+                [*LOCUST, *args, "-u", "1", "-r", "1", "-t", "2s", "--stop-timeout", "0", "--overwrite"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert again.returncode in (0, exit_codes.INCOMPLETE), again.stderr[-3000:]
             assert run_json(tmp_path / "busy")["started_at"] > started
         finally:
@@ -68,10 +82,34 @@ def test_of_two_runs_with_one_run_id_the_second_is_refused_before_its_users_star
     truth = str(tmp_path / "truth.jsonl")
     port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.02), truth_log=truth) as url:
-        args = (*LOAD, "--host", url, "--results-dir", str(tmp_path), "--run-id", "twice", "-u", "2", "-r", "2",
-                "-t", "4s", "--max-tokens-override", "10")  # fmt: skip
-        master = launch("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                        "--expect-workers", "1", *args, log_path=tmp_path / "master.log")  # fmt: skip
+        args = (
+            *LOAD,
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "twice",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "4s",
+            "--max-tokens-override",
+            "10",
+        )
+        master = launch(
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "1",
+            *args,
+            log_path=tmp_path / "master.log",
+        )
         worker = None
         try:
             wait_for(lambda: "Waiting for workers" in (tmp_path / "master.log").read_text(), 60, "the master's init")
@@ -80,7 +118,9 @@ def test_of_two_runs_with_one_run_id_the_second_is_refused_before_its_users_star
             took = time.monotonic() - t0
             time.sleep(1.5)  # the simulator's truth log is flushed every second
             assert truth_count(truth) == 0, "the second run sent requests"
-            worker = launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / "w.log")
+            worker = launch(
+                "--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / "w.log"
+            )
             code = ended(master, 90)
             ended(worker, 30)
         finally:

@@ -34,8 +34,23 @@ def interrupt_local_run(tmp_path, run_id: str, *signals: int) -> tuple[int | Non
     truth = str(tmp_path / "truth.jsonl")
     log_path = tmp_path / f"{run_id}.log"
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:  # 3 s streams
-        proc = launch("--headless", "--host", url, "-u", "10", "-r", "10", "-t", "40s", "--results-dir", str(tmp_path),
-                      "--run-id", run_id, *LOAD, log_path=log_path)  # fmt: skip
+        proc = launch(
+            "--headless",
+            "--host",
+            url,
+            "-u",
+            "10",
+            "-r",
+            "10",
+            "-t",
+            "40s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            run_id,
+            *LOAD,
+            log_path=log_path,
+        )
         try:
             wait_for(lambda: truth_count(truth) >= 10, 40, "load began")
             time.sleep(1.0)  # streams of the second round are in flight
@@ -65,12 +80,38 @@ def test_sigterm_on_a_worker_then_the_master_loses_nothing_and_exits_130(tmp_pat
     truth = str(tmp_path / "truth.jsonl")
     port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:
-        master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                        "--expect-workers", "2", "-u", "16", "-r", "16", "-t", "40s", "--host", url,
-                        "--results-dir", str(tmp_path), "--run-id", "term", "--stop-timeout", "20", *LOAD,
-                        log_path=tmp_path / "master.log")  # fmt: skip
-        workers = [launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                          log_path=tmp_path / f"w{i}.log") for i in range(2)]  # fmt: skip
+        master = launch(
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "-u",
+            "16",
+            "-r",
+            "16",
+            "-t",
+            "40s",
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "term",
+            "--stop-timeout",
+            "20",
+            *LOAD,
+            log_path=tmp_path / "master.log",
+        )
+        workers = [
+            launch(
+                "--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / f"w{i}.log"
+            )
+            for i in range(2)
+        ]
         try:
             wait_for(lambda: truth_count(truth) >= 16, 40, "load began")
             time.sleep(1.0)
@@ -98,8 +139,25 @@ def test_a_server_that_never_sends_a_token_is_not_a_success(tmp_path):
     """Headers at once, then no token until the run ends: every request is cut at the end
     (`stopped`), none failed, none succeeded. The drain is announced when it starts."""
     with simulator("--profile", "fixed", "--fault", "stall_first=1.0:60") as url:
-        proc = launch("--headless", "--host", url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "2",
-                      "--results-dir", str(tmp_path), "--run-id", "mute", *LOAD, log_path=tmp_path / "mute.log")  # fmt: skip
+        proc = launch(
+            "--headless",
+            "--host",
+            url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "4s",
+            "--stop-timeout",
+            "2",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "mute",
+            *LOAD,
+            log_path=tmp_path / "mute.log",
+        )
         try:
             code = ended(proc, 40)
         finally:
@@ -115,8 +173,19 @@ def test_a_server_that_never_sends_a_token_is_not_a_success(tmp_path):
 
 def test_a_run_without_a_record_is_not_a_success(tmp_path):
     # an open loop whose first arrival is due 100 s after a 3 s run: nothing is sent (0 users is refused as bad input)
-    proc = run_locust("--request-rate", "0.01", "--arrival", "constant", "-t", "3s", "--results-dir", str(tmp_path),
-                      "--run-id", "none", timeout=60)
+    proc = run_locust(
+        "--request-rate",
+        "0.01",
+        "--arrival",
+        "constant",
+        "-t",
+        "3s",
+        "--results-dir",
+        str(tmp_path),
+        "--run-id",
+        "none",
+        timeout=60,
+    )
     assert proc.returncode == exit_codes.INCOMPLETE, proc.stderr[-3000:]
     assert "run incomplete (exit 4): no request was recorded" in proc.stderr
     summary = summary_of(tmp_path / "none")

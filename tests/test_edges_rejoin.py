@@ -41,12 +41,48 @@ def run_with_a_frozen_worker(tmp_path, path: tuple[str, ...] = ()) -> SimpleName
     truth_path = str(tmp_path / "truth.jsonl")
     port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth_path) as url:  # 1.5 s streams
-        master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                        "--expect-workers", "2", "-u", str(USERS), "-r", str(USERS), "-t", "20s", "--host", url,
-                        "--results-dir", str(tmp_path), "--run-id", "rejoin", "--stop-timeout", "5", "--model",
-                        "sim-model", "--max-tokens-override", "30", log_path=tmp_path / "master.log", path=path)  # fmt: skip
-        workers = [launch("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *own,
-                          log_path=tmp_path / f"w{i}.log") for i, own in enumerate(((), OWN))]  # fmt: skip
+        master = launch(
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "-u",
+            str(USERS),
+            "-r",
+            str(USERS),
+            "-t",
+            "20s",
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "rejoin",
+            "--stop-timeout",
+            "5",
+            "--model",
+            "sim-model",
+            "--max-tokens-override",
+            "30",
+            log_path=tmp_path / "master.log",
+            path=path,
+        )
+        workers = [
+            launch(
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                *own,
+                log_path=tmp_path / f"w{i}.log",
+            )
+            for i, own in enumerate(((), OWN))
+        ]
         try:
             wait_for(lambda: truth_count(truth_path) >= USERS, 40, "load began")
             time.sleep(1.0)
@@ -69,8 +105,14 @@ def run_with_a_frozen_worker(tmp_path, path: tuple[str, ...] = ()) -> SimpleName
     seen = {w: concurrency(truth, set(g["request_id"]), start, end) for w, g in df.groupby("worker")}
     seen["all"] = concurrency(truth, set(df["request_id"]), start, end)
     logs = {name: (tmp_path / f"{name}.log").read_text() for name in ("master", "w0", "w1")}
-    return SimpleNamespace(code=code, seen=seen, summary=summary_of(tmp_path / "rejoin"), logs=logs, df=df,
-                           truth={t["request_id"]: t for t in truth})  # fmt: skip
+    return SimpleNamespace(
+        code=code,
+        seen=seen,
+        summary=summary_of(tmp_path / "rejoin"),
+        logs=logs,
+        df=df,
+        truth={t["request_id"]: t for t in truth},
+    )
 
 
 def test_a_worker_back_from_a_freeze_gets_its_share_and_the_run_carries_the_planned_users(tmp_path):
@@ -89,12 +131,17 @@ def test_a_worker_back_from_a_freeze_gets_its_share_and_the_run_carries_the_plan
     assert FROZEN_S - 1 <= float(frozen[0].split("did not run for ")[1].split(" s")[0]) <= FROZEN_S + 2, frozen[0]
     assert "client contended" not in log
     # a stream the server sent evenly (a chunk every 50 ms, 1.5 s in all) has in its record a gap of about the freeze
-    gaps = [np.diff(times) for rid, times in zip(run.df["request_id"], run.df["chunk_times"])
-            if len(times) > 2 and run.truth[rid]["last_token"] - run.truth[rid]["first_token"] < 2.5]  # fmt: skip
+    gaps = [
+        np.diff(times)
+        for rid, times in zip(run.df["request_id"], run.df["chunk_times"])
+        if len(times) > 2 and run.truth[rid]["last_token"] - run.truth[rid]["first_token"] < 2.5
+    ]
     assert any(g.max() > FROZEN_S - 2 for g in gaps), "no stream shows the freeze"
 
     # worker 1's own options: one line each for those the master's run overrides, and the master's ran
-    lines = sorted(line.split("/llm: ", 1)[1] for line in run.logs["w1"].splitlines() if "of this worker is overridden" in line)
+    lines = sorted(
+        line.split("/llm: ", 1)[1] for line in run.logs["w1"].splitlines() if "of this worker is overridden" in line
+    )
     assert lines == [
         "option --model my-model of this worker is overridden by its master's: sim-model",
         "option --seed 5 of this worker is overridden by its master's: not set",

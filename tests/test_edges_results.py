@@ -14,9 +14,17 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import (
-    kill_all, launch, record_ids, reports, run_on_a_full_disk, slow_profile, summary_of, truth_count, truth_ids,
+    kill_all,
+    launch,
+    record_ids,
+    reports,
+    run_on_a_full_disk,
+    slow_profile,
+    summary_of,
+    truth_count,
+    truth_ids,
     wait_for,
-)  # fmt: skip
+)
 from tests.helpers import ROOT, run_locust, simulator
 
 pytestmark = pytest.mark.process
@@ -32,8 +40,22 @@ def test_sigkilled_run_leaves_readable_records_and_reports_builds_them(tmp_path)
     and `python -m reports build` makes requests.parquet and summary.json (complete: false) from it."""
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:
-        proc = launch(*LOAD, "--host", url, "-u", "8", "-r", "8", "-t", "60s", "--results-dir", str(tmp_path),
-                      "--run-id", "killed", log_path=tmp_path / "killed.log")  # fmt: skip
+        proc = launch(
+            *LOAD,
+            "--host",
+            url,
+            "-u",
+            "8",
+            "-r",
+            "8",
+            "-t",
+            "60s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "killed",
+            log_path=tmp_path / "killed.log",
+        )
         try:
             wait_for(lambda: truth_count(truth) >= 10, 30, "load began")
             time.sleep(8)
@@ -64,7 +86,9 @@ def test_sigkilled_run_leaves_readable_records_and_reports_builds_them(tmp_path)
 def small_disk(tmp_path):
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (root needed): {done.stderr.strip()}")
     try:
@@ -98,7 +122,21 @@ def test_full_disk_is_said_at_once_and_the_run_ends_with_its_table_and_exit_5(tm
 def test_an_existing_run_id_is_refused_before_load_unless_overwrite(tmp_path):
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", "fixed", truth_log=truth) as url:
-        args = (*LOAD, "--host", url, "-u", "2", "-r", "2", "-t", "2s", "--results-dir", str(tmp_path), "--run-id", "same")
+        args = (
+            *LOAD,
+            "--host",
+            url,
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "2s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "same",
+        )
         first = run_locust(*args, timeout=60)
         assert first.returncode == 0, first.stderr[-3000:]
         before = record_ids(tmp_path / "same" / "requests.parquet")
@@ -133,8 +171,13 @@ def test_severity_orders_every_code_of_the_table():
         process_exit_code = None
 
     env = Env()
-    for code in (exit_codes.REQUEST_FAILURES, exit_codes.SLO_MISSED, exit_codes.INCOMPLETE, exit_codes.INTERRUPTED,
-                 exit_codes.RESULTS_NOT_WRITTEN):  # fmt: skip
+    for code in (
+        exit_codes.REQUEST_FAILURES,
+        exit_codes.SLO_MISSED,
+        exit_codes.INCOMPLETE,
+        exit_codes.INTERRUPTED,
+        exit_codes.RESULTS_NOT_WRITTEN,
+    ):
         exit_codes.raise_to(env, code)
         assert env.process_exit_code == code
     exit_codes.raise_to(env, exit_codes.SLO_MISSED)
@@ -150,14 +193,36 @@ def test_a_workers_file_of_unshipped_records_is_merged_once(tmp_path):
 
     def rows(ids):
         now = time.time()
-        return rows_to_table([RequestRecord(f"r{i}", "w", "chat", "short", 10, 16, t_send=1.0, wall_send=now + i, status=200,
-                                            ok=True, ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=16,
-                                            n_chunks=16, chunk_times=[0.1 * (k + 1) for k in range(16)]).as_row()
-                              for i in ids])  # fmt: skip
+        return rows_to_table(
+            [
+                RequestRecord(
+                    f"r{i}",
+                    "w",
+                    "chat",
+                    "short",
+                    10,
+                    16,
+                    t_send=1.0,
+                    wall_send=now + i,
+                    status=200,
+                    ok=True,
+                    ttft_s=0.1,
+                    e2e_s=1.6,
+                    tpot_s=0.1,
+                    prompt_tokens=10,
+                    output_tokens=16,
+                    n_chunks=16,
+                    chunk_times=[0.1 * (k + 1) for k in range(16)],
+                ).as_row()
+                for i in ids
+            ]
+        )
 
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / "run.json").write_text(json.dumps({"run_id": "run", "started_at": time.time() - 1, "plan": {"warmup_s": 0}}))
+    (folder / "run.json").write_text(
+        json.dumps({"run_id": "run", "started_at": time.time() - 1, "plan": {"warmup_s": 0}})
+    )
     pq.write_table(rows(range(10)), folder / "requests.parquet")
     pq.write_table(rows(range(5, 15)), folder / "worker-0-abc.unshipped.parquet")
     built = reports("build", str(folder))

@@ -14,19 +14,19 @@ from argparse import Namespace
 from contextlib import contextmanager
 
 import gevent
+import locust  # noqa: F401  gevent's patching, as in a run
 import orjson
 import pytest
 from gevent import monkey
 
-import locust  # noqa: F401  gevent's patching, as in a run
 from core.durations import Timeouts
 from core.errors import InputError
 from metrics.record import ERROR_CLASSES
 from metrics.slo import parse_slo
 from metrics.sse import parse_reads
 from plugin.health_monitor import HealthMonitor, Limits
-from plugin.run import check_target
 from plugin.plan import RunPlan
+from plugin.run import check_target
 from tests.helpers import ROOT, free_port, read_results, run_locust, simulator, start_locust, stop
 from tests.test_sse_reader import HEAD, ScriptedServer, chunked, content, sse
 from users.stream import Exchange, StreamClient
@@ -44,7 +44,9 @@ def one_big_event(size: int) -> bytes:
 
 def as_reads(body: bytes, framed: bool) -> list[bytes]:
     if framed:  # the server's chunks of 8 KiB, the client's reads of 64 KiB across them
-        framed = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 8192]), body[i : i + 8192]) for i in range(0, len(body), 8192))
+        framed = b"".join(
+            b"%x\r\n%s\r\n" % (len(body[i : i + 8192]), body[i : i + 8192]) for i in range(0, len(body), 8192)
+        )
         body = framed + b"0\r\n\r\n"
     return [body[i : i + READ] for i in range(0, len(body), READ)]
 
@@ -80,7 +82,6 @@ def test_a_loop_blocked_for_seconds_counts_as_lag_for_every_second_it_missed():
     that moment, so the sustained limits see the stall (before: one sample for the whole stall,
     and a run that took 2 samples in 53 s was "within limits")."""
 
-
     monitor = HealthMonitor(Limits(sustain_s=2.0), token_lag=False, name="local", index=0)
     monitor.start()
     try:
@@ -104,6 +105,7 @@ def test_a_loop_blocked_for_seconds_counts_as_lag_for_every_second_it_missed():
 
 
 # -- mistakes told at the start, before any load ---------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def sim():
@@ -177,7 +179,6 @@ def test_the_web_forms_check_tells_the_same(sim):
 
 def _timed_request(script, timeouts):
 
-
     server = ScriptedServer(script)
     client = StreamClient(f"http://127.0.0.1:{server.port}", timeouts, {})
     ex = Exchange()
@@ -197,9 +198,16 @@ def test_first_token_timeout_counts_from_the_write_not_from_connect_or_headers()
     body = chunked(sse(content("a", "stop")) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
     limits = Timeouts(connect=10, first_token=1.0, idle=30, total=60)
     ex, elapsed = _timed_request([(3.0, HEAD + body)], limits)
-    assert ex.error == "timeout" and "first token timeout 1s (no response headers)" in ex.error_detail and 0.9 < elapsed < 2.0, (ex.error_detail, elapsed)
+    assert (
+        ex.error == "timeout"
+        and "first token timeout 1s (no response headers)" in ex.error_detail
+        and 0.9 < elapsed < 2.0
+    ), (ex.error_detail, elapsed)
     ex, elapsed = _timed_request([(0.6, HEAD), (0.6, body)], limits)
-    assert ex.error == "timeout" and "first token timeout 1s" in ex.error_detail and elapsed < 1.15, (ex.error_detail, elapsed)
+    assert ex.error == "timeout" and "first token timeout 1s" in ex.error_detail and elapsed < 1.15, (
+        ex.error_detail,
+        elapsed,
+    )
     ex, _ = _timed_request([(0.3, HEAD), (0.3, body)], limits)
     assert ex.error == "" and ex.complete
 
@@ -215,12 +223,16 @@ def test_first_token_timeout_is_not_satisfied_by_keep_alive_comments():
     body = chunked(sse(content("a", "stop")) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
     limits = Timeouts(connect=10, first_token=1.0, idle=30, total=60)
     ex, elapsed = _timed_request([(0, HEAD + keep)] + [(0.25, keep)] * 5, limits)
-    assert ex.error == "timeout" and ex.error_detail.startswith("first token timeout 1s (the stream sent only comments"), ex.error_detail
+    assert ex.error == "timeout" and ex.error_detail.startswith(
+        "first token timeout 1s (the stream sent only comments"
+    ), ex.error_detail
     assert 0.9 < elapsed < 1.3 and len(ex.times) >= 3, (elapsed, len(ex.times))
     ex, _ = _timed_request([(0, HEAD + keep), (0.25, keep), (0.25, keep), (0.2, body)], limits)
     assert ex.error == "" and ex.complete
     parsed, _ = parse_reads(ex.times, ex.datas, True)
-    assert len(parsed.chunks) == 1 and parsed.chunks[0].t - ex.t_send > 0.6  # the token's arrival, not the first comment's
+    assert (
+        len(parsed.chunks) == 1 and parsed.chunks[0].t - ex.t_send > 0.6
+    )  # the token's arrival, not the first comment's
 
 
 # -- failures do not flood the server; a run that can only fail stops ------------------------------
@@ -232,8 +244,25 @@ def failing_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("failing")
     with simulator("--profile", "fixed", "--fault", "http_500=1.0") as url:
         t0 = time.monotonic()
-        proc = run_locust("--host", url, "--model", "sim-model", "-u", "2", "-r", "2", "-t", "60s",
-                          "--results-dir", str(out), "--run-id", "f", "--stop-timeout", "2", timeout=45)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "60s",
+            "--results-dir",
+            str(out),
+            "--run-id",
+            "f",
+            "--stop-timeout",
+            "2",
+            timeout=45,
+        )
         elapsed = time.monotonic() - t0
     df, summary = read_results(str(out), "f")
     return proc, elapsed, df, summary, url
@@ -298,16 +327,19 @@ def _send_once(parts: list[bytes]) -> int:
 
 def test_a_response_larger_than_max_response_size_is_cut_and_classified():
 
-
     big = one_big_event(3_000_000)
     port = _send_once([HEAD + chunked(big[: len(big) // 2]), chunked(big[len(big) // 2 :]) + b"0\r\n\r\n"])
-    client = StreamClient(f"http://127.0.0.1:{port}", Timeouts(connect=2, first_token=5, idle=5, total=10), {},
-                          max_body=1 << 20)  # fmt: skip
+    client = StreamClient(
+        f"http://127.0.0.1:{port}", Timeouts(connect=2, first_token=5, idle=5, total=10), {}, max_body=1 << 20
+    )
     ex = Exchange()
     gevent.spawn(client.post, "/v1/chat/completions", b"{}", {}, ex).join(15)
     client.close()
     kept = sum(len(d) for d in ex.datas)
-    assert ex.error == "response_too_large" and "--max-response-size (1048576 bytes)" in ex.error_detail, (ex, ex.error_detail)
+    assert ex.error == "response_too_large" and "--max-response-size (1048576 bytes)" in ex.error_detail, (
+        ex,
+        ex.error_detail,
+    )
     assert (1 << 20) < kept <= (1 << 20) + 65536 + 100
     assert "response_too_large" in ERROR_CLASSES
     assert RunPlan.from_options(Namespace()).max_response_bytes == 64 << 20  # the documented default
@@ -335,14 +367,19 @@ def test_a_hub_tokenizer_name_without_a_hub_fails_fast(tmp_path):
     """--tokenizer org/name where the model hub cannot be reached: one line at once, not a minute
     of retries (the hub is pointed at a closed port on 127.0.0.1; the cache is empty)."""
     env = {"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": ROOT}
-    code = ("from core.errors import InputError\nfrom workloads.tokenizer import read_tokenizer\n"
-            "try:\n    read_tokenizer('some-org/some-tokenizer')\nexcept InputError as e:\n    print(e)\n")  # fmt: skip
+    code = (
+        "from core.errors import InputError\nfrom workloads.tokenizer import read_tokenizer\n"
+        "try:\n    read_tokenizer('some-org/some-tokenizer')\nexcept InputError as e:\n    print(e)\n"
+    )
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, **env})  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
     elapsed = time.monotonic() - t0
-    assert out.stdout.strip() == ("--tokenizer: 'some-org/some-tokenizer' is not a local folder and the model hub cannot be "
-                                  "reached; give a local tokenizer folder"), (out.stdout, out.stderr[-2000:])  # fmt: skip
+    assert out.stdout.strip() == (
+        "--tokenizer: 'some-org/some-tokenizer' is not a local folder and the model hub cannot be "
+        "reached; give a local tokenizer folder"
+    ), (out.stdout, out.stderr[-2000:])
     assert elapsed < 30, elapsed
 
 
@@ -351,9 +388,28 @@ def test_a_server_that_goes_down_mid_run_is_not_flooded(tmp_path):
     (the good fraction measured the client's spin rate); now each user pauses between them."""
 
     with simulator("--profile", "fixed") as url:
-        proc = start_locust("--headless", "--host", url, "--model", "sim-model", "-u", "4", "-r", "4", "-t", "9s",
-                            "--max-tokens-override", "8", "--results-dir", str(tmp_path), "--run-id", "down",
-                            "--stop-timeout", "2", log_path=str(tmp_path / "log"))  # fmt: skip
+        proc = start_locust(
+            "--headless",
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "9s",
+            "--max-tokens-override",
+            "8",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "down",
+            "--stop-timeout",
+            "2",
+            log_path=str(tmp_path / "log"),
+        )
         deadline = time.monotonic() + 60
         while "run down:" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
             time.sleep(0.2)

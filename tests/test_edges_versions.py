@@ -61,9 +61,15 @@ def test_copies_of_the_source_hash_alike_until_one_line_differs(tmp_path):
 def launch_from(tree, *args: str, log_path) -> subprocess.Popen:
     """Locust with the locustfile of `tree`, its modules from `tree` alone."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tree)}
-    return subprocess.Popen([PYTHON, "-m", "locust", "-f", os.path.join(tree, "locustfile.py"), *args], cwd=str(tree),
-                            stdout=open(log_path, "w"), stderr=subprocess.STDOUT, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    return subprocess.Popen(
+        [PYTHON, "-m", "locust", "-f", os.path.join(tree, "locustfile.py"), *args],
+        cwd=str(tree),
+        stdout=open(log_path, "w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 @pytest.mark.process
@@ -78,12 +84,48 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
     truth = str(tmp_path / "truth.jsonl")
     port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:
-        master = launch_from(ours, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-                             str(port), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "30s", "--host", url,
-                             "--results-dir", str(tmp_path), "--run-id", "mixed", "--stop-timeout", "5", "--model",
-                             "sim-model", "--max-tokens-override", "20", log_path=tmp_path / "master.log")  # fmt: skip
-        workers = [launch_from(tree, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                               log_path=tmp_path / f"{tree.name}.log") for tree in (ours, theirs)]  # fmt: skip
+        master = launch_from(
+            ours,
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "30s",
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "mixed",
+            "--stop-timeout",
+            "5",
+            "--model",
+            "sim-model",
+            "--max-tokens-override",
+            "20",
+            log_path=tmp_path / "master.log",
+        )
+        workers = [
+            launch_from(
+                tree,
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                log_path=tmp_path / f"{tree.name}.log",
+            )
+            for tree in (ours, theirs)
+        ]
         try:
             code = ended(master, 90)
             ended(workers[0], 20)
@@ -93,7 +135,9 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
     ours_v, theirs_v = f"source {source_hash(str(ours))}", f"source {source_hash(str(theirs))}"
     refused = [line for line in log.splitlines() if "suite version" in line and "the run is stopped" in line]
     assert len(refused) == 1 and ours_v in refused[0], log[-3000:]
-    named = theirs_v if change is one_line_changed else "sent no suite version (it runs a version older than the master's"
+    named = (
+        theirs_v if change is one_line_changed else "sent no suite version (it runs a version older than the master's"
+    )
     assert named in refused[0], refused[0]
     assert code == exit_codes.INCOMPLETE, log[-3000:]
     summary = summary_of(tmp_path / "mixed")

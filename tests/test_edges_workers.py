@@ -15,8 +15,18 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import (
-    ended, kill_all, launch, record_ids, records, reports, slow_profile, summary_of, truth_count, truth_ids, wait_for,
-)  # fmt: skip
+    ended,
+    kill_all,
+    launch,
+    record_ids,
+    records,
+    reports,
+    slow_profile,
+    summary_of,
+    truth_count,
+    truth_ids,
+    wait_for,
+)
 from tests.helpers import ROOT, free_port, simulator
 
 pytestmark = pytest.mark.process
@@ -26,10 +36,31 @@ LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "6")
 
 def master_args(port: int, url: str, tmp, run_id: str, workers: int, seconds: int, *extra: str) -> tuple:
     return (
-        "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-        "--expect-workers", str(workers), "-u", "12", "-r", "12", "-t", f"{seconds}s", "--host", url,
-        "--results-dir", str(tmp), "--run-id", run_id, "--stop-timeout", "20", *LOAD, *extra,
-    )  # fmt: skip
+        "--master",
+        "--headless",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        str(workers),
+        "-u",
+        "12",
+        "-r",
+        "12",
+        "-t",
+        f"{seconds}s",
+        "--host",
+        url,
+        "--results-dir",
+        str(tmp),
+        "--run-id",
+        run_id,
+        "--stop-timeout",
+        "20",
+        *LOAD,
+        *extra,
+    )
 
 
 def worker_args(port: int, *extra: str) -> tuple:
@@ -50,8 +81,11 @@ def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(t
             wait_for(lambda: truth_count(truth) >= 20, 40, "load began")
             # the master has written records of its own (a batch can take longer on a loaded
             # machine than a fixed wait), and the worker has more since
-            wait_for(lambda: glob.glob(str(tmp_path / "orphan" / "requests.parts" / "part-*.parquet")), 40,
-                     "the master's first flushed records")  # fmt: skip
+            wait_for(
+                lambda: glob.glob(str(tmp_path / "orphan" / "requests.parts" / "part-*.parquet")),
+                40,
+                "the master's first flushed records",
+            )
             time.sleep(2)
             master.send_signal(signal.SIGKILL)
             killed = time.monotonic()
@@ -72,7 +106,9 @@ def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(t
     assert built.returncode == 0, built.stdout + built.stderr
     at_master = set(record_ids(tmp_path / "orphan" / "requests.parquet"))
     missing = served - (at_master | unshipped)
-    assert not missing, f"{len(missing)} of {len(served)} served requests in neither the master's records nor the worker's"
+    assert not missing, (
+        f"{len(missing)} of {len(served)} served requests in neither the master's records nor the worker's"
+    )
     assert (at_master | unshipped) <= served
 
 
@@ -97,11 +133,16 @@ def test_a_worker_whose_workload_file_differs_runs_the_masters(tmp_path):
     here, there = tmp_path / "master", tmp_path / "worker"
     for folder, name in ((here, "alpha"), (there, "beta")):
         (folder / "workload").mkdir(parents=True)
-        (folder / "workload" / "mine.yaml").write_text(ONE_CLASS.format(name=name, templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
+        (folder / "workload" / "mine.yaml").write_text(
+            ONE_CLASS.format(name=name, templates=os.path.join(ROOT, "workloads", "templates.jsonl"))
+        )
     port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = launch(*master_args(port, url, tmp_path, "same", 1, 6, "--workload", "workload/mine.yaml"),
-                        log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
+        master = launch(
+            *master_args(port, url, tmp_path, "same", 1, 6, "--workload", "workload/mine.yaml"),
+            log_path=tmp_path / "master.log",
+            cwd=str(here),
+        )
         worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", cwd=str(there))
         try:
             code = ended(master, 60)
@@ -125,16 +166,19 @@ def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path)
     trace and counted with its own tokenizer, the second could not start and the run ended (exit 4)."""
     from pathlib import Path
 
+    from transformers import AutoTokenizer
+
     from bench.servers.model import build_tokenizer
     from tests.test_run_start import byte_tokenizer
     from tests.test_sessions import CaptureServer
-    from transformers import AutoTokenizer
 
     here, other, bare = tmp_path / "master", tmp_path / "w-other", tmp_path / "w-bare"
     for folder, who in ((here, "master"), (other, "worker")):
         folder.mkdir()
-        rows = [{"t": round(i * 0.1 + (0.03 if who == "worker" else 0), 3), "text": f"{who} question {i}", "max_tokens": 6}
-                for i in range(40)]  # fmt: skip
+        rows = [
+            {"t": round(i * 0.1 + (0.03 if who == "worker" else 0), 3), "text": f"{who} question {i}", "max_tokens": 6}
+            for i in range(40)
+        ]
         (folder / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     bare.mkdir()
     build_tokenizer(Path(ROOT), here / "tok")
@@ -146,10 +190,32 @@ def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path)
 
     port = free_port()
     with CaptureServer(usage=False) as srv:
-        master = launch("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                        "--expect-workers", "2", "--host", srv.url, "--model", "capture", "--replay", "trace.jsonl",
-                        "--tokenizer", "./tok", "--results-dir", str(tmp_path), "--run-id", "carried", "--stop-timeout", "10",
-                        log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
+        master = launch(
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "--host",
+            srv.url,
+            "--model",
+            "capture",
+            "--replay",
+            "trace.jsonl",
+            "--tokenizer",
+            "./tok",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "carried",
+            "--stop-timeout",
+            "10",
+            log_path=tmp_path / "master.log",
+            cwd=str(here),
+        )
         workers = [launch(*worker_args(port), log_path=tmp_path / f"{d.name}.log", cwd=str(d)) for d in (other, bare)]
         try:
             code = ended(master, 120)
@@ -160,7 +226,9 @@ def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path)
     assert code == 0, log[-3000:] + "".join((tmp_path / f"{d.name}.log").read_text()[-2000:] for d in (other, bare))
     df = records(tmp_path / "carried" / "requests.parquet").sort_values("t_intended")
     assert len(df) == 40 and df["ok"].all() and df["request_id"].is_unique
-    assert [bodies[r]["messages"][-1]["content"] for r in df["request_id"]] == [f"master question {i}" for i in range(40)]
+    assert [bodies[r]["messages"][-1]["content"] for r in df["request_id"]] == [
+        f"master question {i}" for i in range(40)
+    ]
     rel = df["t_intended"].to_numpy() - df["t_intended"].iloc[0]
     assert max(abs(rel - [i * 0.1 for i in range(40)])) < 1e-6  # the master's times, one clock
     by = df["worker"].to_numpy()
@@ -185,8 +253,11 @@ def test_a_worker_that_cannot_load_the_masters_tokenizer_ends_the_run_with_exit_
     (shim / "__init__.py").write_text("raise ImportError(\"No module named 'transformers'\")\n")
     port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = launch(*master_args(port, url, tmp_path, "nocount", 1, 30, "--tokenizer", "./tok"),
-                        log_path=tmp_path / "master.log", cwd=str(here))  # fmt: skip
+        master = launch(
+            *master_args(port, url, tmp_path, "nocount", 1, 30, "--tokenizer", "./tok"),
+            log_path=tmp_path / "master.log",
+            cwd=str(here),
+        )
         worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", path=(str(tmp_path / "shim"),))
         try:
             code = ended(master, 120)  # a hang, not a time: how soon the run stopped is read from its log below
@@ -195,10 +266,15 @@ def test_a_worker_that_cannot_load_the_masters_tokenizer_ends_the_run_with_exit_
             kill_all(master, worker)
     log = (tmp_path / "master.log").read_text()
     assert code == exit_codes.INCOMPLETE, log[-3000:]
-    stamps = {what: datetime.strptime(re.search(rf"^\[([^\]]+)\].*{what}", log, re.M).group(1), "%Y-%m-%d %H:%M:%S,%f")
-              for what in ("Run time limit set", "Shutting down")}  # fmt: skip
+    stamps = {
+        what: datetime.strptime(re.search(rf"^\[([^\]]+)\].*{what}", log, re.M).group(1), "%Y-%m-%d %H:%M:%S,%f")
+        for what in ("Run time limit set", "Shutting down")
+    }
     assert (stamps["Shutting down"] - stamps["Run time limit set"]).total_seconds() < 15, log[-3000:]  # not its -t 30s
-    assert "could not start the run: --tokenizer: this worker cannot load the master's tokenizer './tok' (ImportError)" in log
+    assert (
+        "could not start the run: --tokenizer: this worker cannot load the master's tokenizer './tok' (ImportError)"
+        in log
+    )
     summary = summary_of(tmp_path / "nocount")
     assert summary["complete"] is False and "--tokenizer" in summary["reason"]
 
@@ -245,8 +321,10 @@ def test_a_worker_stopped_for_20_s_then_resumed_ships_its_late_records_into_the_
     port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.05), truth_log=truth) as url:
         master = launch(*master_args(port, url, tmp_path, "paused", 2, 40), log_path=tmp_path / "master.log")
-        workers = [launch(*worker_args(port, "--results-dir", str(tmp_path / f"w{i}")), log_path=tmp_path / f"w{i}.log")
-                   for i in range(2)]  # fmt: skip
+        workers = [
+            launch(*worker_args(port, "--results-dir", str(tmp_path / f"w{i}")), log_path=tmp_path / f"w{i}.log")
+            for i in range(2)
+        ]
         try:
             wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
             time.sleep(2.0)
@@ -269,7 +347,11 @@ def test_a_worker_stopped_for_20_s_then_resumed_ships_its_late_records_into_the_
     served = truth_ids(truth)
     assert len(ids) == len(set(ids)), "a record twice"
     assert set(served) == set(ids), f"{len(set(served) - set(ids))} of {len(served)} requests have no record"
-    assert code == exit_codes.DONE and worker_codes == [exit_codes.DONE] * 2, (code, worker_codes, logs["master"][-3000:])
+    assert code == exit_codes.DONE and worker_codes == [exit_codes.DONE] * 2, (
+        code,
+        worker_codes,
+        logs["master"][-3000:],
+    )
     assert summary_of(tmp_path / "paused")["complete"] is True
 
 

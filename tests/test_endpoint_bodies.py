@@ -21,39 +21,134 @@ from workloads.request import Request
 
 pytestmark = pytest.mark.unit
 
-TOOLS = {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-         "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": False}  # fmt: skip
-CALL = {"role": "assistant", "content": None,
-        "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}  # fmt: skip
+TOOLS = {
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    "tool_choice": {"type": "function", "function": {"name": "f"}},
+    "parallel_tool_calls": False,
+}
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
 REQUESTS = {
     "plain": Request("c", None, "Hi", 5, 2),
     "history": Request("c", "Be brief.", "And now?", 7, 30, history=(("user", "Q1"), ("assistant", "A1"))),
     "tools_images": Request("t", "Sys", "Look", 9, 20, tools=TOOLS, images=("data:image/png;base64,AAAA",)),
-    "tool_results": Request("a", None, "Look", 11, 40, turns=2, tools={**TOOLS, "tool_choice": "auto"}, ask=False,
-                            history=(("user", "Weather?"), CALL, {"role": "tool", "tool_call_id": "call_0", "content": "sunny"})),  # fmt: skip
+    "tool_results": Request(
+        "a",
+        None,
+        "Look",
+        11,
+        40,
+        turns=2,
+        tools={**TOOLS, "tool_choice": "auto"},
+        ask=False,
+        history=(("user", "Weather?"), CALL, {"role": "tool", "tool_call_id": "call_0", "content": "sunny"}),
+    ),
     "batch": Request("d", None, "first", 1, 5, inputs=("first", "second", "third")),
 }
 
 # (endpoint, request, model, stream): the body as sent (orjson, as plugin/context.py sends it)
 PINNED = {
-    ("chat", "plain", "m", True): '{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}',
-    ("chat", "history", "m", True): '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"And now?"}],"max_tokens":7,"stream":true,"stream_options":{"include_usage":true}}',
-    ("chat", "tools_images", "m", True): '{"model":"m","messages":[{"role":"system","content":"Sys"},{"role":"user","content":[{"type":"text","text":"Look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"max_tokens":9,"stream":true,"stream_options":{"include_usage":true}}',
-    ("chat", "tool_results", "m", True): '{"model":"m","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_0","content":"sunny"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"auto","parallel_tool_calls":false,"max_tokens":11,"stream":true,"stream_options":{"include_usage":true}}',
-    ("chat", "batch", "m", True): '{"model":"m","messages":[{"role":"user","content":"first"}],"max_tokens":1,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "chat",
+        "plain",
+        "m",
+        True,
+    ): '{"model":"m","messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "chat",
+        "history",
+        "m",
+        True,
+    ): '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"And now?"}],"max_tokens":7,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "chat",
+        "tools_images",
+        "m",
+        True,
+    ): '{"model":"m","messages":[{"role":"system","content":"Sys"},{"role":"user","content":[{"type":"text","text":"Look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"max_tokens":9,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "chat",
+        "tool_results",
+        "m",
+        True,
+    ): '{"model":"m","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_0","content":"sunny"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"auto","parallel_tool_calls":false,"max_tokens":11,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "chat",
+        "batch",
+        "m",
+        True,
+    ): '{"model":"m","messages":[{"role":"user","content":"first"}],"max_tokens":1,"stream":true,"stream_options":{"include_usage":true}}',
     ("chat", "plain", "", False): '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"stream":false}',
-    ("completions", "plain", "m", True): '{"model":"m","prompt":"Hi","max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}',
-    ("completions", "history", "m", True): '{"model":"m","prompt":"Be brief.\\n\\nQ1\\n\\nA1\\n\\nAnd now?","max_tokens":7,"stream":true,"stream_options":{"include_usage":true}}',
-    ("completions", "tools_images", "m", True): '{"model":"m","prompt":"Sys\\n\\nLook","max_tokens":9,"stream":true,"stream_options":{"include_usage":true}}',
-    ("completions", "tool_results", "m", True): '{"model":"m","prompt":"Weather?\\n\\nLook","max_tokens":11,"stream":true,"stream_options":{"include_usage":true}}',
-    ("completions", "batch", "m", True): '{"model":"m","prompt":"first","max_tokens":1,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "completions",
+        "plain",
+        "m",
+        True,
+    ): '{"model":"m","prompt":"Hi","max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "completions",
+        "history",
+        "m",
+        True,
+    ): '{"model":"m","prompt":"Be brief.\\n\\nQ1\\n\\nA1\\n\\nAnd now?","max_tokens":7,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "completions",
+        "tools_images",
+        "m",
+        True,
+    ): '{"model":"m","prompt":"Sys\\n\\nLook","max_tokens":9,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "completions",
+        "tool_results",
+        "m",
+        True,
+    ): '{"model":"m","prompt":"Weather?\\n\\nLook","max_tokens":11,"stream":true,"stream_options":{"include_usage":true}}',
+    (
+        "completions",
+        "batch",
+        "m",
+        True,
+    ): '{"model":"m","prompt":"first","max_tokens":1,"stream":true,"stream_options":{"include_usage":true}}',
     ("completions", "plain", "", False): '{"prompt":"Hi","max_tokens":5,"stream":false}',
-    ("responses", "plain", "m", True): '{"model":"m","input":[{"role":"user","content":"Hi"}],"max_output_tokens":5,"stream":true}',
-    ("responses", "history", "m", True): '{"model":"m","input":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"And now?"}],"max_output_tokens":7,"stream":true}',
-    ("responses", "tools_images", "m", True): '{"model":"m","input":[{"role":"system","content":"Sys"},{"role":"user","content":[{"type":"input_text","text":"Look"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,"max_output_tokens":9,"stream":true}',
-    ("responses", "tool_results", "m", True): '{"model":"m","input":[{"role":"user","content":"Weather?"},{"type":"function_call","call_id":"call_0","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"call_0","output":"sunny"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"auto","parallel_tool_calls":false,"max_output_tokens":11,"stream":true}',
-    ("responses", "batch", "m", True): '{"model":"m","input":[{"role":"user","content":"first"}],"max_output_tokens":1,"stream":true}',
-    ("responses", "plain", "", False): '{"input":[{"role":"user","content":"Hi"}],"max_output_tokens":5,"stream":false}',
+    (
+        "responses",
+        "plain",
+        "m",
+        True,
+    ): '{"model":"m","input":[{"role":"user","content":"Hi"}],"max_output_tokens":5,"stream":true}',
+    (
+        "responses",
+        "history",
+        "m",
+        True,
+    ): '{"model":"m","input":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"And now?"}],"max_output_tokens":7,"stream":true}',
+    (
+        "responses",
+        "tools_images",
+        "m",
+        True,
+    ): '{"model":"m","input":[{"role":"system","content":"Sys"},{"role":"user","content":[{"type":"input_text","text":"Look"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,"max_output_tokens":9,"stream":true}',
+    (
+        "responses",
+        "tool_results",
+        "m",
+        True,
+    ): '{"model":"m","input":[{"role":"user","content":"Weather?"},{"type":"function_call","call_id":"call_0","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"call_0","output":"sunny"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"auto","parallel_tool_calls":false,"max_output_tokens":11,"stream":true}',
+    (
+        "responses",
+        "batch",
+        "m",
+        True,
+    ): '{"model":"m","input":[{"role":"user","content":"first"}],"max_output_tokens":1,"stream":true}',
+    (
+        "responses",
+        "plain",
+        "",
+        False,
+    ): '{"input":[{"role":"user","content":"Hi"}],"max_output_tokens":5,"stream":false}',
     ("embeddings", "plain", "m", True): '{"model":"m","input":["Hi"]}',
     ("embeddings", "history", "m", True): '{"model":"m","input":["Be brief.\\n\\nQ1\\n\\nA1\\n\\nAnd now?"]}',
     ("embeddings", "tools_images", "m", True): '{"model":"m","input":["Sys\\n\\nLook"]}',
@@ -61,12 +156,22 @@ PINNED = {
     ("embeddings", "batch", "m", True): '{"model":"m","input":["first","second","third"]}',
     ("embeddings", "plain", "", False): '{"input":["Hi"]}',
     ("rerank", "plain", "m", True): '{"model":"m","query":"Hi","documents":["Hi"]}',
-    ("rerank", "history", "m", True): '{"model":"m","query":"Be brief.\\n\\nQ1\\n\\nA1\\n\\nAnd now?","documents":["Be brief.\\n\\nQ1\\n\\nA1\\n\\nAnd now?"]}',
+    (
+        "rerank",
+        "history",
+        "m",
+        True,
+    ): '{"model":"m","query":"Be brief.\\n\\nQ1\\n\\nA1\\n\\nAnd now?","documents":["Be brief.\\n\\nQ1\\n\\nA1\\n\\nAnd now?"]}',
     ("rerank", "tools_images", "m", True): '{"model":"m","query":"Sys\\n\\nLook","documents":["Sys\\n\\nLook"]}',
-    ("rerank", "tool_results", "m", True): '{"model":"m","query":"Weather?\\n\\nLook","documents":["Weather?\\n\\nLook"]}',
+    (
+        "rerank",
+        "tool_results",
+        "m",
+        True,
+    ): '{"model":"m","query":"Weather?\\n\\nLook","documents":["Weather?\\n\\nLook"]}',
     ("rerank", "batch", "m", True): '{"model":"m","query":"first","documents":["first","second","third"]}',
     ("rerank", "plain", "", False): '{"query":"Hi","documents":["Hi"]}',
-}  # fmt: skip
+}
 
 # A mix without images (generated PNGs are zlib output, which may differ between zlib builds)
 SPEC = """
@@ -123,7 +228,9 @@ def test_max_tokens_override_is_decided_when_drawn_and_changes_nothing_else(spec
     assert len({r.max_tokens for r in drawn}) > 3 and {r.max_tokens for r in fixed} == {3}
     for a, b in zip(drawn, fixed):
         assert a.user == b.user and a.system == b.system and a.inputs == b.inputs  # the same draws
-        assert body("chat", b, "m", True)["max_tokens"] == 3 and body("responses", b, "m", True)["max_output_tokens"] == 3
+        assert (
+            body("chat", b, "m", True)["max_tokens"] == 3 and body("responses", b, "m", True)["max_output_tokens"] == 3
+        )
     # a conversation's later turns are drawn by the same sampler
     assert Sampler(spec, seed=1, max_tokens=3).next_turn("chat").max_tokens == 3
 
@@ -137,9 +244,12 @@ def test_the_registry_is_the_one_list_of_endpoints():
     assert choices == list(NAMES) == list(get_args(Options.model_fields["endpoint"].annotation))
     assert get_args(RunPlan.model_fields["endpoint"].annotation) == NAMES
     assert {n: (e.path, e.streams, e.attachments) for n, e in ENDPOINTS.items()} == {
-        "chat": ("/v1/chat/completions", True, True), "completions": ("/v1/completions", True, False),
-        "responses": ("/v1/responses", True, True), "embeddings": ("/v1/embeddings", False, False),
-        "rerank": ("/v1/rerank", False, False)}  # fmt: skip
+        "chat": ("/v1/chat/completions", True, True),
+        "completions": ("/v1/completions", True, False),
+        "responses": ("/v1/responses", True, True),
+        "embeddings": ("/v1/embeddings", False, False),
+        "rerank": ("/v1/rerank", False, False),
+    }
 
 
 def test_the_results_a_reply_must_hold():
@@ -148,7 +258,10 @@ def test_the_results_a_reply_must_hold():
     sent = orjson.loads(PINNED["rerank", "batch", "m", True])
     assert expected_results("rerank", sent) == 3 and expected_results("rerank", {**sent, "top_n": 2}) == 2
     assert expected_results("rerank", {**sent, "top_n": 0}) == 3
-    assert all(expected_results(e, orjson.loads(PINNED[e, "plain", "m", True])) == 0 for e in ("chat", "completions", "responses"))
+    assert all(
+        expected_results(e, orjson.loads(PINNED[e, "plain", "m", True])) == 0
+        for e in ("chat", "completions", "responses")
+    )
 
 
 def test_a_runs_max_tokens_override_reaches_drawn_and_replayed_requests_alike(tmp_path):

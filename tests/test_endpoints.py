@@ -12,12 +12,12 @@ import os
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
-from tests.test_truth_agentic import MIX, PROFILE
-from workloads import Sampler, load_spec
 from metrics.record import RequestRecord
 from metrics.sse import parse_response
 from metrics.timing import fill_record
+from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
+from tests.test_truth_agentic import MIX, PROFILE
+from workloads import Sampler, load_spec
 from workloads.bodies import body, expected_results
 
 pytestmark = pytest.mark.process
@@ -33,9 +33,27 @@ def responses_run(tmp_path_factory):
     (tmp / "mix.yaml").write_text(MIX.format(templates=TEMPLATES))
     with simulator("--profile", str(tmp / "agentic.yaml"), truth_log=truth) as url:
         proc = run_locust(
-            "--host", url, "--endpoint", "responses", "-u", "12", "-r", "12", "-t", "8s", "--seed", "5",
-            "--workload", str(tmp / "mix.yaml"), "--results-dir", str(tmp), "--run-id", "resp", "--stop-timeout", "20",
-        )  # fmt: skip
+            "--host",
+            url,
+            "--endpoint",
+            "responses",
+            "-u",
+            "12",
+            "-r",
+            "12",
+            "-t",
+            "8s",
+            "--seed",
+            "5",
+            "--workload",
+            str(tmp / "mix.yaml"),
+            "--results-dir",
+            str(tmp),
+            "--run-id",
+            "resp",
+            "--stop-timeout",
+            "20",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp), "resp")
     return df, summary, {x["request_id"]: x for x in read_truth(truth)}
@@ -64,8 +82,9 @@ def test_responses_api_records_match_the_truth_log(responses_run):
     # conversations sent their tool results back as function_call_output items (the simulator
     # refuses an output without its call: every request was ok)
     assert sum(truth[r]["tool_results"] for r in df["request_id"]) > 0
-    assert summary["overall"]["ttfa_ms"]["count"] == int(answered[df["wall_send"].between(
-        summary["window"]["start"], summary["window"]["end"]).to_numpy()].sum())
+    assert summary["overall"]["ttfa_ms"]["count"] == int(
+        answered[df["wall_send"].between(summary["window"]["start"], summary["window"]["end"]).to_numpy()].sum()
+    )
 
 
 def test_a_request_becomes_the_responses_api_body(tmp_path):
@@ -76,10 +95,18 @@ def test_a_request_becomes_the_responses_api_body(tmp_path):
     b = body("responses", vision, "m", True)
     assert b["max_output_tokens"] == 20 and b["stream"] is True and "stream_options" not in b and "max_tokens" not in b
     parts = b["input"][-1]["content"]
-    assert parts[0]["type"] == "input_text" and parts[1]["type"] == "input_image" and parts[1]["image_url"].startswith("data:")
+    assert (
+        parts[0]["type"] == "input_text"
+        and parts[1]["type"] == "input_image"
+        and parts[1]["image_url"].startswith("data:")
+    )
     tools = next(r for r in reqs if r.request_class == "tools")
     b = body("responses", tools, "m", True)
-    assert b["tools"][0]["type"] == "function" and b["tools"][0]["name"] == "get_weather" and "function" not in b["tools"][0]
+    assert (
+        b["tools"][0]["type"] == "function"
+        and b["tools"][0]["name"] == "get_weather"
+        and "function" not in b["tools"][0]
+    )
     assert b["tool_choice"] == "auto"
     assert json.dumps(body("chat", reqs[0], "m", True))  # chat stays chat
 
@@ -103,9 +130,28 @@ def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_
     profile = tmp_path / "embed-profile.yaml"
     profile.write_text("kind: fixed\nembedding_base_s: 0.004\nembedding_per_token_s: 0.00002\n")
     with simulator("--profile", str(profile), truth_log=truth_path) as url:
-        proc = run_locust("--host", url, "--endpoint", endpoint, "--steps", "1,4", "--step-time", "4s",
-                          "--step-warmup", "1s", "--seed", "2", "--workload", str(spec), "--results-dir", str(tmp_path),
-                          "--run-id", "emb", "--stop-timeout", "5")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--endpoint",
+            endpoint,
+            "--steps",
+            "1,4",
+            "--step-time",
+            "4s",
+            "--step-warmup",
+            "1s",
+            "--seed",
+            "2",
+            "--workload",
+            str(spec),
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "emb",
+            "--stop-timeout",
+            "5",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "emb")
     truth = {t["request_id"]: t for t in read_truth(truth_path)}
@@ -138,8 +184,19 @@ def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_
 
 def test_tools_or_images_with_an_endpoint_that_cannot_carry_them_is_bad_input(tmp_path):
     (tmp_path / "mix.yaml").write_text(MIX.format(templates=TEMPLATES))
-    proc = run_locust("--endpoint", "completions", "-u", "1", "-t", "2s", "--workload", str(tmp_path / "mix.yaml"),
-                      "--results-dir", str(tmp_path), timeout=60)  # fmt: skip
+    proc = run_locust(
+        "--endpoint",
+        "completions",
+        "-u",
+        "1",
+        "-t",
+        "2s",
+        "--workload",
+        str(tmp_path / "mix.yaml"),
+        "--results-dir",
+        str(tmp_path),
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "--endpoint completions: class 'tools' of the workload has tools or images" in proc.stderr
     assert not (tmp_path / "requests.parquet").exists()
@@ -148,8 +205,21 @@ def test_tools_or_images_with_an_endpoint_that_cannot_carry_them_is_bad_input(tm
 def test_tools_or_images_with_rerank_are_bad_input(tmp_path):
     (tmp_path / "mix.yaml").write_text(MIX.format(templates=TEMPLATES))
     with simulator() as url:
-        proc = run_locust("--host", url, "--endpoint", "rerank", "-u", "1", "-t", "2s", "--workload",
-                          str(tmp_path / "mix.yaml"), "--results-dir", str(tmp_path), timeout=60)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--endpoint",
+            "rerank",
+            "-u",
+            "1",
+            "-t",
+            "2s",
+            "--workload",
+            str(tmp_path / "mix.yaml"),
+            "--results-dir",
+            str(tmp_path),
+            timeout=60,
+        )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "--endpoint rerank: class 'tools' of the workload has tools or images" in proc.stderr
     assert not (tmp_path / "requests.parquet").exists()
@@ -189,8 +259,11 @@ def test_the_simulator_ranks_documents_on_both_rerank_paths(tmp_path):
     docs = ["first document text", "a second, longer document text here", "third"]
 
     def post(url, payload):
-        req = urllib.request.Request(url, json.dumps(payload).encode(), {"Content-Type": "application/json",
-                                                                        "X-Request-Id": payload.get("id", "")})
+        req = urllib.request.Request(
+            url,
+            json.dumps(payload).encode(),
+            {"Content-Type": "application/json", "X-Request-Id": payload.get("id", "")},
+        )
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())
 
@@ -216,7 +289,13 @@ def test_the_web_form_offers_every_endpoint():
     from plugin.options import DECLARED
 
     endpoint = next(d for d in DECLARED if d.name == "endpoint")
-    assert endpoint.choices == ["chat", "completions", "responses", "embeddings", "rerank"]  # Locust's form shows choices
+    assert endpoint.choices == [
+        "chat",
+        "completions",
+        "responses",
+        "embeddings",
+        "rerank",
+    ]  # Locust's form shows choices
 
 
 def test_an_imported_agent_log_replays_against_the_simulator(tmp_path):
@@ -255,16 +334,42 @@ def test_a_web_form_run_of_the_mixed_workload_on_the_responses_api(tmp_path):
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "web.log")
     with simulator("--profile", str(tmp_path / "agentic.yaml"), truth_log=truth_path) as url:
-        proc = start_group("--host", url, "--web-host", "127.0.0.1", "--web-port", str(port), "--results-dir",
-                           str(tmp_path / "results"), "--run-id", "form", "--stop-timeout", "20", log_path=log)  # fmt: skip
+        proc = start_group(
+            "--host",
+            url,
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(port),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run-id",
+            "form",
+            "--stop-timeout",
+            "20",
+            log_path=log,
+        )
         try:
             _wait(lambda: _json(base + "/llm/stats"), 60, "the web UI", proc, log)
-            form = urllib.parse.urlencode({"user_count": 6, "spawn_rate": 6, "run_time": "6s", "endpoint": "responses",
-                                           "workload": str(tmp_path / "mix.yaml"), "seed": "3"}).encode()  # fmt: skip
+            form = urllib.parse.urlencode(
+                {
+                    "user_count": 6,
+                    "spawn_rate": 6,
+                    "run_time": "6s",
+                    "endpoint": "responses",
+                    "workload": str(tmp_path / "mix.yaml"),
+                    "seed": "3",
+                }
+            ).encode()
             with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=30) as r:
                 assert json.loads(r.read())["success"]
-            final = _wait(lambda: (lambda d: d if d["summary"] else None)(_json(base + "/llm/stats")), 120,
-                          "the end of the run", proc, log)  # fmt: skip
+            final = _wait(
+                lambda: (lambda d: d if d["summary"] else None)(_json(base + "/llm/stats")),
+                120,
+                "the end of the run",
+                proc,
+                log,
+            )
         finally:
             stop_group(proc)
     df, summary = read_results(str(tmp_path / "results"), "form")

@@ -101,7 +101,9 @@ def workdir():
 def entrypoint(cmd: list, workdir: str, **env) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if not k.startswith("SUITE_")}
     full.update(env, SUITE_RESULTS_DIR=os.path.join(workdir, "results"))
-    return subprocess.Popen([sys.executable, PATH, *cmd], cwd=workdir, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, PATH, *cmd], cwd=workdir, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def listener() -> socket.socket:
@@ -114,7 +116,12 @@ def listener() -> socket.socket:
 def test_waits_for_the_target_then_runs_the_command(workdir):
     sock = listener()
     port = sock.getsockname()[1]
-    proc = entrypoint(["/bin/sh", "-c", "echo started; exit 7"], workdir, SUITE_WAIT_FOR=f"http://127.0.0.1:{port}/v1", SUITE_WAIT_TIMEOUT="10")
+    proc = entrypoint(
+        ["/bin/sh", "-c", "echo started; exit 7"],
+        workdir,
+        SUITE_WAIT_FOR=f"http://127.0.0.1:{port}/v1",
+        SUITE_WAIT_TIMEOUT="10",
+    )
     out, err = proc.communicate(timeout=30)
     sock.close()
     assert proc.returncode == 7 and out == "started\n", err
@@ -125,7 +132,9 @@ def test_gives_up_on_a_target_that_never_answers(workdir):
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
     t0 = time.monotonic()
-    proc = entrypoint(["/bin/sh", "-c", "echo started"], workdir, SUITE_WAIT_FOR=f"127.0.0.1:{port}", SUITE_WAIT_TIMEOUT="2")
+    proc = entrypoint(
+        ["/bin/sh", "-c", "echo started"], workdir, SUITE_WAIT_FOR=f"127.0.0.1:{port}", SUITE_WAIT_TIMEOUT="2"
+    )
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and out == ""
     assert f"127.0.0.1:{port} accepted no connection within 2s" in err
@@ -135,7 +144,9 @@ def test_gives_up_on_a_target_that_never_answers(workdir):
 def test_outlives_the_master_then_exits_with_the_commands_code(workdir):
     sock = listener()
     port = sock.getsockname()[1]
-    proc = entrypoint(["/bin/sh", "-c", "exit 3"], workdir, SUITE_OUTLIVE=f"127.0.0.1:{port}", SUITE_OUTLIVE_TIMEOUT="60")
+    proc = entrypoint(
+        ["/bin/sh", "-c", "exit 3"], workdir, SUITE_OUTLIVE=f"127.0.0.1:{port}", SUITE_OUTLIVE_TIMEOUT="60"
+    )
     time.sleep(2.5)
     assert proc.poll() is None, "exited while the master still accepted connections"
     sock.close()
@@ -157,7 +168,9 @@ def test_forwards_a_stop_to_the_command(workdir):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving up root needs root")
-@pytest.mark.parametrize("results_owner,checkout_owner,expected", [(0, 0, 1000), (1234, 0, 1234), (0, 1234, 1234), (1234, 1000, 1234)])
+@pytest.mark.parametrize(
+    "results_owner,checkout_owner,expected", [(0, 0, 1000), (1234, 0, 1234), (0, 1234, 1234), (1234, 1000, 1234)]
+)
 def test_root_gives_up_root_for_the_owner_of_the_results_folder(workdir, results_owner, checkout_owner, expected):
     results = os.path.join(workdir, "results")
     os.mkdir(results)

@@ -24,20 +24,52 @@ STALL_S = 8.0
 SLOW_HEADERS_S = 0.3  # far below the head timeout (--timeout-first-token, from the write): these end ok
 RATE = 0.1
 FAULTS = {
-    "http_429": "", "http_500": "", "http_503": "", "mid_stream_error": ":3", "cut_close": ":3", "cut_reset": ":3",
-    "stall_first": f":{STALL_S}", "stall_between": f":{STALL_S}", "malformed_chunk": ":2",
-    "slow_headers": f":{SLOW_HEADERS_S}", "refuse": "",
-}  # fmt: skip
+    "http_429": "",
+    "http_500": "",
+    "http_503": "",
+    "mid_stream_error": ":3",
+    "cut_close": ":3",
+    "cut_reset": ":3",
+    "stall_first": f":{STALL_S}",
+    "stall_between": f":{STALL_S}",
+    "malformed_chunk": ":2",
+    "slow_headers": f":{SLOW_HEADERS_S}",
+    "refuse": "",
+}
 EXPECTED = {
-    None: "", "http_429": "http_429", "http_500": "http_5xx", "http_503": "http_5xx",
-    "mid_stream_error": "mid_stream_error", "cut_close": "stream_truncated", "cut_reset": "stream_truncated",
-    "stall_first": "timeout", "stall_between": "timeout", "malformed_chunk": "malformed_chunk", "slow_headers": "",
-}  # fmt: skip
+    None: "",
+    "http_429": "http_429",
+    "http_500": "http_5xx",
+    "http_503": "http_5xx",
+    "mid_stream_error": "mid_stream_error",
+    "cut_close": "stream_truncated",
+    "cut_reset": "stream_truncated",
+    "stall_first": "timeout",
+    "stall_between": "timeout",
+    "malformed_chunk": "malformed_chunk",
+    "slow_headers": "",
+}
 SECONDS = 15
 LOAD = (
-    "-u", "20", "-r", "20", "-t", f"{SECONDS}s", "--model", "sim-model", "--max-tokens-override", "12", "--seed", "5",
-    "--timeout-first-token", f"{TIMEOUT_S:g}s", "--timeout-idle", f"{TIMEOUT_S:g}s", "--stop-timeout", "30",
-)  # fmt: skip
+    "-u",
+    "20",
+    "-r",
+    "20",
+    "-t",
+    f"{SECONDS}s",
+    "--model",
+    "sim-model",
+    "--max-tokens-override",
+    "12",
+    "--seed",
+    "5",
+    "--timeout-first-token",
+    f"{TIMEOUT_S:g}s",
+    "--timeout-idle",
+    f"{TIMEOUT_S:g}s",
+    "--stop-timeout",
+    "30",
+)
 
 
 def fault_args() -> list[str]:
@@ -59,11 +91,26 @@ def run_matrix(tmp, mode: str):
             port = free_port()
             log_path = tmp / "master.log"
             master = start_locust(
-                "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                "--expect-workers", "2", *common, log_path=str(log_path),
-            )  # fmt: skip
+                "--master",
+                "--headless",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                "2",
+                *common,
+                log_path=str(log_path),
+            )
             workers = [
-                start_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=str(tmp / f"w{i}.log"))
+                start_locust(
+                    "--worker",
+                    "--master-host",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                    log_path=str(tmp / f"w{i}.log"),
+                )
                 for i in range(2)
             ]
             try:
@@ -156,8 +203,15 @@ def test_summary_counts_match_the_records(matrix):
     assert req["stopped"] == 0 and req["cancelled"] == 0 and req["retries"] == 0
     assert req["failed"] == len(failed)
     assert req["by_error"] == {k: int(v) for k, v in failed["error"].value_counts().items()}
-    assert set(req["by_error"]) == {"http_429", "http_5xx", "mid_stream_error", "stream_truncated", "timeout",
-                                    "malformed_chunk", "connect_error"}  # fmt: skip
+    assert set(req["by_error"]) == {
+        "http_429",
+        "http_5xx",
+        "mid_stream_error",
+        "stream_truncated",
+        "timeout",
+        "malformed_chunk",
+        "connect_error",
+    }
     # failures are in the good fraction's denominator
     assert summary["overall"]["goodput"]["good_fraction"] == pytest.approx(req["ok"] / req["sent"])
     if summary.get("workers"):  # master + 2 workers: both shipped everything
@@ -166,21 +220,34 @@ def test_summary_counts_match_the_records(matrix):
             assert w["final_received"] and w["missing_batches"] == [] and w["lost_at"] is None
 
 
-
 NO_STREAM_EXPECTED = {
-    **EXPECTED, "mid_stream_error": "http_5xx",  # the simulator answers a non-streaming request with a 500
-    "cut_close": ("connect_error", "stream_truncated"), "cut_reset": ("connect_error", "stream_truncated"),
+    **EXPECTED,
+    "mid_stream_error": "http_5xx",  # the simulator answers a non-streaming request with a 500
+    "cut_close": ("connect_error", "stream_truncated"),
+    "cut_reset": ("connect_error", "stream_truncated"),
     # the whole answer comes after the stall, past --timeout-first-token (counted from the write);
     # the simulator writes a non-streaming answer at once when it is done: no gap between tokens
-    "stall_first": "timeout", "stall_between": "",
-}  # fmt: skip
+    "stall_first": "timeout",
+    "stall_between": "",
+}
 
 
 def test_no_stream_faults_are_classified_and_never_resent_silently(tmp_path):
     truth_path = str(tmp_path / "truth.jsonl")
     with simulator("--profile", "fixed", "--seed", "7", *fault_args(), truth_log=truth_path) as url:
-        proc = run_locust("--host", url, "--results-dir", str(tmp_path), "--run-id", "ns", "--no-stream",
-                          *LOAD[:5], "10s", *LOAD[6:], timeout=150)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "ns",
+            "--no-stream",
+            *LOAD[:5],
+            "10s",
+            *LOAD[6:],
+            timeout=150,
+        )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "ns")
     truth = request_lines(read_truth(truth_path))

@@ -16,12 +16,22 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from metrics.record import ERROR_CLASSES
 from core.durations import Timeouts
+from metrics.record import ERROR_CLASSES
 from plugin.options import RETRYABLE
 from plugin.plan import RunPlan
-from tests.helpers import LOCUST, ROOT, free_port, read_results, read_truth, run_locust, simulator, start_locust, wait_for_lines
 from plugin.users import exchange_class, parse_retry_after, retry_wait
+from tests.helpers import (
+    LOCUST,
+    ROOT,
+    free_port,
+    read_results,
+    read_truth,
+    run_locust,
+    simulator,
+    start_locust,
+    wait_for_lines,
+)
 from users.stream import Exchange, StreamClient
 
 pytestmark = pytest.mark.process
@@ -45,8 +55,11 @@ def exchange(status=0, error="", retry_after=""):
 
 
 def settings(**kw):
-    return RunPlan(retry=kw.get("retry", 2), retry_on=kw.get("retry_on", ("http_429", "http_5xx", "connect_error")),
-                   retry_max_wait_s=kw.get("max_wait", 30.0))
+    return RunPlan(
+        retry=kw.get("retry", 2),
+        retry_on=kw.get("retry_on", ("http_429", "http_5xx", "connect_error")),
+        retry_max_wait_s=kw.get("max_wait", 30.0),
+    )
 
 
 def test_retry_waits():
@@ -70,13 +83,42 @@ def test_retries_are_records_of_their_own(tmp_path):
     """429 (Retry-After: 1) and 503 (backoff 0.5 s, then 1 s) answers are retried up to twice;
     each attempt is its own record, the waits are kept, and summary.json counts the retries."""
     truth_path = str(tmp_path / "truth.jsonl")
-    with simulator("--profile", "fixed", "--seed", "3", "--fault", "http_429=0.25", "--fault", "http_503=0.15",
-                   truth_log=truth_path) as url:  # fmt: skip
+    with simulator(
+        "--profile",
+        "fixed",
+        "--seed",
+        "3",
+        "--fault",
+        "http_429=0.25",
+        "--fault",
+        "http_503=0.15",
+        truth_log=truth_path,
+    ) as url:
         proc = run_locust(
-            "--host", url, "--model", "sim-model", "-u", "8", "-r", "8", "-t", "10s", "--max-tokens-override", "8",
-            "--retry", "2", "--retry-max-wait", "5s", "--results-dir", str(tmp_path), "--run-id", "retry",
-            "--stop-timeout", "30", timeout=150,
-        )  # fmt: skip
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            "8",
+            "-r",
+            "8",
+            "-t",
+            "10s",
+            "--max-tokens-override",
+            "8",
+            "--retry",
+            "2",
+            "--retry-max-wait",
+            "5s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "retry",
+            "--stop-timeout",
+            "30",
+            timeout=150,
+        )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "retry")
     truth = read_truth(truth_path)
@@ -96,7 +138,10 @@ def test_retries_are_records_of_their_own(tmp_path):
         expected = 1.0 if prev["error"] == "http_429" else 0.5 * 2 ** (n - 1)
         assert expected - 0.01 <= gap < expected + 5.0, (rid, prev["error"], gap)
         waits[prev["error"]].append(gap)
-        assert rows.at[rid, "request_class"] == prev["request_class"] and rows.at[rid, "input_chars"] == prev["input_chars"]
+        assert (
+            rows.at[rid, "request_class"] == prev["request_class"]
+            and rows.at[rid, "input_chars"] == prev["input_chars"]
+        )
     assert waits["http_429"] and waits["http_5xx"]
     # every retryable failure of a first or second attempt sent before the end has its retry
     end = summary["window"]["end"] - 8.0
@@ -122,10 +167,32 @@ def test_cancelled_streams_are_counted_apart(tmp_path):
     truth_path = str(tmp_path / "truth.jsonl")
     with simulator("--profile", slow_profile(tmp_path), truth_log=truth_path) as url:
         proc = run_locust(
-            "--host", url, "--model", "sim-model", "-u", "10", "-r", "10", "-t", "8s", "--max-tokens-override", "20",
-            "--cancel-rate", "0.4", "--cancel-after", "0.4s", "--seed", "9", "--results-dir", str(tmp_path),
-            "--run-id", "cancel", "--stop-timeout", "30", timeout=150,
-        )  # fmt: skip
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            "10",
+            "-r",
+            "10",
+            "-t",
+            "8s",
+            "--max-tokens-override",
+            "20",
+            "--cancel-rate",
+            "0.4",
+            "--cancel-after",
+            "0.4s",
+            "--seed",
+            "9",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "cancel",
+            "--stop-timeout",
+            "30",
+            timeout=150,
+        )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "cancel")
     truth = {t["request_id"]: t for t in read_truth(truth_path)}
@@ -150,10 +217,28 @@ def test_cancelled_streams_are_counted_apart(tmp_path):
 def test_total_timeout_is_a_censored_timeout(tmp_path):
     with simulator("--profile", slow_profile(tmp_path, ttft=0.05, itl=0.1)) as url:
         proc = run_locust(
-            "--host", url, "--model", "sim-model", "-u", "4", "-r", "4", "-t", "4s", "--max-tokens-override", "30",
-            "--timeout-total", "0.6s", "--results-dir", str(tmp_path), "--run-id", "total", "--stop-timeout", "30",
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "4s",
+            "--max-tokens-override",
+            "30",
+            "--timeout-total",
+            "0.6s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "total",
+            "--stop-timeout",
+            "30",
             timeout=150,
-        )  # fmt: skip
+        )
     df, summary = read_results(str(tmp_path), "total")
     assert len(df) >= 8 and (df["error"] == "timeout").all(), proc.stderr[-2000:]
     assert (df["error_detail"] == "total timeout 0.6s").all()
@@ -169,10 +254,25 @@ def test_ctrl_c_writes_partial_results_marked_incomplete(tmp_path):
     truth_path = str(tmp_path / "truth.jsonl")
     with simulator("--profile", "fixed", truth_log=truth_path) as url:
         proc = start_locust(
-            "--headless", "--host", url, "--model", "sim-model", "-u", "10", "-r", "10", "-t", "120s",
-            "--max-tokens-override", "10", "--results-dir", str(tmp_path), "--run-id", "sigint",
+            "--headless",
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            "10",
+            "-r",
+            "10",
+            "-t",
+            "120s",
+            "--max-tokens-override",
+            "10",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "sigint",
             log_path=str(tmp_path / "sigint.log"),
-        )  # fmt: skip
+        )
         try:
             wait_for_lines(truth_path, 40)
             proc.send_signal(signal.SIGINT)
@@ -194,20 +294,34 @@ def test_ctrl_c_writes_partial_results_marked_incomplete(tmp_path):
 # -- unreachable host -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("extra", [(), ("--model", "m"), ("--master", "--expect-workers", "1")], ids=["no-model", "model", "master"])
+@pytest.mark.parametrize(
+    "extra", [(), ("--model", "m"), ("--master", "--expect-workers", "1")], ids=["no-model", "model", "master"]
+)
 def test_unreachable_host_is_one_line_and_exit_code_2(tmp_path, extra):
     if "--master" in extra:
         extra = (*extra, "--master-bind-host", "127.0.0.1", "--master-bind-port", str(free_port()))
     port = free_port()  # nothing listens there
     t0 = time.monotonic()
-    proc = run_locust("--host", f"http://127.0.0.1:{port}", "-t", "30s", "--timeout-connect", "3s",
-                      "--results-dir", str(tmp_path), *extra, timeout=60)  # fmt: skip
+    proc = run_locust(
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "-t",
+        "30s",
+        "--timeout-connect",
+        "3s",
+        "--results-dir",
+        str(tmp_path),
+        *extra,
+        timeout=60,
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     # refused three times, 0.5 s apart (one reset does not refuse a run), then one line
-    assert lines[-1].startswith(f"error: --host: cannot connect to 127.0.0.1:{port} (Connection refused, 3 attempts); "
-                                "check the address and that the server is up"), lines[-3:]  # fmt: skip
+    assert lines[-1].startswith(
+        f"error: --host: cannot connect to 127.0.0.1:{port} (Connection refused, 3 attempts); "
+        "check the address and that the server is up"
+    ), lines[-3:]
     assert elapsed < 45  # no hang: Locust's start-up and three refused connections
     assert not os.listdir(tmp_path)  # nothing was started
 
@@ -215,16 +329,31 @@ def test_unreachable_host_is_one_line_and_exit_code_2(tmp_path, extra):
 def test_unreachable_host_in_the_web_ui_is_only_a_warning(tmp_path):
     port, web = free_port(), free_port()
     proc = subprocess.Popen(
-        [*LOCUST, "--host", f"http://127.0.0.1:{port}", "--web-host", "127.0.0.1", "--web-port", str(web),
-         "--results-dir", str(tmp_path)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+        [
+            *LOCUST,
+            "--host",
+            f"http://127.0.0.1:{port}",
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(web),
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
             assert proc.poll() is None, proc.stdout.read()[-2000:]
             try:
-                with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://127.0.0.1:{web}/", timeout=5) as r:
+                with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                    f"http://127.0.0.1:{web}/", timeout=5
+                ) as r:
                     assert r.status == 200
                     break
             except OSError:
@@ -265,7 +394,7 @@ def silent_listener():
         try:
             probe.connect(("127.0.0.1", port))
             pytest.skip("this kernel accepts connections beyond a full accept queue")
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             pass
         finally:
             probe.close()
@@ -292,13 +421,26 @@ def test_connect_timeout_is_a_timeout_within_the_limit():
 def test_host_that_does_not_answer_fails_within_the_connect_timeout(tmp_path):
     with silent_listener() as port:
         t0 = time.monotonic()
-        proc = run_locust("--host", f"http://127.0.0.1:{port}", "--model", "m", "-t", "30s", "--timeout-connect", "2s",
-                          "--results-dir", str(tmp_path), timeout=90)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            "m",
+            "-t",
+            "30s",
+            "--timeout-connect",
+            "2s",
+            "--results-dir",
+            str(tmp_path),
+            timeout=90,
+        )
         elapsed = time.monotonic() - t0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2, lines[-5:]
-    assert lines[-1] == (f"error: --host: cannot connect to 127.0.0.1:{port} (no connection within --timeout-connect 2s); "
-                         "check the address and that the server is up")  # fmt: skip
+    assert lines[-1] == (
+        f"error: --host: cannot connect to 127.0.0.1:{port} (no connection within --timeout-connect 2s); "
+        "check the address and that the server is up"
+    )
     assert elapsed < 60 and not os.listdir(tmp_path)
 
 
@@ -312,15 +454,35 @@ def test_a_json_reply_to_a_streaming_request_is_not_streamed_and_paced(tmp_path)
     truth_path = str(tmp_path / "truth.jsonl")
     seconds = 6
     with simulator("--profile", "fixed", "--fault", "json_reply=1", truth_log=truth_path) as url:
-        proc = run_locust("--host", url, "--results-dir", str(tmp_path), "--run-id", "json", "--model", "sim-model",
-                          "-u", "2", "-r", "2", "-t", f"{seconds}s", "--max-tokens-override", "8", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "json",
+            "--model",
+            "sim-model",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            f"{seconds}s",
+            "--max-tokens-override",
+            "8",
+            timeout=120,
+        )
     assert proc.returncode == 4, proc.stderr[-3000:]  # no request succeeded
     df, summary = read_results(str(tmp_path), "json")
     truth = [t for t in read_truth(truth_path) if t.get("request_id")]
     assert {t["outcome"] for t in truth} == {"json_reply"}
     assert sorted(df["request_id"]) == sorted(t["request_id"] for t in truth)  # each one recorded
     assert set(df["error"]) == {"not_streamed"}
-    assert df["error_detail"].str.contains("did not stream").all() and df["error_detail"].str.contains("application/json").all()
+    assert (
+        df["error_detail"].str.contains("did not stream").all()
+        and df["error_detail"].str.contains("application/json").all()
+    )
     # paced: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 + 3.2 s > 6 s, so at most 7 requests per user
     assert len(df) <= 2 * 7, len(df)
     assert summary["overall"]["requests"]["by_error"] == {"not_streamed": len(df)}

@@ -25,9 +25,22 @@ EDGE_S = 0.05  # tokens this close to a window's edge may fall on either side (s
 
 # -- the arithmetic, on readings made here ------------------------------------------------------
 
+
 def readings(rows):
-    return pd.DataFrame(rows, columns=["timestamp", "gpu", "name", "utilization_pct", "memory_used_mib", "memory_total_mib",
-                                       "power_w", "sm_clock_mhz", "energy_j"])  # fmt: skip
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "timestamp",
+            "gpu",
+            "name",
+            "utilization_pct",
+            "memory_used_mib",
+            "memory_total_mib",
+            "power_w",
+            "sm_clock_mhz",
+            "energy_j",
+        ],
+    )
 
 
 def test_power_is_integrated_over_the_window_and_a_counter_preferred():
@@ -45,7 +58,11 @@ def test_power_is_integrated_over_the_window_and_a_counter_preferred():
     assert energy(readings(counted[1:]), 0.5, 9.0, 1.0) == (pytest.approx(7.0 * 8.5), "counter")
     f = window_figures(readings(rows), 2.5, 7.5)
     # GPU 0's readings at 3..7 s, GPU 1's at 2.5..7.5 s: both edges are inside the window
-    assert f.readings == 5 + 6 and f.utilization_pct_mean == pytest.approx((5 * 10 + 6 * 30) / 11) and f.memory_used_mib_peak == 3.0
+    assert (
+        f.readings == 5 + 6
+        and f.utilization_pct_mean == pytest.approx((5 * 10 + 6 * 30) / 11)
+        and f.memory_used_mib_peak == 3.0
+    )
     assert f.power_w_mean == pytest.approx(150.0 + 50.0)  # the GPUs together
 
 
@@ -58,12 +75,20 @@ def test_the_capacity_in_the_deployments_terms():
     th = Throughput(requests_per_s=2.0, output_tokens_per_s=100.0, total_tokens_per_s=400.0, sessions_per_s=0.5)
     f = figures(base, 8, th, 10.0, gpus=4, price=2.0)
     assert (f.users, f.requests_per_min, f.sessions_per_min) == (8, 120.0, 30.0)
-    assert (f.requests_per_min_per_gpu, f.output_tokens_per_s_per_gpu, f.total_tokens_per_s_per_gpu) == (30.0, 25.0, 100.0)
+    assert (f.requests_per_min_per_gpu, f.output_tokens_per_s_per_gpu, f.total_tokens_per_s_per_gpu) == (
+        30.0,
+        25.0,
+        100.0,
+    )
     assert f.joules_per_output_token == pytest.approx(4.0) and f.joules_per_token == pytest.approx(1.0)
     # 4 GPUs at 2.0 per hour: 8.0 per hour for 360,000 output tokens
-    assert f.cost_per_million_output_tokens == pytest.approx(8.0 / 0.36) and f.cost_per_million_tokens == pytest.approx(8.0 / 1.44)
+    assert f.cost_per_million_output_tokens == pytest.approx(8.0 / 0.36) and f.cost_per_million_tokens == pytest.approx(
+        8.0 / 1.44
+    )
     bare = figures(GpuFigures(window=Span(start=0.0, end=10.0)), 8, th, 10.0, gpus=None, price=None)
-    assert bare.requests_per_min_per_gpu is None and bare.joules_per_token is None and bare.cost_per_million_tokens is None
+    assert (
+        bare.requests_per_min_per_gpu is None and bare.joules_per_token is None and bare.cost_per_million_tokens is None
+    )
 
 
 def test_the_plan_answers_with_the_runs_gpus_price_and_energy():
@@ -71,22 +96,48 @@ def test_the_plan_answers_with_the_runs_gpus_price_and_energy():
     `reports plan` takes the run's GPU count and price, keeps the met level's energy per token, and
     prices the replicas; --gpus given to the plan recomputes the per-GPU figures and the cost."""
     from metrics.gpu import gpu_section
-    from metrics.record import rows_to_table
+    from metrics.record import RequestRecord, rows_to_table
     from metrics.slo import parse_slo
     from metrics.summary import summarize
     from reports.plan import describe, plan
-    from metrics.record import RequestRecord
     from shapes.steps import StepPlan
 
     def _row(step, sent, ttft, i=0):  # conversations of two turns, 4 output tokens a reply
-        return RequestRecord("r", "w", "chat", "short", 10, 4, step=step, wall_send=sent, status=200, ok=True, ttft_s=ttft,
-                             e2e_s=ttft + 0.1, tpot_s=0.01, prompt_tokens=10, output_tokens=4, tokens_source="usage",
-                             n_chunks=2, chunk_times=[ttft, ttft + 0.1], turn=1 + i % 2, session_id=f"s{i // 2}").as_row()  # fmt: skip
+        return RequestRecord(
+            "r",
+            "w",
+            "chat",
+            "short",
+            10,
+            4,
+            step=step,
+            wall_send=sent,
+            status=200,
+            ok=True,
+            ttft_s=ttft,
+            e2e_s=ttft + 0.1,
+            tpot_s=0.01,
+            prompt_tokens=10,
+            output_tokens=4,
+            tokens_source="usage",
+            n_chunks=2,
+            chunk_times=[ttft, ttft + 0.1],
+            turn=1 + i % 2,
+            session_id=f"s{i // 2}",
+        ).as_row()
 
     t0 = 1_000.0
-    rows = [_row(0, t0 + 5 + i * 0.075, 0.1, i) for i in range(200)] + [_row(1, t0 + 25 + i * 0.05, 2.0, i) for i in range(250)]
-    s = summarize(rows_to_table(rows), t0, t0 + 40, run_start=t0, plan=StepPlan([10, 20], 20.0, 5.0),
-                  objectives=parse_slo("ttft.p95<1s"))  # fmt: skip
+    rows = [_row(0, t0 + 5 + i * 0.075, 0.1, i) for i in range(200)] + [
+        _row(1, t0 + 25 + i * 0.05, 2.0, i) for i in range(250)
+    ]
+    s = summarize(
+        rows_to_table(rows),
+        t0,
+        t0 + 40,
+        run_start=t0,
+        plan=StepPlan([10, 20], 20.0, 5.0),
+        objectives=parse_slo("ttft.p95<1s"),
+    )
     nan = math.nan
     seen = readings([(t0 + t / 2, str(i), "g", 50.0, 1.0, 2.0, 300.0, 1.0, nan) for t in range(81) for i in range(2)])
     s.gpu = gpu_section(s, seen, source="nvidia-smi", price=2.0)
@@ -94,8 +145,12 @@ def test_the_plan_answers_with_the_runs_gpus_price_and_energy():
     seconds = met.window.end - met.window.start
     p = plan(s, rpm=2000)
     assert (p["gpus_per_replica"], p["gpu_hour_price"]) == (2, 2.0)
-    assert p["sessions_per_min"] == pytest.approx(p["requests_per_min"] / 2)  # every other request begins a conversation
-    assert p["joules_per_output_token"] == pytest.approx(600.0 * seconds / (met.throughput.output_tokens_per_s * seconds))
+    assert p["sessions_per_min"] == pytest.approx(
+        p["requests_per_min"] / 2
+    )  # every other request begins a conversation
+    assert p["joules_per_output_token"] == pytest.approx(
+        600.0 * seconds / (met.throughput.output_tokens_per_s * seconds)
+    )
     assert p["cost_per_million_tokens"] == pytest.approx(2.0 * 2 / 3600 / met.throughput.total_tokens_per_s * 1e6)
     held = met.throughput.requests_per_s * 60
     assert p["replicas"] == math.ceil(2000 / held) and p["cost_per_hour"] == p["replicas"] * 2 * 2.0
@@ -113,15 +168,25 @@ def test_the_live_view_shows_the_newest_reading_of_each_gpu():
 
     nan = math.nan
     sampler = GpuSampler("nvidia-smi", 1.0)
-    sampler.rows = [(1.0, "0", "g", 10.0, 100.0, 200.0, 50.0, 1.0, nan), (1.0, "1", "g", 20.0, 300.0, 200.0, 70.0, 1.0, nan),
-                    (2.0, "0", "g", 30.0, 500.0, 200.0, 90.0, 1.0, nan), (2.0, "1", "g", 50.0, 700.0, 200.0, nan, 1.0, nan)]  # fmt: skip
+    sampler.rows = [
+        (1.0, "0", "g", 10.0, 100.0, 200.0, 50.0, 1.0, nan),
+        (1.0, "1", "g", 20.0, 300.0, 200.0, 70.0, 1.0, nan),
+        (2.0, "0", "g", 30.0, 500.0, 200.0, 90.0, 1.0, nan),
+        (2.0, "1", "g", 50.0, 700.0, 200.0, nan, 1.0, nan),
+    ]
     telemetry = GpuTelemetry()
     env = SimpleNamespace(llm=SimpleNamespace(plan=SimpleNamespace(gpu_telemetry=""), plugin=lambda kind: telemetry))
     assert gpu_gauges(env) is None  # --gpu-telemetry off
     env.llm.plan.gpu_telemetry = "nvidia-smi"
     assert gpu_gauges(env) == {"available": False}  # not reading (yet)
     telemetry.sampler = sampler
-    assert gpu_gauges(env) == {"available": True, "gpus": 2, "utilization_pct": 40.0, "memory_used_mib": 600.0, "power_w": 90.0}
+    assert gpu_gauges(env) == {
+        "available": True,
+        "gpus": 2,
+        "utilization_pct": 40.0,
+        "memory_used_mib": 600.0,
+        "power_w": 90.0,
+    }
 
 
 def test_bad_gpu_options_are_refused_with_one_line():
@@ -135,14 +200,20 @@ def test_bad_gpu_options_are_refused_with_one_line():
 
     p = plan(gpu_telemetry="nvidia-smi", gpus="8", gpu_hour_price="2.5", gpu_telemetry_interval="500ms")
     assert (p.gpu_telemetry, p.gpus, p.gpu_hour_price, p.gpu_telemetry_interval_s) == ("nvidia-smi", 8, 2.5, 0.5)
-    for kw, named in [({"gpus": "0"}, "--gpus"), ({"gpus": "-2"}, "--gpus"), ({"gpus": "2", "gpu_hour_price": "-1"}, "--gpu-hour-price"),
-                      ({"gpu_hour_price": "3"}, "--gpu-hour-price: the cost needs the GPU count"),
-                      ({"gpu_telemetry": "nvidia"}, "--gpu-telemetry"), ({"gpu_telemetry_interval": "1ms"}, "--gpu-telemetry-interval")]:
+    for kw, named in [
+        ({"gpus": "0"}, "--gpus"),
+        ({"gpus": "-2"}, "--gpus"),
+        ({"gpus": "2", "gpu_hour_price": "-1"}, "--gpu-hour-price"),
+        ({"gpu_hour_price": "3"}, "--gpu-hour-price: the cost needs the GPU count"),
+        ({"gpu_telemetry": "nvidia"}, "--gpu-telemetry"),
+        ({"gpu_telemetry_interval": "1ms"}, "--gpu-telemetry-interval"),
+    ]:
         with pytest.raises(InputError, match=named):
             plan(**kw)
 
 
 # -- nvidia-smi: a step ramp against the simulator --------------------------------------------------
+
 
 def _truth_tokens(truth: list[dict], start: float, end: float) -> tuple[float, float, float, float]:
     """(output tokens, total tokens) the simulator sent inside [start, end] (monotonic clock), as a
@@ -173,9 +244,30 @@ def test_nvidia_smi_readings_per_step_energy_and_cost_against_the_truth(tmp_path
     truth_log, gpu_log = tmp_path / "truth.jsonl", tmp_path / "gpu.jsonl"
     env = {"PATH": FAKE + os.pathsep + os.environ["PATH"], "FAKE_GPU_LOG": str(gpu_log), "FAKE_GPU_POWER": "150,250"}
     with simulator("--profile", "fixed", truth_log=str(truth_log)) as host:
-        proc = run_locust("--host", host, "--steps", "1,3", "--step-time", "7s", "--step-warmup", "1s", "--max-tokens-override", "24",
-                          "--gpu-telemetry", "nvidia-smi", "--gpu-hour-price", "2.5", "--results-dir", str(tmp_path),
-                          "--run-id", "smi", "--stop-timeout", "5", env=env, timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            host,
+            "--steps",
+            "1,3",
+            "--step-time",
+            "7s",
+            "--step-warmup",
+            "1s",
+            "--max-tokens-override",
+            "24",
+            "--gpu-telemetry",
+            "nvidia-smi",
+            "--gpu-hour-price",
+            "2.5",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "smi",
+            "--stop-timeout",
+            "5",
+            env=env,
+            timeout=120,
+        )
         mono_minus_wall = time.monotonic() - time.time()  # the truth log's clock (perf_counter) against the wall clock
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, summary = read_results(str(tmp_path), "smi")
@@ -188,7 +280,9 @@ def test_nvidia_smi_readings_per_step_energy_and_cost_against_the_truth(tmp_path
     for step, fig in zip(summary["by_step"], g["by_step"]):
         start, end = step["window"]["start"], step["window"]["end"]
         inside = printed[(printed["t"] >= start) & (printed["t"] <= end)]
-        assert fig["users"] == step["users"] and fig["readings"] == len(inside) >= 10  # two GPUs, about one reading a second each
+        assert (
+            fig["users"] == step["users"] and fig["readings"] == len(inside) >= 10
+        )  # two GPUs, about one reading a second each
         assert fig["utilization_pct_mean"] == pytest.approx(inside["util"].mean())
         assert fig["utilization_pct_p95"] == pytest.approx(np.percentile(inside["util"], 95))
         assert fig["memory_used_mib_peak"] == inside["memory"].max()
@@ -205,13 +299,18 @@ def test_nvidia_smi_readings_per_step_energy_and_cost_against_the_truth(tmp_path
         assert fig["requests_per_min"] == pytest.approx(step["throughput"]["requests_per_s"] * 60)
         assert fig["output_tokens_per_s_per_gpu"] == pytest.approx(step["throughput"]["output_tokens_per_s"] / 2)
     stored = pd.read_parquet(tmp_path / "smi" / "gpu_telemetry.parquet")
-    w = summary["window"]  # every reading printed during the run's window is kept (the check before the run printed one too)
-    assert len(stored[stored["timestamp"].between(w["start"], w["end"])]) == len(printed[printed["t"].between(w["start"], w["end"])])
+    w = summary[
+        "window"
+    ]  # every reading printed during the run's window is kept (the check before the run printed one too)
+    assert len(stored[stored["timestamp"].between(w["start"], w["end"])]) == len(
+        printed[printed["t"].between(w["start"], w["end"])]
+    )
     md = (tmp_path / "smi" / "report.md").read_text()
     assert "### GPUs at each level" in md and "NVIDIA Fake H200" in md, md
 
 
 # -- a DCGM exporter ------------------------------------------------------------------------------
+
 
 class Exporter:
     """A DCGM exporter with known values: two GPUs at 40 % and 60 %, 200.5 W and 300 W, whose energy
@@ -244,14 +343,22 @@ class Exporter:
         elapsed = time.time() - self.t0
         lines = []
         for name, kind, values in [
-            ("DCGM_FI_DEV_GPU_UTIL", "gauge", {"0": 40, "1": 60}), ("DCGM_FI_DEV_FB_USED", "gauge", {"0": 1000, "1": 3000}),
-            ("DCGM_FI_DEV_FB_FREE", "gauge", {"0": 79000, "1": 77000}), ("DCGM_FI_DEV_POWER_USAGE", "gauge", self.POWER),
+            ("DCGM_FI_DEV_GPU_UTIL", "gauge", {"0": 40, "1": 60}),
+            ("DCGM_FI_DEV_FB_USED", "gauge", {"0": 1000, "1": 3000}),
+            ("DCGM_FI_DEV_FB_FREE", "gauge", {"0": 79000, "1": 77000}),
+            ("DCGM_FI_DEV_POWER_USAGE", "gauge", self.POWER),
             ("DCGM_FI_DEV_SM_CLOCK", "gauge", {"0": 1980, "1": 1980}),
-            ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", {k: 5e6 + p * elapsed * 1000 for k, p in self.POWER.items()}),
-        ]:  # fmt: skip
+            (
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+                "counter",
+                {k: 5e6 + p * elapsed * 1000 for k, p in self.POWER.items()},
+            ),
+        ]:
             lines += [f"# HELP {name} x", f"# TYPE {name} {kind}"]
-            lines += [f'{name}{{gpu="{i}",UUID="GPU-{i}",device="nvidia{i}",modelName="NVIDIA H200",Hostname="h"}} {v}'
-                      for i, v in values.items()]  # fmt: skip
+            lines += [
+                f'{name}{{gpu="{i}",UUID="GPU-{i}",device="nvidia{i}",modelName="NVIDIA H200",Hostname="h"}} {v}'
+                for i, v in values.items()
+            ]
         return "\n".join(lines) + "\n"
 
     def close(self):
@@ -264,17 +371,43 @@ def test_a_dcgm_exporter_per_window_with_its_energy_counter(tmp_path):
     exporter = Exporter()
     try:
         with simulator("--profile", "fixed") as host:
-            proc = run_locust("--host", host, "-u", "2", "-r", "2", "-t", "8s", "--max-tokens-override", "16",
-                              "--gpu-telemetry", exporter.url, "--gpu-telemetry-interval", "500ms", "--gpus", "4",
-                              "--gpu-hour-price", "3", "--results-dir", str(tmp_path), "--run-id", "dcgm", "--stop-timeout", "5",
-                              timeout=120)  # fmt: skip
+            proc = run_locust(
+                "--host",
+                host,
+                "-u",
+                "2",
+                "-r",
+                "2",
+                "-t",
+                "8s",
+                "--max-tokens-override",
+                "16",
+                "--gpu-telemetry",
+                exporter.url,
+                "--gpu-telemetry-interval",
+                "500ms",
+                "--gpus",
+                "4",
+                "--gpu-hour-price",
+                "3",
+                "--results-dir",
+                str(tmp_path),
+                "--run-id",
+                "dcgm",
+                "--stop-timeout",
+                "5",
+                timeout=120,
+            )
     finally:
         exporter.close()
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, summary = read_results(str(tmp_path), "dcgm")
     g = summary["gpu"]
     assert (g["source"], g["gpus"], g["gpus_from"], g["failed_readings"]) == (exporter.url, 4, "--gpus", 0)
-    assert [(d["id"], d["name"], d["memory_total_mib"]) for d in g["devices"]] == [("0", "NVIDIA H200", 80000.0), ("1", "NVIDIA H200", 80000.0)]
+    assert [(d["id"], d["name"], d["memory_total_mib"]) for d in g["devices"]] == [
+        ("0", "NVIDIA H200", 80000.0),
+        ("1", "NVIDIA H200", 80000.0),
+    ]
     o, w = g["overall"], summary["window"]
     assert o["readings"] >= 20
     assert o["utilization_pct_mean"] == pytest.approx(50.0) and o["utilization_pct_p95"] == pytest.approx(60.0)
@@ -291,6 +424,7 @@ def test_a_dcgm_exporter_per_window_with_its_energy_counter(tmp_path):
 
 # -- a source that cannot be read is bad input ------------------------------------------------------
 
+
 @pytest.mark.process
 @pytest.mark.parametrize("case", ["missing", "failing", "not-dcgm"])
 def test_a_gpu_source_that_cannot_be_read_is_refused_before_load(tmp_path, case):
@@ -306,8 +440,20 @@ def test_a_gpu_source_that_cannot_be_read_is_refused_before_load(tmp_path, case)
         source, named = exporter.url, "serves no DCGM_FI_DEV_ metric"
     try:
         with simulator("--profile", "fixed", truth_log=str(tmp_path / "truth.jsonl")) as host:
-            proc = run_locust("--host", host, "-u", "1", "-t", "5s", "--gpu-telemetry", source, "--results-dir", str(tmp_path / "r"),
-                              env=env, timeout=60)  # fmt: skip
+            proc = run_locust(
+                "--host",
+                host,
+                "-u",
+                "1",
+                "-t",
+                "5s",
+                "--gpu-telemetry",
+                source,
+                "--results-dir",
+                str(tmp_path / "r"),
+                env=env,
+                timeout=60,
+            )
     finally:
         if exporter is not None:
             exporter.close()

@@ -26,9 +26,22 @@ def _run(tmp_path, profile: str, run_id: str, *args: str):
     prof.write_text(profile)
     with simulator("--profile", str(prof)) as url:
         proc = run_locust(
-            "--host", url, "--sim-timestamps", "--model", "sim-model", "--endpoint", "completions",
-            "--results-dir", str(tmp_path), "--run-id", run_id, "--stop-timeout", "3", *args, timeout=120,
-        )  # fmt: skip
+            "--host",
+            url,
+            "--sim-timestamps",
+            "--model",
+            "sim-model",
+            "--endpoint",
+            "completions",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            run_id,
+            "--stop-timeout",
+            "3",
+            *args,
+            timeout=120,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, summary = read_results(str(tmp_path), run_id)
     return summary, proc.stdout + proc.stderr
@@ -37,9 +50,20 @@ def _run(tmp_path, profile: str, run_id: str, *args: str):
 @pytest.mark.alone
 def test_overloaded_worker_marks_the_run_client_bound(tmp_path):
     summary, console = _run(
-        tmp_path, FLOOD, "flood", "--processes", "1", "-u", "200", "-r", "200", "-t", "16s",
-        "--max-tokens-override", "400",
-    )  # fmt: skip
+        tmp_path,
+        FLOOD,
+        "flood",
+        "--processes",
+        "1",
+        "-u",
+        "200",
+        "-r",
+        "200",
+        "-t",
+        "16s",
+        "--max-tokens-override",
+        "400",
+    )
     cb = summary["client_bound"]
     assert cb["bound"] is True, cb
     (worker,) = cb["workers"]
@@ -56,8 +80,18 @@ def test_overloaded_worker_marks_the_run_client_bound(tmp_path):
 @pytest.mark.alone
 def test_light_run_is_not_client_bound(tmp_path):
     summary, console = _run(
-        tmp_path, LIGHT, "light", "-u", "5", "-r", "5", "-t", "12s", "--max-tokens-override", "64",
-    )  # fmt: skip
+        tmp_path,
+        LIGHT,
+        "light",
+        "-u",
+        "5",
+        "-r",
+        "5",
+        "-t",
+        "12s",
+        "--max-tokens-override",
+        "64",
+    )
     cb = summary["client_bound"]
     assert cb["bound"] is False, cb
     (local,) = cb["workers"]
@@ -71,6 +105,8 @@ def test_light_run_is_not_client_bound(tmp_path):
 
 @pytest.mark.parametrize("flag,value", [("--health-cpu-limit", "lots"), ("--health-sustain", "0s")])
 def test_bad_health_options_fail_before_load(tmp_path, flag, value):
-    proc = run_locust("--sim-profile", "fixed", "-u", "1", "-t", "2s", "--results-dir", str(tmp_path), flag, value, timeout=60)
+    proc = run_locust(
+        "--sim-profile", "fixed", "-u", "1", "-t", "2s", "--results-dir", str(tmp_path), flag, value, timeout=60
+    )
     assert proc.returncode == 2
     assert f"error: {flag}" in proc.stderr

@@ -14,7 +14,9 @@ from plugin.health_board import HealthBoard
 from plugin.health_monitor import LAG_BOUNDS, HealthMonitor, Limits
 
 
-def _monitor(token_lags_s: list[float], loop_lags_s: list[float], seconds: int = 20, measured: bool = True) -> HealthMonitor:
+def _monitor(
+    token_lags_s: list[float], loop_lags_s: list[float], seconds: int = 20, measured: bool = True
+) -> HealthMonitor:
     m = HealthMonitor(Limits(), measured, "w", 0)
     for lag in token_lags_s:
         m.token_hist[bisect_left(LAG_BOUNDS, lag)] += 1
@@ -64,9 +66,18 @@ def test_an_accurate_run_is_not_flagged():
 
 
 def _second(cpu: float, loop_lag_ms: float, late_share: float, t: float, tokens: int = 5000) -> dict:
-    return {"t": t, "cpu": cpu, "loop_lag_p99_ms": loop_lag_ms, "loop_lag_max_ms": loop_lag_ms, "runq_pct": 0.0,
-            "demand": cpu, "host_pressure": None, "tokens": tokens, "token_lag_p99_ms": 0.05 if not late_share else 20.0,
-            "token_lag_over_share": late_share}  # fmt: skip
+    return {
+        "t": t,
+        "cpu": cpu,
+        "loop_lag_p99_ms": loop_lag_ms,
+        "loop_lag_max_ms": loop_lag_ms,
+        "runq_pct": 0.0,
+        "demand": cpu,
+        "host_pressure": None,
+        "tokens": tokens,
+        "token_lag_p99_ms": 0.05 if not late_share else 20.0,
+        "token_lag_over_share": late_share,
+    }
 
 
 def test_high_cpu_and_loop_lag_with_tokens_on_time_is_not_bound_when_tokens_are_measured():
@@ -143,4 +154,6 @@ def test_the_advice_says_a_bound_worker_went_past_its_limits():
     board = HealthBoard()
     board.reset(Limits())
     board.update("w", {"bound": True, "cpu_p95": 90.0, "demand_p95": 90.0}, [])
-    assert board.advice().startswith("1 of 1 worker processes went past the accuracy limits: this load needs about 2 "), board.advice()
+    assert board.advice().startswith(
+        "1 of 1 worker processes went past the accuracy limits: this load needs about 2 "
+    ), board.advice()

@@ -56,8 +56,15 @@ def random_event(rng: random.Random, i: int) -> bytes:
     if k < 0.6:
         obj = {"choices": [{"index": 0, "text": f"w{i}", "finish_reason": None}], "sim_t": i + 0.5}
     elif k < 0.7:
-        obj = {"choices": [{"index": 0, "delta": {"content": f"c{i}", "reasoning": "r" if rng.random() < 0.3 else None},
-                            "finish_reason": "stop" if rng.random() < 0.1 else None}]}  # fmt: skip
+        obj = {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": f"c{i}", "reasoning": "r" if rng.random() < 0.3 else None},
+                    "finish_reason": "stop" if rng.random() < 0.1 else None,
+                }
+            ]
+        }
     elif k < 0.75:
         obj = {"choices": [], "usage": {"completion_tokens": i, "prompt_tokens": 3}}
     elif k < 0.78:

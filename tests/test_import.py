@@ -50,13 +50,31 @@ def trace_rows(out):
 
 def test_jsonl_chat_bodies_wrapped_with_usage_and_times(tmp_path, capsys):
     rows = [
-        {"timestamp": "2025-03-01T10:00:00Z", "request": {"model": "m", "max_tokens": 300, "messages": [
-            {"role": "system", "content": "Be brief."}, {"role": "user", "content": "First question here?"}]},
-         "response": {"usage": {"prompt_tokens": 12, "completion_tokens": 40}}},
-        {"timestamp": "2025-03-01T10:00:02.5+00:00", "request": json.dumps({"messages": [
-            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello!"},
-            {"role": "user", "content": [{"type": "text", "text": "And a follow-up?"}]}]}),
-         "response": {"choices": [{"message": {"content": "x" * 40}}]}},  # no usage: the reply text counts
+        {
+            "timestamp": "2025-03-01T10:00:00Z",
+            "request": {
+                "model": "m",
+                "max_tokens": 300,
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "First question here?"},
+                ],
+            },
+            "response": {"usage": {"prompt_tokens": 12, "completion_tokens": 40}},
+        },
+        {
+            "timestamp": "2025-03-01T10:00:02.5+00:00",
+            "request": json.dumps(
+                {
+                    "messages": [
+                        {"role": "user", "content": "hi"},
+                        {"role": "assistant", "content": "hello!"},
+                        {"role": "user", "content": [{"type": "text", "text": "And a follow-up?"}]},
+                    ]
+                }
+            ),
+            "response": {"choices": [{"message": {"content": "x" * 40}}]},
+        },  # no usage: the reply text counts
         {"created": 1740823205000, "messages": [{"role": "user", "content": "Third one"}], "max_tokens": 77},
         {"time": 1740823206, "prompt": "A completion prompt", "usage": {"completion_tokens": 9}},
         {"model": "m", "messages": [{"role": "assistant", "content": "no user"}]},
@@ -91,10 +109,16 @@ def test_jsonl_chat_bodies_wrapped_with_usage_and_times(tmp_path, capsys):
 
 def test_json_array_and_sharegpt(tmp_path, capsys):
     conv = [
-        {"id": "a", "conversations": [
-            {"from": "system", "value": "You are a poet."}, {"from": "human", "value": "Write a haiku."},
-            {"from": "gpt", "value": "word " * 20}, {"from": "human", "value": "Another one."},
-            {"from": "gpt", "value": "word " * 8}]},
+        {
+            "id": "a",
+            "conversations": [
+                {"from": "system", "value": "You are a poet."},
+                {"from": "human", "value": "Write a haiku."},
+                {"from": "gpt", "value": "word " * 20},
+                {"from": "human", "value": "Another one."},
+                {"from": "gpt", "value": "word " * 8},
+            ],
+        },
         {"id": "b", "conversations": [{"from": "human", "value": "Unanswered?"}]},
         {"id": "c", "conversations": [{"from": "gpt", "value": "only the model"}]},
     ]
@@ -165,14 +189,18 @@ def test_one_reader_per_format_chosen_by_content(tmp_path, monkeypatch):
     assert read_log(jsonl_sharegpt).format == "sharegpt (turns: first)"
     log = tmp_path / "custom.log"
     log.write_text("Q: what is two plus two?\nQ: and three?\n", encoding="utf-8")
-    with pytest.raises(InputError, match="--prompt-column"):  # not JSON: the CSV reader claims it, finds no prompt column
+    with pytest.raises(
+        InputError, match="--prompt-column"
+    ):  # not JSON: the CSV reader claims it, finds no prompt column
         read_log(str(log))
 
     def read_q(source):
         lines = [ln[3:] for ln in source.text.splitlines() if ln.startswith("Q: ")]
         return Parsed([Entry(text=t) for t in lines], "q-lines", lines=len(lines))
 
-    monkeypatch.setitem(READERS, "q_lines", registry.Reader("q_lines", 5, lambda src: src.text.startswith("Q: "), read_q))
+    monkeypatch.setitem(
+        READERS, "q_lines", registry.Reader("q_lines", 5, lambda src: src.text.startswith("Q: "), read_q)
+    )
     parsed = read_log(str(log))
     assert parsed.format == "q-lines" and [e.text for e in parsed.entries] == ["what is two plus two?", "and three?"]
 
@@ -191,19 +219,22 @@ def test_time_parsing():
 # ------------------------------------------------------------------------------------ anonymisation
 
 
-@pytest.mark.parametrize("text,kind", [
-    ("write to jane.roe+tag@mail.example.co.uk now", "email"),
-    ("我的手机 13812345678 请回电", "phone"),
-    ("call +86 138 1234 5678", "phone"),
-    ("office 010-62345678", "phone"),
-    ("ring +44 20 7946 0958 today", "phone"),
-    ("US (415) 555-0134", "phone"),
-    ("身份证 11010519900307231X 已提交", "id_number"),
-    ("id 110105199003072316.", "id_number"),
-    ("card 4111 1111 1111 1111 expired", "card"),
-    ("card 4111111111111111", "card"),
-    ("order 20240307123456", "digit_run"),
-])
+@pytest.mark.parametrize(
+    "text,kind",
+    [
+        ("write to jane.roe+tag@mail.example.co.uk now", "email"),
+        ("我的手机 13812345678 请回电", "phone"),
+        ("call +86 138 1234 5678", "phone"),
+        ("office 010-62345678", "phone"),
+        ("ring +44 20 7946 0958 today", "phone"),
+        ("US (415) 555-0134", "phone"),
+        ("身份证 11010519900307231X 已提交", "id_number"),
+        ("id 110105199003072316.", "id_number"),
+        ("card 4111 1111 1111 1111 expired", "card"),
+        ("card 4111111111111111", "card"),
+        ("order 20240307123456", "digit_run"),
+    ],
+)
 def test_anonymizer_masks_and_keeps_length(text, kind):
     a = Anonymizer()
     masked = a(text)
@@ -220,8 +251,10 @@ def test_anonymizer_leaves_ordinary_text():
 
 
 def test_anonymize_option_in_import(tmp_path, capsys):
-    rows = [{"messages": [{"role": "user", "content": f"mail a{i}@b.com or 1391234567{i % 10}"}], "max_tokens": 5}
-            for i in range(5)]
+    rows = [
+        {"messages": [{"role": "user", "content": f"mail a{i}@b.com or 1391234567{i % 10}"}], "max_tokens": 5}
+        for i in range(5)
+    ]
     rc, out, printed = do_import(tmp_path, write_jsonl(tmp_path / "l.jsonl", rows), "--anonymize", capsys=capsys)
     assert rc == 0 and "anonymised email 5, phone 5" in printed
     text = (out / "templates.jsonl").read_text(encoding="utf-8")
@@ -236,11 +269,15 @@ def skewed_log(path, n=3000, seed=7, timed=True):
     with one of three system prompts, a popular set of repeated questions, usage counted as the
     simulator counts (so input tokens can be compared), Poisson arrivals at ~10 requests/s."""
     rng = random.Random(seed)
-    words = ("refund order account invoice delivery payment card password login address courier "
-             "warranty discount coupon subscription cancel upgrade 退款 订单 账户 发票 物流").split()
-    systems = ["You are the support assistant of an online shop. Answer politely and briefly.",
-               "你是一家电商平台的客服助手，请用简洁礼貌的语言回答用户的问题。",
-               "You are an internal IT helpdesk bot. Give step-by-step answers and mention ticket numbers."]
+    words = (
+        "refund order account invoice delivery payment card password login address courier "
+        "warranty discount coupon subscription cancel upgrade 退款 订单 账户 发票 物流"
+    ).split()
+    systems = [
+        "You are the support assistant of an online shop. Answer politely and briefly.",
+        "你是一家电商平台的客服助手，请用简洁礼貌的语言回答用户的问题。",
+        "You are an internal IT helpdesk bot. Give step-by-step answers and mention ticket numbers.",
+    ]
     popular = [f"How do I {w} my {v}?" for w, v in zip(words[:6], words[6:12])]
     t = 1_741_000_000.0
     with open(path, "w", encoding="utf-8") as f:
@@ -254,13 +291,16 @@ def skewed_log(path, n=3000, seed=7, timed=True):
                     parts.append(rng.choice(words))
                     length += len(parts[-1]) + 1
                 user = " ".join(parts)[:target].strip() + "?"
-            msgs = ([{"role": "system", "content": rng.choice(systems)}] if rng.random() < 0.33 else []) + \
-                [{"role": "user", "content": user}]
+            msgs = ([{"role": "system", "content": rng.choice(systems)}] if rng.random() < 0.33 else []) + [
+                {"role": "user", "content": user}
+            ]
             out_tokens = int(min(1500, max(1, rng.lognormvariate(math.log(120), 0.8))))
             prompt_tokens = sum(estimate_tokens(m["content"]) + CHAT_TOKENS_PER_MESSAGE for m in msgs)
             t += rng.expovariate(10.0)
-            row = {"request": {"model": "prod", "messages": msgs, "max_tokens": 2048, "stream": True},
-                   "response": {"usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out_tokens}}}
+            row = {
+                "request": {"model": "prod", "messages": msgs, "max_tokens": 2048, "stream": True},
+                "response": {"usage": {"prompt_tokens": prompt_tokens, "completion_tokens": out_tokens}},
+            }
             if timed:
                 row["timestamp"] = round(t, 3)
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -290,8 +330,9 @@ def test_classes_weights_and_ranges_follow_the_log(tmp_path, capsys):
     assert short.input_chars.min == chars.min() and long_.input_chars.max == chars.max()
     for c, mask in ((short, chars <= p50), (medium, (chars > p50) & (chars <= p90)), (long_, chars > p90)):
         assert c.weight == pytest.approx(mask.mean(), abs=1e-6)
-        assert sorted(c.output_tokens.values) == sorted(outs[mask].tolist())[:1000] or \
-            len(c.output_tokens.values) == 1000  # all values, or 1000 order statistics
+        assert (
+            sorted(c.output_tokens.values) == sorted(outs[mask].tolist())[:1000] or len(c.output_tokens.values) == 1000
+        )  # all values, or 1000 order statistics
         assert c.prompts_mode == "verbatim"
     assert abs(sum(w for _, w in spec.class_weights()) - 1) < 1e-6
     # the summary names what it found
@@ -334,8 +375,13 @@ def test_sampling_is_seeded_and_trace_follows(tmp_path, capsys):
 
 def test_bad_options_exit_2(tmp_path, capsys):
     log = skewed_log(tmp_path / "log.jsonl", n=20)
-    for extra in (["--quantiles", "0,50"], ["--edges", "x"], ["--names", "a,b"], ["--sample", "0"],
-                  ["--sample-frac", "1.5"]):
+    for extra in (
+        ["--quantiles", "0,50"],
+        ["--edges", "x"],
+        ["--names", "a,b"],
+        ["--sample", "0"],
+        ["--sample-frac", "1.5"],
+    ):
         rc, _, err = do_import(tmp_path, log, *extra, capsys=capsys)
         assert rc == 2, extra
         assert err.startswith("error: --"), err
@@ -358,16 +404,36 @@ def test_imported_workload_run_reproduces_the_log(tmp_path, capsys):
     profile = tmp_path / "fast.yaml"
     profile.write_text(FAST_PROFILE)
     with simulator("--profile", str(profile)) as url:
-        proc = run_locust("--host", url, "--workload", str(out / "workload.yaml"), "-u", "24", "-r", "24",
-                          "-t", "10s", "--seed", "5", "--results-dir", str(tmp_path), "--run-id", "imp",
-                          "--stop-timeout", "10", timeout=200)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--workload",
+            str(out / "workload.yaml"),
+            "-u",
+            "24",
+            "-r",
+            "24",
+            "-t",
+            "10s",
+            "--seed",
+            "5",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "imp",
+            "--stop-timeout",
+            "10",
+            timeout=200,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "imp")
     ok = df[df["ok"]]
     assert len(ok) >= 1500, len(ok)  # enough for medians within a few per cent
-    for name, ours, theirs in (("input chars", ok["input_chars"], chars),
-                               ("prompt tokens", ok["prompt_tokens"], prompt_tokens),
-                               ("output tokens", ok["output_tokens"], outs)):
+    for name, ours, theirs in (
+        ("input chars", ok["input_chars"], chars),
+        ("prompt tokens", ok["prompt_tokens"], prompt_tokens),
+        ("output tokens", ok["output_tokens"], outs),
+    ):
         m_run, m_log = float(np.median(ours)), float(np.median(theirs))
         assert abs(m_run / m_log - 1) < 0.05, (name, m_run, m_log)
     shares = ok["request_class"].value_counts(normalize=True)
@@ -380,15 +446,25 @@ def test_language_guess_counts_each_script_exactly():
     def by_characters(text: str) -> str:
         sample = text[:2000]
         letters = sum(1 for ch in sample if ch.isalpha()) or 1
-        for lang, share, ranges in (("ja", 0.05, [("\u3040", "\u30ff")]), ("ko", 0.2, [("\uac00", "\ud7af")]),
-                                    ("zh", 0.2, [("\u4e00", "\u9fff"), ("\u3400", "\u4dbf")])):  # fmt: skip
+        for lang, share, ranges in (
+            ("ja", 0.05, [("\u3040", "\u30ff")]),
+            ("ko", 0.2, [("\uac00", "\ud7af")]),
+            ("zh", 0.2, [("\u4e00", "\u9fff"), ("\u3400", "\u4dbf")]),
+        ):
             if sum(1 for ch in sample if any(a <= ch <= b for a, b in ranges)) > share * letters:
                 return lang
         return "en"
 
     rng = random.Random(5)
-    pools = ["refund my order ", "退款订单账户", "ひらがなカタカナ", "한국어텍스트", "\u3400\u4dbf\u9fff\u4e00\u30ff\u3040\uac00\ud7af\u33ff",
-             "123 !?,.", "éàü"]  # fmt: skip
+    pools = [
+        "refund my order ",
+        "退款订单账户",
+        "ひらがなカタカナ",
+        "한국어텍스트",
+        "\u3400\u4dbf\u9fff\u4e00\u30ff\u3040\uac00\ud7af\u33ff",
+        "123 !?,.",
+        "éàü",
+    ]
     mixes = [rng.sample(pools, rng.randint(1, 3)) for _ in range(300)]  # one to three scripts a text
     texts = ["".join(rng.choice(rng.choice(mix)) for _ in range(rng.randint(0, 2500))) for mix in mixes]
     assert [guess_lang(t) for t in texts] == [by_characters(t) for t in texts]

@@ -139,7 +139,8 @@ def test_kustomization_sets_the_image_and_the_worker_count_in_one_place(tmp_path
     completions, and the master's expected workers."""
     rendered = render(DIR)
     assert sorted((r["kind"], r["metadata"]["name"]) for r in rendered) == sorted(
-        (r["kind"], r["metadata"]["name"]) for r in resources())
+        (r["kind"], r["metadata"]["name"]) for r in resources()
+    )
     for r in rendered:
         kubernetes_validate.validate(r, VERSIONS[-1], strict=True)
 
@@ -175,23 +176,34 @@ def test_the_podman_variant_is_the_rendered_kustomization_as_pods():
     rendered = render(DIR)
     with open(os.path.join(DIR, "podman.yaml"), encoding="utf-8") as f:
         text = f.read()
-    assert text == podman_play.render(rendered), "deploy/kubernetes/podman.yaml is stale: run the command in its first lines"
+    assert text == podman_play.render(rendered), (
+        "deploy/kubernetes/podman.yaml is stale: run the command in its first lines"
+    )
     played = {(r["kind"], r["metadata"]["name"]): r for r in yaml.safe_load_all(text) if r}
-    assert sorted(played) == [("Deployment", "llm-loadtest-worker"), ("PersistentVolumeClaim", "llm-loadtest-results"),
-                              ("Pod", "llm-loadtest-master"), ("Pod", "llm-loadtest-simulator")]  # fmt: skip
+    assert sorted(played) == [
+        ("Deployment", "llm-loadtest-worker"),
+        ("PersistentVolumeClaim", "llm-loadtest-results"),
+        ("Pod", "llm-loadtest-master"),
+        ("Pod", "llm-loadtest-simulator"),
+    ]
     for r in played.values():
         kubernetes_validate.validate(r, VERSIONS[-1], strict=True)
     source = {(r["kind"], r["metadata"]["name"]): r for r in rendered}
     workers = played[("Deployment", "llm-loadtest-worker")]
     assert workers["spec"]["replicas"] == source[("Job", "llm-loadtest-worker")]["spec"]["parallelism"] == 2
-    pairs = [(played[("Pod", "llm-loadtest-master")]["spec"], pod(source[("Job", "llm-loadtest-master")])),
-             (played[("Pod", "llm-loadtest-simulator")]["spec"], pod(source[("Deployment", "llm-loadtest-simulator")])),
-             (pod(workers), pod(source[("Job", "llm-loadtest-worker")]))]
+    pairs = [
+        (played[("Pod", "llm-loadtest-master")]["spec"], pod(source[("Job", "llm-loadtest-master")])),
+        (played[("Pod", "llm-loadtest-simulator")]["spec"], pod(source[("Deployment", "llm-loadtest-simulator")])),
+        (pod(workers), pod(source[("Job", "llm-loadtest-worker")])),
+    ]
     for got, want in pairs:
         assert got["securityContext"] == want["securityContext"] and got.get("volumes") == want.get("volumes")
         for g, w in zip(got["containers"], want["containers"], strict=True):
             assert "ports" not in g  # podman kube play 4.3 publishes a containerPort on 0.0.0.0
             assert {k: v for k, v in g.items() if k not in ("readinessProbe", "livenessProbe")} == {
-                k: v for k, v in w.items() if k not in ("ports", "readinessProbe", "livenessProbe")}
-    assert played[("Pod", "llm-loadtest-simulator")]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] == 8000
+                k: v for k, v in w.items() if k not in ("ports", "readinessProbe", "livenessProbe")
+            }
+    assert (
+        played[("Pod", "llm-loadtest-simulator")]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] == 8000
+    )
     assert played[("Pod", "llm-loadtest-master")]["spec"]["restartPolicy"] == pod(workers)["restartPolicy"] == "Never"

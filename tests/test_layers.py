@@ -126,7 +126,9 @@ def test_no_import_points_up_a_layer():
     for module, targets in graph().items():
         for target in targets:
             if layer_of(target) > layer_of(module):
-                upward.append(f"{module} -> {target} ({LAYERS[layer_of(module)][0]} imports {LAYERS[layer_of(target)][0]})")
+                upward.append(
+                    f"{module} -> {target} ({LAYERS[layer_of(module)][0]} imports {LAYERS[layer_of(target)][0]})"
+                )
     assert not upward, "imports that point up a layer:\n" + "\n".join(sorted(upward))
 
 
@@ -157,7 +159,13 @@ def test_pure_layers_do_not_import_locust():
             continue
         tree = ast.parse(open(path, encoding="utf-8").read())
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             if any(n == "locust" or n.startswith("locust.") for n in names):
                 offenders.append(module)
     assert not offenders, f"modules below the plugin layer import Locust: {sorted(set(offenders))}"
@@ -169,4 +177,3 @@ def test_the_checker_sees_an_upward_arrow_and_a_cycle():
     assert layer_of("users.stream") < layer_of("plugin.users")
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-

@@ -40,9 +40,11 @@ def scrapes(levels, config=None) -> pd.DataFrame:
             add(t, "vllm:num_requests_waiting", waiting)
             add(t, "vllm:kv_cache_usage_perc", lv["kv"])
             grow(t, "vllm:num_preemptions_total", lv.get("preemptions", 0))
-            for name, (per_request, requests) in (("vllm:request_queue_time_seconds", lv.get("queue", (0.0, 4))),
-                                                  ("vllm:request_prefill_time_seconds", lv.get("prefill", (0.02, 4))),
-                                                  ("vllm:iteration_tokens_total", lv.get("tokens", (8, 40)))):  # fmt: skip
+            for name, (per_request, requests) in (
+                ("vllm:request_queue_time_seconds", lv.get("queue", (0.0, 4))),
+                ("vllm:request_prefill_time_seconds", lv.get("prefill", (0.02, 4))),
+                ("vllm:iteration_tokens_total", lv.get("tokens", (8, 40))),
+            ):
                 grow(t, name + "_sum", per_request * requests)
                 grow(t, name + "_count", requests)
             add(t, "vllm:cache_config_info", 1.0, json.dumps(CONFIG, sort_keys=True))
@@ -55,10 +57,20 @@ def run(levels, config=None, client=None, knee=None):
     """The diagnosis of `levels` (each also with users, step_ms, rate, ttft, prompt), at `knee`
     (default: the highest)."""
     server = scrapes(levels, config)
-    evidence, names = level_evidence(server, [(i, lv["users"], lv["start"] + 0.5, lv["end"]) for i, lv in enumerate(levels)])
-    evidence = [e.model_copy(update={"step_ms": lv.get("step_ms", 20.0), "request_rate": lv.get("rate", 10.0),
-                                     "ttft_ms": lv.get("ttft", 50.0), "prompt_tokens": lv.get("prompt", 300.0)})
-                for e, lv in zip(evidence, levels)]  # fmt: skip
+    evidence, names = level_evidence(
+        server, [(i, lv["users"], lv["start"] + 0.5, lv["end"]) for i, lv in enumerate(levels)]
+    )
+    evidence = [
+        e.model_copy(
+            update={
+                "step_ms": lv.get("step_ms", 20.0),
+                "request_rate": lv.get("rate", 10.0),
+                "ttft_ms": lv.get("ttft", 50.0),
+                "prompt_tokens": lv.get("prompt", 300.0),
+            }
+        )
+        for e, lv in zip(evidence, levels)
+    ]
     cfg, source = server_config(server)
     if source:
         names["config"] = source
@@ -74,11 +86,19 @@ def level(**kw):
 
 def test_the_server_states_its_limits_in_its_info_gauges():
     cfg, source = server_config(scrapes([LOW], SCHEDULER))
-    assert cfg == {"max_num_seqs": 8, "max_num_batched_tokens": 4096, "num_gpu_blocks": 8192, "block_size": 16,
-                   "gpu_memory_utilization": 0.9, "max_model_len": 4096}  # fmt: skip
+    assert cfg == {
+        "max_num_seqs": 8,
+        "max_num_batched_tokens": 4096,
+        "num_gpu_blocks": 8192,
+        "block_size": 16,
+        "gpu_memory_utilization": 0.9,
+        "max_model_len": 4096,
+    }
     assert source == "vllm:cache_config_info, llm_simulator_scheduler_config_info"
-    assert server_config(scrapes([LOW])) == ({"num_gpu_blocks": 8192, "block_size": 16, "gpu_memory_utilization": 0.9},
-                                             "vllm:cache_config_info")  # fmt: skip
+    assert server_config(scrapes([LOW])) == (
+        {"num_gpu_blocks": 8192, "block_size": 16, "gpu_memory_utilization": 0.9},
+        "vllm:cache_config_info",
+    )
     # the reports read the labels of server_metrics.parquet as "k=v,..." text
     flat = scrapes([LOW], SCHEDULER)
     flat["labels"] = flat["labels"].map(lambda t: ",".join(f"{k}={v}" for k, v in json.loads(t).items()))
@@ -94,7 +114,9 @@ def test_memory_bound_the_kv_cache_full_and_preempting():
     assert any("vllm:kv_cache_usage_perc peak 97%" in e for e in d.evidence)
     # as vLLM states it (no scheduler limits): a preempted request is prefilled again, so its grown
     # prefill time says nothing of the budget, and the cache alone is named
-    recompute = run([LOW, level(users=24, running=9, waiting=14, kv=0.97, preemptions=2, queue=(1.5, 4), prefill=(0.5, 4))])
+    recompute = run(
+        [LOW, level(users=24, running=9, waiting=14, kv=0.97, preemptions=2, queue=(1.5, 4), prefill=(0.5, 4))]
+    )
     assert recompute.kind == "memory-bound", recompute.sentence
     # full with a request's worth free: 13 running hold 89 %, about 7 % each, room for fewer than two more
     assert run([LOW, level(users=24, running=13, waiting=11, kv=0.89, queue=(1.5, 4))], slots).kind == "memory-bound"
@@ -104,24 +126,56 @@ def test_scheduler_bound_every_slot_taken_at_its_stated_max_num_seqs():
     d = run([LOW, level(users=24, running=8, waiting=16, kv=0.05, queue=(1.6, 5))], SCHEDULER)
     assert d.kind == "scheduler-bound", d.sentence
     assert "at most 8 (its max_num_seqs)" in d.sentence and d.config["max_num_seqs"] == 8
-    assert any(e.endswith("each request waits 1,600 ms on average to be scheduled (vllm:request_queue_time_seconds_sum / "
-                          "vllm:request_queue_time_seconds_count) against one engine step of 20 ms (ITL p50)")
-               for e in d.evidence), d.evidence  # fmt: skip
+    assert any(
+        e.endswith(
+            "each request waits 1,600 ms on average to be scheduled (vllm:request_queue_time_seconds_sum / "
+            "vllm:request_queue_time_seconds_count) against one engine step of 20 ms (ITL p50)"
+        )
+        for e in d.evidence
+    ), d.evidence
     assert any("max_num_seqs 8 (vllm:cache_config_info, llm_simulator_scheduler_config_info)" in e for e in d.evidence)
 
 
 def test_prefill_bound_steps_full_of_prompt_tokens_and_still_short():
     budget = {**SCHEDULER, "max_num_seqs": "32", "max_num_batched_tokens": "48"}
-    d = run([{**LOW, "tokens": (6, 40)}, level(users=48, running=20, waiting=12, kv=0.15, queue=(0.9, 5), tokens=(46, 40),
-                                              step_ms=26.0, ttft=900.0, prompt=330.0)], budget)  # fmt: skip
+    d = run(
+        [
+            {**LOW, "tokens": (6, 40)},
+            level(
+                users=48,
+                running=20,
+                waiting=12,
+                kv=0.15,
+                queue=(0.9, 5),
+                tokens=(46, 40),
+                step_ms=26.0,
+                ttft=900.0,
+                prompt=330.0,
+            ),
+        ],
+        budget,
+    )
     assert d.kind == "prefill-bound", d.sentence
-    assert "96% of its budget of 48 tokens (max_num_batched_tokens)" in d.sentence and "1.3x the lowest level" in d.sentence
+    assert (
+        "96% of its budget of 48 tokens (max_num_batched_tokens)" in d.sentence
+        and "1.3x the lowest level" in d.sentence
+    )
     assert any("TTFT p50 900 ms against 50 ms at 2 users, steps (ITL p50) 26 ms against 20 ms" in e for e in d.evidence)
-    assert any("46.0 tokens per engine step (vllm:iteration_tokens_total_sum / vllm:iteration_tokens_total_count)" in e
-               for e in d.evidence)  # fmt: skip
+    assert any(
+        "46.0 tokens per engine step (vllm:iteration_tokens_total_sum / vllm:iteration_tokens_total_count)" in e
+        for e in d.evidence
+    )
     # steps that grew with the batch are not a budget limit: the same queue, twice as long a step
-    assert run([{**LOW, "tokens": (6, 40)}, level(users=48, running=20, waiting=12, kv=0.15, queue=(0.9, 5),
-                                                  tokens=(46, 40), step_ms=45.0)], budget).kind != "prefill-bound"  # fmt: skip
+    assert (
+        run(
+            [
+                {**LOW, "tokens": (6, 40)},
+                level(users=48, running=20, waiting=12, kv=0.15, queue=(0.9, 5), tokens=(46, 40), step_ms=45.0),
+            ],
+            budget,
+        ).kind
+        != "prefill-bound"
+    )
 
 
 def test_prefill_bound_without_a_stated_budget_from_the_servers_prefill_time():
@@ -139,18 +193,30 @@ def test_prefill_bound_without_a_stated_budget_from_the_servers_prefill_time():
     assert left.kind == "prefill-bound" and "no other limit explains it" in left.sentence, left.sentence
     # and the slots, by elimination, where the server states its budget but not its slots: the cap is
     # the running gauge's peak, never a mean
-    budget = run([LOW, level(users=24, running=lambda t: 8 if t % 3 else 7, waiting=16, kv=0.05, queue=(1.6, 5))],
-                 {"max_num_batched_tokens": "4096"})  # fmt: skip
-    assert budget.kind == "scheduler-bound" and "at most 8 at once (the peak of vllm:num_requests_running" in budget.sentence
+    budget = run(
+        [LOW, level(users=24, running=lambda t: 8 if t % 3 else 7, waiting=16, kv=0.05, queue=(1.6, 5))],
+        {"max_num_batched_tokens": "4096"},
+    )
+    assert (
+        budget.kind == "scheduler-bound"
+        and "at most 8 at once (the peak of vllm:num_requests_running" in budget.sentence
+    )
 
 
 def test_compute_bound_nothing_waits_and_every_step_grows_with_the_batch():
     d = run([LOW, level(users=24, running=23, waiting=1, kv=0.3, step_ms=140.0)], SCHEDULER | {"max_num_seqs": "256"})
     assert d.kind == "compute-bound" and "140 ms, 7.0x the 20 ms at 2 users" in d.sentence, d.sentence
     # a queue of the step in progress only: 3 waiting at 12 requests/s wait 250 ms, within two 300 ms steps
-    step = run([{**LOW, "queue": (0.15, 4)}, level(users=24, running=18, waiting=3.0, kv=0.01, step_ms=300.0, rate=12.0,
-                                                   queue=(0.25, 4))])  # fmt: skip
-    assert step.kind == "compute-bound" and "wait only for the step in progress (mean 3.0 waiting, 250 ms each)" in step.sentence
+    step = run(
+        [
+            {**LOW, "queue": (0.15, 4)},
+            level(users=24, running=18, waiting=3.0, kv=0.01, step_ms=300.0, rate=12.0, queue=(0.25, 4)),
+        ]
+    )
+    assert (
+        step.kind == "compute-bound"
+        and "wait only for the step in progress (mean 3.0 waiting, 250 ms each)" in step.sentence
+    )
 
 
 def test_an_idle_server_is_no_limit_with_the_nearest_one_and_its_headroom():
@@ -158,12 +224,17 @@ def test_an_idle_server_is_no_limit_with_the_nearest_one_and_its_headroom():
     are the nearest limit, 2 of 8 running at the peak."""
     d = run([{**LOW, "users": 1, "running": 1}, level(users=2, running=2, waiting=0, kv=0.03)], SCHEDULER)
     assert d.kind == "no limit reached" and d.nearest == "scheduler-bound" and d.headroom == 0.75, d.sentence
-    assert "the nearest limit is scheduler-bound: the slots (2 of max_num_seqs 8 running at the peak), 75% headroom" in d.sentence
+    assert (
+        "the nearest limit is scheduler-bound: the slots (2 of max_num_seqs 8 running at the peak), 75% headroom"
+        in d.sentence
+    )
     alone = run([level(users=2, running=2, waiting=0, kv=0.03)])  # one level, nothing stated: KV is what can be told
     assert alone.kind == "no limit reached" and "the lowest level, so no step growth" in alone.sentence
     assert alone.nearest == "memory-bound"
     # the same, with the client flagged: the knee is the client's
-    client = run([{**LOW, "users": 1, "running": 1}, level(users=2, running=2, waiting=0, kv=0.03)], SCHEDULER, client="late.")
+    client = run(
+        [{**LOW, "users": 1, "running": 1}, level(users=2, running=2, waiting=0, kv=0.03)], SCHEDULER, client="late."
+    )
     assert client.kind == "client-bound" and "the knee is the client's" in client.sentence
 
 
@@ -174,7 +245,9 @@ def test_where_the_evidence_does_not_separate_two_limits_it_says_so():
     assert "does not separate memory-bound from scheduler-bound" in both.sentence
     # a queue with room in the KV cache from a server that states neither limit nor sends its histograms
     bare = run([LOW, level(users=24, running=8, waiting=16, kv=0.05)])
-    bare = diagnose([lv.model_copy(update={"prefill_ms": None, "queue_ms": None}) for lv in bare.levels], 24, bare.metrics)
+    bare = diagnose(
+        [lv.model_copy(update={"prefill_ms": None, "queue_ms": None}) for lv in bare.levels], 24, bare.metrics
+    )
     assert bare.kind == "undecided" and bare.candidates == ["scheduler-bound", "prefill-bound"], bare.sentence
 
 
@@ -184,11 +257,15 @@ def test_a_level_after_a_higher_one_is_measured_once_the_server_has_drained():
     the first scrape back within 96, so it carries no queue of the level before, and its cap quotes
     never pass its own users."""
     drain = lambda t: 83 if t < 36 else 60  # noqa: E731
-    levels = [{**LOW, "users": 64, "running": 64}, {"start": 11, "end": 30, "users": 128, "running": 101, "waiting": 27, "kv": 0.4,
-              "queue": (1.2, 5)}, {"start": 31, "end": 50, "users": 96, "running": drain, "waiting": lambda t: 19 if t < 36 else 0,
-              "kv": 0.3}]  # fmt: skip
+    levels = [
+        {**LOW, "users": 64, "running": 64},
+        {"start": 11, "end": 30, "users": 128, "running": 101, "waiting": 27, "kv": 0.4, "queue": (1.2, 5)},
+        {"start": 31, "end": 50, "users": 96, "running": drain, "waiting": lambda t: 19 if t < 36 else 0, "kv": 0.3},
+    ]
     server = scrapes(levels, SCHEDULER | {"max_num_seqs": "128"})
-    evidence, _ = level_evidence(server, [(i, lv["users"], lv["start"] + 0.5, lv["end"]) for i, lv in enumerate(levels)])
+    evidence, _ = level_evidence(
+        server, [(i, lv["users"], lv["start"] + 0.5, lv["end"]) for i, lv in enumerate(levels)]
+    )
     at96 = evidence[2]
     assert at96.window_start == 36.0 and at96.scrapes == 15 and at96.waiting == 0 and at96.running_peak == 60, at96
     assert evidence[1].window_start == 12.0  # a step up starts at its warm-up's end (the first scrape after it)
@@ -200,8 +277,18 @@ def test_a_level_after_a_higher_one_is_measured_once_the_server_has_drained():
 
 
 def test_a_falling_prefix_cache_hit_rate_is_part_of_the_cause():
-    g = lambda users, kv, hit: LevelEvidence(step=users, users=users, scrapes=5, running=8, waiting=9 if users > 4 else 0,  # noqa: E731
-                                             kv_cache_peak=kv, preemptions=0.0, prefix_cache_hit_rate=hit)  # fmt: skip
+    def g(users, kv, hit):
+        return LevelEvidence(
+            step=users,
+            users=users,
+            scrapes=5,
+            running=8,
+            waiting=9 if users > 4 else 0,
+            kv_cache_peak=kv,
+            preemptions=0.0,
+            prefix_cache_hit_rate=hit,
+        )
+
     d = diagnose([g(4, 0.5, 0.8), g(32, 0.98, 0.25)], 32, {"prefix_hits": "vllm:prefix_cache_hits_total"})
     assert d.kind == "memory-bound" and "prefix-cache hit rate fell from 80% at 4 users to 25%" in d.sentence
 
@@ -216,15 +303,23 @@ def test_without_server_gauges_an_idle_gpu_still_rules_compute_out():
     assert diagnose([], 24).kind == "unknown"
     # nothing waits and every request runs, but the GPU is mostly idle: the server's own loop
     idle = run([LOW, level(users=24, running=24, waiting=0, kv=0.3)], SCHEDULER | {"max_num_seqs": "256"})
-    idle = diagnose([lv.model_copy(update={"gpu_utilisation": 0.26}) for lv in idle.levels], 24, idle.metrics, config=idle.config)
+    idle = diagnose(
+        [lv.model_copy(update={"gpu_utilisation": 0.26}) for lv in idle.levels], 24, idle.metrics, config=idle.config
+    )
     assert idle.kind == "scheduler-bound" and "GPU is busy only 26%" in idle.sentence, idle.sentence
 
 
 def test_the_client_flagged_keeps_the_servers_limit_with_a_caveat_said_once():
     """The server's figures are its own: the limit stands when the client flagged itself, with a
     caveat that says the client's warning once (beside it, `client`), not in the sentence."""
-    late = run([LOW, level(users=24, running=8, waiting=16, kv=0.05, queue=(1.6, 5))], SCHEDULER, client="the client was late.")
-    assert late.kind == "scheduler-bound" and "client's own timings were off" in late.sentence and late.client == "the client was late."
+    late = run(
+        [LOW, level(users=24, running=8, waiting=16, kv=0.05, queue=(1.6, 5))], SCHEDULER, client="the client was late."
+    )
+    assert (
+        late.kind == "scheduler-bound"
+        and "client's own timings were off" in late.sentence
+        and late.client == "the client was late."
+    )
     assert "late." not in late.sentence + "".join(late.evidence)
     assert late.evidence[-1] == "client self-health: its own timings were off (summary.json client_bound)"
     # no advice of its own: "add workers" contradicted a contended client's (a quieter machine, not more workers)
@@ -239,6 +334,8 @@ def test_a_full_peak_with_a_lower_mean_names_the_slots_only_where_nothing_else_d
     slots = SCHEDULER | {"max_num_seqs": "6"}
     batches = lambda t: 6 if t % 2 else 2  # noqa: E731
     d = run([LOW, level(users=24, running=batches, waiting=17, kv=0.01, queue=(1.8, 4))], slots)
-    assert d.kind == "scheduler-bound" and "6 run at the peak (3.9 on average), at most 6 (its max_num_seqs)" in d.sentence, d.sentence
+    assert (
+        d.kind == "scheduler-bound" and "6 run at the peak (3.9 on average), at most 6 (its max_num_seqs)" in d.sentence
+    ), d.sentence
     full = run([LOW, level(users=24, running=batches, waiting=17, kv=0.97, preemptions=1, queue=(1.8, 4))], slots)
     assert full.kind == "memory-bound", full.sentence

@@ -18,15 +18,41 @@ SHORT = ("--max-tokens-override", "6")  # TTFT 0.1 s + 5 x 0.02 s: 0.2 s per req
 
 
 def open_loop_run(tmp, url, run_id, rate, arrival, seconds, workers=0, extra=()):
-    args = ["--host", url, "-t", f"{seconds}s", "--request-rate", str(rate), "--arrival", arrival, "--seed", "21",
-            "--results-dir", str(tmp), "--run-id", run_id, "--stop-timeout", "10", *SHORT, *extra]  # fmt: skip
+    args = [
+        "--host",
+        url,
+        "-t",
+        f"{seconds}s",
+        "--request-rate",
+        str(rate),
+        "--arrival",
+        arrival,
+        "--seed",
+        "21",
+        "--results-dir",
+        str(tmp),
+        "--run-id",
+        run_id,
+        "--stop-timeout",
+        "10",
+        *SHORT,
+        *extra,
+    ]
     if not workers:
         proc = run_locust(*args, timeout=seconds + 120)
         assert proc.returncode == 0, proc.stderr[-3000:]
     else:
         port = free_port()
-        master = start_locust("--master", "--headless", "--master-bind-port", str(port), "--expect-workers", str(workers),
-                              *args, log_path=str(tmp / f"{run_id}-master.log"))  # fmt: skip
+        master = start_locust(
+            "--master",
+            "--headless",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            str(workers),
+            *args,
+            log_path=str(tmp / f"{run_id}-master.log"),
+        )
         procs = [start_locust("--worker", "--master-port", str(port)) for _ in range(workers)]
         try:
             assert stop(master, timeout=seconds + 120) == 0, (tmp / f"{run_id}-master.log").read_text()[-3000:]
@@ -90,8 +116,23 @@ def test_stalling_server_latency_from_intended_send_exceeds_actual_and_is_flagge
 
 def test_step_ramp_records_steps_and_excludes_warmup(tmp_path):
     with simulator("--profile", "fixed") as url:
-        proc = run_locust("--host", url, "--steps", "2,6,12", "--step-time", "5s", "--step-warmup", "1s",
-                          "--results-dir", str(tmp_path), "--run-id", "steps", "--stop-timeout", "10", *SHORT)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--steps",
+            "2,6,12",
+            "--step-time",
+            "5s",
+            "--step-warmup",
+            "1s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "steps",
+            "--stop-timeout",
+            "10",
+            *SHORT,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Per step" in proc.stdout
     df, summary = read_results(str(tmp_path), "steps")
@@ -112,12 +153,57 @@ def test_slo_miss_fails_a_headless_run_and_goodput_counts_failures(tmp_path):
     """A run's exit code follows its one verdict (metrics/verdict.py): met 0, missed 3, and 6 when
     its requests are too few to bound the percentile (a P99 of a 2 s run of one user)."""
     with simulator("--profile", "fixed") as url:
-        ok = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--slo", "ttft.p95<2s,tpot.p90<100ms",
-                        "--results-dir", str(tmp_path), "--run-id", "met", *SHORT)  # fmt: skip
-        missed = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--slo", "ttft.p95<50ms",
-                            "--results-dir", str(tmp_path), "--run-id", "missed", *SHORT)  # fmt: skip
-        few = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--slo", "ttft.p99<2s",
-                         "--results-dir", str(tmp_path), "--run-id", "few", *SHORT)  # fmt: skip
+        ok = run_locust(
+            "--host",
+            url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "4s",
+            "--slo",
+            "ttft.p95<2s,tpot.p90<100ms",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "met",
+            *SHORT,
+        )
+        missed = run_locust(
+            "--host",
+            url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "4s",
+            "--slo",
+            "ttft.p95<50ms",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "missed",
+            *SHORT,
+        )
+        few = run_locust(
+            "--host",
+            url,
+            "-u",
+            "1",
+            "-r",
+            "1",
+            "-t",
+            "2s",
+            "--slo",
+            "ttft.p99<2s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "few",
+            *SHORT,
+        )
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert missed.returncode == 3, missed.stderr[-2000:]
     assert few.returncode == exit_codes.SLO_UNDECIDED == 6, few.stderr[-2000:]
@@ -125,12 +211,21 @@ def test_slo_miss_fails_a_headless_run_and_goodput_counts_failures(tmp_path):
     assert met["slo"]["state"] == "met" and met["slo"]["passed"] and met["overall"]["goodput"]["good_fraction"] == 1.0
     assert met["slo"]["margin"] > 0
     _, miss = read_results(str(tmp_path), "missed")
-    assert miss["slo"]["state"] == "missed" and miss["slo"]["margin"] < 0 and miss["overall"]["goodput"]["good_fraction"] == 0.0
+    assert (
+        miss["slo"]["state"] == "missed"
+        and miss["slo"]["margin"] < 0
+        and miss["overall"]["goodput"]["good_fraction"] == 0.0
+    )
     assert "MISSED" in missed.stdout
     _, undecided = read_results(str(tmp_path), "few")
     (e,) = undecided["slo"]["objectives"]
     # every TTFT is 0.1 s, far under 2 s, yet fewer than 230 values bound no P99 from above
-    assert undecided["slo"]["state"] == "undecided" and e["upper_ms"] is None and e["samples"] < 230 and e["value_ms"] < 200
+    assert (
+        undecided["slo"]["state"] == "undecided"
+        and e["upper_ms"] is None
+        and e["samples"] < 230
+        and e["value_ms"] < 200
+    )
     assert undecided["slo"]["margin"] == 0 and "too few values to bound ttft.p99" in few.stdout
 
 
@@ -143,9 +238,28 @@ def test_capacity_search_finds_the_slot_limit(tmp_path):
         "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n"
     )
     with simulator("--profile", str(profile)) as url:
-        proc = run_locust("--host", url, "--find-capacity", "--slo", "ttft.p95<150ms", "--step-time", "5s",
-                          "--step-warmup", "1s", "-t", "60s", "--max-tokens-override", "30",
-                          "--results-dir", str(tmp_path), "--run-id", "cap", "--stop-timeout", "10", timeout=200)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--find-capacity",
+            "--slo",
+            "ttft.p95<150ms",
+            "--step-time",
+            "5s",
+            "--step-warmup",
+            "1s",
+            "-t",
+            "60s",
+            "--max-tokens-override",
+            "30",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "cap",
+            "--stop-timeout",
+            "10",
+            timeout=200,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, summary = read_results(str(tmp_path), "cap")
     cap = summary["capacity"]
@@ -154,12 +268,17 @@ def test_capacity_search_finds_the_slot_limit(tmp_path):
     assert "holds up to" in proc.stdout
     assert summary["by_step"][-1]["window"]["end"] - summary["window"]["start"] <= 62
     # one verdict per level: the search's log line for each level is the table's and summary.json's
-    logged = dict(re.findall(r"capacity search: (\d+) users (met|missed|undecided) on \d+ requests(?!.*held for another)",
-                             proc.stderr))  # fmt: skip
+    logged = dict(
+        re.findall(
+            r"capacity search: (\d+) users (met|missed|undecided) on \d+ requests(?!.*held for another)", proc.stderr
+        )
+    )
     levels = {str(s["users"]): s for s in summary["by_step"]}
     assert logged and logged == {u: s["verdict"]["state"] for u, s in levels.items()}, (logged, proc.stderr[-3000:])
     passing, failing = levels["6"]["verdict"], levels["7"]["verdict"]
-    assert passing["state"] == "met" and passing["requests"] == cap["samples"] >= 45  # a P95 rests on 45 values at least
+    assert (
+        passing["state"] == "met" and passing["requests"] == cap["samples"] >= 45
+    )  # a P95 rests on 45 values at least
     assert passing["objectives"][0]["upper_ms"] < 150 and failing["objectives"][0]["lower_ms"] >= 150
     # the answer is the capacity, not a verdict pooled over the levels the search had to fail
     assert summary.get("slo") is None and "MISSED (measured" not in proc.stdout

@@ -73,7 +73,9 @@ def test_a_rebalance_that_keeps_the_user_count_ends_its_dispatch(fixed):
     """Without the fix the dispatch stays "in progress" after one rebalance, and Locust's master
     gives a worker back from a freeze no users (the other one keeps its 10: 15 in all)."""
     fix = "import plugin.hooks" if fixed else ""
-    out = subprocess.run([sys.executable, "-c", DISPATCH.format(fix=fix)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", DISPATCH.format(fix=fix)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     state, after = out.stdout.strip().splitlines()
     assert state == ("ended" if fixed else "in progress")
@@ -124,7 +126,9 @@ def test_the_stop_in_batches_stops_every_user_as_locust_did():
     """Every user gone when the stop returns, after as long as Locust's own stop takes: no stop
     timeout, or a user between tasks, killed at once; a user in its task ends it (0.8 s left of a
     1 s task), or is killed at the stop timeout; a ramp-down stops just the users it names."""
-    out = subprocess.run([sys.executable, "-c", STOPS], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", STOPS], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split("\n")
     took = {}

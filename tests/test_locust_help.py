@@ -33,7 +33,10 @@ def run(command: str, cwd: str) -> subprocess.CompletedProcess:
 
 def test_the_installed_start_up_hook_is_the_checkouts():
     site = sysconfig.get_paths()["purelib"]
-    for source, installed in (("locust_help.py", "llm_loadtest_locust_help.py"), ("locust_help.pth", "llm_loadtest_locust_help.pth")):
+    for source, installed in (
+        ("locust_help.py", "llm_loadtest_locust_help.py"),
+        ("locust_help.pth", "llm_loadtest_locust_help.pth"),
+    ):
         path = os.path.join(site, installed)
         assert os.path.isfile(path), f"{installed} is not installed: pip install -r requirements.txt"
         with open(path, encoding="utf-8") as a, open(os.path.join(ROOT, "plugin", source), encoding="utf-8") as b:
@@ -50,25 +53,33 @@ def test_locust_help_lists_the_suites_options_grouped_with_defaults_and_variable
     for d in DECLARED:
         assert f" {d.flag} " in text, d.flag
         assert f"; env {d.env}]" in text, d.env
-    for flag, shown in (("--slo", "[default: empty; env LOCUST_SLO]"), ("--find-capacity", "[default: off; env LOCUST_FIND_CAPACITY]"),
-                        ("--model", "[default: empty; env LOCUST_MODEL]"), ("--step-time", "[default: '60s'; env LOCUST_STEP_TIME]")):
+    for flag, shown in (
+        ("--slo", "[default: empty; env LOCUST_SLO]"),
+        ("--find-capacity", "[default: off; env LOCUST_FIND_CAPACITY]"),
+        ("--model", "[default: empty; env LOCUST_MODEL]"),
+        ("--step-time", "[default: '60s'; env LOCUST_STEP_TIME]"),
+    ):
         following = [d.flag for d in DECLARED][[d.flag for d in DECLARED].index(flag) + 1]
-        own = text[text.index(f" {flag} "):text.index(f" {following} ")]  # up to the next option's flag
+        own = text[text.index(f" {flag} ") : text.index(f" {following} ")]  # up to the next option's flag
         assert shown in own, (flag, own)
     # the same lines as `python -m plugin.options`, the help without Locust
-    alone = subprocess.run([sys.executable, "-m", "plugin.options"], cwd=ROOT, env=fresh_env(), capture_output=True, text=True, timeout=60)
+    alone = subprocess.run(
+        [sys.executable, "-m", "plugin.options"], cwd=ROOT, env=fresh_env(), capture_output=True, text=True, timeout=60
+    )
     for d in DECLARED:
         assert " ".join(d.help_line().replace("%%", "%").split()) in " ".join(alone.stdout.split()), d.flag
         assert " ".join(d.help_line().replace("%%", "%").split()) in text, d.flag
 
 
 def test_another_locustfiles_help_and_other_programs_are_unchanged(tmp_path):
-    (tmp_path / "locustfile.py").write_text("from locust import HttpUser, task\n\n\nclass U(HttpUser):\n    @task\n    def t(self):\n        pass\n")
+    (tmp_path / "locustfile.py").write_text(
+        "from locust import HttpUser, task\n\n\nclass U(HttpUser):\n    @task\n    def t(self):\n        pass\n"
+    )
     for command in ("locust -f locustfile.py --help", "locust --help"):
         proc = run(command, str(tmp_path))
         assert proc.returncode == 0 and "--spawn-rate" in proc.stdout, proc.stderr[-2000:]
         assert "--slo" not in proc.stdout and "Target and model" not in proc.stdout, command
     # a Python program given --help: the start-up line imports nothing
     probe = "import sys; print(sorted(m for m in sys.modules if m.startswith(('locust', 'llm_loadtest', 'gevent'))))"
-    proc = run(f"{sys.executable} -c \"{probe}\" --help", str(tmp_path))
+    proc = run(f'{sys.executable} -c "{probe}" --help', str(tmp_path))
     assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

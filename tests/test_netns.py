@@ -25,7 +25,9 @@ SIM_PORT = 8000
 def hosts():
     reason = unavailable_reason()
     if reason:
-        warnings.warn(f"network namespaces unavailable ({reason}): falling back to processes on 127.0.0.1", stacklevel=2)
+        warnings.warn(
+            f"network namespaces unavailable ({reason}): falling back to processes on 127.0.0.1", stacklevel=2
+        )
         yield None
         return
     with topology(["sim", "master", "w1", "w2"]) as topo:
@@ -43,19 +45,49 @@ def _wrap(topo, name):
 def run_cluster(topo, tmp, run_id, seconds, kill_after=None):
     truth = str(tmp / f"{run_id}-truth.jsonl")
     sim_port = SIM_PORT if topo else 0
-    with simulator("--profile", "fixed", truth_log=truth, host=_addr(topo, "sim"), port=sim_port, wrap=_wrap(topo, "sim")) as url:
+    with simulator(
+        "--profile", "fixed", truth_log=truth, host=_addr(topo, "sim"), port=sim_port, wrap=_wrap(topo, "sim")
+    ) as url:
         master_port = MASTER_PORT if topo else 5600
         master = start_locust(
-            "--master", "--headless", "--master-bind-host", _addr(topo, "master"), "--master-bind-port", str(master_port),
-            "--expect-workers", "2", "-u", "30", "-r", "30", "-t", f"{seconds}s", "--host", url,
-            "--results-dir", str(tmp), "--run-id", run_id, "--stop-timeout", "15", *SEED_ARGS,
-            log_path=str(tmp / f"{run_id}-master.log"), wrap=_wrap(topo, "master"),
-        )  # fmt: skip
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            _addr(topo, "master"),
+            "--master-bind-port",
+            str(master_port),
+            "--expect-workers",
+            "2",
+            "-u",
+            "30",
+            "-r",
+            "30",
+            "-t",
+            f"{seconds}s",
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp),
+            "--run-id",
+            run_id,
+            "--stop-timeout",
+            "15",
+            *SEED_ARGS,
+            log_path=str(tmp / f"{run_id}-master.log"),
+            wrap=_wrap(topo, "master"),
+        )
         workers = [
-            start_locust("--worker", "--master-host", _addr(topo, "master"), "--master-port", str(master_port),
-                         log_path=str(tmp / f"{run_id}-{name}.log"), wrap=_wrap(topo, name))
+            start_locust(
+                "--worker",
+                "--master-host",
+                _addr(topo, "master"),
+                "--master-port",
+                str(master_port),
+                log_path=str(tmp / f"{run_id}-{name}.log"),
+                wrap=_wrap(topo, name),
+            )
             for name in ("w1", "w2")
-        ]  # fmt: skip
+        ]
         try:
             if kill_after is not None:
                 wait_for_lines(truth, 30)
@@ -85,8 +117,23 @@ def test_seeded_run_across_hosts_matches_one_process(hosts, tmp_path):
     # one process, same seed and load, same simulator profile
     single_truth = str(tmp_path / "single-truth.jsonl")
     with simulator("--profile", "fixed", truth_log=single_truth) as url:
-        single = run_locust("--host", url, "-u", "30", "-r", "30", "-t", "12s", "--results-dir", str(tmp_path),
-                            "--run-id", "single", "--stop-timeout", "15", *SEED_ARGS)  # fmt: skip
+        single = run_locust(
+            "--host",
+            url,
+            "-u",
+            "30",
+            "-r",
+            "30",
+            "-t",
+            "12s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "single",
+            "--stop-timeout",
+            "15",
+            *SEED_ARGS,
+        )
     assert single.returncode == 0, single.stderr[-2000:]
     one_df, one = read_results(str(tmp_path), "single")
     # medians within 5 %
@@ -97,14 +144,21 @@ def test_seeded_run_across_hosts_matches_one_process(hosts, tmp_path):
     # (its truth log's TTFT p95 was 141 ms against 104 ms in one process, where the profile says
     # 100 ms), which is no measurement's fault. Across hosts the client adds to the server's TTFT
     # what it adds in one process: p95 of (measured - truth) per request, within a few ms.
-    added = {name: _added_ttft_ms(frame, read_truth(path)) for name, frame, path in
-             (("hosts", df, str(tmp_path / "multi-truth.jsonl")), ("one", one_df, single_truth))}  # fmt: skip
-    assert all(abs(np.median(a)) < 2.0 for a in added.values()), {k: np.percentile(a, [50, 95]) for k, a in added.items()}
-    assert np.percentile(added["hosts"], 95) < np.percentile(added["one"], 95) + 10.0, \
-        {k: np.percentile(a, [50, 95, 99]) for k, a in added.items()}
+    added = {
+        name: _added_ttft_ms(frame, read_truth(path))
+        for name, frame, path in (("hosts", df, str(tmp_path / "multi-truth.jsonl")), ("one", one_df, single_truth))
+    }
+    assert all(abs(np.median(a)) < 2.0 for a in added.values()), {
+        k: np.percentile(a, [50, 95]) for k, a in added.items()
+    }
+    assert np.percentile(added["hosts"], 95) < np.percentile(added["one"], 95) + 10.0, {
+        k: np.percentile(a, [50, 95, 99]) for k, a in added.items()
+    }
     # the same load: each run kept its 30 users busy, at the rate its latencies allow (Little's law)
     for s, frame in ((summary, df), (one, one_df)):
-        ok = frame[frame["ok"] & (frame["wall_send"] >= s["window"]["start"]) & (frame["wall_send"] <= s["window"]["end"])]
+        ok = frame[
+            frame["ok"] & (frame["wall_send"] >= s["window"]["start"]) & (frame["wall_send"] <= s["window"]["end"])
+        ]
         busy = s["overall"]["throughput"]["requests_per_s"] * ok["e2e_s"].mean()
         assert 0.85 * 30 < busy <= 30.5, (busy, s["overall"]["throughput"])
 

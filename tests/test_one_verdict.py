@@ -27,8 +27,9 @@ OBJECTIVES = parse_slo("ttft.p95<200ms")
 THRESHOLD_S = 0.2
 
 
-def reference(values_s, threshold_s: float = THRESHOLD_S, q: Fraction = Fraction(95, 100),
-              confidence: Fraction = Fraction(9, 10)) -> dict:  # fmt: skip
+def reference(
+    values_s, threshold_s: float = THRESHOLD_S, q: Fraction = Fraction(95, 100), confidence: Fraction = Fraction(9, 10)
+) -> dict:
     """The verdict of one percentile objective from its definition: X(j) bounds the q-quantile from
     above when P(Binomial(n, q) <= j - 1) >= confidence, X(i) from below when P(Binomial(n, q) >= i)
     >= confidence (exact sums); met when the upper bound is under the threshold, missed when the
@@ -53,8 +54,18 @@ def _rows(ttfts, failed: int = 0) -> list[tuple]:
     token, then `failed` requests that failed (HTTP 500) at their send."""
     rows = []
     for i, ttft in enumerate([*ttfts, *[None] * failed]):
-        rec = RequestRecord(f"r{i}", "0", "chat", "short", 400, 8, wall_send=T0 + 1 + 0.1 * i, t_send=1 + 0.1 * i,
-                            status=200 if ttft is not None else 500, step=0)  # fmt: skip
+        rec = RequestRecord(
+            f"r{i}",
+            "0",
+            "chat",
+            "short",
+            400,
+            8,
+            wall_send=T0 + 1 + 0.1 * i,
+            t_send=1 + 0.1 * i,
+            status=200 if ttft is not None else 500,
+            step=0,
+        )
         if ttft is not None:
             rec.ok, rec.ttft_s, rec.e2e_s, rec.tpot_s = True, ttft, ttft + 0.1, 0.05
             rec.chunk_times, rec.n_chunks = [ttft, ttft + 0.05, ttft + 0.1], 3
@@ -69,7 +80,9 @@ def _three_paths(rows) -> tuple:
     """The verdict of the same requests as a load level, as a whole run and as the live window."""
     start, end = T0, T0 + 1 + 0.1 * len(rows) + 5  # every request sent and ended inside
     table = with_all_columns(rows_to_table(rows))
-    level = Measure(records_frame(table), table.column("chunk_times"), OBJECTIVES).level(Level(0, 0, 8, T0, start, end, None))
+    level = Measure(records_frame(table), table.column("chunk_times"), OBJECTIVES).level(
+        Level(0, 0, 8, T0, start, end, None)
+    )
     run = summarize(rows_to_table(rows), start, end, objectives=OBJECTIVES).slo
     window = LiveWindow(OBJECTIVES, run_start=T0, windows=(end - start,))
     window.add_rows(rows)
@@ -77,12 +90,16 @@ def _three_paths(rows) -> tuple:
     return level.verdict.model_dump(), run.model_dump(), live
 
 
-@pytest.mark.parametrize("ttfts", [
-    np.random.default_rng(1).uniform(0.05, 0.15, 120),  # met: room of about a quarter
-    np.random.default_rng(2).uniform(0.15, 0.35, 120),  # missed
-    np.r_[np.full(114, 0.1), np.full(6, 0.3)],  # 5 % above: bounds on both sides of the threshold
-    np.full(30, 0.1),  # fast, but too few values to bound a P95 from above
-], ids=["met", "missed", "straddling", "too-few"])  # fmt: skip
+@pytest.mark.parametrize(
+    "ttfts",
+    [
+        np.random.default_rng(1).uniform(0.05, 0.15, 120),  # met: room of about a quarter
+        np.random.default_rng(2).uniform(0.15, 0.35, 120),  # missed
+        np.r_[np.full(114, 0.1), np.full(6, 0.3)],  # 5 % above: bounds on both sides of the threshold
+        np.full(30, 0.1),  # fast, but too few values to bound a P95 from above
+    ],
+    ids=["met", "missed", "straddling", "too-few"],
+)
 def test_the_same_requests_get_one_verdict_and_margin_as_a_level_a_run_and_the_live_view(ttfts):
     level, run, live = _three_paths(_rows(ttfts, failed=3))
     assert level == run == live, (level, run, live)
@@ -104,8 +121,16 @@ def test_a_verdicts_margin_is_its_binding_objectives():
     both = parse_slo("ttft.p95<200ms,e2e.p95<1s")
     rows = _rows(np.full(120, 0.1))  # ttft 100 ms, e2e 200 ms: room 50 % and 80 %
     table = with_all_columns(rows_to_table(rows))
-    v = Measure(records_frame(table), table.column("chunk_times"), both).block(np.ones(len(rows), bool), T0, T0 + 30).slo
-    assert v.state == "met" and [e.margin for e in v.objectives] == pytest.approx([0.5, 0.8]) and v.margin == pytest.approx(0.5)
+    v = (
+        Measure(records_frame(table), table.column("chunk_times"), both)
+        .block(np.ones(len(rows), bool), T0, T0 + 30)
+        .slo
+    )
+    assert (
+        v.state == "met"
+        and [e.margin for e in v.objectives] == pytest.approx([0.5, 0.8])
+        and v.margin == pytest.approx(0.5)
+    )
     v = summarize(rows_to_table(_rows(np.full(120, 0.8))), T0, T0 + 30, objectives=both).slo  # ttft missed, e2e met
     assert v.state == "missed" and v.margin == pytest.approx(-3.0) and v.objectives[1].margin == pytest.approx(0.1)
     v = summarize(rows_to_table(_rows(np.full(20, 0.1))), T0, T0 + 30, objectives=both).slo
@@ -116,10 +141,16 @@ def test_a_verdicts_margin_is_its_binding_objectives():
 
 def test_a_runs_exit_code_follows_its_verdict():
     """met: 0, missed: 3, undecided: 6, its own code; with load levels, the capacity decides."""
-    for ttfts, code in ((np.full(120, 0.1), exit_codes.DONE), (np.full(120, 0.3), exit_codes.SLO_MISSED),
-                        (np.full(30, 0.1), exit_codes.SLO_UNDECIDED)):  # fmt: skip
+    for ttfts, code in (
+        (np.full(120, 0.1), exit_codes.DONE),
+        (np.full(120, 0.3), exit_codes.SLO_MISSED),
+        (np.full(30, 0.1), exit_codes.SLO_UNDECIDED),
+    ):
         assert exit_codes.of_slo(summarize(rows_to_table(_rows(ttfts)), T0, T0 + 30, objectives=OBJECTIVES)) == code
-    capacity = lambda users, failing: SimpleNamespace(capacity=SimpleNamespace(users=users, next_failing_users=failing), slo=None)  # noqa: E731
+
+    def capacity(users, failing):
+        return SimpleNamespace(capacity=SimpleNamespace(users=users, next_failing_users=failing), slo=None)
+
     assert exit_codes.of_slo(capacity(8, 16)) == exit_codes.DONE
     assert exit_codes.of_slo(capacity(None, 8)) == exit_codes.SLO_MISSED
     assert exit_codes.of_slo(capacity(None, None)) == exit_codes.SLO_UNDECIDED  # no level decided
@@ -133,8 +164,11 @@ def test_the_binomial_summed_near_its_mean_gives_the_bounds_of_the_whole_sum():
 
     def whole(n, q):  # P(B <= k), k = 0..n, summed over every k in log space
         k = np.arange(n + 1, dtype=float)
-        log_pmf = np.array([math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(n - x + 1) for x in k]) + k * math.log(q) \
-            + (n - k) * math.log1p(-q)  # fmt: skip
+        log_pmf = (
+            np.array([math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(n - x + 1) for x in k])
+            + k * math.log(q)
+            + (n - k) * math.log1p(-q)
+        )
         pmf = np.exp(log_pmf - log_pmf.max())
         return np.cumsum(pmf) / pmf.sum()
 

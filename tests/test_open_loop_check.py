@@ -15,8 +15,23 @@ T0 = 1_000.0  # the run's start, wall clock
 
 def _sent(intended: float, lag: float = 0.001) -> tuple:
     """A request of the schedule due at `intended` (wall clock), sent `lag` later, served in 0.2 s."""
-    return RequestRecord("r", "w", "chat", "short", 10, 4, wall_send=intended + lag, t_intended=50.0, t_send=50.0 + lag,
-                         status=200, ok=True, ttft_s=0.1, e2e_s=0.2, tpot_s=0.01, chunk_times=[0.1, 0.2]).as_row()  # fmt: skip
+    return RequestRecord(
+        "r",
+        "w",
+        "chat",
+        "short",
+        10,
+        4,
+        wall_send=intended + lag,
+        t_intended=50.0,
+        t_send=50.0 + lag,
+        status=200,
+        ok=True,
+        ttft_s=0.1,
+        e2e_s=0.2,
+        tpot_s=0.01,
+        chunk_times=[0.1, 0.2],
+    ).as_row()
 
 
 def _schedule(rate: float) -> list[float]:
@@ -50,13 +65,23 @@ def test_arrivals_due_but_not_sent_are_behind_schedule():
     due = [t for t in _schedule(10.0) if start <= t <= end]
     scheduled = load.scheduled_between(T0, start, end, 0)
     assert scheduled == len(due) == 20
-    s = summarize(rows_to_table([_sent(t) for t in due[:12]]), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled)
+    s = summarize(
+        rows_to_table([_sent(t) for t in due[:12]]), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled
+    )
     assert (s.open_loop.scheduled, s.open_loop.sent) == (20, 12)
     assert s.open_loop.behind_schedule
-    assert any(r.startswith("sent 12 of the 20 arrivals the schedule had due in the window") for r in s.open_loop.reasons)
+    assert any(
+        r.startswith("sent 12 of the 20 arrivals the schedule had due in the window") for r in s.open_loop.reasons
+    )
     # every due arrival sent, the last ones late (after the window's end): on schedule by count
-    late = summarize(rows_to_table([_sent(t, lag=0.004) for t in due]), start, end, run_start=T0, target_rate=10.0,
-                     scheduled=scheduled)  # fmt: skip
+    late = summarize(
+        rows_to_table([_sent(t, lag=0.004) for t in due]),
+        start,
+        end,
+        run_start=T0,
+        target_rate=10.0,
+        scheduled=scheduled,
+    )
     assert late.open_loop.sent == 20 and not late.open_loop.behind_schedule
 
 
@@ -76,8 +101,23 @@ def test_the_count_is_the_schedule_the_processes_share():
 
 def _served(due: float, sent: float, e2e: float) -> tuple:
     """An arrival due at `due` (wall clock), sent at `sent`, served in `e2e` seconds."""
-    return RequestRecord("r", "w", "chat", "short", 10, 4, wall_send=sent, t_intended=50.0, t_send=50.0 + (sent - due),
-                         status=200, ok=True, ttft_s=0.1, e2e_s=e2e, tpot_s=0.01, chunk_times=[0.1, e2e]).as_row()  # fmt: skip
+    return RequestRecord(
+        "r",
+        "w",
+        "chat",
+        "short",
+        10,
+        4,
+        wall_send=sent,
+        t_intended=50.0,
+        t_send=50.0 + (sent - due),
+        status=200,
+        ok=True,
+        ttft_s=0.1,
+        e2e_s=e2e,
+        tpot_s=0.01,
+        chunk_times=[0.1, e2e],
+    ).as_row()
 
 
 def _pool(users: int, due: list[float], e2e: float, delay: float = 0.0) -> list[tuple]:
@@ -101,16 +141,25 @@ def test_a_run_held_by_its_in_flight_cap_is_told_apart_from_a_client_that_fell_b
     due = [t for t in _schedule(10.0) if t <= T0 + 30]
     start, end = T0 + 5.0, T0 + 25.0
     scheduled = sum(start <= t <= end for t in due)
-    capped = summarize(rows_to_table(_pool(4, due, 1.0)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled)
+    capped = summarize(
+        rows_to_table(_pool(4, due, 1.0)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled
+    )
     ol = capped.open_loop
     assert ol.behind_schedule and ol.capped_at == 4
     assert all("all 4 users were busy when 100% of the late arrivals came due" in r for r in ol.reasons), ol.reasons
     assert ol.headline().startswith("the in-flight cap of 4 held arrivals back")
-    slow = summarize(rows_to_table(_pool(40, due, 1.0, delay=0.03)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled)
+    slow = summarize(
+        rows_to_table(_pool(40, due, 1.0, delay=0.03)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled
+    )
     ol = slow.open_loop
     assert ol.behind_schedule and ol.capped_at is None and ol.schedule_lag_p99_ms > 25
-    assert all(r.endswith("the client fell behind with users free (its CPU or event loop: see client_bound)") for r in ol.reasons)
+    assert all(
+        r.endswith("the client fell behind with users free (its CPU or event loop: see client_bound)")
+        for r in ol.reasons
+    )
     assert ol.headline() == "the client could not keep to the schedule"
     # on schedule: no cause stated
-    kept = summarize(rows_to_table(_pool(40, due, 1.0)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled)
+    kept = summarize(
+        rows_to_table(_pool(40, due, 1.0)), start, end, run_start=T0, target_rate=10.0, scheduled=scheduled
+    )
     assert not kept.open_loop.behind_schedule and kept.open_loop.capped_at is None

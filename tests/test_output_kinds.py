@@ -22,8 +22,10 @@ from plugin.finisher import reply_text
 
 def sse(*events) -> list[tuple[float, bytes]]:
     """(arrival, bytes) pieces, one event each, 10 ms apart."""
-    out = [(0.01 * (i + 1), b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n")
-           for i, e in enumerate(events)]
+    out = [
+        (0.01 * (i + 1), b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n")
+        for i, e in enumerate(events)
+    ]
     return out + [(0.01 * (len(events) + 1), b"data: [DONE]\n\n")]
 
 
@@ -40,12 +42,14 @@ def record(pieces, stream=True, count_tokens=None) -> tuple[RequestRecord, objec
 
 
 def test_a_tool_call_only_reply_is_a_success_with_usage_tokens():
-    rec, parsed = record(sse(
-        delta({"role": "assistant", "content": ""}),
-        delta({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "f"}}]}),
-        delta({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]}, "tool_calls"),
-        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 9}},
-    ))  # fmt: skip
+    rec, parsed = record(
+        sse(
+            delta({"role": "assistant", "content": ""}),
+            delta({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "f"}}]}),
+            delta({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]}, "tool_calls"),
+            {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 9}},
+        )
+    )
     assert rec.ok and rec.error == ""
     assert rec.output_tokens == 9 and rec.tokens_source == "usage"
     assert rec.ttft_s == rec.ttfa_s == pytest.approx(0.02)
@@ -56,13 +60,15 @@ def test_a_tool_call_only_reply_is_a_success_with_usage_tokens():
 
 
 def test_reasoning_then_content_splits_ttft_from_the_first_answer_token_and_counts_reasoning():
-    rec, parsed = record(sse(
-        delta({"reasoning": "think"}),
-        delta({"reasoning_content": " more"}),
-        delta({"content": "Hi"}),
-        delta({"content": "!"}, "stop"),
-        {"choices": [], "usage": {"completion_tokens": 12, "completion_tokens_details": {"reasoning_tokens": 8}}},
-    ))  # fmt: skip
+    rec, parsed = record(
+        sse(
+            delta({"reasoning": "think"}),
+            delta({"reasoning_content": " more"}),
+            delta({"content": "Hi"}),
+            delta({"content": "!"}, "stop"),
+            {"choices": [], "usage": {"completion_tokens": 12, "completion_tokens_details": {"reasoning_tokens": 8}}},
+        )
+    )
     assert rec.ttft_s == pytest.approx(0.01) and rec.ttfa_s == pytest.approx(0.03)
     assert (rec.reasoning_tokens, rec.reasoning_source, rec.answer_tokens) == (8, "usage", 4)
     assert reply_text(parsed) == "Hi!"  # reasoning is not sent back in a conversation
@@ -84,20 +90,39 @@ def test_a_reasoning_only_reply_has_no_time_to_first_answer_token():
 
 
 def test_parallel_tool_calls_are_told_apart_by_index():
-    _, parsed = record(sse(
-        delta({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}},
-                              {"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}}]}),
-        delta({"tool_calls": [{"index": 0, "function": {"arguments": "{\"x\":"}}]}),
-        delta({"tool_calls": [{"index": 0, "function": {"arguments": "2}"}}]}, "tool_calls"),
-    ))  # fmt: skip
+    _, parsed = record(
+        sse(
+            delta(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}},
+                        {"index": 1, "id": "b", "function": {"name": "g", "arguments": "{}"}},
+                    ]
+                }
+            ),
+            delta({"tool_calls": [{"index": 0, "function": {"arguments": '{"x":'}}]}),
+            delta({"tool_calls": [{"index": 0, "function": {"arguments": "2}"}}]}, "tool_calls"),
+        )
+    )
     assert [(c["name"], c["arguments"]) for c in parsed.tool_calls] == [("f", '{"x":2}'), ("g", "{}")]
 
 
 def test_a_non_streaming_tool_call_reply_is_a_success():
-    body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": None, "reasoning": "hm",
-        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 7}}  # fmt: skip
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "reasoning": "hm",
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 7},
+    }
     rec, parsed = record([(0.5, json.dumps(body).encode())], stream=False)
     assert rec.ok and rec.tool_calls == 1 and rec.output_tokens == 7
     assert rec.ttfa_s == rec.ttft_s == rec.e2e_s == 0.5
@@ -123,8 +148,11 @@ def _rec(i, ttft, ttfa, reasoning, answer, calls, finish):
 
 
 def test_summary_has_the_time_to_first_answer_token_the_split_and_the_finish_reasons():
-    rows = [_rec(0, 0.1, 0.3, 20, 5, 0, "stop"), _rec(1, 0.2, 0.2, 0, 9, 2, "tool_calls"),
-            _rec(2, 0.1, math.nan, 30, 0, 0, "length")]  # fmt: skip
+    rows = [
+        _rec(0, 0.1, 0.3, 20, 5, 0, "stop"),
+        _rec(1, 0.2, 0.2, 0, 9, 2, "tool_calls"),
+        _rec(2, 0.1, math.nan, 30, 0, 0, "length"),
+    ]
     s = summarize(rows_to_table(rows), 99.0, 200.0, objectives=parse_slo("ttfa.p95<1s"))
     o = s.overall
     assert o.ttfa_ms.count == 2 and o.ttfa_ms.max == pytest.approx(300) and o.ttft_ms.count == 3
@@ -149,8 +177,9 @@ def test_an_older_records_file_without_the_new_columns_is_summarised():
 def test_the_report_table_shows_the_first_answer_token_and_the_split_only_when_there_is_one():
     from reports.rows import summary_table
 
-    agentic = summarize(rows_to_table([_rec(0, 0.1, 0.3, 20, 5, 0, "stop"), _rec(1, 0.2, 0.2, 0, 9, 2, "tool_calls")]),
-                        99.0, 200.0)  # fmt: skip
+    agentic = summarize(
+        rows_to_table([_rec(0, 0.1, 0.3, 20, 5, 0, "stop"), _rec(1, 0.2, 0.2, 0, 9, 2, "tool_calls")]), 99.0, 200.0
+    )
     table = summary_table(agentic)
     assert table.headers[-5:] == ["TTFA p50", "TTFA p95", "reasoning tok", "answer tok", "tool calls"]
     plain = summarize(rows_to_table([_rec(0, 0.1, 0.1, 0, 5, 0, "stop")]), 99.0, 200.0)

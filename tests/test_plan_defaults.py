@@ -9,7 +9,7 @@ from argparse import Namespace
 import pytest
 
 from plugin.options import Options
-from plugin.plan import Held, HealthLimits, PrometheusEndpoint, RunPlan
+from plugin.plan import HealthLimits, Held, PrometheusEndpoint, RunPlan
 
 pytestmark = pytest.mark.unit
 
@@ -39,17 +39,33 @@ def test_the_default_plan_is_the_plan_of_the_default_options():
     assert bare == parsed and bare.record() == parsed.record()
     defaults = Options()
     assert (bare.warmup_s, bare.max_response_bytes, bare.retry_max_wait_s) == (defaults.warmup, 64 << 20, 30.0)
-    assert (bare.timeouts.connect, bare.timeouts.first_token, bare.timeouts.idle, bare.timeouts.total) == (10.0, 300.0, 120.0, 900.0)
-    assert bare.health == HealthLimits(cpu_pct=70.0, loop_lag_s=0.010, token_lag_s=0.005, sustain_s=5.0, target_cpu_pct=60.0)
+    assert (bare.timeouts.connect, bare.timeouts.first_token, bare.timeouts.idle, bare.timeouts.total) == (
+        10.0,
+        300.0,
+        120.0,
+        900.0,
+    )
+    assert bare.health == HealthLimits(
+        cpu_pct=70.0, loop_lag_s=0.010, token_lag_s=0.005, sustain_s=5.0, target_cpu_pct=60.0
+    )
     assert bare.prometheus == PrometheusEndpoint(port=0, host="127.0.0.1", linger_s=0.0)
     assert (bare.stream, bare.workload, bare.tokenizer, bare.slo, bare.extra) == (True, None, None, (), {})
 
 
 def test_a_given_option_reaches_its_field_and_the_plan_stays_frozen():
-    plan = RunPlan.from_options(Namespace(health_cpu_limit="85", prometheus_linger="2s", timeout_idle="3s", no_stream=True,
-                                          retry="2", warmup="1m"))  # fmt: skip
-    assert (plan.health.cpu_pct, plan.prometheus.linger_s, plan.timeouts.idle, plan.stream, plan.retry, plan.warmup_s) == (
-        85.0, 2.0, 3.0, False, 2, 60.0)  # fmt: skip
+    plan = RunPlan.from_options(
+        Namespace(
+            health_cpu_limit="85", prometheus_linger="2s", timeout_idle="3s", no_stream=True, retry="2", warmup="1m"
+        )
+    )
+    assert (
+        plan.health.cpu_pct,
+        plan.prometheus.linger_s,
+        plan.timeouts.idle,
+        plan.stream,
+        plan.retry,
+        plan.warmup_s,
+    ) == (85.0, 2.0, 3.0, False, 2, 60.0)
     assert plan.health.loop_lag_s == 0.010 and plan.timeouts.connect == 10.0  # the others at their defaults
     with pytest.raises(Exception, match="frozen"):
         plan.warmup_s = 0.0

@@ -60,7 +60,9 @@ def test_every_hook_of_the_protocol_has_a_side_and_no_plugin_waits_for_a_locust_
     plugins = installed_plugins()
     assert len(plugins) >= 10, plugins
     for cls in plugins:
-        methods = {n for c in cls.__mro__ if c not in (Plugin, object) for n, v in vars(c).items() if inspect.isfunction(v)}
+        methods = {
+            n for c in cls.__mro__ if c not in (Plugin, object) for n, v in vars(c).items() if inspect.isfunction(v)
+        }
         # a method named after a Locust event is never called: plugin/hooks.py listens to Locust and
         # calls the sides' hooks
         assert not methods & set(LOCUST_EVENTS), f"{cls.__name__}: {sorted(methods & set(LOCUST_EVENTS))}"

@@ -56,8 +56,13 @@ def test_prefixes_are_fixed_distinct_and_exact(tmp_path):
     assert spec.to_dict()["shared_prefix"] == {"share": 0.5, "count": 4, "chars": 1500}
     assert "shared prefix 50% (4 x 1500 chars)" in spec.describe_classes()[0]
     # the same texts in another process (workers must agree, or nothing is shared)
-    out = subprocess.run([sys.executable, "-c", f"from tests.test_prefix import texts_digest; print(texts_digest({path!r}))"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", f"from tests.test_prefix import texts_digest; print(texts_digest({path!r}))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.stdout.strip() == texts_digest(path), out.stderr
 
 
@@ -90,25 +95,40 @@ def test_default_spec_stays_randomised():
 
 def test_verbatim_classes_take_a_prefix_too(tmp_path):
     (tmp_path / "lib.jsonl").write_text(
-        "".join(f'{{"kind": "prompt", "domain": "d", "lang": "en", "text": "logged question {i}?", "id": "p{i}"}}\n'
-                for i in range(20)), encoding="utf-8")
-    spec = load_spec(write(tmp_path, "templates: lib.jsonl\nshared_prefix: {share: 1.0, count: 2, chars: 300}\n"
-                                     "classes:\n  v:\n    weight: 1\n    prompts: verbatim\n"
-                                     "    input_chars: {dist: empirical}\n    output_tokens: 3\n"))
+        "".join(
+            f'{{"kind": "prompt", "domain": "d", "lang": "en", "text": "logged question {i}?", "id": "p{i}"}}\n'
+            for i in range(20)
+        ),
+        encoding="utf-8",
+    )
+    spec = load_spec(
+        write(
+            tmp_path,
+            "templates: lib.jsonl\nshared_prefix: {share: 1.0, count: 2, chars: 300}\n"
+            "classes:\n  v:\n    weight: 1\n    prompts: verbatim\n"
+            "    input_chars: {dist: empirical}\n    output_tokens: 3\n",
+        )
+    )
     reqs = Sampler(spec, 1).sample(50)
     assert {len(r.system) for r in reqs} == {300} and len({r.system for r in reqs}) == 2
     assert all(r.user.startswith("logged question") and r.input_chars == 300 + len(r.user) for r in reqs)
 
 
-@pytest.mark.parametrize("raw,needle", [
-    ("{share: 1.5}", "share 1.5 is outside [0, 1]"),
-    ("{share: 0.5, count: 0}", "count 0 is outside"),
-    ("{share: 0.5, chars: 5}", "chars 5 is outside"),
-    ("{share: 0.5, size: 10}", "unknown field"),
-    ("0.5", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "raw,needle",
+    [
+        ("{share: 1.5}", "share 1.5 is outside [0, 1]"),
+        ("{share: 0.5, count: 0}", "count 0 is outside"),
+        ("{share: 0.5, chars: 5}", "chars 5 is outside"),
+        ("{share: 0.5, size: 10}", "unknown field"),
+        ("0.5", "expected a mapping"),
+    ],
+)
 def test_validation(tmp_path, raw, needle):
-    p = write(tmp_path, f"shared_prefix: {raw}\nclasses:\n  a: {{weight: 1, input_chars: {{min: 20, max: 200}}, output_tokens: 5}}\n")
+    p = write(
+        tmp_path,
+        f"shared_prefix: {raw}\nclasses:\n  a: {{weight: 1, input_chars: {{min: 20, max: 200}}, output_tokens: 5}}\n",
+    )
     with pytest.raises(InputError) as ei:
         load_spec(p)
     assert needle in str(ei.value) and "shared_prefix" in str(ei.value)
@@ -119,9 +139,29 @@ def test_server_receives_the_shared_prefixes(tmp_path):
     """What goes over the wire: about half of the `short` requests open with one of the four
     1500-character system prompts, byte for byte the same in every request that uses it."""
     with CaptureServer() as srv:
-        proc = run_locust("--host", srv.url, "--model", "capture", "--workload", write(tmp_path), "-u", "4", "-r", "4",
-                          "-t", "5s", "--seed", "3", "--results-dir", str(tmp_path), "--run-id", "px",
-                          "--stop-timeout", "5", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            srv.url,
+            "--model",
+            "capture",
+            "--workload",
+            write(tmp_path),
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "5s",
+            "--seed",
+            "3",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "px",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
         bodies = dict(srv.bodies)
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "px")

@@ -22,8 +22,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics
 from metrics.record import RequestRecord
+from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics
 from tests.helpers import free_port, own_master_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -121,12 +121,26 @@ def wait_for(path: str, proc: subprocess.Popen, timeout: float) -> None:
 # -- unit ------------------------------------------------------------------------------------------
 
 
-def _rec(cls="short", step=-1, ok=True, error="", ttft=0.1, e2e=1.0, tpot=0.01, prompt=10, output=5, chunks=(0.1, 0.12, 0.15)):
+def _rec(
+    cls="short", step=-1, ok=True, error="", ttft=0.1, e2e=1.0, tpot=0.01, prompt=10, output=5, chunks=(0.1, 0.12, 0.15)
+):
     return RequestRecord(
-        request_id="r", worker="w", endpoint="chat", request_class=cls, input_chars=10, max_tokens=5, step=step,
-        ok=ok, error=error, ttft_s=ttft, e2e_s=e2e, tpot_s=tpot, prompt_tokens=prompt, output_tokens=output,
+        request_id="r",
+        worker="w",
+        endpoint="chat",
+        request_class=cls,
+        input_chars=10,
+        max_tokens=5,
+        step=step,
+        ok=ok,
+        error=error,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        tpot_s=tpot,
+        prompt_tokens=prompt,
+        output_tokens=output,
         chunk_times=list(chunks),
-    ).as_row()  # fmt: skip
+    ).as_row()
 
 
 def _collect(metrics: ClientMetrics) -> dict:
@@ -232,8 +246,22 @@ def test_taken_port_is_a_clear_error(tmp_path):
         s.listen()
         port = s.getsockname()[1]
         log = str(tmp_path / "locust.log")
-        proc = locust("--headless", "-u", "1", "-r", "1", "-t", "1s", "--sim-profile", "fixed",
-                      "--results-dir", str(tmp_path / "results"), "--prometheus-port", str(port), log_path=log)  # fmt: skip
+        proc = locust(
+            "--headless",
+            "-u",
+            "1",
+            "-r",
+            "1",
+            "-t",
+            "1s",
+            "--sim-profile",
+            "fixed",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--prometheus-port",
+            str(port),
+            log_path=log,
+        )
         rc = wait_exit(proc, 40, log)
     assert rc == 2, tail(log)
     assert f"--prometheus-port: cannot listen on 127.0.0.1:{port}" in tail(log)
@@ -243,7 +271,10 @@ def test_taken_port_is_a_clear_error(tmp_path):
 
 
 def _check_against_records(samples: dict, results: str) -> int:
-    df = pd.read_parquet(os.path.join(results, "requests.parquet"), columns=["request_class", "ok", "error", "output_tokens", "chunk_times"])
+    df = pd.read_parquet(
+        os.path.join(results, "requests.parquet"),
+        columns=["request_class", "ok", "error", "output_tokens", "chunk_times"],
+    )
     assert len(df) > 0
     records = df.groupby("request_class").size().to_dict()
     ok = df[df["ok"]]
@@ -253,7 +284,9 @@ def _check_against_records(samples: dict, results: str) -> int:
     ok_by_class = {k: float(v) for k, v in ok.groupby("request_class").size().items()}
     for name in ("llm_ttft_seconds_count", "llm_e2e_seconds_count"):
         assert by_label(samples, name, "request_class") == ok_by_class, name
-    itl = ok.groupby("request_class")["chunk_times"].apply(lambda s: float(sum(max(0, len(c) - 1) for c in s))).to_dict()
+    itl = (
+        ok.groupby("request_class")["chunk_times"].apply(lambda s: float(sum(max(0, len(c) - 1) for c in s))).to_dict()
+    )
     assert by_label(samples, "llm_itl_seconds_count", "request_class") == {k: v for k, v in itl.items() if v}
     out = ok.groupby("request_class")["output_tokens"].sum().to_dict()
     assert by_label(samples, "llm_output_tokens_total", "request_class") == {k: float(v) for k, v in out.items()}
@@ -303,10 +336,29 @@ def test_local_run_metrics_equal_records(tmp_path, simulator):
     results = tmp_path / "results"
     log = str(tmp_path / "locust.log")
     proc = locust(
-        "--headless", "-u", "8", "-r", "8", "-t", "6s", "--host", simulator.url, "--max-tokens-override", "24",
-        "--results-dir", str(results), "--run-id", "local", "--prometheus-port", str(port),
-        "--prometheus-linger", "4s", "--api-key", SECRET, log_path=log,
-    )  # fmt: skip
+        "--headless",
+        "-u",
+        "8",
+        "-r",
+        "8",
+        "-t",
+        "6s",
+        "--host",
+        simulator.url,
+        "--max-tokens-override",
+        "24",
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "local",
+        "--prometheus-port",
+        str(port),
+        "--prometheus-linger",
+        "4s",
+        "--api-key",
+        SECRET,
+        log_path=log,
+    )
     poller = Poller(url)
     try:
         wait_for(str(results / "local" / "summary.json"), proc, 45)
@@ -336,11 +388,36 @@ def test_distributed_run_metrics_equal_records(tmp_path):
     results = tmp_path / "results"
     mlog, wlog = str(tmp_path / "master.log"), str(tmp_path / "worker.log")
     master = locust(
-        "--master", "--headless", "--expect-workers", "1", "--master-bind-host", "127.0.0.1",
-        "--master-bind-port", str(master_port), "-u", "8", "-r", "8", "-t", "7s", "--sim-profile", "fixed",
-        "--max-tokens-override", "24", "--results-dir", str(results), "--run-id", "dist",
-        "--prometheus-port", str(port), "--prometheus-linger", "4s", "--stop-timeout", "10", log_path=mlog,
-    )  # fmt: skip
+        "--master",
+        "--headless",
+        "--expect-workers",
+        "1",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(master_port),
+        "-u",
+        "8",
+        "-r",
+        "8",
+        "-t",
+        "7s",
+        "--sim-profile",
+        "fixed",
+        "--max-tokens-override",
+        "24",
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "dist",
+        "--prometheus-port",
+        str(port),
+        "--prometheus-linger",
+        "4s",
+        "--stop-timeout",
+        "10",
+        log_path=mlog,
+    )
     worker = locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port), log_path=wlog)
     poller = Poller(url)
     try:
@@ -370,11 +447,30 @@ def test_web_ui_mode_serves_metrics(tmp_path):
     results = tmp_path / "results"
     log = str(tmp_path / "locust.log")
     proc = locust(
-        "--autostart", "--autoquit", "4", "-u", "4", "-r", "4", "-t", "4s", "--web-host", "127.0.0.1",
-        "--web-port", str(web_port), "--sim-profile", "fixed", "--max-tokens-override", "16",
-        "--results-dir", str(results), "--run-id", "ui", log_path=log,
+        "--autostart",
+        "--autoquit",
+        "4",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "4s",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web_port),
+        "--sim-profile",
+        "fixed",
+        "--max-tokens-override",
+        "16",
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "ui",
+        log_path=log,
         env={"LOCUST_PROMETHEUS_PORT": str(port), "LOCUST_PROMETHEUS_HOST": "127.0.0.1"},
-    )  # fmt: skip
+    )
     poller = Poller(url)
     try:
         wait_for(str(results / "ui" / "summary.json"), proc, 40)
@@ -394,12 +490,23 @@ def test_grafana_dashboard_is_generated_and_uses_the_metrics():
     """deploy/grafana/dashboards/llm-loadtest.json is what deploy/grafana/build_dashboard.py writes."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("build_dashboard", os.path.join(ROOT, "deploy", "grafana", "build_dashboard.py"))
+    spec = importlib.util.spec_from_file_location(
+        "build_dashboard", os.path.join(ROOT, "deploy", "grafana", "build_dashboard.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     with open(mod.OUT) as f:
         assert json.load(f) == json.loads(json.dumps(mod.dashboard())), "re-run deploy/grafana/build_dashboard.py"
     exprs = " ".join(t["expr"] for p in mod.dashboard()["panels"] for t in p.get("targets", []))
-    for name in [*HISTOGRAMS, "llm_requests_total", "llm_output_tokens_total", "llm_users", "llm_in_flight_requests",
-                 "llm_target_rate", "llm_worker_cpu_percent", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]:  # fmt: skip
+    for name in [
+        *HISTOGRAMS,
+        "llm_requests_total",
+        "llm_output_tokens_total",
+        "llm_users",
+        "llm_in_flight_requests",
+        "llm_target_rate",
+        "llm_worker_cpu_percent",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+    ]:
         assert name in exprs, name

@@ -26,7 +26,12 @@ from plugin.prometheus import TTFT_BUCKETS
 from tests.test_prometheus import NO_PROXY, ROOT, Simulator, free_port, locust, simulator, tail, wait_exit, wait_for  # noqa: F401 (fixture)
 
 PROMETHEUS = shutil.which("prometheus")
-pytestmark = [pytest.mark.process, pytest.mark.skipif(PROMETHEUS is None, reason="needs the prometheus binary (apt-get install prometheus; .ci/run does)")]
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        PROMETHEUS is None, reason="needs the prometheus binary (apt-get install prometheus; .ci/run does)"
+    ),
+]
 
 
 def scrape_config(client: str, server: str) -> dict:
@@ -49,8 +54,13 @@ class Prometheus:
         conf = tmp_path / "prometheus.yml"
         conf.write_text(yaml.safe_dump(config))
         self.log = str(tmp_path / "prometheus.log")
-        cmd = [PROMETHEUS, f"--config.file={conf}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-               f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]  # fmt: skip
+        cmd = [
+            PROMETHEUS,
+            f"--config.file={conf}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while True:
@@ -103,10 +113,27 @@ def test_prometheus_scrapes_client_and_server(tmp_path, simulator):  # noqa: F81
     log = str(tmp_path / "locust.log")
     try:
         proc = locust(
-            "--headless", "-u", "10", "-r", "10", "-t", "8s", "--host", simulator.url, "--max-tokens-override", "24",
-            "--results-dir", str(results), "--run-id", "prom", "--prometheus-port", str(client_port),
-            "--prometheus-linger", "6s", log_path=log,
-        )  # fmt: skip
+            "--headless",
+            "-u",
+            "10",
+            "-r",
+            "10",
+            "-t",
+            "8s",
+            "--host",
+            simulator.url,
+            "--max-tokens-override",
+            "24",
+            "--results-dir",
+            str(results),
+            "--run-id",
+            "prom",
+            "--prometheus-port",
+            str(client_port),
+            "--prometheus-linger",
+            "6s",
+            log_path=log,
+        )
         t0 = time.time()
         try:
             rc = wait_exit(proc, 60, log)
@@ -115,7 +142,9 @@ def test_prometheus_scrapes_client_and_server(tmp_path, simulator):  # noqa: F81
                 proc.kill()
         assert rc == 0, tail(log)
         summary = json.loads((results / "prom" / "summary.json").read_text())
-        records = pd.read_parquet(results / "prom" / "requests.parquet", columns=["ok", "request_class", "output_tokens"])
+        records = pd.read_parquet(
+            results / "prom" / "requests.parquet", columns=["ok", "request_class", "output_tokens"]
+        )
         output = int(records["output_tokens"].clip(lower=0).sum())
 
         # The simulator is still up: wait until Prometheus has its final counters.
@@ -136,7 +165,10 @@ def test_prometheus_scrapes_client_and_server(tmp_path, simulator):  # noqa: F81
         at = final[-1]
 
         # per class and outcome, exactly the records
-        per_class = {r["metric"]["request_class"]: float(r["value"][1]) for r in prom.query("sum by (request_class) (llm_requests_total)", at)}
+        per_class = {
+            r["metric"]["request_class"]: float(r["value"][1])
+            for r in prom.query("sum by (request_class) (llm_requests_total)", at)
+        }
         assert per_class == {k: float(v) for k, v in records.groupby("request_class").size().items()}
         ok = prom.scalar('sum(llm_requests_total{outcome="ok"})', at)
         assert ok == int(records["ok"].sum()) == prom.scalar("sum(llm_ttft_seconds_count)", at)
@@ -146,8 +178,14 @@ def test_prometheus_scrapes_client_and_server(tmp_path, simulator):  # noqa: F81
         exact = summary["overall"]["ttft_ms"]["p95"] / 1000.0
         assert abs(_bucket(estimate) - _bucket(exact)) <= 1, (estimate, exact)
         for cls, section in summary["by_class"].items():
-            est = prom.scalar(f'histogram_quantile(0.95, sum by (le) (llm_ttft_seconds_bucket{{request_class="{cls}"}}))', at)
-            assert abs(_bucket(est) - _bucket(section["ttft_ms"]["p95"] / 1000.0)) <= 1, (cls, est, section["ttft_ms"]["p95"])
+            est = prom.scalar(
+                f'histogram_quantile(0.95, sum by (le) (llm_ttft_seconds_bucket{{request_class="{cls}"}}))', at
+            )
+            assert abs(_bucket(est) - _bucket(section["ttft_ms"]["p95"] / 1000.0)) <= 1, (
+                cls,
+                est,
+                section["ttft_ms"]["p95"],
+            )
 
         assert prom.scalar("max_over_time(llm_users[30s])", at) == 10
 
@@ -177,9 +215,30 @@ def test_every_grafana_dashboard_query_has_data_from_a_real_run(tmp_path):
     prom = Prometheus(tmp_path, scrape_config(f"127.0.0.1:{client_port}", sim.hostport))
     log = str(tmp_path / "locust.log")
     try:
-        proc = locust("--headless", "--processes", "2", "-u", "12", "-r", "12", "-t", "24s", "--host", sim.url,
-                      "--max-tokens-override", "32", "--results-dir", str(tmp_path / "results"), "--run-id", "dash",
-                      "--prometheus-port", str(client_port), "--prometheus-linger", "4s", log_path=log)  # fmt: skip
+        proc = locust(
+            "--headless",
+            "--processes",
+            "2",
+            "-u",
+            "12",
+            "-r",
+            "12",
+            "-t",
+            "24s",
+            "--host",
+            sim.url,
+            "--max-tokens-override",
+            "32",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run-id",
+            "dash",
+            "--prometheus-port",
+            str(client_port),
+            "--prometheus-linger",
+            "4s",
+            log_path=log,
+        )
         try:
             assert wait_exit(proc, 120, log) == 0, tail(log)
         finally:
@@ -205,6 +264,10 @@ def test_every_grafana_dashboard_query_has_data_from_a_real_run(tmp_path):
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus package)")
 def test_compose_scrape_config_is_valid():
-    out = subprocess.run(["promtool", "check", "config", os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")],
-                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    out = subprocess.run(
+        ["promtool", "check", "config", os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -14,6 +14,7 @@ from tests.test_readme import readme
 # timing: how many requests 30 users complete in 60 s depends on the CPU the run gets (tests/conftest.py)
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
+
 def test_quickstart_main_job(tmp_path):
     command = re.findall(r"```bash\n(.*?)\n```", readme().split("## Quickstart", 1)[1], re.S)[0]
     locust_part = command.split("&&", 1)[1].strip()  # the packages are installed by .ci/run

@@ -31,7 +31,9 @@ def test_each_step_sends_at_its_own_rate_split_across_processes():
     assert counts == [int(rates[0] * (step - START_DELAY_S)) - 1, 20, 40]
     parts = [_times(StepSchedule(rates, step, "constant", 1.0, 7, 2, i, 100.0), 100.0 + 3 * step) for i in (0, 1)]
     assert sorted(parts[0] + parts[1]) == whole
-    assert StepSchedule(rates, step, "constant", 1.0, 7, 1, 0, 100.0).count_between(100.0 + step, 100.0 + 2 * step) == 20
+    assert (
+        StepSchedule(rates, step, "constant", 1.0, 7, 1, 0, 100.0).count_between(100.0 + step, 100.0 + 2 * step) == 20
+    )
     done = StepSchedule(rates, step, "constant", 1.0, 7, 1, 0, 100.0)
     _times(done, 100.0 + 3 * step)
     assert done.take() > 100.0 + 3 * step + 3600  # the shape has ended the run long before
@@ -45,9 +47,27 @@ def test_a_run_in_rate_steps_judges_each_step_at_its_rate(tmp_path):
     requests sent in its window (after its warm-up), and the run ends after the last step without -t."""
     truth = tmp_path / "truth.jsonl"
     with simulator("--profile", "fixed", truth_log=str(truth)) as url:
-        proc = run_locust("--host", url, "--rate-steps", "2,6", "--step-time", "4s", "--step-warmup", "1.1s", "--arrival", "constant",
-                          "--max-concurrency", "16", "--max-tokens-override", "8", "--results-dir", str(tmp_path), "--run-id", "r",
-                          timeout=90)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--rate-steps",
+            "2,6",
+            "--step-time",
+            "4s",
+            "--step-warmup",
+            "1.1s",
+            "--arrival",
+            "constant",
+            "--max-concurrency",
+            "16",
+            "--max-tokens-override",
+            "8",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "r",
+            timeout=90,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in open(truth)]
     assert len(rows) == int(2 * (4 - START_DELAY_S)) - 1 + 24, len(rows)

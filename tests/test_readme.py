@@ -48,7 +48,9 @@ def options_table(text: str) -> str:
 
 def test_options_table_is_generated_from_the_options():
     table = options_table(read(os.path.join(DOCS, "options.md")))
-    assert table == markdown_table(), "docs/options.md options table is stale: paste the output of `python -m plugin.options --markdown`"
+    assert table == markdown_table(), (
+        "docs/options.md options table is stale: paste the output of `python -m plugin.options --markdown`"
+    )
 
 
 def test_options_table_names_every_option_once():
@@ -128,7 +130,10 @@ def test_the_link_checker_finds_a_missing_file_and_a_missing_heading(tmp_path):
         encoding="utf-8",
     )
     assert broken_links(str(page)) == ["missing.md: no such file", "there.md#nowhere: no heading with anchor #nowhere"]
-    assert slug("Reference scenario end to end (`bench/reference_scenario.py`)") == "reference-scenario-end-to-end-benchreference_scenariopy"
+    assert (
+        slug("Reference scenario end to end (`bench/reference_scenario.py`)")
+        == "reference-scenario-end-to-end-benchreference_scenariopy"
+    )
 
 
 def test_every_docs_page_is_on_the_readme_map():
@@ -153,8 +158,11 @@ def repository_files() -> list[str]:
     try:
         out = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT, capture_output=True, check=True, timeout=60,
-        ).stdout  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
         names = [n for n in out.decode().split("\0") if n]
     except (OSError, subprocess.CalledProcessError):
         names = []
@@ -209,7 +217,9 @@ def test_the_first_screen_shows_the_three_uses_and_each_command_builds_its_plan(
     text = readme()
     section = text.split("\n## Three ways to use it\n", 1)[1].split("\n## ", 1)[0]
     assert text.index("## Three ways to use it") < text.index("## Metric definitions")
-    commands = [line for line in re.findall(r"```bash\n(.*?)\n```", section, re.S)[0].splitlines() if not line.startswith("#")]
+    commands = [
+        line for line in re.findall(r"```bash\n(.*?)\n```", section, re.S)[0].splitlines() if not line.startswith("#")
+    ]
     assert len(commands) == 3, commands
     plans = []
     for command in commands:

@@ -47,9 +47,23 @@ def test_chat_reference_mix_pinned_length(server, tmp_path):
     """The reference mix (short/medium/long prompts, English and Chinese), max_tokens pinned, ignore_eos."""
     before = harness.scrape(server.url)
     run = harness.run_suite(
-        server.url, "llamacpp-chat", tmp_path, users=USERS, run_time="6s",
-        args=["--endpoint", "chat", "--model", "tiny-llama", "--max-tokens-override", "32", "--ignore-eos", "--seed", "7"],
-    )  # fmt: skip
+        server.url,
+        "llamacpp-chat",
+        tmp_path,
+        users=USERS,
+        run_time="6s",
+        args=[
+            "--endpoint",
+            "chat",
+            "--model",
+            "tiny-llama",
+            "--max-tokens-override",
+            "32",
+            "--ignore-eos",
+            "--seed",
+            "7",
+        ],
+    )
     delta = harness.scrape(server.url) - before
     checks.check_all_succeeded(run, min_requests=8)
     checks.check_tokens_from_usage(run, pinned_max_tokens=32)
@@ -66,9 +80,23 @@ def test_completions_fixed_workload(server, tmp_path):
     workload = harness.write_workload(tmp_path / "fixed.yaml", input_chars=400, output_tokens=20)
     before = harness.scrape(server.url)
     run = harness.run_suite(
-        server.url, "llamacpp-completions", tmp_path, users=USERS, run_time="6s",
-        args=["--endpoint", "completions", "--model", "tiny-llama", "--workload", str(workload), "--ignore-eos", "--seed", "8"],
-    )  # fmt: skip
+        server.url,
+        "llamacpp-completions",
+        tmp_path,
+        users=USERS,
+        run_time="6s",
+        args=[
+            "--endpoint",
+            "completions",
+            "--model",
+            "tiny-llama",
+            "--workload",
+            str(workload),
+            "--ignore-eos",
+            "--seed",
+            "8",
+        ],
+    )
     delta = harness.scrape(server.url) - before
     checks.check_all_succeeded(run, min_requests=8)
     checks.check_tokens_from_usage(run, pinned_max_tokens=20)

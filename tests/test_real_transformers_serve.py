@@ -31,9 +31,13 @@ def served():
 def test_chat_reference_mix(served, tmp_path):
     srv, model = served
     run = harness.run_suite(
-        srv.url, "tserve-chat", tmp_path, users=USERS, run_time="8s",
+        srv.url,
+        "tserve-chat",
+        tmp_path,
+        users=USERS,
+        run_time="8s",
         args=["--endpoint", "chat", "--model", model, "--max-tokens-override", "24", "--seed", "11"],
-    )  # fmt: skip
+    )
     checks.check_all_succeeded(run, min_requests=8)
     checks.check_tokens_from_usage(run, pinned_max_tokens=24)
     checks.check_timings(run)
@@ -44,9 +48,13 @@ def test_completions_fixed_workload(served, tmp_path):
     srv, model = served
     workload = harness.write_workload(tmp_path / "fixed.yaml", input_chars=300, output_tokens=16)
     run = harness.run_suite(
-        srv.url, "tserve-completions", tmp_path, users=USERS, run_time="8s",
+        srv.url,
+        "tserve-completions",
+        tmp_path,
+        users=USERS,
+        run_time="8s",
         args=["--endpoint", "completions", "--model", model, "--workload", str(workload), "--seed", "12"],
-    )  # fmt: skip
+    )
     checks.check_all_succeeded(run, min_requests=8)
     checks.check_tokens_from_usage(run, pinned_max_tokens=16)
     checks.check_timings(run)
@@ -56,9 +64,13 @@ def test_unknown_field_is_a_classified_http_4xx(served, tmp_path):
     """--ignore-eos sends a field transformers serve rejects: every request is an http_4xx record."""
     srv, model = served
     run = harness.run_suite(
-        srv.url, "tserve-422", tmp_path, users=2, run_time="2s",
+        srv.url,
+        "tserve-422",
+        tmp_path,
+        users=2,
+        run_time="2s",
         args=["--endpoint", "chat", "--model", model, "--max-tokens-override", "8", "--ignore-eos"],
-    )  # fmt: skip
+    )
     rec = run.records
     assert len(rec) >= 2 and run.returncode != 0
     assert (rec["status"] == 422).all() and (rec["error"] == "http_4xx").all() and not rec["ok"].any()

@@ -66,17 +66,36 @@ def _run(server, tmp_path_factory, name, args, users=USERS, run_time="8s"):
 
 @pytest.fixture(scope="module")
 def chat(server, tmp_path_factory):
-    return _run(server, tmp_path_factory, "vllm-chat",
-                ["--endpoint", "chat", "--model", "tiny-llama", "--max-tokens-override", "32", "--ignore-eos", "--seed", "21"])  # fmt: skip
+    return _run(
+        server,
+        tmp_path_factory,
+        "vllm-chat",
+        ["--endpoint", "chat", "--model", "tiny-llama", "--max-tokens-override", "32", "--ignore-eos", "--seed", "21"],
+    )
 
 
 @pytest.fixture(scope="module")
 def completions(server, tmp_path_factory):
     workload = harness.write_workload(tmp_path_factory.mktemp("wl") / "fixed.yaml", input_chars=500, output_tokens=24)
     extra = '{"stream_options": {"include_usage": true, "continuous_usage_stats": true}}'
-    return _run(server, tmp_path_factory, "vllm-completions",
-                ["--endpoint", "completions", "--model", "tiny-llama", "--workload", str(workload), "--ignore-eos",
-                 "--extra-body", extra, "--seed", "22"])  # fmt: skip
+    return _run(
+        server,
+        tmp_path_factory,
+        "vllm-completions",
+        [
+            "--endpoint",
+            "completions",
+            "--model",
+            "tiny-llama",
+            "--workload",
+            str(workload),
+            "--ignore-eos",
+            "--extra-body",
+            extra,
+            "--seed",
+            "22",
+        ],
+    )
 
 
 def _check_counters(run: harness.SuiteRun, delta: harness.Scrape) -> None:
@@ -105,7 +124,9 @@ def test_completions_continuous_usage(completions):
     checks.check_tokens_from_usage(run, pinned_max_tokens=24)
     checks.check_timings(run)
     # continuous_usage_stats: tokens per chunk are known exactly and add up to usage
-    for tokens, n_chunks, total in zip(run.records["chunk_tokens"], run.records["n_chunks"], run.records["output_tokens"]):
+    for tokens, n_chunks, total in zip(
+        run.records["chunk_tokens"], run.records["n_chunks"], run.records["output_tokens"]
+    ):
         assert len(tokens) == n_chunks and sum(tokens) == total and min(tokens) >= 1
     _check_counters(run, delta)
 
@@ -113,6 +134,7 @@ def test_completions_continuous_usage(completions):
 def _held_back(records, end: str) -> int:
     """Requests whose first (end="first") or last (end="last") token chunk arrived in the same read
     as its neighbour: vLLM held it back and wrote it together with the next (or previous) one."""
+
     def held(t):
         t = np.asarray(t)
         return len(t) > 1 and (t[1] == t[0] if end == "first" else t[-1] == t[-2])
@@ -136,8 +158,10 @@ def _compare(ours_s: np.ndarray, server_buckets: dict[float, float], late_allowa
     return problems
 
 
-@pytest.mark.parametrize("metric, column, end", [("vllm:time_to_first_token_seconds", "ttft_s", "first"),
-                                                 ("vllm:e2e_request_latency_seconds", "e2e_s", "last")])  # fmt: skip
+@pytest.mark.parametrize(
+    "metric, column, end",
+    [("vllm:time_to_first_token_seconds", "ttft_s", "first"), ("vllm:e2e_request_latency_seconds", "e2e_s", "last")],
+)
 @pytest.mark.parametrize("which", ["chat", "completions"])
 def test_distributions_within_vllm_histograms(request, which, metric, column, end):
     """Ours is never earlier than vLLM's own figure by more than a bucket (a role-only chunk

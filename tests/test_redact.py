@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from core.redact import MASK, redact
-from tests.helpers import read_results, run_locust
 from tests.fake_server import QuietHandler
+from tests.helpers import read_results, run_locust
 
 KEY = "sk-echo-5f0c2a9e8b7d41c3a6e2f9d8c7b6a5e4"
 
@@ -31,8 +31,13 @@ def echoes(auth: str) -> list[bytes]:
     """Three 401 bodies that give the key back: whole, as the header, and cut inside it by the
     record's 200 bytes (the text there ends with the key's first 23 characters)."""
     key = auth.removeprefix("Bearer ")
-    whole = {"error": {"message": f"Incorrect API key provided: {key}. You can find your API key at the console.",
-                       "type": "invalid_request_error", "code": "invalid_api_key"}}  # fmt: skip
+    whole = {
+        "error": {
+            "message": f"Incorrect API key provided: {key}. You can find your API key at the console.",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+    }
     header = {"detail": f"rejected header 'Authorization: {auth}'"}
     cut = json.dumps({"error": "x" * 161 + " key " + key})
     assert cut[:200].endswith(key[:23])
@@ -40,7 +45,6 @@ def echoes(auth: str) -> list[bytes]:
 
 
 class _Handler(QuietHandler):
-
     def do_GET(self):
         if self.path == "/v1/models":  # the model list is open; the completions route checks the key
             self._send(200, b'{"object":"list","data":[{"id":"echo-model","object":"model"}]}', "application/json")
@@ -75,9 +79,16 @@ def test_redact_masks_the_key_its_pieces_and_any_bearer_token():
     assert redact(f"got Authorization: Bearer {key}", key) == f"got Authorization: Bearer {MASK}"
     assert redact("Authorization: Bearer some-other-token, rejected", key) == f"Authorization: Bearer {MASK}, rejected"
     assert redact(f'{{"error": "bad key {key[:17]}', key) == f'{{"error": "bad key {MASK}'  # cut inside the key
-    assert redact(f"key {key[:6]}...{key[-4:]} is wrong", key) == f"key {MASK}...{key[-4:]} is wrong"  # a shortened echo
-    assert redact("worker key sk-" + "a1" * 12 + " refused", "") == f"worker key {MASK} refused"  # a key of OpenAI's shape
-    assert redact("HTTP 500 on POST /v1/chat/completions: overloaded", key) == "HTTP 500 on POST /v1/chat/completions: overloaded"
+    assert (
+        redact(f"key {key[:6]}...{key[-4:]} is wrong", key) == f"key {MASK}...{key[-4:]} is wrong"
+    )  # a shortened echo
+    assert (
+        redact("worker key sk-" + "a1" * 12 + " refused", "") == f"worker key {MASK} refused"
+    )  # a key of OpenAI's shape
+    assert (
+        redact("HTTP 500 on POST /v1/chat/completions: overloaded", key)
+        == "HTTP 500 on POST /v1/chat/completions: overloaded"
+    )
     assert redact("the model said EMPTY", "EMPTY") == f"the model said {MASK}"
     assert redact("a b c", "a") == "a b c"  # a key too short to be told from text
 
@@ -86,8 +97,25 @@ def test_redact_masks_the_key_its_pieces_and_any_bearer_token():
 def test_an_echoed_key_is_in_no_result_and_no_console_line(tmp_path):
     results = str(tmp_path / "results")
     with echoing_server() as (server, url):
-        done = run_locust("--host", url, "--api-key", KEY, "-u", "2", "-r", "2", "-t", "40s", "--results-dir", results,
-                          "--run-id", "echo", "--stop-timeout", "5", timeout=120)  # fmt: skip
+        done = run_locust(
+            "--host",
+            url,
+            "--api-key",
+            KEY,
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "40s",
+            "--results-dir",
+            results,
+            "--run-id",
+            "echo",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
         answered = list(server.answered)
     console = done.stdout + done.stderr
     assert done.returncode == 4, console[-3000:]  # stopped by the all-failed check
@@ -95,16 +123,23 @@ def test_an_echoed_key_is_in_no_result_and_no_console_line(tmp_path):
     assert len(example) == 1 and "HTTP 401 on POST /v1/chat/completions: " in example[0] and MASK in example[0], example
     records, _ = read_results(results, "echo")
     # every answer is a record
-    assert records["status"].tolist() == [401] * len(answered) and len(answered) >= 5, (records["status"].tolist(), answered)
+    assert records["status"].tolist() == [401] * len(answered) and len(answered) >= 5, (
+        records["status"].tolist(),
+        answered,
+    )
     details = records["error_detail"].tolist()
     assert all(d.startswith("HTTP 401 on POST /v1/chat/completions: ") and MASK in d for d in details), details
-    assert any("Incorrect API key provided: " + MASK in d for d in details) and any("Bearer " + MASK in d for d in details)
+    assert any("Incorrect API key provided: " + MASK in d for d in details) and any(
+        "Bearer " + MASK in d for d in details
+    )
     texts = [records[c].astype(str) for c in records.columns if pd.api.types.is_string_dtype(records[c])]
     assert any(column.name == "error_detail" for column in texts)
     for piece in (KEY[:12], KEY[-12:]):  # the records' text (the file itself is compressed: grep reads nothing there)
         assert not any(column.str.contains(piece, regex=False).any() for column in texts), piece
     files = [os.path.join(d, f) for d, _, names in os.walk(results) for f in names]
-    assert {"requests.parquet", "summary.json", "report.html", "report.md"} <= {os.path.basename(f) for f in files}, files
+    assert {"requests.parquet", "summary.json", "report.html", "report.md"} <= {os.path.basename(f) for f in files}, (
+        files
+    )
     for piece in (KEY, KEY[:12], KEY[-12:]):
         for path in files:
             with open(path, "rb") as f:

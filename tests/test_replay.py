@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from locust import argument_parser
 
-from shapes.arrivals import START_DELAY_S
-from shapes.replay import ReplaySchedule, load_trace
 from core.errors import InputError
 from plugin.options import add_arguments
 from plugin.plan import RunPlan
+from shapes.arrivals import START_DELAY_S
+from shapes.replay import ReplaySchedule, load_trace
 from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
 from tests.test_sessions import CaptureServer
 from workloads.__main__ import main as workloads_cli
@@ -40,40 +40,75 @@ def write_trace(path, rows, header=None):
 def test_trace_with_library_ids_inline_text_and_messages(tmp_path):
     lib = tmp_path / "lib.jsonl"
     lib.write_text(
-        json.dumps({"kind": "system", "domain": "d", "lang": "en", "text": "Be brief. ", "id": "s1"}) + "\n"
-        + json.dumps({"kind": "prompt", "domain": "d", "lang": "en", "text": " Why? ", "id": "p1", "system": "s1",
-                      "history": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}) + "\n",
-        encoding="utf-8")
-    path = write_trace(tmp_path / "t.jsonl", [
-        {"t": 2.0, "class": "short", "prompt": "p1", "max_tokens": 7},
-        {"t": 0.5, "text": "inline", "system": "sys"},
-        {"t": 1.0, "class": "chat", "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "a"},
-                                                 {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}],
-         "max_tokens": 3},
-    ], header={"templates": "lib.jsonl"})
+        json.dumps({"kind": "system", "domain": "d", "lang": "en", "text": "Be brief. ", "id": "s1"})
+        + "\n"
+        + json.dumps(
+            {
+                "kind": "prompt",
+                "domain": "d",
+                "lang": "en",
+                "text": " Why? ",
+                "id": "p1",
+                "system": "s1",
+                "history": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    path = write_trace(
+        tmp_path / "t.jsonl",
+        [
+            {"t": 2.0, "class": "short", "prompt": "p1", "max_tokens": 7},
+            {"t": 0.5, "text": "inline", "system": "sys"},
+            {
+                "t": 1.0,
+                "class": "chat",
+                "messages": [
+                    {"role": "system", "content": "S"},
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "b"},
+                    {"role": "user", "content": "c"},
+                ],
+                "max_tokens": 3,
+            },
+        ],
+        header={"templates": "lib.jsonl"},
+    )
     tr = load_trace(path)
     assert tr.times == (0.5, 1.0, 2.0) and tr.duration_s == 2.0
     inline, chat, logged = tr.requests
     assert (inline.request_class, inline.system, inline.user, inline.max_tokens) == ("replay", "sys", "inline", 256)
-    assert chat.messages() == [{"role": "system", "content": "S"}, {"role": "user", "content": "a"},
-                               {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    assert chat.messages() == [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+    ]
     # a logged prompt is exactly as logged: whitespace kept, system prompt and history with it
-    assert logged.messages() == [{"role": "system", "content": "Be brief. "}, {"role": "user", "content": "Hi"},
-                                 {"role": "assistant", "content": "Hello"}, {"role": "user", "content": " Why? "}]
+    assert logged.messages() == [
+        {"role": "system", "content": "Be brief. "},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": " Why? "},
+    ]
     assert logged.input_chars == len("Be brief. ") + 2 + 5 + len(" Why? ") and logged.max_tokens == 7
     assert tr.rate(1.0) == pytest.approx(1.5) and tr.rate(0.5) == pytest.approx(3.0)  # at least over 1 s
     assert load_trace(path) is tr  # cached while unchanged
 
 
-@pytest.mark.parametrize("rows,needle", [
-    ([], "holds no requests"),
-    (["{bad"], "line 1: malformed JSON"),
-    ([{"t": -1, "text": "x"}], "t must be seconds"),
-    ([{"t": 1, "text": "x", "max_tokens": 0}], "max_tokens"),
-    ([{"t": 1}], "needs prompt"),
-    ([{"t": 1, "prompt": "p9"}], "no template library"),
-    ([{"t": 1, "messages": [{"role": "assistant", "content": "x"}]}], "last message must be the user's"),
-])
+@pytest.mark.parametrize(
+    "rows,needle",
+    [
+        ([], "holds no requests"),
+        (["{bad"], "line 1: malformed JSON"),
+        ([{"t": -1, "text": "x"}], "t must be seconds"),
+        ([{"t": 1, "text": "x", "max_tokens": 0}], "max_tokens"),
+        ([{"t": 1}], "needs prompt"),
+        ([{"t": 1, "prompt": "p9"}], "no template library"),
+        ([{"t": 1, "messages": [{"role": "assistant", "content": "x"}]}], "last message must be the user's"),
+    ],
+)
 def test_bad_traces(tmp_path, rows, needle):
     with pytest.raises(InputError) as ei:
         load_trace(write_trace(tmp_path / "t.jsonl", rows))
@@ -108,11 +143,13 @@ def test_replay_options(tmp_path):
     s = RunPlan.from_options(parse("--replay", path, "--time-scale", "0.5", "--max-concurrency", "8"))
     assert s.replay == path and s.load.kind == "replay" and s.load.time_scale == 0.5 and s.load.max_concurrency == 8
     assert s.request_rate == pytest.approx(3 / 10)  # the trace's mean rate: open loop everywhere else
-    for args, needle in ((("--replay", path, "--request-rate", "5"), "drop --request-rate"),
-                         (("--replay", path, "--steps", "1,2"), "--steps"),
-                         (("--time-scale", "2"), "only applies with --replay"),
-                         (("--replay", path, "--time-scale", "0"), "--time-scale"),
-                         (("--replay", str(tmp_path / "missing.jsonl")), "trace file not found")):
+    for args, needle in (
+        (("--replay", path, "--request-rate", "5"), "drop --request-rate"),
+        (("--replay", path, "--steps", "1,2"), "--steps"),
+        (("--time-scale", "2"), "only applies with --replay"),
+        (("--replay", path, "--time-scale", "0"), "--time-scale"),
+        (("--replay", str(tmp_path / "missing.jsonl")), "trace file not found"),
+    ):
         with pytest.raises(InputError) as ei:
             RunPlan.from_options(parse(*args))
         assert needle in str(ei.value), (args, str(ei.value))
@@ -126,17 +163,42 @@ def test_replay_sends_logged_prompts_verbatim_at_scaled_times_and_ends_with_the_
     log = tmp_path / "log.jsonl"
     with open(log, "w", encoding="utf-8") as f:
         for i in range(30):
-            msgs = ([{"role": "system", "content": "  Keep it short.\n"}] if i % 3 == 0 else []) + \
-                ([{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "reply"}] if i % 5 == 0 else []) + \
-                [{"role": "user", "content": f" question {i} " + "x" * (i * 7)}]
-            f.write(json.dumps({"timestamp": 1_700_000_000 + i * 0.2, "messages": msgs,
-                                "usage": {"completion_tokens": 2 + i % 4}}) + "\n")
+            msgs = (
+                ([{"role": "system", "content": "  Keep it short.\n"}] if i % 3 == 0 else [])
+                + (
+                    [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "reply"}]
+                    if i % 5 == 0
+                    else []
+                )
+                + [{"role": "user", "content": f" question {i} " + "x" * (i * 7)}]
+            )
+            f.write(
+                json.dumps(
+                    {"timestamp": 1_700_000_000 + i * 0.2, "messages": msgs, "usage": {"completion_tokens": 2 + i % 4}}
+                )
+                + "\n"
+            )
     assert workloads_cli(["import", str(log), "--out", str(tmp_path / "imp")]) == 0
     trace = str(tmp_path / "imp" / "trace.jsonl")
     with CaptureServer() as srv:
         t0 = time.monotonic()
-        proc = run_locust("--host", srv.url, "--model", "capture", "--replay", trace, "--time-scale", "0.5",
-                          "--results-dir", str(tmp_path), "--run-id", "rp", "--stop-timeout", "5", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            srv.url,
+            "--model",
+            "capture",
+            "--replay",
+            trace,
+            "--time-scale",
+            "0.5",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "rp",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
         took = time.monotonic() - t0
         bodies = dict(srv.bodies)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -162,8 +224,23 @@ def test_replay_sends_logged_prompts_verbatim_at_scaled_times_and_ends_with_the_
 def test_replay_is_cut_by_run_time(tmp_path):
     path = write_trace(tmp_path / "t.jsonl", [{"t": i * 0.5, "text": f"q{i}", "max_tokens": 2} for i in range(60)])
     with CaptureServer() as srv:
-        proc = run_locust("--host", srv.url, "--model", "capture", "--replay", path, "-t", "4s",
-                          "--results-dir", str(tmp_path), "--run-id", "cut", "--stop-timeout", "5", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            srv.url,
+            "--model",
+            "capture",
+            "--replay",
+            path,
+            "-t",
+            "4s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "cut",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, _ = read_results(str(tmp_path), "cut")
     assert 3 <= len(df) <= 12, len(df)  # about 3 s of a 30 s trace at 2 requests/s
@@ -181,16 +258,38 @@ def test_two_workers_replay_a_trace_on_one_clock(tmp_path):
     rng = random.Random(8)
     t, rows = 3.0, []
     while t < 33.0:
-        rows.append({"t": round(t, 6), "class": rng.choice(["short", "long"]), "text": f"q{len(rows)} " + "x" * rng.randint(5, 300),
-                     "max_tokens": rng.randint(2, 6)})
+        rows.append(
+            {
+                "t": round(t, 6),
+                "class": rng.choice(["short", "long"]),
+                "text": f"q{len(rows)} " + "x" * rng.randint(5, 300),
+                "max_tokens": rng.randint(2, 6),
+            }
+        )
         t += rng.expovariate(20.0)
     path = write_trace(tmp_path / "t.jsonl", rows)
     n = len(rows)
     port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = start_locust("--master", "--headless", "--master-bind-port", str(port), "--expect-workers", "2",
-                              "--host", url, "--replay", path, "--results-dir", str(tmp_path),
-                              "--run-id", "rp2", "--stop-timeout", "10", log_path=str(tmp_path / "master.log"))  # fmt: skip
+        master = start_locust(
+            "--master",
+            "--headless",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "--host",
+            url,
+            "--replay",
+            path,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "rp2",
+            "--stop-timeout",
+            "10",
+            log_path=str(tmp_path / "master.log"),
+        )
         workers = [start_locust("--worker", "--master-port", str(port)) for _ in range(2)]
         try:
             assert stop(master, timeout=180) == 0, (tmp_path / "master.log").read_text()[-3000:]
@@ -204,13 +303,17 @@ def test_two_workers_replay_a_trace_on_one_clock(tmp_path):
     assert len(df) == n and df["ok"].all() and df["request_id"].is_unique
     df = df.sort_values("t_intended")
     rel = df["t_intended"].to_numpy() - df["t_intended"].iloc[0]
-    assert np.allclose(rel, np.array([r["t"] for r in rows]) - rows[0]["t"], atol=1e-6)  # one clock (core/clock.py: each process within 0.25 µs)
+    assert np.allclose(
+        rel, np.array([r["t"] for r in rows]) - rows[0]["t"], atol=1e-6
+    )  # one clock (core/clock.py: each process within 0.25 µs)
     workers = df["worker"].to_numpy()
     assert len(set(workers)) == 2 and (workers[::2] == workers[0]).all() and (workers[1::2] != workers[0]).all()
     lag = summary["overall"]["schedule_lag_ms"]
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    print(f"replay schedule lag ms: p50 {lag['p50']:.2f} p95 {lag['p95']:.2f} p99 {lag['p99']:.2f} "
-          f"max {lag['max']:.2f} (n {lag['count']}, 1-min load {load:.1f} on {cores} cores)")
+    print(
+        f"replay schedule lag ms: p50 {lag['p50']:.2f} p95 {lag['p95']:.2f} p99 {lag['p99']:.2f} "
+        f"max {lag['max']:.2f} (n {lag['count']}, 1-min load {load:.1f} on {cores} cores)"
+    )
     assert lag["p50"] < 10, lag
     if load <= cores:
         assert lag["p99"] < 50, lag

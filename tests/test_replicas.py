@@ -7,7 +7,6 @@ where and when the failures came and when it served again)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -55,9 +54,20 @@ class Replica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, truth: str | None = None) -> "Replica":
-        cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(self.port), "--profile", self.profile,
-               "--truth-log", truth or self.truth]  # fmt: skip
+    def start(self, truth: str | None = None) -> Replica:
+        cmd = [
+            sys.executable,
+            "-m",
+            "simulator",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--profile",
+            self.profile,
+            "--truth-log",
+            truth or self.truth,
+        ]
         out = open(self.log, "a")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         STARTED.append(self)
@@ -115,9 +125,27 @@ def spread(tmp_path_factory):
     fast_r = Replica(free_port(), os.path.join(tmp, "fast.jsonl")).start()
     slow_r = Replica(free_port(), os.path.join(tmp, "slow.jsonl"), profile=slow).start()
     try:
-        proc = run_locust("--host", f"{fast_r.url},{slow_r.url}/", "--balance", "least-outstanding", "-u", "8", "-r", "8",
-                          "-t", "8s", "--results-dir", tmp, "--run-id", "spread", "--server-metrics",
-                          f"{fast_r.url}/metrics,{slow_r.url}/metrics", "--server-metrics-interval", "1s", *LOAD)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            f"{fast_r.url},{slow_r.url}/",
+            "--balance",
+            "least-outstanding",
+            "-u",
+            "8",
+            "-r",
+            "8",
+            "-t",
+            "8s",
+            "--results-dir",
+            tmp,
+            "--run-id",
+            "spread",
+            "--server-metrics",
+            f"{fast_r.url}/metrics,{slow_r.url}/metrics",
+            "--server-metrics-interval",
+            "1s",
+            *LOAD,
+        )
     finally:
         fast_r.stop()
         slow_r.stop()
@@ -157,9 +185,17 @@ def test_each_replica_is_scraped_and_its_own_count_stands_beside_the_clients(spr
     by_source = summary["server_metrics"]["by_source"]
     for url in (fast, slow):
         served = sum(1 for backend in truth.values() if backend == url)
-        assert by_source[f"{url}/metrics"]["counter_deltas"]["vllm:request_success_total"] == served == int((df["backend"] == url).sum())
+        assert (
+            by_source[f"{url}/metrics"]["counter_deltas"]["vllm:request_success_total"]
+            == served
+            == int((df["backend"] == url).sum())
+        )
     report = open(os.path.join(folder, "report.md")).read()
-    header = next(line for line in report.splitlines() if line.startswith("| backend | sent | server ok, whole run (its metrics) |"))
+    header = next(
+        line
+        for line in report.splitlines()
+        if line.startswith("| backend | sent | server ok, whole run (its metrics) |")
+    )
     assert header
 
 
@@ -169,8 +205,25 @@ def test_a_replica_killed_mid_run_fails_on_it_is_left_and_probed_back(tmp_path):
     b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
     log = os.path.join(tmp, "locust.log")
     try:
-        proc = start_locust("--headless", "--host", f"{a.url},{b.url}", "--balance", "round-robin", "-u", "6", "-r", "6",
-                            "-t", "14s", "--results-dir", tmp, "--run-id", "kill", *LOAD, log_path=log)  # fmt: skip
+        proc = start_locust(
+            "--headless",
+            "--host",
+            f"{a.url},{b.url}",
+            "--balance",
+            "round-robin",
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "14s",
+            "--results-dir",
+            tmp,
+            "--run-id",
+            "kill",
+            *LOAD,
+            log_path=log,
+        )
         wait_for_lines(b.truth, 10)
         killed = time.time()
         b.kill()
@@ -213,8 +266,6 @@ def test_a_replica_killed_mid_run_fails_on_it_is_left_and_probed_back(tmp_path):
     assert "Failures by backend, in time" in report and b.url in report
 
 
-
-
 def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
 
@@ -225,13 +276,19 @@ def balancer(tmp: str, replicas: list[Replica], fail_timeout_s: int = 10, pinned
     every request hashed to one replica (a balancer that pins, as a session-affine one can)."""
     port = free_port()
     conf = os.path.join(tmp, "nginx.conf")
-    text = nginx.config(tmp, f"127.0.0.1:{port}", [f"127.0.0.1:{r.port}" for r in replicas], fail_timeout_s=fail_timeout_s)
+    text = nginx.config(
+        tmp, f"127.0.0.1:{port}", [f"127.0.0.1:{r.port}" for r in replicas], fail_timeout_s=fail_timeout_s
+    )
     if pinned:
         text = text.replace("upstream replicas {", 'upstream replicas {\n        hash "one-key";', 1)
     with open(conf, "w") as f:
         f.write(text)
-    proc = subprocess.Popen([nginx_binary(), "-p", tmp, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [nginx_binary(), "-p", tmp, "-c", conf],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 20
         while not os.path.exists(os.path.join(tmp, "nginx.pid")) and time.monotonic() < deadline:
@@ -243,7 +300,9 @@ def balancer(tmp: str, replicas: list[Replica], fail_timeout_s: int = 10, pinned
         proc.wait(10)
 
 
-needs_nginx = pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (.ci/run installs Debian's nginx)")
+needs_nginx = pytest.mark.skipif(
+    nginx_binary() is None, reason="nginx is not installed (.ci/run installs Debian's nginx)"
+)
 
 
 @needs_nginx
@@ -253,9 +312,25 @@ def test_behind_nginx_each_record_names_its_replica_and_a_killed_one_shows_when_
     b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
     try:
         with balancer(tmp, [a, b], fail_timeout_s=2) as url:
-            proc = start_locust("--headless", "--host", url, "--backend-header", "X-Upstream", "-u", "6", "-r", "6",
-                                "-t", "14s", "--results-dir", tmp, "--run-id", "lb-kill", *LOAD,
-                                log_path=os.path.join(tmp, "locust.log"))  # fmt: skip
+            proc = start_locust(
+                "--headless",
+                "--host",
+                url,
+                "--backend-header",
+                "X-Upstream",
+                "-u",
+                "6",
+                "-r",
+                "6",
+                "-t",
+                "14s",
+                "--results-dir",
+                tmp,
+                "--run-id",
+                "lb-kill",
+                *LOAD,
+                log_path=os.path.join(tmp, "locust.log"),
+            )
             wait_for_lines(b.truth, 10)
             killed = time.time()
             b.kill()
@@ -276,7 +351,9 @@ def test_behind_nginx_each_record_names_its_replica_and_a_killed_one_shows_when_
     (outage,) = summary["backends"]["outages"]
     assert outage["backend"] == name_b and outage["failed"] == len(failed)
     assert killed - 1.0 < outage["first_failure"] < killed + 3.0
-    assert outage["recovered_at"] is not None and outage["recovered_at"] > killed + 2.0  # served by b again after its restart
+    assert (
+        outage["recovered_at"] is not None and outage["recovered_at"] > killed + 2.0
+    )  # served by b again after its restart
     ok = df[df["ok"]]
     truth = backend_of_truth((f"127.0.0.1:{a.port}", [a.truth]), (name_b, [b.truth, os.path.join(tmp, "b2.jsonl")]))
     # nginx names every replica it tried ("b, a" when b refused and a served): the record the last
@@ -294,7 +371,9 @@ def test_a_replica_that_fails_the_start_check_is_named_before_any_load(tmp_path)
     up = Replica(free_port(), os.path.join(tmp, "up.jsonl")).start()
     down = f"http://127.0.0.1:{free_port()}"
     try:
-        proc = run_locust("--host", f"{up.url},{down}", "-u", "1", "-t", "5s", "--results-dir", tmp, "--run-id", "check", timeout=60)
+        proc = run_locust(
+            "--host", f"{up.url},{down}", "-u", "1", "-t", "5s", "--results-dir", tmp, "--run-id", "check", timeout=60
+        )
     finally:
         up.stop()
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -323,8 +402,28 @@ def test_sticky_keeps_every_turn_of_a_conversation_on_one_replica(tmp_path):
     a = Replica(free_port(), os.path.join(tmp, "a.jsonl")).start()
     b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
     try:
-        proc = run_locust("--host", f"{a.url},{b.url}", "--balance", "sticky", "--workload", spec, "-u", "6", "-r", "6",
-                          "-t", "3s", "--results-dir", tmp, "--run-id", "sticky", "--seed", "2", "--stop-timeout", "20")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            f"{a.url},{b.url}",
+            "--balance",
+            "sticky",
+            "--workload",
+            spec,
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "3s",
+            "--results-dir",
+            tmp,
+            "--run-id",
+            "sticky",
+            "--seed",
+            "2",
+            "--stop-timeout",
+            "20",
+        )
     finally:
         a.stop()
         b.stop()
@@ -345,8 +444,25 @@ def test_a_balancer_pinned_to_one_replica_is_flagged(tmp_path):
     b = Replica(free_port(), os.path.join(tmp, "b.jsonl")).start()
     try:
         with balancer(tmp, [a, b], pinned=True) as url:
-            proc = run_locust("--host", url, "--backend-header", "X-Upstream", "--backend-count", "2", "-u", "4", "-r", "4",
-                              "-t", "3s", "--results-dir", tmp, "--run-id", "pinned", *LOAD)  # fmt: skip
+            proc = run_locust(
+                "--host",
+                url,
+                "--backend-header",
+                "X-Upstream",
+                "--backend-count",
+                "2",
+                "-u",
+                "4",
+                "-r",
+                "4",
+                "-t",
+                "3s",
+                "--results-dir",
+                tmp,
+                "--run-id",
+                "pinned",
+                *LOAD,
+            )
     finally:
         a.stop()
         b.stop()
@@ -360,4 +476,6 @@ def test_a_balancer_pinned_to_one_replica_is_flagged(tmp_path):
     check = summary["backends"]
     assert check["unseen"] == 1 and check["backends"][0]["share"] == 1.0 and check["backends"][0]["fair_share"] == 0.5
     assert check["flagged"] == [one, "1 of the 2 replicas (--backend-count) named in no reply"]
-    assert check["backends"][0]["flags"][0].startswith(f"share 100.0% of {check['backends'][0]['sent']} requests against a fair 50.0%")
+    assert check["backends"][0]["flags"][0].startswith(
+        f"share 100.0% of {check['backends'][0]['sent']} requests against a fair 50.0%"
+    )

@@ -26,12 +26,31 @@ def _records(n: int, failed: int, tokens_per_chunk: list[int]) -> list[tuple]:
         wall = T0 + 12.0 + 45.0 * i / n
         per = tokens_per_chunk[i % len(tokens_per_chunk)]
         ok = i < n - failed
-        rows.append(RequestRecord(f"r{i}", "w", "chat", "short", 100, 50, wall_send=wall, t_intended=float(i), t_send=float(i),
-                                  status=200 if ok else 500, ok=ok, error="" if ok else "http_5xx", ttft_s=0.1, e2e_s=0.3,
-                                  tpot_s=0.02 if ok else float("nan"), prompt_tokens=20, output_tokens=10 * per if ok else 0,
-                                  tokens_source="usage", n_chunks=10 if ok else 0,
-                                  chunk_times=list(np.linspace(0.1, 0.3, 10)) if ok else [],
-                                  chunk_tokens=[per] * 10 if ok else []).as_row())  # fmt: skip
+        rows.append(
+            RequestRecord(
+                f"r{i}",
+                "w",
+                "chat",
+                "short",
+                100,
+                50,
+                wall_send=wall,
+                t_intended=float(i),
+                t_send=float(i),
+                status=200 if ok else 500,
+                ok=ok,
+                error="" if ok else "http_5xx",
+                ttft_s=0.1,
+                e2e_s=0.3,
+                tpot_s=0.02 if ok else float("nan"),
+                prompt_tokens=20,
+                output_tokens=10 * per if ok else 0,
+                tokens_source="usage",
+                n_chunks=10 if ok else 0,
+                chunk_times=list(np.linspace(0.1, 0.3, 10)) if ok else [],
+                chunk_tokens=[per] * 10 if ok else [],
+            ).as_row()
+        )
     return rows
 
 
@@ -49,7 +68,10 @@ def test_a_clean_runs_empty_charts_are_left_out_with_one_line(tmp_path):
     charts = re.findall(r'data-chart="([^"]+)"', html)
     assert "errors_over_time" not in charts and "tokens_per_chunk_hist" not in charts, charts
     assert "No failed request: no chart of failures over time." in html
-    assert "Tokens per chunk: every chunk carried 1 token (counted by the server (usage in every chunk)); no chart of its distribution." in html
+    assert (
+        "Tokens per chunk: every chunk carried 1 token (counted by the server (usage in every chunk)); no chart of its distribution."
+        in html
+    )
     assert "ttft_over_time" in charts and "itl_hist" in charts
 
 

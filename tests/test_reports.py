@@ -31,15 +31,24 @@ from tests.test_truth import SHORT_MIX
 # Replies of varied length and users spawned over 2 s: streams do not move in lock-step, so one
 # scheduling hiccup on a busy machine touches a few requests, not a whole wave of them.
 RUN_ARGS = ["-u", "20", "-r", "10", "-t", "12s", "--warmup", "3s", "--seed", "7", "--stop-timeout", "10"]
-TIME_CHARTS = ["ttft_over_time", "tpot_over_time", "e2e_over_time", "requests_over_time", "tokens_over_time",
-               "concurrency_over_time", "errors_over_time"]  # fmt: skip
+TIME_CHARTS = [
+    "ttft_over_time",
+    "tpot_over_time",
+    "e2e_over_time",
+    "requests_over_time",
+    "tokens_over_time",
+    "concurrency_over_time",
+    "errors_over_time",
+]
 CLASS_CHARTS = ["ttft_by_class", "tpot_by_class", "itl_by_class", "e2e_by_class"]
 DIST_CHARTS = ["output_tokens_hist", "tokens_per_chunk_hist", "itl_hist", "ttft_cdf", "e2e_cdf"]
 STEP_CHARTS = ["step_requests", "step_tokens", "step_ttft"]
 
 
 def reports_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _locust(results: str, run_id: str, host: str, *extra: str) -> subprocess.CompletedProcess:
@@ -69,10 +78,16 @@ def runs(tmp_path_factory):
     # the three runs side by side, each with a simulator of its own (its /metrics counts its run
     # alone), during the module's first test, a timing test: these six processes run at the normal
     # CPU policy, every other test's at SCHED_IDLE (tests/conftest.py)
-    with simulator("--profile", "fixed") as base, simulator("--profile", "fixed") as same, \
-            simulator("--profile", slow_profile) as slow, ThreadPoolExecutor(3) as pool:  # fmt: skip
-        started = {name: pool.submit(_locust, results, name, url, *metrics(url))
-                   for name, url in (("base", base), ("same", same), ("slow", slow))}  # fmt: skip
+    with (
+        simulator("--profile", "fixed") as base,
+        simulator("--profile", "fixed") as same,
+        simulator("--profile", slow_profile) as slow,
+        ThreadPoolExecutor(3) as pool,
+    ):
+        started = {
+            name: pool.submit(_locust, results, name, url, *metrics(url))
+            for name, url in (("base", base), ("same", same), ("slow", slow))
+        }
         out["base_proc"], out["same_proc"] = started["base"].result(), started["same"].result()
         started["slow"].result()
     for name in ("base", "same", "slow"):
@@ -110,8 +125,10 @@ def test_report_has_every_chart_and_the_contract(runs):
     found = charts_in(html)
     # a clean run of the simulator (one token in every chunk) without a failure: those two charts
     # would say nothing and are left out, one line each (tests/test_report_layout.py)
-    quiet = {"errors_over_time": "No failed request: no chart of failures over time.",
-             "tokens_per_chunk_hist": "Tokens per chunk: every request&#39;s chunks carried 1 token on average"}  # fmt: skip
+    quiet = {
+        "errors_over_time": "No failed request: no chart of failures over time.",
+        "tokens_per_chunk_hist": "Tokens per chunk: every request&#39;s chunks carried 1 token on average",
+    }
     if summary["overall"]["requests"]["failed"]:
         quiet.pop("errors_over_time")
     for cid in CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + ["server_queue", "server_kv_cache"]:
@@ -168,7 +185,9 @@ def test_build_and_show_errors_are_one_line(tmp_path):
 def test_compare_same_setup_passes(runs):
     for base, new in (("base", "same"), ("same", "base")):
         out = os.path.join(runs["results"], f"cmp-{base}-{new}")
-        proc = reports_cli("compare", runs[base], runs[new], "--fail-on", "ttft.p95>+10%,output_tokens_per_s<-5%", "--out", out)
+        proc = reports_cli(
+            "compare", runs[base], runs[new], "--fail-on", "ttft.p95>+10%,output_tokens_per_s<-5%", "--out", out
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "no regression" in proc.stdout
         result = json.load(open(os.path.join(out, "compare.json")))
@@ -275,7 +294,9 @@ def test_class_qualified_and_absolute_rules(runs, tmp_path):
 
     rules = ("short.ttft.p50>+10ms", "long.e2e.p99>+50%", "error_rate>+5pp")
     junit = str(tmp_path / "junit.xml")
-    proc = reports_cli("compare", runs["base"], runs["slow"], "--fail-on", ",".join(rules), "--out", str(tmp_path), "--junit", junit)
+    proc = reports_cli(
+        "compare", runs["base"], runs["slow"], "--fail-on", ",".join(rules), "--out", str(tmp_path), "--junit", junit
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "REGRESSION: short.ttft.p50" in proc.stdout
     assert "long.e2e" not in proc.stdout.split("REGRESSION:")[1]
@@ -298,7 +319,9 @@ def test_bootstrap_quantiles_equal_brute_force_resampling():
     weights = rng.multinomial(12, np.full(12, 1 / 12), size=40).astype(float)
     got = boot_quantiles(values, blocks, weights, [50, 90, 95, 99])
     for b in range(weights.shape[0]):
-        rep = np.repeat(np.arange(values.size), weights[b, blocks].astype(int))  # each value as often as its block was drawn
+        rep = np.repeat(
+            np.arange(values.size), weights[b, blocks].astype(int)
+        )  # each value as often as its block was drawn
         want = np.percentile(values[rep], [50, 90, 95, 99])
         np.testing.assert_allclose(got[b], want, rtol=1e-12)
 
@@ -333,17 +356,41 @@ def _steps_run(folder, n=6000, seed=2, slow=1.0):
     table = synth_table(n, seed=seed, t0=t0, duration=240, steps=steps, slow=slow)
     summary = write_run(str(folder), table, t0, 240, steps=steps, slo="ttft.p95<150ms")
     ts = np.repeat(t0 + np.arange(0, 241, 5.0), 3)
-    metric = np.tile(["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"], ts.size // 3)
+    metric = np.tile(
+        ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"], ts.size // 3
+    )
     value = np.where(metric == "vllm:kv_cache_usage_perc", 0.4, 12.0)
-    pq.write_table(pa.table({"timestamp": ts, "source": ["http://sim/metrics"] * ts.size, "metric": metric,
-                             "labels": ["{}"] * ts.size, "value": value, "raw_metric": metric}),
-                   os.path.join(folder, "server_metrics.parquet"))  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "timestamp": ts,
+                "source": ["http://sim/metrics"] * ts.size,
+                "metric": metric,
+                "labels": ["{}"] * ts.size,
+                "value": value,
+                "raw_metric": metric,
+            }
+        ),
+        os.path.join(folder, "server_metrics.parquet"),
+    )
     gpu = np.repeat(t0 + np.arange(0, 241, 1.0), 2)  # two GPUs read every second (--gpu-telemetry)
     n = gpu.size
-    pq.write_table(pa.table({"timestamp": gpu, "gpu": ["0", "1"] * (n // 2), "name": ["H200"] * n, "utilization_pct": np.full(n, 87.0),
-                             "memory_used_mib": np.full(n, 1e4), "memory_total_mib": np.full(n, 1.4e5), "power_w": np.full(n, 300.0),
-                             "sm_clock_mhz": np.full(n, 1980.0), "energy_j": np.full(n, np.nan)}),
-                   os.path.join(folder, "gpu_telemetry.parquet"))  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "timestamp": gpu,
+                "gpu": ["0", "1"] * (n // 2),
+                "name": ["H200"] * n,
+                "utilization_pct": np.full(n, 87.0),
+                "memory_used_mib": np.full(n, 1e4),
+                "memory_total_mib": np.full(n, 1.4e5),
+                "power_w": np.full(n, 300.0),
+                "sm_clock_mhz": np.full(n, 1980.0),
+                "energy_j": np.full(n, np.nan),
+            }
+        ),
+        os.path.join(folder, "gpu_telemetry.parquet"),
+    )
     return summary
 
 
@@ -356,7 +403,13 @@ def test_steps_slo_capacity_and_server_metrics(tmp_path):
     paths = build(str(tmp_path))
     html = open(paths["html"], encoding="utf-8").read()
     found = charts_in(html)
-    for cid in CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "gpu_util", "gpu_power"]:
+    for cid in (
+        CLASS_CHARTS
+        + TIME_CHARTS
+        + DIST_CHARTS
+        + STEP_CHARTS
+        + ["server_queue", "server_kv_cache", "gpu_util", "gpu_power"]
+    ):
         assert cid in found, cid
     step_ttft = re.search(r'data-chart="step_ttft".*?</svg>', html, flags=re.S).group(0)
     assert "SLO ttft.p95 &lt; 150 ms" in step_ttft and "capacity:" in step_ttft
@@ -390,11 +443,22 @@ def test_compare_energy_and_cost_per_token_when_both_runs_have_gpu_figures(tmp_p
         summaries[name] = summary
     result = compare(str(tmp_path / "a"), str(tmp_path / "b"), resamples=100)
     gpu = result["gpu"]
-    assert gpu["note"] == "" and [s["scope"] for s in gpu["scopes"]] == ["overall", "step:0", "step:1", "step:2", "step:3"]
+    assert gpu["note"] == "" and [s["scope"] for s in gpu["scopes"]] == [
+        "overall",
+        "step:0",
+        "step:1",
+        "step:2",
+        "step:3",
+    ]
     a, b = summaries["a"].gpu, summaries["b"].gpu
     for scope, fa, fb in zip(gpu["scopes"], [a.overall, *a.by_step], [b.overall, *b.by_step]):
         rows = {r["figure"]: r for r in scope["rows"]}
-        assert set(rows) == {"joules_per_output_token", "joules_per_token", "cost_per_million_output_tokens", "cost_per_million_tokens"}
+        assert set(rows) == {
+            "joules_per_output_token",
+            "joules_per_token",
+            "cost_per_million_output_tokens",
+            "cost_per_million_tokens",
+        }
         for key, r in rows.items():
             assert (r["base"], r["new"]) == (getattr(fa, key), getattr(fb, key)) and r["base"] > 0
             assert r["delta"] == pytest.approx(r["new"] - r["base"])
@@ -436,11 +500,18 @@ def test_a_failed_build_logs_and_keeps_the_results(tmp_path, caplog):
 def test_in_flight_equals_brute_force(tmp_path):
     """The vectorised in-flight mean and peak per bin against a direct count on a fine grid."""
     from bench.report_scale import synth_table, write_run
-    from runfolder import reading as D
     from reports import series as S
+    from runfolder import reading as D
 
     t0 = 1_700_000_000.0
-    write_run(str(tmp_path), synth_table(600, seed=9, t0=t0, duration=60, steps=(3,), error_rate=0.05), t0, 60, steps=(3,), slo="")
+    write_run(
+        str(tmp_path),
+        synth_table(600, seed=9, t0=t0, duration=60, steps=(3,), error_rate=0.05),
+        t0,
+        60,
+        steps=(3,),
+        slo="",
+    )
     run = D.load_run(str(tmp_path))
     grid = S.time_grid(run)
     mean, peak = S.in_flight(run, grid)
@@ -461,7 +532,9 @@ def test_build_is_fast_on_a_large_run(tmp_path):
 
     t0 = 1_700_000_000.0
     write_run(str(tmp_path), synth_table(100_000, seed=4, t0=t0, duration=1800), t0, 1800)
-    t = time.process_time()  # its own CPU time (threads included): other processes' share of a loaded machine is not its cost
+    t = (
+        time.process_time()
+    )  # its own CPU time (threads included): other processes' share of a loaded machine is not its cost
     html = open(build(str(tmp_path))["html"], encoding="utf-8").read()
     elapsed = time.process_time() - t
     assert elapsed < 10, f"build took {elapsed:.1f}s of CPU for 100k records"
@@ -475,9 +548,17 @@ def test_rule_fails_when_new_run_has_no_successful_request(tmp_path, capsys):
     from reports.compare import run_compare
 
     t0 = 1_700_000_000.0
-    write_run(str(tmp_path / "a"), synth_table(3000, seed=1, t0=t0, duration=60, steps=(4, 8)), t0, 60, steps=(4, 8), slo="")
-    write_run(str(tmp_path / "b"), synth_table(3000, seed=2, t0=t0, duration=60, steps=(4, 8), error_rate=1.0), t0, 60,
-              steps=(4, 8), slo="")  # fmt: skip
+    write_run(
+        str(tmp_path / "a"), synth_table(3000, seed=1, t0=t0, duration=60, steps=(4, 8)), t0, 60, steps=(4, 8), slo=""
+    )
+    write_run(
+        str(tmp_path / "b"),
+        synth_table(3000, seed=2, t0=t0, duration=60, steps=(4, 8), error_rate=1.0),
+        t0,
+        60,
+        steps=(4, 8),
+        slo="",
+    )
     rc = run_compare(str(tmp_path / "a"), str(tmp_path / "b"), "step1.ttft.p95>+10%,error_rate>+1pp", resamples=200)
     out = capsys.readouterr().out
     assert rc == 1
@@ -494,13 +575,18 @@ def test_client_bound_warning_and_turns_in_report_and_compare(tmp_path, capsys):
 
     t0 = 1_700_000_000.0
     for name in ("a", "b"):
-        summary = write_run(str(tmp_path / name), synth_table(2000, seed=1, t0=t0, duration=60, steps=(4,)), t0, 60,
-                            steps=(4,), slo="")  # fmt: skip
+        summary = write_run(
+            str(tmp_path / name), synth_table(2000, seed=1, t0=t0, duration=60, steps=(4,)), t0, 60, steps=(4,), slo=""
+        )
     summary = summary.with_sections(
-        client_bound={"bound": True, "contended": False, "workers": [{"worker": "local", "cpu_p95": 99.0, "samples": [1] * 900}],
-                      "advice": "this load needs about 2 worker processes"},
+        client_bound={
+            "bound": True,
+            "contended": False,
+            "workers": [{"worker": "local", "cpu_p95": 99.0, "samples": [1] * 900}],
+            "advice": "this load needs about 2 worker processes",
+        },
         by_turn={"1": summary.overall, "2": summary.by_class["short"]},  # conversations (metrics/summary.py)
-    )  # fmt: skip
+    )
     write_json(str(tmp_path / "b" / "summary.json"), summary.model_dump())
     html = open(build(str(tmp_path / "b"))["html"], encoding="utf-8").read()
     assert "client bound (out of CPU)" in html and "about 2 worker processes" in html
@@ -519,10 +605,19 @@ def test_the_client_warning_is_said_once_and_no_advice_contradicts_it(tmp_path):
     from reports.build import build
 
     summary = _steps_run(tmp_path)
-    advice = ("No worker ran out of CPU, but some were late while idle: other processes on their machines took the CPU. "
-              "Run the load generator on a quieter machine for exact timings.")  # plugin/health_board.py's
-    summary = summary.with_sections(client_bound={"bound": False, "contended": True, "inaccurate": True, "advice": advice,
-                                                  "workers": [{"worker": "local", "contended": True, "inaccurate": True}]})  # fmt: skip
+    advice = (
+        "No worker ran out of CPU, but some were late while idle: other processes on their machines took the CPU. "
+        "Run the load generator on a quieter machine for exact timings."
+    )  # plugin/health_board.py's
+    summary = summary.with_sections(
+        client_bound={
+            "bound": False,
+            "contended": True,
+            "inaccurate": True,
+            "advice": advice,
+            "workers": [{"worker": "local", "contended": True, "inaccurate": True}],
+        }
+    )
     summary.diagnosis = None  # the report diagnoses from the folder's server metrics and this client_bound
     write_json(str(tmp_path / "summary.json"), summary.model_dump())
     paths = build(str(tmp_path))
@@ -535,7 +630,9 @@ def test_the_client_warning_is_said_once_and_no_advice_contradicts_it(tmp_path):
     assert html.count(html_escape(advice)) <= 2 and "add workers" not in html  # the warning; client_bound's table
     from metrics.diagnosis import diagnose_levels
 
-    summary.diagnosis = diagnose_levels(summary.by_step, summary.capacity, None, summary.client_bound)  # no server metrics
+    summary.diagnosis = diagnose_levels(
+        summary.by_step, summary.capacity, None, summary.client_bound
+    )  # no server metrics
     table = format_table(summary)
     assert summary.diagnosis.kind == "client inaccurate" and "see its warning" in summary.diagnosis.sentence
     assert table.count(advice) == 1 and "add workers" not in table, table
@@ -549,8 +646,14 @@ def _small_run(folder, error_rate=0.05, slo="", steps=(4, 8), n=2000):
     from bench.report_scale import synth_table, write_run
 
     t0 = 1_700_000_000.0
-    return write_run(str(folder), synth_table(n, seed=3, t0=t0, duration=60, steps=steps, error_rate=error_rate), t0, 60,
-                     steps=steps, slo=slo)  # fmt: skip
+    return write_run(
+        str(folder),
+        synth_table(n, seed=3, t0=t0, duration=60, steps=steps, error_rate=error_rate),
+        t0,
+        60,
+        steps=steps,
+        slo=slo,
+    )
 
 
 @pytest.mark.process
@@ -595,8 +698,17 @@ def test_summary_json_has_null_never_nan_and_reads_back_equal(tmp_path):
     data = json.loads(text, parse_constant=constants.append)
     assert constants == []
     assert data["schema_version"] == 2
-    assert data["overall"]["ttft_ms"] == {"count": 0, "mean": None, "min": None, "p50": None, "p90": None, "p95": None,
-                                          "p99": None, "p99.9": None, "max": None}  # fmt: skip
+    assert data["overall"]["ttft_ms"] == {
+        "count": 0,
+        "mean": None,
+        "min": None,
+        "p50": None,
+        "p90": None,
+        "p95": None,
+        "p99": None,
+        "p99.9": None,
+        "max": None,
+    }
     slo = data["overall"]["slo"]  # a step run: judged per level, the pooled figures in overall
     assert slo["objectives"][0]["value_ms"] is None and slo["passed"] is False and data["slo"] is None
     assert load_summary(str(tmp_path / "summary.json")) == summary
@@ -624,14 +736,14 @@ def test_failure_table_shows_the_summary_numbers(tmp_path):
 
 def test_slo_values_print_rounded(tmp_path):
     """The console table and both report files show an SLO's measured value to 0.1 ms."""
+    from bench.report_scale import synth_table, write_run
     from metrics.console_table import format_table
     from reports.build import build
 
-    from bench.report_scale import synth_table, write_run
-
     t0 = 1_700_000_000.0  # a run without load levels: one run-wide verdict
-    summary = write_run(str(tmp_path), synth_table(3000, seed=2, t0=t0, duration=60, steps=(5,)), t0, 60, steps=(),
-                        slo="ttft.p95<150ms")  # fmt: skip
+    summary = write_run(
+        str(tmp_path), synth_table(3000, seed=2, t0=t0, duration=60, steps=(5,)), t0, 60, steps=(), slo="ttft.p95<150ms"
+    )
     (verdict,) = summary.slo.objectives
     assert verdict.value_ms != round(verdict.value_ms, 1)  # the raw value has more digits
     table = format_table(summary)
@@ -649,16 +761,51 @@ def test_throughput_charts_end_without_a_spike(tmp_path):
     (86 or 1,611 requests/s over a real 1-2): it joins the bin before."""
     from bench.report_scale import write_run
     from metrics.record import RequestRecord, rows_to_table
-    from runfolder import reading as D
     from reports import series as S
+    from runfolder import reading as D
 
     t0 = 1_700_000_000.0
-    records = [RequestRecord(f"r{i}", "w", "chat", "short", 10, 2, t_send=0.0, wall_send=t0 + 9.75 + i * 0.5, status=200,
-                             ok=True, ttft_s=0.25, e2e_s=0.5, prompt_tokens=10, output_tokens=2, n_chunks=2,
-                             chunk_times=[0.25, 0.5]).as_row() for i in range(40)]  # fmt: skip
-    records.append(RequestRecord("last", "w", "chat", "short", 10, 2, t_send=0.0, wall_send=t0 + 29.504, status=200, ok=True,
-                                 ttft_s=0.25, e2e_s=0.5, prompt_tokens=10, output_tokens=2, n_chunks=2,
-                                 chunk_times=[0.25, 0.5]).as_row())  # ends 4 ms after a bin edge  # fmt: skip
+    records = [
+        RequestRecord(
+            f"r{i}",
+            "w",
+            "chat",
+            "short",
+            10,
+            2,
+            t_send=0.0,
+            wall_send=t0 + 9.75 + i * 0.5,
+            status=200,
+            ok=True,
+            ttft_s=0.25,
+            e2e_s=0.5,
+            prompt_tokens=10,
+            output_tokens=2,
+            n_chunks=2,
+            chunk_times=[0.25, 0.5],
+        ).as_row()
+        for i in range(40)
+    ]
+    records.append(
+        RequestRecord(
+            "last",
+            "w",
+            "chat",
+            "short",
+            10,
+            2,
+            t_send=0.0,
+            wall_send=t0 + 29.504,
+            status=200,
+            ok=True,
+            ttft_s=0.25,
+            e2e_s=0.5,
+            prompt_tokens=10,
+            output_tokens=2,
+            n_chunks=2,
+            chunk_times=[0.25, 0.5],
+        ).as_row()
+    )  # ends 4 ms after a bin edge
     write_run(str(tmp_path), rows_to_table(records), t0, 30, steps=(), slo="")
     run = D.load_run(str(tmp_path))
     grid = S.time_grid(run)
@@ -671,7 +818,9 @@ def test_throughput_charts_end_without_a_spike(tmp_path):
     assert ot["count"].sum() == 41  # every completion still counted
 
 
-@pytest.mark.parametrize("span, n, last", [(30.004, 30, 1.004), (30.4, 30, 1.4), (30.6, 31, 0.6), (30.0, 30, 1.0), (0.5, 1, 1.0)])
+@pytest.mark.parametrize(
+    "span, n, last", [(30.004, 30, 1.004), (30.4, 30, 1.4), (30.6, 31, 0.6), (30.0, 30, 1.0), (0.5, 1, 1.0)]
+)
 def test_time_grid_last_bin_is_at_least_half_a_bin(span, n, last):
     from reports.series import grid_for
 
@@ -694,7 +843,10 @@ def test_an_incomplete_run_says_why_in_every_output(tmp_path):
     write_json(str(tmp_path / "summary.json"), summary.model_dump())
     paths = build(str(tmp_path))
     assert "no: the writer could not finish, partial results" in open(paths["html"], encoding="utf-8").read()
-    assert "> **Interrupted run:** the results are partial (the writer could not finish)." in open(paths["md"], encoding="utf-8").read()
+    assert (
+        "> **Interrupted run:** the results are partial (the writer could not finish)."
+        in open(paths["md"], encoding="utf-8").read()
+    )
     shown = reports_cli("show", str(tmp_path))
     assert "note: the run was interrupted (the writer could not finish); results are partial" in shown.stdout
 
@@ -708,5 +860,9 @@ def test_build_writes_the_formats_asked_for(tmp_path):
     assert (tmp_path / "report.md").is_file() and not (tmp_path / "report.html").exists()
     assert "_Charts:" not in (tmp_path / "report.md").read_text()  # no page to point at
     proc = reports_cli("build", str(tmp_path), "--format", "html,pdf")
-    assert proc.returncode == 2 and proc.stderr == "error: --format: 'pdf' is not a report format; give html, md or several, e.g. --format html,md\n"
+    assert (
+        proc.returncode == 2
+        and proc.stderr
+        == "error: --format: 'pdf' is not a report format; give html, md or several, e.g. --format html,md\n"
+    )
     assert not (tmp_path / "report.html").exists()

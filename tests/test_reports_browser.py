@@ -22,8 +22,10 @@ pytestmark = pytest.mark.browser
 
 def _need_chromium() -> None:
     if find_chromium() is None:
-        pytest.fail("chromium is not installed: run `apt-get update && apt-get install -y chromium` "
-                    "(CI does it in .ci/run); the report must be checked in a real browser")
+        pytest.fail(
+            "chromium is not installed: run `apt-get update && apt-get install -y chromium` "
+            "(CI does it in .ci/run); the report must be checked in a real browser"
+        )
 
 
 def _check(html: str, tmp_path, expected: list[str]) -> dict:
@@ -53,16 +55,40 @@ def test_simulator_run_report_renders_offline(tmp_path):
     results = str(tmp_path / "results")
     with simulator("--profile", "fixed", "--fault", "http_500=0.05", "--fault", "cut_close=0.03", "--seed", "1") as url:
         proc = run_locust(
-            "--host", url, "--results-dir", results, "--run-id", "browser", "--steps", "4,12", "--step-time", "4s",
-            "--step-warmup", "1s", "--slo", "ttft.p95<115ms", "--max-tokens-override", "24", "--seed", "3",
-            "--server-metrics", url + "/metrics", "--server-metrics-interval", "1s", "--stop-timeout", "10", timeout=120,
-        )  # fmt: skip
+            "--host",
+            url,
+            "--results-dir",
+            results,
+            "--run-id",
+            "browser",
+            "--steps",
+            "4,12",
+            "--step-time",
+            "4s",
+            "--step-warmup",
+            "1s",
+            "--slo",
+            "ttft.p95<115ms",
+            "--max-tokens-override",
+            "24",
+            "--seed",
+            "3",
+            "--server-metrics",
+            url + "/metrics",
+            "--server-metrics-interval",
+            "1s",
+            "--stop-timeout",
+            "10",
+            timeout=120,
+        )
     html = os.path.join(results, "browser", "report.html")
     assert os.path.isfile(html), proc.stdout[-2000:] + proc.stderr[-3000:]
     # the simulator streams one token a chunk: its tokens-per-chunk chart, one bar at 100 %, is left out
     dist = [c for c in DIST_CHARTS if c != "tokens_per_chunk_hist"]
     _check(html, tmp_path, CLASS_CHARTS + TIME_CHARTS + dist + STEP_CHARTS + ["server_queue", "server_kv_cache"])
-    assert "Tokens per chunk: every request&#39;s chunks carried 1 token on average" in open(html, encoding="utf-8").read()
+    assert (
+        "Tokens per chunk: every request&#39;s chunks carried 1 token on average" in open(html, encoding="utf-8").read()
+    )
 
 
 def test_synthetic_large_report_renders(tmp_path):
@@ -72,4 +98,12 @@ def test_synthetic_large_report_renders(tmp_path):
     from reports.build import build
 
     html = build(str(tmp_path))["html"]
-    _check(html, tmp_path, CLASS_CHARTS + TIME_CHARTS + DIST_CHARTS + STEP_CHARTS + ["server_queue", "server_kv_cache", "gpu_util", "gpu_power"])
+    _check(
+        html,
+        tmp_path,
+        CLASS_CHARTS
+        + TIME_CHARTS
+        + DIST_CHARTS
+        + STEP_CHARTS
+        + ["server_queue", "server_kv_cache", "gpu_util", "gpu_power"],
+    )

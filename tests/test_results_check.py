@@ -26,8 +26,27 @@ FLIPS = 60
 def finished_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("check")
     with simulator("--profile", "fixed") as url:
-        done = run_locust("--host", url, "--model", "sim-model", "-u", "4", "-r", "4", "-t", "3s", "--max-tokens-override",
-                          "16", "--results-dir", str(tmp), "--run-id", "run", "--stop-timeout", "5", timeout=120)  # fmt: skip
+        done = run_locust(
+            "--host",
+            url,
+            "--model",
+            "sim-model",
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "3s",
+            "--max-tokens-override",
+            "16",
+            "--results-dir",
+            str(tmp),
+            "--run-id",
+            "run",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     return tmp / "run"
 

@@ -12,27 +12,45 @@ import time
 
 import gevent
 import gevent.event
+import locust  # noqa: F401  patches the standard library like a real run
 import pyarrow.parquet as pq
 import pytest
 from gevent import monkey
 
-import locust  # noqa: F401  patches the standard library like a real run
 from metrics.record import RequestRecord
-from runfolder.run_info import RunInfo
 from metrics.summary import summarize
 from plugin import results
-from runfolder import unwritten as results_memory
 from plugin.results import ResultsWriter
+from runfolder import unwritten as results_memory
+from runfolder.run_info import RunInfo
 
 _real_sleep = monkey.get_original("time", "sleep")
 
 
 def rows(n: int, start: int = 0) -> list[tuple]:
     now = time.time()
-    return [RequestRecord(f"r{i}", "w", "chat", "short", 10, 16, t_send=1.0, wall_send=now, status=200, ok=True,
-                          ttft_s=0.1, e2e_s=1.6, tpot_s=0.1, prompt_tokens=10, output_tokens=16, n_chunks=16,
-                          chunk_times=[0.1 * (k + 1) for k in range(16)]).as_row()
-            for i in range(start, start + n)]  # fmt: skip
+    return [
+        RequestRecord(
+            f"r{i}",
+            "w",
+            "chat",
+            "short",
+            10,
+            16,
+            t_send=1.0,
+            wall_send=now,
+            status=200,
+            ok=True,
+            ttft_s=0.1,
+            e2e_s=1.6,
+            tpot_s=0.1,
+            prompt_tokens=10,
+            output_tokens=16,
+            n_chunks=16,
+            chunk_times=[0.1 * (k + 1) for k in range(16)],
+        ).as_row()
+        for i in range(start, start + n)
+    ]
 
 
 @pytest.mark.timing
@@ -93,9 +111,13 @@ def test_row_groups_are_written_beside_the_event_loop_and_nothing_is_lost(tmp_pa
 def test_run_json_is_written_from_the_one_model_that_reads_it(tmp_path):
     """run.json is a RunInfo (runfolder/run_info.py) as the run starts, with only the start's keys,
     and completed at the end; what the reports read back is the model the writer wrote."""
-    info = RunInfo(host="http://127.0.0.1:9", role="local", options={"num_users": 3},
-                   plan={"model": "m", "warmup_s": 2.0, "load": {"kind": "steps", "levels": [1, 2]}, "seed": 7},
-                   workload={"name": "mix", "path": "mix.yaml", "hash": "ab" * 32, "classes": {"short": {}}})  # fmt: skip
+    info = RunInfo(
+        host="http://127.0.0.1:9",
+        role="local",
+        options={"num_users": 3},
+        plan={"model": "m", "warmup_s": 2.0, "load": {"kind": "steps", "levels": [1, 2]}, "seed": 7},
+        workload={"name": "mix", "path": "mix.yaml", "hash": "ab" * 32, "classes": {"short": {}}},
+    )
     writer = ResultsWriter(str(tmp_path), "run", info)
     with open(tmp_path / "run" / "run.json") as f:
         start = json.load(f)

@@ -115,8 +115,26 @@ def test_the_time_limit_during_the_all_failed_stops_drain_writes_every_record(tm
     truth = str(tmp_path / "truth.jsonl")
     log_path = tmp_path / "twice.log"
     with simulator("--profile", str(profile), "--fault", "mid_stream_error=1.0:6", truth_log=truth) as url:
-        proc = launch("--headless", "--host", url, "-u", "4", "-r", "4", "-t", f"{FAIL_FAST_S + 3:g}s", "--model", "sim-model",
-                      "--max-tokens-override", "30", "--results-dir", str(tmp_path), "--run-id", "twice", log_path=log_path)  # fmt: skip
+        proc = launch(
+            "--headless",
+            "--host",
+            url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            f"{FAIL_FAST_S + 3:g}s",
+            "--model",
+            "sim-model",
+            "--max-tokens-override",
+            "30",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "twice",
+            log_path=log_path,
+        )
         try:
             code = ended(proc, 60)
         finally:

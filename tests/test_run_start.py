@@ -11,9 +11,9 @@ import pytest
 
 from core.errors import InputError
 from core.validation import build
+from plugin.plan import RunPlan
 from plugin.run import _read_inputs
 from plugin.run_start import CARRIER, RunStart, received
-from plugin.plan import RunPlan
 from tests.test_replay import parse, write_trace
 from workloads import tokenizer as tokenizer_module
 
@@ -36,7 +36,9 @@ def planned(tmp_path_factory):
     the worker receives it (JSON, as Locust's spawn message carries it)."""
     tmp = tmp_path_factory.mktemp("start")
     lib = tmp / "templates.jsonl"
-    lib.write_text(json.dumps({"kind": "prompt", "domain": "d", "lang": "en", "text": "From the library?", "id": "p1"}) + "\n")
+    lib.write_text(
+        json.dumps({"kind": "prompt", "domain": "d", "lang": "en", "text": "From the library?", "id": "p1"}) + "\n"
+    )
     trace = write_trace(tmp / "t.jsonl", [{"t": 0.5, "prompt": "p1"}, {"t": 1.0, "text": "inline", "max_tokens": 3}])
     byte_tokenizer(tmp / "tok")
     plan = RunPlan.from_options(parse("--replay", trace, "--tokenizer", str(tmp / "tok")))
@@ -61,11 +63,14 @@ def _damaged(sent: dict, where: str, key: str, value) -> dict:
     return out
 
 
-@pytest.mark.parametrize("where, key, value, message", [
-    ("trace", "digest", "0" * 64, "--replay: the master's trace does not match its plan"),
-    ("tokenizer", "digest", "0" * 64, "--tokenizer: the master's tokenizer '{tok}' arrived damaged"),
-    ("tokenizer", "probe", "0" * 64, "--tokenizer: this worker counts with '{tok}' differently from its master"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "where, key, value, message",
+    [
+        ("trace", "digest", "0" * 64, "--replay: the master's trace does not match its plan"),
+        ("tokenizer", "digest", "0" * 64, "--tokenizer: the master's tokenizer '{tok}' arrived damaged"),
+        ("tokenizer", "probe", "0" * 64, "--tokenizer: this worker counts with '{tok}' differently from its master"),
+    ],
+)
 def test_a_damaged_or_differently_counting_input_is_refused_in_one_line(planned, where, key, value, message):
     tmp, plan, inputs, sent = planned
     with pytest.raises(InputError) as e:
@@ -76,7 +81,9 @@ def test_a_damaged_or_differently_counting_input_is_refused_in_one_line(planned,
 def test_a_trace_whose_bytes_differ_from_its_hash_is_refused(planned):
     tmp, plan, inputs, sent = planned
     bad = json.loads(json.dumps(sent))
-    bad["trace"]["digest"] = bad["plan"]["load"]["digest"] = "f" * 64  # a plan and a trace that agree, bytes that do not
+    bad["trace"]["digest"] = bad["plan"]["load"]["digest"] = (
+        "f" * 64
+    )  # a plan and a trace that agree, bytes that do not
     with pytest.raises(InputError, match=r"^--replay: the master's trace .* arrived damaged \(hash"):
         build(RunStart, bad).inputs()
 
@@ -94,8 +101,10 @@ def test_a_tokenizer_too_large_to_send_is_refused(planned, monkeypatch):
     monkeypatch.setattr(tokenizer_module, "MAX_BYTES", 2**20 // 1024)
     with pytest.raises(InputError) as e:
         tokenizer_module.read_tokenizer(str(tmp / "tok"))
-    assert str(e.value).startswith(f"--tokenizer: '{tmp / 'tok'}' is 0.0 MiB of files, more than the 0.000976562 MiB a run "
-                                    "sends to its workers; give a tokenizer folder"), str(e.value)
+    assert str(e.value).startswith(
+        f"--tokenizer: '{tmp / 'tok'}' is 0.0 MiB of files, more than the 0.000976562 MiB a run "
+        "sends to its workers; give a tokenizer folder"
+    ), str(e.value)
 
 
 def test_a_start_from_another_version_of_the_suite_is_refused_in_one_line(planned):
@@ -121,7 +130,10 @@ def test_the_master_sends_the_start_once_per_worker_node_and_run():
 
     wire = []
     options = SimpleNamespace(users=4, **{CARRIER: {"run_id": "a"}})
-    runner = SimpleNamespace(server=SimpleNamespace(send_to_client=wire.append), clients={"w1": object(), "w2": object()})
+    runner = SimpleNamespace(
+        server=SimpleNamespace(send_to_client=wire.append), clients={"w1": object(), "w2": object()}
+    )
+
     def spawn(worker):
         runner.server.send_to_client(Message("spawn", {"parsed_options": vars(options), "users": 1}, worker))
         return CARRIER in wire[-1].data["parsed_options"]

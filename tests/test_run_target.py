@@ -29,7 +29,9 @@ vllm:num_requests_running{model_name="m",engine="0"} 0.0
 
 
 def reports_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "reports", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_config_is_read_from_every_config_info_gauge():
@@ -37,9 +39,16 @@ def test_config_is_read_from_every_config_info_gauge():
     with no *_config_info gauge, or not Prometheus text, states none."""
     config, sources = config_from_metrics(VLLM_METRICS)
     assert sources == ["vllm:cache_config_info"]
-    assert config["block_size"] == "16" and config["gpu_memory_utilization"] == "0.9" and config["num_gpu_blocks"] == "27136"
+    assert (
+        config["block_size"] == "16"
+        and config["gpu_memory_utilization"] == "0.9"
+        and config["num_gpu_blocks"] == "27136"
+    )
     assert "engine" not in config
-    assert config_from_metrics(VLLM_METRICS.split("# HELP vllm:num")[0].replace("cache_config_info", "cache_info")) == ({}, [])
+    assert config_from_metrics(VLLM_METRICS.split("# HELP vllm:num")[0].replace("cache_config_info", "cache_info")) == (
+        {},
+        [],
+    )
     assert config_from_metrics("not prometheus {{{") == ({}, [])
 
 
@@ -49,8 +58,24 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("target")
     out = {}
     for profile in ("v100-7b-tp8", "fixed"):
-        proc = run_locust("-u", "2", "-r", "2", "-t", "3s", "--seed", "1", "--sim-profile", profile, "--label", f"on {profile}",
-                          "--results-dir", str(base), "--run-id", profile)  # fmt: skip
+        proc = run_locust(
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "3s",
+            "--seed",
+            "1",
+            "--sim-profile",
+            profile,
+            "--label",
+            f"on {profile}",
+            "--results-dir",
+            str(base),
+            "--run-id",
+            profile,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         out[profile] = (str(base / profile), proc.stdout + proc.stderr)
     return out
@@ -84,10 +109,15 @@ def test_every_surface_names_the_profile_and_the_configuration(runs):
     assert target["config"]["block_size"] == "16" and int(target["config"]["num_gpu_blocks"]) > 0
     assert "vllm:cache_config_info" in target["config_source"]
     assert info["plan"]["label"] == setup["label"] == "on v100-7b-tp8"
-    assert f"against: {setup['server']} serving simulator profile v100-7b-tp8 (hash {target['simulator_profile_hash'][:12]})" in console
+    assert (
+        f"against: {setup['server']} serving simulator profile v100-7b-tp8 (hash {target['simulator_profile_hash'][:12]})"
+        in console
+    )
     assert "run: on v100-7b-tp8" in console
     md = open(os.path.join(folder, "report.md")).read()
-    assert f"**against** simulator profile v100-7b-tp8 (hash {target['simulator_profile_hash'][:12]}); block_size 16" in md
+    assert (
+        f"**against** simulator profile v100-7b-tp8 (hash {target['simulator_profile_hash'][:12]}); block_size 16" in md
+    )
     html = open(os.path.join(folder, "report.html")).read()
     assert "<title>LLM load test report: v100-7b-tp8 (on v100-7b-tp8)</title>" in html
     fixed = json.load(open(os.path.join(runs["fixed"][0], "run.json")))["target"]
@@ -101,7 +131,11 @@ def test_compare_refuses_two_profiles_and_names_them_when_allowed(runs, tmp_path
     proc = reports_cli("compare", a, b, "--out", str(tmp_path / "refused"))
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert "simulator profile: v100-7b-tp8 (hash" in line and "(base) vs fixed (hash" in line and "--allow-different" in line
+    assert (
+        "simulator profile: v100-7b-tp8 (hash" in line
+        and "(base) vs fixed (hash" in line
+        and "--allow-different" in line
+    )
     assert "load:" not in line and "workload:" not in line  # the same load and workload: only the profiles differ
     proc = reports_cli("compare", a, b, "--allow-different", "--resamples", "200", "--out", str(tmp_path / "allowed"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -128,6 +162,8 @@ def test_compare_names_each_configuration_label_that_differs(runs, tmp_path):
     proc = reports_cli("compare", a, other, "--out", str(tmp_path / "c"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert (f"server configuration: gpu_memory_utilization 0.9 (base) vs 0.5 (new), num_gpu_blocks {blocks} (base) vs 1000 (new)"
-            in line), line
+    assert (
+        f"server configuration: gpu_memory_utilization 0.9 (base) vs 0.5 (new), num_gpu_blocks {blocks} (base) vs 1000 (new)"
+        in line
+    ), line
     assert "simulator profile" not in line

@@ -25,8 +25,8 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from tests.helpers import LOCUST, ROOT, free_port
 from tests.fake_server import QuietHandler
+from tests.helpers import LOCUST, ROOT, free_port
 
 pytestmark = pytest.mark.process
 
@@ -38,7 +38,6 @@ def new_key() -> str:
 
 
 class _Handler(QuietHandler):
-
     def do_GET(self):
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization", "")))
         if self.path.endswith("/v1/models"):
@@ -53,8 +52,10 @@ class _Handler(QuietHandler):
         time.sleep(0.05)  # a little time in flight
         events = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
         events += [{"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]} for i in range(3)]
-        events += [{"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
-                   {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}]  # fmt: skip
+        events += [
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
+            {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}},
+        ]
         sse = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
         self._send(200, sse, "text/event-stream")
 
@@ -80,8 +81,9 @@ def posted_keys(server) -> set[str]:
 def start(args, log_path, env=None):
     env = {k: v for k, v in os.environ.items() if k != "LOCUST_API_KEY"} | {"PYTHONUNBUFFERED": "1"} | (env or {})
     out = open(log_path, "w")
-    return subprocess.Popen([*LOCUST, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [*LOCUST, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
 
 
 def finish(proc, timeout=120):
@@ -131,14 +133,41 @@ def test_headless_run_keeps_the_key_out_of_results_logs_and_prometheus(tmp_path)
     prom = free_port()
     log = tmp_path / "run.log"
     with recording_server() as (server, url):
-        proc = start(["--headless", "--host", url, "-u", "3", "-r", "3", "-t", "6s", "--api-key", key,
-                      "--prometheus-port", str(prom), "--prometheus-linger", "3s", "--results-dir", str(tmp_path / "results"),
-                      "--run-id", "secret", "--stop-timeout", "10"], log)  # fmt: skip
+        proc = start(
+            [
+                "--headless",
+                "--host",
+                url,
+                "-u",
+                "3",
+                "-r",
+                "3",
+                "-t",
+                "6s",
+                "--api-key",
+                key,
+                "--prometheus-port",
+                str(prom),
+                "--prometheus-linger",
+                "3s",
+                "--results-dir",
+                str(tmp_path / "results"),
+                "--run-id",
+                "secret",
+                "--stop-timeout",
+                "10",
+            ],
+            log,
+        )
         try:
             wait_until(lambda: len(posted_keys(server)) and len(server.seen) > 10, 60, "requests", proc)
             during = get(f"http://127.0.0.1:{prom}/metrics")
-            after = wait_until(lambda: (lambda t: t if b'llm_requests_total' in t else None)(get(f"http://127.0.0.1:{prom}/metrics")),
-                               30, "metrics", proc)  # fmt: skip
+            after = wait_until(
+                lambda: (lambda t: t if b"llm_requests_total" in t else None)(get(f"http://127.0.0.1:{prom}/metrics")),
+                30,
+                "metrics",
+                proc,
+            )
             finish(proc)
         finally:
             if proc.poll() is None:
@@ -149,7 +178,9 @@ def test_headless_run_keeps_the_key_out_of_results_logs_and_prometheus(tmp_path)
     run = json.loads((tmp_path / "results" / "secret" / "run.json").read_text())
     assert run["options"]["api_key_set"] is True and "api_key" not in run["options"]
     assert "--api-key" in run["argv"] and "***" in run["argv"]
-    assert_nowhere([key], tmp_path / "results", {"log": log.read_text(), "/metrics during": during, "/metrics after": after})
+    assert_nowhere(
+        [key], tmp_path / "results", {"log": log.read_text(), "/metrics during": during, "/metrics after": after}
+    )
 
 
 def test_workers_prefer_their_own_key_and_no_process_logs_any(tmp_path):
@@ -159,10 +190,34 @@ def test_workers_prefer_their_own_key_and_no_process_logs_any(tmp_path):
     port = free_port()
     logs = [tmp_path / "master.log", tmp_path / "w0.log", tmp_path / "w1.log"]
     with recording_server() as (server, url):
-        master = start(["--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                        "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "8s", "--host", url,
-                        "--results-dir", str(tmp_path / "results"), "--run-id", "dist", "--stop-timeout", "10"],
-                       logs[0], env={"LOCUST_API_KEY": master_key})  # fmt: skip
+        master = start(
+            [
+                "--master",
+                "--headless",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                "2",
+                "-u",
+                "4",
+                "-r",
+                "4",
+                "-t",
+                "8s",
+                "--host",
+                url,
+                "--results-dir",
+                str(tmp_path / "results"),
+                "--run-id",
+                "dist",
+                "--stop-timeout",
+                "10",
+            ],
+            logs[0],
+            env={"LOCUST_API_KEY": master_key},
+        )
         worker_args = ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
         workers = [start(worker_args, logs[1], env={"LOCUST_API_KEY": worker_key}), start(worker_args, logs[2])]
         try:
@@ -188,8 +243,23 @@ def test_web_ui_never_shows_the_key(tmp_path):
     log = tmp_path / "ui.log"
     pages = {}
     with recording_server() as (server, url):
-        proc = start(["--host", url, "--web-host", "127.0.0.1", "--web-port", str(web), "--api-key", key,
-                      "--results-dir", str(tmp_path / "results"), "--stop-timeout", "5"], log)  # fmt: skip
+        proc = start(
+            [
+                "--host",
+                url,
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(web),
+                "--api-key",
+                key,
+                "--results-dir",
+                str(tmp_path / "results"),
+                "--stop-timeout",
+                "5",
+            ],
+            log,
+        )
         try:
             pages["/"] = wait_until(lambda: get(base + "/"), 60, "the web UI", proc)
             args = json.loads(re.search(rb"window.templateArgs = (\{.*\})", pages["/"]).group(1))
@@ -198,15 +268,37 @@ def test_web_ui_never_shows_the_key(tmp_path):
             with NO_PROXY.open(urllib.request.Request(base + "/swarm", data=form), timeout=10) as r:
                 assert json.loads(r.read())["success"] is True
             wait_until(lambda: len(server.seen) > 10, 60, "requests from the form's run", proc)
-            wait_until(lambda: ((json.loads(get(base + "/llm/stats")).get("overall") or {}).get("requests") or {}).get("ok"), 30,
-                           "live statistics", proc)  # "overall" is null until the window's first record  # fmt: skip
-            for path in ("/", "/llm", "/llm/stats", "/stats/requests", "/stats/report", "/stats/requests/csv",
-                         "/stats/failures/csv", "/exceptions", "/exceptions/csv", "/tasks", "/logs", "/worker-count"):  # fmt: skip
+            wait_until(
+                lambda: ((json.loads(get(base + "/llm/stats")).get("overall") or {}).get("requests") or {}).get("ok"),
+                30,
+                "live statistics",
+                proc,
+            )  # "overall" is null until the window's first record
+            for path in (
+                "/",
+                "/llm",
+                "/llm/stats",
+                "/stats/requests",
+                "/stats/report",
+                "/stats/requests/csv",
+                "/stats/failures/csv",
+                "/exceptions",
+                "/exceptions/csv",
+                "/tasks",
+                "/logs",
+                "/worker-count",
+            ):
                 pages[path] = get(base + path)
             with NO_PROXY.open(urllib.request.Request(base + "/stop", data=b""), timeout=10) as r:
                 assert r.status == 200
-            stats = wait_until(lambda: (lambda d: d if d["run"]["finished"] and d["run"]["report_url"] else None)(
-                json.loads(get(base + "/llm/stats"))), 90, "the end of the run", proc)  # fmt: skip
+            stats = wait_until(
+                lambda: (lambda d: d if d["run"]["finished"] and d["run"]["report_url"] else None)(
+                    json.loads(get(base + "/llm/stats"))
+                ),
+                90,
+                "the end of the run",
+                proc,
+            )
             pages["/llm/stats (final)"] = json.dumps(stats)
             pages["report"] = get(base + stats["run"]["report_url"])
             pages["summary"] = get(base + stats["run"]["summary_url"])
@@ -241,11 +333,17 @@ def test_readme_login_locustfile_protects_the_web_ui(tmp_path):
     path.write_text(readme_login_locustfile())
     web = free_port()
     base = f"http://127.0.0.1:{web}"
-    env = {"LOCUST_UI_USER": "ops", "LOCUST_UI_PASSWORD": secrets.token_hex(8), "LOCUST_UI_SECRET": secrets.token_hex(16)}
+    env = {
+        "LOCUST_UI_USER": "ops",
+        "LOCUST_UI_PASSWORD": secrets.token_hex(8),
+        "LOCUST_UI_SECRET": secrets.token_hex(16),
+    }
     log = tmp_path / "login.log"
     jar = http.cookiejar.CookieJar()
     plain = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-    session = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect(), urllib.request.HTTPCookieProcessor(jar))
+    session = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), _NoRedirect(), urllib.request.HTTPCookieProcessor(jar)
+    )
 
     def status(opener, path, data=None):
         try:
@@ -255,8 +353,25 @@ def test_readme_login_locustfile_protects_the_web_ui(tmp_path):
             return e.code, e.headers.get("Location", ""), b""
 
     with recording_server() as (_, url):
-        proc = start(["-f", str(path), "--web-login", "--host", url, "--model", "m", "--web-host", "127.0.0.1",
-                      "--web-port", str(web), "--results-dir", str(tmp_path / "results")], log, env=env)  # fmt: skip
+        proc = start(
+            [
+                "-f",
+                str(path),
+                "--web-login",
+                "--host",
+                url,
+                "--model",
+                "m",
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(web),
+                "--results-dir",
+                str(tmp_path / "results"),
+            ],
+            log,
+            env=env,
+        )
         try:
             wait_until(lambda: status(plain, "/login")[0] == 200, 60, "the login page", proc)
             for page in ("/", "/llm", "/llm/stats", "/stats/requests"):

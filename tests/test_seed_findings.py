@@ -32,8 +32,26 @@ def test_64_sequence_slots_queue_the_reference_load_and_128_do_not(tmp_path):
     cycle is the front end's): 64 slots make the rest wait (the truth log's queue time), 128 do not; the sweep's P95 TTFT of each point is the truth
     log's, and its ranking by P95 TTFT names 128."""
     out = str(tmp_path / "sweep")
-    r = sweeps("run", "--param", "max_num_seqs=64,128", "--rank", "ttft", "--out", out, "--",
-               "-u", "128", "-r", "128", "-t", "4s", "--max-tokens-override", "32", "--stop-timeout", "5")  # fmt: skip
+    r = sweeps(
+        "run",
+        "--param",
+        "max_num_seqs=64,128",
+        "--rank",
+        "ttft",
+        "--out",
+        out,
+        "--",
+        "-u",
+        "128",
+        "-r",
+        "128",
+        "-t",
+        "4s",
+        "--max-tokens-override",
+        "32",
+        "--stop-timeout",
+        "5",
+    )
     table = json.load(open(os.path.join(out, "table.json")))
     rows = {p["settings"]["max_num_seqs"]: p for p in table["points"]}
     truth = {}
@@ -49,7 +67,9 @@ def test_64_sequence_slots_queue_the_reference_load_and_128_do_not(tmp_path):
     # is not the slots' to give: the ranking names the one the truth log has lower, or no difference
     truth_best = min(truth, key=lambda k: truth_ttft_p95_ms(truth[k]))
     ranking = table["ranking"]
-    assert ranking["best"]["label"] == f"max_num_seqs={truth_best}" or ranking["verdict"] == "no difference measured", r.stdout[-2000:]
+    assert ranking["best"]["label"] == f"max_num_seqs={truth_best}" or ranking["verdict"] == "no difference measured", (
+        r.stdout[-2000:]
+    )
 
 
 def long_only(folder: str) -> str:
@@ -73,9 +93,31 @@ def test_max_model_len_2048_refuses_what_passes_it_and_sizes_no_other_cache(tmp_
     truth_path = str(tmp_path / "truth.jsonl")
     profile = write_profile(str(tmp_path), max_model_len=2048)
     with simulator("--profile", profile, truth_log=truth_path) as url:
-        run_locust("--host", url, "--workload", long_only(str(tmp_path)), "-u", "16", "-r", "16", "-t", "5s",
-                   "--max-tokens-override", "1500", "--server-metrics", url + "/metrics", "--server-metrics-interval", "1s",
-                   "--stop-timeout", "2", "--results-dir", str(tmp_path), "--run-id", "r", timeout=120)  # fmt: skip
+        run_locust(
+            "--host",
+            url,
+            "--workload",
+            long_only(str(tmp_path)),
+            "-u",
+            "16",
+            "-r",
+            "16",
+            "-t",
+            "5s",
+            "--max-tokens-override",
+            "1500",
+            "--server-metrics",
+            url + "/metrics",
+            "--server-metrics-interval",
+            "1s",
+            "--stop-timeout",
+            "2",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "r",
+            timeout=120,
+        )
     records, _ = read_results(str(tmp_path), "r")
     truth = {t["request_id"]: t for t in read_truth(truth_path)}
     rejected = {k for k, t in truth.items() if t["outcome"] == "rejected"}
@@ -83,7 +125,10 @@ def test_max_model_len_2048_refuses_what_passes_it_and_sizes_no_other_cache(tmp_
     refused = records[records["error"] == "http_4xx"]
     assert set(refused["request_id"]) == rejected
     # the refusal's words name the prompt's tokens (the truth log has none for a refused request)
-    told = [re.search(r"maximum context length is 2048 tokens and your request has (\d+) input tokens", d) for d in refused["error_detail"]]
+    told = [
+        re.search(r"maximum context length is 2048 tokens and your request has (\d+) input tokens", d)
+        for d in refused["error_detail"]
+    ]
     assert all(m and int(m.group(1)) + 1500 > 2048 for m in told), refused["error_detail"].iloc[0]
     assert all(t["prompt_tokens"] + 1500 <= 2048 for k, t in truth.items() if k not in rejected)
     metrics = pd.read_parquet(os.path.join(str(tmp_path), "r", "server_metrics.parquet"))
@@ -96,9 +141,30 @@ def test_max_model_len_2048_refuses_what_passes_it_and_sizes_no_other_cache(tmp_
 def test_prefix_caching_ab_finds_the_ttft_cut_the_truth_log_has(tmp_path):
     out = str(tmp_path / "ab")
     workload = shared_workload(str(tmp_path), 6000)
-    r = sweeps("ab", "--a-set", "enable_prefix_caching=false", "--b-set", "enable_prefix_caching=true", "--rounds", "2",
-               "--out", out, "--", "--workload", workload, "-u", "12", "-r", "12", "-t", "3s",
-               "--max-tokens-override", "32", "--stop-timeout", "5")  # fmt: skip
+    r = sweeps(
+        "ab",
+        "--a-set",
+        "enable_prefix_caching=false",
+        "--b-set",
+        "enable_prefix_caching=true",
+        "--rounds",
+        "2",
+        "--out",
+        out,
+        "--",
+        "--workload",
+        workload,
+        "-u",
+        "12",
+        "-r",
+        "12",
+        "-t",
+        "3s",
+        "--max-tokens-override",
+        "32",
+        "--stop-timeout",
+        "5",
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     ab = json.load(open(os.path.join(out, "ab.json")))
     truth = {s: [read_truth(os.path.join(out, f"round-0{n}", s, "truth.jsonl")) for n in (1, 2)] for s in "AB"}
@@ -119,9 +185,31 @@ def test_the_long_mix_against_a_tight_kv_cache_is_preempted_and_diagnosed_memory
     truth_path = str(tmp_path / "truth.jsonl")
     profile = write_profile(str(tmp_path), num_gpu_blocks_override=260)
     with simulator("--profile", profile, truth_log=truth_path) as url:
-        run_locust("--host", url, "--steps", "2,16", "--step-time", "7s", "--step-warmup", "2s", "--slo", "ttft.p95<1s",
-                   "--max-tokens-override", "60", "--server-metrics", url + "/metrics", "--server-metrics-interval", "1s",
-                   "--stop-timeout", "5", "--results-dir", str(tmp_path), "--run-id", "r", timeout=120)  # fmt: skip
+        run_locust(
+            "--host",
+            url,
+            "--steps",
+            "2,16",
+            "--step-time",
+            "7s",
+            "--step-warmup",
+            "2s",
+            "--slo",
+            "ttft.p95<1s",
+            "--max-tokens-override",
+            "60",
+            "--server-metrics",
+            url + "/metrics",
+            "--server-metrics-interval",
+            "1s",
+            "--stop-timeout",
+            "5",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "r",
+            timeout=120,
+        )
     _, summary = read_results(str(tmp_path), "r")
     truth = read_truth(truth_path)
     d = summary["diagnosis"]
@@ -130,7 +218,9 @@ def test_the_long_mix_against_a_tight_kv_cache_is_preempted_and_diagnosed_memory
     knee = d["levels"][-1]
     preempted = sum(t["preemptions"] for t in truth)
     assert 0 < knee["preemptions"] <= preempted  # counted inside the level's window, of the run's
-    assert knee["kv_cache_peak"] >= 0.5 and knee["waiting"] >= 1, knee  # scraped each second: the full moments fall between
+    assert knee["kv_cache_peak"] >= 0.5 and knee["waiting"] >= 1, (
+        knee
+    )  # scraped each second: the full moments fall between
     # over the whole run, the server's counter is the truth log's sum
     metrics = pd.read_parquet(os.path.join(str(tmp_path), "r", "server_metrics.parquet"))
     assert counter_increase(metrics, "vllm:num_preemptions_total") == preempted

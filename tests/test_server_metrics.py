@@ -4,12 +4,12 @@ with --server-metrics against the simulator whose counters must match the client
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from core.urls import public_url
 from plugin.server_metrics import (
     FILE_NAME,
     SCHEMA,
@@ -18,7 +18,6 @@ from plugin.server_metrics import (
     increase,
     parse_text,
 )
-from core.urls import public_url
 from tests.test_prometheus import _rec, free_port, locust, simulator, tail, wait_exit  # noqa: F401 (fixture)
 
 VLLM_OLD = """\
@@ -50,7 +49,9 @@ def test_canonical_names():
     assert canonical("vllm:gpu_prefix_cache_hits_total") == "vllm:prefix_cache_hits_total"
     assert canonical("vllm:gpu_prefix_cache_queries_created") == "vllm:prefix_cache_queries_created"
     assert canonical("vllm:time_per_output_token_seconds_bucket") == "vllm:inter_token_latency_seconds_bucket"
-    assert canonical("vllm:request_time_per_output_token_seconds_sum") == "vllm:request_time_per_output_token_seconds_sum"
+    assert (
+        canonical("vllm:request_time_per_output_token_seconds_sum") == "vllm:request_time_per_output_token_seconds_sum"
+    )
     assert canonical("vllm:kv_cache_usage_perc") == "vllm:kv_cache_usage_perc"
     assert canonical("DCGM_FI_DEV_GPU_UTIL") == "DCGM_FI_DEV_GPU_UTIL"
 
@@ -64,7 +65,11 @@ def test_parse_text_aliases_labels_and_totals():
     assert "vllm:prefix_cache_queries_total" in set(df["metric"])
     # old and new name in the same scrape (vLLM's deprecation period): only the new one is kept
     itl = df[df["metric"].str.startswith("vllm:inter_token_latency_seconds")]
-    assert len(itl) == 4 and set(itl["raw_metric"]) == {"vllm:inter_token_latency_seconds_bucket", "vllm:inter_token_latency_seconds_count", "vllm:inter_token_latency_seconds_sum"}
+    assert len(itl) == 4 and set(itl["raw_metric"]) == {
+        "vllm:inter_token_latency_seconds_bucket",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:inter_token_latency_seconds_sum",
+    }
     labels = df[df["raw_metric"] == "vllm:generation_tokens_total"]["labels"].tolist()
     assert labels[0] == '{"engine":"0","model_name":"m"}'  # sorted keys
     assert totals == {"vllm:generation_tokens_total": 42.0}
@@ -86,7 +91,10 @@ def test_options():
     def plan(urls="", interval="5s"):
         return RunPlan.from_options(Namespace(server_metrics=urls, server_metrics_interval=interval))
 
-    assert plan(" http://a:1/metrics, http://b:2/metrics ,http://a:1/metrics").server_metrics == ("http://a:1/metrics", "http://b:2/metrics")
+    assert plan(" http://a:1/metrics, http://b:2/metrics ,http://a:1/metrics").server_metrics == (
+        "http://a:1/metrics",
+        "http://b:2/metrics",
+    )
     assert plan("").server_metrics == ()
     with pytest.raises(InputError, match="--server-metrics"):
         plan("localhost:8000/metrics")
@@ -120,10 +128,27 @@ def test_run_with_server_metrics_matches_the_records(tmp_path, simulator):  # no
     log = str(tmp_path / "locust.log")
     dead = f"http://127.0.0.1:{free_port()}/metrics"
     proc = locust(
-        "--headless", "-u", "8", "-r", "8", "-t", "5s", "--host", simulator.url, "--max-tokens-override", "24",
-        "--results-dir", str(results), "--run-id", "sm", "--server-metrics", f"{simulator.url}/metrics,{dead}",
-        "--server-metrics-interval", "1s", log_path=log,
-    )  # fmt: skip
+        "--headless",
+        "-u",
+        "8",
+        "-r",
+        "8",
+        "-t",
+        "5s",
+        "--host",
+        simulator.url,
+        "--max-tokens-override",
+        "24",
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "sm",
+        "--server-metrics",
+        f"{simulator.url}/metrics,{dead}",
+        "--server-metrics-interval",
+        "1s",
+        log_path=log,
+    )
     assert wait_exit(proc, 50, log) == 0, tail(log)
     run = results / "sm"
     summary = json.loads((run / "summary.json").read_text())
@@ -139,7 +164,9 @@ def test_run_with_server_metrics_matches_the_records(tmp_path, simulator):  # no
     assert len(gen) >= 4  # baseline, about one a second, and the final scrape
     assert gen.iloc[0] == 0  # the baseline was taken before the first request
     assert gen.iloc[-1] - gen.iloc[0] == output_tokens
-    assert {"vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket"} <= set(df["metric"])
+    assert {"vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket"} <= set(
+        df["metric"]
+    )
     assert all(x == json.dumps(json.loads(x), sort_keys=True, separators=(",", ":")) for x in df["labels"].unique())
 
     sm = summary["server_metrics"]
@@ -147,6 +174,10 @@ def test_run_with_server_metrics_matches_the_records(tmp_path, simulator):  # no
     assert sm["failed_scrapes"] >= len(gen) - 1 and sm["by_source"][dead]["scrapes"] == 0
     assert sm["scrapes"] == len(gen) == sm["by_source"][sim_url]["scrapes"]
     assert sm["counter_deltas"]["vllm:generation_tokens_total"] == output_tokens == sm["client_counts"]["output_tokens"]
-    assert sm["counter_deltas"]["vllm:request_success_total"] == int(records["ok"].sum()) == sm["client_counts"]["requests_ok"]
+    assert (
+        sm["counter_deltas"]["vllm:request_success_total"]
+        == int(records["ok"].sum())
+        == sm["client_counts"]["requests_ok"]
+    )
     assert sm["counter_deltas"]["vllm:prompt_tokens_total"] == sm["client_counts"]["prompt_tokens"]
     assert tail(log, 200).count(f"scraping {dead} failed") == 1  # logged once per URL

@@ -24,9 +24,27 @@ def test_a_silent_version_probe_takes_nothing_from_the_load(tmp_path):
     --server-metrics) are accepted and never answered. The load still runs the whole -t, and the
     window starts when the load does, so the rate summary.json states is the rate the server saw."""
     with fake_server(hold={"/version", "/metrics"}, tokens=10, gap_s=0.02) as srv:
-        done = run_locust("--host", srv.url, "-u", "2", "-r", "2", "-t", "6s", "--timeout-connect", "2s",
-                          "--server-metrics", f"{srv.url}/metrics", "--server-metrics-interval", "1s",
-                          "--results-dir", str(tmp_path), "--run-id", "silent", timeout=90)  # fmt: skip
+        done = run_locust(
+            "--host",
+            srv.url,
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "6s",
+            "--timeout-connect",
+            "2s",
+            "--server-metrics",
+            f"{srv.url}/metrics",
+            "--server-metrics-interval",
+            "1s",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "silent",
+            timeout=90,
+        )
         served = list(srv.served)
     assert done.returncode == 0, done.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "silent")
@@ -41,7 +59,11 @@ def test_a_silent_version_probe_takes_nothing_from_the_load(tmp_path):
     assert summary["setup"]["server_version"] is None
     said = [line for line in done.stderr.splitlines() if "server version: GET /version and GET /metrics took" in line]
     assert len(said) == 1 and "had no answer" in said[0], done.stderr[-3000:]
-    said = [line for line in done.stderr.splitlines() if "--server-metrics: " in line and "when asked before the run" in line]
+    said = [
+        line
+        for line in done.stderr.splitlines()
+        if "--server-metrics: " in line and "when asked before the run" in line
+    ]
     assert len(said) == 1 and "timed out" in said[0], done.stderr[-3000:]
     assert summary["server_metrics"]["scrapes"] == 0 and summary["server_metrics"]["failed_scrapes"] >= 1
 
@@ -73,14 +95,27 @@ def test_the_start_checks_connection_is_tried_again_when_refused():
 @pytest.mark.process
 def test_a_server_that_never_answers_its_model_list_is_told_from_an_unreachable_one(tmp_path):
     with fake_server(hold={"/v1/models"}) as srv:
-        done = run_locust("--host", srv.url, "-u", "1", "-t", "2s", "--timeout-connect", "1s", "--results-dir",
-                          str(tmp_path), timeout=60)  # fmt: skip
+        done = run_locust(
+            "--host",
+            srv.url,
+            "-u",
+            "1",
+            "-t",
+            "2s",
+            "--timeout-connect",
+            "1s",
+            "--results-dir",
+            str(tmp_path),
+            timeout=60,
+        )
         served = list(srv.served)
     assert done.returncode == 2 and not served
     lines = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-    assert lines == [f"error: --host: {srv.url} accepted a connection, but GET /v1/models got no answer in 1 s "
-                     "(--timeout-connect); check that the server is ready (one still loading its model may accept "
-                     "connections) and serves the OpenAI API there"], done.stderr[-2000:]  # fmt: skip
+    assert lines == [
+        f"error: --host: {srv.url} accepted a connection, but GET /v1/models got no answer in 1 s "
+        "(--timeout-connect); check that the server is ready (one still loading its model may accept "
+        "connections) and serves the OpenAI API there"
+    ], done.stderr[-2000:]
 
 
 @pytest.mark.process
@@ -89,8 +124,25 @@ def test_replies_longer_than_their_max_tokens_are_counted(tmp_path):
     for: summary.json counts exactly those its own log says it sent too many tokens for, and one
     console line says so."""
     with fake_server(tokens=20, gap_s=0.005, ignore_every=3) as srv:
-        done = run_locust("--host", srv.url, "-u", "2", "-r", "2", "-t", "3s", "--max-tokens-override", "8",
-                          "--model", MODEL, "--results-dir", str(tmp_path), "--run-id", "long", timeout=60)  # fmt: skip
+        done = run_locust(
+            "--host",
+            srv.url,
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "3s",
+            "--max-tokens-override",
+            "8",
+            "--model",
+            MODEL,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "long",
+            timeout=60,
+        )
         served = list(srv.served)
     assert done.returncode == 0, done.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "long")

@@ -29,8 +29,13 @@ def gone(pid: int) -> bool:
 
 @pytest.mark.process
 def test_the_simulator_is_ready_at_the_address_it_prints(tmp_path):
-    server = ServerProcess([PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0"], tmp_path / "sim.log",
-                           name="the simulator", cwd=ROOT, ready_line=r"listening on (?P<url>\S+)")  # fmt: skip
+    server = ServerProcess(
+        [PY, "-m", "simulator", "--host", "127.0.0.1", "--port", "0"],
+        tmp_path / "sim.log",
+        name="the simulator",
+        cwd=ROOT,
+        ready_line=r"listening on (?P<url>\S+)",
+    )
     with server.start(timeout=30):
         assert server.url.startswith("http://127.0.0.1:") and not server.url.endswith(":0")
         status, body = http_get(server.url + "/v1/models")
@@ -58,16 +63,29 @@ def test_ready_once_any_ready_path_answers_200(tmp_path):
 @pytest.mark.parametrize(
     "script, code, kind",
     [
-        ("print('loading weights'); print('RuntimeError: engine core failed', file=sys.stderr); sys.exit(3)", 3, "exited"),
-        ("print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)",
-         1, "out_of_memory"),  # fmt: skip
-        ("import argparse; p = argparse.ArgumentParser(prog='serve'); p.add_argument('--max-num-seqs', type=int); "
-         "p.parse_args(['--max-num-seqs', 'many'])", 2, "refused"),  # fmt: skip
+        (
+            "print('loading weights'); print('RuntimeError: engine core failed', file=sys.stderr); sys.exit(3)",
+            3,
+            "exited",
+        ),
+        (
+            "print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr); sys.exit(1)",
+            1,
+            "out_of_memory",
+        ),
+        (
+            "import argparse; p = argparse.ArgumentParser(prog='serve'); p.add_argument('--max-num-seqs', type=int); "
+            "p.parse_args(['--max-num-seqs', 'many'])",
+            2,
+            "refused",
+        ),
     ],
     ids=["exited", "out_of_memory", "refused"],
 )
 def test_a_process_that_dies_while_starting(tmp_path, script, code, kind):
-    server = ServerProcess([PY, "-c", "import sys; " + script], tmp_path / "s.log", name="srv", url=f"http://127.0.0.1:{free_port()}")
+    server = ServerProcess(
+        [PY, "-c", "import sys; " + script], tmp_path / "s.log", name="srv", url=f"http://127.0.0.1:{free_port()}"
+    )
     t0 = time.monotonic()
     with pytest.raises(ServerStartError) as info:
         server.start(timeout=60)
@@ -75,8 +93,11 @@ def test_a_process_that_dies_while_starting(tmp_path, script, code, kind):
     e = info.value
     assert (e.exit_code, e.kind, e.name) == (code, kind, "srv")
     assert str(e).startswith(f"srv exited with {code} while starting:\n")
-    last = {"exited": "RuntimeError: engine core failed", "out_of_memory": "CUDA out of memory",
-            "refused": "serve: error: argument --max-num-seqs: invalid int value: 'many'"}[kind]  # fmt: skip
+    last = {
+        "exited": "RuntimeError: engine core failed",
+        "out_of_memory": "CUDA out of memory",
+        "refused": "serve: error: argument --max-num-seqs: invalid int value: 'many'",
+    }[kind]
     assert last in e.log_tail and last in str(e)
 
 
@@ -104,8 +125,9 @@ def test_stop_kills_the_whole_group_when_sigterm_is_ignored(tmp_path):
         print(f"ready child={child.pid}", flush=True)
         time.sleep(120)
     """)
-    server = ServerProcess([PY, "-c", script], tmp_path / "s.log", ready_line=r"ready child=(?P<child>\d+)",
-                           stop_timeout=0.5)  # fmt: skip
+    server = ServerProcess(
+        [PY, "-c", script], tmp_path / "s.log", ready_line=r"ready child=(?P<child>\d+)", stop_timeout=0.5
+    )
     server.start(timeout=30)
     child = int(server.ready_match["child"])
     assert os.getpgid(child) == server.pid != os.getpgid(0)  # a group of its own, the child in it

@@ -29,7 +29,7 @@ class _Replay(BaseHTTPRequestHandler):
 
     responses: dict = {}
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         r = self.responses.get(self.path)
         body = (r or {}).get("body", "").encode()
         self.send_response_only(r["status"] if r else 404)
@@ -65,16 +65,23 @@ def test_a_recorded_server_is_named_from_where_it_says_so(path):
 def test_version_sources_in_order():
     """/version first; then an engine's info gauge, never the Prometheus client's python_info; then
     a header naming a version, then `server`."""
-    metrics = ('# TYPE python_info gauge\npython_info{implementation="CPython",major="3",minor="12",version="3.12.1"} 1.0\n'
-               '# TYPE vllm:build_info gauge\nvllm:build_info{version="0.32.0",commit="abc"} 1.0\n')  # fmt: skip
+    metrics = (
+        '# TYPE python_info gauge\npython_info{implementation="CPython",major="3",minor="12",version="3.12.1"} 1.0\n'
+        '# TYPE vllm:build_info gauge\nvllm:build_info{version="0.32.0",commit="abc"} 1.0\n'
+    )
     assert version_from_metrics(metrics) == ("0.32.0", "vllm:build_info")
     assert version_from_metrics(metrics.split("# TYPE vllm")[0]) == (None, None)  # Python's version is not the server's
     assert version_from_metrics("not prometheus {{{") == (None, None)
-    assert version_from_headers({"server": "uvicorn", "x-engine-version": "2.4.1"}) == ("2.4.1", "response header x-engine-version")
+    assert version_from_headers({"server": "uvicorn", "x-engine-version": "2.4.1"}) == (
+        "2.4.1",
+        "response header x-engine-version",
+    )
     assert version_from_headers({"server": "llama.cpp"}) == ("llama.cpp", "response header server")
     assert version_from_headers({"content-type": "text/plain"}) == (None, None)
-    both = {"/version": {"status": 200, "headers": {"server": "uvicorn"}, "body": '{"version": "0.11.2"}'},
-            "/metrics": {"status": 200, "headers": {}, "body": metrics}}
+    both = {
+        "/version": {"status": 200, "headers": {"server": "uvicorn"}, "body": '{"version": "0.11.2"}'},
+        "/metrics": {"status": 200, "headers": {}, "body": metrics},
+    }
     server = _serve(both)
     try:
         host = f"http://127.0.0.1:{server.server_address[1]}"
@@ -91,12 +98,31 @@ def test_the_simulator_is_named_in_the_setup_and_the_report(tmp_path):
     and the report's header say so, with where it came from."""
     with simulator("--profile", "fixed") as url:
         headers = dict(urllib.request.urlopen(url + "/v1/models", timeout=5).headers)
-        proc = run_locust("--host", url, "-u", "1", "-r", "1", "-t", "2s", "--max-tokens-override", "4",
-                          "--results-dir", str(tmp_path), "--run-id", "v", "--stop-timeout", "5")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "-u",
+            "1",
+            "-r",
+            "1",
+            "-t",
+            "2s",
+            "--max-tokens-override",
+            "4",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "v",
+            "--stop-timeout",
+            "5",
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert headers["server"] == f"llm-simulator/{SIMULATOR_VERSION}"
     _, summary = read_results(str(tmp_path), "v")
     setup = summary["setup"]
-    assert (setup["server_version"], setup["server_version_source"]) == (SIMULATOR_VERSION, "GET /metrics llm_simulator_build_info{version}")
+    assert (setup["server_version"], setup["server_version_source"]) == (
+        SIMULATOR_VERSION,
+        "GET /metrics llm_simulator_build_info{version}",
+    )
     md = (tmp_path / "v" / "report.md").read_text(encoding="utf-8")
     assert f"serving sim-model, version {SIMULATOR_VERSION} (GET /metrics llm_simulator_build_info{{version}})" in md

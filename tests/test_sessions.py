@@ -66,8 +66,17 @@ class CaptureServer:
                     self._event({"id": rid, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
                     if i + 1 < len(words):
                         time.sleep(chunk_gap_s)
-                self._event({"id": rid, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                             **({"usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(words)}} if usage else {})})
+                self._event(
+                    {
+                        "id": rid,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        **(
+                            {"usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(words)}}
+                            if usage
+                            else {}
+                        ),
+                    }
+                )
                 self._chunk(b"data: [DONE]\n\n")
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
@@ -133,9 +142,11 @@ def test_session_spec_and_conversation(tmp_path):
     assert conv.turn == 1 and not conv.done
     r2 = conv.advance("Answer one.")
     assert conv.turn == 2
-    assert r2.messages()[:3] == [{"role": "system", "content": "You are a patient tutor."},
-                                 {"role": "user", "content": first.user},
-                                 {"role": "assistant", "content": "Answer one."}]
+    assert r2.messages()[:3] == [
+        {"role": "system", "content": "You are a patient tutor."},
+        {"role": "user", "content": first.user},
+        {"role": "assistant", "content": "Answer one."},
+    ]
     assert r2.input_chars == sum(len(m["content"]) for m in r2.messages())
     assert 30 <= len(r2.user) <= 120 and r2.system == first.system
     r3 = conv.advance("Answer two.")
@@ -146,17 +157,23 @@ def test_session_spec_and_conversation(tmp_path):
     assert 0.3 <= min(think) and max(think) <= 0.5
 
 
-@pytest.mark.parametrize("session,needle", [
-    ("{think_time_s: 1}", "session.turns: missing turns"),
-    ("{turns: 0}", "below 1"),
-    ("{turns: 2, think_time_s: {min: 3, max: 1}}", "above max"),
-    ("{turns: 2, think_time_s: -1}", "not a duration"),
-    ("{turns: 2, pause: 1}", "unknown field"),
-    ("{turns: {dist: empirical, values: [1, 2, 5]}, think_time_s: {dist: empirical, values: [0.5, 2]}}", None),
-])
+@pytest.mark.parametrize(
+    "session,needle",
+    [
+        ("{think_time_s: 1}", "session.turns: missing turns"),
+        ("{turns: 0}", "below 1"),
+        ("{turns: 2, think_time_s: {min: 3, max: 1}}", "above max"),
+        ("{turns: 2, think_time_s: -1}", "not a duration"),
+        ("{turns: 2, pause: 1}", "unknown field"),
+        ("{turns: {dist: empirical, values: [1, 2, 5]}, think_time_s: {dist: empirical, values: [0.5, 2]}}", None),
+    ],
+)
 def test_session_validation(tmp_path, session, needle):
-    p = write_spec(tmp_path, f"classes:\n  c:\n    weight: 1\n    input_chars: {{min: 20, max: 200}}\n"
-                             f"    output_tokens: 5\n    session: {session}\n")
+    p = write_spec(
+        tmp_path,
+        f"classes:\n  c:\n    weight: 1\n    input_chars: {{min: 20, max: 200}}\n"
+        f"    output_tokens: 5\n    session: {session}\n",
+    )
     if needle is None:
         spec = load_spec(p)
         s = Sampler(spec, 1)
@@ -178,9 +195,29 @@ def sessions_of(df):
 @pytest.mark.process
 def test_conversations_carry_the_replies_received(tmp_path):
     with CaptureServer() as srv:
-        proc = run_locust("--host", srv.url, "--model", "capture", "--workload", write_spec(tmp_path),
-                          "-u", "3", "-r", "3", "-t", "8s", "--seed", "2", "--results-dir", str(tmp_path),
-                          "--run-id", "conv", "--stop-timeout", "5", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            srv.url,
+            "--model",
+            "capture",
+            "--workload",
+            write_spec(tmp_path),
+            "-u",
+            "3",
+            "-r",
+            "3",
+            "-t",
+            "8s",
+            "--seed",
+            "2",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "conv",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
         bodies, replies = dict(srv.bodies), dict(srv.replies)
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "conv")
@@ -219,9 +256,29 @@ def test_conversations_carry_the_replies_received(tmp_path):
 def test_open_loop_conversations_schedule_later_turns_from_the_reply(tmp_path):
     spec = write_spec(tmp_path, SESSION_SPEC.replace("weight: 0.75", "weight: 1.0").split("  single:")[0])
     with CaptureServer() as srv:
-        proc = run_locust("--host", srv.url, "--model", "capture", "--workload", spec, "--request-rate", "2",
-                          "--arrival", "constant", "-t", "6s", "--seed", "4", "--results-dir", str(tmp_path),
-                          "--run-id", "olconv", "--stop-timeout", "5", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            srv.url,
+            "--model",
+            "capture",
+            "--workload",
+            spec,
+            "--request-rate",
+            "2",
+            "--arrival",
+            "constant",
+            "-t",
+            "6s",
+            "--seed",
+            "4",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "olconv",
+            "--stop-timeout",
+            "5",
+            timeout=120,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "olconv")
     firsts = df[df["turn"] == 1].sort_values("t_intended")

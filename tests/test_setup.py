@@ -19,9 +19,28 @@ def test_every_report_states_its_load_and_target_without_credentials(tmp_path):
     the model, the client's processes and the suite's version; so do both reports, first."""
     with simulator("--profile", "fixed") as url:
         host = url.replace("http://", "http://someone:s3cret@")
-        proc = run_locust("--host", host, "-u", "3", "-r", "3", "-t", "4s", "--processes", "2", "--slo", "ttft.p50<2s",
-                          "--max-tokens-override", "6", "--results-dir", str(tmp_path), "--run-id", "s",
-                          "--stop-timeout", "10")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            host,
+            "-u",
+            "3",
+            "-r",
+            "3",
+            "-t",
+            "4s",
+            "--processes",
+            "2",
+            "--slo",
+            "ttft.p50<2s",
+            "--max-tokens-override",
+            "6",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "s",
+            "--stop-timeout",
+            "10",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, summary = read_results(str(tmp_path), "s")
     setup = summary["setup"]

@@ -55,8 +55,14 @@ class Final:
 def test_a_live_worker_without_its_last_records_at_the_drains_end_is_lost(caplog):
     runner = Runner("a", "b")
     inbox = MasterCollector(runner, Writer(), "run-1")
-    inbox.on_worker_report("a", {"llm_in_flight": 3, "llm_rows": {"run_id": "run-1", "rows": 2},
-                                 "llm_batches": {"run_id": "run-1", "batches": [(1, [("r1",)])]}})  # fmt: skip
+    inbox.on_worker_report(
+        "a",
+        {
+            "llm_in_flight": 3,
+            "llm_rows": {"run_id": "run-1", "rows": 2},
+            "llm_batches": {"run_id": "run-1", "batches": [(1, [("r1",)])]},
+        },
+    )
     inbox.on_final(Final("b", {"run_id": "run-1", "batches": [], "last_seq": 0, "rows": 0}))
     with caplog.at_level(logging.WARNING):
         inbox.drain(timeout=0.2)
@@ -72,7 +78,9 @@ def test_a_batch_of_an_unknown_run_is_said_once_and_not_written(caplog):
     inbox = MasterCollector(Runner("a"), writer, "run-2")
     with caplog.at_level(logging.WARNING):
         for seq in (1, 2, 3):
-            inbox.on_worker_report("a", {"llm_batches": {"run_id": "its-own-run", "batches": [(seq, [("x",), ("y",)])]}})
+            inbox.on_worker_report(
+                "a", {"llm_batches": {"run_id": "its-own-run", "batches": [(seq, [("x",), ("y",)])]}}
+            )
             inbox.on_worker_report("a", {"llm_batches": {"run_id": "earlier-run", "batches": [(seq, [("z",)])]}})
     said = [r.getMessage() for r in caplog.records if "its-own-run" in r.getMessage()]
     assert len(said) == 1 and "not of this run 'run-2': not written (2 in this batch" in said[0], said

@@ -1,4 +1,5 @@
 """Tests of the simulator: a real process on a free port, spoken to over HTTP."""
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,10 @@ def start_sim(tmp_path, *args, profile=None, name="sim"):
     cmd += list(args)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
-    assert line.startswith("simulator listening on http://127.0.0.1:"), (line, proc.stderr.read() if proc.poll() is not None else "")
+    assert line.startswith("simulator listening on http://127.0.0.1:"), (
+        line,
+        proc.stderr.read() if proc.poll() is not None else "",
+    )
     port = int(line.split(":")[2].split()[0])
     return Sim(proc, port, truth)
 
@@ -158,8 +162,12 @@ def vocabulary_pieces(text: str) -> int:
 
 
 def chat(max_tokens=8, stream=True, **kw):
-    body = {"model": "m", "messages": [{"role": "user", "content": "Hello there, how are you?"}],
-            "max_tokens": max_tokens, "stream": stream}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Hello there, how are you?"}],
+        "max_tokens": max_tokens,
+        "stream": stream,
+    }
     body.update(kw)
     return body
 
@@ -194,8 +202,16 @@ def metric(text, name, **labels):
 
 # ---------------------------------------------------------------- fixtures
 FAST_FIXED = {"kind": "fixed", "ttft_s": 0.01, "itl_s": 0.002, "max_model_len": 100000}
-BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 2, "num_gpu_blocks_override": 6250,
-         "max_num_batched_tokens": 512, "step_base_s": 0.01, "per_seq_s": 0.0, "per_prefill_token_s": 0.0}
+BATCH = {
+    "kind": "batch",
+    "scheduler": "chunked",
+    "max_num_seqs": 2,
+    "num_gpu_blocks_override": 6250,
+    "max_num_batched_tokens": 512,
+    "step_base_s": 0.01,
+    "per_seq_s": 0.0,
+    "per_prefill_token_s": 0.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +231,9 @@ def fixed(tmp_path_factory):
 # ---------------------------------------------------------------- protocol shapes
 def test_chat_stream_shape(fast):
     c = Conn(fast.port)
-    _, status, hdrs, ev = c.request("POST", "/v1/chat/completions",
-                                    chat(12, stream_options={"include_usage": True}), {"X-Request-Id": "req-abc"})
+    _, status, hdrs, ev = c.request(
+        "POST", "/v1/chat/completions", chat(12, stream_options={"include_usage": True}), {"X-Request-Id": "req-abc"}
+    )
     c.close()
     assert status == 200 and hdrs["x-request-id"] == "req-abc"
     assert hdrs["transfer-encoding"] == "chunked"
@@ -230,9 +247,11 @@ def test_chat_stream_shape(fast):
     assert all(j["choices"][0]["delta"]["content"] for j in content)
     assert [j["choices"][0]["finish_reason"] for j in content] == [None] * 11 + ["length"]
     usage = json.loads(data[-2])
-    assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": usage["usage"]["prompt_tokens"],
-                                                         "completion_tokens": 12,
-                                                         "total_tokens": usage["usage"]["prompt_tokens"] + 12}
+    assert usage["choices"] == [] and usage["usage"] == {
+        "prompt_tokens": usage["usage"]["prompt_tokens"],
+        "completion_tokens": 12,
+        "total_tokens": usage["usage"]["prompt_tokens"] + 12,
+    }
     # 'Hello there, how are you?' = 25 chars -> 7 tokens + 4 per message
     assert usage["usage"]["prompt_tokens"] == 11
     assert all("sim_t" not in json.loads(d) for d in data[:-1])
@@ -240,8 +259,9 @@ def test_chat_stream_shape(fast):
 
 def test_completions_stream_shape_and_no_usage_by_default(fast):
     c = Conn(fast.port)
-    _, status, _, ev = c.request("POST", "/v1/completions",
-                                 {"model": "m", "prompt": "你好世界 hello", "max_tokens": 5, "stream": True})
+    _, status, _, ev = c.request(
+        "POST", "/v1/completions", {"model": "m", "prompt": "你好世界 hello", "max_tokens": 5, "stream": True}
+    )
     c.close()
     data = [d for _, d in ev]
     assert status == 200 and data[-1] == "[DONE]"
@@ -279,7 +299,9 @@ def test_max_completion_tokens_and_default(fast):
 
 def test_bad_requests(fast):
     c = Conn(fast.port)
-    _, status, _, body = c.request("POST", "/v1/chat/completions", chat(5, stream=False, stream_options={"include_usage": True}))
+    _, status, _, body = c.request(
+        "POST", "/v1/chat/completions", chat(5, stream=False, stream_options={"include_usage": True})
+    )
     assert status == 400 and "error" in json.loads(body)
     _, status, _, _ = c.request("POST", "/v1/chat/completions", b"{not json")
     assert status == 400
@@ -297,8 +319,9 @@ def test_bad_requests(fast):
 
 def test_continuous_usage_stats(fast):
     c = Conn(fast.port)
-    _, _, _, ev = c.request("POST", "/v1/chat/completions",
-                            chat(6, stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    _, _, _, ev = c.request(
+        "POST", "/v1/chat/completions", chat(6, stream_options={"include_usage": True, "continuous_usage_stats": True})
+    )
     c.close()
     chunks = [json.loads(d) for _, d in ev if d != "[DONE]"]
     assert all("usage" in j for j in chunks)
@@ -328,8 +351,9 @@ def test_keep_alive_many_requests_one_connection(fast):
 def test_sim_t_only_when_asked(fast):
     c = Conn(fast.port)
     t0 = perf_counter()
-    _, _, _, ev = c.request("POST", "/v1/chat/completions", chat(4, stream_options={"include_usage": True}),
-                            {"X-Sim-Timestamps": "1"})
+    _, _, _, ev = c.request(
+        "POST", "/v1/chat/completions", chat(4, stream_options={"include_usage": True}), {"X-Sim-Timestamps": "1"}
+    )
     chunks = [json.loads(d) for _, d in ev if d != "[DONE]"]
     assert len(chunks) == 6 and all("sim_t" in j for j in chunks)
     for (t, _), j in zip(ev, chunks):
@@ -349,20 +373,33 @@ def test_metrics_and_truth_log_match_client(tmp_path):
         for i in range(6):
             endpoint = "chat" if i % 2 == 0 else "completions"
             path = "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"
-            body = chat(5 + i) if endpoint == "chat" else {"prompt": "x" * (4 * i + 1), "max_tokens": 5 + i, "stream": True}
+            body = (
+                chat(5 + i)
+                if endpoint == "chat"
+                else {"prompt": "x" * (4 * i + 1), "max_tokens": 5 + i, "stream": True}
+            )
             rid = f"truth-{i}"
             t_send, status, _, ev = c.request("POST", path, body, {"X-Request-Id": rid})
             ce = content_events(ev, endpoint)
             seen[rid] = (t_send, ce[0][0], ce[-1][0], len(ce), 5 + i)
-        _, _, _, body = c.request("POST", "/v1/completions", {"prompt": "abcd", "max_tokens": 4}, {"X-Request-Id": "truth-ns"})
+        _, _, _, body = c.request(
+            "POST", "/v1/completions", {"prompt": "abcd", "max_tokens": 4}, {"X-Request-Id": "truth-ns"}
+        )
         c.close()
         text = get(sim.port, "/metrics")[1].decode()
-        assert metric(text, "vllm:generation_tokens_total", model_name="sim-model") == sum(v[4] for v in seen.values()) + 4
+        assert (
+            metric(text, "vllm:generation_tokens_total", model_name="sim-model") == sum(v[4] for v in seen.values()) + 4
+        )
         assert metric(text, "vllm:request_success_total", finished_reason="length") == 7
         assert metric(text, "vllm:time_to_first_token_seconds_count") == 7
         assert metric(text, "vllm:num_requests_running") == 0
-        for name in ("vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total",
-                     "vllm:e2e_request_latency_seconds_count", "vllm:inter_token_latency_seconds_count"):
+        for name in (
+            "vllm:num_requests_waiting",
+            "vllm:kv_cache_usage_perc",
+            "vllm:prompt_tokens_total",
+            "vllm:e2e_request_latency_seconds_count",
+            "vllm:inter_token_latency_seconds_count",
+        ):
             metric(text, name)
         lines = {r["request_id"]: r for r in write_truth_flush_wait(sim, 7)}
         assert metric(text, "vllm:prompt_tokens_total") == sum(r["prompt_tokens"] for r in lines.values())
@@ -438,8 +475,9 @@ def test_fixed_profile_timing(fixed):
 
     def one(i):
         c = Conn(fixed.port)
-        t_send, _, _, ev = c.request("POST", "/v1/chat/completions", chat(20),
-                                     {"X-Sim-Timestamps": "1", "X-Request-Id": f"timing-{i}"})
+        t_send, _, _, ev = c.request(
+            "POST", "/v1/chat/completions", chat(20), {"X-Sim-Timestamps": "1", "X-Request-Id": f"timing-{i}"}
+        )
         c.close()
         results.append((f"timing-{i}", t_send, content_events(ev)))
 
@@ -470,8 +508,10 @@ def test_fixed_profile_timing(fixed):
         client_gaps += list(np.diff(got))
         delivered += list(got - sim_t)
     assert min(client_ttft) >= 0.1
-    print(f"median lateness {np.median(late) * 1000:.2f} ms, client TTFT {np.median(client_ttft) * 1000:.1f} ms; "
-          f"the simulator waited {waited * 1000:.2f} ms for a CPU per timeslice")
+    print(
+        f"median lateness {np.median(late) * 1000:.2f} ms, client TTFT {np.median(client_ttft) * 1000:.1f} ms; "
+        f"the simulator waited {waited * 1000:.2f} ms for a CPU per timeslice"
+    )
     if waited < 0.001:
         # the 1 ms tick, a little work, and the little it waited
         assert np.median(late) < 0.002 + waited, np.round(np.array(late) * 1000, 1)
@@ -486,8 +526,11 @@ def test_stream_interval(tmp_path, kind):
     sim = start_sim(tmp_path, profile=dict(base, stream_interval=4))
     try:
         c = Conn(sim.port)
-        _, _, _, ev = c.request("POST", "/v1/chat/completions",
-                                chat(10, stream_options={"include_usage": True, "continuous_usage_stats": True}))
+        _, _, _, ev = c.request(
+            "POST",
+            "/v1/chat/completions",
+            chat(10, stream_options={"include_usage": True, "continuous_usage_stats": True}),
+        )
         c.close()
         ce = content_events(ev)
         assert [j["usage"]["completion_tokens"] for _, j in ce] == [1, 5, 9, 10]
@@ -537,8 +580,9 @@ def test_batch_engine_step_arithmetic_matches_virtual_time():
     from simulator.engine import BatchEngine, Seq, step_duration
     from simulator.profiles import profile_from_dict
 
-    p = profile_from_dict(dict(BATCH, max_num_seqs=4, max_num_batched_tokens=100, per_prefill_token_s=0.001,
-                               per_seq_s=0.002))
+    p = profile_from_dict(
+        dict(BATCH, max_num_seqs=4, max_num_batched_tokens=100, per_prefill_token_s=0.001, per_seq_s=0.002)
+    )
     eng = BatchEngine(p)
     a, b = Seq(150, 3), Seq(20, 2)
     eng.add(a)
@@ -569,7 +613,9 @@ def test_reference_profile_fits_the_published_p95_ttft():
 
 # ---------------------------------------------------------------- command line
 def _run_bad(*args):
-    r = subprocess.run([PY, "-m", "simulator", "--port", "0", *args], cwd=ROOT, capture_output=True, text=True, timeout=20)
+    r = subprocess.run(
+        [PY, "-m", "simulator", "--port", "0", *args], cwd=ROOT, capture_output=True, text=True, timeout=20
+    )
     return r.returncode, r.stdout, r.stderr
 
 
@@ -629,15 +675,21 @@ def test_tokenizer_option(tmp_path):
     d = tmp_path / "tok"
     d.mkdir()
     tok.save(str(d / "tokenizer.json"))
-    (d / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast",
-                                                         "unk_token": "[UNK]"}))
+    (d / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"})
+    )
     sim = start_sim(tmp_path, "--tokenizer", str(d), profile=FAST_FIXED)
     try:
         c = Conn(sim.port)
         _, _, _, b = c.request("POST", "/v1/completions", {"prompt": "a b c a b zzz", "max_tokens": 1})
         assert json.loads(b)["usage"]["prompt_tokens"] == 6
-        _, _, _, b = c.request("POST", "/v1/chat/completions", chat(1, stream=False, messages=[
-            {"role": "system", "content": "a b"}, {"role": "user", "content": "c c c"}]))
+        _, _, _, b = c.request(
+            "POST",
+            "/v1/chat/completions",
+            chat(
+                1, stream=False, messages=[{"role": "system", "content": "a b"}, {"role": "user", "content": "c c c"}]
+            ),
+        )
         assert json.loads(b)["usage"]["prompt_tokens"] == 5 + 2 * 4
         c.close()
     finally:
@@ -652,7 +704,9 @@ def test_reuse_port_processes_share_port_and_truth_log(tmp_path):
     import psutil
 
     port = free_port()
-    sims = [start_sim(tmp_path, "--port", str(port), "--reuse-port", profile=FAST_FIXED, name="shared") for _ in range(2)]
+    sims = [
+        start_sim(tmp_path, "--port", str(port), "--reuse-port", profile=FAST_FIXED, name="shared") for _ in range(2)
+    ]
     try:
         conns = [Conn(port) for _ in range(32)]
         for i, c in enumerate(conns):
@@ -661,7 +715,9 @@ def test_reuse_port_processes_share_port_and_truth_log(tmp_path):
             status, hdrs = c.read_head()
             assert status == 200 and len(content_events(c.events(hdrs))) == 3
         # every connection is answered and still open (keep-alive): count each process's share
-        served = [sum(1 for k in psutil.Process(s.proc.pid).net_connections("tcp") if k.status == "ESTABLISHED") for s in sims]
+        served = [
+            sum(1 for k in psutil.Process(s.proc.pid).net_connections("tcp") if k.status == "ESTABLISHED") for s in sims
+        ]
         assert all(n > 0 for n in served) and sum(served) == 32, served
         for c in conns:
             c.close()

@@ -1,4 +1,5 @@
 """Fault injection: each fault, forced with rate 1, seen from the client and in the truth log."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,15 @@ from tests.test_simulator import Conn, chat, content_events, start_sim, write_tr
 pytestmark = [pytest.mark.process, pytest.mark.timing]  # stall and gap timings: tests/conftest.py
 
 FAST = {"kind": "fixed", "ttft_s": 0.01, "itl_s": 0.002, "max_model_len": 100000}
-BATCH = {"kind": "batch", "scheduler": "chunked", "max_num_seqs": 8, "max_num_batched_tokens": 512,
-         "step_base_s": 0.003, "per_seq_s": 0.0, "per_prefill_token_s": 0.0}
+BATCH = {
+    "kind": "batch",
+    "scheduler": "chunked",
+    "max_num_seqs": 8,
+    "max_num_batched_tokens": 512,
+    "step_base_s": 0.003,
+    "per_seq_s": 0.0,
+    "per_prefill_token_s": 0.0,
+}
 
 
 def sim_with(tmp_path, fault, profile=FAST, name="f"):
@@ -128,8 +136,11 @@ def test_stall_between(tmp_path, profile):
     sim = sim_with(tmp_path, "stall_between=1:0.3", profile)
     try:
         c = Conn(sim.port)
-        _, st, _, ev = c.request("POST", "/v1/chat/completions",
-                                 chat(10, stream_options={"include_usage": True, "continuous_usage_stats": True}))
+        _, st, _, ev = c.request(
+            "POST",
+            "/v1/chat/completions",
+            chat(10, stream_options={"include_usage": True, "continuous_usage_stats": True}),
+        )
         c.close()
         ce = content_events(ev)
         assert ce[-1][1]["usage"]["completion_tokens"] == 10
@@ -205,7 +216,9 @@ def test_fault_rate_is_seeded_and_partial(tmp_path):
         sim = start_sim(tmp_path, "--fault", "http_500=0.5", "--seed", "7", profile=FAST, name=f"r{run}")
         try:
             c = Conn(sim.port)
-            outcomes.append([c.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})[1] for _ in range(40)])
+            outcomes.append(
+                [c.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})[1] for _ in range(40)]
+            )
             c.close()
         finally:
             sim.stop()

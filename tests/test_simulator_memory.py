@@ -22,8 +22,15 @@ from simulator.request_body import check_length
 from simulator.wire import HttpError
 from tests.helpers import read_truth, simulator
 
-FAST = {"kind": "batch", "scheduler": "chunked", "max_num_batched_tokens": 4096, "step_base_s": 0.01,
-        "per_seq_s": 0.0, "per_prefill_token_s": 0.0, "max_model_len": 256}  # fmt: skip
+FAST = {
+    "kind": "batch",
+    "scheduler": "chunked",
+    "max_num_batched_tokens": 4096,
+    "step_base_s": 0.01,
+    "per_seq_s": 0.0,
+    "per_prefill_token_s": 0.0,
+    "max_model_len": 256,
+}
 
 
 def engine(**kw) -> BatchEngine:
@@ -49,8 +56,11 @@ def test_blocks_from_gpu_memory_or_the_override():
 
 @pytest.mark.unit
 def test_a_cache_below_max_model_len_and_the_old_field_are_one_line_errors():
-    with pytest.raises(InputError, match=r"num_gpu_blocks_override: the KV cache holds 15 blocks of 16 tokens, fewer than "
-                                         r"max_model_len \(256\)"):  # fmt: skip
+    with pytest.raises(
+        InputError,
+        match=r"num_gpu_blocks_override: the KV cache holds 15 blocks of 16 tokens, fewer than "
+        r"max_model_len \(256\)",
+    ):
         profile_from_dict({**FAST, "num_gpu_blocks_override": 15}, "p")
     with pytest.raises(InputError, match="kv_cache_tokens: no longer a field.*num_gpu_blocks_override"):
         profile_from_dict({**FAST, "kv_cache_tokens": 4096}, "p")
@@ -180,11 +190,14 @@ def test_a_request_longer_than_max_model_len_gets_vllms_words():
         check_length(90, 20, 100)
     assert e.value.status == 400 and e.value.message == (
         "'max_tokens' or 'max_completion_tokens' is too large: 20. This model's maximum context length is 100 tokens "
-        "and your request has 90 input tokens (20 > 100 - 90).")
+        "and your request has 90 input tokens (20 > 100 - 90)."
+    )
     with pytest.raises(HttpError) as e:
         check_length(100, None, 100)
-    assert e.value.message == ("This model's maximum context length is 100 tokens. However, your request has 100 "
-                               "input tokens. Please reduce the length of the input messages.")
+    assert e.value.message == (
+        "This model's maximum context length is 100 tokens. However, your request has 100 "
+        "input tokens. Please reduce the length of the input messages."
+    )
     check_length(90, 10, 100)
 
 
@@ -203,8 +216,10 @@ enable_prefix_caching: true
 enable_prompt_tokens_details: true
 enable_per_request_metrics: true
 """
-SYSTEM = ["You answer questions about load tests of inference servers, briefly. " * 6,
-          "Reply in the voice of a careful performance engineer who checks every figure. " * 6]
+SYSTEM = [
+    "You answer questions about load tests of inference servers, briefly. " * 6,
+    "Reply in the voice of a careful performance engineer who checks every figure. " * 6,
+]
 
 
 def _metric(text: str, name: str) -> float:
@@ -231,9 +246,17 @@ async def _drive(url: str, n: int, concurrency: int) -> tuple[dict, list[float],
             long = rng.random() < 0.2
             text = "context " * rng.randint(200, 400) if long else "question " * rng.randint(20, 150)
             msgs = [{"role": "system", "content": SYSTEM[i % 2]}, {"role": "user", "content": f"{i} {text}"}]
-            body = {"model": "m", "messages": msgs, "max_tokens": rng.randint(150, 300) if long else rng.randint(40, 160),
-                    "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
-            async with sem, session.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": f"r{i}"}) as r:
+            body = {
+                "model": "m",
+                "messages": msgs,
+                "max_tokens": rng.randint(150, 300) if long else rng.randint(40, 160),
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            async with (
+                sem,
+                session.post(url + "/v1/chat/completions", json=body, headers={"X-Request-Id": f"r{i}"}) as r,
+            ):
                 async for line in r.content:
                     if line.startswith(b"data: {") and b'"usage"' in line:
                         chunk = json.loads(line[6:])
@@ -269,10 +292,21 @@ def test_a_tight_cache_under_a_long_mix_agrees_with_the_truth_log(tmp_path):
         text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
     lines = [r for r in read_truth(truth) if r["outcome"] == "ok"]
     assert len(lines) == 32 and len(usage) == 32
-    assert refused == (400, json.dumps({"error": {
-        "message": "'max_tokens' or 'max_completion_tokens' is too large: 600. This model's maximum context length is "
-                   "1536 tokens and your request has 1004 input tokens (600 > 1536 - 1004).",
-        "type": "BadRequestError", "param": None, "code": 400}}, separators=(",", ":")))  # fmt: skip
+    assert refused == (
+        400,
+        json.dumps(
+            {
+                "error": {
+                    "message": "'max_tokens' or 'max_completion_tokens' is too large: 600. This model's maximum context length is "
+                    "1536 tokens and your request has 1004 input tokens (600 > 1536 - 1004).",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                }
+            },
+            separators=(",", ":"),
+        ),
+    )
     # the cache ran full and requests waited
     assert max(kv) >= 0.9 and max(waiting) >= 1, (max(kv), max(waiting))
     preemptions = sum(r["preemptions"] for r in lines)

@@ -22,12 +22,15 @@ TTFT = 0.3
 
 def _stream(port: int) -> list[tuple[float, bytes]]:
     """Every recv of one streamed chat request, with its time after the request was sent."""
-    body = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
-                       "stream": True}).encode()  # fmt: skip
+    body = json.dumps(
+        {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
+    ).encode()
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()  # fmt: skip
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     t0 = time.perf_counter()
     s.sendall(head + body)
     reads, buf = [], b""

@@ -8,8 +8,17 @@ from core.errors import InputError
 from core.sizes import format_size, parse_size
 
 
-@pytest.mark.parametrize("text, n", [("64MB", 64 << 20), ("512KB", 512 << 10), ("1.5GB", 3 << 29), ("64MiB", 64 << 20),
-                                     ("1048576", 1 << 20), ("2g", 2 << 30)])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, n",
+    [
+        ("64MB", 64 << 20),
+        ("512KB", 512 << 10),
+        ("1.5GB", 3 << 29),
+        ("64MiB", 64 << 20),
+        ("1048576", 1 << 20),
+        ("2g", 2 << 30),
+    ],
+)
 def test_parse_size(text, n):
     assert parse_size("max-response-size", text) == n
 
@@ -20,7 +29,9 @@ def test_a_bad_size_names_its_option(text):
         parse_size("max-response-size", text)
 
 
-@pytest.mark.parametrize("n, text", [(512 << 20, "512MB"), (320 << 10, "320KB"), (2 << 30, "2GB"), (1000, "1000 bytes"),
-                                     (1536 << 10, "1536KB")])  # fmt: skip
+@pytest.mark.parametrize(
+    "n, text",
+    [(512 << 20, "512MB"), (320 << 10, "320KB"), (2 << 30, "2GB"), (1000, "1000 bytes"), (1536 << 10, "1536KB")],
+)
 def test_format_size_reads_back(n, text):
     assert format_size(n) == text and parse_size("x", text.replace(" bytes", "")) == n

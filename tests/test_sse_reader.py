@@ -12,10 +12,9 @@ import socket
 import time
 
 import gevent
-import pytest
-from gevent import monkey  # noqa: F401  (locust patches at import; the reader expects gevent sockets)
-
 import locust  # noqa: F401  patches the standard library like a real run
+import pytest
+from gevent import monkey
 
 from metrics.record import RequestRecord
 from metrics.sse import parse_stream
@@ -61,7 +60,9 @@ class ScriptedServer:
         while b"\r\n\r\n" not in buf:
             buf += conn.recv(65536)
         head, _, body = buf.partition(b"\r\n\r\n")
-        length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
+        length = int(
+            [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0]
+        )
         while len(body) < length:
             body += conn.recv(65536)
         for delay, item in self.script:
@@ -97,7 +98,9 @@ def run_script(script, timeouts: Timeouts | None = None, stream: bool = True, du
     server = ScriptedServer(script)
     if during is not None:
         gevent.spawn(during, server)
-    client = StreamClient(f"http://127.0.0.1:{server.port}", timeouts or Timeouts(connect=2, first_token=3, idle=3, total=10), {})
+    client = StreamClient(
+        f"http://127.0.0.1:{server.port}", timeouts or Timeouts(connect=2, first_token=3, idle=3, total=10), {}
+    )
     ex = Exchange()
     rec = RequestRecord("r1", "t", "chat", "short", 10, 16)
     client.post("/v1/chat/completions", b'{"x": 1}', {"Content-Type": "application/json"}, ex)
@@ -130,13 +133,15 @@ USAGE = '{"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3, "
 
 
 def test_role_only_first_chunk_does_not_count_and_usage_gives_tokens():
-    rec, ex, server = run_script([
-        (0, HEAD + chunked(sse(ROLE))),
-        (0.15, chunked(sse(content("Hel")))),
-        (0.05, chunked(sse(content("lo")))),
-        (0.05, chunked(sse(content("!", "stop")))),
-        (0, chunked(sse(USAGE) + b"data: [DONE]\n\n") + END),
-    ])  # fmt: skip
+    rec, ex, server = run_script(
+        [
+            (0, HEAD + chunked(sse(ROLE))),
+            (0.15, chunked(sse(content("Hel")))),
+            (0.05, chunked(sse(content("lo")))),
+            (0.05, chunked(sse(content("!", "stop")))),
+            (0, chunked(sse(USAGE) + b"data: [DONE]\n\n") + END),
+        ]
+    )
     assert rec.ok, rec.error
     assert rec.n_chunks == 3
     assert rec.output_tokens == 3 and rec.tokens_source == "usage" and rec.prompt_tokens == 7
@@ -183,12 +188,20 @@ def test_multi_token_chunks_continuous_usage_and_tokens_per_chunk():
     def cu(text, n, fin=None):
         return content(text, fin, usage=f'{{"prompt_tokens": 5, "completion_tokens": {n}, "total_tokens": {n + 5}}}')
 
-    rec, ex, _ = run_script([
-        (0, HEAD + chunked(sse(cu("a b", 2)))),
-        (0.02, chunked(sse(cu(" c d e", 5)))),
-        (0.02, chunked(sse(cu(" f", 6, "length")) + sse('{"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}}'))),
-        (0, chunked(b"data: [DONE]\n\n") + END),
-    ])  # fmt: skip
+    rec, ex, _ = run_script(
+        [
+            (0, HEAD + chunked(sse(cu("a b", 2)))),
+            (0.02, chunked(sse(cu(" c d e", 5)))),
+            (
+                0.02,
+                chunked(
+                    sse(cu(" f", 6, "length"))
+                    + sse('{"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}}')
+                ),
+            ),
+            (0, chunked(b"data: [DONE]\n\n") + END),
+        ]
+    )
     assert rec.ok
     assert rec.n_chunks == 3 and rec.output_tokens == 6
     assert rec.chunk_tokens == [2, 3, 1]
@@ -211,26 +224,39 @@ def test_keepalive_comments_crlf_no_space_and_event_lines():
 
 def test_event_split_across_reads_is_timed_at_its_completion():
     event = sse(content("abc", "stop"))
-    rec, *_ = run_script([
-        (0, HEAD + chunked(event[:10])),
-        (0.1, chunked(event[10:]) + chunked(b"data: [DONE]\n\n") + END),
-    ])  # fmt: skip
+    rec, *_ = run_script(
+        [
+            (0, HEAD + chunked(event[:10])),
+            (0.1, chunked(event[10:]) + chunked(b"data: [DONE]\n\n") + END),
+        ]
+    )
     assert rec.ok
     assert rec.ttft_s > 0.09  # not at the first half's arrival
 
 
 def test_in_stream_error_event():
-    rec, *_ = run_script([
-        (0, HEAD + chunked(sse(content("a")))),
-        (0.01, chunked(sse('{"error": {"message": "engine died", "type": "InternalError", "code": 500}}') + b"data: [DONE]\n\n") + END),
-    ])  # fmt: skip
+    rec, *_ = run_script(
+        [
+            (0, HEAD + chunked(sse(content("a")))),
+            (
+                0.01,
+                chunked(
+                    sse('{"error": {"message": "engine died", "type": "InternalError", "code": 500}}')
+                    + b"data: [DONE]\n\n"
+                )
+                + END,
+            ),
+        ]
+    )
     assert not rec.ok and rec.error == "mid_stream_error"
     assert "engine died" in rec.error_detail
     assert rec.ttft_s == rec.ttft_s  # timings kept
 
 
 def test_truncated_stream_closed_mid_body():
-    rec, ex, _ = run_script([(0, HEAD + chunked(sse(content("a")))), (0.02, chunked(sse(content("b")))), (0.01, "close")])
+    rec, ex, _ = run_script(
+        [(0, HEAD + chunked(sse(content("a")))), (0.02, chunked(sse(content("b")))), (0.01, "close")]
+    )
     assert not rec.ok and rec.error == "stream_truncated"
     assert rec.n_chunks == 2 and not math.isnan(rec.ttft_s)
 
@@ -257,14 +283,27 @@ def test_no_tokens():
 
 
 def test_malformed_chunk():
-    rec, *_ = run_script([(0, HEAD + chunked(sse(content("a")) + b"data: {not json\n\n" + sse(content("b", "stop")) + b"data: [DONE]\n\n") + END)])
+    rec, *_ = run_script(
+        [
+            (
+                0,
+                HEAD
+                + chunked(sse(content("a")) + b"data: {not json\n\n" + sse(content("b", "stop")) + b"data: [DONE]\n\n")
+                + END,
+            )
+        ]
+    )
     assert rec.error == "malformed_chunk"
 
 
 def test_http_429_and_500():
     for status, expected in ((429, "http_429"), (500, "http_5xx"), (404, "http_4xx")):
         body = b'{"error": {"message": "no"}}'
-        resp = b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)
+        resp = b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+            status,
+            len(body),
+            body,
+        )
         rec, *_ = run_script([(0, resp)])
         assert rec.error == expected and rec.status == status
 
@@ -314,7 +353,9 @@ class KeepAliveServer:
                     buf += data
                 else:
                     head, _, buf = buf.partition(b"\r\n\r\n")
-                    length = int([x.split(b":")[1] for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")][0])
+                    length = int(
+                        [x.split(b":")[1] for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")][0]
+                    )
                     while len(buf) < length:
                         buf += conn.recv(65536)
                     buf = buf[length:]
@@ -323,8 +364,10 @@ class KeepAliveServer:
                         _real_sleep(self.drop_after)
                         conn.close()
                         break
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                                 % (len(self.ANSWER), self.ANSWER))  # fmt: skip
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                        % (len(self.ANSWER), self.ANSWER)
+                    )
                     continue
                 break
 

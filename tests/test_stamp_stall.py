@@ -27,7 +27,13 @@ from tests.helpers import ROOT, read_results, read_truth, simulator
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
-LOCUST = [sys.executable, "-m", "locust", "-f", f"{os.path.join(ROOT, 'locustfile.py')},{os.path.join(ROOT, 'tests', 'stall_locustfile.py')}"]
+LOCUST = [
+    sys.executable,
+    "-m",
+    "locust",
+    "-f",
+    f"{os.path.join(ROOT, 'locustfile.py')},{os.path.join(ROOT, 'tests', 'stall_locustfile.py')}",
+]
 
 
 def run(tmp_path, itl: float, users: int, requests: int, stall_s: float, env: dict | None = None, tokens: int = 4):
@@ -39,12 +45,35 @@ def run(tmp_path, itl: float, users: int, requests: int, stall_s: float, env: di
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", str(prof), truth_log=truth) as url:
         proc = subprocess.run(
-            [*LOCUST, "--headless", "--host", url, "-u", str(users), "-r", str(users), "-t", "30s", "--num-requests", str(requests),
-             "--max-tokens-override", str(tokens), "--ignore-eos", "--results-dir", str(tmp_path), "--run-id", "r",
-             "--stop-timeout", "10"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            [
+                *LOCUST,
+                "--headless",
+                "--host",
+                url,
+                "-u",
+                str(users),
+                "-r",
+                str(users),
+                "-t",
+                "30s",
+                "--num-requests",
+                str(requests),
+                "--max-tokens-override",
+                str(tokens),
+                "--ignore-eos",
+                "--results-dir",
+                str(tmp_path),
+                "--run-id",
+                "r",
+                "--stop-timeout",
+                "10",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
             env={**os.environ, "STALL_S": str(stall_s), "STALL_AFTER_S": "0.05", **(env or {})},
-        )  # fmt: skip
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "r")
     t = {x["request_id"]: x for x in read_truth(truth)}
@@ -63,8 +92,9 @@ def test_a_first_token_alone_in_its_socket_keeps_its_stamp_through_a_200ms_stall
     assert df["stamp_skew_ms"].iloc[0] >= 40  # the stall was in its wait (50 ms of it before the first token)
     assert summary["client_bound"]["stamp_suspect"] == 0
     # the same stall read by the loop's clock: the stamp moves to the stall's end (~150 ms late), flagged
-    df, err, summary, _ = run(tmp_path / "nokernel", itl=0.3, users=1, requests=1, stall_s=0.2,
-                              env={"LLM_KERNEL_TIMESTAMPS": "0"})  # fmt: skip
+    df, err, summary, _ = run(
+        tmp_path / "nokernel", itl=0.3, users=1, requests=1, stall_s=0.2, env={"LLM_KERNEL_TIMESTAMPS": "0"}
+    )
     assert err[0] > 100, err
     assert summary["client_bound"]["stamp_suspect"] == 1
 

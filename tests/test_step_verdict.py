@@ -14,8 +14,10 @@ from tests.helpers import read_results, run_locust, simulator
 from tests.test_ci_recipes import junit_cases
 
 # 6 slots: 2 users are served at once (TTFT about one 20 ms step); 24 users queue for a slot
-SIX_SLOTS = ("kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
-             "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 4096\n")  # fmt: skip
+SIX_SLOTS = (
+    "kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
+    "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 4096\n"
+)
 
 
 @pytest.mark.process
@@ -26,14 +28,36 @@ def test_a_step_ramp_answers_with_the_highest_level_met_and_exits_on_it(tmp_path
     profile.write_text(SIX_SLOTS)
     junit = str(tmp_path / "junit.xml")
     with simulator("--profile", str(profile)) as url:
-        proc = run_locust("--host", url, "--steps", "2,24", "--step-time", "6s", "--step-warmup", "1s",
-                          "--slo", "ttft.p95<150ms", "--max-tokens-override", "5", "--junit", junit,
-                          "--results-dir", str(tmp_path), "--run-id", "r", "--stop-timeout", "10", timeout=120)  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--steps",
+            "2,24",
+            "--step-time",
+            "6s",
+            "--step-warmup",
+            "1s",
+            "--slo",
+            "ttft.p95<150ms",
+            "--max-tokens-override",
+            "5",
+            "--junit",
+            junit,
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "r",
+            "--stop-timeout",
+            "10",
+            timeout=120,
+        )
     _, summary = read_results(str(tmp_path), "r")
     states = [(s["users"], s["verdict"]["state"]) for s in summary["by_step"]]
     assert states == [(2, "met"), (24, "missed")], (states, proc.stderr[-3000:])
     assert proc.returncode == exit_codes.DONE, proc.stderr[-3000:]
-    assert summary.get("slo") is None and summary["overall"]["slo"]["passed"] is False  # pooled figures kept, not a verdict
+    assert (
+        summary.get("slo") is None and summary["overall"]["slo"]["passed"] is False
+    )  # pooled figures kept, not a verdict
     cap = summary["capacity"]
     assert (cap["users"], cap["next_failing_users"]) == (2, 24)
     assert f"Capacity: {cap['sentence']}" in proc.stdout and "holds up to 2 users" in cap["sentence"]

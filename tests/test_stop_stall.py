@@ -27,7 +27,13 @@ from tests.helpers import ROOT, read_results, read_truth, simulator
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
 USERS = 800
-LOCUST = [sys.executable, "-m", "locust", "-f", f"{os.path.join(ROOT, 'locustfile.py')},{os.path.join(ROOT, 'tests', 'stop_stall_locustfile.py')}"]
+LOCUST = [
+    sys.executable,
+    "-m",
+    "locust",
+    "-f",
+    f"{os.path.join(ROOT, 'locustfile.py')},{os.path.join(ROOT, 'tests', 'stop_stall_locustfile.py')}",
+]
 UNFIXED = """import plugin.locust_fixes as fixes
 fixes.stop_users_in_batches = lambda: None  # Locust's stop_users as it is
 """
@@ -49,10 +55,34 @@ def run(tmp_path, path: tuple[str, ...] = ()):
         env["PYTHONPATH"] = os.pathsep.join([*path, ROOT, env.get("PYTHONPATH", "")])
     with simulator("--profile", str(prof), truth_log=truth) as url:
         proc = subprocess.run(
-            [*LOCUST, "--headless", "--host", url, "-u", str(USERS), "-r", str(USERS // 2), "-t", "4s", "--max-tokens-override", "3",
-             "--ignore-eos", "--results-dir", str(tmp_path), "--run-id", "r", "--stop-timeout", "10"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120, env=env, check=False,
-        )  # fmt: skip
+            [
+                *LOCUST,
+                "--headless",
+                "--host",
+                url,
+                "-u",
+                str(USERS),
+                "-r",
+                str(USERS // 2),
+                "-t",
+                "4s",
+                "--max-tokens-override",
+                "3",
+                "--ignore-eos",
+                "--results-dir",
+                str(tmp_path),
+                "--run-id",
+                "r",
+                "--stop-timeout",
+                "10",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, _ = read_results(str(tmp_path), "r")
     t = {x["request_id"]: x for x in read_truth(truth)}

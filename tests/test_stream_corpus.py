@@ -47,9 +47,20 @@ from users.stream import Exchange, StreamClient, Timeouts
 
 CORPUS = Path(__file__).parent / "corpus"
 DELAY = 0.04  # pause before each event: arrivals are this far apart at least
-REASONS = {200: "OK", 400: "Bad Request", 422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error"}
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
-         "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+}
+PATHS = {
+    "chat": "/v1/chat/completions",
+    "completions": "/v1/completions",
+    "responses": "/v1/responses",
+    "embeddings": "/v1/embeddings",
+    "rerank": "/v1/rerank",
+}
 SERVERS = {"vllm", "sglang", "tgi", "trtllm", "llamacpp", "openai"}
 
 
@@ -118,8 +129,19 @@ def test_corpus_case(path: Path):
     if "error_detail_contains" in want:
         assert want["error_detail_contains"] in rec.error_detail
     assert rec.status == want.get("status", 200)
-    for key in ("n_chunks", "output_tokens", "tokens_source", "prompt_tokens", "finish_reason", "chunk_tokens",
-                "reasoning_tokens", "answer_tokens", "reasoning_source", "tool_calls", "inputs"):
+    for key in (
+        "n_chunks",
+        "output_tokens",
+        "tokens_source",
+        "prompt_tokens",
+        "finish_reason",
+        "chunk_tokens",
+        "reasoning_tokens",
+        "answer_tokens",
+        "reasoning_source",
+        "tool_calls",
+        "inputs",
+    ):
         if key in want:
             assert getattr(rec, key) == want[key], key
     for key in ("server_queue_s", "server_ttft_s", "server_generation_s", "server_itl_s"):
@@ -195,13 +217,28 @@ def test_corpus_covers_every_server_and_shape():
     metas = {p: json.loads(p.read_text(encoding="utf-8")) for p in cases()}
     assert {p.parent.name for p in metas} >= SERVERS
     raw = b"".join(p.with_suffix(".sse").read_bytes() for p in metas if p.with_suffix(".sse").exists())
-    for needle in (b'"role":"assistant","content":""}', b'"choices":[]', b'"reasoning":', b'"reasoning_content":"',
-                   b"data:{", b"\n:\n", b"event: ", b'"error":', b'"completion_tokens":0}',
-                   b'"tool_calls":[{"index":1', b'"reasoning_tokens":192', b'"finish_reason":"tool_calls"'):
+    for needle in (
+        b'"role":"assistant","content":""}',
+        b'"choices":[]',
+        b'"reasoning":',
+        b'"reasoning_content":"',
+        b"data:{",
+        b"\n:\n",
+        b"event: ",
+        b'"error":',
+        b'"completion_tokens":0}',
+        b'"tool_calls":[{"index":1',
+        b'"reasoning_tokens":192',
+        b'"finish_reason":"tool_calls"',
+    ):
         assert needle in raw, needle
     assert any(m.get("stream") is False for m in metas.values())
-    assert any(m["expect"].get("tokens_source") == "chunks" and m["expect"]["ok"] for m in metas.values())  # no usage at all
-    assert any(len(m["expect"].get("chunk_tokens", [])) and max(m["expect"]["chunk_tokens"]) > 1 for m in metas.values())
+    assert any(
+        m["expect"].get("tokens_source") == "chunks" and m["expect"]["ok"] for m in metas.values()
+    )  # no usage at all
+    assert any(
+        len(m["expect"].get("chunk_tokens", [])) and max(m["expect"]["chunk_tokens"]) > 1 for m in metas.values()
+    )
     # tool calls (one and parallel), reasoning then answer, reasoning only, and an error inside each kind
     expects = [m["expect"] for m in metas.values()]
     assert any(e.get("tool_calls") == 2 and e["ok"] for e in expects)
@@ -238,9 +275,7 @@ class _ClosingServer:
         _start_os_thread(self._serve, (answers,))
 
     def _serve(self, answers: int):
-        body = b"".join(
-            chunked(e) for e in split_events((CORPUS / "vllm" / "chat_role_first_usage.sse").read_bytes())
-        )
+        body = b"".join(chunked(e) for e in split_events((CORPUS / "vllm" / "chat_role_first_usage.sse").read_bytes()))
         for _ in range(answers):
             conn, _ = self.sock.accept()
             self.connections += 1

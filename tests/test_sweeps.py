@@ -26,7 +26,8 @@ from stats.student_t import t_critical
 from sweeps.charts import pareto_front
 from sweeps.cli import main
 from sweeps.grid import build_grid, check_template, parse_param, points
-from sweeps.ranking import EXIT_BEST, EXIT_NO_DIFFERENCE, EXIT_NONE, NO_DIFFERENCE as RANK_NO_DIFFERENCE, rank
+from sweeps.ranking import EXIT_BEST, EXIT_NO_DIFFERENCE, EXIT_NONE, rank
+from sweeps.ranking import NO_DIFFERENCE as RANK_NO_DIFFERENCE
 from tests.helpers import ROOT, read_truth
 
 PY = sys.executable
@@ -82,7 +83,11 @@ def test_a_grid_file_is_read_like_params(tmp_path):
 @pytest.mark.parametrize(
     "template, grid, words",
     [
-        ("vllm serve M --port {port} --max-num-seqs {max_num_seqs}", {}, "names {max_num_seqs} but the grid has no parameter"),
+        (
+            "vllm serve M --port {port} --max-num-seqs {max_num_seqs}",
+            {},
+            "names {max_num_seqs} but the grid has no parameter",
+        ),
         ("vllm serve M --port {port}", {"max_num_seqs": ["64"]}, "never uses {max_num_seqs}"),
         ("vllm serve M --max-num-seqs {max_num_seqs}", {"max_num_seqs": ["64"]}, "no {port}"),
         ("vllm serve M --port {port} {x:>3}", {"x": ["1"]}, "not a parameter field"),
@@ -116,7 +121,10 @@ def test_bad_input_is_refused_before_anything_starts(capsys, tmp_path):
 
 
 def test_dry_run_prints_every_points_commands(capsys, tmp_path):
-    assert main(["run", "--param", "max_num_seqs=64,128,256", "--out", str(tmp_path / "s"), "--dry-run", "--", "-t", "5s"]) == 0
+    assert (
+        main(["run", "--param", "max_num_seqs=64,128,256", "--out", str(tmp_path / "s"), "--dry-run", "--", "-t", "5s"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.count("  server: ") == 3 and out.count("  load:   ") == 3
     assert "point 3/3 max_num_seqs=256" in out and "--run-id run" in out and "-t 5s" in out
@@ -127,8 +135,19 @@ def test_dry_run_prints_every_points_commands(capsys, tmp_path):
 
 
 def _row(i, value, lo, hi, status="done"):
-    return {"index": i, "point": f"p{i}", "label": f"p{i}", "status": status, "capacity": value, "capacity_lo": lo,
-            "capacity_hi": hi, "throughput": value, "throughput_lo": lo, "throughput_hi": hi, "slo_state": "met"}  # fmt: skip
+    return {
+        "index": i,
+        "point": f"p{i}",
+        "label": f"p{i}",
+        "status": status,
+        "capacity": value,
+        "capacity_lo": lo,
+        "capacity_hi": hi,
+        "throughput": value,
+        "throughput_lo": lo,
+        "throughput_hi": hi,
+        "slo_state": "met",
+    }
 
 
 def test_overlapping_intervals_are_no_difference_measured():
@@ -300,8 +319,24 @@ def test_points_whose_server_fails_are_recorded_and_the_sweep_goes_on(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(FAKE_SERVER)
     out = str(tmp_path / "sweep")
-    r = sweeps("run", "--param", "mode=exits,hangs,dies", "--server", f"{PY} {script} {{mode}} {{port}}",
-               "--start-timeout", "2s", "--out", out, "--", "-u", "2", "-t", "30s", "--max-tokens-override", "8")  # fmt: skip
+    r = sweeps(
+        "run",
+        "--param",
+        "mode=exits,hangs,dies",
+        "--server",
+        f"{PY} {script} {{mode}} {{port}}",
+        "--start-timeout",
+        "2s",
+        "--out",
+        out,
+        "--",
+        "-u",
+        "2",
+        "-t",
+        "30s",
+        "--max-tokens-override",
+        "8",
+    )
     rows = {p["settings"]["mode"]: p for p in json.load(open(os.path.join(out, "table.json")))["points"]}
     assert rows["exits"]["status"] == "exited" and rows["exits"]["exit_code"] == 3
     assert "loading the model" in rows["exits"]["log_tail"]
@@ -319,8 +354,28 @@ def test_points_whose_server_fails_are_recorded_and_the_sweep_goes_on(tmp_path):
 @pytest.mark.process
 def test_an_ab_on_the_simulator_in_two_rounds(tmp_path):
     out = str(tmp_path / "ab")
-    r = sweeps("ab", "--a-set", "max_num_seqs=2", "--b-set", "max_num_seqs=64", "--rounds", "2", "--out", out,
-               "--", "-u", "8", "-r", "8", "-t", "3s", "--max-tokens-override", "16", "--stop-timeout", "5")  # fmt: skip
+    r = sweeps(
+        "ab",
+        "--a-set",
+        "max_num_seqs=2",
+        "--b-set",
+        "max_num_seqs=64",
+        "--rounds",
+        "2",
+        "--out",
+        out,
+        "--",
+        "-u",
+        "8",
+        "-r",
+        "8",
+        "-t",
+        "3s",
+        "--max-tokens-override",
+        "16",
+        "--stop-timeout",
+        "5",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.load(open(os.path.join(out, "ab.json")))
     assert result["rounds"] == 2 and result["primary"] == "ttft.p95"
@@ -331,8 +386,10 @@ def test_an_ab_on_the_simulator_in_two_rounds(tmp_path):
     for rnd in ("round-01", "round-02"):
         seeds = {json.load(open(os.path.join(out, rnd, s, "run", "run.json")))["plan"]["seed"] for s in "AB"}
         assert len(seeds) == 1
-    truth = {s: sum((read_truth(os.path.join(out, rnd, s, "truth.jsonl")) for rnd in ("round-01", "round-02")), [])
-             for s in "AB"}  # fmt: skip
+    truth = {
+        s: sum((read_truth(os.path.join(out, rnd, s, "truth.jsonl")) for rnd in ("round-01", "round-02")), [])
+        for s in "AB"
+    }
     ttft = result["metrics"]["ttft.p95"]
     assert (truth_p95_ttft_ms(truth["B"]) < truth_p95_ttft_ms(truth["A"])) and ttft["verdict"] == BETTER
     assert ttft["lo"] <= ttft["diff"] <= ttft["hi"] and ttft["detectable_pct"] > 0
@@ -346,8 +403,15 @@ def test_compare_says_when_a_rule_is_below_the_smallest_change_it_could_detect()
     length that would give it 80 % power (the half-width shrinks as one over the root of the length)."""
     from reports.compare import power_note
 
-    result = {"scopes": [{"scope": "overall", "seconds": [30.0, 30.0],
-                          "metrics": [{"metric": "ttft.p95", "unit": "ms", "detectable": 300.0, "detectable_pct": 30.0}]}]}  # fmt: skip
+    result = {
+        "scopes": [
+            {
+                "scope": "overall",
+                "seconds": [30.0, 30.0],
+                "metrics": [{"metric": "ttft.p95", "unit": "ms", "detectable": 300.0, "detectable_pct": 30.0}],
+            }
+        ]
+    }
     rule = {"rule": "ttft.p95>+10%", "scope": "overall", "metric": "ttft.p95", "relative": True, "threshold": 10.0}
     note = power_note(rule, result)
     # 30 s x (1.4294 x 30 / 10)^2 = 552 s
@@ -382,7 +446,21 @@ def processes_naming(text: str) -> list[int]:
 @pytest.mark.process
 def test_a_sweep_stopped_mid_point_stops_its_server_and_load_and_resumes(tmp_path):
     out = str(tmp_path / "sweep")
-    cmd = [*SWEEPS, "run", "--profile", "fixed", "--param", "max_num_seqs=1,2", "--out", out, "--", "-u", "2", "-t", "60s"]
+    cmd = [
+        *SWEEPS,
+        "run",
+        "--profile",
+        "fixed",
+        "--param",
+        "max_num_seqs=1,2",
+        "--out",
+        out,
+        "--",
+        "-u",
+        "2",
+        "-t",
+        "60s",
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         journal = os.path.join(out, "journal.jsonl")
@@ -413,9 +491,28 @@ def test_a_sweep_of_step_ramps_ranks_by_capacity(tmp_path):
     a P95 TTFT objective of 200 ms: 50 ms meets it at 8 users with no level missed, 400 ms misses
     it from the first level."""
     out = str(tmp_path / "sweep")
-    r = sweeps("run", "--profile", "fixed", "--param", "ttft_s=0.05,0.4", "--out", out, "--",
-               "--steps", "4,8", "--step-time", "5s", "--step-warmup", "1s", "--slo", "ttft.p95<200ms",
-               "--max-tokens-override", "8", "--stop-timeout", "5")  # fmt: skip
+    r = sweeps(
+        "run",
+        "--profile",
+        "fixed",
+        "--param",
+        "ttft_s=0.05,0.4",
+        "--out",
+        out,
+        "--",
+        "--steps",
+        "4,8",
+        "--step-time",
+        "5s",
+        "--step-warmup",
+        "1s",
+        "--slo",
+        "ttft.p95<200ms",
+        "--max-tokens-override",
+        "8",
+        "--stop-timeout",
+        "5",
+    )
     assert r.returncode == EXIT_BEST, r.stdout + r.stderr
     table = json.load(open(os.path.join(out, "table.json")))
     fast, slow = ({p["settings"]["ttft_s"]: p for p in table["points"]}[k] for k in ("0.05", "0.4"))

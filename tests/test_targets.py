@@ -7,7 +7,6 @@ import time
 
 import gevent
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -113,7 +112,9 @@ def test_several_hosts_checked_each():
     assert backend_name("http://user:secret@h:9/api/") == "http://h:9/api"
     from core.urls import public_url
 
-    assert public_url("http://u:secret@a:1,http://b:2") == "http://a:1,http://b:2"  # run.json, logs: each URL without its key
+    assert (
+        public_url("http://u:secret@a:1,http://b:2") == "http://a:1,http://b:2"
+    )  # run.json, logs: each URL without its key
     with pytest.raises(InputError, match=r"--host: '127.0.0.1:8002' needs a scheme"):
         check_host("http://127.0.0.1:8001,127.0.0.1:8002")
     with pytest.raises(InputError, match=r"--host: http://127.0.0.1:8001 given twice"):
@@ -124,10 +125,29 @@ def _records(backend_of, n: int, ttft_of=lambda b: 0.1) -> pa.Table:
     rows = []
     for i in range(n):
         b = backend_of(i)
-        rows.append(RequestRecord(f"r{i}", "w", "chat", "short", 100, 32, t_send=float(i), wall_send=1000.0 + i * 0.1,
-                                  ok=True, status=200, ttft_s=ttft_of(b), e2e_s=0.5, tpot_s=0.02, output_tokens=20,
-                                  prompt_tokens=30, tokens_source="usage", n_chunks=20,
-                                  chunk_times=[ttft_of(b) + 0.02 * k for k in range(20)], backend=b).as_row())  # fmt: skip
+        rows.append(
+            RequestRecord(
+                f"r{i}",
+                "w",
+                "chat",
+                "short",
+                100,
+                32,
+                t_send=float(i),
+                wall_send=1000.0 + i * 0.1,
+                ok=True,
+                status=200,
+                ttft_s=ttft_of(b),
+                e2e_s=0.5,
+                tpot_s=0.02,
+                output_tokens=20,
+                prompt_tokens=30,
+                tokens_source="usage",
+                n_chunks=20,
+                chunk_times=[ttft_of(b) + 0.02 * k for k in range(20)],
+                backend=b,
+            ).as_row()
+        )
     return rows_to_table(rows)
 
 
@@ -142,13 +162,21 @@ def test_the_per_backend_breakdown_is_the_class_grouping_and_flags_a_skew_and_a_
     pinned = summarize(_records(lambda i: a if i % 4 else b, 200), 999.0, 1030.0)  # 75 % on a
     rows = {r.backend: r for r in pinned.backends.backends}
     assert pinned.backends.flagged == [a, b]
-    assert rows[a].share_off == pytest.approx(0.5) and "share 75.0% of 200 requests against a fair 50.0% (+50%)" in rows[a].flags[0]
+    assert (
+        rows[a].share_off == pytest.approx(0.5)
+        and "share 75.0% of 200 requests against a fair 50.0% (+50%)" in rows[a].flags[0]
+    )
 
     slow = summarize(_records(lambda i: (a, b)[i % 2], 200, ttft_of=lambda x: 0.4 if x == b else 0.1), 999.0, 1030.0)
     assert slow.backends.flagged == [b]
-    assert any(f.startswith("slower: TTFT p50 400.0 ms against 100.0 ms") for f in {r.backend: r for r in slow.backends.backends}[b].flags)
+    assert any(
+        f.startswith("slower: TTFT p50 400.0 ms against 100.0 ms")
+        for f in {r.backend: r for r in slow.backends.backends}[b].flags
+    )
 
-    few = summarize(_records(lambda i: a if i % 3 else b, 12), 999.0, 1030.0)  # 8 and 4 of 12: within a fair draw's noise
+    few = summarize(
+        _records(lambda i: a if i % 3 else b, 12), 999.0, 1030.0
+    )  # 8 and 4 of 12: within a fair draw's noise
     assert not few.backends.flagged
 
 
@@ -171,7 +199,9 @@ def test_the_live_view_has_a_block_per_backend_equal_to_its_records():
     assert win["by_backend"][b]["requests"]["ended"] == 30 and win["by_backend"][a]["requests"]["ended"] == 60
     assert win["by_backend"][b]["ttft_ms"]["count"] == 30
     plain = LiveWindow(run_start=999.0, windows=(60.0,))
-    plain.add_rows([tuple(table.column(n)[i].as_py() if n != "backend" else "" for n in table.column_names) for i in range(5)])
+    plain.add_rows(
+        [tuple(table.column(n)[i].as_py() if n != "backend" else "" for n in table.column_names) for i in range(5)]
+    )
     assert plain.snapshot(end=1020.0)["windows"]["60"]["by_backend"] == {}
 
 
@@ -197,7 +227,9 @@ def test_a_replica_that_served_nothing_counts_in_the_fair_share_and_is_flagged()
     spread = summarize(_records(lambda i: (a, b)[i % 2], 200), 999.0, 1030.0, backends=(a, b, c))
     rows = {r.backend: r for r in spread.backends.backends}
     assert rows[c].sent == 0 and rows[c].fair_share == pytest.approx(1 / 3) and rows[c].share_off == -1.0
-    assert spread.backends.flagged == [a, b, c] and rows[c].flags[0].startswith("share 0.0% of 200 requests against a fair 33.3%")
+    assert spread.backends.flagged == [a, b, c] and rows[c].flags[0].startswith(
+        "share 0.0% of 200 requests against a fair 33.3%"
+    )
     # behind a balancer pinned to one of its 3 replicas: the other two named no reply
     pinned = summarize(_records(lambda i: "10.0.0.1:8000", 200), 999.0, 1030.0, backend_count=3)
     check = pinned.backends

@@ -18,11 +18,21 @@ LISTS = pa.list_(pa.float64())
 def test_tokens_fall_where_their_chunks_arrived():
     # record 0: 8 tokens in 4 chunks at +0.1..0.4 s; record 1: no chunks (non-streaming), 3 tokens
     # with the body at +0.9 s; record 2: 6 tokens in 3 chunks at +0.5, +1.5, +2.5 s; record 3: masked out
-    chunk_times = pa.chunked_array([pa.array([[0.1, 0.2, 0.3, 0.4], []], LISTS), pa.array([[0.5, 1.5, 2.5], [0.1]], LISTS)])
+    chunk_times = pa.chunked_array(
+        [pa.array([[0.1, 0.2, 0.3, 0.4], []], LISTS), pa.array([[0.5, 1.5, 2.5], [0.1]], LISTS)]
+    )
     wall = np.full(4, 10.0)
     ttft, e2e = np.array([0.1, np.nan, 0.5, 0.1]), np.array([0.4, 0.9, 2.5, 0.1])
-    out, prompt = arrived_tokens([10.0, 10.25, 11.0, 13.0], wall, ttft, e2e, [5, 6, 7, 100], [8, 3, 6, 100],
-                                 chunk_times, [True, True, True, False])  # fmt: skip
+    out, prompt = arrived_tokens(
+        [10.0, 10.25, 11.0, 13.0],
+        wall,
+        ttft,
+        e2e,
+        [5, 6, 7, 100],
+        [8, 3, 6, 100],
+        chunk_times,
+        [True, True, True, False],
+    )
     assert out.tolist() == [4.0, 4.0 + 3.0 + 2.0, 4.0]
     assert prompt.tolist() == [5.0, 7.0, 0.0]  # record 1 never had a first token: its prompt is not counted
     assert out.sum() == 8 + 3 + 6  # nothing lost, nothing counted twice
@@ -51,7 +61,9 @@ def test_end_early_censors_e2e_where_the_request_ended():
     from metrics.timing import end_early
 
     def rec(**kw):
-        return RequestRecord("r", "w", "chat", "short", 1, 8, t_send=10.0, ok=True, ttft_s=0.2, e2e_s=1.0, n_chunks=3, **kw)
+        return RequestRecord(
+            "r", "w", "chat", "short", 1, 8, t_send=10.0, ok=True, ttft_s=0.2, e2e_s=1.0, n_chunks=3, **kw
+        )
 
     r = rec()
     end_early(r, "timeout", "--timeout-total 3s", t_end=13.0, cause="timeout")
@@ -72,7 +84,9 @@ def test_one_percentile_everywhere():
     v = rng.lognormal(0, 1, 500)
     v[::7] = np.nan
     clean = v[~np.isnan(v)]
-    assert percentile(v, 95) == np.percentile(clean, 95) and percentiles(v, [50, 99.9]) == list(np.percentile(clean, [50, 99.9]))
+    assert percentile(v, 95) == np.percentile(clean, 95) and percentiles(v, [50, 99.9]) == list(
+        np.percentile(clean, [50, 99.9])
+    )
     assert mean(v) == pytest.approx(clean.mean())
     assert percentile([], 50) is None and percentile([math.nan], 50) is None and mean([]) is None
     groups = rng.integers(0, 9, v.size)  # group 8 gets no value
@@ -87,7 +101,9 @@ def test_one_percentile_everywhere():
 def test_itl_objective_per_request_is_the_statistic_of_its_own_gaps():
     from metrics.slo import good_mask, parse_slo, request_values
 
-    times = pa.chunked_array([pa.array([[0.0, 0.1, 0.2, 0.5], [0.0], [0.0, 0.05, 0.1]], LISTS), pa.array([[0.0, 0.3]], LISTS)])
+    times = pa.chunked_array(
+        [pa.array([[0.0, 0.1, 0.2, 0.5], [0.0], [0.0, 0.05, 0.1]], LISTS), pa.array([[0.0, 0.3]], LISTS)]
+    )
     df = pd.DataFrame({"ok": [True, True, True, False]})
     (p90,), (avg,) = parse_slo("itl.p90<270ms"), parse_slo("itl.mean<250ms")
     got = request_values(p90, df, times)

@@ -21,25 +21,33 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
+import locust  # noqa: F401  patches the standard library like a real run: the server's threads are greenlets
 import pytest
 
-import locust  # noqa: F401  patches the standard library like a real run: the server's threads are greenlets
 from core.durations import Timeouts
 from core.errors import InputError
 from core.tls import TlsPolicy, read_ca
 from plugin.plan import RunPlan
 from plugin.server import get_with_headers
 from plugin.server_metrics import ServerMetricsScraper
+from tests.fake_server import QuietHandler
 from tests.helpers import read_results, run_locust
 from users.stream import Exchange, StreamClient
-from tests.fake_server import QuietHandler
 
 KEY = "sk-tls-test-0123456789abcdef"
-SSE = b"".join(
-    b"data: " + json.dumps(e).encode() + b"\n\n"
-    for e in [{"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]} for i in range(3)]
-    + [{"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": {"prompt_tokens": 5, "completion_tokens": 3}}]
-) + b"data: [DONE]\n\n"
+SSE = (
+    b"".join(
+        b"data: " + json.dumps(e).encode() + b"\n\n"
+        for e in [{"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]} for i in range(3)]
+        + [
+            {
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+            }
+        ]
+    )
+    + b"data: [DONE]\n\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,21 +62,65 @@ def pki(tmp_path_factory):
     def run(*args):
         subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
 
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=suite test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+    run(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=suite test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
     for name, san in (("local", "IP:127.0.0.1,DNS:localhost"), ("other", "DNS:other.example")):
-        (d / f"{name}.ext").write_text(f"subjectAltName={san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-                                       "extendedKeyUsage=serverAuth\nauthorityKeyIdentifier=keyid,issuer\nsubjectKeyIdentifier=hash\n")  # fmt: skip
+        (d / f"{name}.ext").write_text(
+            f"subjectAltName={san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+            "extendedKeyUsage=serverAuth\nauthorityKeyIdentifier=keyid,issuer\nsubjectKeyIdentifier=hash\n"
+        )
         run("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", f"{name}.pem",
-            "-days", "2", "-extfile", f"{name}.ext")  # fmt: skip
-    run("req", "-x509", *ec, "-keyout", "self.key", "-out", "self.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
-        "-addext", "subjectAltName=IP:127.0.0.1")  # fmt: skip
+        run(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+        )
+    run(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "self.key",
+        "-out",
+        "self.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+    )
     return d
 
 
 class _Handler(QuietHandler):
-
     def do_GET(self):
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization", "")))
         if self.path == "/v1/models":
@@ -114,7 +166,9 @@ def tls_server(pki, cert: str):
 
 
 def _post(url: str, policy: TlsPolicy) -> Exchange:
-    client = StreamClient(url, Timeouts(connect=5, first_token=5, idle=5, total=10), {"Authorization": f"Bearer {KEY}"}, tls=policy)
+    client = StreamClient(
+        url, Timeouts(connect=5, first_token=5, idle=5, total=10), {"Authorization": f"Bearer {KEY}"}, tls=policy
+    )
     ex = Exchange()
     client.post("/v1/chat/completions", b'{"x": 1}', {"Content-Type": "application/json"}, ex)
     client.close()
@@ -141,8 +195,10 @@ def test_every_client_verifies_the_chain_and_the_host_name(pki, tmp_path):
         # by default: refused in the handshake, worded as a certificate failure, nothing sent
         ex = _post(url, TlsPolicy())
         assert ex.error == "connect_error" and ex.status == 0, ex
-        assert ex.error_detail == (f"TLS: certificate of 127.0.0.1:{port} not trusted: self-signed certificate; "
-                                   "pass --tls-ca FILE or --tls-insecure"), ex.error_detail  # fmt: skip
+        assert ex.error_detail == (
+            f"TLS: certificate of 127.0.0.1:{port} not trusted: self-signed certificate; "
+            "pass --tls-ca FILE or --tls-insecure"
+        ), ex.error_detail
         assert _refused(lambda: _probe(url, TlsPolicy())) == ex.error_detail
         assert server.connections >= 2 and server.seen == []  # reached, and the key never sent
     with tls_server(pki, "local") as (server, url):
@@ -159,8 +215,11 @@ def test_every_client_verifies_the_chain_and_the_host_name(pki, tmp_path):
         (tmp_path / "default").mkdir()
         with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):
             ServerMetricsScraper([url], 1.0, str(tmp_path / "default"))._fetch(url + "/metrics")
-        assert server.seen == [("POST", "/v1/chat/completions", f"Bearer {KEY}"), ("GET", "/v1/models", f"Bearer {KEY}"),
-                               ("GET", "/metrics", "")]  # fmt: skip
+        assert server.seen == [
+            ("POST", "/v1/chat/completions", f"Bearer {KEY}"),
+            ("GET", "/v1/models", f"Bearer {KEY}"),
+            ("GET", "/metrics", ""),
+        ]
         # without verification: anyone's certificate is taken
         assert _post(url, TlsPolicy(insecure=True)).complete
     with tls_server(pki, "other") as (server, url):
@@ -168,7 +227,8 @@ def test_every_client_verifies_the_chain_and_the_host_name(pki, tmp_path):
         # a certificate of the trusted CA, for another name: refused all the same
         ex = _post(url, ca)
         assert ex.error == "connect_error" and ex.error_detail.startswith(
-            f"TLS: certificate of 127.0.0.1:{port} is not valid for the host name it was reached by (IP address mismatch"), ex.error_detail
+            f"TLS: certificate of 127.0.0.1:{port} is not valid for the host name it was reached by (IP address mismatch"
+        ), ex.error_detail
         assert ex.error_detail.endswith("give --host a name the certificate holds, or pass --tls-insecure")
         assert _refused(lambda: _probe(url, ca)) == ex.error_detail
         assert server.seen == [] and server.connections >= 2
@@ -214,8 +274,10 @@ def test_headless_runs_refuse_trust_or_warn(pki, tmp_path):
         port = server.server_address[1]
         done = run_locust("--host", url, *common, "--run-id", "refused", timeout=120)
         assert done.returncode == 2, done.stderr[-3000:]
-        assert (f"error: TLS: certificate of 127.0.0.1:{port} not trusted: self-signed certificate; pass --tls-ca FILE "
-                "or --tls-insecure\n") in done.stderr, done.stderr[-3000:]  # fmt: skip
+        assert (
+            f"error: TLS: certificate of 127.0.0.1:{port} not trusted: self-signed certificate; pass --tls-ca FILE "
+            "or --tls-insecure\n"
+        ) in done.stderr, done.stderr[-3000:]
         assert "cannot reach" not in done.stderr and server.seen == []
     with tls_server(pki, "local") as (server, url):
         done = run_locust("--host", url, *common, "--run-id", "trusted", "--tls-ca", str(pki / "ca.pem"), timeout=120)

@@ -11,9 +11,9 @@ from bench.servers.model import build_tokenizer
 from metrics.record import RequestRecord
 from metrics.sse import parse_stream
 from metrics.timing import fill_record
-from workloads.tokenizer import read_tokenizer
 from tests.helpers import ROOT, read_results, run_locust, simulator
 from tests.test_sse_reader import END, HEAD, chunked, content, run_script, sse
+from workloads.tokenizer import read_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +44,26 @@ def test_tokenizer_count_when_no_usage(tokenizer_dir):
 def test_run_without_usage_counts_with_the_tokenizer(tmp_path, tokenizer_dir):
     no_usage = '{"stream_options": {"include_usage": false}}'
     with simulator("--profile", "fixed") as url:
-        proc = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--tokenizer", tokenizer_dir,
-                          "--extra-body", no_usage, "--max-tokens-override", "12",
-                          "--results-dir", str(tmp_path), "--run-id", "tok")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "4s",
+            "--tokenizer",
+            tokenizer_dir,
+            "--extra-body",
+            no_usage,
+            "--max-tokens-override",
+            "12",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "tok",
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     df, summary = read_results(str(tmp_path), "tok")
     assert df["ok"].all() and (df["tokens_source"] == "tokenizer").all()
@@ -56,7 +73,17 @@ def test_run_without_usage_counts_with_the_tokenizer(tmp_path, tokenizer_dir):
 
 @pytest.mark.process
 def test_missing_tokenizer_is_refused_before_load(tmp_path):
-    proc = run_locust("--host", "http://127.0.0.1:9", "--model", "m", "-t", "2s", "--tokenizer", str(tmp_path / "nope"),
-                      "--results-dir", str(tmp_path))  # fmt: skip
+    proc = run_locust(
+        "--host",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "-t",
+        "2s",
+        "--tokenizer",
+        str(tmp_path / "nope"),
+        "--results-dir",
+        str(tmp_path),
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: --tokenizer:")

@@ -37,9 +37,25 @@ def run50(tmp_path_factory):
     spec.write_text(SHORT_MIX.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
     with simulator("--profile", "fixed", truth_log=truth) as url:
         proc = run_locust(
-            "--host", url, "-u", "50", "-r", "50", "-t", "12s", "--seed", "7", "--workload", str(spec),
-            "--results-dir", str(tmp), "--run-id", "r50", "--stop-timeout", "20",
-        )  # fmt: skip
+            "--host",
+            url,
+            "-u",
+            "50",
+            "-r",
+            "50",
+            "-t",
+            "12s",
+            "--seed",
+            "7",
+            "--workload",
+            str(spec),
+            "--results-dir",
+            str(tmp),
+            "--run-id",
+            "r50",
+            "--stop-timeout",
+            "20",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp), "r50")
     return df, summary, read_truth(truth)
@@ -51,7 +67,9 @@ def test_every_request_once_and_all_ok(run50):
     assert df["request_id"].is_unique
     assert set(df["request_id"]) == {t["request_id"] for t in truth}
     assert df["ok"].all(), df.loc[~df["ok"], ["error", "error_detail"]].head()
-    assert summary["overall"]["requests"]["ok"] == int(((df["wall_send"] >= summary["window"]["start"]) & (df["wall_send"] <= summary["window"]["end"])).sum())
+    assert summary["overall"]["requests"]["ok"] == int(
+        ((df["wall_send"] >= summary["window"]["start"]) & (df["wall_send"] <= summary["window"]["end"])).sum()
+    )
 
 
 def test_ttft_and_e2e_match_the_truth_log_within_2ms(run50):
@@ -111,16 +129,35 @@ def test_step_token_throughput_counts_tokens_where_they_arrived(tmp_path):
     spec = tmp_path / "long.yaml"
     spec.write_text(LONG_REPLIES.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
     with simulator("--profile", "fixed", truth_log=truth_path) as url:
-        proc = run_locust("--host", url, "--steps", "4,8,16", "--step-time", "4s", "--step-warmup", "1s", "--seed", "3",
-                          "--workload", str(spec), "--results-dir", str(tmp_path), "--run-id", "tok",
-                          "--stop-timeout", "1")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--steps",
+            "4,8,16",
+            "--step-time",
+            "4s",
+            "--step-warmup",
+            "1s",
+            "--seed",
+            "3",
+            "--workload",
+            str(spec),
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "tok",
+            "--stop-timeout",
+            "1",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp_path), "tok")
     truth = {t["request_id"]: t for t in read_truth(truth_path)}
     counted = df[df["ok"] | (df["error"] == "stopped")]
     assert df["ok"].sum() >= 20 and (df["error"] == "stopped").sum() > 0
     token_wall, first_wall, prompts = [], [], []
-    for rid, wall_send, t_send, prompt in counted[["request_id", "wall_send", "t_send", "prompt_tokens"]].itertuples(index=False):
+    for rid, wall_send, t_send, prompt in counted[["request_id", "wall_send", "t_send", "prompt_tokens"]].itertuples(
+        index=False
+    ):
         t = truth[rid]
         if not t["output_tokens"]:
             continue

@@ -56,9 +56,25 @@ def run(tmp_path_factory):
     spec.write_text(MIX.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
     with simulator("--profile", str(profile), truth_log=truth) as url:
         proc = run_locust(
-            "--host", url, "-u", "20", "-r", "20", "-t", "10s", "--seed", "11", "--workload", str(spec),
-            "--results-dir", str(tmp), "--run-id", "mix", "--stop-timeout", "20",
-        )  # fmt: skip
+            "--host",
+            url,
+            "-u",
+            "20",
+            "-r",
+            "20",
+            "-t",
+            "10s",
+            "--seed",
+            "11",
+            "--workload",
+            str(spec),
+            "--results-dir",
+            str(tmp),
+            "--run-id",
+            "mix",
+            "--stop-timeout",
+            "20",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, summary = read_results(str(tmp), "mix")
     t = {x["request_id"]: x for x in read_truth(truth)}
@@ -168,7 +184,9 @@ def test_summary_blocks_carry_the_new_metrics(run):
     assert o["tokens"]["reasoning"] == int(sel["reasoning_tokens"].sum())
     assert o["requests"]["tool_calls"] == int(sel["tool_calls"].sum())
     tools = sel[sel["request_class"] == "tools"]
-    assert summary["by_class"]["tools"]["requests"]["by_finish_reason"] == tools["finish_reason"].value_counts().to_dict()
+    assert (
+        summary["by_class"]["tools"]["requests"]["by_finish_reason"] == tools["finish_reason"].value_counts().to_dict()
+    )
     assert summary["by_class"]["think"]["ttfa_ms"]["count"] == 0
 
 
@@ -181,8 +199,26 @@ def test_without_the_usage_detail_reasoning_tokens_are_counted_from_the_stream(t
     spec = tmp_path / "mix.yaml"
     spec.write_text(MIX.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
     with simulator("--profile", str(profile), truth_log=truth_path) as url:
-        proc = run_locust("--host", url, "-u", "4", "-r", "4", "-t", "4s", "--seed", "2", "--workload", str(spec),
-                          "--results-dir", str(tmp_path), "--run-id", "nd", "--stop-timeout", "20")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "4s",
+            "--seed",
+            "2",
+            "--workload",
+            str(spec),
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "nd",
+            "--stop-timeout",
+            "20",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, _ = read_results(str(tmp_path), "nd")
     truth = {t["request_id"]: t for t in read_truth(truth_path)}

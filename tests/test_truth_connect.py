@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 import pytest
 
 from tests.helpers import ROOT, read_results, read_truth, run_locust, simulator
@@ -30,8 +29,12 @@ classes:
 
 def _err(df, truth) -> np.ndarray:
     """Client TTFT minus the simulator's own (first token written - request read), ms."""
-    return np.array([(r.ttft_s - (truth[r.request_id]["first_token"] - truth[r.request_id]["arrival"])) * 1000
-                     for r in df.itertuples()])  # fmt: skip
+    return np.array(
+        [
+            (r.ttft_s - (truth[r.request_id]["first_token"] - truth[r.request_id]["arrival"])) * 1000
+            for r in df.itertuples()
+        ]
+    )
 
 
 def test_new_connections_in_a_ramp_keep_ttft_exact(tmp_path):
@@ -40,9 +43,25 @@ def test_new_connections_in_a_ramp_keep_ttft_exact(tmp_path):
     spec.write_text(WORKLOAD.format(templates=os.path.join(ROOT, "workloads", "templates.jsonl")))
     with simulator("--profile", "fixed", truth_log=truth_path) as url:
         proc = run_locust(
-            "--host", url, "-u", "300", "-r", "100", "-t", "6s", "--seed", "3", "--workload", str(spec),
-            "--results-dir", str(tmp_path), "--run-id", "ramp", "--stop-timeout", "10",
-        )  # fmt: skip
+            "--host",
+            url,
+            "-u",
+            "300",
+            "-r",
+            "100",
+            "-t",
+            "6s",
+            "--seed",
+            "3",
+            "--workload",
+            str(spec),
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "ramp",
+            "--stop-timeout",
+            "10",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, _ = read_results(str(tmp_path), "ramp")
     truth = {t["request_id"]: t for t in read_truth(truth_path)}
@@ -75,9 +94,23 @@ def test_new_connections_in_a_ramp_keep_ttft_exact(tmp_path):
 def test_a_kept_alive_connection_has_no_connect_time(tmp_path):
     with simulator("--profile", "fixed") as url:
         proc = run_locust(
-            "--host", url, "-u", "5", "-r", "5", "-t", "3s", "--max-tokens-override", "4",
-            "--results-dir", str(tmp_path), "--run-id", "ka", "--stop-timeout", "5",
-        )  # fmt: skip
+            "--host",
+            url,
+            "-u",
+            "5",
+            "-r",
+            "5",
+            "-t",
+            "3s",
+            "--max-tokens-override",
+            "4",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "ka",
+            "--stop-timeout",
+            "5",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     df, _ = read_results(str(tmp_path), "ka")
     ok = df[df["ok"]].sort_values("t_send")

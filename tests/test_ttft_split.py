@@ -36,8 +36,13 @@ def test_a_vllm_stream_with_per_request_metrics_is_split_and_the_parts_add_up(tm
     timed = _records("chat_per_request_metrics", 3, 0)
     silent = _records("chat_continuous_usage", 2, 10)  # a server that sends no timing of its own
     for r in timed:  # the record keeps the server's figures, in seconds
-        assert (r.server_queue_s, r.server_ttft_s, r.server_generation_s, r.server_itl_s, r.cached_tokens) == \
-            (0.0125, 0.03125, 0.048, 0.016, 1024)
+        assert (r.server_queue_s, r.server_ttft_s, r.server_generation_s, r.server_itl_s, r.cached_tokens) == (
+            0.0125,
+            0.03125,
+            0.048,
+            0.016,
+            1024,
+        )
     for r in silent:
         assert math.isnan(r.server_queue_s) and math.isnan(r.server_ttft_s) and r.cached_tokens == -1
     summary = write_run(str(tmp_path), rows_to_table([r.as_row() for r in timed + silent]), T0, 60, steps=(), slo="")

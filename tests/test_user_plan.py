@@ -76,8 +76,11 @@ def test_a_report_sent_before_the_dispatch_ended_is_no_evidence():
 
 def test_a_difference_longer_than_a_report_interval_is_a_period_and_a_shorter_one_is_not():
     runner, clock = Runner("a", "b"), Clock()
-    off = watch_over(started(runner, clock), clock,
-                     [({"a": 10, "b": 5}, int(GRACE_S) - 1), ({"a": 5}, 5), ({"a": 10}, 12), ({"a": 5}, 3)])  # fmt: skip
+    off = watch_over(
+        started(runner, clock),
+        clock,
+        [({"a": 10, "b": 5}, int(GRACE_S) - 1), ({"a": 5}, 5), ({"a": 10}, 12), ({"a": 5}, 3)],
+    )
     assert off is not None and [(p.planned, p.running) for p in off.periods] == [(10, 15)]
     assert off.seconds == pytest.approx(11.0)
     assert off.line().startswith("the users running differed from the plan for 11 s: 15 instead of 10 for 11 s from ")

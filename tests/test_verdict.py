@@ -64,8 +64,22 @@ def test_a_level_of_failures_misses_and_an_empty_one_is_undecided():
 
 
 def _row(step: int, sent: float, ttft: float) -> tuple:
-    return RequestRecord("r", "w", "chat", "short", 10, 4, step=step, wall_send=sent, status=200, ok=True,
-                         ttft_s=ttft, e2e_s=ttft + 0.1, tpot_s=0.01, chunk_times=[ttft, ttft + 0.1]).as_row()  # fmt: skip
+    return RequestRecord(
+        "r",
+        "w",
+        "chat",
+        "short",
+        10,
+        4,
+        step=step,
+        wall_send=sent,
+        status=200,
+        ok=True,
+        ttft_s=ttft,
+        e2e_s=ttft + 0.1,
+        tpot_s=0.01,
+        chunk_times=[ttft, ttft + 0.1],
+    ).as_row()
 
 
 def test_the_search_holds_an_undecided_level_and_judges_its_steps_together():
@@ -99,7 +113,9 @@ def test_a_levels_p95_is_one_value_in_every_table_and_within_its_bounds():
     from shapes.steps import StepPlan
 
     t0 = 1_000.0
-    rows = [_row(0, t0 + 6, 1.0), _row(0, t0 + 8, 2.0)] + [_row(1, t0 + 25 + i * 0.2, 0.1 + i * 0.01) for i in range(60)]
+    rows = [_row(0, t0 + 6, 1.0), _row(0, t0 + 8, 2.0)] + [
+        _row(1, t0 + 25 + i * 0.2, 0.1 + i * 0.01) for i in range(60)
+    ]
     s = summarize(rows_to_table(rows), t0, t0 + 40, run_start=t0, plan=StepPlan([2, 4], 20.0, 5.0), objectives=[P95])
     for step in s.by_step:
         (e,) = step.verdict.objectives
@@ -111,7 +127,9 @@ def test_a_levels_p95_is_one_value_in_every_table_and_within_its_bounds():
     assert "ttft.p95 2,000 ms (90% bounds 2,000..- ms" in console and "1,950" not in console, console
     table = steps_table(s.by_step)
     p95 = table.headers.index("TTFT p95")
-    assert table.rows[0][p95].text == "2,000" and table.rows[0][-1].text.startswith("ttft.p95 2,000 in 2,000..-"), table.rows[0]
+    assert table.rows[0][p95].text == "2,000" and table.rows[0][-1].text.startswith("ttft.p95 2,000 in 2,000..-"), (
+        table.rows[0]
+    )
 
 
 def test_the_plan_turns_the_capacity_into_replicas_with_its_spread():
@@ -126,8 +144,7 @@ def test_the_plan_turns_the_capacity_into_replicas_with_its_spread():
     t0 = 1_000.0
     rows = [_row(0, t0 + 5 + i * 0.075, 0.1) for i in range(200)]  # sent in [5, 20): 800 requests/min
     rows += [_row(1, t0 + 25 + i * 0.05, 2.0) for i in range(250)]  # sent in [25, 37.5), ended by 40
-    s = summarize(rows_to_table(rows), t0, t0 + 40, run_start=t0, plan=StepPlan([10, 20], 20.0, 5.0),
-                  objectives=[P95])  # fmt: skip
+    s = summarize(rows_to_table(rows), t0, t0 + 40, run_start=t0, plan=StepPlan([10, 20], 20.0, 5.0), objectives=[P95])
     assert (s.capacity.users, s.capacity.next_failing_users) == (10, 20)
     held = s.by_step[0].throughput.requests_per_s * 60
     failed = s.by_step[1].throughput.requests_per_s * 60
@@ -147,13 +164,19 @@ def test_a_ramp_whose_every_level_is_undecided_says_so():
     from metrics.capacity import capacity
 
     def level(users, ttft_s, n):
-        return SimpleNamespace(partial=False, users=users, verdict=judge([P95], {"ttft.p95": np.full(n, ttft_s)}, ok=n, failed=0))
+        return SimpleNamespace(
+            partial=False, users=users, verdict=judge([P95], {"ttft.p95": np.full(n, ttft_s)}, ok=n, failed=0)
+        )
 
     answer = capacity([level(4, 0.3, 9), level(12, 0.7, 34)], [P95])
     assert answer.users is None and answer.undecided == [4, 12]
-    assert answer.sentence == "ttft.p95<1s: no level was decided (met or missed); undecided: 4, 12 users", answer.sentence
+    assert answer.sentence == "ttft.p95<1s: no level was decided (met or missed); undecided: 4, 12 users", (
+        answer.sentence
+    )
     answer = capacity([level(4, 0.3, 9), level(12, 2.0, 34)], [P95])
-    assert answer.sentence == "ttft.p95<1s: no level met it; missed at 12 users (34 requests); undecided: 4 users", answer.sentence
+    assert answer.sentence == "ttft.p95<1s: no level met it; missed at 12 users (34 requests); undecided: 4 users", (
+        answer.sentence
+    )
 
 
 def test_a_level_met_below_an_undecided_one_is_not_called_the_highest_tested():
@@ -166,13 +189,20 @@ def test_a_level_met_below_an_undecided_one_is_not_called_the_highest_tested():
     def level(users, ttft_s, n, above=0):
         values = np.r_[np.full(n - above, ttft_s), np.full(above, 1.5)]
         th = SimpleNamespace(total_tokens_per_s=1000.0, output_tokens_per_s=500.0, requests_per_s=2.0)
-        return SimpleNamespace(partial=False, users=users, throughput=th, window=SimpleNamespace(end=0.0),
-                               verdict=judge([P95], {"ttft.p95": values}, ok=n, failed=0))  # fmt: skip
+        return SimpleNamespace(
+            partial=False,
+            users=users,
+            throughput=th,
+            window=SimpleNamespace(end=0.0),
+            verdict=judge([P95], {"ttft.p95": values}, ok=n, failed=0),
+        )
 
     close = level(80, 0.5, 1000, above=50)  # 5 % at the threshold's other side: too close to call
     assert close.verdict.state == "undecided"
     answer = capacity([level(20, 0.3, 66), close], [P95])
     assert answer.users == 20 and answer.undecided == [80]
-    assert "holds up to 20 users (the highest level met, none missed; met on 66 requests)" in answer.sentence, answer.sentence
+    assert "holds up to 20 users (the highest level met, none missed; met on 66 requests)" in answer.sentence, (
+        answer.sentence
+    )
     answer = capacity([level(20, 0.3, 66)], [P95])  # every level met: it was the highest tested
     assert "holds up to 20 users (the highest level tested; met on 66 requests)" in answer.sentence, answer.sentence

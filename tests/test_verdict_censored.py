@@ -66,8 +66,23 @@ def test_the_verdict_says_what_was_still_waiting():
 
 def _record(sent: float, ttft: float, e2e: float, ok: bool = True, error: str = "") -> RequestRecord:
     chunks = [] if math.isnan(ttft) else [ttft, e2e]
-    return RequestRecord(f"r{sent}", "w", "chat", "long", 10, 400, step=0, wall_send=sent, status=200 if ok else 500,
-                         ok=ok, error=error, ttft_s=ttft, e2e_s=e2e, n_chunks=len(chunks), chunk_times=chunks)  # fmt: skip
+    return RequestRecord(
+        f"r{sent}",
+        "w",
+        "chat",
+        "long",
+        10,
+        400,
+        step=0,
+        wall_send=sent,
+        status=200 if ok else 500,
+        ok=ok,
+        error=error,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        n_chunks=len(chunks),
+        chunk_times=chunks,
+    )
 
 
 def test_the_live_search_and_the_records_after_the_run_judge_the_same_set():
@@ -104,7 +119,9 @@ def test_the_live_search_and_the_records_after_the_run_judge_the_same_set():
     sent_by_cut = [r for r in records if 2.0 <= r.wall_send <= 9.0 and not (r.wall_send + r.e2e_s <= 10.0 and not r.ok)]
     waiting = [r for r in sent_by_cut if not (r.wall_send + r.ttft_s <= 10.0)]  # NaN: no token
     assert (e.samples, e.censored) == (len(sent_by_cut), len(waiting)) and e.censored > 0
-    assert after.verdict.failed == 1 and after.verdict.requests == sum(r.ok and r.wall_send + r.e2e_s <= 10 for r in records)
+    assert after.verdict.failed == 1 and after.verdict.requests == sum(
+        r.ok and r.wall_send + r.e2e_s <= 10 for r in records
+    )
     # the level's TTFT figures (the per-step table's, by_step's) are those of the verdict's set, the
     # waiting ones at their minimum: the table states the verdict's percentile, live as after the run
     for step in (after, live):
@@ -125,6 +142,7 @@ def test_stream_tracker_finds_the_answer_token_after_a_long_reasoning_preamble()
     """A capacity search judging TTFA reads the first answer token of the streams still open: found
     by an exact parse however long the reasoning before it (PROBE_READS reads are not enough), at
     the time the record will give it; with the step each stream was sent in."""
+
     def delta(**d):
         return {"choices": [{"index": 0, "delta": d, "finish_reason": None}]}
 
@@ -132,7 +150,10 @@ def test_stream_tracker_finds_the_answer_token_after_a_long_reasoning_preamble()
     ex.framing, ex.t_send = CHUNKED, 100.0
     rec = RequestRecord("a", "0", "chat", "long", 10, 64, step=3, wall_send=1_800_000_000.0)
     ctx = SimpleNamespace(streams={ex: rec}, finisher=SimpleNamespace(queue=[]))
-    reads = [delta(reasoning_content=f" r{i}") for i in range(3 * PROBE_READS)] + [delta(content="Yes"), delta(content=".")]
+    reads = [delta(reasoning_content=f" r{i}") for i in range(3 * PROBE_READS)] + [
+        delta(content="Yes"),
+        delta(content="."),
+    ]
     for i, event in enumerate(reads):
         ex.times.append(100.1 + 0.01 * i)
         ex.datas.append(_sse(event))
@@ -141,4 +162,6 @@ def test_stream_tracker_finds_the_answer_token_after_a_long_reasoning_preamble()
     out = StreamTracker(ctx, answers=True).collect(now=1_800_000_001.0)
     assert out["step"] == [3] and math.isclose(out["ttft"][0], 0.1) and out["ttfa"] == [answer]
     assert out["events"] == [len(parsed.chunks)]
-    assert math.isnan(StreamTracker(ctx).collect(now=1_800_000_001.0)["ttfa"][0])  # not looked for without a TTFA objective
+    assert math.isnan(
+        StreamTracker(ctx).collect(now=1_800_000_001.0)["ttfa"][0]
+    )  # not looked for without a TTFA objective

@@ -92,9 +92,32 @@ def vllm_style_run(tmp_path_factory, tokenizer_dir):
     truth = str(tmp / "truth.jsonl")
     out = str(tmp / "out.json")
     with simulator("--profile", "fixed", "--tokenizer", tokenizer_dir, truth_log=truth) as url:
-        proc = run_locust("--host", url, "-u", "8", "-r", "8", "-t", "120s", "--input-tokens", str(TOKENS), "--num-requests",
-                          str(REQUESTS), "--tokenizer", tokenizer_dir, "--max-tokens-override", "16", "--label", "512 in",
-                          "--save-vllm-json", out, "--results-dir", str(tmp), "--run-id", "r")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "-u",
+            "8",
+            "-r",
+            "8",
+            "-t",
+            "120s",
+            "--input-tokens",
+            str(TOKENS),
+            "--num-requests",
+            str(REQUESTS),
+            "--tokenizer",
+            tokenizer_dir,
+            "--max-tokens-override",
+            "16",
+            "--label",
+            "512 in",
+            "--save-vllm-json",
+            out,
+            "--results-dir",
+            str(tmp),
+            "--run-id",
+            "r",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp / "r", truth, out, proc.stderr
 
@@ -118,11 +141,24 @@ def read_like_a_dashboard(path: str) -> dict:
     r = json.load(open(path))
     for key in ("date", "backend", "model_id"):
         assert isinstance(r[key], str), key
-    for key in ("num_prompts", "completed", "failed", "total_input_tokens", "total_output_tokens", "max_concurrent_requests"):
+    for key in (
+        "num_prompts",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "max_concurrent_requests",
+    ):
         assert isinstance(r[key], int), key
     assert r["request_rate"] == "inf" or isinstance(r["request_rate"], float)
     assert r["max_concurrency"] is None or isinstance(r["max_concurrency"], int)
-    for key in ("duration", "request_throughput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s"):
+    for key in (
+        "duration",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "max_output_tokens_per_s",
+    ):
         assert isinstance(r[key], float), key
     for metric in ("ttft", "tpot", "itl", "e2el"):
         for stat in ("mean", "median", "std", "p99"):
@@ -154,9 +190,13 @@ def test_the_vllm_json_reads_as_vllms_and_says_what_the_summary_says(vllm_style_
     assert r["std_ttft_ms"] == pytest.approx(ttfts.std(), rel=1e-9)
     gaps = np.array([g for lst in r["itls"] for g in lst]) * 1000
     assert len(gaps) == overall["itl_ms"]["count"] == REQUESTS * 15
-    assert r["p99_itl_ms"] == pytest.approx(overall["itl_ms"]["p99"], rel=1e-9) == pytest.approx(np.percentile(gaps, 99))
+    assert (
+        r["p99_itl_ms"] == pytest.approx(overall["itl_ms"]["p99"], rel=1e-9) == pytest.approx(np.percentile(gaps, 99))
+    )
     latencies = np.array(r["latencies"]) * 1000
-    assert r["median_e2el_ms"] == pytest.approx(overall["e2e_ms"]["p50"], rel=1e-9) == pytest.approx(np.median(latencies))
+    assert (
+        r["median_e2el_ms"] == pytest.approx(overall["e2e_ms"]["p50"], rel=1e-9) == pytest.approx(np.median(latencies))
+    )
     assert r["mean_tpot_ms"] == pytest.approx(overall["tpot_ms"]["mean"], rel=1e-9)
     assert r["request_throughput"] == pytest.approx(overall["throughput"]["requests_per_s"], rel=1e-9)
     assert r["output_throughput"] == pytest.approx(overall["throughput"]["output_tokens_per_s"], rel=1e-9)
@@ -169,8 +209,26 @@ def test_num_requests_is_exact_across_workers(tmp_path):
     """Two worker processes: 17 requests in all, split 9 and 8, whatever each one's pace."""
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", "fixed", truth_log=truth) as url:
-        proc = run_locust("--host", url, "--processes", "2", "-u", "6", "-r", "6", "-t", "120s", "--num-requests", "17",
-                          "--max-tokens-override", "8", "--results-dir", str(tmp_path), "--run-id", "d")  # fmt: skip
+        proc = run_locust(
+            "--host",
+            url,
+            "--processes",
+            "2",
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "120s",
+            "--num-requests",
+            "17",
+            "--max-tokens-override",
+            "8",
+            "--results-dir",
+            str(tmp_path),
+            "--run-id",
+            "d",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_truth(truth)) == 17
     assert "every worker sent its share, 17 requests in all" in proc.stderr

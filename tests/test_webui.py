@@ -40,8 +40,18 @@ def _record(rng, i: int, wall: float, cls: str, error: str = "", step: int = -1)
     n = int(rng.integers(1, 60))
     ttft = float(rng.uniform(0.02, 0.4))
     times = list(ttft + np.cumsum(np.r_[0.0, rng.exponential(0.02, n - 1)]))
-    rec = RequestRecord(f"r{i}", "0", "chat", cls, int(rng.integers(50, 400)), 64, wall_send=wall, t_send=wall - T0, status=200,
-                        step=step)  # fmt: skip
+    rec = RequestRecord(
+        f"r{i}",
+        "0",
+        "chat",
+        cls,
+        int(rng.integers(50, 400)),
+        64,
+        wall_send=wall,
+        t_send=wall - T0,
+        status=200,
+        step=step,
+    )
     if error in ("", "stopped", "timeout", "mid_stream_error"):
         rec.chunk_times = times
         rec.n_chunks = n
@@ -176,15 +186,57 @@ def test_open_streams_count_where_their_tokens_arrive():
 
     def window(as_record: bool) -> dict:
         w = LiveWindow(parse_slo("ttft.p95<50ms"), run_start=T0)
-        rec = RequestRecord("s", "0", "chat", "long", 400, 256, wall_send=T0 + 5, t_send=0.0, status=200, ok=True,
-                            ttft_s=0.1, e2e_s=20.0, tpot_s=19.9 / 199, prompt_tokens=100, output_tokens=200,
-                            tokens_source="usage", n_chunks=200, chunk_times=list(chunk))  # fmt: skip
-        calibration = RequestRecord("c", "0", "chat", "short", 400, 8, wall_send=T0, t_send=0.0, status=200, ok=True,
-                                    ttft_s=0.1, e2e_s=0.5, tpot_s=0.1, prompt_tokens=100, output_tokens=4,
-                                    tokens_source="usage", n_chunks=4, chunk_times=[0.1, 0.2, 0.3, 0.5])  # fmt: skip
+        rec = RequestRecord(
+            "s",
+            "0",
+            "chat",
+            "long",
+            400,
+            256,
+            wall_send=T0 + 5,
+            t_send=0.0,
+            status=200,
+            ok=True,
+            ttft_s=0.1,
+            e2e_s=20.0,
+            tpot_s=19.9 / 199,
+            prompt_tokens=100,
+            output_tokens=200,
+            tokens_source="usage",
+            n_chunks=200,
+            chunk_times=list(chunk),
+        )
+        calibration = RequestRecord(
+            "c",
+            "0",
+            "chat",
+            "short",
+            400,
+            8,
+            wall_send=T0,
+            t_send=0.0,
+            status=200,
+            ok=True,
+            ttft_s=0.1,
+            e2e_s=0.5,
+            tpot_s=0.1,
+            prompt_tokens=100,
+            output_tokens=4,
+            tokens_source="usage",
+            n_chunks=4,
+            chunk_times=[0.1, 0.2, 0.3, 0.5],
+        )
         w.add_rows([calibration.as_row()] + ([rec.as_row()] if as_record else []))
-        open_stream = {"t": end, "cls": ["long"], "sent": [T0 + 5], "chars": [400], "first": [T0 + 5.1], "ttft": [0.1],
-                       "last": [T0 + 25.0], "events": [200]}  # fmt: skip
+        open_stream = {
+            "t": end,
+            "cls": ["long"],
+            "sent": [T0 + 5],
+            "chars": [400],
+            "first": [T0 + 5.1],
+            "ttft": [0.1],
+            "last": [T0 + 25.0],
+            "events": [200],
+        }
         flight = Flight([] if as_record else [open_stream])
         return w.snapshot(end=T0 + 23.0, flight=flight)["windows"]
 
@@ -213,15 +265,25 @@ def test_step_rows_equal_summary_by_step():
     objectives = parse_slo("ttft.p95<300ms")
     w = LiveWindow(objectives, run_start=T0)
     w.add_rows(rows)
-    open_stream = {"t": T0 + 50, "cls": ["short"], "sent": [T0 + 38], "chars": [100], "first": [T0 + 38.2], "ttft": [0.2],
-                   "last": [T0 + 49], "events": [40]}  # fmt: skip
+    open_stream = {
+        "t": T0 + 50,
+        "cls": ["short"],
+        "sent": [T0 + 38],
+        "chars": [100],
+        "first": [T0 + 38.2],
+        "ttft": [0.2],
+        "last": [T0 + 49],
+        "events": [40],
+    }
     snap = w.snapshot(end=T0 + 50, flight=Flight([open_stream]), steps=(plan, T0))
     assert [(r["step"], r["status"]) for r in snap["steps"]] == [(0, "final"), (1, "pending"), (2, "running")]
     assert snap["steps"][1]["open"] == 1 and snap["steps"][1]["block"]["verdict"] is None
     summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives).model_dump()
     by_step = summary["by_step"]
     row = snap["steps"][0]
-    assert (row["start"], row["end"]) == (by_step[0]["window"]["start"], by_step[0]["window"]["end"]) == (T0 + 5, T0 + 20)
+    assert (
+        (row["start"], row["end"]) == (by_step[0]["window"]["start"], by_step[0]["window"]["end"]) == (T0 + 5, T0 + 20)
+    )
     expected = {k: v for k, v in by_step[0].items() if k not in ("step", "users", "window", "steps", "cut")}
     assert json.loads(json.dumps(row["block"])) == json.loads(json.dumps(expected))
     # kept once final; the pending step becomes final when its open stream has ended
@@ -254,7 +316,9 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
         w.add_rows(rows)
         snap = w.snapshot(end=T0 + 61, flight=Flight(), steps=(plan, T0))
         assert [(r["step"], r["last"], r["status"], r["held"]) for r in snap["steps"]] == [
-            (0, 1, "final", "held 2 steps"), (2, 2, "pending", "")]  # the search may still hold the last level
+            (0, 1, "final", "held 2 steps"),
+            (2, 2, "pending", ""),
+        ]  # the search may still hold the last level
         summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives)
         step = summary.by_step[0]
         assert step.steps == 2 and step.verdict.state == ("met" if knee is None else "missed"), step.verdict
@@ -306,9 +370,9 @@ def _sse(obj) -> bytes:
 
 def test_stream_tracker_counts_what_open_streams_delivered():
     from metrics.sse import parse_reads
+    from plugin.progress import StreamTracker, valid
     from users.connection import CHUNKED
     from users.stream import Exchange
-    from plugin.progress import StreamTracker, valid
 
     def token(text):
         return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
@@ -354,9 +418,9 @@ def test_stream_tracker_counts_what_open_streams_delivered():
 def test_stream_tracker_cost_per_report():
     """A report with 1,000 open streams, 30 new reads each, takes well under the 10 ms loop-lag
     limit of the client's self-health on this machine (`bytes.count`, no parse)."""
+    from plugin.progress import StreamTracker
     from users.connection import CHUNKED
     from users.stream import Exchange
-    from plugin.progress import StreamTracker
 
     event = _sse({"choices": [{"index": 0, "delta": {"content": " word"}, "finish_reason": None}]})
     ctx = SimpleNamespace(streams={}, finisher=SimpleNamespace(queue=[]))
@@ -412,20 +476,48 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     health.snapshot = lambda: 1 / 0
     assert client_health(env)["state"] == "unknown"
     # plugin.health's board: no state of its own; derived from its workers, samples left out
-    worker = {"worker": "w0", "index": 0, "bound": False, "contended": False, "reasons": [], "cpu_p95": 40.0,
-              "loop_lag_p99_ms": 1.2, "samples": 12, "recent": [{"t": 1.0, "cpu": 40.0}]}  # fmt: skip
+    worker = {
+        "worker": "w0",
+        "index": 0,
+        "bound": False,
+        "contended": False,
+        "reasons": [],
+        "cpu_p95": 40.0,
+        "loop_lag_p99_ms": 1.2,
+        "samples": 12,
+        "recent": [{"t": 1.0, "cpu": 40.0}],
+    }
     limits = {"cpu_pct": 70.0, "loop_lag_ms": 10.0, "token_lag_ms": 5.0}
-    board = {"running": True, "bound": False, "advice": "fine", "workers_needed": 1, "limits": limits, "workers": [worker]}
+    board = {
+        "running": True,
+        "bound": False,
+        "advice": "fine",
+        "workers_needed": 1,
+        "limits": limits,
+        "workers": [worker],
+    }
     health.snapshot = lambda: board
     h = client_health(env)
-    assert h["state"] == "ok" and h["advice"] == "fine" and "recent" not in h["workers"][0] and h["workers"][0]["cpu_p95"] == 40.0
-    assert h["checks"] == [{"name": "CPU p95", "value": 40.0, "limit": 70.0, "unit": "%", "over": False},
-                           {"name": "loop lag p99", "value": 1.2, "limit": 10.0, "unit": "ms", "over": False}]  # fmt: skip
+    assert (
+        h["state"] == "ok"
+        and h["advice"] == "fine"
+        and "recent" not in h["workers"][0]
+        and h["workers"][0]["cpu_p95"] == 40.0
+    )
+    assert h["checks"] == [
+        {"name": "CPU p95", "value": 40.0, "limit": 70.0, "unit": "%", "over": False},
+        {"name": "loop lag p99", "value": 1.2, "limit": 10.0, "unit": "ms", "over": False},
+    ]
     # a value over its limit, not sustained (not bound): never "ok"
     worker["loop_lag_p99_ms"] = 49.6
     h = client_health(env)
-    assert h["state"] == "over limit" and h["checks"][1] == {"name": "loop lag p99", "value": 49.6, "limit": 10.0, "unit": "ms",
-                                                             "over": True}  # fmt: skip
+    assert h["state"] == "over limit" and h["checks"][1] == {
+        "name": "loop lag p99",
+        "value": 49.6,
+        "limit": 10.0,
+        "unit": "ms",
+        "over": True,
+    }
     worker["loop_lag_p99_ms"] = 1.2
     worker["contended"] = True
     assert client_health(env)["state"] == "contended"
@@ -438,8 +530,13 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     assert server_gauges(env, run) is None  # --server-metrics off
     env.llm.plan = SimpleNamespace(server_metrics=("http://127.0.0.1:1/metrics",))
     assert server_gauges(env, run) == {"available": False, "running": None, "waiting": None, "kv_cache_usage": None}
-    scraper = scraping.scraper = SimpleNamespace(latest=lambda: {"vllm:num_requests_running": 12, "vllm:num_requests_waiting": 3.0,
-                                                                  "vllm:kv_cache_usage_perc": 0.42})  # fmt: skip
+    scraper = scraping.scraper = SimpleNamespace(
+        latest=lambda: {
+            "vllm:num_requests_running": 12,
+            "vllm:num_requests_waiting": 3.0,
+            "vllm:kv_cache_usage_perc": 0.42,
+        }
+    )
     assert server_gauges(env, run) == {"available": True, "running": 12.0, "waiting": 3.0, "kv_cache_usage": 0.42}
     scraper.latest = lambda: {"sglang:num_running_reqs": 5, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1}
     assert server_gauges(env, run) == {"available": True, "running": 5.0, "waiting": 0.0, "kv_cache_usage": 0.1}
@@ -485,8 +582,9 @@ def start_group(*args: str, log_path: str) -> subprocess.Popen:
     --processes forks (they would otherwise outlive a master that dies)."""
     out = open(log_path, "w")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([*LOCUST, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env=env)  # fmt: skip
+    return subprocess.Popen(
+        [*LOCUST, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env
+    )
 
 
 def stop_group(proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -525,31 +623,87 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
     results = tmp_path / "results"
     log = str(tmp_path / "master.log")
     proc = start_group(
-        "--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-        "--master-host", "127.0.0.1", "--master-port", str(master_port), "--autostart", "--autoquit", "60", "-u", "6", "-r", "6", "-t", "16s",
-        "--web-host", "127.0.0.1", "--web-port", str(port), "--sim-profile", "fixed", "--max-tokens-override", "300",
-        "--slo", "ttft.p95<2s", "--results-dir", str(results), "--run-id", "ui", "--stop-timeout", "10",
+        "--processes",
+        "2",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(master_port),
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(master_port),
+        "--autostart",
+        "--autoquit",
+        "60",
+        "-u",
+        "6",
+        "-r",
+        "6",
+        "-t",
+        "16s",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--sim-profile",
+        "fixed",
+        "--max-tokens-override",
+        "300",
+        "--slo",
+        "ttft.p95<2s",
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "ui",
+        "--stop-timeout",
+        "10",
         log_path=log,
-    )  # fmt: skip
+    )
     try:
         # the start form carries the suite's options with their defaults, grouped for a ramp tester
         index = _wait(lambda: _get(base + "/")[2].decode(), 60, "the web UI", proc, log)
         args = json.loads(re.search(r"window.templateArgs = (\{.*\})", index).group(1))
         extra = args["extra_options"]
-        for name, default in (("model", ""), ("workload", ""), ("slo", "ttft.p95<2s"), ("endpoint", "chat"),
-                              ("max_tokens_override", "300"), ("warmup", "0s"), ("steps", "")):  # fmt: skip
+        for name, default in (
+            ("model", ""),
+            ("workload", ""),
+            ("slo", "ttft.p95<2s"),
+            ("endpoint", "chat"),
+            ("max_tokens_override", "300"),
+            ("warmup", "0s"),
+            ("steps", ""),
+        ):
             assert extra[name]["default_value"] == default, name
         assert list(extra)[:4] == ["model", "sim_profile", "endpoint", "workload"]
         assert {"title": "LLM", "key": "llm"} in args["extended_tabs"]
         assert any(t["key"] == "llm" for t in args["extended_tables"])
-        assert "llm-view-link" in index and "/llm" in index and "llm-charts-note" in index and "llm-form-groups" in index
+        assert (
+            "llm-view-link" in index and "/llm" in index and "llm-charts-note" in index and "llm-form-groups" in index
+        )
 
         # replies of 6 s: tokens and first tokens show while every request is still open
-        live = _wait(lambda: (lambda d: d if d["seq"] and d["overall"]["throughput"]["output_tokens_per_s"] and d["users"] == 6
-                              and d["in_flight"]["streams"] else None)(_json(base + "/llm/stats?window=5")),
-                     60, "live LLM statistics", proc, log)  # fmt: skip
+        live = _wait(
+            lambda: (
+                lambda d: (
+                    d
+                    if d["seq"]
+                    and d["overall"]["throughput"]["output_tokens_per_s"]
+                    and d["users"] == 6
+                    and d["in_flight"]["streams"]
+                    else None
+                )
+            )(_json(base + "/llm/stats?window=5")),
+            60,
+            "live LLM statistics",
+            proc,
+            log,
+        )
         assert live["state"] in ("running", "spawning") and live["workers"] == 2 and live["window_s"] == 5.0
-        assert live["overall"]["ttft_ms"]["p95"] > 0 and live["overall"]["open_streams"]["counted"] == live["in_flight"]["streams"]
+        assert (
+            live["overall"]["ttft_ms"]["p95"] > 0
+            and live["overall"]["open_streams"]["counted"] == live["in_flight"]["streams"]
+        )
         assert live["run"]["id"] == "ui" and live["run"]["slo"] == ["ttft.p95<2s"] and live["run"]["report_url"] is None
         assert live["windows"] == [5.0, 10.0, 30.0, 60.0] and live["summary"] is None
         # a retained snapshot answers by number, the same as it was, in any window
@@ -559,10 +713,17 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
         assert wide["window"]["length_s"] == 30.0 and wide["window"]["end"] == live["window"]["end"]
         assert _status(f"{base}/llm/stats?seq=999999") == 404
         # the LLM tab's rows ride on Locust's /stats/requests
-        tab = _wait(lambda: [e for e in _json(base + "/stats/requests")["extended_stats"] if e["key"] == "llm"][0]["data"],
-                    30, "the LLM tab's rows", proc, log)  # fmt: skip
+        tab = _wait(
+            lambda: [e for e in _json(base + "/stats/requests")["extended_stats"] if e["key"] == "llm"][0]["data"],
+            30,
+            "the LLM tab's rows",
+            proc,
+            log,
+        )
         # text as the report writes it: TTFT in whole ms, TPOT to 0.1 ms, tokens/s whole, thousands separated
-        assert tab[-1]["name"] == "All" and re.fullmatch(r"[1-9][\d,]*", tab[-1]["ttft_p95"]) and tab[-1]["users"] == "6"
+        assert (
+            tab[-1]["name"] == "All" and re.fullmatch(r"[1-9][\d,]*", tab[-1]["ttft_p95"]) and tab[-1]["users"] == "6"
+        )
         assert tab[-1]["in_flight"] != "-"
         seq = int(re.search(r"#(\d+)", tab[-1]["updated"]).group(1))
         try:
@@ -575,10 +736,17 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
             pass  # only on a very slow machine: that snapshot is gone already
         page = _get(base + "/llm")[2].decode()
         assert not re.search(r"<script[^>]+src=|<link[^>]+href=", page)
-        assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}  # offline: nothing fetched
+        assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {
+            "http://www.w3.org/2000/svg"
+        }  # offline: nothing fetched
 
-        final = _wait(lambda: (lambda d: d if d["summary"] and d["run"]["report_url"] else None)(
-            _json(base + "/llm/stats")), 120, "the end of the run and its report", proc, log)  # fmt: skip
+        final = _wait(
+            lambda: (lambda d: d if d["summary"] and d["run"]["report_url"] else None)(_json(base + "/llm/stats")),
+            120,
+            "the end of the run and its report",
+            proc,
+            log,
+        )
         history = final.pop("history")
         assert len(history) >= 4 and [p["seq"] for p in history] == sorted(p["seq"] for p in history)
         assert all(p["users"] is not None and "ttft_p95_ms" in p for p in history)
@@ -590,8 +758,15 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
         assert final["run"]["results_path"] == str(results / "ui")
         assert _get(base + final["run"]["summary_url"])[0] == 200
         assert _get(base + "/llm/report/latest")[2] == body  # redirect to the latest run's report
-        for bad in ("/llm/report/..%2F..%2Fetc%2Fpasswd", "/llm/report/ui/..%2Frun.json", "/llm/report/ui/requests.parquet",
-                    "/llm/report/nope", "/llm/report/ui/%2Fetc%2Fpasswd", "/llm/report/..", "/llm/report/ui/..%2F..%2Fui%2Freport.html"):  # fmt: skip
+        for bad in (
+            "/llm/report/..%2F..%2Fetc%2Fpasswd",
+            "/llm/report/ui/..%2Frun.json",
+            "/llm/report/ui/requests.parquet",
+            "/llm/report/nope",
+            "/llm/report/ui/%2Fetc%2Fpasswd",
+            "/llm/report/..",
+            "/llm/report/ui/..%2F..%2Fui%2Freport.html",
+        ):
             assert _status(base + bad) == 404, bad
         tab = [e for e in _json(base + "/stats/requests")["extended_stats"] if e["key"] == "llm"][0]["data"]
     finally:
@@ -600,7 +775,10 @@ def test_web_ui_run_with_processes_serves_the_records(tmp_path):
     summary = json.loads((results / "ui" / "summary.json").read_text())
     for key in ("window", "overall", "by_class", "slo", "records"):
         assert final["summary"][key] == summary[key], key
-    assert tab[-1]["updated"] == "run summary (ui)" and tab[-1]["ttft_p95"] == f"{summary['overall']['ttft_ms']['p95']:,.0f}"
+    assert (
+        tab[-1]["updated"] == "run summary (ui)"
+        and tab[-1]["ttft_p95"] == f"{summary['overall']['ttft_ms']['p95']:,.0f}"
+    )
     assert tab[-1]["ended"] == f"{summary['overall']['requests']['sent']:,}"
 
 
@@ -612,18 +790,52 @@ def test_local_web_ui_run_shows_tokens_before_any_request_ended(tmp_path):
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "local.log")
     proc = start_group(
-        "--autostart", "--autoquit", "30", "-u", "4", "-r", "4", "-t", "10s", "--web-host", "127.0.0.1",
-        "--web-port", str(port), "--sim-profile", "fixed", "--max-tokens-override", "300",
-        "--results-dir", str(tmp_path / "results"), "--stop-timeout", "5", log_path=log,
-    )  # fmt: skip
+        "--autostart",
+        "--autoquit",
+        "30",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "10s",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--sim-profile",
+        "fixed",
+        "--max-tokens-override",
+        "300",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--stop-timeout",
+        "5",
+        log_path=log,
+    )
     try:
-        live = _wait(lambda: (lambda d: d if d["seq"] and d["totals"]["records"] == 0 and d["users"] == 4
-                              and d["overall"]["throughput"]["output_tokens_per_s"] else None)(_json(base + "/llm/stats?window=5")),
-                     60, "tokens/s before the first request ended", proc, log)  # fmt: skip
+        live = _wait(
+            lambda: (
+                lambda d: (
+                    d
+                    if d["seq"]
+                    and d["totals"]["records"] == 0
+                    and d["users"] == 4
+                    and d["overall"]["throughput"]["output_tokens_per_s"]
+                    else None
+                )
+            )(_json(base + "/llm/stats?window=5")),
+            60,
+            "tokens/s before the first request ended",
+            proc,
+            log,
+        )
         assert live["workers"] is None and live["in_flight"]["streams"] == 4 and live["in_flight"]["value"] == 4
         o = live["overall"]
         assert o["requests"]["ended"] == 0 and o["ttft_ms"]["count"] >= 1 and 90 <= o["ttft_ms"]["p50"] <= 200
-        assert o["open_streams"]["counted"] == 4 and o["throughput"]["output_tokens_per_s"] > 50  # 4 streams of 50 tokens/s
+        assert (
+            o["open_streams"]["counted"] == 4 and o["throughput"]["output_tokens_per_s"] > 50
+        )  # 4 streams of 50 tokens/s
     finally:
         stop_group(proc)
 
@@ -636,24 +848,54 @@ def test_a_form_runs_report_says_what_ran_not_the_command_line(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "local.log")
-    proc = start_group("--web-host", "127.0.0.1", "--web-port", str(port), "--sim-profile", "fixed", "--steps", "1,9",
-                       "--step-time", "30s", "--results-dir", str(tmp_path / "results"), "--stop-timeout", "5",
-                       log_path=log)  # fmt: skip
+    proc = start_group(
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--sim-profile",
+        "fixed",
+        "--steps",
+        "1,9",
+        "--step-time",
+        "30s",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--stop-timeout",
+        "5",
+        log_path=log,
+    )
     try:
         _wait(lambda: _json(base + "/stats/requests")["state"] == "ready", 60, "the web UI", proc, log)
-        form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2, "run_time": "3s", "steps": "", "max_tokens_override": "5",
-                                       "slo": "ttft.p95<2s"}).encode()  # fmt: skip
+        form = urllib.parse.urlencode(
+            {
+                "user_count": 2,
+                "spawn_rate": 2,
+                "run_time": "3s",
+                "steps": "",
+                "max_tokens_override": "5",
+                "slo": "ttft.p95<2s",
+            }
+        ).encode()
         with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=form), timeout=30) as r:
             answer = json.loads(r.read())
         assert answer["success"], answer
-        folder = _wait(lambda: next(iter(glob.glob(str(tmp_path / "results" / "*" / "report.html"))), None), 60, "the report", proc, log)
+        folder = _wait(
+            lambda: next(iter(glob.glob(str(tmp_path / "results" / "*" / "report.html"))), None),
+            60,
+            "the report",
+            proc,
+            log,
+        )
     finally:
         stop_group(proc)
     run = json.load(open(os.path.join(os.path.dirname(folder), "run.json")))
     assert run["started_from"] == "web form" and run["plan"]["load"]["kind"] == "closed"
     argv = run["argv"]
     assert argv[:6] == ["-u", "2", "-r", "2", "-t", "3s"] and "--steps" not in argv and "--step-time" in argv, argv
-    assert argv[argv.index("--max-tokens-override") + 1] == "5" and argv[argv.index("--sim-profile") + 1] == "fixed", argv
+    assert argv[argv.index("--max-tokens-override") + 1] == "5" and argv[argv.index("--sim-profile") + 1] == "fixed", (
+        argv
+    )
     assert argv[argv.index("--slo") + 1] == "ttft.p95<2s" and "--web-port" not in argv, argv
     html = open(folder, encoding="utf-8").read()
     assert "web form settings" in html and html_escape(" ".join(argv)) in html
@@ -669,12 +911,30 @@ def test_workers_are_ready_for_the_next_start_soon_after_a_stop(tmp_path):
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "master.log")
     proc = start_group(
-        "--processes", "2", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-        "--master-host", "127.0.0.1", "--master-port", str(master_port), "--web-host", "127.0.0.1",
-        "--web-port", str(port), "--sim-profile", "fixed", "--max-tokens-override", "20", "--stop-timeout", "30",
-        "--results-dir", str(tmp_path / "results"),
+        "--processes",
+        "2",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(master_port),
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(master_port),
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--sim-profile",
+        "fixed",
+        "--max-tokens-override",
+        "20",
+        "--stop-timeout",
+        "30",
+        "--results-dir",
+        str(tmp_path / "results"),
         log_path=log,
-    )  # fmt: skip
+    )
 
     def workers(state: str):
         report = _json(base + "/stats/requests")
@@ -690,7 +950,13 @@ def test_workers_are_ready_for_the_next_start_soon_after_a_stop(tmp_path):
         _wait(lambda: workers("ready"), 60, "two ready workers", proc, log)
         for run in (1, 2):
             swarm()
-            _wait(lambda: (lambda r: r if r and r["user_count"] == 4 else None)(workers("running")), 30, f"run {run} running", proc, log)
+            _wait(
+                lambda: (lambda r: r if r and r["user_count"] == 4 else None)(workers("running")),
+                30,
+                f"run {run} running",
+                proc,
+                log,
+            )
             time.sleep(3)  # some requests of 20 tokens (about 0.5 s each) end, some are in flight
             urllib.request.urlopen(urllib.request.Request(base + "/stop", data=b"", method="POST"), timeout=60).read()
             t_stop = time.monotonic()

@@ -77,8 +77,10 @@ def _chromium() -> str:
 
     path = find_chromium()
     if not path:
-        pytest.fail("chromium is not installed: run `apt-get update && apt-get install -y chromium` (as .ci/run does); "
-                    "this test drives Debian's chromium over the DevTools protocol")  # fmt: skip
+        pytest.fail(
+            "chromium is not installed: run `apt-get update && apt-get install -y chromium` (as .ci/run does); "
+            "this test drives Debian's chromium over the DevTools protocol"
+        )
     return path
 
 
@@ -114,7 +116,9 @@ class Page:
         self.b.wait_event("Page.loadEventFired", timeout=60)
 
     def js(self, expression: str):
-        result = self.b.page("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        result = self.b.page(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"page script failed: {result['exceptionDetails'].get('text')}")
         return result["result"].get("value")
@@ -143,12 +147,18 @@ class Page:
 
     def screenshot(self, path: str, width: int = 1400) -> None:
         height = int(self.js("document.documentElement.scrollHeight"))
-        self.b.page("Emulation.setDeviceMetricsOverride", {"width": width, "height": min(height, 6000), "deviceScaleFactor": 1, "mobile": False})
+        self.b.page(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": min(height, 6000), "deviceScaleFactor": 1, "mobile": False},
+        )
         time.sleep(0.5)  # charts redraw on resize
         shot = self.b.page("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
         with open(path, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
-        self.b.page("Emulation.setDeviceMetricsOverride", {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+        self.b.page(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 1000, "deviceScaleFactor": 1, "mobile": False},
+        )
         log.warning("screenshot: %s", path)
 
 
@@ -173,7 +183,12 @@ def _lookup(data: dict, key: str):
 
 
 # the digits the report prints (reports/rows.py), and so the page
-REPORT_DIGITS = [(r"(ttft|ttfa|e2e)[a-z_]*_ms\.", 0), (r"(tpot|itl)_ms\.", 1), (r"requests_per_s$", 2), (r"tokens_per_s$", 0)]
+REPORT_DIGITS = [
+    (r"(ttft|ttfa|e2e)[a-z_]*_ms\.", 0),
+    (r"(tpot|itl)_ms\.", 1),
+    (r"requests_per_s$", 2),
+    (r"tokens_per_s$", 0),
+]
 
 
 def _check_page_against_json(values: dict, data: dict) -> int:
@@ -223,8 +238,14 @@ def _sim_counters(sim_url: str) -> dict:
 
 def _headless_error(*args: str) -> str:
     """The one line a headless run prints for these options (stderr's `error: ...`)."""
-    proc = subprocess.run([*LOCUST, "--headless", "-u", "1", "-t", "2s", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    proc = subprocess.run(
+        [*LOCUST, "--headless", "-u", "1", "-t", "2s", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert proc.returncode != 0 and lines, proc.stderr[-2000:]
     return lines[-1][len("error: ") :]
@@ -247,11 +268,19 @@ class UI:
         page = self.page
         _until(lambda: _json(self.base + "/stats/requests").get("worker_count") == 1, 60, "the worker", self.logs)
         page.goto(self.base + "/")
-        _until(lambda: page.js("!!document.querySelector('form [name=userCount]') || "
-                               "!![...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new')"),
-               30, "Locust's page", self.logs)  # fmt: skip
+        _until(
+            lambda: page.js(
+                "!!document.querySelector('form [name=userCount]') || "
+                "!![...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new')"
+            ),
+            30,
+            "Locust's page",
+            self.logs,
+        )
         if not page.js("!!document.querySelector('form [name=userCount]')"):
-            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()")
+            page.js(
+                "[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()"
+            )
         _until(lambda: page.js("!!document.querySelector('form [name=userCount]')"), 30, "the start form", self.logs)
 
     def submit(self, fields: dict) -> str | None:
@@ -286,8 +315,12 @@ class UI:
         before = len(self.page.posted("/swarm"))
         self.page.js("document.querySelector('form button[type=submit]').click()")
         _until(lambda: len(self.page.posted("/swarm")) > before, 15, "the form's POST", self.logs)
-        return _until(lambda: self.page.js("(a => a ? a.innerText.trim() : null)(document.querySelector('form [role=alert]'))"),
-                      15, "the page's message", self.logs)  # fmt: skip
+        return _until(
+            lambda: self.page.js("(a => a ? a.innerText.trim() : null)(document.querySelector('form [role=alert]'))"),
+            15,
+            "the page's message",
+            self.logs,
+        )
 
     def run(self, fields: dict, timeout: float = 150) -> tuple[dict, dict, str]:
         """A run from the form, to its end: (summary.json, run.json, its results folder)."""
@@ -298,10 +331,16 @@ class UI:
         for camel, value in fields.items():  # the browser sent what was typed (the names in snake case)
             snake = re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
             assert posted.get(snake) == value, (snake, posted.get(snake), value)
-        folder = _until(lambda: (set(glob.glob(str(self.results / "*"))) - previous), 60, "the run's results folder", self.logs)
+        folder = _until(
+            lambda: set(glob.glob(str(self.results / "*"))) - previous, 60, "the run's results folder", self.logs
+        )
         (path,) = folder
-        _until(lambda: os.path.exists(os.path.join(path, "summary.json")) and self.state() == "stopped", timeout,
-               "the run's end", self.logs)  # fmt: skip
+        _until(
+            lambda: os.path.exists(os.path.join(path, "summary.json")) and self.state() == "stopped",
+            timeout,
+            "the run's end",
+            self.logs,
+        )
         self.runs.append(path)
         with open(os.path.join(path, "summary.json")) as f:
             summary = json.load(f)
@@ -325,19 +364,41 @@ def ui(tmp_path_factory):
     # waits --stop-timeout before it is ready again, and each run below waits for it; the drains of
     # these runs take under 2 s (the ramp's 8 s replies are cut at 4 s and recorded as stopped)
     master = start_group(
-        "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-        "--web-host", "127.0.0.1", "--web-port", str(web), "--results-dir", str(results), "--stop-timeout", "4",
-        "--steps", "1,9", "--step-time", "30s", log_path=mlog,
-    )  # fmt: skip
+        "--master",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(master_port),
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web),
+        "--results-dir",
+        str(results),
+        "--stop-timeout",
+        "4",
+        "--steps",
+        "1,9",
+        "--step-time",
+        "30s",
+        log_path=mlog,
+    )
     worker = start_group("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port), log_path=wlog)
     logs = (mlog, wlog)
     try:
         _until(lambda: _json(base + "/stats/requests").get("worker_count") == 1, 90, "the worker to connect", logs)
-        sim = _until(lambda: re.search(r"built-in simulator at (http://\S+)", open(mlog).read()).group(1), 30,
-                     "the built-in simulator", logs)  # fmt: skip
+        sim = _until(
+            lambda: re.search(r"built-in simulator at (http://\S+)", open(mlog).read()).group(1),
+            30,
+            "the built-in simulator",
+            logs,
+        )
         with Browser(chromium, timeout=60) as browser:
             page = Page(browser)
-            browser.page("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+            browser.page(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False},
+            )
             print(f"screenshots in {tmp}")
             yield UI(tmp, base, results, sim, logs, page)
             assert not page.errors(), page.errors()
@@ -352,14 +413,36 @@ def test_form_is_grouped_for_a_ramp_tester(ui):
     names = page.js("[...document.querySelectorAll('form input, form select')].map(e => e.name).filter(n => n)")
     custom = names[names.index("model") :]
     # target and model, workload, load model, SLO, then the expert settings
-    order = ["model", "simProfile", "workload", "maxTokensOverride", "steps", "stepTime", "stepWarmup", "findCapacity",
-             "requestRate", "slo", "warmup", "resultsDir", "runId", "timeoutConnect", "retry"]  # fmt: skip
+    order = [
+        "model",
+        "simProfile",
+        "workload",
+        "maxTokensOverride",
+        "steps",
+        "stepTime",
+        "stepWarmup",
+        "findCapacity",
+        "requestRate",
+        "slo",
+        "warmup",
+        "resultsDir",
+        "runId",
+        "timeoutConnect",
+        "retry",
+    ]
     assert [n for n in custom if n in order] == order, custom
     headings = page.js("""[...document.querySelectorAll('form div')].map(d => getComputedStyle(d, '::before').content)
                           .filter(c => c && !['none', 'normal', '""'].includes(c))""")
-    assert headings == ['"Target and model"', '"Workload"', '"Load model: steps, capacity search, open loop, replay"', '"SLO"',
-                        '"Expert settings"'], headings  # fmt: skip
-    page.js("[...document.querySelectorAll('button, [role=button]')].filter(b => /custom parameters/i.test(b.textContent)).forEach(b => b.click())")
+    assert headings == [
+        '"Target and model"',
+        '"Workload"',
+        '"Load model: steps, capacity search, open loop, replay"',
+        '"SLO"',
+        '"Expert settings"',
+    ], headings
+    page.js(
+        "[...document.querySelectorAll('button, [role=button]')].filter(b => /custom parameters/i.test(b.textContent)).forEach(b => b.click())"
+    )
     time.sleep(1)
     page.screenshot(str(ui.tmp / "form.png"))
     # the form says that steps and a capacity search set the users themselves (in the Steps field's
@@ -408,7 +491,11 @@ def test_bad_input_is_refused_in_the_page_before_anything_is_sent(ui):
     message = ui.submit({**base, "spawnRate": "0"})  # (Locust refuses -r 0 on the command line itself)
     assert message == "Ramp up (-r): 0 users per second starts nobody; give more than 0, e.g. 10", message
     message = ui.submit({**base, "maxTokensOverride": "-5"})
-    assert message == _headless_error("--host", ui.sim, "--max-tokens-override=-5") == "--max-tokens-override: -5 is below the minimum 1"
+    assert (
+        message
+        == _headless_error("--host", ui.sim, "--max-tokens-override=-5")
+        == "--max-tokens-override: -5 is below the minimum 1"
+    )
     time.sleep(3)  # anything started would have sent its first requests by now
     assert ui.state() == "ready"
     assert _sim_counters(ui.sim) == before  # nothing was sent to the simulator
@@ -420,8 +507,16 @@ def _steps(summary: dict) -> list[tuple[int, int]]:
 
 
 def test_two_runs_in_a_row_take_their_own_steps_and_profile(ui):
-    common = {"userCount": "3", "spawnRate": "3", "host": ui.sim, "model": "", "slo": "", "findCapacity": "false",
-              "maxTokensOverride": "40", "stepWarmup": "1s"}  # fmt: skip
+    common = {
+        "userCount": "3",
+        "spawnRate": "3",
+        "host": ui.sim,
+        "model": "",
+        "slo": "",
+        "findCapacity": "false",
+        "maxTokensOverride": "40",
+        "stepWarmup": "1s",
+    }
     a, run_a, _ = ui.run({**common, "steps": "1,3", "stepTime": "5s", "simProfile": "v100-7b-tp8"})
     b, run_b, _ = ui.run({**common, "steps": "2,4,5", "stepTime": "4s", "simProfile": "fixed"})
     assert _steps(a) == [(0, 1), (1, 3)], _steps(a)
@@ -444,11 +539,31 @@ def test_open_loop_workload_model_and_slo_from_the_form(ui):
     workload.write_text(f"name: tiny\ntemplates: {os.path.join(ROOT, 'workloads', 'templates.jsonl')}\nclasses:\n"
                         "  tiny:\n    weight: 1\n    input_chars: {min: 20, max: 40, dist: uniform}\n"
                         "    output_tokens: {min: 8, max: 12, dist: uniform}\n")  # fmt: skip
-    summary, run, _ = ui.run({"userCount": "4", "spawnRate": "4", "host": ui.sim, "simProfile": "fixed", "model": "sim-model",
-                              "maxTokensOverride": "", "workload": str(workload), "steps": "", "findCapacity": "false",
-                              "requestRate": "5", "arrival": "constant", "slo": "ttft.p95<1s", "runTime": "8s"})  # fmt: skip
+    summary, run, _ = ui.run(
+        {
+            "userCount": "4",
+            "spawnRate": "4",
+            "host": ui.sim,
+            "simProfile": "fixed",
+            "model": "sim-model",
+            "maxTokensOverride": "",
+            "workload": str(workload),
+            "steps": "",
+            "findCapacity": "false",
+            "requestRate": "5",
+            "arrival": "constant",
+            "slo": "ttft.p95<1s",
+            "runTime": "8s",
+        }
+    )
     plan = run["plan"]
-    assert plan["load"] == {"kind": "open", "rate": 5.0, "arrival": "constant", "burstiness": 1.0, "max_concurrency": None}
+    assert plan["load"] == {
+        "kind": "open",
+        "rate": 5.0,
+        "arrival": "constant",
+        "burstiness": 1.0,
+        "max_concurrency": None,
+    }
     assert plan["model"] == "sim-model" and plan["workload"] == str(workload) and plan["slo"] == ["ttft.p95<1s"]
     assert set(summary["by_class"]) == {"tiny"} and summary["by_step"] in (None, [])
     assert summary["open_loop"]["target_rate"] == 5.0 and summary["slo"]["objectives"][0]["objective"] == "ttft.p95<1s"
@@ -457,18 +572,43 @@ def test_open_loop_workload_model_and_slo_from_the_form(ui):
 
 def test_capacity_search_from_the_form(ui):
     # the form shows the last run's values (the open loop's rate and workload): cleared here
-    summary, run, _ = ui.run({"userCount": "20", "spawnRate": "20", "host": ui.sim, "simProfile": "fixed", "model": "",
-                              "maxTokensOverride": "30", "steps": "10,20", "stepTime": "9s", "stepWarmup": "1s", "requestRate": "",
-                              "workload": "", "findCapacity": "true", "slo": "ttft.p95<400ms", "runTime": "27s"})  # fmt: skip
+    summary, run, _ = ui.run(
+        {
+            "userCount": "20",
+            "spawnRate": "20",
+            "host": ui.sim,
+            "simProfile": "fixed",
+            "model": "",
+            "maxTokensOverride": "30",
+            "steps": "10,20",
+            "stepTime": "9s",
+            "stepWarmup": "1s",
+            "requestRate": "",
+            "workload": "",
+            "findCapacity": "true",
+            "slo": "ttft.p95<400ms",
+            "runTime": "27s",
+        }
+    )
     # (with workers a level is judged on its window less the last report interval: 9 - 1 - 4 s, the
     # shortest a level may be judged on; 10 users send ~50 requests in it, enough to bound a P95. The
     # search ends by itself after its last candidate, at about 18 s; -t leaves a loaded machine a
     # level's slack, where 18 s let the first level's late start crowd the second out)
-    assert run["plan"]["load"] == {"kind": "capacity", "candidates": [10, 20], "step_s": 9.0, "warmup_s": 1.0,
-                                   "policy": "adaptive", "precision": 0.05, "max_users": None}  # the default policy
+    assert run["plan"]["load"] == {
+        "kind": "capacity",
+        "candidates": [10, 20],
+        "step_s": 9.0,
+        "warmup_s": 1.0,
+        "policy": "adaptive",
+        "precision": 0.05,
+        "max_users": None,
+    }  # the default policy
     assert run["plan"]["slo"] == ["ttft.p95<400ms"] and run["plan"]["run_time_s"] == 27.0
     cap = summary["capacity"]
-    assert cap is not None and cap["users"] == 20, (cap, [(s["users"], s["verdict"], s["requests"]) for s in summary["by_step"]])  # fixed: 100 ms at any load, every level passes
+    assert cap is not None and cap["users"] == 20, (
+        cap,
+        [(s["users"], s["verdict"], s["requests"]) for s in summary["by_step"]],
+    )  # fixed: 100 ms at any load, every level passes
     assert cap["samples"] == summary["by_step"][1]["verdict"]["requests"] >= 45
     # one level each, in order; a level left undecided on a loaded machine is held a step longer
     # (the search extends it), and the next level starts after the steps it held
@@ -477,8 +617,10 @@ def test_capacity_search_from_the_form(ui):
     assert second["step"] == first["step"] + first["steps"], _steps(summary)
 
 
-STEP_CELLS_JS = ("[...document.querySelectorAll('#steps tbody tr')].map(r => [r.dataset.step, "
-                 "r.querySelector('td.status').textContent, r.lastChild.textContent])")  # fmt: skip
+STEP_CELLS_JS = (
+    "[...document.querySelectorAll('#steps tbody tr')].map(r => [r.dataset.step, "
+    "r.querySelector('td.status').textContent, r.lastChild.textContent])"
+)
 
 
 def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
@@ -488,9 +630,23 @@ def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
     the page's per-step row says it is held (the old page showed step 0 and nothing more); after
     the run the row says what the report's per-step table says (metrics/verdict.py judged_on)."""
     page = ui.page
-    message = ui.submit({"userCount": "2", "spawnRate": "2", "host": ui.sim, "simProfile": "fixed", "model": "",
-                         "maxTokensOverride": "30", "steps": "2", "stepTime": "9s", "stepWarmup": "1s",
-                         "findCapacity": "true", "capacityPolicy": "walk", "slo": "ttft.p95<400ms", "runTime": "40s"})  # fmt: skip
+    message = ui.submit(
+        {
+            "userCount": "2",
+            "spawnRate": "2",
+            "host": ui.sim,
+            "simProfile": "fixed",
+            "model": "",
+            "maxTokensOverride": "30",
+            "steps": "2",
+            "stepTime": "9s",
+            "stepWarmup": "1s",
+            "findCapacity": "true",
+            "capacityPolicy": "walk",
+            "slo": "ttft.p95<400ms",
+            "runTime": "40s",
+        }
+    )
     assert message is None, message
     page.goto(ui.base + "/llm")
     live = []  # the step rows the page showed while the run was on
@@ -502,19 +658,40 @@ def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
         if v.get("mode") == "live":
             live.append(page.js(STEP_CELLS_JS))
         time.sleep(1.0)
-    done = _until(lambda: (lambda d: d if d["summary"] else None)(_json(ui.base + "/llm/stats?history=0&window=5")), 60,
-                  "the run's summary in the view", ui.logs)  # fmt: skip
+    done = _until(
+        lambda: (lambda d: d if d["summary"] else None)(_json(ui.base + "/llm/stats?history=0&window=5")),
+        60,
+        "the run's summary in the view",
+        ui.logs,
+    )
     ui.runs.append(done["run"]["results_path"])
     summary = json.load(open(os.path.join(done["run"]["results_path"], "summary.json")))
     (step,) = summary["by_step"]
     assert step["steps"] >= 2, step  # held
     # while it runs, the row says the level was looked at more than once before it was decided
-    looks = [int(m.group(1)) for rows in live for row in rows if row[0] == "0" for m in [re.search(r"\((\d+) looks\)", row[1])] if m]
+    looks = [
+        int(m.group(1))
+        for rows in live
+        for row in rows
+        if row[0] == "0"
+        for m in [re.search(r"\((\d+) looks\)", row[1])]
+        if m
+    ]
     assert looks and max(looks) >= 2, live[-5:]
-    final = _until(lambda: (lambda v: page.js(STEP_CELLS_JS) if v.get("mode") == "summary" else None)(page.js(PAGE_VALUES_JS)),
-                   30, "the page's final steps table", ui.logs)  # fmt: skip
+    final = _until(
+        lambda: (lambda v: page.js(STEP_CELLS_JS) if v.get("mode") == "summary" else None)(page.js(PAGE_VALUES_JS)),
+        30,
+        "the page's final steps table",
+        ui.logs,
+    )
     v = step["verdict"]
-    assert final == [["0", f"final, held {step['steps']} steps", f"{v['state']} ({judged_on(SloVerdict.model_validate(v), step['steps'])})"]], final
+    assert final == [
+        [
+            "0",
+            f"final, held {step['steps']} steps",
+            f"{v['state']} ({judged_on(SloVerdict.model_validate(v), step['steps'])})",
+        ]
+    ], final
     md = open(os.path.join(done["run"]["results_path"], "report.md")).read()
     assert f"| {judged_on(SloVerdict.model_validate(v), step['steps'])} |" in md  # the report's "judged on" cell
 
@@ -524,10 +701,24 @@ def test_live_view_follows_a_ramp(ui):
     previous step; counted where tokens arrive, the 5 s window inside each step is the step's
     own tokens/s."""
     page = ui.page
-    message = ui.submit({"userCount": "6", "spawnRate": "6", "host": ui.sim, "simProfile": "fixed", "model": "",
-                         "maxTokensOverride": "400", "steps": "2,6", "stepTime": "12s", "stepWarmup": "2s",
-                         "findCapacity": "false", "slo": "ttft.p95<2s,tpot.p95<200ms", "runTime": "",
-                         "serverMetrics": f"{ui.sim}/metrics", "serverMetricsInterval": "1s"})  # fmt: skip
+    message = ui.submit(
+        {
+            "userCount": "6",
+            "spawnRate": "6",
+            "host": ui.sim,
+            "simProfile": "fixed",
+            "model": "",
+            "maxTokensOverride": "400",
+            "steps": "2,6",
+            "stepTime": "12s",
+            "stepWarmup": "2s",
+            "findCapacity": "false",
+            "slo": "ttft.p95<2s,tpot.p95<200ms",
+            "runTime": "",
+            "serverMetrics": f"{ui.sim}/metrics",
+            "serverMetricsInterval": "1s",
+        }
+    )
     assert message is None, message
     page.goto(ui.base + "/llm")
     readings = []  # what the page showed, read every second while the run was on
@@ -561,11 +752,17 @@ def test_live_view_follows_a_ramp(ui):
     assert checked >= 40, checked  # the cards and the per-class table
     assert data["overall"]["ttft_ms"]["p95"] > 0 and data["run"]["slo"] == ["ttft.p95<2s", "tpot.p95<200ms"]
     assert data["workers"] == 1 and data["window_s"] == 5.0
-    assert data["server"]["available"] and data["server"]["running"] >= 1, data["server"]  # --server-metrics from the form
+    assert data["server"]["available"] and data["server"]["running"] >= 1, data[
+        "server"
+    ]  # --server-metrics from the form
     assert max(min(r["markers"]) for r in readings) == 2  # a marker at each step's start, on every chart
 
-    final = _until(lambda: (lambda d: d if d["summary"] else None)(_json(ui.base + "/llm/stats?history=1&window=5")), 60,
-                   "the run's summary in the view", ui.logs)  # fmt: skip
+    final = _until(
+        lambda: (lambda d: d if d["summary"] else None)(_json(ui.base + "/llm/stats?history=1&window=5")),
+        60,
+        "the run's summary in the view",
+        ui.logs,
+    )
     summary = json.load(open(os.path.join(final["run"]["results_path"], "summary.json")))
     ui.runs.append(final["run"]["results_path"])
     steps = summary["by_step"]
@@ -581,26 +778,43 @@ def test_live_view_follows_a_ramp(ui):
     assert any(("0", "final") in [tuple(x) for x in r["steps"]] for r in readings), [r["steps"] for r in readings[-5:]]
 
     # after the run: the cards and tables are the run's summary.json
-    done = _until(lambda: (lambda v: v if v.get("mode") == "summary" and v["report"] else None)(page.js(PAGE_VALUES_JS)), 60,
-                  "the summary and the report link in the page", ui.logs)  # fmt: skip
+    done = _until(
+        lambda: (lambda v: v if v.get("mode") == "summary" and v["report"] else None)(page.js(PAGE_VALUES_JS)),
+        60,
+        "the summary and the report link in the page",
+        ui.logs,
+    )
     shown = _check_page_against_json(done["values"], {**final, "state": done["values"]["state"].lower()})
     assert shown >= 60, shown
-    assert "summary.overall.ttft_ms.p95" in done["values"] and "summary.by_step.1.throughput.output_tokens_per_s" in done["values"]
+    assert (
+        "summary.overall.ttft_ms.p95" in done["values"]
+        and "summary.by_step.1.throughput.output_tokens_per_s" in done["values"]
+    )
     assert done["steps"] == [["0", "final"], ["1", "final"]]
     # each level's verdict in the table is summary.json's, and only a missed level has the colour of
     # a failure, as in the report (the page showed "undecided" as a miss): 2 users sending ~8 s
     # replies for 10 s end too few requests to bound a P95
     verdicts = [(s["verdict"]["state"], s["verdict"]["requests"]) for s in steps]
     assert verdicts[0][0] == "undecided", verdicts
-    cells = page.js("[...document.querySelectorAll('#steps tbody tr')].map(r => [r.lastChild.textContent, r.lastChild.className])")
-    said = [f"{s['verdict']['state']} ({judged_on(SloVerdict.model_validate(s['verdict']), s['steps'])})" for s in steps]  # as the report says
+    cells = page.js(
+        "[...document.querySelectorAll('#steps tbody tr')].map(r => [r.lastChild.textContent, r.lastChild.className])"
+    )
+    said = [
+        f"{s['verdict']['state']} ({judged_on(SloVerdict.model_validate(s['verdict']), s['steps'])})" for s in steps
+    ]  # as the report says
     assert [text for text, _ in cells] == said, cells
     assert [("some" in cls) for _, cls in cells] == [state == "missed" for state, _ in verdicts], cells
     page.screenshot(str(ui.tmp / "llm-view-finished.png"))
     # another window length, picked in the page: its charts from the start
-    page.js("(s => { s.value = '30'; s.dispatchEvent(new Event('change', {bubbles: true})); })(document.getElementById('window'))")
-    picked = _until(lambda: (lambda v: v if v["window"] == "30" and min(v["charts"]) > 0 else None)(page.js(PAGE_VALUES_JS)), 20,
-                    "the 30 s window's charts", ui.logs)  # fmt: skip
+    page.js(
+        "(s => { s.value = '30'; s.dispatchEvent(new Event('change', {bubbles: true})); })(document.getElementById('window'))"
+    )
+    picked = _until(
+        lambda: (lambda v: v if v["window"] == "30" and min(v["charts"]) > 0 else None)(page.js(PAGE_VALUES_JS)),
+        20,
+        "the 30 s window's charts",
+        ui.logs,
+    )
     assert picked["mode"] == "summary" and page.js("localStorage.getItem('llm-window')") == "30"
     assert "last 30 s" in page.js("document.querySelector('#chart-tokens .note').textContent")
     with urllib.request.urlopen(ui.base + done["report"], timeout=10) as r:
@@ -610,10 +824,23 @@ def test_live_view_follows_a_ramp(ui):
 
     # Locust's own page: the LLM tab (the run's summary now) and a note on the Charts tab
     page.goto(ui.base + "/?tab=llm")
-    row = _until(lambda: next((dict(zip(page.js("[...document.querySelectorAll('table thead th')].map(t => t.textContent.trim())"), r))
-                               for r in page.js("[...document.querySelectorAll('table tbody tr')].map(r => [...r.querySelectorAll('td')]"
-                                                ".map(td => td.textContent.trim()))") or [] if r and r[0] == "All"), None),
-                 30, "the LLM tab's row", ui.logs)  # fmt: skip
+    row = _until(
+        lambda: next(
+            (
+                dict(zip(page.js("[...document.querySelectorAll('table thead th')].map(t => t.textContent.trim())"), r))
+                for r in page.js(
+                    "[...document.querySelectorAll('table tbody tr')].map(r => [...r.querySelectorAll('td')]"
+                    ".map(td => td.textContent.trim()))"
+                )
+                or []
+                if r and r[0] == "All"
+            ),
+            None,
+        ),
+        30,
+        "the LLM tab's row",
+        ui.logs,
+    )
     assert {"TPOT P95 ms", "Users", "In flight"} <= set(row), row
     # as the report writes them: whole ms for TTFT, 0.1 ms for TPOT, thousands separated
     assert row["TTFT P95 ms"] == f"{summary['overall']['ttft_ms']['p95']:,.0f}", row
@@ -621,7 +848,11 @@ def test_live_view_follows_a_ramp(ui):
     assert "run summary" in row["Window end (#)"]
     page.screenshot(str(ui.tmp / "locust-llm-tab.png"))
     page.js("[...document.querySelectorAll('[role=tab]')].find(t => /^charts$/i.test(t.textContent.trim())).click()")
-    note = _until(lambda: page.js("(n => n && !n.hidden ? n.innerText : null)(document.getElementById('llm-charts-note'))"), 10,
-                  "the note on the Charts tab", ui.logs)  # fmt: skip
+    note = _until(
+        lambda: page.js("(n => n && !n.hidden ? n.innerText : null)(document.getElementById('llm-charts-note'))"),
+        10,
+        "the note on the Charts tab",
+        ui.logs,
+    )
     assert "end-to-end" in note and "TTFT" in note and "LLM view" in note
     page.screenshot(str(ui.tmp / "locust-charts.png"))

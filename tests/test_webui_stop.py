@@ -17,7 +17,6 @@ import json
 import os
 import re
 import time
-import urllib.request
 
 import pytest
 
@@ -45,30 +44,58 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
     base = f"http://127.0.0.1:{port}"
     log = str(tmp_path / "locust.log")
     results = tmp_path / "results"
-    proc = start_group("--web-host", "127.0.0.1", "--web-port", str(port), "--results-dir", str(results),
-                       "--stop-timeout", str(STOP_TIMEOUT_S), log_path=log)  # fmt: skip
+    proc = start_group(
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--results-dir",
+        str(results),
+        "--stop-timeout",
+        str(STOP_TIMEOUT_S),
+        log_path=log,
+    )
     try:
         _until(lambda: _json(base + "/stats/requests")["state"] == "ready", 90, "the web UI", [log])
         with Browser(chromium, timeout=60) as browser:
             page = Page(browser)
-            browser.page("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
+            browser.page(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": False},
+            )
             page.goto(base + "/")
             _until(lambda: page.js("!!document.querySelector('form [name=userCount]')"), 30, "the start form", [log])
-            fields = {"userCount": "4", "spawnRate": "4", "runTime": "60s", "simProfile": "fixed", "maxTokensOverride": "900",
-                      "slo": "ttft.p95<5s"}  # fmt: skip
+            fields = {
+                "userCount": "4",
+                "spawnRate": "4",
+                "runTime": "60s",
+                "simProfile": "fixed",
+                "maxTokensOverride": "900",
+                "slo": "ttft.p95<5s",
+            }
             for name, value in fields.items():
                 assert page.js(f"{SET_VALUE_JS}({json.dumps(name)}, {json.dumps(value)})"), (name, value)
             page.js("document.querySelector('form button[type=submit]').click()")
             # every stream in flight (18 s replies at 50 tokens/s), none ended
-            _until(lambda: (lambda d: d if d["in_flight"]["streams"] == 4 and d["state"] == "running" else None)(
-                _json(base + "/llm/stats?history=0")), 60, "4 streams in flight", [log])  # fmt: skip
+            _until(
+                lambda: (lambda d: d if d["in_flight"]["streams"] == 4 and d["state"] == "running" else None)(
+                    _json(base + "/llm/stats?history=0")
+                ),
+                60,
+                "4 streams in flight",
+                [log],
+            )
             # the LLM view while it runs: the time measured so far (not "measured 0.0 s"); the GOOD card
             # names its objective as an objective, and its verdict is the snapshot's one verdict
             page.goto(base + "/llm")
-            _until(lambda: page.js("Number(document.body.dataset.seq || 0)"), 20, "the LLM view's first snapshot", [log])
-            shown = page.js("({setup: document.getElementById('setup').innerText, good: document.getElementById('good-sub').textContent, "
-                            "verdict: (v => v.hidden ? null : v.textContent)(document.getElementById('good-verdict')), "
-                            "seq: Number(document.body.dataset.seq)})")  # fmt: skip
+            _until(
+                lambda: page.js("Number(document.body.dataset.seq || 0)"), 20, "the LLM view's first snapshot", [log]
+            )
+            shown = page.js(
+                "({setup: document.getElementById('setup').innerText, good: document.getElementById('good-sub').textContent, "
+                "verdict: (v => v.hidden ? null : v.textContent)(document.getElementById('good-verdict')), "
+                "seq: Number(document.body.dataset.seq)})"
+            )
             snap = _json(f"{base}/llm/stats?seq={shown['seq']}&history=0")
             assert re.search(r"-t 60 s; running, \d+\.\d s measured so far", shown["setup"]), shown["setup"]
             assert "measured 0.0 s" not in shown["setup"]
@@ -77,7 +104,7 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
             page.goto(base + "/")
             _until(lambda: page.js(f"{BUTTON_JS}('stop')"), 20, "Locust's page with its Stop button", [log])
             assert page.js(BADGE_JS) == "RUNNING"
-            page.js(f"[...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Stop').click()")
+            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Stop').click()")
             t_stop = time.monotonic()
             seen = []
             while time.monotonic() - t_stop < STOP_TIMEOUT_S + 20:
@@ -89,11 +116,15 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
                 time.sleep(0.25)
             stopped_s = time.monotonic() - t_stop
             server = _json(base + "/stats/requests")["state"]
-            assert seen[-1] == "STOPPED", f"the page's badge went {seen} (Locust's state: {server}) in {stopped_s:.1f} s"
+            assert seen[-1] == "STOPPED", (
+                f"the page's badge went {seen} (Locust's state: {server}) in {stopped_s:.1f} s"
+            )
             # the drain took the stop timeout (the streams were cut at it), and the page followed it
             assert "CLEANUP" in seen and stopped_s >= STOP_TIMEOUT_S - 1, (seen, stopped_s)
             assert page.js(f"{BUTTON_JS}('new')"), "no NEW button after the stop"
-            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()")
+            page.js(
+                "[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()"
+            )
             _until(lambda: page.js("!!document.querySelector('form [name=userCount]')"), 15, "NEW's form", [log])
             # NEW's form: the profile the run used; the options labelled by the suite
             assert page.js("document.querySelector('form [name=simProfile]').value") == "fixed"
@@ -101,14 +132,20 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
             labels = page.js("[...document.querySelectorAll('form label')].map(l => l.textContent.trim())")
             assert any(re.match(r"SLO \(", t) for t in labels) and not any(t.startswith("Slo") for t in labels), labels
             assert any(t.startswith("Simulator profile") for t in labels), labels
-            stale = [t for t in labels for d in DECLARED if d.web and _locust_title(d.name) != field_label(d.name)
-                     and t.startswith(_locust_title(d.name) + " (")]  # fmt: skip
+            stale = [
+                t
+                for t in labels
+                for d in DECLARED
+                if d.web and _locust_title(d.name) != field_label(d.name) and t.startswith(_locust_title(d.name) + " (")
+            ]
             assert not stale, stale  # every field, select and checkbox too, in the suite's words
             page.screenshot(str(tmp_path / "new-form.png"))
             # a page opened afterwards shows the same
             page.goto(base + "/")
             _until(lambda: page.js(f"{BUTTON_JS}('new')"), 30, "Locust's page", [log])
-            page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()")
+            page.js(
+                "[...document.querySelectorAll('button')].find(b => b.textContent.trim().toLowerCase() === 'new').click()"
+            )
             _until(lambda: page.js("!!document.querySelector('form [name=simProfile]')"), 15, "NEW's form", [log])
             assert page.js("document.querySelector('form [name=simProfile]').value") == "fixed"
             assert not page.errors(), page.errors()

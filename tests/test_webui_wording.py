@@ -21,9 +21,19 @@ pytestmark = pytest.mark.unit
 
 
 def _setup(measured_s: float) -> Setup:
-    return Setup(load=LoadSetup(kind="closed", text="closed loop", users=4, parameters={}), run_time_s=60.0, measured_s=measured_s,
-                 slo=[], workload="default", workload_hash="0" * 64, server="http://127.0.0.1:1", model="m", client_hosts=["h"],
-                 workers=1, suite_version="v")  # fmt: skip
+    return Setup(
+        load=LoadSetup(kind="closed", text="closed loop", users=4, parameters={}),
+        run_time_s=60.0,
+        measured_s=measured_s,
+        slo=[],
+        workload="default",
+        workload_hash="0" * 64,
+        server="http://127.0.0.1:1",
+        model="m",
+        client_hosts=["h"],
+        workers=1,
+        suite_version="v",
+    )
 
 
 def test_the_time_row_says_what_has_been_measured_while_the_run_is_on():
@@ -32,7 +42,9 @@ def test_the_time_row_says_what_has_been_measured_while_the_run_is_on():
     setup = _setup(0.0)
     run = SimpleNamespace(window_start=1000.0, window_end=None)
     assert dict(live_setup_rows(setup, run, 1012.34))["time"] == "-t 60 s; running, 12.3 s measured so far"
-    assert dict(live_setup_rows(setup, run, 995.0))["time"] == "-t 60 s; running, warm-up (the measurement starts in 5 s)"
+    assert (
+        dict(live_setup_rows(setup, run, 995.0))["time"] == "-t 60 s; running, warm-up (the measurement starts in 5 s)"
+    )
     run.window_end = 1060.0
     assert dict(live_setup_rows(setup, run, 1070.0))["time"] == "-t 60 s; measured 60.0 s"
     assert [k for k, _ in live_setup_rows(setup, run, 1070.0)][:3] == ["load", "time", "SLO"]
@@ -41,18 +53,28 @@ def test_the_time_row_says_what_has_been_measured_while_the_run_is_on():
 def test_form_labels_are_the_suites_words():
     assert field_label("slo") == "SLO" and _locust_title("slo") == "Slo"
     assert field_label("sim_profile") == "Simulator profile" and _locust_title("sim_profile") == "Sim Profile"
-    assert field_label("run_id") == "Run ID" and field_label("tls_ca") == "TLS CA" and field_label("ignore_eos") == "Ignore EOS"
+    assert (
+        field_label("run_id") == "Run ID"
+        and field_label("tls_ca") == "TLS CA"
+        and field_label("ignore_eos") == "Ignore EOS"
+    )
     form = {d.name: {} for d in DECLARED if d.web}
     script = labels_script(form)
     # every web option whose Locust title differs is relabelled, none other
     for name in form:
         camel = name.split("_")[0] + "".join(p.capitalize() for p in name.split("_")[1:])
-        assert (f'"{camel}": ["{_locust_title(name)}", "{field_label(name)}"]' in script) == (_locust_title(name) != field_label(name)), name
+        assert (f'"{camel}": ["{_locust_title(name)}", "{field_label(name)}"]' in script) == (
+            _locust_title(name) != field_label(name)
+        ), name
     assert "</script" not in script.removesuffix("</script>")
 
 
 def test_the_form_shows_the_last_run_started_not_the_command_line():
-    fields = {"sim_profile": {"default_value": "v100-7b-tp8"}, "slo": {"default_value": ""}, "not_an_option": {"default_value": 1}}
+    fields = {
+        "sim_profile": {"default_value": "v100-7b-tp8"},
+        "slo": {"default_value": ""},
+        "not_an_option": {"default_value": 1},
+    }
     shown = last_values(fields, argparse.Namespace(sim_profile="fixed", slo="ttft.p95<5s"))
     assert shown["sim_profile"]["default_value"] == "fixed" and shown["slo"]["default_value"] == "ttft.p95<5s"
     assert shown["not_an_option"]["default_value"] == 1
@@ -61,8 +83,11 @@ def test_the_form_shows_the_last_run_started_not_the_command_line():
 def test_locusts_page_script_polls_through_a_stop():
     """The installed Locust's page script has the polling condition once, and is served with the two
     states of a stop added to it (a Locust upgrade that changes the script fails here)."""
-    (script,) = [p for p in glob.glob(os.path.join(os.path.dirname(locust.__file__), "webui", "dist", "assets", "*.js"))
-                 if "shouldRunInterval" in open(p, encoding="utf-8").read()]  # fmt: skip
+    (script,) = [
+        p
+        for p in glob.glob(os.path.join(os.path.dirname(locust.__file__), "webui", "dist", "assets", "*.js"))
+        if "shouldRunInterval" in open(p, encoding="utf-8").read()
+    ]
     text = open(script, encoding="utf-8").read()
     new = widened(text)
     assert new is not None and len(new) > len(text)

@@ -23,15 +23,19 @@ TEMPLATES = os.path.join(ROOT, "workloads", "templates.jsonl")
 
 def spec_file(tmp_path, cls: str):
     p = tmp_path / "spec.yaml"
-    p.write_text(f"templates: {TEMPLATES}\nclasses:\n  a: {{weight: 1, input_chars: {{min: 20, max: 200}}, "
-                 f"output_tokens: 16, {cls}}}\n")
+    p.write_text(
+        f"templates: {TEMPLATES}\nclasses:\n  a: {{weight: 1, input_chars: {{min: 20, max: 200}}, "
+        f"output_tokens: 16, {cls}}}\n"
+    )
     return str(p)
 
 
 def test_a_class_with_tools_sends_them_with_tool_choice(tmp_path):
     req = Sampler(load_spec(spec_file(tmp_path, "tools: {count: 2}")), seed=1).next()
     assert req.tools == {"tools": list(TOOLS[:2]), "tool_choice": "auto"}
-    req = Sampler(load_spec(spec_file(tmp_path, "tools: {count: 2, choice: search_docs, parallel: false}")), seed=1).next()
+    req = Sampler(
+        load_spec(spec_file(tmp_path, "tools: {count: 2, choice: search_docs, parallel: false}")), seed=1
+    ).next()
     assert req.tools["tool_choice"] == {"type": "function", "function": {"name": "search_docs"}}
     assert req.tools["parallel_tool_calls"] is False
     own = "tools: {definitions: [{type: function, function: {name: f, parameters: {type: object}}}], choice: required}"
@@ -39,13 +43,16 @@ def test_a_class_with_tools_sends_them_with_tool_choice(tmp_path):
     assert [t["function"]["name"] for t in req.tools["tools"]] == ["f"] and req.tools["tool_choice"] == "required"
 
 
-@pytest.mark.parametrize("cls, where", [
-    ("tools: {count: 2, choice: nope}", "classes.a.tools.choice"),
-    ("tools: {}", "classes.a.tools.count"),
-    ("tools: {definitions: [{type: function, function: {}}]}", "classes.a.tools.definitions"),
-    ("images: {count: 0}", "classes.a.images.count"),
-    ("images: {files: [missing.png]}", "classes.a.images.files"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "cls, where",
+    [
+        ("tools: {count: 2, choice: nope}", "classes.a.tools.choice"),
+        ("tools: {}", "classes.a.tools.count"),
+        ("tools: {definitions: [{type: function, function: {}}]}", "classes.a.tools.definitions"),
+        ("images: {count: 0}", "classes.a.images.count"),
+        ("images: {files: [missing.png]}", "classes.a.images.files"),
+    ],
+)
 def test_a_mistake_in_tools_or_images_is_one_line_naming_the_field(tmp_path, cls, where):
     with pytest.raises(InputError) as e:
         load_spec(spec_file(tmp_path, cls))
@@ -53,7 +60,9 @@ def test_a_mistake_in_tools_or_images_is_one_line_naming_the_field(tmp_path, cls
 
 
 def test_images_are_valid_pngs_of_the_size_asked_in_image_url_parts(tmp_path):
-    sampler = Sampler(load_spec(spec_file(tmp_path, "images: {count: {min: 1, max: 3}, width: 70, height: 45, share: 0.5}")), seed=3)
+    sampler = Sampler(
+        load_spec(spec_file(tmp_path, "images: {count: {min: 1, max: 3}, width: 70, height: 45, share: 0.5}")), seed=3
+    )
     reqs = sampler.sample(200)
     with_images = [r for r in reqs if r.images]
     assert 0.4 < len(with_images) / len(reqs) < 0.6
@@ -101,8 +110,10 @@ def test_a_conversation_answers_tool_calls_with_tool_results_then_goes_on(tmp_pa
     sampler = Sampler(spec, seed=2)
     first = sampler.next()
     conv = Conversation(sampler, first, "s1")
-    calls = [{"id": "call_a", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
-             {"id": "call_b", "name": "search_docs", "arguments": '{"query": "x"}'}]  # fmt: skip
+    calls = [
+        {"id": "call_a", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        {"id": "call_b", "name": "search_docs", "arguments": '{"query": "x"}'},
+    ]
     second = conv.advance("", calls)
     msgs = second.messages()
     assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "tool"]
@@ -110,7 +121,9 @@ def test_a_conversation_answers_tool_calls_with_tool_results_then_goes_on(tmp_pa
     assert msgs[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
     assert [m["tool_call_id"] for m in msgs[2:]] == ["call_a", "call_b"] and all(m["content"] for m in msgs[2:])
     assert second.tools == first.tools and not second.ask and conv.think_time() == 0.0
-    assert second.input_chars == sum(len(m["content"] or "") for m in msgs) + len(calls[0]["arguments"] + calls[1]["arguments"])
+    assert second.input_chars == sum(len(m["content"] or "") for m in msgs) + len(
+        calls[0]["arguments"] + calls[1]["arguments"]
+    )
     third = conv.advance("It is sunny.")
     assert [m["role"] for m in third.messages()] == ["user", "assistant", "tool", "tool", "assistant", "user"]
     assert third.ask and third.messages()[-1]["content"] == third.user
@@ -123,24 +136,60 @@ def agent_log(path):
     """OpenAI-format request bodies of an agent: tools, a tool call answered by a tool result before
     the last user message, a request that ends with tool results, and a user message with images."""
     tools = [TOOLS[0], TOOLS[2]]
-    call = {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "A1", "mail": "ann@x.org"}'}}
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_order", "arguments": '{"order_id": "A1", "mail": "ann@x.org"}'},
+    }
     rows = [
-        {"messages": [{"role": "user", "content": "Where is my order? Write to ann@x.org"},
-                      {"role": "assistant", "content": None, "tool_calls": [call]},
-                      {"role": "tool", "tool_call_id": "call_1", "content": "Shipped on Monday."},
-                      {"role": "assistant", "content": "It shipped on Monday."},
-                      {"role": "user", "content": "And the weather there?"}],
-         "tools": tools, "tool_choice": "auto", "max_tokens": 30},
-        {"messages": [{"role": "system", "content": "You are an agent."},
-                      {"role": "user", "content": "Weather in Oslo?"},
-                      {"role": "assistant", "content": None, "tool_calls": [
-                          {"id": "call_w", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
-                      {"role": "tool", "tool_call_id": "call_w", "content": "Rain, 7 degrees."}],
-         "tools": tools, "max_tokens": 20},
-        {"messages": [{"role": "user", "content": [
-            {"type": "text", "text": "What is in these pictures?"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png(64, 48, 9)).decode()}},
-            {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}}]}], "max_tokens": 25},
+        {
+            "messages": [
+                {"role": "user", "content": "Where is my order? Write to ann@x.org"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "Shipped on Monday."},
+                {"role": "assistant", "content": "It shipped on Monday."},
+                {"role": "user", "content": "And the weather there?"},
+            ],
+            "tools": tools,
+            "tool_choice": "auto",
+            "max_tokens": 30,
+        },
+        {
+            "messages": [
+                {"role": "system", "content": "You are an agent."},
+                {"role": "user", "content": "Weather in Oslo?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_w",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_w", "content": "Rain, 7 degrees."},
+            ],
+            "tools": tools,
+            "max_tokens": 20,
+        },
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is in these pictures?"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "data:image/png;base64," + base64.b64encode(png(64, 48, 9)).decode()},
+                        },
+                        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+                    ],
+                }
+            ],
+            "max_tokens": 25,
+        },
     ]
     with open(path, "w", encoding="utf-8") as f:
         for r in rows:
@@ -154,15 +203,24 @@ def test_the_importer_keeps_tools_tool_messages_and_images_anonymised(tmp_path):
     rows = [json.loads(x) for x in (out / "templates.jsonl").read_text(encoding="utf-8").splitlines()]
     prompts = {r["text"]: r for r in rows if r["kind"] == "prompt"}
     follow = prompts["And the weather there?"]
-    assert follow["tools"]["tool_choice"] == "auto" and [t["function"]["name"] for t in follow["tools"]["tools"]] == ["get_weather", "get_order"]
+    assert follow["tools"]["tool_choice"] == "auto" and [t["function"]["name"] for t in follow["tools"]["tools"]] == [
+        "get_weather",
+        "get_order",
+    ]
     assert [m["role"] for m in follow["history"]] == ["user", "assistant", "tool", "assistant"]
     args = follow["history"][1]["tool_calls"][0]["function"]["arguments"]
-    assert "ann@x.org" not in args and len(args) == len('{"order_id": "A1", "mail": "ann@x.org"}')  # masked, same length
+    assert "ann@x.org" not in args and len(args) == len(
+        '{"order_id": "A1", "mail": "ann@x.org"}'
+    )  # masked, same length
     assert "ann@x.org" not in follow["history"][0]["content"]
     ending = prompts["Weather in Oslo?"]
-    assert [m["role"] for m in ending["after"]] == ["assistant", "tool"] and ending["after"][1]["content"] == "Rain, 7 degrees."
+    assert [m["role"] for m in ending["after"]] == ["assistant", "tool"] and ending["after"][1][
+        "content"
+    ] == "Rain, 7 degrees."
     assert prompts["What is in these pictures?"]["images"] == [[64, 48], [512, 512]]
-    assert base64.b64encode(png(64, 48, 9)).decode()[:40] not in (out / "templates.jsonl").read_text()  # pixels not kept
+    assert (
+        base64.b64encode(png(64, 48, 9)).decode()[:40] not in (out / "templates.jsonl").read_text()
+    )  # pixels not kept
 
     reqs = {r.user: r for r in Sampler(load_spec(str(out / "workload.yaml")), seed=1).sample(60)}
     r = reqs["Weather in Oslo?"]

@@ -144,6 +144,7 @@ def test_seed_none_is_random(spec):
 
 def test_sampler_does_not_touch_global_random(spec):
     import random
+
     random.seed(7)
     expected = random.random()
     random.seed(7)
@@ -169,8 +170,7 @@ def test_request_is_frozen_slotted():
 
 def test_messages_and_prompt():
     r = Request("short", "Be brief.", "What is 2+2?", 16, 21)
-    assert r.messages() == [{"role": "system", "content": "Be brief."},
-                            {"role": "user", "content": "What is 2+2?"}]
+    assert r.messages() == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}]
     assert r.prompt() == "Be brief.\n\nWhat is 2+2?"
     r2 = Request("short", None, "What is 2+2?", 16, 12)
     assert r2.messages() == [{"role": "user", "content": "What is 2+2?"}]
@@ -238,6 +238,7 @@ def test_library_lines_unique_and_lengths():
 
 def test_library_generator_up_to_date():
     from workloads import build_templates
+
     with open(DEFAULT_TEMPLATES_PATH, encoding="utf-8") as fh:
         assert fh.read() == build_templates.render(build_templates.build())
 
@@ -287,10 +288,13 @@ def test_custom_spec_distributions_and_overrides(tmp_path):
 
 
 def test_default_templates_when_omitted(tmp_path):
-    p = write(tmp_path, """\
+    p = write(
+        tmp_path,
+        """\
         classes:
           only: {weight: 1, input_chars: {min: 100, max: 400}, output_tokens: {min: 1, max: 64}}
-    """)
+    """,
+    )
     spec = load_spec(p)
     assert spec.templates_path == DEFAULT_TEMPLATES_PATH
     assert spec.name == "spec"
@@ -299,14 +303,19 @@ def test_default_templates_when_omitted(tmp_path):
 
 def test_spec_hash_changes_with_templates(tmp_path):
     lib = tmp_path / "lib.jsonl"
-    lib.write_text('{"kind": "question", "domain": "d", "lang": "en", "text": "How do I reset my password?"}\n'
-                   '{"kind": "context", "domain": "d", "lang": "en", "text": "' + "Reset it in settings. " * 10 + '"}\n',
-                   encoding="utf-8")
-    p = write(tmp_path, """\
+    lib.write_text(
+        '{"kind": "question", "domain": "d", "lang": "en", "text": "How do I reset my password?"}\n'
+        '{"kind": "context", "domain": "d", "lang": "en", "text": "' + "Reset it in settings. " * 10 + '"}\n',
+        encoding="utf-8",
+    )
+    p = write(
+        tmp_path,
+        """\
         templates: lib.jsonl
         classes:
           x: {weight: 1.0, input_chars: {min: 30, max: 200}, output_tokens: {min: 1, max: 10}}
-    """)
+    """,
+    )
     h1 = load_spec(p).spec_hash
     assert load_spec(p).spec_hash == h1
     with open(lib, "a", encoding="utf-8") as fh:
@@ -318,44 +327,55 @@ def test_spec_hash_changes_with_templates(tmp_path):
 
 
 def _cls(extra: str = "") -> str:
-    return ("classes:\n"
-            "  short: {weight: 0.6, input_chars: {min: 20, max: 200}, output_tokens: {min: 1, max: 50}" + extra + "}\n"
-            "  long: {weight: 0.4, input_chars: {min: 300, max: 900}, output_tokens: {min: 1, max: 50}}\n")
+    return (
+        "classes:\n"
+        "  short: {weight: 0.6, input_chars: {min: 20, max: 200}, output_tokens: {min: 1, max: 50}" + extra + "}\n"
+        "  long: {weight: 0.4, input_chars: {min: 300, max: 900}, output_tokens: {min: 1, max: 50}}\n"
+    )
 
 
 BAD_SPECS = {
     "malformed_yaml": ("classes:\n  short: {weight: 0.4\n  long: [\n", "line "),
     "not_mapping": ("- a\n- b\n", "must be a mapping"),
     "empty": ("", "empty"),
-    "weights_sum": ("classes:\n"
-                    "  short: {weight: 0.5, input_chars: {min: 20, max: 200}, output_tokens: {min: 1, max: 5}}\n"
-                    "  long: {weight: 0.4, input_chars: {min: 300, max: 900}, output_tokens: {min: 1, max: 5}}\n",
-                    "classes.short.weight"),
-    "negative_weight": ("classes:\n"
-                        "  short: {weight: -0.2, input_chars: {min: 20, max: 200}, output_tokens: {min: 1, max: 5}}\n"
-                        "  long: {weight: 1.2, input_chars: {min: 300, max: 900}, output_tokens: {min: 1, max: 5}}\n",
-                        "classes.short.weight"),
-    "min_above_max": ("classes:\n"
-                      "  short: {weight: 1, input_chars: {min: 300, max: 200}, output_tokens: {min: 1, max: 5}}\n",
-                      "classes.short.input_chars.min"),
-    "negative_length": ("classes:\n"
-                        "  short: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: {min: -5, max: 5}}\n",
-                        "classes.short.output_tokens.min"),
-    "unknown_dist": ("classes:\n"
-                     "  short: {weight: 1, input_chars: {min: 20, max: 200, dist: poisson}, output_tokens: 5}\n",
-                     "classes.short.input_chars.dist"),
-    "missing_dist_param": ("classes:\n"
-                           "  short: {weight: 1, input_chars: {min: 20, max: 200, dist: normal, mean: 100},"
-                           " output_tokens: 5}\n",
-                           "classes.short.input_chars.stddev"),
-    "missing_fixed_value": ("classes:\n"
-                            "  short: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: {dist: fixed}}\n",
-                            "classes.short.output_tokens.value"),
+    "weights_sum": (
+        "classes:\n"
+        "  short: {weight: 0.5, input_chars: {min: 20, max: 200}, output_tokens: {min: 1, max: 5}}\n"
+        "  long: {weight: 0.4, input_chars: {min: 300, max: 900}, output_tokens: {min: 1, max: 5}}\n",
+        "classes.short.weight",
+    ),
+    "negative_weight": (
+        "classes:\n"
+        "  short: {weight: -0.2, input_chars: {min: 20, max: 200}, output_tokens: {min: 1, max: 5}}\n"
+        "  long: {weight: 1.2, input_chars: {min: 300, max: 900}, output_tokens: {min: 1, max: 5}}\n",
+        "classes.short.weight",
+    ),
+    "min_above_max": (
+        "classes:\n  short: {weight: 1, input_chars: {min: 300, max: 200}, output_tokens: {min: 1, max: 5}}\n",
+        "classes.short.input_chars.min",
+    ),
+    "negative_length": (
+        "classes:\n  short: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: {min: -5, max: 5}}\n",
+        "classes.short.output_tokens.min",
+    ),
+    "unknown_dist": (
+        "classes:\n  short: {weight: 1, input_chars: {min: 20, max: 200, dist: poisson}, output_tokens: 5}\n",
+        "classes.short.input_chars.dist",
+    ),
+    "missing_dist_param": (
+        "classes:\n  short: {weight: 1, input_chars: {min: 20, max: 200, dist: normal, mean: 100}, output_tokens: 5}\n",
+        "classes.short.input_chars.stddev",
+    ),
+    "missing_fixed_value": (
+        "classes:\n  short: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: {dist: fixed}}\n",
+        "classes.short.output_tokens.value",
+    ),
     "unknown_top_field": ("classs: {}\n" + _cls(), "classs"),
     "unknown_class_field": (_cls(", wieght: 3"), "classes.short.wieght"),
-    "unknown_dist_field": ("classes:\n"
-                           "  short: {weight: 1, input_chars: {min: 20, max: 200, mean: 50}, output_tokens: 5}\n",
-                           "classes.short.input_chars.mean"),
+    "unknown_dist_field": (
+        "classes:\n  short: {weight: 1, input_chars: {min: 20, max: 200, mean: 50}, output_tokens: 5}\n",
+        "classes.short.input_chars.mean",
+    ),
     "unknown_system_field": ("system_prompt: {share: 0.2, shares: 1}\n" + _cls(), "system_prompt.shares"),
     "missing_templates_file": ("templates: nowhere.jsonl\n" + _cls(), "templates"),
     "share_out_of_range": ("system_prompt: {share: 1.5}\n" + _cls(), "system_prompt.share"),
@@ -363,19 +383,26 @@ BAD_SPECS = {
     "no_classes": ("name: x\n", "classes"),
     "empty_classes": ("classes: {}\n", "classes"),
     "classes_not_mapping": ("classes: [a, b]\n", "classes"),
-    "missing_weight": ("classes:\n  short: {input_chars: {min: 20, max: 200}, output_tokens: 5}\n",
-                       "classes.short.weight"),
-    "max_below_shortest_question": ("classes:\n"
-                                    "  short: {weight: 1, input_chars: {min: 1, max: 5}, output_tokens: 5}\n",
-                                    "classes.short.input_chars.max"),
-    "no_room_for_system": ("system_prompt: {share: 0.5, text: '" + "You are an assistant. " * 10 + "'}\n"
-                           "classes:\n"
-                           "  short: {weight: 1, input_chars: {min: 10, max: 60}, output_tokens: 5}\n",
-                           "classes.short.input_chars.max"),
+    "missing_weight": (
+        "classes:\n  short: {input_chars: {min: 20, max: 200}, output_tokens: 5}\n",
+        "classes.short.weight",
+    ),
+    "max_below_shortest_question": (
+        "classes:\n  short: {weight: 1, input_chars: {min: 1, max: 5}, output_tokens: 5}\n",
+        "classes.short.input_chars.max",
+    ),
+    "no_room_for_system": (
+        "system_prompt: {share: 0.5, text: '" + "You are an assistant. " * 10 + "'}\n"
+        "classes:\n"
+        "  short: {weight: 1, input_chars: {min: 10, max: 60}, output_tokens: 5}\n",
+        "classes.short.input_chars.max",
+    ),
     "filter_matches_nothing": (_cls(", templates: {domains: [astrology]}"), "classes.short.templates.domains"),
     "weight_not_number": (_cls("").replace("weight: 0.6", "weight: lots"), "classes.short.weight"),
-    "bad_class_name": ("classes:\n  'a b': {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n",
-                       "classes.a b"),
+    "bad_class_name": (
+        "classes:\n  'a b': {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n",
+        "classes.a b",
+    ),
 }
 
 
@@ -413,10 +440,13 @@ def test_weight_message_format(tmp_path):
 
 
 def test_weights_tolerance(tmp_path):
-    p = write(tmp_path, "classes:\n"
-                        "  a: {weight: 0.3333333, input_chars: {min: 20, max: 200}, output_tokens: 5}\n"
-                        "  b: {weight: 0.3333333, input_chars: {min: 20, max: 200}, output_tokens: 5}\n"
-                        "  c: {weight: 0.3333334, input_chars: {min: 20, max: 200}, output_tokens: 5}\n")
+    p = write(
+        tmp_path,
+        "classes:\n"
+        "  a: {weight: 0.3333333, input_chars: {min: 20, max: 200}, output_tokens: 5}\n"
+        "  b: {weight: 0.3333333, input_chars: {min: 20, max: 200}, output_tokens: 5}\n"
+        "  c: {weight: 0.3333334, input_chars: {min: 20, max: 200}, output_tokens: 5}\n",
+    )
     load_spec(p)
 
 
@@ -427,15 +457,22 @@ def test_missing_spec_file(tmp_path):
 
 LIB_CASES = {
     "empty": ("\n\n", "empty"),
-    "malformed_line": ('{"kind": "question", "domain": "d", "lang": "en", "text": "How do I log in?"}\n'
-                       '{"kind": "question", "domain": \n', "line 2"),
+    "malformed_line": (
+        '{"kind": "question", "domain": "d", "lang": "en", "text": "How do I log in?"}\n'
+        '{"kind": "question", "domain": \n',
+        "line 2",
+    ),
     "not_object": ('["question"]\n', "line 1"),
     "missing_key": ('{"kind": "question", "domain": "d", "text": "How do I log in here?"}\n', "'lang'"),
     "unknown_kind": ('{"kind": "answer", "domain": "d", "lang": "en", "text": "Yes you can."}\n', "unknown kind"),
-    "unknown_key": ('{"kind": "question", "domain": "d", "lang": "en", "text": "How do I log in?", "x": 1}\n',
-                    "unknown key"),
-    "no_questions": ('{"kind": "context", "domain": "d", "lang": "en", "text": "' + "Some context. " * 10 + '"}\n',
-                     "no questions"),
+    "unknown_key": (
+        '{"kind": "question", "domain": "d", "lang": "en", "text": "How do I log in?", "x": 1}\n',
+        "unknown key",
+    ),
+    "no_questions": (
+        '{"kind": "context", "domain": "d", "lang": "en", "text": "' + "Some context. " * 10 + '"}\n',
+        "no questions",
+    ),
 }
 
 
@@ -443,8 +480,10 @@ LIB_CASES = {
 def test_bad_library(tmp_path, case):
     content, needle = LIB_CASES[case]
     (tmp_path / "lib.jsonl").write_text(content, encoding="utf-8")
-    p = write(tmp_path, "templates: lib.jsonl\n"
-                        "classes:\n  a: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n")
+    p = write(
+        tmp_path,
+        "templates: lib.jsonl\nclasses:\n  a: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n",
+    )
     with pytest.raises(InputError) as ei:
         load_spec(p)
     msg = str(ei.value)
@@ -455,10 +494,12 @@ def test_bad_library(tmp_path, case):
 
 def test_min_unreachable_without_contexts(tmp_path):
     (tmp_path / "lib.jsonl").write_text(
-        '{"kind": "question", "domain": "d", "lang": "en", "text": "How do I reset my password?"}\n',
-        encoding="utf-8")
-    p = write(tmp_path, "templates: lib.jsonl\n"
-                        "classes:\n  a: {weight: 1, input_chars: {min: 500, max: 900}, output_tokens: 5}\n")
+        '{"kind": "question", "domain": "d", "lang": "en", "text": "How do I reset my password?"}\n', encoding="utf-8"
+    )
+    p = write(
+        tmp_path,
+        "templates: lib.jsonl\nclasses:\n  a: {weight: 1, input_chars: {min: 500, max: 900}, output_tokens: 5}\n",
+    )
     with pytest.raises(InputError, match=r"classes\.a\.input_chars\.min"):
         load_spec(p)
 
@@ -467,9 +508,13 @@ def test_no_system_prompts_in_library(tmp_path):
     (tmp_path / "lib.jsonl").write_text(
         '{"kind": "question", "domain": "d", "lang": "en", "text": "How do I reset my password?"}\n'
         '{"kind": "context", "domain": "d", "lang": "en", "text": "' + "Open settings, then security. " * 5 + '"}\n',
-        encoding="utf-8")
-    p = write(tmp_path, "templates: lib.jsonl\nsystem_prompt: {share: 0.2}\n"
-                        "classes:\n  a: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n")
+        encoding="utf-8",
+    )
+    p = write(
+        tmp_path,
+        "templates: lib.jsonl\nsystem_prompt: {share: 0.2}\n"
+        "classes:\n  a: {weight: 1, input_chars: {min: 20, max: 200}, output_tokens: 5}\n",
+    )
     with pytest.raises(InputError, match=r"classes\.a\.system_prompt\.share"):
         load_spec(p)
 
@@ -479,17 +524,23 @@ def test_tiny_library_still_lands_in_range(tmp_path):
     (tmp_path / "lib.jsonl").write_text(
         '{"kind": "question", "domain": "d", "lang": "en", "text": "How do I reset my password?"}\n'
         '{"kind": "context", "domain": "d", "lang": "en", "text": "Open settings. Choose security. Press reset."}\n',
-        encoding="utf-8")
-    p = write(tmp_path, "templates: lib.jsonl\n"
-                        "classes:\n  a: {weight: 1, input_chars: {min: 700, max: 800}, output_tokens: 5}\n")
+        encoding="utf-8",
+    )
+    p = write(
+        tmp_path,
+        "templates: lib.jsonl\nclasses:\n  a: {weight: 1, input_chars: {min: 700, max: 800}, output_tokens: 5}\n",
+    )
     for r in Sampler(load_spec(p), 3).sample(300):
         assert 700 <= r.input_chars <= 800
 
 
 def test_narrow_ranges_land_exactly(tmp_path):
-    p = write(tmp_path, "classes:\n"
-                        "  a: {weight: 0.5, input_chars: {dist: fixed, value: 37}, output_tokens: 5}\n"
-                        "  b: {weight: 0.5, input_chars: {min: 150, max: 152}, output_tokens: 5}\n")
+    p = write(
+        tmp_path,
+        "classes:\n"
+        "  a: {weight: 0.5, input_chars: {dist: fixed, value: 37}, output_tokens: 5}\n"
+        "  b: {weight: 0.5, input_chars: {min: 150, max: 152}, output_tokens: 5}\n",
+    )
     spec = load_spec(p)
     for r in Sampler(spec, 3).sample(2000):
         c = spec.classes[r.request_class].input_chars
@@ -517,7 +568,8 @@ def test_cli_check_bad_spec(tmp_path, capsys):
 @pytest.mark.process
 def test_cli_module_runs(tmp_path):
     p = write(tmp_path, BAD_SPECS["unknown_dist"][0])
-    r = subprocess.run([sys.executable, "-m", "workloads", "check", p], cwd=REPO,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "workloads", "check", p], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2
     assert "classes.short.input_chars.dist" in r.stderr

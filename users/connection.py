@@ -119,8 +119,27 @@ def framing_of(status: int, head: dict[str, str]) -> tuple[int, int]:
 class Connection:
     """A socket and the watcher that reads its bodies; reused for the requests of one user."""
 
-    __slots__ = ("sock", "raw", "tls", "watcher", "done", "times", "datas", "last_t", "need", "head",
-                 "framing", "remaining", "left", "result", "events", "flowing", "_recv", "_recvmsg", "_callback")  # fmt: skip
+    __slots__ = (
+        "sock",
+        "raw",
+        "tls",
+        "watcher",
+        "done",
+        "times",
+        "datas",
+        "last_t",
+        "need",
+        "head",
+        "framing",
+        "remaining",
+        "left",
+        "result",
+        "events",
+        "flowing",
+        "_recv",
+        "_recvmsg",
+        "_callback",
+    )
 
     def __init__(self, host: str, port: int, tls: SSLContext | None, connect_timeout: float):
         """Connected to host:port; with `tls` (core/tls.py's policy), its handshake done: the
@@ -218,8 +237,19 @@ class Connection:
             return status, head, rest, t
 
     # -- body ---------------------------------------------------------------------------------
-    def read_body(self, ex, framing: int, length: int, rest: bytes, t_head: float, limit: float,
-                  is_deadline: bool, cancel_after: float | None, timeouts: Timeouts, events: bool = False) -> None:  # fmt: skip
+    def read_body(
+        self,
+        ex,
+        framing: int,
+        length: int,
+        rest: bytes,
+        t_head: float,
+        limit: float,
+        is_deadline: bool,
+        cancel_after: float | None,
+        timeouts: Timeouts,
+        events: bool = False,
+    ) -> None:
         """Read the body to its end or a timeout. `events`: the body is an event stream, whose first
         token is the first read holding a data line: comments (': keep-alive') and blank lines
         before it leave the first token's limit running. Any other body flows with its first byte."""
@@ -256,7 +286,8 @@ class Connection:
                 detail = f"idle gap timeout {timeouts.idle:g}s"
             elif detail == "quiet":
                 detail = f"first token timeout {timeouts.first_token:g}s" + (
-                    " (the stream sent only comments such as keep-alives, no data)" if self.last_t else "")
+                    " (the stream sent only comments such as keep-alives, no data)" if self.last_t else ""
+                )
             elif is_deadline:
                 detail = f"total timeout {timeouts.total:g}s"
             else:
@@ -300,14 +331,18 @@ class Connection:
                 sock.settimeout(left)
                 try:
                     data = sock.recv(READ_SIZE)
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     continue
                 except OSError as e:
                     self.result = ("stream_truncated", f"{type(e).__name__}: {e}"[:200])
                     break
                 t = _perf_counter()
                 if not data:
-                    self.result = ("", "") if self.framing == UNTIL_CLOSE else ("stream_truncated", "the server closed the connection mid-body")
+                    self.result = (
+                        ("", "")
+                        if self.framing == UNTIL_CLOSE
+                        else ("stream_truncated", "the server closed the connection mid-body")
+                    )
                     break
                 self.times.append(t)
                 self.datas.append(data)
@@ -377,7 +412,7 @@ class Connection:
         try:
             if self._feed(data):
                 self._end("", "")
-        except Exception as e:  # noqa: BLE001 - the framing was not HTTP chunked encoding
+        except Exception as e:
             self._end("stream_truncated", f"bad chunked framing: {type(e).__name__}: {e}"[:200])
 
     def _feed(self, data: bytes) -> bool:

@@ -41,7 +41,6 @@ the kernel's stamps, the head and the body's reading and framing.
 from __future__ import annotations
 
 import functools
-import socket
 import ssl
 import time
 from urllib.parse import urlsplit
@@ -52,7 +51,17 @@ from gevent import ssl as gssl
 from core.durations import Timeouts
 from core.tls import VERIFIED, TlsPolicy, client_context, failure
 from metrics.sse import dechunk
-from users.connection import CHUNKED, LENGTH, UNTIL_CLOSE, BadHead, Closed, Connection, HeaderTimeout, close_after_send_s, framing_of
+from users.connection import (
+    CHUNKED,
+    LENGTH,
+    UNTIL_CLOSE,
+    BadHead,
+    Closed,
+    Connection,
+    HeaderTimeout,
+    close_after_send_s,
+    framing_of,
+)
 
 USER_AGENT = "llm-loadtest"
 
@@ -72,8 +81,23 @@ class Exchange:
     body as `(arrival time, bytes)` pairs, made on first use after the stream.
     """
 
-    __slots__ = ("t_send", "t_end", "status", "complete", "error", "error_detail", "retry_after",
-                 "times", "datas", "framing", "resent", "connect_s", "content_type", "backend", "_pieces")  # fmt: skip
+    __slots__ = (
+        "t_send",
+        "t_end",
+        "status",
+        "complete",
+        "error",
+        "error_detail",
+        "retry_after",
+        "times",
+        "datas",
+        "framing",
+        "resent",
+        "connect_s",
+        "content_type",
+        "backend",
+        "_pieces",
+    )
 
     def __init__(self) -> None:
         self.t_send = 0.0  # the request was written (after any connection setup)
@@ -116,8 +140,9 @@ class Exchange:
         return head
 
     def __repr__(self) -> str:
-        return f"Exchange(status={self.status}, complete={self.complete}, error={self.error!r}, reads={len(self.times)})"
-
+        return (
+            f"Exchange(status={self.status}, complete={self.complete}, error={self.error!r}, reads={len(self.times)})"
+        )
 
 
 @functools.lru_cache(maxsize=4)
@@ -130,8 +155,16 @@ def _context(policy: TlsPolicy) -> ssl.SSLContext:
 class StreamClient:
     """One keep-alive connection to the server, for one virtual user."""
 
-    def __init__(self, base_url: str, timeouts: Timeouts, headers: dict[str, str], per_request: bool = False,
-                 max_body: int | None = None, tls: TlsPolicy = VERIFIED, backend_header: str = ""):
+    def __init__(
+        self,
+        base_url: str,
+        timeouts: Timeouts,
+        headers: dict[str, str],
+        per_request: bool = False,
+        max_body: int | None = None,
+        tls: TlsPolicy = VERIFIED,
+        backend_header: str = "",
+    ):
         parts = urlsplit(base_url)
         # a load balancer's response header naming the backend that served the request (--backend-header)
         self.backend_header = backend_header.lower()
@@ -156,7 +189,9 @@ class StreamClient:
             self.conn.close()
             self.conn = None
 
-    def post(self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None = None) -> None:
+    def post(
+        self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None = None
+    ) -> None:
         """Send and read to the end, filling `ex` as it goes (so a killed caller keeps what arrived)."""
         try:
             self._exchange(path, body, headers, ex, cancel_after)
@@ -168,11 +203,15 @@ class StreamClient:
     def _request_bytes(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         return (
-            f"POST {self.prefix}{path} HTTP/1.1\r\n{self._fixed_head}{head}Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
+            f"POST {self.prefix}{path} HTTP/1.1\r\n{self._fixed_head}{head}Content-Length: {len(body)}\r\n\r\n".encode(
+                "latin-1"
+            )
             + body
         )
 
-    def _exchange(self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None) -> None:
+    def _exchange(
+        self, path: str, body: bytes, headers: dict[str, str], ex: Exchange, cancel_after: float | None
+    ) -> None:
         timeouts = self.timeouts
         request = self._request_bytes(path, body, headers)
         conn = self.conn
@@ -187,7 +226,7 @@ class StreamClient:
                 if conn is None:
                     try:  # within --timeout-connect (the socket's timeout, TLS handshake included)
                         conn = self.conn = Connection(self.host, self.port, self.context, timeouts.connect)
-                    except (socket.timeout, TimeoutError):
+                    except TimeoutError:
                         ex.error, ex.error_detail = "timeout", f"connect timeout {timeouts.connect:g}s"
                         return
                     except ssl.SSLError as e:  # the handshake: a certificate the policy refuses, or no TLS there
@@ -204,10 +243,13 @@ class StreamClient:
                     conn.sock.sendall(request)
                     status, head, rest, t_head = conn.read_head()
             except HeaderTimeout:
-                ex.error, ex.error_detail = "timeout", f"first token timeout {timeouts.first_token:g}s (no response headers)"
+                ex.error, ex.error_detail = (
+                    "timeout",
+                    f"first token timeout {timeouts.first_token:g}s (no response headers)",
+                )
                 self.close()
                 return
-            except (socket.timeout, TimeoutError) as e:
+            except TimeoutError as e:
                 ex.error, ex.error_detail = "timeout", f"waiting for response headers: {e}"
                 self.close()
                 return
@@ -226,7 +268,11 @@ class StreamClient:
                 if reused and attempt == 1 and stale:
                     ex.resent = True
                     continue
-                detail = "the connection closed before the response headers" if isinstance(e, Closed) else f"{type(e).__name__}: {e}"
+                detail = (
+                    "the connection closed before the response headers"
+                    if isinstance(e, Closed)
+                    else f"{type(e).__name__}: {e}"
+                )
                 ex.error, ex.error_detail = "connect_error", detail[:200]
                 return
             except OSError as e:  # refused, reset, unreachable, DNS
@@ -259,8 +305,18 @@ class StreamClient:
         limit = deadline if cancel_after is None else min(deadline, t_send + cancel_after)
         try:
             conn.left = self.max_body  # body bytes still allowed (--max-response-size)
-            conn.read_body(ex, framing, length, rest, t_head, limit, limit == deadline, cancel_after, timeouts,
-                           "event-stream" in ex.content_type.lower())
+            conn.read_body(
+                ex,
+                framing,
+                length,
+                rest,
+                t_head,
+                limit,
+                limit == deadline,
+                cancel_after,
+                timeouts,
+                "event-stream" in ex.content_type.lower(),
+            )
             if ex.error == "response_too_large":
                 ex.error_detail = f"the response passed --max-response-size ({self.max_body} bytes): cut there"
         finally:  # also when the run kills this greenlet mid-stream

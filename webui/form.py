@@ -44,9 +44,11 @@ def headings_style(extra_options: dict) -> str:
             continue
         box = f'form div:has(> div > input[name="{_dom_name(first)}"])'
         text = heading.replace("\\", "").replace('"', "")
-        rules.append(f'{box} {{ margin-top: 30px; position: relative; }}\n'
-                     f'{box}::before {{ content: "{text}"; position: absolute; top: -28px; left: 0; '
-                     f'font: 600 14px/1.2 Roboto, Helvetica, Arial, sans-serif; color: #15803d; letter-spacing: .2px; }}')  # fmt: skip
+        rules.append(
+            f"{box} {{ margin-top: 30px; position: relative; }}\n"
+            f'{box}::before {{ content: "{text}"; position: absolute; top: -28px; left: 0; '
+            f"font: 600 14px/1.2 Roboto, Helvetica, Arial, sans-serif; color: #15803d; letter-spacing: .2px; }}"
+        )
     return '<style id="llm-form-groups">\n' + "\n".join(rules) + "\n</style>"
 
 
@@ -72,7 +74,9 @@ def labels_script(extra_options: dict) -> str:
     the text node that starts with Locust's title gets the label instead (the help after it is
     kept), in the field's label and in the outline's legend that sizes its notch. Fields are
     rendered again whenever the form opens (NEW): a MutationObserver relabels them."""
-    names = {_dom_name(n): [_locust_title(n), field_label(n)] for n in extra_options if _locust_title(n) != field_label(n)}
+    names = {
+        _dom_name(n): [_locust_title(n), field_label(n)] for n in extra_options if _locust_title(n) != field_label(n)
+    }
     return """<script id="llm-form-labels">
 (function () {
   var LABELS = @LABELS@;
@@ -120,7 +124,10 @@ def install_form_order(web_ui) -> None:
     value of the last run started."""
     web_ui.app.json.sort_keys = False
     # the page's `template_args|tojson`: Jinja's filter sorts by its own policy
-    web_ui.app.jinja_env.policies["json.dumps_kwargs"] = {**web_ui.app.jinja_env.policies.get("json.dumps_kwargs", {}), "sort_keys": False}
+    web_ui.app.jinja_env.policies["json.dumps_kwargs"] = {
+        **web_ui.app.jinja_env.policies.get("json.dumps_kwargs", {}),
+        "sort_keys": False,
+    }
     rebuild = web_ui.update_template_args
 
     def update_template_args():

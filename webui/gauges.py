@@ -24,7 +24,7 @@ SERVER_GAUGES = {
 def _number(value) -> float | None:
     try:
         value = float(value() if callable(value) else value)
-    except Exception:  # noqa: BLE001 - a misbehaving provider must not break the view
+    except Exception:
         return None
     return value if math.isfinite(value) else None
 
@@ -36,8 +36,18 @@ def in_flight(env, run, users: int, snap: dict) -> dict:
     return {"value": value, "source": "counted" if value is not None else "unknown"}
 
 
-HEALTH_WORKER_KEYS = ("worker", "index", "bound", "contended", "reasons", "cpu_last", "cpu_p95", "loop_lag_p99_ms",
-                      "token_lag_p99_ms", "samples")  # fmt: skip
+HEALTH_WORKER_KEYS = (
+    "worker",
+    "index",
+    "bound",
+    "contended",
+    "reasons",
+    "cpu_last",
+    "cpu_p95",
+    "loop_lag_p99_ms",
+    "token_lag_p99_ms",
+    "samples",
+)
 
 
 def client_health(env) -> dict:
@@ -55,7 +65,7 @@ def client_health(env) -> dict:
     try:
         data = health.snapshot()
         data = json.loads(json.dumps(data, default=str))  # JSON-safe, and a copy
-    except Exception as e:  # noqa: BLE001 - a misbehaving monitor must not break the view
+    except Exception as e:
         return {"state": "unknown", "error": f"{type(e).__name__}: {e}"}
     if not isinstance(data, dict):
         return {"state": "unknown"}
@@ -73,15 +83,22 @@ def client_health(env) -> dict:
         state = "ok"
     else:
         state = "unknown"
-    out = {"state": state, "checks": checks, **{k: v for k, v in data.items() if k not in ("state", "workers", "recent")}}
+    out = {
+        "state": state,
+        "checks": checks,
+        **{k: v for k, v in data.items() if k not in ("state", "workers", "recent")},
+    }
     if workers is not None:
         out["workers"] = [{k: w.get(k) for k in HEALTH_WORKER_KEYS if k in w} for w in workers]
     return out
 
 
 # (label, the workers' key, the limits' key, unit) of the values the Client card shows
-HEALTH_CHECKS = (("CPU p95", "cpu_p95", "cpu_pct", "%"), ("loop lag p99", "loop_lag_p99_ms", "loop_lag_ms", "ms"),
-                 ("token lag p99", "token_lag_p99_ms", "token_lag_ms", "ms"))  # fmt: skip
+HEALTH_CHECKS = (
+    ("CPU p95", "cpu_p95", "cpu_pct", "%"),
+    ("loop lag p99", "loop_lag_p99_ms", "loop_lag_ms", "ms"),
+    ("token lag p99", "token_lag_p99_ms", "token_lag_ms", "ms"),
+)
 
 
 def health_checks(workers: list[dict], limits: dict) -> list[dict]:
@@ -131,10 +148,13 @@ def live_client(env) -> ClientBound | None:
     try:
         data = health.snapshot()
         workers = [w for w in data.get("workers") or [] if isinstance(w, dict)]
-        return ClientBound(bound=bool(data.get("bound")), advice=str(data.get("advice") or ""),
-                           inaccurate=any(w.get("inaccurate") or w.get("bound") for w in workers),
-                           stamp_suspect=int(data.get("stamp_suspect") or 0))  # fmt: skip
-    except Exception:  # noqa: BLE001 - a misbehaving monitor must not break the view
+        return ClientBound(
+            bound=bool(data.get("bound")),
+            advice=str(data.get("advice") or ""),
+            inaccurate=any(w.get("inaccurate") or w.get("bound") for w in workers),
+            stamp_suspect=int(data.get("stamp_suspect") or 0),
+        )
+    except Exception:
         return None
 
 

@@ -135,8 +135,9 @@ class LiveWindow:
 
     # -- output --------------------------------------------------------------------------------
 
-    def snapshot(self, end: float | None = None, rows=None, final: bool = False, flight: Flight | None = None,
-                 steps=None) -> dict:  # fmt: skip
+    def snapshot(
+        self, end: float | None = None, rows=None, final: bool = False, flight: Flight | None = None, steps=None
+    ) -> dict:
         """Statistics of every window ending at `end` (default now), and of the load steps.
 
         `rows`: what `take()` returned, when the caller runs this in a worker thread while the
@@ -158,10 +159,20 @@ class LiveWindow:
         ratios = ratios_of(m)
         if waiting:
             self.steps.fill(step_rows, flight, ratios, self.select)
-        out = {"end": end, "windows": {}, "totals": dict(self.totals), "steps": step_rows, "ratios": ratios,
-               "in_flight": {"streams": len(flight), "waiting_first_token": int(np.sum(~np.isfinite(flight.first))),
-                             "oldest_wait_s": float(end - np.min(flight.sent[~np.isfinite(flight.first)]))
-                             if np.any(~np.isfinite(flight.first)) else None}}  # fmt: skip
+        out = {
+            "end": end,
+            "windows": {},
+            "totals": dict(self.totals),
+            "steps": step_rows,
+            "ratios": ratios,
+            "in_flight": {
+                "streams": len(flight),
+                "waiting_first_token": int(np.sum(~np.isfinite(flight.first))),
+                "oldest_wait_s": float(end - np.min(flight.sent[~np.isfinite(flight.first)]))
+                if np.any(~np.isfinite(flight.first))
+                else None,
+            },
+        }
         classes = m.df["request_class"].to_numpy() if m is not None else np.empty(0, dtype=object)
         names = sorted(set(classes.tolist()) | set(flight.cls.tolist()))
         for seconds in self.windows:
@@ -215,5 +226,7 @@ def by_backend(m, ended: np.ndarray, start: float, end: float, flight, ratios: d
         return {}
     backends = m.df["backend"].to_numpy()
     none = np.zeros(len(flight), dtype=bool)
-    return {name: live_block(m, ended, start, end, mask, flight, none, ratios, objectives)
-            for name, mask in groups(backends, (ended >= start) & (ended <= end) & (backends != ""))}  # fmt: skip
+    return {
+        name: live_block(m, ended, start, end, mask, flight, none, ratios, objectives)
+        for name, mask in groups(backends, (ended >= start) & (ended <= end) & (backends != ""))
+    }

@@ -41,13 +41,15 @@ class Flight:
         has = np.isfinite(first) & (n > 0)
         span = np.where(has, last - first, 0.0)
         lo, hi = np.maximum(first, start), np.minimum(last, end)
-        share = np.where(span > 0, np.clip(hi - lo, 0.0, None) / np.where(span > 0, span, 1.0),
-                         ((first >= start) & (first <= end)).astype(float))  # fmt: skip
+        share = np.where(
+            span > 0,
+            np.clip(hi - lo, 0.0, None) / np.where(span > 0, span, 1.0),
+            ((first >= start) & (first <= end)).astype(float),
+        )
         return np.where(has, n * share, 0.0)
 
     def first_in(self, start: float, end: float) -> np.ndarray:
         return np.isfinite(self.first) & (self.first >= start) & (self.first <= end)
-
 
 
 def measure(table: pa.Table, objectives):
@@ -60,7 +62,9 @@ def measure(table: pa.Table, objectives):
     df = table.select(list(SCALAR_COLUMNS)).to_pandas()
     m = Measure(df, table.column("chunk_times").combine_chunks(), objectives)
     m.input_chars = table.column("input_chars").to_numpy(zero_copy_only=False).astype(float)
-    m.chunks = pc.list_value_length(table.column("chunk_times")).fill_null(0).to_numpy(zero_copy_only=False).astype(float)
+    m.chunks = (
+        pc.list_value_length(table.column("chunk_times")).fill_null(0).to_numpy(zero_copy_only=False).astype(float)
+    )
     return m, table.column("ended").to_numpy()
 
 
@@ -79,8 +83,9 @@ def ratios_of(m) -> dict:
     return {"tokens_per_event": per_event, "prompt_tokens_per_char": per_char}
 
 
-def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Flight, flight_group, ratios: dict,
-               objectives=()) -> dict:  # fmt: skip
+def live_block(
+    m, ended: np.ndarray, start: float, end: float, group, flight: Flight, flight_group, ratios: dict, objectives=()
+) -> dict:
     """One class's (or the overall) statistics over [start, end]: summary.json's block (`m`, a
     metrics.measure.Measure) of the records that ended in the window, with tokens counted where
     they arrived and TTFT where the first token came, the open streams included (module doc).
@@ -109,8 +114,16 @@ def live_block(m, ended: np.ndarray, start: float, end: float, group, flight: Fl
     return out
 
 
-def add_open_streams(block: dict, flight: Flight, start: float, end: float, ratios: dict, ttft_s: np.ndarray,
-                     select=None, method: str = "linear") -> None:  # fmt: skip
+def add_open_streams(
+    block: dict,
+    flight: Flight,
+    start: float,
+    end: float,
+    ratios: dict,
+    ttft_s: np.ndarray,
+    select=None,
+    method: str = "linear",
+) -> None:
     """Add to a block what the open streams (`select` of `flight`) delivered in [start, end]:
     output tokens that arrived, prompt tokens of first tokens that came; TTFT becomes the
     distribution of `ttft_s` (percentiles by `method`: a load level's are order statistics)."""
@@ -125,8 +138,12 @@ def add_open_streams(block: dict, flight: Flight, start: float, end: float, rati
     if seconds > 0:
         th["output_tokens_per_s"] = (th["output_tokens_per_s"] or 0.0) + out_tokens / seconds
         th["total_tokens_per_s"] = (th["total_tokens_per_s"] or 0.0) + (out_tokens + prompt_tokens) / seconds
-    block["open_streams"] = {"counted": int(np.sum(sel)), "first_token_in_window": int(np.sum(first_in)),
-                             "output_tokens": out_tokens, "prompt_tokens": prompt_tokens}  # fmt: skip
+    block["open_streams"] = {
+        "counted": int(np.sum(sel)),
+        "first_token_in_window": int(np.sum(first_in)),
+        "output_tokens": out_tokens,
+        "prompt_tokens": prompt_tokens,
+    }
 
 
 def empty_block(seconds: float, objectives=(), first_tokens: np.ndarray | None = None) -> dict:

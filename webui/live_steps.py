@@ -47,9 +47,20 @@ class LiveSteps:
             if level.first in self.final:
                 rows.append(self.final[level.first])
                 continue
-            row = {"step": level.first, "last": level.last, "users": level.users, "begin": level.begin,
-                   "start": level.start, "end": level.end, "cut": level.cut, "held": held(level.steps), "open": None,
-                   "block": None, "judged_on": None, "confidence": level.confidence}  # fmt: skip
+            row = {
+                "step": level.first,
+                "last": level.last,
+                "users": level.users,
+                "begin": level.begin,
+                "start": level.start,
+                "end": level.end,
+                "cut": level.cut,
+                "held": held(level.steps),
+                "open": None,
+                "block": None,
+                "judged_on": None,
+                "confidence": level.confidence,
+            }
             if plan.search is not None:
                 row["held"] = search_text(plan.search, len(rows))
             if end < level.end and not final:
@@ -83,8 +94,9 @@ class LiveSteps:
                 block, rec_ttft = empty_block(end - start, self.objectives), np.empty(0)
             if r["status"] == "pending":  # what the open streams delivered in the step's window so far
                 sent_in = (flight.sent >= start) & (flight.sent <= end) & np.isfinite(flight.ttft)
-                add_open_streams(block, flight, start, end, ratios, np.concatenate([rec_ttft, flight.ttft[sent_in]]),
-                                 method=ORDER)
+                add_open_streams(
+                    block, flight, start, end, ratios, np.concatenate([rec_ttft, flight.ttft[sent_in]]), method=ORDER
+                )
                 block["verdict"] = None  # judged once its set is complete
             r["block"] = block
             if block.get("verdict"):
@@ -103,9 +115,13 @@ def search_text(search: dict, k: int) -> str:
         return ""
     e = ended[k]
     looks = f"{e['looks']} look{'s' if e['looks'] != 1 else ''}"
-    why = {"decided": f"decided in {e['seconds']:g}s ({looks})", "short": "passed: too few values for its longest hold",
-           "passed": "passed: far under the threshold", "held": f"held {e['seconds']:g}s, undecided",
-           "time": "ended by -t"}[e["ended"]]  # fmt: skip
+    why = {
+        "decided": f"decided in {e['seconds']:g}s ({looks})",
+        "short": "passed: too few values for its longest hold",
+        "passed": "passed: far under the threshold",
+        "held": f"held {e['seconds']:g}s, undecided",
+        "time": "ended by -t",
+    }[e["ended"]]
     b = bracket([Tried(x["users"], x["state"], x["margin"]) for x in ended[: k + 1]])
     if b.lo is not None and b.hi is not None:
         why += f"; bracket {b.lo}..{b.hi} users ({b.width / b.lo:.0%})"
@@ -120,15 +136,26 @@ def live_diagnosis(step_rows, objectives, server, client) -> dict | None:
     same diagnosis (metrics/diagnosis.py) from the server's metrics scraped so far (`server`, a
     frame; None without --server-metrics) and the client's self-health (`client`, a ClientBound).
     None while no level has missed: no knee yet."""
+    from metrics.capacity import capacity
     from metrics.diagnosis import diagnose_levels
     from metrics.schema.figures import Step
-    from metrics.capacity import capacity
 
     final = [r for r in step_rows or () if r["status"] == "final" and r.get("block")]
     if not final or not objectives:
         return None
-    steps = [Step.model_validate({**r["block"], "step": r["step"], "users": r["users"], "steps": r["last"] - r["step"] + 1,
-                                  "window": {"start": r["start"], "end": r["end"]}, "cut": r["cut"]}) for r in final]  # fmt: skip
+    steps = [
+        Step.model_validate(
+            {
+                **r["block"],
+                "step": r["step"],
+                "users": r["users"],
+                "steps": r["last"] - r["step"] + 1,
+                "window": {"start": r["start"], "end": r["end"]},
+                "cut": r["cut"],
+            }
+        )
+        for r in final
+    ]
     cap = capacity(steps, objectives)
     if cap.next_failing_users is None:
         return None

@@ -29,7 +29,9 @@ log = logging.getLogger("llm.webui")
 
 # `u=i.state===CT.SPAWNING||i.state==CT.RUNNING` in Locust 2.47's minified script (names vary)
 _NAME = r"[A-Za-z_$][\w$]*"
-POLLING = re.compile(rf"(?P<var>{_NAME})=(?P<s>{_NAME})\.state===(?P<st>{_NAME})\.SPAWNING\|\|(?P=s)\.state==(?P=st)\.RUNNING")
+POLLING = re.compile(
+    rf"(?P<var>{_NAME})=(?P<s>{_NAME})\.state===(?P<st>{_NAME})\.SPAWNING\|\|(?P=s)\.state==(?P=st)\.RUNNING"
+)
 
 
 def widened(script: str) -> str | None:
@@ -62,8 +64,10 @@ def install_polling_fix(web_ui) -> None:
                 if "shouldRunInterval" in text:  # the page's main script
                     new = widened(text)
                     if new is None:
-                        log.warning("Locust's page script is not the one the suite knows: after STOP its badge may stay on "
-                                    "CLEANUP or STOPPING until the page is reloaded (the LLM view at /llm follows the run)")  # fmt: skip
+                        log.warning(
+                            "Locust's page script is not the one the suite knows: after STOP its badge may stay on "
+                            "CLEANUP or STOPPING until the page is reloaded (the LLM view at /llm follows the run)"
+                        )
                     else:
                         body = new.encode("utf-8")
                         served[path] = (body, hashlib.sha256(body).hexdigest()[:32])

@@ -10,13 +10,14 @@ headless runs do nothing here.
 
 from __future__ import annotations
 
+from plugin.progress import LIVE_VIEW
 from plugin.state import Plugin, state_of
 from webui.form import install_form_order
 from webui.page_state import install_polling_fix
-from plugin.progress import LIVE_VIEW
 from webui.routes import install
 from webui.start_check import install_start_check
 from webui.view import LiveView
+
 
 class WebUI(Plugin):
     """The LLM view and the start form's check, on the process that serves the web UI."""

@@ -27,25 +27,43 @@ import re
 
 from flask import Blueprint, Response, abort, jsonify, redirect, request, send_file, url_for
 
+from runfolder.layout import REPORT_HTML, REPORT_MD, RUN, SUMMARY
 from webui.form import SIGNED_FIELDS_SCRIPT, headings_style, labels_script
 from webui.view import KEEP_SNAPSHOTS, LiveView
-from runfolder.layout import REPORT_HTML, REPORT_MD, RUN, SUMMARY
 
 log = logging.getLogger("llm.webui")
 
-REPORT_FILES = {REPORT_HTML: "text/html", REPORT_MD: "text/markdown", SUMMARY: "application/json", RUN: "application/json"}
+REPORT_FILES = {
+    REPORT_HTML: "text/html",
+    REPORT_MD: "text/markdown",
+    SUMMARY: "application/json",
+    RUN: "application/json",
+}
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm.html")
 
 # The LLM tab in Locust's own page (key, title): one row per class and one "All" row.
 TAB_KEY = "llm"
 TAB_COLUMNS = [
-    ("name", "Class"), ("ended", "Requests"), ("failed", "Failed"), ("users", "Users"), ("in_flight", "In flight"),
-    ("ttft_p50", "TTFT P50 ms"), ("ttft_p95", "TTFT P95 ms"), ("ttft_p99", "TTFT P99 ms"), ("tpot_p50", "TPOT P50 ms"),
-    ("tpot_p95", "TPOT P95 ms"), ("itl_p50", "ITL P50 ms"), ("e2e_p95", "E2E P95 ms"), ("req_s", "Req/s"),
-    ("out_tok_s", "Out tok/s"), ("total_tok_s", "Total tok/s"), ("good_pct", "Good %"), ("errors", "Errors"),
+    ("name", "Class"),
+    ("ended", "Requests"),
+    ("failed", "Failed"),
+    ("users", "Users"),
+    ("in_flight", "In flight"),
+    ("ttft_p50", "TTFT P50 ms"),
+    ("ttft_p95", "TTFT P95 ms"),
+    ("ttft_p99", "TTFT P99 ms"),
+    ("tpot_p50", "TPOT P50 ms"),
+    ("tpot_p95", "TPOT P95 ms"),
+    ("itl_p50", "ITL P50 ms"),
+    ("e2e_p95", "E2E P95 ms"),
+    ("req_s", "Req/s"),
+    ("out_tok_s", "Out tok/s"),
+    ("total_tok_s", "Total tok/s"),
+    ("good_pct", "Good %"),
+    ("errors", "Errors"),
     ("updated", "Window end (#)"),
-]  # fmt: skip
+]
 
 
 def install(environment, web_ui) -> LiveView:
@@ -94,8 +112,10 @@ def install(environment, web_ui) -> LiveView:
 
     args = web_ui.template_args
     args["extended_tabs"] = [*(args.get("extended_tabs") or []), {"title": "LLM", "key": TAB_KEY}]
-    args["extended_tables"] = [*(args.get("extended_tables") or []),
-                               {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in TAB_COLUMNS]}]  # fmt: skip
+    args["extended_tables"] = [
+        *(args.get("extended_tables") or []),
+        {"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in TAB_COLUMNS]},
+    ]
     args["extended_csv_files"] = [
         *(args.get("extended_csv_files") or []),
         {"href": "./llm", "title": "LLM view: live TTFT, tokens/s and goodput charts"},
@@ -111,7 +131,7 @@ def install(environment, web_ui) -> LiveView:
                 extended = [e for e in (data.get("extended_stats") or []) if e.get("key") != TAB_KEY]
                 data["extended_stats"] = [*extended, {"key": TAB_KEY, "data": view.tab_rows()}]
                 response.set_data(json.dumps(data))
-            except Exception:  # noqa: BLE001 - Locust's own statistics must still arrive
+            except Exception:
                 log.exception("LLM view: could not add the LLM tab's rows")
         elif endpoint == "locust.index" and response.mimetype == "text/html" and response.status_code == 200:
             html = response.get_data(as_text=True)

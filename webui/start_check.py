@@ -21,9 +21,9 @@ from locust.util.timespan import parse_timespan
 
 from core.errors import InputError
 from plugin.embedded import EmbeddedSimulator, scrape_when_target
-from plugin.run import check_target, choose_shape, prepare_run
 from plugin.options import DECLARED, Options
 from plugin.plan import RunPlan, check_users
+from plugin.run import check_target, choose_shape, prepare_run
 from simulator.profiles import load_profile
 
 log = logging.getLogger("llm.webui")
@@ -39,8 +39,11 @@ def check_start(environment, form) -> RunPlan:
         run_time_s = (parse_timespan(run_time) if run_time else None) if run_time is not None else opts.run_time
     except ValueError:
         run_time_s = opts.run_time  # Locust's own check answers this one
-    plan = RunPlan.from_parsed(Options.parse(argparse.Namespace(**values)), float(run_time_s) if run_time_s else None,
-                               distributed=bool(getattr(opts, "master", False)))  # fmt: skip
+    plan = RunPlan.from_parsed(
+        Options.parse(argparse.Namespace(**values)),
+        float(run_time_s) if run_time_s else None,
+        distributed=bool(getattr(opts, "master", False)),
+    )
     check_users(plan, form.get("user_count", opts.num_users), form.get("spawn_rate", opts.spawn_rate))
     inputs = prepare_run(plan)
     host = str(form.get("host") or environment.host or "").replace("<", "").replace(">", "").rstrip("/")
@@ -57,7 +60,9 @@ def check_start(environment, form) -> RunPlan:
             state.simulator = EmbeddedSimulator(plan.sim_profile, port=sim.port)
         except RuntimeError as e:
             state.simulator = EmbeddedSimulator(sim.profile, port=sim.port)  # keep a target up
-            raise InputError(f"--sim-profile: the built-in simulator did not start with '{plan.sim_profile}': {e}") from None
+            raise InputError(
+                f"--sim-profile: the built-in simulator did not start with '{plan.sim_profile}': {e}"
+            ) from None
     plan = check_target(environment, scrape_when_target(plan, state.simulator, host), host)
     state.plan, state.inputs = plan, inputs
     state.form_argv = form_settings(form, opts, host)  # run.json's argv: what ran, not this process's command line

@@ -24,14 +24,14 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from metrics.schema import Summary
 from metrics.verdict import held, judged_on
-from reports.rows import setup_rows
 from plugin.progress import OpenStreams
 from plugin.state import state_of
+from reports.rows import setup_rows
+from runfolder.layout import REPORT_HTML, SUMMARY
 from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, live_client, server_frame, server_gauges
 from webui.live import DEFAULT_WINDOW, WINDOWS, LiveWindow, window_key
 from webui.live_blocks import Flight
 from webui.live_steps import live_diagnosis
-from runfolder.layout import REPORT_HTML, SUMMARY
 
 log = logging.getLogger("llm.webui")
 
@@ -49,9 +49,9 @@ class LiveView:
         self.environment = environment
         self.run = None
         self.window: LiveWindow | None = None
-        self.runs: "OrderedDict[str, str]" = OrderedDict()  # run_id -> results folder, runs of this process
+        self.runs: OrderedDict[str, str] = OrderedDict()  # run_id -> results folder, runs of this process
         self.finished: set[str] = set()
-        self.snapshots: "OrderedDict[int, dict]" = OrderedDict()
+        self.snapshots: OrderedDict[int, dict] = OrderedDict()
         self.seq = 0
         self.latest: dict | None = None
         self.reports: dict[str, float] = {}  # worker client id -> time its latest report arrived
@@ -104,7 +104,7 @@ class LiveView:
             started = time.monotonic()
             try:
                 self.sample()
-            except Exception:  # noqa: BLE001 - the view must never break a run
+            except Exception:
                 if not self._failed_once:
                     self._failed_once = True
                     log.exception("LLM view: computing the live statistics failed (logged once); the run goes on")
@@ -159,8 +159,14 @@ class LiveView:
             snap["lag_s"] = max(0.0, now - snap["end"])
             snap["final"] = final
             server = {f"server_{k}": v for k, v in (snap["server"] or {}).items() if k in SERVER_GAUGES}
-            window.add_point(snap, seq=self.seq, users=snap["users"], in_flight=snap["in_flight"]["value"],
-                             waiting=snap["in_flight"].get("waiting_first_token"), **server)  # fmt: skip
+            window.add_point(
+                snap,
+                seq=self.seq,
+                users=snap["users"],
+                in_flight=snap["in_flight"]["value"],
+                waiting=snap["in_flight"].get("waiting_first_token"),
+                **server,
+            )
             if snap.get("steps"):
                 self.step_rows = snap["steps"]
             self.latest = snap
@@ -215,15 +221,22 @@ class LiveView:
             "slo": [o.text for o in run.plan.slo],
             "plan": run.plan.summary_line(),
             # the load and the target, as the report states them first (summary.json setup)
-            "setup": live_setup_rows(run.summary_extra["setup"], run, time.time()) if run.summary_extra.get("setup") else [],
+            "setup": live_setup_rows(run.summary_extra["setup"], run, time.time())
+            if run.summary_extra.get("setup")
+            else [],
             "load": run.plan.load.kind,
-            "report": "ready" if os.path.exists(report) else ("building" if getattr(run, "finished", False) else "after the run"),
+            "report": "ready"
+            if os.path.exists(report)
+            else ("building" if getattr(run, "finished", False) else "after the run"),
             "report_url": url_for("llm.report", run_id=run.run_id) if os.path.exists(report) else None,
             "summary_url": url_for("llm.report_file", run_id=run.run_id, name=SUMMARY)
-            if os.path.exists(os.path.join(path, SUMMARY)) else None,
-        }  # fmt: skip
+            if os.path.exists(os.path.join(path, SUMMARY))
+            else None,
+        }
 
-    def stats(self, since: int = 0, history: bool = True, seq: int | None = None, window: str | None = None) -> dict | None:
+    def stats(
+        self, since: int = 0, history: bool = True, seq: int | None = None, window: str | None = None
+    ) -> dict | None:
         """The view's data for one window length (`window`, seconds as text; the default when
         absent or unknown); None when snapshot `seq` is no longer kept."""
         key = window if window in WINDOW_KEYS else window_key(DEFAULT_WINDOW)
@@ -235,22 +248,39 @@ class LiveView:
             snap = self.latest
         runner = self.environment.runner
         out = {
-            "seq": 0, "generated_at": None, "lag_s": None, "final": False, "window": None, "overall": None, "by_class": {}, "by_backend": {},
-            "totals": None, "users": None, "workers": None, "in_flight": None, "steps": None, "ratios": None,
-            "health": client_health(self.environment), "server": None, "diagnosis": None,
-        }  # fmt: skip
+            "seq": 0,
+            "generated_at": None,
+            "lag_s": None,
+            "final": False,
+            "window": None,
+            "overall": None,
+            "by_class": {},
+            "by_backend": {},
+            "totals": None,
+            "users": None,
+            "workers": None,
+            "in_flight": None,
+            "steps": None,
+            "ratios": None,
+            "health": client_health(self.environment),
+            "server": None,
+            "diagnosis": None,
+        }
         if snap is not None:
             out.update({k: v for k, v in snap.items() if k not in ("windows", "end")})
             out.update(snap["windows"][key])
-        out.update({
-            "state": runner.state if runner is not None else "missing",
-            "window_s": float(key),
-            "windows": [float(k) for k in WINDOW_KEYS],
-            "run": self.run_info(),
-            "markers": self.step_markers() or list(self.markers),
-            "summary": summary_view(self.summary) if self.summary is not None and self.run is not None
-            and self.run.run_id in self.finished else None,
-        })  # fmt: skip
+        out.update(
+            {
+                "state": runner.state if runner is not None else "missing",
+                "window_s": float(key),
+                "windows": [float(k) for k in WINDOW_KEYS],
+                "run": self.run_info(),
+                "markers": self.step_markers() or list(self.markers),
+                "summary": summary_view(self.summary)
+                if self.summary is not None and self.run is not None and self.run.run_id in self.finished
+                else None,
+            }
+        )
         if history:
             points = list(self.window.history) if self.window is not None else []
             out["history"] = [_flat_point(p, key) for p in points if p.get("seq", 0) > since]
@@ -268,7 +298,11 @@ class LiveView:
         if summary is not None:
             stamp = f"run summary ({self.run.run_id})"
             rows = [_tab_row(name, b.model_dump(mode="json"), "", sent="sent") for name, b in summary.by_class.items()]
-            rows.append(_tab_row("All", summary.overall.model_dump(mode="json"), stamp, sent="sent", users=snap and snap["users"]))
+            rows.append(
+                _tab_row(
+                    "All", summary.overall.model_dump(mode="json"), stamp, sent="sent", users=snap and snap["users"]
+                )
+            )
             return rows
         if not snap:
             return []
@@ -287,8 +321,22 @@ def _flat_point(p: dict, key: str) -> dict:
     return out
 
 
-SUMMARY_KEYS = ("window", "records", "overall", "by_class", "by_backend", "backends", "by_step", "slo", "capacity", "concurrency", "open_loop",
-                "client_bound", "complete", "diagnosis")  # fmt: skip
+SUMMARY_KEYS = (
+    "window",
+    "records",
+    "overall",
+    "by_class",
+    "by_backend",
+    "backends",
+    "by_step",
+    "slo",
+    "capacity",
+    "concurrency",
+    "open_loop",
+    "client_bound",
+    "complete",
+    "diagnosis",
+)
 
 
 def summary_view(summary: Summary) -> dict:

@@ -9,20 +9,43 @@ and the seeded request sampler.
 Every mistake in a spec or a template library raises `core.errors.InputError` (one line).
 """
 
+from .distributions import Distribution, SecondsDistribution
 from .library import Library, Template, load_library
 from .request import Request, derive_seed
 from .sampler import Sampler
 from .session import Conversation
-from .distributions import Distribution, SecondsDistribution
 from .spec import ClassSpec, WorkloadSpec, load_spec
-from .spec_file import (DEFAULT_SPEC_PATH, DEFAULT_TEMPLATES_PATH, SessionSpec, SharedPrefixSpec, SystemPromptSpec,
-                        TemplateFilter, WorkloadFile)
+from .spec_file import (
+    DEFAULT_SPEC_PATH,
+    DEFAULT_TEMPLATES_PATH,
+    SessionSpec,
+    SharedPrefixSpec,
+    SystemPromptSpec,
+    TemplateFilter,
+    WorkloadFile,
+)
 
 __all__ = [
-    "WorkloadSpec", "WorkloadFile", "ClassSpec", "Distribution", "SecondsDistribution", "SystemPromptSpec",
-    "TemplateFilter", "Library", "Template", "Request", "Sampler", "load_spec",
-    "load_library", "derive_seed", "class_weights", "DEFAULT_SPEC_PATH",
-    "DEFAULT_TEMPLATES_PATH", "Conversation", "SessionSpec", "SharedPrefixSpec",
+    "WorkloadSpec",
+    "WorkloadFile",
+    "ClassSpec",
+    "Distribution",
+    "SecondsDistribution",
+    "SystemPromptSpec",
+    "TemplateFilter",
+    "Library",
+    "Template",
+    "Request",
+    "Sampler",
+    "load_spec",
+    "load_library",
+    "derive_seed",
+    "class_weights",
+    "DEFAULT_SPEC_PATH",
+    "DEFAULT_TEMPLATES_PATH",
+    "Conversation",
+    "SessionSpec",
+    "SharedPrefixSpec",
 ]
 
 

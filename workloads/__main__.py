@@ -13,7 +13,7 @@ import argparse
 import sys
 import time
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from core.errors import InputError
 
@@ -75,8 +75,10 @@ def check_run(args: argparse.Namespace) -> int:
     for r in reqs:
         by_cls.setdefault(r.request_class, []).append(r)
     out(f"samples   {n} drawn (seed {args.seed}) in {dt * 1000:.0f} ms, {n / dt:,.0f}/s")
-    out(f"  {'class':<10}{'share':>7}{'target':>7}{'system':>8}  {'input chars p0/p50/p90/p99/p100':<34}"
-        f"{'max_tokens p0/p50/p90/p99/p100'}")
+    out(
+        f"  {'class':<10}{'share':>7}{'target':>7}{'system':>8}  {'input chars p0/p50/p90/p99/p100':<34}"
+        f"{'max_tokens p0/p50/p90/p99/p100'}"
+    )
     for name, c in spec.classes.items():
         rs = by_cls.get(name, [])
         share = len(rs) / n
@@ -84,9 +86,13 @@ def check_run(args: argparse.Namespace) -> int:
         ic = "/".join(str(x) for x in _percentiles([r.input_chars for r in rs]))
         mt = "/".join(str(x) for x in _percentiles([r.max_tokens for r in rs]))
         out(f"  {name:<10}{share:>7.1%}{c.weight:>7.0%}{sys_share:>8.1%}  {ic:<34}{mt}")
-    outside = sum(1 for r in reqs
-                  if not spec.classes[r.request_class].input_chars.min <= r.input_chars
-                  <= spec.classes[r.request_class].input_chars.max)
+    outside = sum(
+        1
+        for r in reqs
+        if not spec.classes[r.request_class].input_chars.min
+        <= r.input_chars
+        <= spec.classes[r.request_class].input_chars.max
+    )
     langs = Counter()
     for r in reqs:
         langs["zh" if any("\u4e00" <= ch <= "\u9fff" for ch in r.user[-40:]) else "other"] += 1

@@ -34,20 +34,33 @@ from core.validation import FieldError, Fix
 
 # Sample tools, as an agent framework would declare them (OpenAI function-tool objects).
 TOOLS = tuple(
-    {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": {p: {"type": "string", "description": d} for p, d in params},
-        "required": [params[0][0]]}}}
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {p: {"type": "string", "description": d} for p, d in params},
+                "required": [params[0][0]],
+            },
+        },
+    }
     for name, description, params in (
         ("get_weather", "Current weather for a city.", (("city", "City name"), ("unit", "celsius or fahrenheit"))),
         ("search_docs", "Search the knowledge base and return the best passages.", (("query", "Search terms"),)),
         ("get_order", "Look up an order by its id.", (("order_id", "The order id"),)),
         ("get_time", "Current local time in a time zone.", (("tz", "IANA time zone, e.g. Europe/Paris"),)),
         ("send_email", "Send an e-mail.", (("to", "Recipient address"), ("subject", "Subject line"), ("body", "Text"))),
-        ("convert_currency", "Convert an amount between currencies.", (("amount", "Amount"), ("from", "ISO code"), ("to", "ISO code"))),
+        (
+            "convert_currency",
+            "Convert an amount between currencies.",
+            (("amount", "Amount"), ("from", "ISO code"), ("to", "ISO code")),
+        ),
         ("create_ticket", "Open a support ticket.", (("title", "Short title"), ("details", "Description"))),
         ("run_sql", "Run a read-only SQL query.", (("sql", "The query"),)),
     )
-)  # fmt: skip
+)
 
 IMAGE_VARIANTS = 4  # distinct generated images per size: requests do not all carry the same bytes
 
@@ -58,14 +71,23 @@ class _Model(BaseModel):
 
 def _definition(v: Any) -> Any:
     fn = v.get("function") if isinstance(v, dict) else None
-    if not isinstance(fn, dict) or v.get("type", "function") != "function" or not isinstance(fn.get("name"), str) or not fn["name"]:
-        raise FieldError("a tool must be {type: function, function: {name: ..., parameters: {...}}}",
-                         "write each tool as the OpenAI API takes it")
+    if (
+        not isinstance(fn, dict)
+        or v.get("type", "function") != "function"
+        or not isinstance(fn.get("name"), str)
+        or not fn["name"]
+    ):
+        raise FieldError(
+            "a tool must be {type: function, function: {name: ..., parameters: {...}}}",
+            "write each tool as the OpenAI API takes it",
+        )
     return {"type": "function", **v}
 
 
 class ToolsSpec(_Model):
-    count: Annotated[int | None, Field(strict=True, ge=1, le=len(TOOLS)), Fix(f"give 1 to {len(TOOLS)} built-in tools")] = None
+    count: Annotated[
+        int | None, Field(strict=True, ge=1, le=len(TOOLS)), Fix(f"give 1 to {len(TOOLS)} built-in tools")
+    ] = None
     definitions: Annotated[tuple[dict, ...] | None, Fix("give a list of OpenAI tool objects")] = None
     choice: Annotated[str, Fix("give auto, required, none or a function name")] = "auto"
     parallel: Annotated[bool, Field(strict=True), Fix("write true or false")] = True
@@ -85,8 +107,11 @@ class ToolsSpec(_Model):
             raise FieldError("give either count (built-in tools) or definitions", "write tools: {count: 3}", at="count")
         names = [d["function"]["name"] for d in self.tools()]
         if self.choice not in ("auto", "required", "none") and self.choice not in names:
-            raise FieldError(f"choice {self.choice!r} is not auto, required, none or one of the tools ({', '.join(names)})",
-                             "name one of the class's tools", at="choice")
+            raise FieldError(
+                f"choice {self.choice!r} is not auto, required, none or one of the tools ({', '.join(names)})",
+                "name one of the class's tools",
+                at="choice",
+            )
         return self
 
     def tools(self) -> tuple[dict, ...]:

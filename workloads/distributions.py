@@ -5,7 +5,7 @@ strict number types they hold."""
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Generic, Literal, TypeVar, Union
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -87,10 +87,13 @@ class Normal(_Dist, Generic[V]):
     def _check(self):
         _ordered(self)
         if self.stddev <= 0:
-            raise FieldError(f"stddev {self.stddev:g} must be > 0", "use a positive stddev, or dist: fixed", at="stddev")
+            raise FieldError(
+                f"stddev {self.stddev:g} must be > 0", "use a positive stddev, or dist: fixed", at="stddev"
+            )
         if not self.min <= self.mean <= self.max:
-            raise FieldError(f"mean {self.mean:g} is outside [{self.min}, {self.max}]",
-                             "move mean inside min..max", at="mean")
+            raise FieldError(
+                f"mean {self.mean:g} is outside [{self.min}, {self.max}]", "move mean inside min..max", at="mean"
+            )
         return self
 
     def describe(self) -> str:
@@ -110,8 +113,11 @@ class LogNormal(_Dist, Generic[V]):
         if self.sigma <= 0:
             raise FieldError(f"sigma {self.sigma:g} must be > 0", "use a positive sigma, or dist: fixed", at="sigma")
         if not self.min <= self.median <= self.max or self.median <= 0:
-            raise FieldError(f"median {self.median:g} is outside [{self.min}, {self.max}] or not > 0",
-                             "move median inside min..max", at="median")
+            raise FieldError(
+                f"median {self.median:g} is outside [{self.min}, {self.max}] or not > 0",
+                "move median inside min..max",
+                at="median",
+            )
         return self
 
     def describe(self) -> str:
@@ -137,8 +143,9 @@ class Fixed(_Dist, Generic[V]):
     def _check(self):
         _ordered(self)
         if not self.min <= self.value <= self.max:
-            raise FieldError(f"value {self.value} is outside [{self.min}, {self.max}]",
-                             "move value inside min..max", at="value")
+            raise FieldError(
+                f"value {self.value} is outside [{self.min}, {self.max}]", "move value inside min..max", at="value"
+            )
         return self
 
     def describe(self) -> str:
@@ -164,8 +171,11 @@ class Empirical(_Dist, Generic[V]):
         if values is None:
             return {"min": 1, "max": EMPIRICAL_MAX, **data}
         if not isinstance(values, list) or not values:
-            raise FieldError("expected a non-empty list of values",
-                             "write values: [12, 40, 40, 95, ...] (the observed values)", at="values")
+            raise FieldError(
+                "expected a non-empty list of values",
+                "write values: [12, 40, 40, 95, ...] (the observed values)",
+                at="values",
+            )
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             values = sorted(values)
             data = {"min": values[0], "max": values[-1], **data, "values": values}
@@ -177,8 +187,11 @@ class Empirical(_Dist, Generic[V]):
         v = self.values
         if v is not None and (v[0] < self.min or v[-1] > self.max):
             bad = v[0] if v[0] < self.min else v[-1]
-            raise FieldError(f"value {bad} is outside [{self.min}, {self.max}]",
-                             "drop min/max (they default to the values' range) or fix the values", at="values")
+            raise FieldError(
+                f"value {bad} is outside [{self.min}, {self.max}]",
+                "drop min/max (they default to the values' range) or fix the values",
+                at="values",
+            )
         return self
 
     def describe(self) -> str:
@@ -198,10 +211,16 @@ def _shorthand(raw: Any) -> Any:
 
 
 # whole numbers >= 1 (characters, tokens, turns), and seconds >= 0 (think times)
-Distribution = Annotated[Union[Uniform[Length], Normal[Length], LogNormal[Length], Fixed[Length], Empirical[Length]],
-                         Field(discriminator="dist"), BeforeValidator(_shorthand)]
-SecondsDistribution = Annotated[Union[Uniform[Seconds], Normal[Seconds], LogNormal[Seconds], Fixed[Seconds],
-                                      Empirical[Seconds]], Field(discriminator="dist"), BeforeValidator(_shorthand)]
+Distribution = Annotated[
+    Uniform[Length] | Normal[Length] | LogNormal[Length] | Fixed[Length] | Empirical[Length],
+    Field(discriminator="dist"),
+    BeforeValidator(_shorthand),
+]
+SecondsDistribution = Annotated[
+    Uniform[Seconds] | Normal[Seconds] | LogNormal[Seconds] | Fixed[Seconds] | Empirical[Seconds],
+    Field(discriminator="dist"),
+    BeforeValidator(_shorthand),
+]
 
 
 def _needs_values(d: Any, at: str, fix: str) -> None:

@@ -60,8 +60,11 @@ class Template:
     @property
     def input_chars(self) -> int:
         """The whole input this template makes as a prompt: system + history + text (+ after)."""
-        return (len(self.system) if self.system else 0) + sum(_chars(m) for m in (*self.history, *self.after)) \
+        return (
+            (len(self.system) if self.system else 0)
+            + sum(_chars(m) for m in (*self.history, *self.after))
             + len(self.text)
+        )
 
 
 def _chars(m) -> int:
@@ -82,12 +85,24 @@ def _message(m):
     if m.get("role") == "tool" and isinstance(m.get("tool_call_id"), str) and isinstance(m.get("content"), str):
         return {"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]}
     calls = m.get("tool_calls")
-    if m.get("role") == "assistant" and isinstance(calls, list) and calls and all(
-            isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)
-            and isinstance(c["function"].get("name"), str) and isinstance(c["function"].get("arguments"), str)
-            for c in calls):
-        return {"role": "assistant", "content": m.get("content") if isinstance(m.get("content"), str) else None,
-                "tool_calls": calls}
+    if (
+        m.get("role") == "assistant"
+        and isinstance(calls, list)
+        and calls
+        and all(
+            isinstance(c, dict)
+            and isinstance(c.get("id"), str)
+            and isinstance(c.get("function"), dict)
+            and isinstance(c["function"].get("name"), str)
+            and isinstance(c["function"].get("arguments"), str)
+            for c in calls
+        )
+    ):
+        return {
+            "role": "assistant",
+            "content": m.get("content") if isinstance(m.get("content"), str) else None,
+            "tool_calls": calls,
+        }
     return None
 
 
@@ -108,8 +123,12 @@ class Library:
     def counts(self) -> dict:
         """Counts by kind, by kind and language, by kind and domain."""
         out: dict = {"total": 0, "by_kind": {}, "by_lang": {}, "by_domain": {}}
-        for kind, items in (("question", self.questions), ("context", self.contexts),
-                            ("system", self.systems), ("prompt", self.prompts)):
+        for kind, items in (
+            ("question", self.questions),
+            ("context", self.contexts),
+            ("system", self.systems),
+            ("prompt", self.prompts),
+        ):
             out["by_kind"][kind] = len(items)
             out["by_lang"][kind] = dict(sorted(Counter(t.lang for t in items).items()))
             out["by_domain"][kind] = dict(sorted(Counter(t.domain for t in items).items()))
@@ -122,7 +141,9 @@ class Library:
         return [t for t, n in c.items() if n > 1]
 
 
-def load_library(path: str, *, origin: str | None = None, field_name: str = "templates", data: bytes | None = None) -> Library:
+def load_library(
+    path: str, *, origin: str | None = None, field_name: str = "templates", data: bytes | None = None
+) -> Library:
     """Read and validate a JSONL template library.
 
     ``origin`` is the file named first in error messages (the spec file that
@@ -136,8 +157,7 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
 
     if data is None:
         if not os.path.exists(path):
-            raise fail(f"template file {path} not found",
-                       "fix the path; it is relative to the spec file")
+            raise fail(f"template file {path} not found", "fix the path; it is relative to the spec file")
         if os.path.isdir(path):
             raise fail(f"template file {path} is a directory", "point to a .jsonl file")
         with open(path, "rb") as fh:
@@ -145,8 +165,7 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise fail(f"{path} is not UTF-8 ({exc.reason} at byte {exc.start})",
-                   "save the file as UTF-8") from None
+        raise fail(f"{path} is not UTF-8 ({exc.reason} at byte {exc.start})", "save the file as UTF-8") from None
     if text.startswith("\ufeff"):
         text = text[1:]
 
@@ -160,23 +179,23 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise fail(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})",
-                       "write one JSON object per line") from None
+            raise fail(
+                f"{where}: malformed JSON ({exc.msg} at column {exc.colno})", "write one JSON object per line"
+            ) from None
         if not isinstance(obj, dict):
-            raise fail(f"{where}: expected a JSON object, got {type(obj).__name__}",
-                       'write {"kind": ..., "domain": ..., "lang": ..., "text": ...}')
+            raise fail(
+                f"{where}: expected a JSON object, got {type(obj).__name__}",
+                'write {"kind": ..., "domain": ..., "lang": ..., "text": ...}',
+            )
         allowed = REQUIRED_KEYS + OPTIONAL_KEYS + (PROMPT_KEYS if obj.get("kind") == "prompt" else ())
         unknown = sorted(set(obj) - set(allowed))
         if unknown:
-            raise fail(f"{where}: unknown key {unknown[0]!r}",
-                       f"allowed keys: {', '.join(allowed)}")
+            raise fail(f"{where}: unknown key {unknown[0]!r}", f"allowed keys: {', '.join(allowed)}")
         for key in REQUIRED_KEYS:
             if key not in obj:
-                raise fail(f"{where}: missing key {key!r}",
-                           f"every line needs {', '.join(REQUIRED_KEYS)}")
+                raise fail(f"{where}: missing key {key!r}", f"every line needs {', '.join(REQUIRED_KEYS)}")
             if not isinstance(obj[key], str) or not obj[key].strip():
-                raise fail(f"{where}: {key} must be a non-empty string",
-                           f"give {key} a text value")
+                raise fail(f"{where}: {key} must be a non-empty string", f"give {key} a text value")
         kind = obj["kind"]
         if kind not in KINDS:
             raise fail(f"{where}: unknown kind {kind!r}", f"kind is one of {', '.join(KINDS)}")
@@ -195,16 +214,19 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
             raw = obj.get(key, [])
             parsed = [_message(m) for m in raw] if isinstance(raw, list) else [None]
             if any(m is None for m in parsed):
-                raise fail(f"{where}: {key} must be a list of chat messages ({{\"role\": \"user\"|\"assistant\", "
-                           f"\"content\": \"...\"}}, an assistant's tool_calls or a tool result)",
-                           f"fix or drop the {key} of this prompt")
+                raise fail(
+                    f'{where}: {key} must be a list of chat messages ({{"role": "user"|"assistant", '
+                    f'"content": "..."}}, an assistant\'s tool_calls or a tool result)',
+                    f"fix or drop the {key} of this prompt",
+                )
             messages[key] = tuple(parsed)
         tools = obj.get("tools")
         if tools is not None and not (isinstance(tools, dict) and isinstance(tools.get("tools"), list)):
-            raise fail(f"{where}: tools must be {{\"tools\": [...], \"tool_choice\": ...}}", "fix or drop tools")
+            raise fail(f'{where}: tools must be {{"tools": [...], "tool_choice": ...}}', "fix or drop tools")
         images = obj.get("images", [])
         if not isinstance(images, list) or not all(
-                isinstance(i, list) and len(i) == 2 and all(isinstance(x, int) and 0 < x <= 8192 for x in i) for i in images):
+            isinstance(i, list) and len(i) == 2 and all(isinstance(x, int) and 0 < x <= 8192 for x in i) for i in images
+        ):
             raise fail(f"{where}: images must be a list of [width, height] in pixels", "fix or drop images")
         count = obj.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -213,25 +235,44 @@ def load_library(path: str, *, origin: str | None = None, field_name: str = "tem
         if sys_ref is not None and (not isinstance(sys_ref, str) or not sys_ref):
             raise fail(f"{where}: system must be the id of a system line", 'write e.g. "system": "s0001"')
         prompt_refs.append((where, sys_ref))
-        buckets[kind].append(Template(kind, domain, lang, obj["text"], id=tid, system=sys_ref,
-                                      history=messages["history"], count=count, after=messages["after"],
-                                      tools=tools, images=tuple(tuple(i) for i in images)))
+        buckets[kind].append(
+            Template(
+                kind,
+                domain,
+                lang,
+                obj["text"],
+                id=tid,
+                system=sys_ref,
+                history=messages["history"],
+                count=count,
+                after=messages["after"],
+                tools=tools,
+                images=tuple(tuple(i) for i in images),
+            )
+        )
 
     if not any(buckets.values()):
-        raise fail(f"template file {path} is empty",
-                   "add question, context and system lines, one JSON object per line")
+        raise fail(f"template file {path} is empty", "add question, context and system lines, one JSON object per line")
     if not buckets["question"] and not buckets["prompt"]:
-        raise fail(f"template file {path} has no questions (and no imported prompts)",
-                   'add lines with "kind": "question"')
+        raise fail(
+            f"template file {path} has no questions (and no imported prompts)", 'add lines with "kind": "question"'
+        )
     if prompt_refs:  # resolve system prompt ids to their text
         by_id = raw_systems
         prompts = []
         for (where, ref), t in zip(prompt_refs, buckets["prompt"]):
             if ref is not None and ref not in by_id:
-                raise fail(f"{where}: system {ref!r} is not the id of a system line in this file",
-                           "add the system line or drop the reference")
+                raise fail(
+                    f"{where}: system {ref!r} is not the id of a system line in this file",
+                    "add the system line or drop the reference",
+                )
             prompts.append(t if ref is None else replace(t, system=by_id[ref]))
         buckets["prompt"] = prompts
-    return Library(path=path, questions=tuple(buckets["question"]),
-                   contexts=tuple(buckets["context"]), systems=tuple(buckets["system"]),
-                   data=data, prompts=tuple(buckets["prompt"]))
+    return Library(
+        path=path,
+        questions=tuple(buckets["question"]),
+        contexts=tuple(buckets["context"]),
+        systems=tuple(buckets["system"]),
+        data=data,
+        prompts=tuple(buckets["prompt"]),
+    )

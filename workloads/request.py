@@ -36,8 +36,7 @@ class Request:
         (with its images as image_url parts)."""
         if not self.history and not self.images:
             if self.system is not None:
-                return [{"role": "system", "content": self.system},
-                        {"role": "user", "content": self.user}]
+                return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
             return [{"role": "user", "content": self.user}]
         out = [{"role": "system", "content": self.system}] if self.system is not None else []
         out += [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in self.history]

@@ -12,9 +12,9 @@ from itertools import accumulate
 from .request import Request, template_request
 from .spec import ClassSpec, WorkloadSpec
 
-SEP = "\n\n"              # between context passages, and before the question
-MIN_FRAGMENT = 24          # never splice a context piece shorter than this (unless needed for min)
-WORD_SLACK = 24            # how far back a cut may move to land on a word boundary
+SEP = "\n\n"  # between context passages, and before the question
+MIN_FRAGMENT = 24  # never splice a context piece shorter than this (unless needed for min)
+WORD_SLACK = 24  # how far back a cut may move to land on a word boundary
 
 _SENTENCE_END = re.compile(r"[。！？；!?;](?:[」”\"')）])?|[.](?=\s)|\n")
 
@@ -43,10 +43,32 @@ class _Dist:
 class _Class:
     """Precomputed lookup tables of one class."""
 
-    __slots__ = ("name", "ic", "ot", "share", "q_texts", "q_lens", "q_keys",
-                 "s_min", "s_tiers", "pools", "all_pool", "verbatim", "v_prompts", "v_lens", "v_cum",
-                 "turns", "think", "prefix_share", "prefixes", "tools", "images", "image_urls", "image_count",
-                 "batch")
+    __slots__ = (
+        "name",
+        "ic",
+        "ot",
+        "share",
+        "q_texts",
+        "q_lens",
+        "q_keys",
+        "s_min",
+        "s_tiers",
+        "pools",
+        "all_pool",
+        "verbatim",
+        "v_prompts",
+        "v_lens",
+        "v_cum",
+        "turns",
+        "think",
+        "prefix_share",
+        "prefixes",
+        "tools",
+        "images",
+        "image_urls",
+        "image_count",
+        "batch",
+    )
 
     def __init__(self, c: ClassSpec):
         self.name = c.name
@@ -82,9 +104,11 @@ class _Class:
         for t in c.system_templates:
             lang_of.setdefault(t.text, (t.lang, t.domain))
         sys_keys = [(lang_of.get(s, ("", "")), s) for s in c.systems]
+
         def tier(texts):
             texts = sorted(set(texts), key=lambda x: (len(x), x))
             return (texts, [len(x) for x in texts])
+
         all_tier = tier([s for _, s in sys_keys])
         self.s_min = all_tier[1][0] if all_tier[0] else 0
         s_tiers = {}
@@ -308,7 +332,7 @@ class Sampler:
             used: set[int] = set()
             skips = 0
             while True:
-                room = target - cur - 2          # characters left for the next piece
+                room = target - cur - 2  # characters left for the next piece
                 if room < MIN_FRAGMENT:
                     if cur >= lo:
                         break
@@ -335,7 +359,7 @@ class Sampler:
                     cur += len(text) + 2
                     continue
                 # truncate: sentence end if close enough, else word boundary, else hard cut
-                need = lo - cur - 2               # minimum piece length to reach lo
+                need = lo - cur - 2  # minimum piece length to reach lo
                 ends = cx.ends
                 j = bisect_right(ends, room) - 1
                 cut = ends[j] if j >= 0 else 0
@@ -346,7 +370,7 @@ class Sampler:
                         if sp >= need and sp > 0 and room - sp <= WORD_SLACK:
                             cut = sp
                 piece = text[:cut].rstrip()
-                if len(piece) < need:             # exact lengths: keep the size, blank the line breaks
+                if len(piece) < need:  # exact lengths: keep the size, blank the line breaks
                     piece = text[:room]
                     stripped = piece.rstrip()
                     piece = stripped + " " * (len(piece) - len(stripped))
@@ -358,7 +382,7 @@ class Sampler:
                 user = SEP.join(parts)
             else:
                 user = question
-            if cur < lo:                          # only for ranges narrower than a separator
+            if cur < lo:  # only for ranges narrower than a separator
                 user += " " * (lo - cur)
         else:
             user = question

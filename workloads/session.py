@@ -54,20 +54,38 @@ class Conversation:
             self._history.append(("user", image_parts(req.user, req.images)) if req.images else ("user", req.user))
         new = self.sampler.next_turn(self._class)
         if tool_calls:
-            self._history.append({"role": "assistant", "content": reply or None, "tool_calls": [
-                {"id": c["id"] or f"call_{self.turn}_{i}", "type": "function",
-                 "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
-                for i, c in enumerate(tool_calls)]})  # fmt: skip
+            self._history.append(
+                {
+                    "role": "assistant",
+                    "content": reply or None,
+                    "tool_calls": [
+                        {
+                            "id": c["id"] or f"call_{self.turn}_{i}",
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"] or "{}"},
+                        }
+                        for i, c in enumerate(tool_calls)
+                    ],
+                }
+            )
             for i, c in enumerate(tool_calls):
                 result = new.user if i == 0 else self.sampler.next_turn(self._class).user
-                self._history.append({"role": "tool", "tool_call_id": c["id"] or f"call_{self.turn}_{i}", "content": result})
+                self._history.append(
+                    {"role": "tool", "tool_call_id": c["id"] or f"call_{self.turn}_{i}", "content": result}
+                )
         else:
             self._history.append(("assistant", reply))
         chars = (len(self._system) if self._system else 0) + sum(_chars(m) for m in self._history)
         self.turn += 1
-        self.request = replace(new, system=self._system, input_chars=chars + (0 if tool_calls else len(new.user)),
-                               history=tuple(self._history), turns=self.turns, ask=not tool_calls,
-                               images=() if tool_calls else new.images)
+        self.request = replace(
+            new,
+            system=self._system,
+            input_chars=chars + (0 if tool_calls else len(new.user)),
+            history=tuple(self._history),
+            turns=self.turns,
+            ask=not tool_calls,
+            images=() if tool_calls else new.images,
+        )
         return self.request
 
     def think_time(self) -> float:
@@ -84,5 +102,9 @@ def _chars(message) -> int:
         content = message[1]
     else:
         content = message.get("content")
-        content = content if content is not None else "".join(c["function"]["arguments"] for c in message.get("tool_calls", ()))
+        content = (
+            content
+            if content is not None
+            else "".join(c["function"]["arguments"] for c in message.get("tool_calls", ()))
+        )
     return len(content_text(content) or "")

@@ -21,8 +21,18 @@ from core.validation import build, dotted
 
 from .attachments import ToolsSpec, image_urls
 from .library import Library, Template, load_library
-from .spec_file import (DEFAULT_SPEC_PATH, ClassEntry, ImagesSpec, SessionSpec, SharedPrefixSpec, SystemPromptSpec,
-                        TemplateFilter, TemplatesSource, WorkloadFile, _override)
+from .spec_file import (
+    DEFAULT_SPEC_PATH,
+    ClassEntry,
+    ImagesSpec,
+    SessionSpec,
+    SharedPrefixSpec,
+    SystemPromptSpec,
+    TemplateFilter,
+    TemplatesSource,
+    WorkloadFile,
+    _override,
+)
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -64,8 +74,11 @@ class ClassSpec:
             "output_tokens": self.output_tokens.to_dict(),
             "system_prompt": self.system_prompt.to_dict(),
             "templates": self.filter.to_dict(),
-            "eligible": {"questions": len(self.questions), "contexts": len(self.contexts),
-                         "system_prompts": len(self.systems)},
+            "eligible": {
+                "questions": len(self.questions),
+                "contexts": len(self.contexts),
+                "system_prompts": len(self.systems),
+            },
         }
         if self.prompts_mode:
             d["prompts"] = self.prompts_mode
@@ -106,15 +119,19 @@ class WorkloadSpec:
         """One human-readable line per class."""
         lines = []
         for c in self.classes.values():
-            line = (f"{c.name}: {c.weight:.0%} input {c.input_chars.describe()} chars, "
-                    f"output {c.output_tokens.describe()} tokens, ")
+            line = (
+                f"{c.name}: {c.weight:.0%} input {c.input_chars.describe()} chars, "
+                f"output {c.output_tokens.describe()} tokens, "
+            )
             if c.prompts_mode:
                 line += f"{len(c.prompts)} verbatim prompts"
             else:
                 line += f"system prompt {c.system_prompt.share:.0%}"
             if c.session is not None:
-                line += (f", conversations of {c.session.turns.describe()} turns, think "
-                         f"{c.session.think_time_s.describe()} s")
+                line += (
+                    f", conversations of {c.session.turns.describe()} turns, think "
+                    f"{c.session.think_time_s.describe()} s"
+                )
             if c.shared_prefix is not None and c.shared_prefix.share > 0:
                 sp = c.shared_prefix
                 line += f", shared prefix {sp.share:.0%} ({sp.count} x {sp.chars} chars)"
@@ -122,8 +139,9 @@ class WorkloadSpec:
                 line += f", {len(c.tools.tools())} tools (tool_choice {c.tools.choice})"
             if c.images is not None:
                 im = c.images
-                line += (f", {im.share:.0%} with {im.count.describe()} images "
-                         + (f"from {len(im.files)} files" if im.files else f"of {im.width}x{im.height}"))
+                line += f", {im.share:.0%} with {im.count.describe()} images " + (
+                    f"from {len(im.files)} files" if im.files else f"of {im.width}x{im.height}"
+                )
             lines.append(line)
         return lines
 
@@ -145,8 +163,14 @@ class WorkloadSpec:
 
 
 def _type_name(v: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number"}.get(type(v), type(v).__name__)
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(v), type(v).__name__)
 
 
 def _yaml_error(path: str, exc: yaml.YAMLError) -> InputError:
@@ -154,8 +178,9 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> InputError:
     where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "YAML"
     problem = getattr(exc, "problem", None) or str(exc)
     context = getattr(exc, "context", None)
-    return _error(path, where, f"malformed YAML: {context + ', ' if context else ''}{problem}",
-                  "fix the YAML syntax at that line")
+    return _error(
+        path, where, f"malformed YAML: {context + ', ' if context else ''}{problem}", "fix the YAML syntax at that line"
+    )
 
 
 SPEC_SOURCE, TEMPLATES_SOURCE, IMAGE_SOURCE = "spec", "templates", "image:"  # keys of WorkloadSpec.sources
@@ -198,15 +223,21 @@ def load_spec(path: str | None = None, *, sources: dict[str, bytes] | None = Non
     if doc is None:
         raise _error(path, "file", "the spec is empty", "write a mapping with at least 'classes:'")
     if not isinstance(doc, dict):
-        raise _error(path, "file", f"the spec must be a mapping, got {_type_name(doc)}",
-                     "write 'name: ...' and 'classes: ...' at the top level")
+        raise _error(
+            path,
+            "file",
+            f"the spec must be a mapping, got {_type_name(doc)}",
+            "write 'name: ...' and 'classes: ...' at the top level",
+        )
     f = build(WorkloadFile, doc, field_name=lambda loc: f"{path}: {dotted(loc)}")
 
     spec_dir = os.path.dirname(os.path.abspath(path))
     source = f.templates or TemplatesSource()
     tpath = os.path.normpath(source.file if os.path.isabs(source.file) else os.path.join(spec_dir, source.file))
     tfield = "templates.file" if isinstance(doc.get("templates"), dict) and "file" in doc["templates"] else "templates"
-    library = load_library(tpath, origin=path, field_name=tfield, data=None if sources is None else sources[TEMPLATES_SOURCE])
+    library = load_library(
+        tpath, origin=path, field_name=tfield, data=None if sources is None else sources[TEMPLATES_SOURCE]
+    )
     kept[TEMPLATES_SOURCE] = library.data
     top_filter = source.filter()
     _check_filter_known(path, "templates", top_filter, library)
@@ -234,10 +265,15 @@ def load_spec(path: str | None = None, *, sources: dict[str, bytes] | None = Non
             try:
                 urls = image_urls(c.images, spec_dir, read_image)
             except OSError as e:
-                raise _error(path, f"classes.{cname}.images.files", f"cannot read {e.filename}: {e.strerror}",
-                             "give image files that exist, relative to the spec") from None
-        classes[cname] = replace(cs, session=c.session, shared_prefix=prefix, tools=c.tools, images=c.images,
-                                 image_urls=urls, batch=c.batch)
+                raise _error(
+                    path,
+                    f"classes.{cname}.images.files",
+                    f"cannot read {e.filename}: {e.strerror}",
+                    "give image files that exist, relative to the spec",
+                ) from None
+        classes[cname] = replace(
+            cs, session=c.session, shared_prefix=prefix, tools=c.tools, images=c.images, image_urls=urls, batch=c.batch
+        )
 
     h = hashlib.sha256()
     h.update(spec_bytes)
@@ -246,10 +282,19 @@ def load_spec(path: str | None = None, *, sources: dict[str, bytes] | None = Non
         h.update(b"\0%s\0%d\0" % (key.encode(), len(kept[key])))  # named and sized: no two files read alike
         h.update(kept[key])
     name = f.name if f.name is not None else os.path.splitext(os.path.basename(path))[0]
-    return WorkloadSpec(name=name.strip(), path=path, description=(f.description or "").strip(), sources=kept,
-                        templates_path=tpath, library=library, classes=classes,
-                        system_prompt=top_system, spec_hash=h.hexdigest(),
-                        load_seconds=time.perf_counter() - t0, shared_prefix=f.shared_prefix)
+    return WorkloadSpec(
+        name=name.strip(),
+        path=path,
+        description=(f.description or "").strip(),
+        sources=kept,
+        templates_path=tpath,
+        library=library,
+        classes=classes,
+        system_prompt=top_system,
+        spec_hash=h.hexdigest(),
+        load_seconds=time.perf_counter() - t0,
+        shared_prefix=f.shared_prefix,
+    )
 
 
 def _check_filter_known(path: str, fp: str, flt: TemplateFilter, lib: Library) -> None:
@@ -258,8 +303,9 @@ def _check_filter_known(path: str, fp: str, flt: TemplateFilter, lib: Library) -
     for key, names, known in (("domains", flt.domains, known_d), ("langs", flt.langs, known_l)):
         for n in names or ():
             if n not in known:
-                raise _error(path, f"{fp}.{key}", f"{n!r} is not in the template library",
-                             f"known {key}: {', '.join(known)}")
+                raise _error(
+                    path, f"{fp}.{key}", f"{n!r} is not in the template library", f"known {key}: {', '.join(known)}"
+                )
 
 
 def shared_prefix_texts(lib: Library, count: int, chars: int) -> tuple[str, ...]:
@@ -284,23 +330,44 @@ def _resolve_verbatim(path: str, cname: str, c: ClassEntry, flt: TemplateFilter,
     input_chars [min, max]."""
     fp, ic = f"classes.{cname}", c.input_chars
     if not lib.prompts:
-        raise _error(path, f"{fp}.prompts", "the template library has no imported prompts (kind prompt)",
-                     "import a log with python -m workloads import, or drop prompts: verbatim")
+        raise _error(
+            path,
+            f"{fp}.prompts",
+            "the template library has no imported prompts (kind prompt)",
+            "import a log with python -m workloads import, or drop prompts: verbatim",
+        )
     cands = [t for t in lib.prompts if flt.match(t)]
     if not cands:
-        raise _error(path, f"{fp}.templates", f"no imported prompts match the filter {flt.to_dict() or '{}'}",
-                     "widen domains/langs")
+        raise _error(
+            path,
+            f"{fp}.templates",
+            f"no imported prompts match the filter {flt.to_dict() or '{}'}",
+            "widen domains/langs",
+        )
     prompts = tuple(t for t in cands if ic.min <= t.input_chars <= ic.max)
     if not prompts:
         lens = sorted(t.input_chars for t in cands)
-        raise _error(path, f"{fp}.input_chars", f"no imported prompt has an input length in [{ic.min}, {ic.max}] "
-                     f"(they have {lens[0]} to {lens[-1]} chars)", "widen the range")
-    return ClassSpec(name=cname, weight=c.weight, input_chars=ic, output_tokens=c.output_tokens,
-                     system_prompt=SystemPromptSpec(), filter=flt, prompts_mode=c.prompts, prompts=prompts)
+        raise _error(
+            path,
+            f"{fp}.input_chars",
+            f"no imported prompt has an input length in [{ic.min}, {ic.max}] (they have {lens[0]} to {lens[-1]} chars)",
+            "widen the range",
+        )
+    return ClassSpec(
+        name=cname,
+        weight=c.weight,
+        input_chars=ic,
+        output_tokens=c.output_tokens,
+        system_prompt=SystemPromptSpec(),
+        filter=flt,
+        prompts_mode=c.prompts,
+        prompts=prompts,
+    )
 
 
-def _resolve_class(path: str, cname: str, c: ClassEntry, sp: SystemPromptSpec, flt: TemplateFilter,
-                   lib: Library) -> ClassSpec:
+def _resolve_class(
+    path: str, cname: str, c: ClassEntry, sp: SystemPromptSpec, flt: TemplateFilter, lib: Library
+) -> ClassSpec:
     """Select the templates a class can use and check its input range is reachable.
 
     Rules: at least one question matches the filter; the shortest such
@@ -312,42 +379,69 @@ def _resolve_class(path: str, cname: str, c: ClassEntry, sp: SystemPromptSpec, f
     fp, ic = f"classes.{cname}", c.input_chars
     qs = [t for t in lib.questions if flt.match(t)]
     if not qs:
-        raise _error(path, f"{fp}.templates", f"no questions match the filter {flt.to_dict() or '{}'}",
-                     "widen domains/langs or add matching questions to the library")
+        raise _error(
+            path,
+            f"{fp}.templates",
+            f"no questions match the filter {flt.to_dict() or '{}'}",
+            "widen domains/langs or add matching questions to the library",
+        )
     shortest_q = min(len(t.text) for t in qs)
     if shortest_q > ic.max:
-        raise _error(path, f"{fp}.input_chars.max", f"max {ic.max} is below the shortest question ({shortest_q} chars)",
-                     f"raise max to at least {shortest_q} or add shorter questions")
+        raise _error(
+            path,
+            f"{fp}.input_chars.max",
+            f"max {ic.max} is below the shortest question ({shortest_q} chars)",
+            f"raise max to at least {shortest_q} or add shorter questions",
+        )
     qs = [t for t in qs if len(t.text) <= ic.max]
     ctxs = tuple(t for t in lib.contexts if flt.match(t))
     if not ctxs:
         longest_q = max(len(t.text) for t in qs)
         if ic.min > longest_q:
-            raise _error(path, f"{fp}.input_chars.min",
-                         f"min {ic.min} cannot be reached: no context passages match and the "
-                         f"longest question has {longest_q} chars",
-                         f"lower min to {longest_q} or add context passages")
+            raise _error(
+                path,
+                f"{fp}.input_chars.min",
+                f"min {ic.min} cannot be reached: no context passages match and the "
+                f"longest question has {longest_q} chars",
+                f"lower min to {longest_q} or add context passages",
+            )
     systems: tuple[str, ...] = ()
     sys_templates: tuple[Template, ...] = ()
     if sp.share > 0:
         if sp.text is not None:
             cands = [sp.text]
         else:
-            sys_templates = tuple(t for t in lib.systems if flt.match(t)) or \
-                tuple(t for t in lib.systems if flt.langs is None or t.lang in flt.langs)
+            sys_templates = tuple(t for t in lib.systems if flt.match(t)) or tuple(
+                t for t in lib.systems if flt.langs is None or t.lang in flt.langs
+            )
             cands = [t.text for t in sys_templates]
         if not cands:
-            raise _error(path, f"{fp}.system_prompt.share",
-                         f"share {sp.share:g} but the library has no system prompts for this class",
-                         "add system prompts to the library, give system_prompt.text, or set share to 0")
+            raise _error(
+                path,
+                f"{fp}.system_prompt.share",
+                f"share {sp.share:g} but the library has no system prompts for this class",
+                "add system prompts to the library, give system_prompt.text, or set share to 0",
+            )
         fitting = tuple(s for s in cands if len(s) + shortest_q <= ic.max)
         if not fitting:
             need = min(len(s) for s in cands) + shortest_q
-            raise _error(path, f"{fp}.input_chars.max",
-                         f"max {ic.max} leaves no room for a system prompt (the shortest system "
-                         f"prompt plus the shortest question need {need} chars)",
-                         f"raise max to at least {need} or set system_prompt.share: 0 for this class")
+            raise _error(
+                path,
+                f"{fp}.input_chars.max",
+                f"max {ic.max} leaves no room for a system prompt (the shortest system "
+                f"prompt plus the shortest question need {need} chars)",
+                f"raise max to at least {need} or set system_prompt.share: 0 for this class",
+            )
         systems = fitting
-    return ClassSpec(name=cname, weight=c.weight, input_chars=ic, output_tokens=c.output_tokens, system_prompt=sp,
-                     filter=flt, questions=tuple(qs), contexts=ctxs, systems=systems,
-                     system_templates=tuple(t for t in sys_templates if t.text in systems))
+    return ClassSpec(
+        name=cname,
+        weight=c.weight,
+        input_chars=ic,
+        output_tokens=c.output_tokens,
+        system_prompt=sp,
+        filter=flt,
+        questions=tuple(qs),
+        contexts=ctxs,
+        systems=systems,
+        system_templates=tuple(t for t in sys_templates if t.text in systems),
+    )

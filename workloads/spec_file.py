@@ -92,6 +92,7 @@ def _within(name: str, lo: float, hi: float, fix: str):
         if not lo <= v <= hi:
             raise FieldError(f"{name} {v} is outside [{lo}, {hi}]", fix)
         return v
+
     return AfterValidator(check)
 
 
@@ -120,23 +121,26 @@ class TemplateFilter(_Model):
     langs: Names | None = None
 
     def match(self, t: Template) -> bool:
-        return ((self.domains is None or t.domain in self.domains)
-                and (self.langs is None or t.lang in self.langs))
+        return (self.domains is None or t.domain in self.domains) and (self.langs is None or t.lang in self.langs)
 
     def to_dict(self) -> dict:
         return {k: list(v) for k, v in (("domains", self.domains), ("langs", self.langs)) if v is not None}
 
-    def merged(self, other: "TemplateFilter") -> "TemplateFilter":
+    def merged(self, other: TemplateFilter) -> TemplateFilter:
         """This filter narrowed by ``other`` (other's lists win where set)."""
-        return TemplateFilter(domains=other.domains if other.domains is not None else self.domains,
-                              langs=other.langs if other.langs is not None else self.langs)
+        return TemplateFilter(
+            domains=other.domains if other.domains is not None else self.domains,
+            langs=other.langs if other.langs is not None else self.langs,
+        )
 
 
 class TemplatesSource(_Model):
     """``templates:`` at the top level: the library file (``templates: FILE`` is short for
     ``{file: FILE}``) and a filter for every class."""
 
-    file: Annotated[str, AfterValidator(_nonblank), Fix("give the JSONL file, relative to the spec")] = DEFAULT_TEMPLATES_PATH
+    file: Annotated[str, AfterValidator(_nonblank), Fix("give the JSONL file, relative to the spec")] = (
+        DEFAULT_TEMPLATES_PATH
+    )
     domains: Names | None = None
     langs: Names | None = None
 
@@ -145,15 +149,20 @@ class TemplatesSource(_Model):
 
 
 class SystemPromptSpec(_Model):
-    share: Annotated[Number, _within("share", 0, 1, "give the fraction of requests with a system prompt, 0 to 1"),
-                     Fix("give share as a number in [0, 1]")] = 0.0
+    share: Annotated[
+        Number,
+        _within("share", 0, 1, "give the fraction of requests with a system prompt, 0 to 1"),
+        Fix("give share as a number in [0, 1]"),
+    ] = 0.0
     text: Annotated[str | None, Fix("give the system prompt text, or drop text to use the library")] = None
 
     @field_validator("text")
     @classmethod
     def _text(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():
-            raise FieldError("text must be a non-empty string", "give the system prompt text, or drop text to use the library")
+            raise FieldError(
+                "text must be a non-empty string", "give the system prompt text, or drop text to use the library"
+            )
         return v.strip() if v is not None else None
 
     def to_dict(self) -> dict:
@@ -164,8 +173,9 @@ class SessionSpec(_Model):
     """A conversation: `turns` requests, `think_time_s` seconds apart."""
 
     turns: Annotated[Distribution | None, Fix("give the number of turns, e.g. 4 or {min: 2, max: 6}")] = None
-    think_time_s: Annotated[SecondsDistribution, Fix("write {min: 1, max: 10, dist: uniform} in seconds, or a number")] = \
-        Field(default=0, validate_default=True)
+    think_time_s: Annotated[
+        SecondsDistribution, Fix("write {min: 1, max: 10, dist: uniform} in seconds, or a number")
+    ] = Field(default=0, validate_default=True)
 
     @model_validator(mode="after")
     def _check(self):
@@ -183,19 +193,24 @@ class SharedPrefixSpec(_Model):
     """A `share` of requests gets one of `count` long system prompts of `chars` characters; `texts`
     are those prompts, made once when the spec is loaded."""
 
-    share: Annotated[Number, _within("share", 0, 1, "give the fraction of requests with a shared prefix, 0 to 1"),
-                     Fix("give share as a number in [0, 1]")] = 0.0
-    count: Annotated[Whole, _within("count", 1, 1000, "give 1 to 1000 prefixes"),
-                     Fix("give the number of distinct prefixes")] = 4
-    chars: Annotated[Whole, _within("chars", 20, 1_000_000, "give e.g. 1500"),
-                     Fix("give the prefix length in characters")] = 1500
+    share: Annotated[
+        Number,
+        _within("share", 0, 1, "give the fraction of requests with a shared prefix, 0 to 1"),
+        Fix("give share as a number in [0, 1]"),
+    ] = 0.0
+    count: Annotated[
+        Whole, _within("count", 1, 1000, "give 1 to 1000 prefixes"), Fix("give the number of distinct prefixes")
+    ] = 4
+    chars: Annotated[
+        Whole, _within("chars", 20, 1_000_000, "give e.g. 1500"), Fix("give the prefix length in characters")
+    ] = 1500
     _texts: tuple[str, ...] = PrivateAttr(default=())
 
     @property
     def texts(self) -> tuple[str, ...]:
         return self._texts
 
-    def with_texts(self, texts: tuple[str, ...]) -> "SharedPrefixSpec":
+    def with_texts(self, texts: tuple[str, ...]) -> SharedPrefixSpec:
         out = self.model_copy()
         out._texts = tuple(texts)
         return out
@@ -207,10 +222,14 @@ class SharedPrefixSpec(_Model):
 class ImagesSpec(_Model):
     """Images in a class's user messages (workloads/attachments.py)."""
 
-    count: Annotated[Distribution, Field(validate_default=True), Fix("give the images per request, e.g. 1 or {min: 1, max: 3}")] = 1
+    count: Annotated[
+        Distribution, Field(validate_default=True), Fix("give the images per request, e.g. 1 or {min: 1, max: 3}")
+    ] = 1
     width: Annotated[int, Field(strict=True, ge=1, le=8192), Fix("give pixels, 1 to 8192")] = 512
     height: Annotated[int, Field(strict=True, ge=1, le=8192), Fix("give pixels, 1 to 8192")] = 512
-    share: Annotated[float, Field(strict=True, ge=0, le=1), Fix("give the fraction of requests with images, 0 to 1")] = 1.0
+    share: Annotated[
+        float, Field(strict=True, ge=0, le=1), Fix("give the fraction of requests with images, 0 to 1")
+    ] = 1.0
     files: Annotated[tuple[str, ...] | None, Fix("give a list of image files, relative to the spec")] = None
 
     @model_validator(mode="after")
@@ -226,8 +245,9 @@ class ImagesSpec(_Model):
 
 def _negative_weight(v: float) -> float:
     if not math.isfinite(v) or v < 0:
-        raise FieldError(f"negative weight {v:g}" if v < 0 else f"weight {v:g} is not a number",
-                         "weights are >= 0 and sum to 1.0")
+        raise FieldError(
+            f"negative weight {v:g}" if v < 0 else f"weight {v:g} is not a number", "weights are >= 0 and sum to 1.0"
+        )
     return v
 
 
@@ -248,25 +268,34 @@ class ClassEntry(_Model):
     output_tokens: Annotated[Distribution, Fix("write {min: ..., max: ..., dist: uniform} in tokens, or a number")]
     system_prompt: Annotated[SystemPromptSpec | None, Fix("write {share: 0.3} (and optionally text: ...)")] = None
     templates: Annotated[TemplateFilter | None, Fix("write {domains: [...], langs: [...]}")] = None
-    prompts: Annotated[Literal["verbatim"] | None,
-                       Fix("write prompts: verbatim (whole imported prompts), or drop it")] = None
-    session: Annotated[SessionSpec | None,
-                       Fix("write {turns: {min: 2, max: 6}, think_time_s: {min: 2, max: 20}}")] = None
+    prompts: Annotated[
+        Literal["verbatim"] | None, Fix("write prompts: verbatim (whole imported prompts), or drop it")
+    ] = None
+    session: Annotated[SessionSpec | None, Fix("write {turns: {min: 2, max: 6}, think_time_s: {min: 2, max: 20}}")] = (
+        None
+    )
     shared_prefix: Annotated[SharedPrefixSpec | None, Fix("write {share: 0.5, count: 4, chars: 1500}")] = None
     tools: Annotated[ToolsSpec | None, Fix("write {count: 3} or {definitions: [...], choice: auto}")] = None
     images: Annotated[ImagesSpec | None, Fix("write {count: 1, width: 512, height: 512}")] = None
-    batch: Annotated[Distribution | None, Fix("give the texts per embeddings or rerank request, e.g. 8 or {min: 1, max: 32}")] = None
+    batch: Annotated[
+        Distribution | None, Fix("give the texts per embeddings or rerank request, e.g. 8 or {min: 1, max: 32}")
+    ] = None
 
     @model_validator(mode="after")
     def _check(self):
         if self.prompts is not None and self.system_prompt is not None:
-            raise FieldError("verbatim prompts keep the system prompt they were logged with",
-                             "drop system_prompt from this class, or drop prompts: verbatim", at="system_prompt")
+            raise FieldError(
+                "verbatim prompts keep the system prompt they were logged with",
+                "drop system_prompt from this class, or drop prompts: verbatim",
+                at="system_prompt",
+            )
         ic = self.input_chars
         if ic.dist == "empirical" and ic.values is None and self.prompts is None:
-            raise FieldError("empirical without values needs prompts: verbatim",
-                             "give values: [...], or add prompts: verbatim to draw the imported prompts' lengths",
-                             at=("input_chars", "values"))
+            raise FieldError(
+                "empirical without values needs prompts: verbatim",
+                "give values: [...], or add prompts: verbatim to draw the imported prompts' lengths",
+                at=("input_chars", "values"),
+            )
         _needs_values(self.output_tokens, "output_tokens", "give values: [...] (the observed output lengths)")
         if self.batch is not None:
             _needs_values(self.batch, "batch", "give values: [...] (texts per request)")
@@ -276,8 +305,11 @@ class ClassEntry(_Model):
 def _class_names(v: Any) -> Any:
     for name in v if isinstance(v, dict) else ():
         if not isinstance(name, str) or not CLASS_NAME_RE.match(name):
-            raise FieldError(f"bad class name {name!r}",
-                             "use letters, digits, '_', '-' or '.', starting with a letter or digit", at=(name,))
+            raise FieldError(
+                f"bad class name {name!r}",
+                "use letters, digits, '_', '-' or '.', starting with a letter or digit",
+                at=(name,),
+            )
     return v
 
 
@@ -286,22 +318,32 @@ class WorkloadFile(_Model):
 
     name: Annotated[str | None, AfterValidator(_nonblank), Fix("give the spec a name")] = None
     description: Annotated[str | None, Fix("quote the text")] = None
-    templates: Annotated[TemplatesSource | None, BeforeValidator(lambda v: {"file": v} if isinstance(v, str) else v),
-                         Fix("write templates: templates.jsonl")] = None
+    templates: Annotated[
+        TemplatesSource | None,
+        BeforeValidator(lambda v: {"file": v} if isinstance(v, str) else v),
+        Fix("write templates: templates.jsonl"),
+    ] = None
     system_prompt: Annotated[SystemPromptSpec | None, Fix("write {share: 0.3} (and optionally text: ...)")] = None
     shared_prefix: Annotated[SharedPrefixSpec | None, Fix("write {share: 0.5, count: 4, chars: 1500}")] = None
-    classes: Annotated[dict[str, ClassEntry] | None, BeforeValidator(_class_names),
-                       Fix("write classes: {short: {weight: ..., input_chars: ..., output_tokens: ...}}")] = None
+    classes: Annotated[
+        dict[str, ClassEntry] | None,
+        BeforeValidator(_class_names),
+        Fix("write classes: {short: {weight: ..., input_chars: ..., output_tokens: ...}}"),
+    ] = None
 
     @model_validator(mode="after")
     def _check(self):
         if self.system_prompt is not None and "share" not in self.system_prompt.model_fields_set:
             raise FieldError("missing share", "give share as a number in [0, 1]", at=("system_prompt", "share"))
         if not self.classes:
-            raise FieldError("no classes defined", "add at least one class with weight, input_chars and output_tokens",
-                             at="classes")
+            raise FieldError(
+                "no classes defined", "add at least one class with weight, input_chars and output_tokens", at="classes"
+            )
         total = math.fsum(c.weight for c in self.classes.values())
         if abs(total - 1.0) > WEIGHT_TOLERANCE:
-            raise FieldError(f"weights sum to {total:g}, must sum to 1.0", "adjust the weights",
-                             at=("classes", next(iter(self.classes)), "weight"))
+            raise FieldError(
+                f"weights sum to {total:g}, must sum to 1.0",
+                "adjust the weights",
+                at=("classes", next(iter(self.classes)), "weight"),
+            )
         return self

@@ -21,8 +21,8 @@ simulator 4 a message; --endpoint completions sends the text alone).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from core.text import estimate_tokens
 
@@ -49,8 +49,9 @@ def pool_text(spec) -> str:
 class TokenPrompts:
     """Texts of an exact token count, cut from one long text."""
 
-    def __init__(self, text: str, count: Callable[[str], int] | None, longest: int,
-                 head: Callable[[str, int], str] | None = None):  # fmt: skip
+    def __init__(
+        self, text: str, count: Callable[[str], int] | None, longest: int, head: Callable[[str, int], str] | None = None
+    ):
         self.count = count or estimate_tokens
         self.head = head
         sample = text[:6000]  # within a tokenizer's model_max_length (no warning)
@@ -65,7 +66,7 @@ class TokenPrompts:
         for _ in range(TRIES):
             start = self._word_start(int(rng.random() * self.room))
             if self.head is not None:  # the tokenizer's own offsets: one encoding, one count to check
-                cut = self.head(self.text[start:start + int(tokens * self.chars_per_token * 1.5) + 64], tokens)
+                cut = self.head(self.text[start : start + int(tokens * self.chars_per_token * 1.5) + 64], tokens)
                 if self.count(cut) == tokens:
                     return cut
             cut, exact = self._cut(start, tokens)
@@ -84,9 +85,9 @@ class TokenPrompts:
         lo, hi = 0, len(text) - start  # lo: a length under the count (or at it); hi: one over it
         k = max(1, round(tokens * self.chars_per_token))
         for _ in range(SECANT_STEPS):  # a step from this text's own characters per token
-            n = count(text[start:start + k])
+            n = count(text[start : start + k])
             if n == tokens:
-                return text[start:start + k], True
+                return text[start : start + k], True
             if n < tokens:
                 lo = k
             else:
@@ -94,17 +95,17 @@ class TokenPrompts:
             k += round((tokens - n) * k / max(n, 1)) or (1 if n < tokens else -1)
             k = min(max(k, lo + 1), hi - 1)
             if hi - lo <= 1:
-                return text[start:start + lo], False
+                return text[start : start + lo], False
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            n = count(text[start:start + mid])
+            n = count(text[start : start + mid])
             if n == tokens:
-                return text[start:start + mid], True
+                return text[start : start + mid], True
             if n < tokens:
                 lo = mid
             else:
                 hi = mid
-        return text[start:start + lo], False
+        return text[start : start + lo], False
 
 
 class TokenSizedSampler:
@@ -147,4 +148,6 @@ class TokenSizedSampler:
         tokens = self.low if self.low == self.high else self.rng.randint(self.low, self.high)
         text = self.prompts.prompt(tokens, self.rng)
         inputs = (text,) if req.inputs else ()
-        return replace(req, system=None, user=text, input_chars=len(text), history=(), images=(), inputs=inputs, ask=True)
+        return replace(
+            req, system=None, user=text, input_chars=len(text), history=(), images=(), inputs=inputs, ask=True
+        )

@@ -16,8 +16,8 @@ import json
 import os
 import socket
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 from urllib.parse import urlsplit
 
 from core.errors import InputError
@@ -98,14 +98,20 @@ def read_tokenizer(name: str) -> Tokenizer:
     original = _load_original(name)
     with tempfile.TemporaryDirectory(prefix="llm-tokenizer-") as folder:
         try:
-            original.save_pretrained(folder, **({"legacy_format": False} if getattr(original, "is_fast", False) else {}))
-        except Exception as e:  # noqa: BLE001 - a tokenizer that cannot be saved cannot be carried
-            raise InputError(f"--tokenizer: '{name}' cannot be saved as files to send to workers ({type(e).__name__}: {e})") from None
+            original.save_pretrained(
+                folder, **({"legacy_format": False} if getattr(original, "is_fast", False) else {})
+            )
+        except Exception as e:
+            raise InputError(
+                f"--tokenizer: '{name}' cannot be saved as files to send to workers ({type(e).__name__}: {e})"
+            ) from None
         names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
         size = sum(os.path.getsize(os.path.join(folder, n)) for n in names)
         if size > MAX_BYTES:
-            raise InputError(f"--tokenizer: '{name}' is {size / 2**20:.1f} MiB of files, more than the {MAX_BYTES / 2**20:g} MiB "
-                             "a run sends to its workers; give a tokenizer folder with a smaller tokenizer.json")  # fmt: skip
+            raise InputError(
+                f"--tokenizer: '{name}' is {size / 2**20:.1f} MiB of files, more than the {MAX_BYTES / 2**20:g} MiB "
+                "a run sends to its workers; give a tokenizer folder with a smaller tokenizer.json"
+            )
         files = {}
         for n in names:
             with open(os.path.join(folder, n), "rb") as f:
@@ -113,8 +119,10 @@ def read_tokenizer(name: str) -> Tokenizer:
     probe = _probe(original)
     loaded = _load_files(files)
     if _probe(loaded) != probe:
-        raise InputError(f"--tokenizer: '{name}' encodes differently once saved as files; give a tokenizer folder "
-                         "with a tokenizer.json")  # fmt: skip
+        raise InputError(
+            f"--tokenizer: '{name}' encodes differently once saved as files; give a tokenizer folder "
+            "with a tokenizer.json"
+        )
     return Tokenizer(name, files, files_digest(files), probe, _counter(loaded), _header(loaded))
 
 
@@ -122,18 +130,24 @@ def tokenizer_from(name: str, files: dict[str, bytes], digest: str, probe: str) 
     """The tokenizer the master read, from the files it sent, checked against its digest and probe.
     Raises InputError."""
     if files_digest(files) != digest:
-        raise InputError(f"--tokenizer: the master's tokenizer '{name}' arrived damaged (hash differs); start the run again")
+        raise InputError(
+            f"--tokenizer: the master's tokenizer '{name}' arrived damaged (hash differs); start the run again"
+        )
     try:
         loaded = _load_files(files)
-    except Exception as e:  # noqa: BLE001 - any loading failure means this worker cannot count as the master does
-        raise InputError(f"--tokenizer: this worker cannot load the master's tokenizer '{name}' ({type(e).__name__}); "
-                         "install the master's transformers and tokenizers versions") from None  # fmt: skip
+    except Exception as e:
+        raise InputError(
+            f"--tokenizer: this worker cannot load the master's tokenizer '{name}' ({type(e).__name__}); "
+            "install the master's transformers and tokenizers versions"
+        ) from None
     if _probe(loaded) != probe:
         import tokenizers
         import transformers
 
-        raise InputError(f"--tokenizer: this worker counts with '{name}' differently from its master (transformers "
-                         f"{transformers.__version__}, tokenizers {tokenizers.__version__} here); install the master's versions")  # fmt: skip
+        raise InputError(
+            f"--tokenizer: this worker counts with '{name}' differently from its master (transformers "
+            f"{transformers.__version__}, tokenizers {tokenizers.__version__} here); install the master's versions"
+        )
     return Tokenizer(name, files, digest, probe, _counter(loaded), _header(loaded))
 
 
@@ -149,15 +163,17 @@ def _load_original(name: str):
 
     try:
         return AutoTokenizer.from_pretrained(name, local_files_only=True)
-    except Exception as e:  # noqa: BLE001 - any loading failure is a configuration mistake
+    except Exception as e:
         if os.path.isdir(os.path.expanduser(name)):
             raise cannot(e) from None
         if not _hub_reachable():
-            raise InputError(f"--tokenizer: '{name}' is not a local folder and the model hub cannot be reached; "
-                             "give a local tokenizer folder") from None  # fmt: skip
+            raise InputError(
+                f"--tokenizer: '{name}' is not a local folder and the model hub cannot be reached; "
+                "give a local tokenizer folder"
+            ) from None
         try:
             return AutoTokenizer.from_pretrained(name)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise cannot(e) from None
 
 
@@ -170,7 +186,9 @@ def _hub_reachable() -> bool:
         return False
     parts = urlsplit(constants.ENDPOINT)
     try:
-        socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)), HUB_CHECK_S).close()
+        socket.create_connection(
+            (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)), HUB_CHECK_S
+        ).close()
     except OSError:
         return False
     return True

@@ -53,7 +53,28 @@ CHAT_TEMPLATE = (
 # Bumped whenever anything above or below changes what gets built: the cache key.
 BUILD_VERSION = "1"
 
-SYLLABLES = ["ka", "lo", "mi", "ra", "ten", "vo", "zu", "pe", "sha", "ni", "or", "qu", "el", "an", "dri", "fo", "gu", "be", "st", "th"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ra",
+    "ten",
+    "vo",
+    "zu",
+    "pe",
+    "sha",
+    "ni",
+    "or",
+    "qu",
+    "el",
+    "an",
+    "dri",
+    "fo",
+    "gu",
+    "be",
+    "st",
+    "th",
+]
 
 
 def training_text(repo_root: Path) -> list[str]:
@@ -87,13 +108,21 @@ def build_tokenizer(repo_root: Path, out: Path):
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(training_text(repo_root), trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|endoftext|>", eos_token=EOS, pad_token="<|endoftext|>", unk_token=None,
-        model_max_length=MAX_POSITIONS, clean_up_tokenization_spaces=False,
-    )  # fmt: skip
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token=EOS,
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        model_max_length=MAX_POSITIONS,
+        clean_up_tokenization_spaces=False,
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
     return fast
@@ -133,12 +162,22 @@ def build_model(fast, out: Path) -> dict:
     torch.manual_seed(SEED)
     vocab = len(fast)
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HIDDEN // HEADS,
-        max_position_embeddings=MAX_POSITIONS, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-        bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
+        vocab_size=vocab,
+        hidden_size=HIDDEN,
+        intermediate_size=INTERMEDIATE,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HIDDEN // HEADS,
+        max_position_embeddings=MAX_POSITIONS,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
         torch_dtype="float32",
-    )  # fmt: skip
+    )
     model = LlamaForCausalLM(config).eval()
     banned = banned_ids(fast)
     with torch.no_grad():
@@ -151,9 +190,12 @@ def build_model(fast, out: Path) -> dict:
         head[banned, 0] = -BAN
     model.save_pretrained(out, safe_serialization=True)
     GenerationConfig(
-        bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
-        do_sample=False, max_new_tokens=256,
-    ).save_pretrained(out)  # fmt: skip
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+        do_sample=False,
+        max_new_tokens=256,
+    ).save_pretrained(out)
     return {"vocab_size": vocab, "banned": len(banned), "params": sum(p.numel() for p in model.parameters())}
 
 

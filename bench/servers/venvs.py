@@ -84,10 +84,15 @@ def venv_env(name: str) -> dict[str, str]:
     """Environment for running this venv's servers: offline, quiet, small thread pools."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
     env.update(
-        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", DO_NOT_TRACK="1",
-        VLLM_NO_USAGE_STATS="1", VLLM_DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        DO_NOT_TRACK="1",
+        VLLM_NO_USAGE_STATS="1",
+        VLLM_DO_NOT_TRACK="1",
+        TOKENIZERS_PARALLELISM="false",
         PATH=f"{venv_dir(name) / 'bin'}:{env.get('PATH', '')}",
-    )  # fmt: skip
+    )
     if name == "vllm":
         iomp = venv_dir(name) / "lib" / "libiomp5.so"
         if iomp.exists():
@@ -133,12 +138,24 @@ def _installer(py: str, verb: str) -> list[str]:
     like pip it takes the best version from any of them."""
     uv = _uv()
     if uv is None:
-        return [py, "-m", "pip", verb, "--quiet", "--disable-pip-version-check", *(["-y"] if verb == "uninstall" else [])]
+        return [
+            py,
+            "-m",
+            "pip",
+            verb,
+            "--quiet",
+            "--disable-pip-version-check",
+            *(["-y"] if verb == "uninstall" else []),
+        ]
     if verb == "uninstall":
         return [uv, "pip", "uninstall", "--quiet", "--python", py]
     config = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    options = {"find-links": "--find-links", "index-url": "--index-url", "extra-index-url": "--extra-index-url",
-               "constraint": "--constraint"}  # fmt: skip
+    options = {
+        "find-links": "--find-links",
+        "index-url": "--index-url",
+        "extra-index-url": "--extra-index-url",
+        "constraint": "--constraint",
+    }
     pairs = []
     for line in config.splitlines():  # e.g. global.find-links='/opt/wheels'
         key, _, value = line.partition("=")
@@ -164,7 +181,22 @@ def ensure_converter() -> Path:
             # the source package of this one project (`:all:` would build its build dependencies
             # from source too, cmake among them: over 7 minutes on 2 cores, against 10 s)
             name = LLAMA_CPP_PYTHON.split("==")[0]
-            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", name, "--no-deps", "-d", tmp, LLAMA_CPP_PYTHON], 900)
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-binary",
+                    name,
+                    "--no-deps",
+                    "-d",
+                    tmp,
+                    LLAMA_CPP_PYTHON,
+                ],
+                900,
+            )
             sdist = next(Path(tmp).glob("*.tar.gz"))
             staging = Path(tmp) / "convert"
             with tarfile.open(sdist) as tar:
@@ -173,7 +205,9 @@ def ensure_converter() -> Path:
                     if len(parts) < 4 or parts[1:3] != ["vendor", "llama.cpp"]:
                         continue
                     rel = parts[3:]
-                    if rel[0] in ("convert_hf_to_gguf.py", "conversion", "gguf-py") and (member.isfile() or member.isdir()):
+                    if rel[0] in ("convert_hf_to_gguf.py", "conversion", "gguf-py") and (
+                        member.isfile() or member.isdir()
+                    ):
                         target = staging.joinpath(*rel)
                         if member.isdir():
                             target.mkdir(parents=True, exist_ok=True)
@@ -191,9 +225,11 @@ def ensure_converter() -> Path:
 def model_key() -> str:
     templates = REPO / "workloads" / "templates.jsonl"
     return _key(
-        (HERE / "model.py").read_bytes(), (HERE / "gguf_convert.py").read_bytes(),
-        templates.read_bytes() if templates.exists() else b"", LLAMA_CPP_PYTHON,
-    )  # fmt: skip
+        (HERE / "model.py").read_bytes(),
+        (HERE / "gguf_convert.py").read_bytes(),
+        templates.read_bytes() if templates.exists() else b"",
+        LLAMA_CPP_PYTHON,
+    )
 
 
 def ensure_model() -> Path:
@@ -212,7 +248,11 @@ def ensure_model() -> Path:
             build = Path(tmp) / "model"
             env = venv_env("servers")
             _run([str(py), str(HERE / "model.py"), str(build)], 600, env=env)
-            _run([str(py), str(HERE / "gguf_convert.py"), str(converter), str(build), str(build / "model-f32.gguf")], 600, env=env)
+            _run(
+                [str(py), str(HERE / "gguf_convert.py"), str(converter), str(build), str(build / "model-f32.gguf")],
+                600,
+                env=env,
+            )
             (build / ".built").write_text("ok\n")
             shutil.move(str(build), out)
         log(f"tiny model ready in {out} ({time.monotonic() - t0:.0f} s)")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def write_workload(path: Path, *, input_chars: int, output_tokens: int, system_share: float = 0.0,
-                   langs: list[str] | None = None) -> Path:  # fmt: skip
+def write_workload(
+    path: Path, *, input_chars: int, output_tokens: int, system_share: float = 0.0, langs: list[str] | None = None
+) -> Path:
     """A one-class workload YAML with fixed input length (chars) and fixed max_tokens."""
     lines = [
         f"name: fixed-{input_chars}c-{output_tokens}t",

@@ -42,8 +42,16 @@ class Builder:
     def row(self, title: str) -> None:
         if self.x:
             self.x, self.y = 0, self.y + 8
-        self.panels.append({"type": "row", "title": title, "collapsed": False, "id": self._id(), "panels": [],
-                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}})  # fmt: skip
+        self.panels.append(
+            {
+                "type": "row",
+                "title": title,
+                "collapsed": False,
+                "id": self._id(),
+                "panels": [],
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+            }
+        )
         self.y += 1
 
     def timeseries(self, title: str, targets: list, unit: str, description: str = "", w: int = 12) -> None:
@@ -77,10 +85,27 @@ class Builder:
 def dashboard() -> dict:
     b = Builder()
     b.row("Client latency (suite records, per request class)")
-    b.timeseries("TTFT", quantiles("llm_ttft_seconds"), "s", "Time to first token of successful requests (llm_ttft_seconds).")
-    b.timeseries("TPOT", quantiles("llm_tpot_seconds", (0.5, 0.95)), "s", "Time per output token after the first (llm_tpot_seconds).")
-    b.timeseries("ITL", quantiles("llm_itl_seconds", (0.5, 0.95, 0.99)), "s", "Gaps between token-bearing chunks, pooled (llm_itl_seconds).")
-    b.timeseries("E2E latency", quantiles("llm_e2e_seconds", (0.5, 0.95)), "s", "End-to-end latency of successful requests (llm_e2e_seconds).")
+    b.timeseries(
+        "TTFT", quantiles("llm_ttft_seconds"), "s", "Time to first token of successful requests (llm_ttft_seconds)."
+    )
+    b.timeseries(
+        "TPOT",
+        quantiles("llm_tpot_seconds", (0.5, 0.95)),
+        "s",
+        "Time per output token after the first (llm_tpot_seconds).",
+    )
+    b.timeseries(
+        "ITL",
+        quantiles("llm_itl_seconds", (0.5, 0.95, 0.99)),
+        "s",
+        "Gaps between token-bearing chunks, pooled (llm_itl_seconds).",
+    )
+    b.timeseries(
+        "E2E latency",
+        quantiles("llm_e2e_seconds", (0.5, 0.95)),
+        "s",
+        "End-to-end latency of successful requests (llm_e2e_seconds).",
+    )
     b.row("Client load and throughput")
     b.timeseries(
         "Requests/s by outcome",
@@ -93,14 +118,21 @@ def dashboard() -> dict:
         [
             (f"sum(rate(llm_output_tokens_total{{{CLASS}}}[{RATE}]))", "output"),
             (f"sum(rate(llm_prompt_tokens_total{{{CLASS}}}[{RATE}]))", "prompt"),
-            (f"sum(rate(llm_output_tokens_total{{{CLASS}}}[{RATE}])) + sum(rate(llm_prompt_tokens_total{{{CLASS}}}[{RATE}]))", "total"),
+            (
+                f"sum(rate(llm_output_tokens_total{{{CLASS}}}[{RATE}])) + sum(rate(llm_prompt_tokens_total{{{CLASS}}}[{RATE}]))",
+                "total",
+            ),
         ],
         "short",
         "Tokens per second of successful requests, counted when the request completes.",
     )
     b.timeseries(
         "Users, in flight, target rate",
-        [("llm_users", "users"), ("llm_in_flight_requests", "in flight"), ("llm_target_rate", "target rate (req/s, open loop)")],
+        [
+            ("llm_users", "users"),
+            ("llm_in_flight_requests", "in flight"),
+            ("llm_target_rate", "target rate (req/s, open loop)"),
+        ],
         "short",
         "In flight is estimated as the number of users in a closed loop.",
     )
@@ -122,8 +154,12 @@ def dashboard() -> dict:
         "percentunit",
         "vllm:kv_cache_usage_perc (gpu_cache_usage_perc before vLLM's V1 engine).",
     )
-    b.timeseries("Server TTFT", quantiles("vllm:time_to_first_token_seconds", (0.5, 0.95, 0.99), by="", selector=""), "s",
-                 "vLLM's own TTFT: from its arrival, without the network and client.")  # fmt: skip
+    b.timeseries(
+        "Server TTFT",
+        quantiles("vllm:time_to_first_token_seconds", (0.5, 0.95, 0.99), by="", selector=""),
+        "s",
+        "vLLM's own TTFT: from its arrival, without the network and client.",
+    )
     b.timeseries(
         "Generation tokens/s: server vs client",
         [

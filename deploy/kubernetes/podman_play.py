@@ -53,8 +53,12 @@ def _unpublished(spec: dict) -> dict:
 
 
 def _pod(name: str, labels: dict, spec: dict, restart: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
-            "spec": {**_unpublished(spec), "restartPolicy": restart}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {**_unpublished(spec), "restartPolicy": restart},
+    }
 
 
 def convert(resources: list[dict]) -> list[dict]:
@@ -75,10 +79,21 @@ def convert(resources: list[dict]) -> list[dict]:
         if any(s["spec"]["selector"].items() <= template["metadata"]["labels"].items() for s in services.values()):
             out.append(_pod(service_of(job), template["metadata"]["labels"], template["spec"], "Never"))
         else:  # the workers: no Service; as many as the Job runs at once
-            out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": job["metadata"],
-                        "spec": {"replicas": job["spec"]["parallelism"],
-                                 "selector": {"matchLabels": template["metadata"]["labels"]},
-                                 "template": {"metadata": template["metadata"], "spec": {**_unpublished(template["spec"]), "restartPolicy": "Never"}}}})  # fmt: skip
+            out.append(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": job["metadata"],
+                    "spec": {
+                        "replicas": job["spec"]["parallelism"],
+                        "selector": {"matchLabels": template["metadata"]["labels"]},
+                        "template": {
+                            "metadata": template["metadata"],
+                            "spec": {**_unpublished(template["spec"]), "restartPolicy": "Never"},
+                        },
+                    },
+                }
+            )
     for deployment in by_kind.get("Deployment", []):
         template = deployment["spec"]["template"]
         out.append(_pod(service_of(deployment), template["metadata"]["labels"], template["spec"], "Always"))

@@ -76,7 +76,7 @@ class Summary(Model):
         """Sections a plugin added that the model does not name."""
         return dict(self.model_extra or {})
 
-    def with_sections(self, **sections) -> "Summary":
+    def with_sections(self, **sections) -> Summary:
         """A copy with more top-level sections (run_id, complete, the plugins' sections), validated."""
         return Summary.model_validate({**self.model_dump(), **sections})
 

@@ -99,7 +99,10 @@ class UsersOffPlan(Section):
 
     def line(self) -> str:
         """One line: how many ran against the plan, for how long, from when (UTC)."""
-        shown = [f"{p.running} instead of {p.planned} for {p.end - p.start:.0f} s from "
-                 f"{time.strftime('%H:%M:%S', time.gmtime(p.start))} UTC" for p in self.periods[:3]]  # fmt: skip
+        shown = [
+            f"{p.running} instead of {p.planned} for {p.end - p.start:.0f} s from "
+            f"{time.strftime('%H:%M:%S', time.gmtime(p.start))} UTC"
+            for p in self.periods[:3]
+        ]
         more = f" and {len(self.periods) - 3} more" if len(self.periods) > 3 else ""
         return f"the users running differed from the plan for {self.seconds:.0f} s: {'; '.join(shown)}{more}"

@@ -4,7 +4,6 @@ load level (its block, window and verdict), and the run's window, records and co
 
 from __future__ import annotations
 
-
 from pydantic import Field
 
 from metrics.record import NOT_SERVER_FAILURES
@@ -154,7 +153,9 @@ class Step(Block):
 
     step: int  # index of the level's first step (an extended level holds several)
     users: int
-    rate: float | None = None  # an open loop in steps (--rate-steps): the requests/s asked for; `users` is its in-flight cap
+    rate: float | None = (
+        None  # an open loop in steps (--rate-steps): the requests/s asked for; `users` is its in-flight cap
+    )
     window: Span
     steps: int = 1  # steps the level was held for (a capacity search extends an undecided level)
     cut: float | None = None  # requests that ended after this (wall clock) are not in the set

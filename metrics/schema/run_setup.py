@@ -34,7 +34,9 @@ class Target(Model):
         block_size 16, ...'."""
         parts = []
         if self.simulator_profile:
-            parts.append(f"simulator profile {self.simulator_profile} (hash {(self.simulator_profile_hash or '?')[:12]})")
+            parts.append(
+                f"simulator profile {self.simulator_profile} (hash {(self.simulator_profile_hash or '?')[:12]})"
+            )
         if self.model:
             parts.append(f"model {self.model}")
         if self.server_version:
@@ -46,16 +48,26 @@ class Target(Model):
     def stated(self) -> str:
         """The profile and the configuration alone (a header that names the model and version
         elsewhere): 'simulator profile fixed (hash 1a2b3c4d5e6f)', 'block_size 16, ...'."""
-        profile = (f"simulator profile {self.simulator_profile} (hash {(self.simulator_profile_hash or '?')[:12]})"
-                   if self.simulator_profile else "")
+        profile = (
+            f"simulator profile {self.simulator_profile} (hash {(self.simulator_profile_hash or '?')[:12]})"
+            if self.simulator_profile
+            else ""
+        )
         config = ", ".join(f"{k} {v}" for k, v in self.config.items() if k in STATED)
         config = config or ("" if profile else "no configuration stated (GET /metrics has no *_config_info gauge)")
         return "; ".join(x for x in (profile, config) if x)
 
 
 # the configuration labels a header shows (the rest are in summary.json setup.target.config)
-STATED = ("block_size", "gpu_memory_utilization", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
-          "max_model_len", "enable_prefix_caching")
+STATED = (
+    "block_size",
+    "gpu_memory_utilization",
+    "num_gpu_blocks",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "enable_prefix_caching",
+)
 
 
 class Setup(Model):
@@ -70,7 +82,9 @@ class Setup(Model):
     server: str  # the URL, credentials left out
     model: str
     server_version: str | None = None  # where the server tells it (plugin/setup.py server_version)
-    server_version_source: str | None = None  # where: "GET /version", "GET /metrics NAME{version}", "response header server"
+    server_version_source: str | None = (
+        None  # where: "GET /version", "GET /metrics NAME{version}", "response header server"
+    )
     target: Target | None = None  # what the run ran against (also run.json target)
     label: str = ""  # --label: what this run is (what an A/B changed)
     client_hosts: list[str]

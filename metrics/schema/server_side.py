@@ -61,8 +61,17 @@ class KneeDiagnosis(Model):
     # limit reached": nothing is near one (`nearest` with its `headroom`); "client-bound": the server
     # is near no limit and the client flagged its own timings; "client inaccurate": no server metrics,
     # and the client flagged itself
-    kind: Literal["memory-bound", "scheduler-bound", "prefill-bound", "compute-bound", "client-bound", "undecided",
-                  "no limit reached", "client inaccurate", "unknown"]
+    kind: Literal[
+        "memory-bound",
+        "scheduler-bound",
+        "prefill-bound",
+        "compute-bound",
+        "client-bound",
+        "undecided",
+        "no limit reached",
+        "client inaccurate",
+        "unknown",
+    ]
     users: int | None = None  # the level looked at (the knee)
     knee: str = ""  # why that level: "the lowest level that missed ttft.p95<5s", "the highest level (no --slo)"
     # what every output heads the sentence with: a knee only where a level missed the SLO

@@ -30,5 +30,16 @@ def load_model(p, distributed: bool) -> LoadModel:
     return kind.from_options(p, distributed)
 
 
-__all__ = ["AnyLoadModel", "CapacitySearchModel", "ClosedLoop", "DEFAULT_MAX_CONCURRENCY", "KINDS", "LoadModel",
-           "OpenLoop", "RateSteps", "StepRamp", "TraceReplay", "load_model"]
+__all__ = [
+    "AnyLoadModel",
+    "CapacitySearchModel",
+    "ClosedLoop",
+    "DEFAULT_MAX_CONCURRENCY",
+    "KINDS",
+    "LoadModel",
+    "OpenLoop",
+    "RateSteps",
+    "StepRamp",
+    "TraceReplay",
+    "load_model",
+]

@@ -37,7 +37,7 @@ class LoadModel(BaseModel):
         raise NotImplementedError
 
     @classmethod
-    def from_options(cls, p, distributed: bool) -> "LoadModel":
+    def from_options(cls, p, distributed: bool) -> LoadModel:
         raise NotImplementedError
 
     def describe(self, plan) -> str:
@@ -94,5 +94,9 @@ def refuse_unless(p, name: str, allowed: bool, message: str) -> None:
 
 def no_open_loop_options(p) -> None:
     refuse_unless(p, "time_scale", False, "--time-scale: only applies with --replay")
-    refuse_unless(p, "max_concurrency", False,
-                  "--max-concurrency: only applies with --request-rate or --replay (open loop); in a closed loop use -u")
+    refuse_unless(
+        p,
+        "max_concurrency",
+        False,
+        "--max-concurrency: only applies with --request-rate or --replay (open loop); in a closed loop use -u",
+    )

@@ -28,7 +28,7 @@ class CapacitySearchModel(LoadModel):
         return p.find_capacity
 
     @classmethod
-    def from_options(cls, p, distributed: bool) -> "CapacitySearchModel":
+    def from_options(cls, p, distributed: bool) -> CapacitySearchModel:
         check_step_window(p)
         _check_judged_window(p.step_time, p.step_warmup, distributed)
         if p.request_rate is not None:
@@ -38,14 +38,26 @@ class CapacitySearchModel(LoadModel):
             raise InputError("--find-capacity: needs --slo, e.g. --slo 'ttft.p95<5s'")
         policy = getattr(p, "capacity_policy", "adaptive") or "adaptive"
         if policy == "walk" and not p.steps:
-            raise InputError("--capacity-policy walk: walks the levels of --steps; give --steps 8,16,32,64 or --capacity-policy adaptive")
+            raise InputError(
+                "--capacity-policy walk: walks the levels of --steps; give --steps 8,16,32,64 or --capacity-policy adaptive"
+            )
         if policy == "doubling" and p.steps:
-            raise InputError("--capacity-policy doubling: doubles from 1 user; drop --steps, or use --capacity-policy walk")
+            raise InputError(
+                "--capacity-policy doubling: doubles from 1 user; drop --steps, or use --capacity-policy walk"
+            )
         max_users = getattr(p, "max_users", None)
         if max_users is not None and p.steps and max_users < p.steps[0]:
-            raise InputError(f"--max-users: {max_users} is below the first level of --steps ({p.steps[0]}); raise it or drop it")
-        return cls(candidates=p.steps or None, step_s=p.step_time, warmup_s=p.step_warmup, policy=policy,
-                   precision=getattr(p, "capacity_precision", 0.05), max_users=max_users)  # fmt: skip
+            raise InputError(
+                f"--max-users: {max_users} is below the first level of --steps ({p.steps[0]}); raise it or drop it"
+            )
+        return cls(
+            candidates=p.steps or None,
+            step_s=p.step_time,
+            warmup_s=p.step_warmup,
+            policy=policy,
+            precision=getattr(p, "capacity_precision", 0.05),
+            max_users=max_users,
+        )
 
     def new_policy(self):
         return POLICIES[self.policy](self.candidates or (), self.precision, self.max_users)
@@ -54,11 +66,17 @@ class CapacitySearchModel(LoadModel):
         # the levels it may walk and how each is held, as a step ramp states its own (a reader of the
         # report's header or run.json sees what load ran)
         policy = self.new_policy()
-        held = (f"each level ended once decided, at most {3 * self.step_s:g}s (a warm-up until the requests before it "
-                f"ended, at most {self.warmup_s:g}s)" if policy.sequential else f"{self.step_s:g}s each ({self.warmup_s:g}s warm-up)")  # fmt: skip
+        held = (
+            f"each level ended once decided, at most {3 * self.step_s:g}s (a warm-up until the requests before it "
+            f"ended, at most {self.warmup_s:g}s)"
+            if policy.sequential
+            else f"{self.step_s:g}s each ({self.warmup_s:g}s warm-up)"
+        )
         within = f", within -t {plan.run_time_s:g}s" if plan.run_time_s is not None else ""
         ceiling = f", at most {self.max_users} users" if self.max_users is not None else ""
-        return f"capacity search for {', '.join(o.text for o in plan.slo)}: {policy.describe()}, {held}{ceiling}{within}"
+        return (
+            f"capacity search for {', '.join(o.text for o in plan.slo)}: {policy.describe()}, {held}{ceiling}{within}"
+        )
 
     def step_seconds(self) -> float:
         # the grain each record's step is stamped with: an adaptive search's slice (shapes/capacity.py)
@@ -68,9 +86,15 @@ class CapacitySearchModel(LoadModel):
         return self.candidates or ()
 
     def new_search(self, plan, distributed: bool) -> CapacitySearch:
-        return CapacitySearch(list(plan.slo), self.step_s, self.warmup_s, plan.run_time_s,
-                              candidates=list(self.candidates) if self.candidates else None, distributed=distributed,
-                              policy=self.new_policy())  # fmt: skip
+        return CapacitySearch(
+            list(plan.slo),
+            self.step_s,
+            self.warmup_s,
+            plan.run_time_s,
+            candidates=list(self.candidates) if self.candidates else None,
+            distributed=distributed,
+            policy=self.new_policy(),
+        )
 
     def step_plan(self, search=None) -> StepPlan | None:
         """The levels the search decided, as the summary's steps (with the cut they are judged at)."""

@@ -15,7 +15,7 @@ class ClosedLoop(LoadModel):
         return True  # the default: the registry asks it last
 
     @classmethod
-    def from_options(cls, p, distributed: bool) -> "ClosedLoop":
+    def from_options(cls, p, distributed: bool) -> ClosedLoop:
         no_open_loop_options(p)
         return cls()
 

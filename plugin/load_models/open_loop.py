@@ -35,8 +35,10 @@ class Scheduled(LoadModel):
         if worker_index >= processes:
             log.warning(
                 "this worker (index %d) joined an open-loop run after its schedule was split across %d "
-                "processes: it sends nothing (restart the run to include it)", worker_index, processes,
-            )  # fmt: skip
+                "processes: it sends nothing (restart the run to include it)",
+                worker_index,
+                processes,
+            )
             return IdlePacer(ctx.stopping)
         t0 = perf_counter_at(ctx.run_start)  # the run start on this process's clock, within 0.25 µs (core/clock.py)
         return self.scheduled_pacer(ctx, worker_index, processes, environment, t0)
@@ -56,13 +58,15 @@ class OpenLoop(Scheduled):
         return p.request_rate is not None
 
     @classmethod
-    def from_options(cls, p, distributed: bool) -> "OpenLoop":
+    def from_options(cls, p, distributed: bool) -> OpenLoop:
         if p.steps:
             raise InputError("--request-rate: cannot be combined with --steps (closed-loop user steps); pick one")
         if p.find_capacity:
             raise InputError("--find-capacity: searches a user count; drop --request-rate")
         refuse_unless(p, "time_scale", False, "--time-scale: only applies with --replay")
-        return cls(rate=p.request_rate, arrival=p.arrival, burstiness=p.burstiness or 1.0, max_concurrency=p.max_concurrency)
+        return cls(
+            rate=p.request_rate, arrival=p.arrival, burstiness=p.burstiness or 1.0, max_concurrency=p.max_concurrency
+        )
 
     def describe(self, plan) -> str:
         return f"open loop at {self.rate:g} requests/s ({self.arrival})"
@@ -71,10 +75,14 @@ class OpenLoop(Scheduled):
         return self.rate
 
     def scheduled_between(self, run_start, start, end, seed):
-        return ArrivalSchedule(self.rate, self.arrival, self.burstiness, seed, 1, 0, run_start).count_between(start, end)
+        return ArrivalSchedule(self.rate, self.arrival, self.burstiness, seed, 1, 0, run_start).count_between(
+            start, end
+        )
 
     def scheduled_pacer(self, ctx, worker_index, processes, environment, t0):
-        arrivals = ArrivalSchedule(self.rate, self.arrival, self.burstiness, ctx.plan.seed or 0, processes, worker_index, t0)
+        arrivals = ArrivalSchedule(
+            self.rate, self.arrival, self.burstiness, ctx.plan.seed or 0, processes, worker_index, t0
+        )
         return OpenPacer(ctx.sampler, arrivals, ctx.stopping)
 
 

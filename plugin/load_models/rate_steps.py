@@ -25,10 +25,19 @@ class StepSchedule:
     its end (`take`, as ArrivalSchedule's), then the next step's; after the last, a day later (the
     shape has ended the run by then)."""
 
-    def __init__(self, rates, step_s: float, arrival: str, burstiness: float, seed: int, processes: int, index: int, t0: float):
+    def __init__(
+        self, rates, step_s: float, arrival: str, burstiness: float, seed: int, processes: int, index: int, t0: float
+    ):
         self.rates, self.step_s, self.t0 = rates, step_s, t0
-        self.make = lambda k: ArrivalSchedule(rates[k], arrival, burstiness, seed * 1000 + k, processes, index,
-                                              t0 + k * step_s - (START_DELAY_S + self._lead(k) if k else 0.0))  # fmt: skip
+        self.make = lambda k: ArrivalSchedule(
+            rates[k],
+            arrival,
+            burstiness,
+            seed * 1000 + k,
+            processes,
+            index,
+            t0 + k * step_s - (START_DELAY_S + self._lead(k) if k else 0.0),
+        )
         self.arrival = arrival
         self.k = 0
         self.current = self.make(0)
@@ -77,30 +86,44 @@ class RateSteps(Scheduled):
         return bool(getattr(p, "rate_steps", ()))
 
     @classmethod
-    def from_options(cls, p, distributed: bool) -> "RateSteps":
+    def from_options(cls, p, distributed: bool) -> RateSteps:
         if p.request_rate is not None:
-            raise InputError("--rate-steps: steps of request rates; drop --request-rate (one rate), or give it as --rate-steps R")
+            raise InputError(
+                "--rate-steps: steps of request rates; drop --request-rate (one rate), or give it as --rate-steps R"
+            )
         if p.steps:
             raise InputError("--rate-steps: steps of request rates; --steps steps users: pick one")
         if p.find_capacity:
             raise InputError("--find-capacity: searches a user count; drop --rate-steps")
         if p.replay:
-            raise InputError("--rate-steps: a replayed trace keeps its own times; drop one of --replay and --rate-steps")
+            raise InputError(
+                "--rate-steps: a replayed trace keeps its own times; drop one of --replay and --rate-steps"
+            )
         refuse_unless(p, "time_scale", False, "--time-scale: only applies with --replay")
         check_step_window(p)
-        return cls(rates=p.rate_steps, step_s=p.step_time, warmup_s=p.step_warmup, arrival=p.arrival,
-                   burstiness=p.burstiness or 1.0, max_concurrency=p.max_concurrency)  # fmt: skip
+        return cls(
+            rates=p.rate_steps,
+            step_s=p.step_time,
+            warmup_s=p.step_warmup,
+            arrival=p.arrival,
+            burstiness=p.burstiness or 1.0,
+            max_concurrency=p.max_concurrency,
+        )
 
     def describe(self, plan) -> str:
-        text = (f"open loop in steps {','.join(f'{r:g}' for r in self.rates)} requests/s ({self.arrival}), "
-                f"{self.step_s:g}s each ({self.warmup_s:g}s warm-up)")  # fmt: skip
+        text = (
+            f"open loop in steps {','.join(f'{r:g}' for r in self.rates)} requests/s ({self.arrival}), "
+            f"{self.step_s:g}s each ({self.warmup_s:g}s warm-up)"
+        )
         if plan.run_time_s is not None and plan.run_time_s < self.duration_s:
             held = max(1, math.ceil(plan.run_time_s / self.step_s))
             text += f"; -t {plan.run_time_s:g}s ends it in step {held} of {len(self.rates)}"
         return text
 
     def window_start(self, started: float, warmup_s: float) -> float:
-        return started + warmup_s  # steps are cut on the run's start; the first step's warm-up covers the first arrival's delay
+        return (
+            started + warmup_s
+        )  # steps are cut on the run's start; the first step's warm-up covers the first arrival's delay
 
     def step_seconds(self) -> float:
         return self.step_s

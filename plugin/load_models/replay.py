@@ -31,7 +31,7 @@ class TraceReplay(Scheduled):
         return bool(p.replay)
 
     @classmethod
-    def from_options(cls, p, distributed: bool) -> "TraceReplay":
+    def from_options(cls, p, distributed: bool) -> TraceReplay:
         if p.request_rate is not None:
             raise InputError("--replay: the trace sets the send times; drop --request-rate")
         if p.steps or p.find_capacity:
@@ -41,8 +41,14 @@ class TraceReplay(Scheduled):
             loaded = load_trace(p.replay)
         except InputError as e:
             raise InputError(f"--replay: {e}") from None
-        return cls(trace=p.replay, digest=loaded.digest, duration_s=loaded.duration_s, time_scale=scale,
-                   rate=loaded.rate(scale), max_concurrency=p.max_concurrency)
+        return cls(
+            trace=p.replay,
+            digest=loaded.digest,
+            duration_s=loaded.duration_s,
+            time_scale=scale,
+            rate=loaded.rate(scale),
+            max_concurrency=p.max_concurrency,
+        )
 
     def read(self) -> Trace:
         """The planned trace, read once more where the run starts (the same file, unchanged)."""

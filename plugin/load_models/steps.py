@@ -31,7 +31,7 @@ class StepRamp(LoadModel):
         return bool(p.steps)
 
     @classmethod
-    def from_options(cls, p, distributed: bool) -> "StepRamp":
+    def from_options(cls, p, distributed: bool) -> StepRamp:
         check_step_window(p)
         no_open_loop_options(p)
         return cls(levels=p.steps, step_s=p.step_time, warmup_s=p.step_warmup)

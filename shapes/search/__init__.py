@@ -16,5 +16,15 @@ from .registry import DEFAULT_PRECISION, POLICIES, RESOLUTION, Bracket, Policy, 
 DEFAULT = "adaptive"
 NAMES: tuple[str, ...] = tuple(sorted(POLICIES))
 
-__all__ = ["DEFAULT", "DEFAULT_PRECISION", "NAMES", "POLICIES", "RESOLUTION", "Bracket", "Policy", "Tried", "bracket",
-           "narrow_enough"]
+__all__ = [
+    "DEFAULT",
+    "DEFAULT_PRECISION",
+    "NAMES",
+    "POLICIES",
+    "RESOLUTION",
+    "Bracket",
+    "Policy",
+    "Tried",
+    "bracket",
+    "narrow_enough",
+]

@@ -68,7 +68,9 @@ class Adaptive(Policy):
         return max(passed) if passed else super().floor_when_none_met(history, b)
 
     def describe(self) -> str:
-        first = (f"levels {','.join(map(str, self.levels))} users in order up to the first miss" if self.levels
-                 else f"probing up from {self.start} user{'s' if self.start != 1 else ''} x{PROBE_FACTOR:g} to the first miss")  # fmt: skip
+        first = (
+            f"levels {','.join(map(str, self.levels))} users in order up to the first miss"
+            if self.levels
+            else f"probing up from {self.start} user{'s' if self.start != 1 else ''} x{PROBE_FACTOR:g} to the first miss"
+        )
         return f"{first}, then interpolating on the margins to within {self.precision:.0%}"
-

@@ -22,7 +22,6 @@ def probe_up(p: Policy, history: list[Tried], factor: float = 2.0) -> int | None
 
 @policy("doubling")
 class Doubling(Policy):
-
     def next_level(self, history: list[Tried]) -> int | None:
         up = probe_up(self, history)
         return up if up is not None else halve(self, history, RESOLUTION)

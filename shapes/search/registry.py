@@ -17,8 +17,9 @@ undecided is passed on that evidence), and a miss implies every higher level wou
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 # Today's resolution of the doubling and walking policies: bisect until the bracket is within 10 %.
 RESOLUTION = 0.10
@@ -55,7 +56,9 @@ def bracket(history: list[Tried]) -> Bracket:
     hi = min(missed, key=lambda t: t.users, default=None)
     met = [t for t in history if t.state == "met" and (hi is None or t.users < hi.users)]
     lo = max(met, key=lambda t: t.users, default=None)
-    return Bracket(lo.users if lo else None, hi.users if hi else None, lo.margin if lo else None, hi.margin if hi else None)
+    return Bracket(
+        lo.users if lo else None, hi.users if hi else None, lo.margin if lo else None, hi.margin if hi else None
+    )
 
 
 def narrow_enough(b: Bracket, precision: float) -> bool:
@@ -70,8 +73,9 @@ class Policy:
     sequential: ClassVar[bool] = False  # end a level once decided (shapes/sequential.py), not after --step-time
     describe_text: ClassVar[str] = ""
 
-    def __init__(self, levels: tuple[int, ...] = (), precision: float | None = None, max_users: int | None = None,
-                 start: int = 1):  # fmt: skip
+    def __init__(
+        self, levels: tuple[int, ...] = (), precision: float | None = None, max_users: int | None = None, start: int = 1
+    ):
         self.levels = tuple(levels)  # given levels (--steps), walked in order before narrowing
         self.precision = DEFAULT_PRECISION if precision is None else precision
         self.max_users = max_users

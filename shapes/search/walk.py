@@ -14,5 +14,7 @@ class Walk(Policy):
         return given if given is not None else halve(self, history, RESOLUTION)
 
     def describe(self) -> str:
-        return (f"levels {','.join(map(str, self.levels))} users in order up to the first miss, then bisecting "
-                f"to {RESOLUTION:.0%}")  # fmt: skip
+        return (
+            f"levels {','.join(map(str, self.levels))} users in order up to the first miss, then bisecting "
+            f"to {RESOLUTION:.0%}"
+        )

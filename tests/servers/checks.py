@@ -32,9 +32,13 @@ def check_tokens_from_usage(run: SuiteRun, pinned_max_tokens: int | None) -> Non
         assert (rec["output_tokens"] == pinned_max_tokens).all(), rec["output_tokens"].value_counts().to_dict()
     # a chunk carries one token or more, never less: chunks <= tokens
     assert (rec["n_chunks"] >= 1).all() and (rec["n_chunks"] <= rec["output_tokens"]).all()
-    inside = rec[(rec["wall_send"] >= run.summary["window"]["start"]) & (rec["wall_send"] <= run.summary["window"]["end"])]
+    inside = rec[
+        (rec["wall_send"] >= run.summary["window"]["start"]) & (rec["wall_send"] <= run.summary["window"]["end"])
+    ]
     tokens = run.summary["overall"]["tokens"]
-    assert tokens["output"] == int(inside["output_tokens"].sum()) and tokens["prompt"] == int(inside["prompt_tokens"].sum())
+    assert tokens["output"] == int(inside["output_tokens"].sum()) and tokens["prompt"] == int(
+        inside["prompt_tokens"].sum()
+    )
 
 
 def check_timings(run: SuiteRun) -> None:

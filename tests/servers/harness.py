@@ -40,11 +40,24 @@ def transformers_serve(model_dir: Path, blocks: int = 256, block_size: int = 32,
     return launch.transformers_serve(model_dir, free_port(), blocks=blocks, block_size=block_size, threads=threads)
 
 
-def vllm(model_dir: Path, threads: int = 1, max_num_seqs: int = 64, kv_cache_gib: int = 1, extra: list[str] | None = None,
-         cpus: str = "") -> ServerProcess:  # fmt: skip
+def vllm(
+    model_dir: Path,
+    threads: int = 1,
+    max_num_seqs: int = 64,
+    kv_cache_gib: int = 1,
+    extra: list[str] | None = None,
+    cpus: str = "",
+) -> ServerProcess:
     """vLLM's CPU build; `cpus` (e.g. "0") pins all its processes to those cores (taskset)."""
-    return launch.vllm(model_dir, free_port(), threads=threads, max_num_seqs=max_num_seqs, kv_cache_gib=kv_cache_gib,
-                       extra=extra, cpus=cpus)  # fmt: skip
+    return launch.vllm(
+        model_dir,
+        free_port(),
+        threads=threads,
+        max_num_seqs=max_num_seqs,
+        kv_cache_gib=kv_cache_gib,
+        extra=extra,
+        cpus=cpus,
+    )
 
 
 # --------------------------------------------------------------------------- Prometheus
@@ -70,7 +83,7 @@ class Scrape:
                 out[le] = out.get(le, 0.0) + v
         return dict(sorted(out.items()))
 
-    def __sub__(self, before: "Scrape") -> "Scrape":
+    def __sub__(self, before: Scrape) -> Scrape:
         return Scrape({k: v - before.samples.get(k, 0.0) for k, v in self.samples.items()})
 
 
@@ -100,12 +113,40 @@ class SuiteRun:
     wall_s: float
 
 
-def run_suite(host: str, run_id: str, results_dir: Path, *, users: int, run_time: str, args: list[str],
-              spawn_rate: float | None = None, timeout: float = 300) -> SuiteRun:  # fmt: skip
+def run_suite(
+    host: str,
+    run_id: str,
+    results_dir: Path,
+    *,
+    users: int,
+    run_time: str,
+    args: list[str],
+    spawn_rate: float | None = None,
+    timeout: float = 300,
+) -> SuiteRun:
     """`locust -f locustfile.py --headless --host ...` to completion, and what it wrote."""
-    cmd = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfile.py"), "--headless", "--host", host,
-           "-u", str(users), "-r", str(spawn_rate or users), "-t", run_time, "--results-dir", str(results_dir),
-           "--run-id", run_id, "--only-summary", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(REPO / "locustfile.py"),
+        "--headless",
+        "--host",
+        host,
+        "-u",
+        str(users),
+        "-r",
+        str(spawn_rate or users),
+        "-t",
+        run_time,
+        "--results-dir",
+        str(results_dir),
+        "--run-id",
+        run_id,
+        "--only-summary",
+        *args,
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     wall = time.monotonic() - t0

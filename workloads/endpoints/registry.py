@@ -38,8 +38,15 @@ class Endpoint:
 ENDPOINTS: dict[str, Endpoint] = {}
 
 
-def endpoint(name: str, path: str, order: int, *, streams: bool = True, attachments: bool = False,
-             results: Callable[[dict], int] = no_results) -> Callable[[Body], Body]:
+def endpoint(
+    name: str,
+    path: str,
+    order: int,
+    *,
+    streams: bool = True,
+    attachments: bool = False,
+    results: Callable[[dict], int] = no_results,
+) -> Callable[[Body], Body]:
     """Register the decorated ``body(request, model, stream)`` as the body of endpoint `name`."""
 
     def register(body: Body) -> Body:

@@ -30,13 +30,19 @@ def responses_input(messages: list[dict]) -> list[dict]:
             continue
         content = m.get("content")
         if isinstance(content, list):
-            content = [{"type": "input_text", "text": p["text"]} if p.get("type") == "text"
-                       else {"type": "input_image", "image_url": p["image_url"]["url"]} for p in content]  # fmt: skip
+            content = [
+                {"type": "input_text", "text": p["text"]}
+                if p.get("type") == "text"
+                else {"type": "input_image", "image_url": p["image_url"]["url"]}
+                for p in content
+            ]
         if content is not None:
             out.append({"role": role, "content": content})
         for call in m.get("tool_calls") or ():
             fn = call["function"]
-            out.append({"type": "function_call", "call_id": call["id"], "name": fn["name"], "arguments": fn["arguments"]})
+            out.append(
+                {"type": "function_call", "call_id": call["id"], "name": fn["name"], "arguments": fn["arguments"]}
+            )
     return out
 
 

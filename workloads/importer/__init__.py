@@ -16,5 +16,19 @@ from .readers import READERS, read_log
 from .records import Entry, Parsed, parse_time
 from .write import guess_lang, write_outputs
 
-__all__ = ["Anonymizer", "luhn_ok", "import_args", "run_import", "Fit", "fit_classes", "resolve_output",
-           "READERS", "read_log", "Entry", "Parsed", "parse_time", "guess_lang", "write_outputs"]
+__all__ = [
+    "Anonymizer",
+    "luhn_ok",
+    "import_args",
+    "run_import",
+    "Fit",
+    "fit_classes",
+    "resolve_output",
+    "READERS",
+    "read_log",
+    "Entry",
+    "Parsed",
+    "parse_time",
+    "guess_lang",
+    "write_outputs",
+]

@@ -14,14 +14,23 @@ from collections import Counter
 
 _MASKS = [  # (name, pattern), applied in this order
     ("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")),
-    ("id_number", re.compile(r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])"
-                             r"(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx](?![0-9A-Za-z])")),
+    (
+        "id_number",
+        re.compile(
+            r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])"
+            r"(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx](?![0-9A-Za-z])"
+        ),
+    ),
     ("card", re.compile(r"(?<![\d-])(?:\d{4}[ -]){2,3}\d{4}(?:\d{1,3})?(?![\d-])|(?<!\d)\d{13,19}(?!\d)")),
-    ("phone", re.compile(
-        r"(?<![\w+])(?:\+|00)\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}(?!\d)"  # international
-        r"|(?<!\d)(?:\+?86[ -]?)?1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)"                                 # CN mobile
-        r"|(?<!\d)0\d{2,3}-\d{7,8}(?!\d)"                                                            # CN landline
-        r"|(?<!\d)\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\d)")),                                           # NANP
+    (
+        "phone",
+        re.compile(
+            r"(?<![\w+])(?:\+|00)\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}(?!\d)"  # international
+            r"|(?<!\d)(?:\+?86[ -]?)?1[3-9]\d[ -]?\d{4}[ -]?\d{4}(?!\d)"  # CN mobile
+            r"|(?<!\d)0\d{2,3}-\d{7,8}(?!\d)"  # CN landline
+            r"|(?<!\d)\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\d)"
+        ),
+    ),  # NANP
 ]
 _ALNUM = re.compile(r"[0-9A-Za-z]")
 
@@ -69,6 +78,8 @@ def anonymize_message(anon: Anonymizer, m):
     if isinstance(out.get("content"), str):
         out["content"] = anon(out["content"])
     if out.get("tool_calls"):
-        out["tool_calls"] = [{**c, "function": {**c["function"], "arguments": anon(c["function"]["arguments"])}}
-                             for c in out["tool_calls"]]  # fmt: skip
+        out["tool_calls"] = [
+            {**c, "function": {**c["function"], "arguments": anon(c["function"]["arguments"])}}
+            for c in out["tool_calls"]
+        ]
     return out

@@ -82,28 +82,51 @@ def _pcts(v, qs=(10, 50, 90, 99)) -> str:
 def import_args(p: argparse.ArgumentParser) -> None:
     p.description = __doc__
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("logfile", help="request log: JSONL/JSON of OpenAI request bodies, ShareGPT JSON, or CSV/TSV (.gz too)")
+    p.add_argument(
+        "logfile", help="request log: JSONL/JSON of OpenAI request bodies, ShareGPT JSON, or CSV/TSV (.gz too)"
+    )
     p.add_argument("--out", required=True, help="folder for templates.jsonl, workload.yaml and trace.jsonl")
     p.add_argument("--name", default=None, help="workload name (default: the --out folder's name)")
     p.add_argument("--domain", default="imported", help="domain written on the templates (default: imported)")
-    p.add_argument("--anonymize", "--anonymise", action="store_true",
-                   help="mask e-mails, phone numbers, ID and card numbers and long digit runs (length kept)")
-    p.add_argument("--digit-run", type=int, default=8, help="with --anonymize: mask runs of this many digits or more (default 8)")
+    p.add_argument(
+        "--anonymize",
+        "--anonymise",
+        action="store_true",
+        help="mask e-mails, phone numbers, ID and card numbers and long digit runs (length kept)",
+    )
+    p.add_argument(
+        "--digit-run", type=int, default=8, help="with --anonymize: mask runs of this many digits or more (default 8)"
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--sample", type=int, default=None, help="keep N requests, drawn at random (seeded)")
     g.add_argument("--sample-frac", type=float, default=None, help="keep this fraction of the requests (seeded)")
     p.add_argument("--seed", type=int, default=0, help="seed of --sample / --sample-frac (default 0)")
     b = p.add_mutually_exclusive_group()
-    b.add_argument("--quantiles", default=None,
-                   help="class bounds as input-length percentiles, e.g. 50,90 (default: 50,90 -> short/medium/long)")
+    b.add_argument(
+        "--quantiles",
+        default=None,
+        help="class bounds as input-length percentiles, e.g. 50,90 (default: 50,90 -> short/medium/long)",
+    )
     b.add_argument("--edges", default=None, help="class bounds in characters instead, e.g. 200,800")
     p.add_argument("--names", default=None, help="class names, comma-separated (default: short,medium,long for 3)")
-    p.add_argument("--turns", choices=["first", "all"], default="first",
-                   help="ShareGPT: first human message of each conversation (default), or every answered one with its history")
-    p.add_argument("--default-output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
-                   help=f"output length when a request has no usage, reply or max_tokens (default {DEFAULT_OUTPUT_TOKENS})")
-    p.add_argument("--max-values", type=int, default=DEFAULT_MAX_VALUES,
-                   help=f"most values in an empirical output_tokens distribution (default {DEFAULT_MAX_VALUES})")
+    p.add_argument(
+        "--turns",
+        choices=["first", "all"],
+        default="first",
+        help="ShareGPT: first human message of each conversation (default), or every answered one with its history",
+    )
+    p.add_argument(
+        "--default-output-tokens",
+        type=int,
+        default=DEFAULT_OUTPUT_TOKENS,
+        help=f"output length when a request has no usage, reply or max_tokens (default {DEFAULT_OUTPUT_TOKENS})",
+    )
+    p.add_argument(
+        "--max-values",
+        type=int,
+        default=DEFAULT_MAX_VALUES,
+        help=f"most values in an empirical output_tokens distribution (default {DEFAULT_MAX_VALUES})",
+    )
     p.add_argument("--prompt-column", default=None, help="CSV: the prompt column, when not detected")
     p.add_argument("--output-column", default=None, help="CSV: the output-length column, when not detected")
 
@@ -145,8 +168,9 @@ def _run_import(args: argparse.Namespace, out) -> int:
     if args.default_output_tokens < 1 or args.max_values < 2:
         raise InputError("--default-output-tokens must be >= 1 and --max-values >= 2")
 
-    parsed = read_log(args.logfile, turns=args.turns, prompt_column=args.prompt_column,
-                      output_column=args.output_column)
+    parsed = read_log(
+        args.logfile, turns=args.turns, prompt_column=args.prompt_column, output_column=args.output_column
+    )
     entries = parsed.entries
     if not entries:
         why = ", ".join(f"{k} {v}" for k, v in parsed.skipped.most_common()) or "nothing recognised"
@@ -176,17 +200,25 @@ def _run_import(args: argparse.Namespace, out) -> int:
     with_usage = sum(1 for e in entries if e.out_tokens_usage is not None)
     with_history = sum(1 for e in entries if e.history)
     timed = [e.time for e in entries if e.time is not None]
-    lines = [f"log        {args.logfile}: {parsed.format}, {parsed.lines} items, {found} requests"
-             + (f", skipped: {', '.join(f'{k} {v}' for k, v in parsed.skipped.most_common())}" if parsed.skipped else "")]
+    lines = [
+        f"log        {args.logfile}: {parsed.format}, {parsed.lines} items, {found} requests"
+        + (f", skipped: {', '.join(f'{k} {v}' for k, v in parsed.skipped.most_common())}" if parsed.skipped else "")
+    ]
     if parsed.dropped_roles:
-        lines.append(f"           messages left out: {', '.join(f'{k} {v}' for k, v in parsed.dropped_roles.most_common())}")
+        lines.append(
+            f"           messages left out: {', '.join(f'{k} {v}' for k, v in parsed.dropped_roles.most_common())}"
+        )
     if n != found:
         lines.append(f"sampled    {n} of {found} (seed {args.seed})")
-    lines.append(f"system     {with_system / n:.1%} of requests carry a system prompt "
-                 f"({len({e.system for e in entries if e.system is not None})} distinct); "
-                 f"{with_history / n:.1%} carry earlier turns")
-    lines.append(f"usage      {with_usage / n:.1%} of requests carry usage; output tokens from "
-                 + ", ".join(f"{k} {v}" for k, v in sources.most_common()))
+    lines.append(
+        f"system     {with_system / n:.1%} of requests carry a system prompt "
+        f"({len({e.system for e in entries if e.system is not None})} distinct); "
+        f"{with_history / n:.1%} carry earlier turns"
+    )
+    lines.append(
+        f"usage      {with_usage / n:.1%} of requests carry usage; output tokens from "
+        + ", ".join(f"{k} {v}" for k, v in sources.most_common())
+    )
     if timed:
         span = max(timed) - min(timed)
         rate = f", mean {len(timed) / span:.3g} requests/s" if span > 0 else ""
@@ -196,29 +228,47 @@ def _run_import(args: argparse.Namespace, out) -> int:
     if anon is not None:
         lines.append("anonymised " + (", ".join(f"{k} {v}" for k, v in sorted(anon.counts.items())) or "nothing found"))
     bounds = ", ".join(str(b) for b in fit.edges) or "none"
-    how = f"fixed edges {args.edges}" if edges else f"percentiles {','.join(f'{q:g}' for q in quantiles or DEFAULT_QUANTILES)}"
+    how = (
+        f"fixed edges {args.edges}"
+        if edges
+        else f"percentiles {','.join(f'{q:g}' for q in quantiles or DEFAULT_QUANTILES)}"
+    )
     lines.append(f"classes    by input length ({how}: bounds {bounds} chars)")
-    lines.append(f"  {'class':<8}{'share':>7}{'count':>7}  {'input chars p10/p50/p90/p99 (range)':<38}output tokens p10/p50/p90/p99")
+    lines.append(
+        f"  {'class':<8}{'share':>7}{'count':>7}  {'input chars p10/p50/p90/p99 (range)':<38}output tokens p10/p50/p90/p99"
+    )
     for c in fit.classes:
         ic = f"{_pcts(c['lengths'])} ({c['min']}-{c['max']})"
         lines.append(f"  {c['name']:<8}{c['weight']:>7.1%}{c['count']:>7}  {ic:<38}{_pcts(c['outputs'])}")
     allout = np.array([e.output_tokens for e in entries])
     alllen = np.array([e.input_chars for e in entries])
-    lines.append(f"  {'(total)':<8}{1:>7.0%}{n:>7}  {_pcts(alllen) + f' ({alllen.min()}-{alllen.max()})':<38}{_pcts(allout)}")
+    lines.append(
+        f"  {'(total)':<8}{1:>7.0%}{n:>7}  {_pcts(alllen) + f' ({alllen.min()}-{alllen.max()})':<38}{_pcts(allout)}"
+    )
 
     with_trace = len(timed) >= 2
     name = args.name or os.path.basename(os.path.normpath(args.out)) or "imported"
     if not re.match(r"^\S", name):
         name = "imported"
-    written = write_outputs(args.out, entries, fit, name=name, domain=args.domain, source=args.logfile,
-                            summary_lines=lines, with_trace=with_trace)
+    written = write_outputs(
+        args.out,
+        entries,
+        fit,
+        name=name,
+        domain=args.domain,
+        source=args.logfile,
+        summary_lines=lines,
+        with_trace=with_trace,
+    )
     for ln in lines:
         out(ln)
     out(f"wrote      {written['templates']} ({written['prompts']} prompts, {written['system_prompts']} system prompts)")
     out(f"           {written['spec']}")
     if with_trace:
-        out(f"           {written['trace']} ({written['trace_requests']} requests over "
-            f"{written['trace_duration_s']:,.1f} s; replay with --replay {written['trace']})")
+        out(
+            f"           {written['trace']} ({written['trace_requests']} requests over "
+            f"{written['trace_duration_s']:,.1f} s; replay with --replay {written['trace']})"
+        )
     # the spec must load: a mistake here is a bug of the importer, not of the log
     load_spec(written["spec"])
     return 0

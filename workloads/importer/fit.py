@@ -15,8 +15,12 @@ from .records import Entry
 DEFAULT_OUTPUT_TOKENS = 256
 DEFAULT_QUANTILES = (50.0, 90.0)
 DEFAULT_MAX_VALUES = 1000
-CLASS_NAMES = {1: ["all"], 2: ["short", "long"], 3: ["short", "medium", "long"],
-               4: ["short", "medium", "long", "xlong"]}
+CLASS_NAMES = {
+    1: ["all"],
+    2: ["short", "long"],
+    3: ["short", "medium", "long"],
+    4: ["short", "medium", "long", "xlong"],
+}
 
 
 def resolve_output(e: Entry, default: int) -> None:
@@ -88,8 +92,16 @@ def fit_classes(entries: list, quantiles=None, edges=None, names=None, max_value
     classes = []
     for i, name in enumerate(labels):
         m = assign == i
-        classes.append({"name": name, "weight": weights[i], "count": counts[i],
-                        "min": int(lengths[m].min()), "max": int(lengths[m].max()),
-                        "lengths": lengths[m], "outputs": outs[m],
-                        "out_values": reduce_values(outs[m].tolist(), max_values)})
+        classes.append(
+            {
+                "name": name,
+                "weight": weights[i],
+                "count": counts[i],
+                "min": int(lengths[m].min()),
+                "max": int(lengths[m].max()),
+                "lengths": lengths[m],
+                "outputs": outs[m],
+                "out_values": reduce_values(outs[m].tolist(), max_values),
+            }
+        )
     return Fit(labels, b, assign, classes)

@@ -6,7 +6,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 TIME_KEYS = ("timestamp", "time", "created", "created_at", "ts", "request_time", "start_time")
 
@@ -35,8 +35,11 @@ class Entry:
 
     @property
     def input_chars(self) -> int:
-        return (len(self.system) if self.system else 0) + sum(message_chars(m) for m in (*self.history, *self.after)) \
+        return (
+            (len(self.system) if self.system else 0)
+            + sum(message_chars(m) for m in (*self.history, *self.after))
             + len(self.text)
+        )
 
 
 def message_chars(m) -> int:
@@ -87,7 +90,7 @@ def parse_time(v) -> float | None:
             except ValueError:
                 return None
             if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=timezone.utc)
+                dt = dt.replace(tzinfo=UTC)
             return dt.timestamp()
     if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .fit import Fit
 
@@ -36,8 +36,9 @@ def _yaml_str(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
-def write_outputs(out_dir: str, entries: list, fit: Fit, *, name: str, domain: str, source: str,
-                  summary_lines: list, with_trace: bool) -> dict:
+def write_outputs(
+    out_dir: str, entries: list, fit: Fit, *, name: str, domain: str, source: str, summary_lines: list, with_trace: bool
+) -> dict:
     os.makedirs(out_dir, exist_ok=True)
     # system prompts and prompts, deduplicated in first-seen order
     sys_ids: dict[str, str] = {}
@@ -71,24 +72,34 @@ def write_outputs(out_dir: str, entries: list, fit: Fit, *, name: str, domain: s
     lib_path = os.path.join(out_dir, "templates.jsonl")
     with open(lib_path, "w", encoding="utf-8") as fh:
         for text, sid in sys_ids.items():
-            fh.write(json.dumps({"kind": "system", "domain": domain, "lang": guess_lang(text), "text": text,
-                                 "id": sid}, ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {"kind": "system", "domain": domain, "lang": guess_lang(text), "text": text, "id": sid},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
         for row in prompt_rows.values():
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     spec_path = os.path.join(out_dir, "workload.yaml")
     lines = [f"# Imported from {source} by `python -m workloads import`.", "#"]
     lines += [f"# {ln}" if ln else "#" for ln in summary_lines]
-    lines += ["", f"name: {_yaml_str(name)}",
-              f"description: {_yaml_str(f'Replayed production traffic from {os.path.basename(source)}: {len(entries)} requests, classes by input length, prompts sent verbatim.')}",
-              "templates: templates.jsonl",
-              "classes:"]
+    lines += [
+        "",
+        f"name: {_yaml_str(name)}",
+        f"description: {_yaml_str(f'Replayed production traffic from {os.path.basename(source)}: {len(entries)} requests, classes by input length, prompts sent verbatim.')}",
+        "templates: templates.jsonl",
+        "classes:",
+    ]
     for c in fit.classes:
-        lines += [f"  {c['name']}:",
-                  f"    weight: {c['weight']}",
-                  "    prompts: verbatim                 # the logged prompts as they are (templates.jsonl)",
-                  f"    input_chars: {{min: {c['min']}, max: {c['max']}, dist: empirical}}",
-                  f"    output_tokens: {{dist: empirical, values: {json.dumps(c['out_values'])}}}"]
+        lines += [
+            f"  {c['name']}:",
+            f"    weight: {c['weight']}",
+            "    prompts: verbatim                 # the logged prompts as they are (templates.jsonl)",
+            f"    input_chars: {{min: {c['min']}, max: {c['max']}, dist: empirical}}",
+            f"    output_tokens: {{dist: empirical, values: {json.dumps(c['out_values'])}}}",
+        ]
     with open(spec_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -100,12 +111,26 @@ def write_outputs(out_dir: str, entries: list, fit: Fit, *, name: str, domain: s
         duration = timed[-1][0] - t0
         trace_path = os.path.join(out_dir, "trace.jsonl")
         with open(trace_path, "w", encoding="utf-8") as fh:
-            header = {"version": TRACE_VERSION, "templates": "templates.jsonl", "requests": len(timed),
-                      "duration_s": round(duration, 6), "source": os.path.basename(source),
-                      "start": datetime.fromtimestamp(t0, timezone.utc).isoformat()}
+            header = {
+                "version": TRACE_VERSION,
+                "templates": "templates.jsonl",
+                "requests": len(timed),
+                "duration_s": round(duration, 6),
+                "source": os.path.basename(source),
+                "start": datetime.fromtimestamp(t0, UTC).isoformat(),
+            }
             fh.write(json.dumps({"trace": header}) + "\n")
             for t, i in timed:
-                fh.write(json.dumps({"t": round(t - t0, 6), "class": fit.names[fit.assign[i]],
-                                     "prompt": entry_pid[i], "max_tokens": int(entries[i].output_tokens)}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "t": round(t - t0, 6),
+                            "class": fit.names[fit.assign[i]],
+                            "prompt": entry_pid[i],
+                            "max_tokens": int(entries[i].output_tokens),
+                        }
+                    )
+                    + "\n"
+                )
         written.update(trace=trace_path, trace_requests=len(timed), trace_duration_s=duration)
     return written

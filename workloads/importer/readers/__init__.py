@@ -16,8 +16,9 @@ from . import csv_table, openai_requests, sharegpt  # noqa: F401  (they register
 from .registry import READERS, Source, open_text
 
 
-def read_log(path: str, *, turns: str = "first", prompt_column: str | None = None,
-             output_column: str | None = None) -> Parsed:
+def read_log(
+    path: str, *, turns: str = "first", prompt_column: str | None = None, output_column: str | None = None
+) -> Parsed:
     """Read a log file of any supported format into normalised entries."""
     source = Source(path, open_text(path), turns=turns, prompt_column=prompt_column, output_column=output_column)
     if not source.stripped:

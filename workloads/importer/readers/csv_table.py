@@ -14,8 +14,17 @@ from ..records import TIME_KEYS, Entry, Parsed, as_count, parse_time
 from .registry import Source, reader
 
 CSV_PROMPT = ("prompt", "input", "question", "query", "instruction", "text", "content", "message", "user")
-CSV_OUTPUT_TOKENS = ("output_tokens", "completion_tokens", "output_len", "output_length", "output_token_count",
-                     "response_tokens", "generated_tokens", "num_output_tokens", "output_tokens_count")
+CSV_OUTPUT_TOKENS = (
+    "output_tokens",
+    "completion_tokens",
+    "output_len",
+    "output_length",
+    "output_token_count",
+    "response_tokens",
+    "generated_tokens",
+    "num_output_tokens",
+    "output_tokens_count",
+)
 CSV_MAX_TOKENS = ("max_tokens", "max_new_tokens", "max_completion_tokens")
 CSV_PROMPT_TOKENS = ("prompt_tokens", "input_tokens", "input_len", "input_length")
 CSV_OUTPUT_TEXT = ("output", "response", "answer", "completion", "reply")
@@ -54,8 +63,10 @@ def read(source: Source) -> Parsed:
     columns = {c.strip().lower(): c for c in rows.fieldnames if c is not None}
     pcol = _pick(columns, CSV_PROMPT, source.prompt_column, "prompt")
     if pcol is None:
-        raise InputError(f"{path}: no prompt column among {', '.join(rows.fieldnames)}; "
-                         f"name one with --prompt-column (looked for {', '.join(CSV_PROMPT)})")
+        raise InputError(
+            f"{path}: no prompt column among {', '.join(rows.fieldnames)}; "
+            f"name one with --prompt-column (looked for {', '.join(CSV_PROMPT)})"
+        )
     ocol = _pick(columns, CSV_OUTPUT_TOKENS, source.output_column, "output")
     mcol = _pick(columns, CSV_MAX_TOKENS, None, "max-tokens")
     itcol = _pick(columns, CSV_PROMPT_TOKENS, None, "prompt-tokens")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from core.text import content_text
 from core.images import png_size
+from core.text import content_text
 
 from ..records import TIME_KEYS, Entry, Parsed, as_count, maybe_json, parse_time
 from .registry import Source, reader
@@ -28,8 +28,13 @@ def _tool_calls(m: dict) -> list[dict] | None:
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id"), str):
             return None
         args = fn.get("arguments")
-        out.append({"id": c["id"], "type": "function",
-                    "function": {"name": fn["name"], "arguments": args if isinstance(args, str) else "{}"}})
+        out.append(
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": fn["name"], "arguments": args if isinstance(args, str) else "{}"},
+            }
+        )
     return out
 
 
@@ -198,6 +203,10 @@ def read(source: Source) -> Parsed:
         if e is not None:
             kinds[e.endpoint] += 1
             parsed.entries.append(e)
-    parsed.format = ("jsonl" if source.stripped[0] == "{" else "json") + " requests (" + \
-        ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + ")"
+    parsed.format = (
+        ("jsonl" if source.stripped[0] == "{" else "json")
+        + " requests ("
+        + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+        + ")"
+    )
     return parsed

@@ -69,8 +69,13 @@ class Source:
                 doc = json.loads(stripped)
             except ValueError:
                 raise InputError(f"{self.path}: neither JSON lines nor a JSON document") from None
-            items = doc if isinstance(doc, list) else doc.get("data", doc.get("requests", [doc])) \
-                if isinstance(doc, dict) else [doc]
+            items = (
+                doc
+                if isinstance(doc, list)
+                else doc.get("data", doc.get("requests", [doc]))
+                if isinstance(doc, dict)
+                else [doc]
+            )
             lines = len(items)
         return items, lines
 

@@ -63,8 +63,11 @@ def _claims(source: Source) -> bool:
     if source.stripped[0] not in "[{":
         return False
     items, _ = source.json_items()
-    found = sum(1 for it in items[:LOOK_AT] if isinstance(it, dict)
-                and isinstance(it.get("conversations", it.get("conversation")), list))
+    found = sum(
+        1
+        for it in items[:LOOK_AT]
+        if isinstance(it, dict) and isinstance(it.get("conversations", it.get("conversation")), list)
+    )
     return found > 0 and found >= 0.5 * min(len(items), LOOK_AT)
 
 
