@@ -8,6 +8,7 @@ with the truth log and adds up."""
 from __future__ import annotations
 
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -68,3 +69,9 @@ def test_a_simulator_limit_is_named_with_the_figures_it_rests_on(tmp_path, limit
     assert split["requests"] == summary["overall"]["requests"]["ok"]
     assert math.isclose(split["queue_ms"] + split["prefill_ms"] + split["rest_ms"], split["ttft_ms"], rel_tol=1e-9)
     assert split["rest_ms"] >= 0  # the front end, the network and the client come on top of the server's figures
+    # the console and the report say it, with what it rests on
+    assert f"Why the knee is there: {d['sentence']}" in proc.stdout
+    md = open(os.path.join(tmp_path, "r", "report.md"), encoding="utf-8").read()
+    line = next((x for x in md.splitlines() if x.startswith("**Why the knee is there:**")), "")
+    assert line.startswith(f"**Why the knee is there:** {d['sentence']} (rests on: "), line
+    assert "### The server at each level" in md
