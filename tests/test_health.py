@@ -3,7 +3,9 @@ run does not.
 
 The overloaded run floods one worker process (master + 1 worker, `--processes 1`) with far more
 tokens than one core can read (200 streams at 1 ms ITL against the simulator: 200,000 tokens/s
-asked), so its CPU demand, loop lag and token lag all pass their limits, whatever the machine.
+asked), so its CPU demand, loop lag and token lag all pass their limits, whatever the machine. The
+simulator serves it from two processes: with one, on two cores, the server could be the slower
+side, its tokens sent late and read on time, and the client rightly not bound.
 The light run (5 streams at 20 ms ITL, a local process) stays far below every limit; on a machine
 crowded by other processes it may be late (contended) but is never client bound: it hardly uses
 the CPU.
@@ -11,9 +13,11 @@ the CPU.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
-from tests.helpers import read_results, run_locust, simulator
+from tests.helpers import free_port, read_results, run_locust, simulator
 
 pytestmark = pytest.mark.process
 
@@ -21,10 +25,16 @@ FLOOD = "kind: fixed\nmodel: sim-model\nttft_s: 0.02\nitl_s: 0.001\nmax_model_le
 LIGHT = "kind: fixed\nmodel: sim-model\nttft_s: 0.1\nitl_s: 0.02\nmax_model_len: 1000000\n"
 
 
-def _run(tmp_path, profile: str, run_id: str, *args: str):
+def _run(tmp_path, profile: str, run_id: str, *args: str, sim_processes: int = 1):
     prof = tmp_path / f"{run_id}.yaml"
     prof.write_text(profile)
-    with simulator("--profile", str(prof)) as url:
+    with contextlib.ExitStack() as servers:
+        if sim_processes == 1:
+            url = servers.enter_context(simulator("--profile", str(prof)))
+        else:  # several processes on one port (SO_REUSEPORT), so that the server outpaces the client
+            port = free_port()
+            for _ in range(sim_processes):
+                url = servers.enter_context(simulator("--profile", str(prof), "--reuse-port", port=port))
         proc = run_locust(
             "--host",
             url,
@@ -63,6 +73,7 @@ def test_overloaded_worker_marks_the_run_client_bound(tmp_path):
         "16s",
         "--max-tokens-override",
         "400",
+        sim_processes=2,
     )
     cb = summary["client_bound"]
     assert cb["bound"] is True, cb
