@@ -10,6 +10,7 @@ run, write a locustfile like this one that imports ChatCompletionsUser and Compl
 plugin.users with the weights you want.
 """
 
+from plugin.backend_flags import BackendFlags
 from plugin.console import Console
 from plugin.failfast import FailFast
 from plugin.gpu import GpuTelemetry
@@ -39,4 +40,5 @@ install(
     WebUI(),  # the LLM view in the web UI (/llm, LLM tab) and the start form's check
     FailFast(),  # a headless run whose requests all fail from the start stops with one line
     Console(),  # a progress line every 10 s; Locust's own rounded tables left out
+    BackendFlags(),  # several backends: a backend flagged while the run goes on, one console line once
 )

@@ -51,58 +51,57 @@ def backend_check(
     it served nothing in the window; `count`: the replicas behind a balancer (--backend-count), of
     which those that named no reply are `unseen`. The fair share is 1 / all of them."""
     names = sorted({n for n in by_backend if n} | set(known))  # "" holds the requests no backend was named for
-    unseen = max(0, (count or 0) - len(names))
-    total = sum(by_backend[n].requests.sent for n in names if n in by_backend)
-    fair = 1.0 / (len(names) + unseen) if names else None
-    rows = []
-    for name in names:
-        b = by_backend.get(name)
-        if b is None:  # a replica of the spread that no request of the window went to
-            rows.append(
-                BackendShare(
-                    backend=name,
-                    sent=0,
-                    share=0.0 if total else None,
-                    fair_share=fair,
-                    share_off=-1.0 if total else None,
-                )
-            )
-            continue
-        share = b.requests.sent / total if total else None
-        off = (share - fair) / fair if share is not None and fair else None
-        rows.append(
-            BackendShare(
-                backend=name,
-                sent=b.requests.sent,
-                share=share,
-                fair_share=fair,
-                share_off=off,
-                ttft_p50_ms=b.ttft_ms.p50,
-                tpot_p50_ms=b.tpot_ms.p50,
-                e2e_p50_ms=b.e2e_ms.p50,
-                output_tokens_per_s=b.throughput.output_tokens_per_s,
-                failed=b.requests.failed,
-                by_error=dict(b.requests.by_error),
-            )
-        )
-    if len(rows) > 1 or unseen:
-        for row in rows:
-            row.flags = _flags(row, [r for r in rows if r is not row], by_backend, total)
+    rows = [figures_row(name, by_backend.get(name)) for name in names]
+    ok = {name: b.requests.ok for name, b in by_backend.items()}
+    flagged, unseen = judge_backends(rows, ok, count)
     source = "spread" if any("://" in n for n in names) else "header"
-    flagged = [r.backend for r in rows if r.flags]
-    if unseen:
-        flagged.append(f"{unseen} of the {count} replicas (--backend-count) named in no reply")
     return BackendCheck(source=source, rule=RULE, backends=rows, flagged=flagged, unseen=unseen, outages=outages(df))
 
 
-def _flags(row: BackendShare, others: list[BackendShare], blocks: dict[str, Block], total: int) -> list[str]:
+def figures_row(name: str, b: Block | None) -> BackendShare:
+    """A backend's row before the rule judges it: its figures from its block (None: a replica of
+    the spread that no request of the window went to)."""
+    if b is None:
+        return BackendShare(backend=name, sent=0)
+    return BackendShare(
+        backend=name,
+        sent=b.requests.sent,
+        ttft_p50_ms=b.ttft_ms.p50,
+        tpot_p50_ms=b.tpot_ms.p50,
+        e2e_p50_ms=b.e2e_ms.p50,
+        output_tokens_per_s=b.throughput.output_tokens_per_s,
+        failed=b.requests.failed,
+        by_error=dict(b.requests.by_error),
+    )
+
+
+def judge_backends(rows: list[BackendShare], ok: dict[str, int], count: int | None = None) -> tuple[list[str], int]:
+    """The one rule (module doc, `RULE`), summary.json's and the live view's: fills each row's
+    `share`, `fair_share`, `share_off` and `flags` from its `sent` and p50s; `ok`: each backend's
+    successful requests; `count`: --backend-count. Returns (flagged, unseen)."""
+    unseen = max(0, (count or 0) - len(rows))
+    total = sum(r.sent for r in rows)
+    fair = 1.0 / (len(rows) + unseen) if rows else None
+    for row in rows:
+        row.fair_share = fair
+        row.share = row.sent / total if total else None
+        row.share_off = (row.share - fair) / fair if row.share is not None and fair else None
+    if len(rows) > 1 or unseen:
+        for row in rows:
+            row.flags = _flags(row, [r for r in rows if r is not row], ok, total)
+    flagged = [r.backend for r in rows if r.flags]
+    if unseen:
+        flagged.append(f"{unseen} of the {count} replicas (--backend-count) named in no reply")
+    return flagged, unseen
+
+
+def _flags(row: BackendShare, others: list[BackendShare], ok: dict[str, int], total: int) -> list[str]:
     out = []
     fair = row.fair_share
     if row.share is not None and fair and total:
         noise = math.sqrt(fair * (1 - fair) / total)
         if abs(row.share_off) > SHARE_OFF and abs(row.share - fair) > NOISE_SD * noise:
             out.append(f"share {row.share:.1%} of {total} requests against a fair {fair:.1%} ({row.share_off:+.0%})")
-    ok = {name: b.requests.ok for name, b in blocks.items()}
     if ok.get(row.backend, 0) >= MIN_OK:
         for metric, key in (("TTFT", "ttft_p50_ms"), ("TPOT", "tpot_p50_ms")):
             mine = getattr(row, key)

@@ -127,10 +127,29 @@ def _series(server: pd.DataFrame, role: str) -> tuple[str | None, pd.Series]:
     for name in NAMES[role]:
         rows = server[(base == name) | (server["metric"] == name)]
         if not rows.empty:
-            grouped = rows.groupby("timestamp")["value"]
             sent = str(rows["metric"].iloc[0])  # as the server sent it (counters with _total)
-            return sent, (grouped.sum() if role in SUMMED else grouped.mean()).sort_index()
+            return sent, _combined(rows, role in SUMMED)
     return None, pd.Series(dtype=float)
+
+
+def _combined(rows: pd.DataFrame, summed: bool) -> pd.Series:
+    """One figure's values per scrape time, summed or averaged over label sets and over the scraped
+    sources. Each source's scrapes have times of their own: at each time, a source counts with its
+    latest reading so far, so that two replicas' counters add up to one that only grows (taken in
+    turn, they would read as resets) and two replicas' gauges are seen together. (Each replica's own
+    diagnosis reads its source alone: `of_source`.)"""
+    import pandas as pd
+
+    def one(r: pd.DataFrame) -> pd.Series:
+        grouped = r.groupby("timestamp")["value"]
+        return (grouped.sum() if summed else grouped.mean()).sort_index()
+
+    if "source" not in rows or rows["source"].nunique() < 2:
+        return one(rows)
+    # from the first time every source has read: a replica's counter joining later would count its
+    # whole value as an increase
+    each = pd.concat({src: one(r) for src, r in rows.groupby("source")}, axis=1).sort_index().ffill().dropna()
+    return each.sum(axis=1) if summed else each.mean(axis=1)
 
 
 def _labels(text) -> dict:
@@ -142,6 +161,16 @@ def _labels(text) -> dict:
         return out if isinstance(out, dict) else {}
     except (TypeError, ValueError):
         return dict(p.split("=", 1) for p in str(text).split(",") if "=" in p)
+
+
+def of_source(server: pd.DataFrame | None, source: str) -> pd.DataFrame | None:
+    """The samples of one scraped endpoint (the `source` column: its URL as server_metrics.parquet
+    names it): one replica's own figures, so that several replicas' gauges are never pooled into one
+    diagnosis (targets/diagnosis.py diagnoses each); None where nothing came from it."""
+    if server is None or server.empty or "source" not in server:
+        return None
+    rows = server[server["source"] == source]
+    return rows if not rows.empty else None
 
 
 def server_config(server: pd.DataFrame | None) -> tuple[dict[str, float], str | None]:

@@ -118,6 +118,10 @@ class Run:
             typed.diagnosis = diagnose_levels(
                 typed.by_step, typed.capacity, self.server_gauges, typed.client_bound, typed.gpu
             )
+            if typed.by_backend:  # several replicas: each one's own diagnosis, from its own /metrics
+                from targets.diagnosis import diagnose_backends
+
+                diagnose_backends(typed, table, steps, self.started, self.server_gauges)
         writer.write_summary(typed, complete, reason)
         summary = typed
 

@@ -161,9 +161,10 @@ class ServerMetricsScraper:
         self._loop = None
         self.closed = False
         self.client = {"requests": 0, "requests_ok": 0, "prompt_tokens": 0, "output_tokens": 0}
-        # (time, metric, value, labels) of every label set of the metrics the knee's diagnosis reads (a
-        # few per scrape; the labels of the info gauges state the server's configuration)
-        self.gauges: list[tuple[float, str, float, str]] = []
+        # (time, metric, value, labels, source) of every label set of the metrics the knee's diagnosis
+        # reads (a few per scrape; the labels of the info gauges state the server's configuration; the
+        # source tells the replicas of a spread apart: each has its own diagnosis)
+        self.gauges: list[tuple[float, str, float, str, str]] = []
 
     # -- scraping -----------------------------------------------------------------------------
 
@@ -196,7 +197,9 @@ class ServerMetricsScraper:
             if math.isfinite(row[4]):
                 values[row[2]] = values.get(row[2], 0.0) + row[4]
         src.values = values
-        self.gauges.extend((row[0], row[2], row[4], row[3]) for row in rows if _base(row[2]) in DIAGNOSIS_METRICS)
+        self.gauges.extend(
+            (row[0], row[2], row[4], row[3], row[1]) for row in rows if _base(row[2]) in DIAGNOSIS_METRICS
+        )
         self._pending.extend(rows)
 
     def scrape(self) -> None:
@@ -245,11 +248,11 @@ class ServerMetricsScraper:
         return out
 
     def frame(self):
-        """The diagnosis' metrics scraped so far (timestamp, metric, value, labels), as
+        """The diagnosis' metrics scraped so far (timestamp, metric, value, labels, source), as
         server_metrics.parquet holds them: what metrics/diagnosis.py aligns to the levels, live and at the end."""
         import pandas as pd  # loaded only by the process that writes results
 
-        return pd.DataFrame(self.gauges, columns=["timestamp", "metric", "value", "labels"])
+        return pd.DataFrame(self.gauges, columns=["timestamp", "metric", "value", "labels", "source"])
 
     # -- client side --------------------------------------------------------------------------
 

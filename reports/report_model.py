@@ -88,6 +88,8 @@ class Report:
     # the client's TTFT split by the server's own timing of each request (metrics/ttft_split.py), per
     # class, the run and each level; None where no server sent it
     ttft_split: Table | None = None
+    # several replicas each scraped (--server-metrics): each one's own diagnosis at the knee (targets/diagnosis.py)
+    backend_diagnoses: Table | None = None
     gpu: str = ""  # the capacity (or the run) in the deployment's terms: summary.json gpu.sentence
     gpu_note: str = ""  # where the GPU figures come from: the telemetry source and the GPUs it saw
     gpu_levels: Table | None = None  # the GPUs and the load in the deployment's terms, per level

@@ -17,6 +17,7 @@ from metrics.verdict import judged_on, margin_text
 from reports import summary_text
 from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells
 from runfolder import reading as D
+from targets.backends import address
 
 # ---------------------------------------------------------------------------------------------
 # tables from summary.json
@@ -103,7 +104,13 @@ def backend_tables(summary: Summary) -> dict:
     rows), each backend's share and flags, and its failures in time (summary.json by_backend, backends)."""
     check = summary.backends
     if not summary.by_backend or check is None:
-        return {"backends": None, "backend_shares": None, "backend_rule": "", "outages": None}
+        return {
+            "backends": None,
+            "backend_shares": None,
+            "backend_rule": "",
+            "outages": None,
+            "backend_diagnoses": None,
+        }
     served = server_counts(summary)
     shares = Table(
         [
@@ -143,7 +150,7 @@ def backend_tables(summary: Summary) -> dict:
     if served:  # each replica's own count beside the client's, where --server-metrics scraped it
         shares.headers.insert(2, "server ok, whole run (its metrics)")
         for row, b in zip(shares.rows, check.backends):
-            row.insert(2, cells(fmt(served.get(_address(b.backend))))[0])
+            row.insert(2, cells(fmt(served.get(address(b.backend))))[0])
         shares.text = (11, 12)
     start = summary.window.start
     outages = (
@@ -185,15 +192,28 @@ def backend_tables(summary: Summary) -> dict:
             else ""
         ),
         "outages": outages,
+        "backend_diagnoses": backend_diagnoses(summary),
     }
 
 
-def _address(url: str) -> str:
-    """host:port of a backend's name or a scraped URL (a balancer's header names host:port alone)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url if "//" in url else f"//{url}")
-    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+def backend_diagnoses(summary: Summary) -> Table | None:
+    """Each replica's own diagnosis at the knee, from its own /metrics (summary.json
+    by_backend[...].diagnosis, targets/diagnosis.py), a replica whose limit differs from the
+    others' marked; None where no replica has one."""
+    said = [(name, b.diagnosis) for name, b in (summary.by_backend or {}).items() if b.diagnosis is not None]
+    if not said:
+        return None
+    flags = {b.backend: b.flags for b in summary.backends.backends} if summary.backends is not None else {}
+    odd = {name for name, f in flags.items() if any(x.startswith("limit: ") for x in f)}
+    return Table(
+        ["backend", "limit", "why (its own server metrics)"],
+        [
+            cells(name, d.kind, d.sentence + (f" (rests on: {'; '.join(d.evidence)})" if d.evidence else ""))
+            for name, d in said
+        ],
+        left=3,
+        row_classes=["flagged" if name in odd else "" for name, _ in said],
+    )
 
 
 def server_counts(summary: Summary) -> dict[str, float]:
@@ -204,7 +224,7 @@ def server_counts(summary: Summary) -> dict[str, float]:
     for url, source in (scrapes.by_source if scrapes is not None else {}).items():
         value = (source.get("counter_deltas") or {}).get("vllm:request_success_total")
         if value is not None:
-            out[_address(url)] = value
+            out[address(url)] = value
     return out
 
 

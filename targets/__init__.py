@@ -6,7 +6,8 @@ process, asks the run's `--balance` policy (one module each, registered by name 
 backend's requests in flight, and takes a backend that refused a connection out of the spread until
 a paced probe finds it back (`health.py`). With one URL, or one load balancer's URL and
 `--backend-header`, there is nothing to pick: the record's backend is the URL's, or the header's.
-`planner.py` turns measured capacities into the replicas a target traffic needs.
+`planner.py` turns measured capacities into the replicas a target traffic needs; `diagnosis.py`
+diagnoses each replica from its own /metrics.
 
 Importing the package registers every policy.
 """

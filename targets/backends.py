@@ -82,3 +82,10 @@ class Targets:
         """The run ended: no more probes."""
         if self.health is not None:
             self.health.stop()
+
+
+def address(url: str) -> str:
+    """host:port of a backend's name or a scraped URL (a balancer's header names host:port alone):
+    what ties a --server-metrics URL to the replica it scrapes."""
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)

@@ -67,8 +67,18 @@ class LiveWindow:
     streams) given the rows `take` returned. Nothing else touches the window meanwhile.
     """
 
-    def __init__(self, objectives=(), run_start: float | None = None, windows=WINDOWS):
+    def __init__(
+        self,
+        objectives=(),
+        run_start: float | None = None,
+        windows=WINDOWS,
+        backends: tuple[str, ...] = (),
+        backend_count: int | None = None,
+    ):
         self.windows = tuple(float(w) for w in windows)
+        # the replicas the run spreads over (several --host URLs) and --backend-count: each backend's
+        # fair share, as summary.json's `backends` takes it (metrics/backends.py)
+        self.backends, self.backend_count = tuple(backends), backend_count
         self.objectives = list(objectives)
         self.run_start = run_start
         self._pending: list = []
@@ -183,11 +193,13 @@ class LiveWindow:
                 for c in names
             }
             records = int(np.sum((ended >= start) & (ended <= end))) if m is not None else 0
+            backends = by_backend(m, ended, start, end, flight, ratios, self.objectives)
             out["windows"][window_key(seconds)] = {
                 "window": {"start": start, "end": end, "seconds": end - start, "length_s": seconds, "records": records},
                 "overall": overall,
                 "by_class": by_class,
-                "by_backend": by_backend(m, ended, start, end, flight, ratios, self.objectives),
+                "by_backend": backends,
+                "backends": backend_flags(backends, self.backends, self.backend_count),
             }
         return clean(out)
 
@@ -230,3 +242,37 @@ def by_backend(m, ended: np.ndarray, start: float, end: float, flight, ratios: d
         name: live_block(m, ended, start, end, mask, flight, none, ratios, objectives)
         for name, mask in groups(backends, (ended >= start) & (ended <= end) & (backends != ""))
     }
+
+
+def backend_flags(blocks: dict, known: tuple[str, ...] = (), count: int | None = None) -> dict | None:
+    """The window's backends judged by summary.json's one rule (metrics/backends.py
+    `judge_backends`) on the window's blocks: each backend's share of the requests that ended in
+    it, its p50s and flags; None with no backend. `known`: the replicas of the spread (each has its
+    row), `count`: --backend-count."""
+    from metrics.backends import RULE, judge_backends
+    from metrics.schema.backends import BackendShare
+
+    names = sorted(set(blocks) | set(known))
+    if not names:
+        return None
+    rows = []
+    for name in names:
+        b = blocks.get(name)
+        if b is None:
+            rows.append(BackendShare(backend=name, sent=0))
+            continue
+        r = b["requests"]
+        rows.append(
+            BackendShare(
+                backend=name,
+                sent=r["ended"],
+                ttft_p50_ms=b["ttft_ms"]["p50"],
+                tpot_p50_ms=b["tpot_ms"]["p50"],
+                e2e_p50_ms=b["e2e_ms"]["p50"],
+                output_tokens_per_s=b["throughput"]["output_tokens_per_s"],
+                failed=r["failed"],
+                by_error=dict(r["by_error"]),
+            )
+        )
+    flagged, unseen = judge_backends(rows, {n: b["requests"]["ok"] for n, b in blocks.items()}, count)
+    return {"rule": RULE, "backends": [r.model_dump(mode="json") for r in rows], "flagged": flagged, "unseen": unseen}

@@ -25,6 +25,7 @@ from locust.runners import STATE_MISSING, MasterRunner
 from metrics.schema import Summary
 from metrics.verdict import held, judged_on
 from plugin.progress import OpenStreams
+from plugin.run import spread_over
 from plugin.state import state_of
 from reports.rows import setup_rows
 from runfolder.layout import REPORT_HTML, SUMMARY
@@ -67,7 +68,12 @@ class LiveView:
 
     def on_run_started(self, run) -> None:
         self.run = run
-        self.window = LiveWindow(run.plan.slo, run_start=run.started)
+        self.window = LiveWindow(
+            run.plan.slo,
+            run_start=run.started,
+            backends=spread_over(self.environment.host or ""),
+            backend_count=run.plan.backend_count,
+        )
         self.runs[run.run_id] = run.writer.path
         self.snapshots.clear()
         self.latest = None
@@ -256,6 +262,7 @@ class LiveView:
             "overall": None,
             "by_class": {},
             "by_backend": {},
+            "backends": None,
             "totals": None,
             "users": None,
             "workers": None,

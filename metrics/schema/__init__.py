@@ -26,7 +26,7 @@ from pydantic import ConfigDict, ValidationError
 
 from core.errors import InputError
 from core.validation import describe
-from metrics.schema.backends import BackendCheck
+from metrics.schema.backends import BackendBlock, BackendCheck
 from metrics.schema.base import Model
 from metrics.schema.client_health import ClientBound, LostWork, OpenLoop, UsersOffPlan, WorkerAccount
 from metrics.schema.figures import Block, Concurrency, Records, Step, Window
@@ -52,7 +52,7 @@ class Summary(Model):
     overall: Block
     by_class: dict[str, Block]
     by_turn: dict[str, Block] | None = None  # conversations: one block per turn number ("1" = first message)
-    by_backend: dict[str, Block] | None = None  # several replicas or a balancer's header: one block per backend
+    by_backend: dict[str, BackendBlock] | None = None  # several replicas or a balancer's header: one block per backend
     backends: BackendCheck | None = None  # the spread over the backends and which stands out (metrics/backends.py)
     by_step: list[Step] | None = None  # step or capacity-search runs
     concurrency: Concurrency

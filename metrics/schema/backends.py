@@ -5,6 +5,16 @@ one load balancer's --backend-header) and which backend stood out; the figures o
 from __future__ import annotations
 
 from metrics.schema.base import Model, Num
+from metrics.schema.figures import Block
+from metrics.schema.server_side import KneeDiagnosis
+
+
+class BackendBlock(Block):
+    """A backend's block in `by_backend`: a class's block (metrics/measure.py), and in a run with
+    load levels and --server-metrics of that replica, the replica's own diagnosis at the run's knee
+    (targets/diagnosis.py)."""
+
+    diagnosis: KneeDiagnosis | None = None
 
 
 class BackendShare(Model):
