@@ -58,9 +58,15 @@ def diagnose_backends(summary: Summary, table: pa.Table, plan, run_start: float,
         d = diagnose_levels(steps, summary.capacity, mine, summary.client_bound)
         summary.by_backend[name] = BackendBlock.model_validate({**block.model_dump(), "diagnosis": d})
         diagnosed[name] = d
+    flags = limit_flags(diagnosed)
+    if flags and summary.diagnosis is not None:  # the pooled figures hide it: the run's sentence says so
+        each = "; ".join(f"{name} {d.kind}" for name, d in diagnosed.items())
+        summary.diagnosis.sentence += (
+            f". The replicas' limits differ, each from its own server metrics (summary.json by_backend): {each}"
+        )
     if summary.backends is None:
         return
-    for backend, flag in limit_flags(diagnosed).items():
+    for backend, flag in flags.items():
         row = next((r for r in summary.backends.backends if r.backend == backend), None)
         if row is not None:
             row.flags = [*row.flags, flag]

@@ -105,6 +105,10 @@ def test_each_replica_is_diagnosed_from_its_own_metrics_and_a_slowed_one_is_flag
         "limit: memory-bound at 32 users; the other: no limit reached"
     ]
     assert not any(f.startswith("limit: ") for f in rows[roomy]["flags"]) and tight in summary["backends"]["flagged"]
+    each = "; ".join(f"{u} {kind}" for u, kind in sorted([(tight, "memory-bound"), (roomy, "no limit reached")]))
+    assert summary["diagnosis"]["sentence"].endswith(
+        f". The replicas' limits differ, each from its own server metrics (summary.json by_backend): {each}"
+    )
     md = open(os.path.join(tmp_path, "r", "report.md"), encoding="utf-8").read()
     assert "#### Each replica's limit, from its own server metrics" in md
     assert mine["tight"]["sentence"] in md and mine["roomy"]["sentence"] in md
