@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from metrics.diagnosis import level_evidence
 from stats.block_bootstrap import Scope, measure, prepare, scopes
 from stats.comparison import interval
 
@@ -85,6 +86,7 @@ def point_figures(
         "goodput_per_s": _finite(block.goodput.requests_per_s),
         "error_rate": _finite(values["error_rate"][0]),
         "confidence": confidence,
+        **server_figures(p, sc, level.users if level is not None else 0),
     }
     if cap is not None:
         if cap.users is not None:
@@ -95,6 +97,21 @@ def point_figures(
                 # missed at the lowest level tried: its capacity is below it, from 0
                 out["capacity"], out["capacity_lo"] = 0, 0
             # else levels below the miss were tried and left undecided: the capacity is not known
+    return out
+
+
+def server_figures(p, sc: Scope, users: int) -> dict:
+    """The server's own figures over the point's window, where the run scraped it (--server-metrics;
+    in a sweep `--server-metrics auto`, sweeps/server_metrics.py): KV-cache use at its peak (0..1),
+    requests waiting in its queue (mean), its preemption counter's increase, and the knee's diagnosis
+    of a run with load levels (summary.json). None where not scraped."""
+    server = p.run.server
+    out = {"kv_cache_peak": None, "waiting": None, "preemptions": None}
+    if server is not None and not server.empty:
+        (ev,), _names = level_evidence(server, [(0, users, sc.start, sc.end)])
+        out.update(kv_cache_peak=ev.kv_cache_peak, waiting=ev.waiting, preemptions=ev.preemptions)
+    d = p.run.summary.diagnosis
+    out["diagnosis"] = d.kind if d is not None else None
     return out
 
 

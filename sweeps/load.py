@@ -18,6 +18,7 @@ from core.errors import InputError
 from core.server_process import ServerProcess
 from metrics.schema import load_summary
 from runfolder.layout import SUMMARY
+from sweeps.server_metrics import fill_server_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCUSTFILE = os.path.join(ROOT, "locustfile.py")
@@ -69,6 +70,7 @@ def has_option(args: list[str], *names: str) -> bool:
 
 
 def locust_argv(url: str, point_folder: str, args: list[str], seed: int | None) -> list[str]:
+    args = fill_server_metrics(args, url)
     argv = [
         sys.executable,
         "-m",

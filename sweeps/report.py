@@ -88,8 +88,14 @@ def view(rows: list[dict], ranked: dict, meta: dict) -> dict:
         "goodput (req/s)",
         "error %",
     ]
+    # the server's own figures, where the points were scraped (--server-metrics auto)
+    scraped = any(r.get("kv_cache_peak") is not None or r.get("diagnosis") for r in rows)
+    if scraped:
+        headers += ["KV cache peak", "diagnosis"]
     table = []
     for r in rows:
+        kv = r.get("kv_cache_peak")
+        server = [f"{kv:.0%}" if kv is not None else "-", r.get("diagnosis") or "-"] if scraped else []
         table.append(
             [
                 r["label"],
@@ -102,6 +108,7 @@ def view(rows: list[dict], ranked: dict, meta: dict) -> dict:
                 _iv(r, "ttft_p95_ms"),
                 _fmt(r.get("goodput_per_s")),
                 _fmt(r.get("error_rate")),
+                *server,
             ]
         )
     failed = [r for r in rows if r["status"] != "done"]

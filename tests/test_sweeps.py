@@ -17,6 +17,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from core.errors import InputError
@@ -28,6 +29,7 @@ from sweeps.cli import main
 from sweeps.grid import build_grid, check_template, parse_param, points
 from sweeps.ranking import EXIT_BEST, EXIT_NO_DIFFERENCE, EXIT_NONE, rank
 from sweeps.ranking import NO_DIFFERENCE as RANK_NO_DIFFERENCE
+from sweeps.server_metrics import fill_server_metrics
 from tests.helpers import ROOT, read_truth
 
 PY = sys.executable
@@ -129,6 +131,26 @@ def test_dry_run_prints_every_points_commands(capsys, tmp_path):
     assert out.count("  server: ") == 3 and out.count("  load:   ") == 3
     assert "point 3/3 max_num_seqs=256" in out and "--run-id run" in out and "-t 5s" in out
     assert not os.path.exists(tmp_path / "s")
+
+
+def test_server_metrics_auto_is_each_points_own_server():
+    url = "http://127.0.0.1:40123"
+    assert fill_server_metrics(["-u", "8", "--server-metrics", "auto"], url) == [
+        "-u",
+        "8",
+        "--server-metrics",
+        "http://127.0.0.1:40123/metrics",
+    ]
+    gpu = "http://gpu-box:9400/metrics"
+    assert fill_server_metrics([f"--server-metrics=auto,{gpu}"], url + "/") == [
+        f"--server-metrics={url}/metrics,{gpu}"
+    ]
+    assert fill_server_metrics(["--server-metrics", gpu, "--tags", "auto"], url) == [
+        "--server-metrics",
+        gpu,
+        "--tags",
+        "auto",
+    ]
 
 
 # ------------------------------------------------------------------------------------ the ranking
@@ -235,6 +257,8 @@ def test_the_sequential_rule():
     assert rule.decide(3, -8.0, 4.0) == CONTINUE
     assert rule.decide(6, -8.0, 4.0) == BUDGET
     assert rule.decide(4, None, None) == CONTINUE
+    # a capacity's bracket rule says "better" with an interval touching 0 (B met the level A missed)
+    assert rule.decide(2, 0.0, 20.0, measured=True) == DECIDED and rule.decide(1, 0.0, 20.0, True) == CONTINUE
     fixed = fixed_rounds(3)
     assert fixed.look_confidence == pytest.approx(0.95) and fixed.decide(3, -1.0, 1.0) == BUDGET
 
@@ -259,11 +283,12 @@ def truth_p95_ttft_ms(truth: list[dict]) -> float:
 def test_a_sweep_on_the_simulator_ranks_its_points_and_resumes(tmp_path):
     out = str(tmp_path / "sweep")
     # the first point alone, as if the sweep had been stopped after it
-    first = sweeps("run", "--param", "max_num_seqs=2", "--out", out, "--rank", "ttft", "--", *SHORT)
+    load = [*SHORT, "--server-metrics", "auto", "--server-metrics-interval", "0.5s"]
+    first = sweeps("run", "--param", "max_num_seqs=2", "--out", out, "--rank", "ttft", "--", *load)
     assert first.returncode == 0, first.stdout + first.stderr
     run_json = os.path.join(out, "points", "max_num_seqs-2", "run", "run.json")
     mtime = os.stat(run_json).st_mtime_ns
-    r = sweeps("run", "--param", "max_num_seqs=2,64", "--out", out, "--rank", "ttft", "--", *SHORT)
+    r = sweeps("run", "--param", "max_num_seqs=2,64", "--out", out, "--rank", "ttft", "--", *load)
     assert "point 1/2 max_num_seqs=2: complete results folder, not run again" in r.stdout
     assert "point 2/2 max_num_seqs=64: server ready" in r.stdout and "left, estimated" in r.stdout
     assert os.stat(run_json).st_mtime_ns == mtime  # not run again
@@ -277,6 +302,17 @@ def test_a_sweep_on_the_simulator_ranks_its_points_and_resumes(tmp_path):
         assert row["requests"] == sum(t["outcome"] == "ok" for t in truth[k])  # every request the engine served
         assert row["ttft_p95_ms_lo"] <= row["ttft_p95_ms"] <= row["ttft_p95_ms_hi"]
         assert row["throughput_lo"] <= row["throughput"] <= row["throughput_hi"]
+    # each point's own simulator was scraped (--server-metrics auto): of 8 closed-loop users on 2 slots at
+    # most 6 wait, and more than on 64 slots (where only the step's prefill budget holds a few back); the
+    # sweep's table carries it
+    journal = [json.loads(x) for x in open(os.path.join(out, "journal.jsonl"))]
+    urls = {e["point"]: e["url"] for e in journal if e["event"] == "server_ready"}
+    for k in ("2", "64"):
+        point = f"max_num_seqs-{k}"
+        scraped = pd.read_parquet(os.path.join(out, "points", point, "run", "server_metrics.parquet"))
+        assert set(scraped["source"]) == {urls[point] + "/metrics"}
+    assert 2 < rows["2"]["waiting"] <= 6 and rows["64"]["waiting"] < rows["2"]["waiting"] - 1
+    assert 0 < rows["2"]["kv_cache_peak"] <= 1
     # the ranking by P95 TTFT names the point the truth log says is faster, beyond both intervals
     assert truth_p95_ttft_ms(truth["64"]) < truth_p95_ttft_ms(truth["2"])
     assert table["ranking"]["best"]["label"] == "max_num_seqs=64" and table["ranking"]["verdict"] == "best"
