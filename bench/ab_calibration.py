@@ -8,10 +8,15 @@ about two cores per job, or the machine's load itself becomes the difference mea
     python bench/ab_calibration.py aa --pairs 40 --jobs 8 --rounds 2 --out /tmp/aa -- -u 24 -r 24 -t 15s --max-tokens-override 64
     python bench/ab_calibration.py power --change 10 --pairs 20 --jobs 8 --rounds 2 --out /tmp/pw -- -u 24 ...
 
-`aa`: A and B are the same profile (--profile, default v100-7b-tp8). `power`: B's engine is
-`--change` % slower in every step cost (step_base_s, per_seq_s, per_prefill_token_s,
-per_context_token_s, prefill_step_base_s scaled by 1 / (1 - change/100)), so it carries that much
-less at saturation: its capacity at an SLO is about `--change` % lower. The summary (printed and
+`aa`: A and B are the same profile (--profile, a name or a file; default v100-7b-tp8) with
+`--max-num-seqs` slots. `power`: B's engine is `--change` % slower in every step cost (step_base_s,
+per_seq_s, per_prefill_token_s, per_context_token_s, prefill_step_base_s scaled by 1 / (1 -
+change/100)), so it carries that much less at saturation: its capacity at an SLO is about
+`--change` % lower; or B is A with `--b-set NAME=VALUE` over it, e.g. one slot more on a profile
+whose capacity is its slot count:
+
+    python bench/ab_calibration.py power --profile slots.yaml --max-num-seqs 10 --b-set max_num_seqs=11 \
+        --pairs 20 --jobs 10 --rounds 2 --out /tmp/cap -- --find-capacity --steps 8,16 --slo "ttft.p95<150ms" ... The summary (printed and
 written to OUT/calibration.json) gives, per metric, the share of pairs with each verdict, the
 median smallest detectable change, and for A/A the share of pairs with any false verdict on the
 gated (primary) metric. Not run by CI: it takes minutes to hours.
@@ -47,7 +52,11 @@ def slower(profile: str, change_pct: float) -> list[str]:
 def one_pair(i: int, args, load: list[str]) -> dict:
     folder = os.path.join(args.out, f"pair-{i:03d}")
     a_sets = [f"max_num_seqs={args.max_num_seqs}"]
-    b_sets = list(a_sets) + (slower(args.profile, args.change) if args.kind == "power" else [])
+    b_sets = list(a_sets)
+    if args.kind == "power":
+        change = args.b_set or slower(args.profile, args.change)
+        named = {s.split("=", 1)[0] for s in change}
+        b_sets = [s for s in a_sets if s.split("=", 1)[0] not in named] + change
     cmd = [
         sys.executable,
         "-m",
@@ -76,7 +85,28 @@ def one_pair(i: int, args, load: list[str]) -> dict:
             result = json.load(f)
     except (OSError, json.JSONDecodeError):
         result = None
-    return {"pair": i, "exit_code": proc.returncode, "seconds": round(time.monotonic() - t0, 1), "result": result}
+    return {
+        "pair": i,
+        "exit_code": proc.returncode,
+        "seconds": round(time.monotonic() - t0, 1),
+        "capacities": capacities(folder),
+        "result": result,
+    }
+
+
+def capacities(folder: str) -> dict[str, list]:
+    """Each round's capacity answer per side, [level met, level missed] (empty without a search)."""
+    out: dict[str, list] = {"A": [], "B": []}
+    for r in range(1, 100):
+        for side in out:
+            try:
+                with open(os.path.join(folder, f"round-{r:02d}", side, "run", "summary.json")) as f:
+                    cap = json.load(f).get("capacity")
+            except (OSError, json.JSONDecodeError):
+                return out
+            if cap:
+                out[side].append([cap.get("users"), cap.get("next_failing_users")])
+    return out
 
 
 def summarize(pairs: list[dict], kind: str) -> dict:
@@ -124,6 +154,13 @@ def main() -> int:
     ap.add_argument("--profile", default="v100-7b-tp8")
     ap.add_argument("--max-num-seqs", type=int, default=128)
     ap.add_argument("--change", type=float, default=10.0, help="power: B's engine is this %% slower")
+    ap.add_argument(
+        "--b-set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="power: B's change as profile fields over A's, in place of --change (e.g. max_num_seqs=11)",
+    )
     ap.add_argument("--pair-timeout", type=float, default=1800)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(own)

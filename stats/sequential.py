@@ -2,7 +2,9 @@
 
 After each round from `min_rounds` on, the rule looks at the interval of the primary metric's
 difference (stats/rounds.py) and stops when
-  - the interval excludes 0: the change is measured (better or worse);
+  - the interval excludes 0, or the metric's own verdict says better or worse: the change is
+    measured (a capacity's verdict is a rule on the search's brackets whose interval of the
+    difference may touch 0 while it is measured: stats/rounds.py `bracket_difference`);
   - the interval lies within +-`min_effect_pct` % of A: any change is smaller than the smallest
     one worth finding, and more rounds would only narrow it further;
   - `max_rounds` rounds have run: the budget is spent.
@@ -44,11 +46,13 @@ class SequentialRule:
         """The confidence of each look's interval (Bonferroni over the looks)."""
         return 1 - (1 - self.confidence) / self.looks
 
-    def decide(self, rounds: int, lo_pct: float | None, hi_pct: float | None) -> str:
+    def decide(self, rounds: int, lo_pct: float | None, hi_pct: float | None, measured: bool = False) -> str:
         """After `rounds` rounds, with the primary metric's interval in percent of A (None: none
-        yet): CONTINUE, or why to stop."""
+        yet) and whether its verdict is better or worse: CONTINUE, or why to stop."""
         if rounds < self.min_rounds:
             return CONTINUE
+        if measured:
+            return DECIDED
         if lo_pct is not None and hi_pct is not None:
             if lo_pct > 0 or hi_pct < 0:
                 return DECIDED

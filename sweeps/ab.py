@@ -222,7 +222,7 @@ class AB:
                 result = self.compare(values)
                 p = result["metrics"].get(self.primary)
                 lo_pct, hi_pct = (p["lo_pct"], p["hi_pct"]) if p else (None, None)
-                decision = self.rule.decide(r, lo_pct, hi_pct)
+                decision = self.rule.decide(r, lo_pct, hi_pct, bool(p) and p["verdict"] in (BETTER, WORSE))
                 self.say(f"round {r}: {self.primary} {_pct(p)}; {decision}")
                 journal.write(
                     "round_end",
