@@ -80,23 +80,44 @@ def run(profile: str, policy: str, seed: int, a) -> dict:
         "search_s": s["window"]["seconds"],
         "process_s": wall,
         "requests": s["records"]["total"],
-        "levels": " ".join(f"{lv['users']}{lv['state'][:2]}" for lv in levels),
+        "levels": " ".join(
+            f"{lv['users']}{lv['state'][:2]}{'/pl' if lv.get('ended') == 'placed' else ''}" for lv in levels
+        ),
+        "crossing": cap.get("crossing"),
         "sentence": cap["sentence"],
     }
+
+
+def crossing_text(c: dict | None) -> str:
+    """'87.3 [84.1, 90.2]' (an open end: '-'), or '-' without a crossing."""
+    if not c:
+        return "-"
+    end = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
+    return f"{c['users']:.1f} [{end(c['lower'])}, {end(c['upper'])}]"
+
+
+def crossing_width(c: dict | None) -> float | None:
+    """The crossing's interval, upper less lower, a share of its estimate (None: open or none)."""
+    if not c or c["lower"] is None or c["upper"] is None:
+        return None
+    return (c["upper"] - c["lower"]) / c["users"]
 
 
 def table(rows: list[dict], profile: str) -> str:
     fmt = lambda x, f: "-" if x is None else f.format(x)  # noqa: E731
     lines = [
-        "| profile | policy | seed | answer | missed at | width | -t ended it | search s | requests | levels (me met, mi missed, un undecided) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| profile | policy | seed | answer | missed at | width | curve's crossing [80 % interval] | its width | -t ended it | search s | requests | levels (me met, mi missed, un undecided, /pl placed) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
             f"| {profile} | {r['policy']} | {r['seed']} | {fmt(r['users'], '{}')} | {fmt(r['missed'], '{}')} | "
-            f"{fmt(r['width'], '{:.0%}')} | {'yes' if r['timed_out'] else 'no'} | {r['search_s']:.0f} | "
+            f"{fmt(r['width'], '{:.0%}')} | {crossing_text(r.get('crossing'))} | {fmt(crossing_width(r.get('crossing')), '{:.1%}')} | "
+            f"{'yes' if r['timed_out'] else 'no'} | {r['search_s']:.0f} | "
             f"{r['requests']:,} | {r['levels']} |"
         )
+    for r in rows:
+        r["curve_width"] = crossing_width(r.get("crossing"))
     for policy in dict.fromkeys(r["policy"] for r in rows):
         mine = [r for r in rows if r["policy"] == policy]
 
@@ -106,7 +127,8 @@ def table(rows: list[dict], profile: str) -> str:
 
         lines.append(
             f"| {profile} | **{policy} median** | | {fmt(med('users'), '{:g}')} | {fmt(med('missed'), '{:g}')} | "
-            f"{fmt(med('width'), '{:.0%}')} | {sum(bool(r['timed_out']) for r in mine)}/{len(mine)} | "
+            f"{fmt(med('width'), '{:.0%}')} | | {fmt(med('curve_width'), '{:.1%}')} | "
+            f"{sum(bool(r['timed_out']) for r in mine)}/{len(mine)} | "
             f"{med('search_s'):.0f} | {med('requests'):,.0f} | |"
         )
     return "\n".join(lines)

@@ -95,6 +95,8 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
         bound = f" (the highest level tested; met on {_on(passing.verdict)})"
     if about.get("precision") is not None:
         about["precision_reached"] = None if width is None else width <= about["precision"] or upper - users <= 1
+        if (about.get("crossing") or {}).get("within_precision"):  # the curve's interval is within ±precision
+            about["precision_reached"] = True
     notes = ""
     if len(objectives) > 1 and binding:
         notes += f"; {binding} binds"
@@ -109,6 +111,7 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
             if upper
             else "; -t ended the search before a level missed it"
         )
+    notes += _crossing_text(about.get("crossing"), about.get("precision"))
     measured = datetime.fromtimestamp(passing.window.end, UTC).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
         f"{slo_text} holds up to {users} users{bound}: {fmt(th.total_tokens_per_s)} total tokens/s, "
@@ -143,6 +146,7 @@ def _search_fields(search: dict | None, levels: list[SearchLevel]) -> dict:
         "precision": search.get("precision"),
         "timed_out": bool(search.get("timed_out")),
         "levels": levels,
+        "crossing": search.get("crossing"),
     }
 
 
@@ -176,6 +180,24 @@ def _interval_confidence(
     return max(0.0, round(1.0 - wrong(passing) - wrong(failing), 4))
 
 
+def _crossing_text(c: dict | None, precision: float | None) -> str:
+    """'; the curve through the levels crosses it at 87.3 users (80% interval 84.1 to 90.2, -3.7/+3.3 %,
+    between 80 and 92)', or nothing."""
+    if not c:
+        return ""
+    est = c["users"]
+    lo = "below the levels tried" if c["lower"] is None else f"{c['lower']:g}"
+    hi = "above the levels tried" if c["upper"] is None else f"{c['upper']:g}"
+    share = ""
+    if c["lower"] is not None and c["upper"] is not None:
+        share = f", -{(est - c['lower']) / est:.1%}/+{(c['upper'] - est) / est:.1%}"
+    within = f", within ±{precision:.0%}" if c["within_precision"] and precision else ""
+    return (
+        f"; the curve through the levels crosses it at {est:g} users ({c['confidence']:.0%} interval {lo} to {hi}"
+        f"{share}{within}, between {c['between'][0]} and {c['between'][1]})"
+    )
+
+
 def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
     """'; levels tried: 1 passed (too few values), 2 met +52.3 % in 28s, 8 missed -117.9 % in 6s, ...'."""
     if not levels:
@@ -185,6 +207,7 @@ def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
         "passed": "far under, passed on the levels above",
         "held": "held to its longest, undecided",
         "time": "ended by -t",
+        "placed": "undecided, left once the curve placed the crossing",
     }
     parts = []
     for lv in levels:

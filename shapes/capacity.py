@@ -153,6 +153,8 @@ class CapacitySearch:
         self.history: list = []  # shapes.search.Tried of each level ended, in order
         self.ended: list[Ended] = []
         self.timed_out = False  # -t ended the search before the policy did
+        self.crossing: dict | None = None  # the policy's crossing of the curve (summary.json capacity.crossing)
+        self.margins = None  # the last level judged, as the policy's fit of the curve takes it (Policy.margins)
         self.notes: list[str] = []  # lines the search said about its plan (decidability)
         self.rows: dict[int, list] = {}  # step index -> the records sent in it (metrics.record rows)
         # the streams still open, every load process's latest report (plugin/progress.py); set by the
@@ -201,6 +203,7 @@ class CapacitySearch:
             "family": FAMILY_CONFIDENCE if self.sequential else None,
             "timed_out": self.timed_out,
             "levels": [asdict(e) for e in self.ended],
+            "crossing": self.crossing,
         }
 
     # records -------------------------------------------------------------------------------
@@ -215,7 +218,11 @@ class CapacitySearch:
         level = self.plan().levels_at(self.run_start)[-1]
         assert level.last == index, "a level is judged when its last step ends"
         rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]
-        return level, judge_level(rows_to_table(rows), level, self.objectives, self._open(level))
+        table, open_streams = rows_to_table(rows), self._open(level)
+        step = judge_level(table, level, self.objectives, open_streams)
+        # what a policy that fits the curve through the levels takes from this one (None for the others)
+        self.margins = self.policy.margins(table, level, self.objectives, open_streams, step.verdict, self.need)
+        return level, step
 
     def _open(self, level):
         """The streams still open, as the records' columns a level's first tokens take (a frame of
@@ -330,7 +337,9 @@ class CapacitySearch:
     def _end(self, level, step, why: str) -> None:
         verdict = step.verdict
         self.states[level.users] = verdict.state
-        self.history.append(Tried(level.users, verdict.state, verdict.margin, why))
+        self.history.append(Tried(level.users, verdict.state, verdict.margin, why, verdict, self.margins))
+        if self.sequential:  # the answer's interval from the curve (shapes/search/curve.py), as of this level
+            self.crossing = self.policy.crossing(self.history)
         self.ended.append(
             Ended(
                 level.users,
@@ -351,6 +360,7 @@ class CapacitySearch:
             "short": "; too few values for its longest hold: passed on the next levels' verdicts",
             "passed": f"; far below the threshold (under {FAR_BELOW:.0%}): passed on the next level's verdict",
             "time": "; -t ended it",
+            "placed": "; undecided, left: the curve through the levels places the crossing",
         }[why]
         width = f", bracket {lo}..{hi} ({hi - lo} users, {(hi - lo) / lo:.0%})" if lo and hi else ""
         log.info(
@@ -417,6 +427,10 @@ class CapacitySearch:
         state = step.verdict.state
         if state != "undecided":
             self._end(level, step, "decided")
+        elif looked is not None and self.policy.leave(
+            self.tried(), Tried(level.users, state, step.verdict.margin, "placed", step.verdict, self.margins)
+        ):
+            self._end(level, step, "placed")
         elif self.next_look_s is None:
             self._end(level, step, "held")
         elif self._short(level, step):

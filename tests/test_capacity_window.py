@@ -171,7 +171,8 @@ def test_the_plan_states_the_levels_and_the_warm_up_of_a_search():
     )
     adaptive = plan("40s", "10s", False, max_users="64", **given)
     assert adaptive.load.describe(adaptive) == (
-        "capacity search for ttft.p95<5s: probing up from 1 user x2 to the first miss, then interpolating on the margins to "
-        "within 5%, each level ended once decided, at most 120s (a warm-up until the requests before it ended, at most 10s), "
+        "capacity search for ttft.p95<5s: probing up from 1 user x2 (x4 past a level far under) to the first miss, then "
+        "placing levels where the curve through them crosses the threshold, to within ±5% at 80% confidence, each level "
+        "ended once decided, at most 120s (a warm-up until the requests before it ended, at most 10s), "
         "at most 64 users, within -t 600s"
     )

@@ -71,13 +71,26 @@ class SearchLevel(Model):
     margin: Num = None  # its verdict's signed margin (metrics/verdict.py)
     # decided: at a look; held: held to its longest, still undecided; short: too few values for its
     # longest hold; passed: too few values yet, all far under the threshold (both passed on the
-    # higher levels' verdicts); time: -t ended it
-    ended: Literal["decided", "held", "short", "passed", "time"]
+    # higher levels' verdicts); placed: left undecided once the curve through the levels placed the
+    # crossing (shapes/search/curve.py); time: -t ended it
+    ended: Literal["decided", "held", "short", "passed", "placed", "time"]
     seconds: Num = None  # from its change to its end
     warmup_s: Num = None  # its warm-up (an adaptive search's lasts until the requests before it ended)
     looks: int = 1  # times its verdict was looked at (a fixed hold: its steps)
     requests: int = 0
     binding: str | None = None  # the objective its margin is
+
+
+class Crossing(Model):
+    """Where the curve through an adaptive search's levels crosses the SLO (shapes/search/curve.py):
+    the estimate and its interval (None: open on that side), interpolated between two levels."""
+
+    users: float
+    lower: Num = None
+    upper: Num = None
+    confidence: float
+    between: list[int | None]  # the two levels either side of the crossing
+    within_precision: bool  # both ends within ±precision of `users`, the two levels close enough
 
 
 class Capacity(Model):
@@ -103,4 +116,5 @@ class Capacity(Model):
     precision_reached: bool | None = None  # width within precision (None: no interval)
     timed_out: bool = False  # -t ended the search before its policy did
     levels: list[SearchLevel] = []  # a capacity search's levels in the order tried
+    crossing: Crossing | None = None  # an adaptive search's capacity from the curve through its levels
     sentence: str

@@ -1,27 +1,59 @@
 """`adaptive`: probe upward geometrically (the given --steps instead, when there are any) to the
-first miss, then narrow between the highest level met and the lowest missed by interpolating on
-their signed margins, until the bracket is within --capacity-precision of the answer.
+first miss, then place levels to narrow where the curve through the levels crosses the threshold,
+until that crossing's interval is within ±--capacity-precision of it (or the bracket between the
+highest level met and the lowest missed is within --capacity-precision).
 
 Each level ends as soon as its verdict is decided (shapes/sequential.py), so the levels far from
-the threshold cost a few seconds and the time goes to the ones near it.
+the threshold cost a few seconds and the time goes to the ones near it. The probe jumps x4 past a
+level whose every statistic is under FAR_UNDER of its threshold (1, 4, 16, 64 rather than 1, 2, 4,
+..., 64), x2 past one nearer.
 
-The margin of a level is the room its verdict's deciding bound leaves to the threshold (met, > 0)
-or the excess it proves (missed, <= 0), a share of the threshold (metrics/verdict.py). Between a
-level met at +m_lo and one missed at m_hi, the threshold is crossed near
+Once a level missed, the crossing (shapes/search/curve.py) is fitted through every level with
+values: their margins, each resampled from its own spread, made to fall with the users and
+interpolated between the two levels either side of zero. While those two are far apart (more than
+SPAN x precision of the crossing) the straight line between them is not trusted (latency
+bends upward at a knee, so a chord puts the crossing too low) and the next level is the crossing
+kept inside the middle half of that gap, so every level at least quarters it; once they are close,
+the next level goes where the crossing's interval is still open: the estimate, else an end of its
+interval, away from the levels tried. A level near the knee that its looks cannot decide is left at
+a look once the fit with its values places the crossing: within the precision (the search is
+over), or outside that level's users (a level nearer the crossing tells more) -- 'placed'.
+
+Without a fit (levels too short of values to have a spread), the bracket is narrowed on the
+verdicts' signed margins (metrics/verdict.py): between a level met at +m_lo and one missed at m_hi,
+the threshold is crossed near
     lo + (hi - lo) * m_lo / (m_lo - m_hi)
-if latency grows about linearly with load there; as it often does not (a queue's knee), the guess
-is kept inside the middle half of the bracket, so every level narrows it to at most 3/4 of its
-width whichever way it is decided (a halving's worst case is 1/2, its typical case no better), and
-a bracket without both margins is halved.
+if latency grows about linearly with load there, kept inside the middle half of the bracket, and a
+bracket without both margins is halved.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from shapes.search.bisect import lower_end
+from shapes.search.curve import CONFIDENCE, SPAN, fit, margins, record, values_of, within
 from shapes.search.doubling import probe_up
-from shapes.search.registry import Bracket, Policy, Tried, narrow_enough, policy
+from shapes.search.registry import Bracket, Policy, Tried, bracket, narrow_enough, policy
 
 PROBE_FACTOR = 2.0
+FAR_FACTOR = 4.0  # the probe's jump past a level far under the threshold
+FAR_UNDER = 0.25  # ... every statistic under this share of its threshold (room for the load to grow 4 x)
+
+
+def far_under(t: Tried) -> bool:
+    """Every statistic of the level under FAR_UNDER of its threshold (one without values is not)."""
+    objectives = getattr(t.verdict, "objectives", None)
+    return bool(objectives) and all(
+        e.value_ms is not None and e.value_ms <= FAR_UNDER * e.threshold_ms for e in objectives
+    )
+
+
+def middle_half(lo: int, hi: int, guess: float) -> int:
+    """`guess` kept inside the middle half of [lo, hi] and strictly inside it."""
+    width = hi - lo
+    guess = min(max(guess, lo + width / 4), hi - width / 4)
+    return min(max(int(round(guess)), lo + 1), hi - 1)
 
 
 def interpolate(lo: int, hi: int, lo_margin: float | None, hi_margin: float | None) -> int:
@@ -32,8 +64,7 @@ def interpolate(lo: int, hi: int, lo_margin: float | None, hi_margin: float | No
         guess = lo + width / 2
     else:
         guess = lo + width * lo_margin / (lo_margin - hi_margin)
-    guess = min(max(guess, lo + width / 4), hi - width / 4)
-    return min(max(int(round(guess)), lo + 1), hi - 1)
+    return middle_half(lo, hi, guess)
 
 
 @policy("adaptive")
@@ -46,10 +77,17 @@ class Adaptive(Policy):
             if given is not None or all(t.state != "missed" for t in history):
                 return given  # the given levels walked, none missed: the highest met is the answer
         else:
-            up = probe_up(self, history, PROBE_FACTOR)
+            top = max(history, key=lambda t: t.users, default=None)
+            up = probe_up(self, history, FAR_FACTOR if top is not None and far_under(top) else PROBE_FACTOR)
             if up is not None:
                 return up
+        c = fit(history)
+        if within(c, self.precision):
+            return None
         b = lower_end(self, history)
+        placed = self.place(c, history, b)
+        if placed is not None:
+            return placed
         if b is None or narrow_enough(b, self.precision):
             return None
         # a level inside the bracket held to its longest and still undecided: the knee is too close
@@ -61,6 +99,55 @@ class Adaptive(Policy):
                 return None
         return self.bound(interpolate(b.lo, b.hi, b.lo_margin, b.hi_margin), history)
 
+    def place(self, c, history: list[Tried], b: Bracket | None) -> int | None:
+        """The next level from the curve's crossing (module doc), inside the bracket; None without
+        a crossing between two levels, or when every place it would go was tried."""
+        if c is None or c.estimate is None or c.gap is None:
+            return None
+        lo = b.lo if b is not None and b.lo is not None else c.below
+        hi = b.hi if b is not None and b.hi is not None else c.above
+        reach = self.precision * c.estimate
+        if c.gap > SPAN * reach:
+            guesses = [middle_half(c.below, c.above, c.estimate)]
+        else:
+            ends = [x for x in (c.lower, c.upper) if x is not None]
+            guesses = [c.estimate, *ends, *((c.estimate + x) / 2 for x in ends)]
+        tried = [t.users for t in history]
+        room = max(1.0, reach / 2)  # a level this near one tried tells little more than it did
+        for g in guesses:
+            users = int(round(g))
+            if lo < users < hi and all(abs(users - u) >= room for u in tried):
+                return self.bound(users, history)
+        return None
+
+    def leave(self, history: list[Tried], current: Tried) -> bool:
+        """Leave the undecided level at this look when its own draws put it under the threshold at
+        the curve's confidence (while probing: the next level up is where the answer is), or, once
+        a level missed, on either side (what the fit needs of it: the crossing's neighbours need not
+        be proven at 98 %), or when the fit with its values places the crossing within the
+        precision, or outside its users."""
+        if current.margins is None:
+            return False  # its values do not tell its spread yet: the fit would place nothing by it
+        above = float(np.mean(current.margins.draws > 0))
+        tail = (1.0 - CONFIDENCE) / 2.0
+        if bracket(history).hi is None:  # still probing: a level under the threshold is left for the next one up
+            return above >= 1.0 - tail
+        if above >= 1.0 - tail or above <= tail:
+            return True
+        c = fit([*history, current])
+        if c is None or c.estimate is None:
+            return False
+        if within(c, self.precision):
+            return True
+        return (c.upper is not None and current.users > c.upper) or (c.lower is not None and current.users < c.lower)
+
+    def margins(self, table, level, objectives, open_streams, verdict, need: int):
+        values = values_of(table, level, objectives, open_streams)
+        return margins(values, objectives, level.users, need, verdict.state == "missed")
+
+    def crossing(self, history: list[Tried]) -> dict | None:
+        return record(fit(history), self.precision)
+
     def floor_when_none_met(self, history: list[Tried], b) -> int | None:
         """With no level met below the miss: the highest level below it passed on the levels above
         it while probing (short of values: presumably met), else the highest left undecided."""
@@ -71,6 +158,10 @@ class Adaptive(Policy):
         first = (
             f"levels {','.join(map(str, self.levels))} users in order up to the first miss"
             if self.levels
-            else f"probing up from {self.start} user{'s' if self.start != 1 else ''} x{PROBE_FACTOR:g} to the first miss"
+            else f"probing up from {self.start} user{'s' if self.start != 1 else ''} x{PROBE_FACTOR:g} (x{FAR_FACTOR:g} "
+            f"past a level far under) to the first miss"
         )
-        return f"{first}, then interpolating on the margins to within {self.precision:.0%}"
+        return (
+            f"{first}, then placing levels where the curve through them crosses the threshold, to within "
+            f"±{self.precision:.0%} at {CONFIDENCE:.0%} confidence"
+        )

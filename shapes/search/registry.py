@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 # Today's resolution of the doubling and walking policies: bisect until the bracket is within 10 %.
@@ -29,13 +29,17 @@ DEFAULT_PRECISION = 0.05  # --capacity-precision: the adaptive search's target w
 @dataclass(frozen=True, slots=True)
 class Tried:
     """A level the search ended: its users, its verdict's state and signed margin
-    (metrics/verdict.py: > 0 room left, <= 0 excess, 0 undecided, None without a value), and why it
-    ended (shapes/capacity.py: 'decided', 'held', 'short', 'time')."""
+    (metrics/verdict.py: > 0 room left, <= 0 excess, 0 undecided, None without a value), why it
+    ended (shapes/capacity.py: 'decided', 'held', 'short', 'passed', 'placed', 'time'), the verdict
+    itself, and its margin resampled from its values (shapes/search/curve.Margins: what a fit of
+    the curve through the levels uses; None in a synthetic history, or short of values)."""
 
     users: int
     state: str  # "met" | "missed" | "undecided"
     margin: float | None = None
     ended: str = "decided"
+    verdict: object | None = field(default=None, compare=False, repr=False)
+    margins: object | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,21 @@ class Policy:
         tried = {t.users for t in history}
         rest = [u for u in self.levels if u not in tried and (self.max_users is None or u <= self.max_users)]
         return rest[0] if rest else None
+
+    def leave(self, history: list[Tried], current: Tried) -> bool:
+        """At a look that left the current level undecided: end it now (the search's evidence
+        already places what it would tell)? Only a policy that fits the curve can say so."""
+        return False
+
+    def margins(self, table, level, objectives, open_streams, verdict, need: int) -> object | None:
+        """What a policy that fits the curve through the levels keeps of a level just judged (its
+        records, the streams still open, its verdict, the values a met needs): Tried.margins."""
+        return None
+
+    def crossing(self, history: list[Tried]) -> dict | None:
+        """The answer's interval from the curve through the levels (summary.json capacity.crossing),
+        for a policy that fits one; None otherwise."""
+        return None
 
     def floor_when_none_met(self, history: list[Tried], b: Bracket) -> int | None:
         """With no level met below the miss: the highest level left undecided below it (the bracket

@@ -1,0 +1,235 @@
+"""The capacity search's answer against the truth, over many seeds, in virtual time. Not run by CI.
+
+    python bench/capacity_coverage.py                                            # v100-7b-tp8, ttft.p95<5s, seeds 1-20
+    python bench/capacity_coverage.py --profile scheduler-bound --slo "ttft.p95<1s" --truth-users 6,7,8,9,10,11,12
+
+What runs is the search's own code, shapes.capacity.CapacitySearch with its policy (the levels it
+picks, the warm-up, the looks, each verdict judged by metrics.measure on request records, the
+levels passed, left or held, the answer's interval), fed with requests from the simulator's
+virtual-time closed loop (simulator.virtual: the engine's own step arithmetic, no sleeping)
+instead of a Locust run: a 300 s search takes about a second. What it is not: each level is its
+own closed loop of that many users, started 10 virtual seconds before the level begins (so the
+level starts on a loaded server, as after the level before; the warm-up still waits, as the search
+does, for the previous level's requests that are still open), with every user starting at once;
+no HTTP, no client CPU, no Locust ramp; the records reach the search when their request ends,
+as they do in one process. So it measures the policy and its interval on the engine's latencies,
+not the client's timing.
+
+The truth: the user count where the percentile of the SLO crosses its threshold in long fixed-level
+virtual runs (--truth-s each after a warm-up, one per --truth-users level, interpolated between the
+two levels either side).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from metrics.record import RequestRecord
+from metrics.slo import parse_slo
+from shapes.capacity import CapacitySearch
+from shapes.search import POLICIES
+from simulator import virtual
+from simulator.profiles import load_profile
+
+PREWARM_S = 10.0  # each level's closed loop starts this long before the level
+TAIL_S = 150.0  # and runs this long past its longest hold, so the requests it sent have ended
+
+
+def closed_loop(profile, users: int, seconds: float, seed: int) -> list:
+    """Every request of a virtual closed loop of `users` users over `seconds`: (arrival, first token,
+    last token) in its own seconds. simulator.virtual returns statistics only; its requests are
+    taken on their way to them."""
+    kept: list = []
+    stats = virtual._stats
+
+    def keep(done, *rest):
+        kept.extend(done)
+        return stats(done, *rest)
+
+    virtual._stats = keep
+    try:
+        virtual.simulate_closed_loop(profile, users, duration_s=seconds, warmup_s=0.0, seed=seed)
+    finally:
+        virtual._stats = stats
+    return [(r.arrival, r.first, r.last) for r in kept]
+
+
+def truth(profile, objective, users: list[int], seconds: float, warmup: float) -> tuple[float | None, dict]:
+    """(users where the objective's statistic crosses its threshold, {users: statistic}) from long
+    fixed-level virtual runs (first-token objectives: TTFT of requests sent after the warm-up)."""
+    at = {}
+    for u in users:
+        reqs = closed_loop(profile, u, seconds + warmup + 60.0, seed=1000 + u)
+        ttft = np.array([f - a for a, f, last in reqs if a >= warmup and a <= warmup + seconds])
+        at[u] = float(objective.statistic(np.sort(ttft)))
+    xs = sorted(at)
+    for a, b in zip(xs, xs[1:], strict=False):
+        if at[a] < objective.threshold_s <= at[b]:
+            return a + (b - a) * (objective.threshold_s - at[a]) / (at[b] - at[a]), at
+    return None, at
+
+
+def search(profile, objectives, policy: str, seed: int, a) -> dict:
+    """One capacity search in virtual time (module doc)."""
+    s = CapacitySearch(
+        objectives,
+        a.step_time,
+        a.step_warmup,
+        a.run_time,
+        policy=POLICIES[policy](max_users=a.max_users),
+    )
+    s.run_start = 0.0
+    grain = s.step_s
+    levels: list[dict] = []  # {begin, end, reqs: [(send, first, last)], fed}
+    now = 0.0
+
+    def open_streams():
+        sent, ttft = [], []
+        for lv in levels:
+            for send, first, last in lv["reqs"]:
+                if send < lv["end"] and send <= now < last:
+                    sent.append(send)
+                    ttft.append(first - send if first <= now else math.nan)
+        return [
+            {
+                "t": now,
+                "sent": sent,
+                "ttft": ttft,
+                "ttfa": [math.nan] * len(sent),
+                "step": [int(x // grain) for x in sent],
+            }
+        ]
+
+    s.open_streams = open_streams
+    index, users, requests = 0, s.level_for(0), 0
+    rng_seed = seed * 1000
+    while users is not None:
+        if not levels or users != levels[-1]["users"]:
+            if levels:
+                levels[-1]["end"] = index * grain
+            begin = index * grain
+            rng_seed += 1
+            loop = closed_loop(profile, users, PREWARM_S + 3 * a.step_time + TAIL_S, rng_seed)
+            reqs = [(begin - PREWARM_S + x, begin - PREWARM_S + f, begin - PREWARM_S + y) for x, f, y in loop]
+            levels.append({"users": users, "end": math.inf, "reqs": [r for r in reqs if r[0] >= begin], "fed": set()})
+        index += 1
+        now = index * grain
+        rows = []
+        for lv in levels:
+            for i, (send, first, last) in enumerate(lv["reqs"]):
+                if send < min(lv["end"], now) and last <= now and i not in lv["fed"]:
+                    lv["fed"].add(i)
+                    rows.append(row(int(send // grain), send, first - send, last - send))
+        requests += len(rows)
+        s.on_rows(rows)
+        users = s.level_for(index)
+    rec = s.record()
+    lo, hi = s.bounds()
+    return {
+        "policy": policy,
+        "seed": seed,
+        "users": lo,
+        "missed": hi,
+        "crossing": rec.get("crossing"),
+        "timed_out": rec["timed_out"],
+        "search_s": (len(s.levels)) * grain,
+        "requests": requests,
+        "levels": " ".join(
+            f"{e['users']}{e['state'][:2]}{'/' + e['ended'][:2] if e['ended'] != 'decided' else ''}:{e['seconds']:.0f}s"
+            for e in rec["levels"]
+        ),
+    }
+
+
+def row(step: int, sent: float, ttft: float, e2e: float) -> tuple:
+    return RequestRecord(
+        "r",
+        "w",
+        "chat",
+        "default",
+        10,
+        4,
+        step=step,
+        wall_send=sent,
+        status=200,
+        ok=True,
+        ttft_s=ttft,
+        e2e_s=e2e,
+        tpot_s=(e2e - ttft) / 100,
+        chunk_times=[ttft, e2e],
+    ).as_row()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="v100-7b-tp8")
+    ap.add_argument("--slo", default="ttft.p95<5s")
+    ap.add_argument("--policies", default="adaptive,doubling")
+    ap.add_argument("--seeds", default="1-20")
+    ap.add_argument("--step-time", type=float, default=30.0)
+    ap.add_argument("--step-warmup", type=float, default=10.0)
+    ap.add_argument("-t", "--run-time", type=float, default=300.0)
+    ap.add_argument("--max-users", type=int, default=None)
+    ap.add_argument("--truth-users", default="70,74,78,82,86,90,94,98,102,106,110")
+    ap.add_argument("--truth-s", type=float, default=1800.0)
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    objectives = parse_slo(a.slo)
+    profile = load_profile(a.profile)
+    lo, _, hi = a.seeds.partition("-")
+    seeds = range(int(lo), int(hi or lo) + 1)
+    t0 = time.time()
+    true, at = truth(profile, objectives[0], [int(u) for u in a.truth_users.split(",")], a.truth_s, 120.0)
+    stat = objectives[0].key
+    print(f"truth ({a.truth_s:g} s a level): " + ", ".join(f"{u}: {v:.3g}s" for u, v in at.items()))
+    print(f"truth: {stat} crosses {objectives[0].threshold_s:g}s at {true} users ({time.time() - t0:.0f} s)")
+    rows = []
+    for policy in a.policies.split(","):
+        for seed in seeds:
+            r = search(profile, objectives, policy, seed, a)
+            c = r["crossing"]
+            r["covered"] = bool(
+                c and c["lower"] is not None and c["upper"] is not None and c["lower"] <= true <= c["upper"]
+            )
+            r["width"] = (
+                (c["upper"] - c["lower"]) / c["users"]
+                if c and c["lower"] is not None and c["upper"] is not None
+                else None
+            )
+            r["within"] = bool(c and c["within_precision"])
+            r["bracket_covers"] = (
+                r["users"] is not None and r["missed"] is not None and r["users"] <= true < r["missed"]
+            )
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"truth": true, "at": at, "rows": rows}, f, indent=1)
+    print(f"\n{a.profile}, {a.slo}: truth {true:.1f} users\n")
+    print(
+        "| policy | seeds | interval covers the truth | width (median) | within ±precision | bracket covers | search s (median) | requests (median) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for policy in a.policies.split(","):
+        mine = [r for r in rows if r["policy"] == policy]
+        widths = [r["width"] for r in mine if r["width"] is not None]
+        print(
+            f"| {policy} | {len(mine)} | {sum(r['covered'] for r in mine)}/{len(mine)} | "
+            f"{statistics.median(widths) if widths else float('nan'):.1%} | {sum(r['within'] for r in mine)}/{len(mine)} | "
+            f"{sum(r['bracket_covers'] for r in mine)}/{len(mine)} | {statistics.median(r['search_s'] for r in mine):.0f} | "
+            f"{statistics.median(r['requests'] for r in mine):.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

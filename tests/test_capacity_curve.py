@@ -1,0 +1,74 @@
+"""The capacity from the curve through the levels (shapes/search/curve.py, stats/crossing.py), on
+synthetic levels whose percentile is known: TTFTs exponential with a P95 that grows linearly with
+the users and crosses the threshold at a known count. Pure arithmetic: no process."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from metrics.slo import parse_slo
+from metrics.verdict import judge
+from shapes.search import POLICIES, Tried, curve
+from stats.crossing import decreasing, zero_of
+
+pytestmark = pytest.mark.unit
+
+P95 = parse_slo("ttft.p95<5s")
+TRUE = 90.0  # the P95 below crosses 5 s here
+
+
+def p95_at(users: float) -> float:
+    return 4.4 + (users - 80) * 0.06
+
+
+def level(rng, users: int, n: int, state: str = "undecided", ended: str = "decided") -> Tried:
+    """A level of `n` first tokens whose true P95 is p95_at(users); its verdict at a look's 98 %."""
+    v = rng.exponential(p95_at(users) / math.log(20), n)
+    verdict = judge(P95, {P95[0].key: v}, n, 0, 0.98)
+    margins = curve.margins({P95[0].key: v}, P95, users, 77, verdict.state == "missed")
+    return Tried(users, verdict.state, verdict.margin, ended, verdict, margins)
+
+
+def test_isotonic_fit_and_the_zero_of_a_falling_line():
+    # a rise between two levels is pooled to their weighted mean; the rest is left as it is
+    assert decreasing(np.array([0.5, 0.1, 0.3, -0.2]), np.array([1.0, 1.0, 3.0, 1.0])).tolist() == pytest.approx(
+        [0.5, 0.25, 0.25, -0.2]
+    )
+    x = np.array([64.0, 80.0, 96.0])
+    assert zero_of(x, np.array([0.2, 0.1, -0.1])) == (88.0, 2)
+    assert zero_of(x, np.array([-0.1, -0.2, -0.3])) == (-math.inf, 0)  # below the levels tried
+    assert zero_of(x, np.array([0.3, 0.2, 0.1])) == (math.inf, None)  # above them
+
+
+def test_the_crossing_interval_covers_a_known_crossing_at_its_confidence():
+    """Levels 64, 80, 88, 96 and 128 users of 300 first tokens each: over 30 fits the 80 % interval
+    holds the true 90 users about 80 % of the time (at least 19 of 30: below that is a binomial's
+    lower 1 % tail), and is never open while levels stand on both sides of the crossing."""
+    covered = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        c = curve.fit([level(rng, u, 300) for u in (64, 80, 88, 96, 128)])
+        assert c.lower is not None and c.upper is not None and c.below in (64, 80, 88, 96)
+        covered += c.lower <= TRUE <= c.upper
+    assert covered >= 19, covered
+
+
+def test_the_adaptive_policy_places_levels_at_the_crossing_and_stops_within_its_precision():
+    rng = np.random.default_rng(1)
+    p = POLICIES["adaptive"]()
+    far = [level(rng, 64, 400, "met"), level(rng, 128, 400, "missed")]
+    # the knee is far between 64 and 128: the chord is not trusted, the next level is in the gap's middle half
+    assert 80 <= p.next_level(far) <= 112
+    near = [*far, level(rng, 84, 3000), level(rng, 96, 3000)]
+    c = curve.fit(near)
+    assert c.lower <= TRUE <= c.upper and curve.within(c, 0.05)
+    assert p.next_level(near) is None  # within ±5 % of the estimate: the search is over
+    # a level held at the knee, its values straddling the threshold, is held while the fit cannot place
+    # the crossing; one whose own values put it over the threshold is left at once
+    knee = level(rng, 90, 150)
+    assert not p.leave(far, knee)
+    assert p.leave(far, level(rng, 120, 300))
+    assert p.crossing(near)["within_precision"] is True
