@@ -36,42 +36,49 @@ def _on(v: SloVerdict) -> str:
 def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capacity:
     """The highest level met below the lowest level missed (levels may come in any order: a
     capacity search bisects), from each level's one verdict; undecided levels are named. `search`:
-    a capacity search's account of itself (shapes.steps.StepPlan.search)."""
+    a capacity search's account of itself (shapes.steps.StepPlan.search). Levels of open-loop
+    rates (a search in requests/s, --rate-steps) answer in requests/s (`rate`), others in users."""
     steps = [st for st in steps if not st.partial]  # a step the run cut short: no rates to answer with
+    rated = bool(steps) and all(getattr(st, "rate", None) is not None for st in steps)
+    load = (lambda st: st.rate) if rated else (lambda st: st.users)
+    unit = "requests/s" if rated else "users"
     state = lambda st: st.verdict.state if st.verdict is not None else "undecided"  # noqa: E731
     missed = [st for st in steps if state(st) == "missed"]
-    failing = min(missed, key=lambda st: st.users, default=None)
-    upper = failing.users if failing else None
-    below = [st for st in steps if state(st) == "met" and (upper is None or st.users < upper)]
-    passing = max(below, key=lambda st: st.users, default=None)
-    undecided = sorted({st.users for st in steps if state(st) == "undecided"})
+    failing = min(missed, key=load, default=None)
+    upper = load(failing) if failing else None
+    below = [st for st in steps if state(st) == "met" and (upper is None or load(st) < upper)]
+    passing = max(below, key=load, default=None)
+    undecided = sorted({load(st) for st in steps if state(st) == "undecided"})
     slo_text = " and ".join(o.text for o in objectives)
     confidence = next((st.verdict.confidence for st in steps if st.verdict is not None), None)
     levels = [SearchLevel.model_validate(e) for e in (search or {}).get("levels", ())]
     about = _search_fields(search, levels)
     binding = _binding(failing, passing, objectives)
     # a level below the answer left undecided is passed on the higher level's met verdict
-    open_levels = [u for u in undecided if passing is None or u > passing.users]
-    tail = f"; undecided: {', '.join(map(str, open_levels))} users" if open_levels else ""
+    open_levels = [u for u in undecided if passing is None or u > load(passing)]
+    tail = f"; undecided: {', '.join(f'{u:g}' for u in open_levels)} {unit}" if open_levels else ""
     tail += _levels_text(levels, search)
+    if rated:  # the answer's fields in requests/s; `users` (each level's in-flight cap) stays None
+        keys = {"unit": "rate", "next_failing_rate": upper, "undecided_rates": undecided, "undecided": []}
+    else:
+        keys = {"next_failing_users": upper, "undecided": undecided}
     if passing is None:
         # none missed either: every level was undecided (too few requests, or too close to call)
         what = (
-            f"no level met it; missed at {upper} users ({_on(failing.verdict)})"
+            f"no level met it; missed at {upper:g} {unit} ({_on(failing.verdict)}{_why(failing)})"
             if failing
             else "no level was decided (met or missed)"
         )
         return Capacity(
             slo=slo_text,
-            next_failing_users=upper,
-            undecided=undecided,
+            **keys,
             confidence=confidence,
             next_failing_samples=failing.verdict.requests if failing else None,
             binding=binding,
             sentence=f"{slo_text}: {what}{tail}",
             **about,
         )
-    users = passing.users
+    users = load(passing)
     plus_minus = (upper - users) / 2 if upper else None
     width = (upper - users) / users if upper else None
     sure = _interval_confidence(passing, failing, levels, search)
@@ -86,15 +93,16 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
     if upper:
         conf = f" at {sure:.0%} confidence" if sure is not None else ""
         bound = (
-            f" (±{plus_minus:g}: from {users} to under {upper} users{conf}, {width:.0%} wide; met at {users} users on "
-            f"{_on(passing.verdict)}, missed at {upper} on {_on(failing.verdict)})"
+            f" (±{plus_minus:g}: from {users:g} to under {upper:g} {unit}{conf}, {width:.0%} wide; met at {users:g} "
+            f"{unit} on {_on(passing.verdict)}, missed at {upper:g} on {_on(failing.verdict)}{_why(failing)})"
         )
     elif any(u > users for u in undecided):  # a higher level was tried and left undecided: not the highest tested
         bound = f" (the highest level met, none missed; met on {_on(passing.verdict)})"
     else:
         bound = f" (the highest level tested; met on {_on(passing.verdict)})"
     if about.get("precision") is not None:
-        about["precision_reached"] = None if width is None else width <= about["precision"] or upper - users <= 1
+        one = 0.001 if rated else 1  # the finest step of the levels (shapes/capacity.py RATE_GRAIN)
+        about["precision_reached"] = None if width is None else width <= about["precision"] or upper - users <= one
         if (about.get("crossing") or {}).get("within_precision"):  # the curve's interval is within ±precision
             about["precision_reached"] = True
     notes = ""
@@ -102,7 +110,7 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
         notes += f"; {binding} binds"
     if cliff:
         notes += (
-            f"; a cliff: met at {users} users ({margin_text(passing.verdict.margin)}), at {upper} far over "
+            f"; a cliff: met at {users:g} {unit} ({margin_text(passing.verdict.margin)}), at {upper:g} far over "
             f"({margin_text(failing.verdict.margin)})"
         )
     if about.get("timed_out"):
@@ -114,17 +122,16 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
     notes += _crossing_text(about.get("crossing"), about.get("precision"))
     measured = datetime.fromtimestamp(passing.window.end, UTC).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
-        f"{slo_text} holds up to {users} users{bound}: {fmt(th.total_tokens_per_s)} total tokens/s, "
-        f"{fmt(th.requests_per_s, 2)} requests/s, measured {measured}{notes}{tail}"
+        f"{slo_text} holds up to {users:g} {unit}{bound}: {fmt(th.total_tokens_per_s)} total tokens/s, "
+        f"{fmt(th.requests_per_s, 2)} requests/s{' completed' if rated else ''}, measured {measured}{notes}{tail}"
     )
     return Capacity(
         slo=slo_text,
-        users=users,
-        next_failing_users=upper,
+        **keys,
+        **({"rate": users} if rated else {"users": users}),
         plus_minus=plus_minus,
         samples=passing.verdict.requests,
         next_failing_samples=failing.verdict.requests if failing else None,
-        undecided=undecided,
         confidence=confidence,
         total_tokens_per_s=th.total_tokens_per_s,
         output_tokens_per_s=th.output_tokens_per_s,
@@ -136,6 +143,12 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
         sentence=sentence,
         **about,
     )
+
+
+def _why(failing: Step) -> str:
+    """'; the server did not keep up ...': a missed open-loop level's reason (metrics/keep_up.py)."""
+    reason = failing.verdict.reason if failing.verdict is not None else ""
+    return f"; {reason}" if getattr(failing, "rate", None) is not None and reason else ""
 
 
 def _search_fields(search: dict | None, levels: list[SearchLevel]) -> dict:
@@ -174,7 +187,10 @@ def _interval_confidence(
         family = (search or {}).get("family")
         if family is not None:
             return 1.0 - family
-        looks = next((lv.looks for lv in reversed(levels) if lv.users == st.users), st.steps or 1)
+        looks = next(
+            (lv.looks for lv in reversed(levels) if lv.users == st.users and lv.rate == getattr(st, "rate", None)),
+            st.steps or 1,
+        )
         return per_look * max(1, looks)
 
     return max(0.0, round(1.0 - wrong(passing) - wrong(failing), 4))
@@ -211,7 +227,7 @@ def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
     }
     parts = []
     for lv in levels:
-        text = f"{lv.users} {lv.state}"
+        text = f"{lv.users if lv.rate is None else f'{lv.rate:g}/s'} {lv.state}"
         if lv.ended == "decided":
             text += f" {margin_text(lv.margin).replace('margin ', '')}" if lv.margin is not None else ""
         else:

@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metrics.keep_up import shortfall, with_keep_up
 from metrics.percentiles import LINEAR, ORDER, percentiles
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
 from metrics.schema.base import PERCENTILES
@@ -266,6 +267,8 @@ class Measure:
             # an adaptive capacity search's level: the confidence of each of its looks (shapes/sequential.py)
             confidence = level.confidence or CONFIDENCE
             verdict = judge(self.objectives, values, len(ok), block.requests.failed, confidence, censored=censored)
+            if level.rate is not None and level.cut is not None:  # a search in requests/s: did it keep up?
+                verdict = with_keep_up(verdict, shortfall(self.df, mask, level, open_streams))
         return Step(
             step=level.first,
             users=level.users,

@@ -121,6 +121,7 @@ def _step(run, elapsed: float) -> tuple[str, int] | None:
     """("step i (level N)", index) of a step ramp or a capacity search now; None otherwise. The step
     is numbered as in the per-step table and summary.json's `by_step` (from 0), and a level held for
     more steps names the step its row has ("step 3 (level 5 since step 2)")."""
+    name = str
     if run.steps is not None:
         levels, i = run.steps.levels, max(run.steps.index_at(elapsed), 0)
         of = f" of 0-{len(levels) - 1}"
@@ -129,11 +130,13 @@ def _step(run, elapsed: float) -> tuple[str, int] | None:
         if search is None or not search.levels:
             return None
         levels, i, of = search.levels, min(int(elapsed // run.plan.step_s), len(search.levels) - 1), ""
+        if search.rate_cap is not None:  # a search in requests/s: its levels are rates
+            name = search.load
     first = i
     while first > 0 and levels[first - 1] == levels[i]:
         first -= 1
     since = f" since step {first}" if first < i else ""
-    return f"step {i}{of} (level {levels[i]}{since})", i
+    return f"step {i}{of} (level {name(levels[i])}{since})", i
 
 
 def _ms(seconds: float) -> str:

@@ -61,9 +61,10 @@ def of_slo(summary) -> int:
     when no level was decided."""
     cap = summary.capacity
     if cap is not None:
-        if cap.users is not None:
+        if cap.users is not None or cap.rate is not None:  # a search in requests/s answers in `rate`
             return DONE
-        return SLO_MISSED if cap.next_failing_users is not None else SLO_UNDECIDED
+        missed = cap.next_failing_users is not None or cap.next_failing_rate is not None
+        return SLO_MISSED if missed else SLO_UNDECIDED
     if summary.slo is None:
         return DONE
     return {"met": DONE, "missed": SLO_MISSED}.get(summary.slo.state, SLO_UNDECIDED)

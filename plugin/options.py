@@ -197,7 +197,8 @@ class Options(BaseModel):
     find_capacity: bool = option(
         False,
         "Search the highest user count meeting --slo, within --run-time (a closed loop: not with "
-        "--request-rate); the search sets the users (Number of users, -u, is not used)",
+        "--request-rate; --capacity-unit rate searches requests/s); the search sets the users (Number of users, "
+        "-u, is not used)",
         LOAD,
     )
     capacity_policy: CapacityPolicy = option(
@@ -214,6 +215,23 @@ class Options(BaseModel):
     )
     max_users: PositiveCount = option(
         "", "--find-capacity: the highest user count the search may try; empty = as high as -t allows", LOAD
+    )
+    capacity_unit: Literal["users", "rate"] = option(
+        "users",
+        "What --find-capacity searches: users (a closed loop: the most concurrent users meeting --slo) or rate "
+        "(an open loop: the most requests/s meeting --slo, a level that cannot keep up missed; one load process)",
+        LOAD,
+    )
+    start_rate: Rate = option(
+        "",
+        "--find-capacity --capacity-unit rate: the first level, requests/s; default 1 (--rate-steps: its first)",
+        LOAD,
+    )
+    max_rate: Rate = option(
+        "",
+        "--find-capacity --capacity-unit rate: the highest request rate the search may try, requests/s; "
+        "empty = as high as -t allows",
+        LOAD,
     )
     request_rate: Rate = option(
         "", "Open loop: total requests per second across all workers; empty = closed loop", LOAD
@@ -587,7 +605,27 @@ class Options(BaseModel):
             )
         if self.cancel_rate and self.cancel_after <= 0:
             raise InputError("--cancel-after: must be above 0 when --cancel-rate is set, e.g. 2s")
+        self._capacity_unit()
         return self
+
+    def _capacity_unit(self) -> None:
+        """The unit of a capacity search and the options that only one unit takes."""
+        rate = self.capacity_unit == "rate"
+        if rate and not self.find_capacity:
+            raise InputError("--capacity-unit: says what --find-capacity searches; give --find-capacity too")
+        for name in ("max_rate", "start_rate"):
+            if getattr(self, name) is not None and not rate:
+                raise InputError(
+                    f"--{name.replace('_', '-')}: applies to a capacity search in requests/s; "
+                    "give --find-capacity --capacity-unit rate (a search in users takes --max-users)"
+                )
+        if rate and self.max_users is not None:
+            raise InputError("--max-users: a search in requests/s is bounded by --max-rate; give --max-rate instead")
+        if rate and self.max_rate is not None and self.start_rate is not None and self.start_rate > self.max_rate:
+            raise InputError(
+                f"--start-rate: {self.start_rate:g} requests/s is above --max-rate {self.max_rate:g}; lower it or "
+                "raise --max-rate"
+            )
 
     # -- from Locust ----------------------------------------------------------------------------
     @classmethod

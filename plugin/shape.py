@@ -52,8 +52,8 @@ class LLMShape(LoadTestShape):
         elapsed = self.get_run_time()
         if self.search is not None:
             index = int(elapsed // self.search.step_s)
-            users = self.search.level_for(index)
-            previous = self.search.levels[index - 1] if index > 0 and users is not None else 0
+            users = self.search.users_for(index)  # a search in requests/s: its in-flight cap
+            previous = self.search.users_for(index - 1) if index > 0 and users is not None else 0
         elif self.steps is not None:
             if elapsed >= self.steps.duration_s or (self.run_time_s is not None and elapsed >= self.run_time_s):
                 return None

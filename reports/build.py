@@ -73,10 +73,15 @@ def step_charts(summary: Summary) -> list[str]:
     steps = summary.by_step
     if not steps:
         return []
-    cap_users = summary.capacity.users if summary.capacity is not None else None
-    refs_x = [Ref("x", float(cap_users), f"capacity: {auto(cap_users)} users")] if cap_users is not None else []
-    steps = sorted(steps, key=lambda st: st.users)  # a capacity search runs its levels in any order
-    x = np.array([st.users for st in steps], dtype=float)
+    # open-loop levels (a search in requests/s, --rate-steps) are rates: the x axis and the capacity in requests/s
+    rated = all(st.rate is not None for st in steps)
+    load = (lambda st: st.rate) if rated else (lambda st: st.users)
+    axis, unit = ("requests/s asked", "requests/s") if rated else ("users (concurrent)", "users")
+    cap = summary.capacity
+    cap_at = (cap.rate if rated else cap.users) if cap is not None else None
+    refs_x = [Ref("x", float(cap_at), f"capacity: {auto(cap_at)} {unit}")] if cap_at is not None else []
+    steps = sorted(steps, key=load)  # a capacity search runs its levels in any order
+    x = np.array([load(st) for st in steps], dtype=float)
 
     def s(name, value, **kw):
         return Series(name, x, np.array([_num(value(st)) for st in steps], dtype=float), markers=True, **kw)
@@ -86,7 +91,7 @@ def step_charts(summary: Summary) -> list[str]:
             Chart(
                 "step_requests",
                 "Requests per second by load step",
-                "users (concurrent)",
+                axis,
                 "requests/s",
                 [
                     s("requests/s", lambda st: st.throughput.requests_per_s),
@@ -99,7 +104,7 @@ def step_charts(summary: Summary) -> list[str]:
             Chart(
                 "step_tokens",
                 "Token throughput by load step",
-                "users (concurrent)",
+                axis,
                 "tokens/s",
                 [
                     s("output tokens/s", lambda st: st.throughput.output_tokens_per_s),
@@ -123,7 +128,7 @@ def step_charts(summary: Summary) -> list[str]:
             Chart(
                 "step_ttft",
                 "TTFT P50/P95 by load step, with the SLO and the capacity point",
-                "users (concurrent)",
+                axis,
                 "TTFT (ms)",
                 ttft,
                 refs=refs,
@@ -144,7 +149,7 @@ def step_charts(summary: Summary) -> list[str]:
                 Chart(
                     f"step_{key}",
                     f"{label} P50/P95 by load step",
-                    "users (concurrent)",
+                    axis,
                     f"{label} (ms)",
                     ser,
                     refs=refs,

@@ -104,7 +104,14 @@ def run_cases(summary: Summary, not_written: list[str] | tuple = ()) -> list[Cas
             )
     cap = summary.capacity  # a run with load levels: judged per level, no pooled verdict
     if cap is not None:
-        cases.append(Case("llm.capacity", cap.slo, None if cap.users is not None else cap.sentence, cap.sentence))
+        cases.append(
+            Case(
+                "llm.capacity",
+                cap.slo,
+                None if cap.users is not None or cap.rate is not None else cap.sentence,
+                cap.sentence,
+            )
+        )
     return cases
 
 

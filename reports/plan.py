@@ -28,9 +28,10 @@ def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | N
     """The plan for `rpm` requests/min; `gpus` (GPUs per replica) and `price` (per GPU-hour) default
     to the run's (summary.json gpu: --gpus or the GPUs its telemetry saw, --gpu-hour-price)."""
     cap = summary.capacity
-    if cap is None or cap.users is None:
+    by_rate = cap is not None and cap.unit == "rate"  # a search in requests/s: its answer is `rate`
+    if cap is None or (cap.rate if by_rate else cap.users) is None:
         raise InputError(
-            "plan: this run found no capacity (summary.json capacity.users is empty): "
+            "plan: this run found no capacity (summary.json capacity.users and capacity.rate are empty): "
             "run a capacity search (--find-capacity --slo ...) that meets its SLO at some level"
         )
     if not rpm > 0:
@@ -45,22 +46,30 @@ def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | N
     section = summary.gpu
     gpus = gpus or (section.gpus if section is not None else None)
     price = price or (section.gpu_hour_price if section is not None else None)
-    levels = {st.users: st for st in summary.by_step or [] if not st.partial}
-    met, missed = levels.get(cap.users), levels.get(cap.next_failing_users)
-    rate = lambda st: (st.throughput.requests_per_s or 0.0) * 60 if st is not None else None  # noqa: E731
-    held, failed = rate(met), rate(missed)
+    key = (lambda st: st.rate) if by_rate else (lambda st: st.users)
+    levels = {key(st): st for st in summary.by_step or [] if not st.partial}
+    if by_rate:  # an open loop's levels are the rates asked: the rate met is the answer, per minute
+        met, missed = levels.get(cap.rate), levels.get(cap.next_failing_rate)
+        held, failed = cap.rate * 60, cap.next_failing_rate * 60 if cap.next_failing_rate is not None else None
+    else:
+        met, missed = levels.get(cap.users), levels.get(cap.next_failing_users)
+        rate = lambda st: (st.throughput.requests_per_s or 0.0) * 60 if st is not None else None  # noqa: E731
+        held, failed = rate(met), rate(missed)
     if not held:
         raise InputError(f"plan: the level that met the SLO ({cap.users} users) completed no request in its window")
-    # the met level in the deployment's terms (metrics/gpu.py), its telemetry kept (energy per token)
-    seen = section.at(cap.users) if section is not None else None
+    # the met level in the deployment's terms (metrics/gpu.py), its telemetry kept (energy per token; the
+    # telemetry's levels are users, one for every level of a search in requests/s)
+    seen = section.at(cap.users) if section is not None and not by_rate else None
     start, end = met.window.start, met.window.end
     f = figures(
-        seen or GpuFigures(window=Span(start=start, end=end)), cap.users, met.throughput, end - start, gpus, price
+        seen or GpuFigures(window=Span(start=start, end=end)), met.users, met.throughput, end - start, gpus, price
     )
     out = {
         "slo": cap.slo,
         "users": cap.users,
         "next_failing_users": cap.next_failing_users,
+        "rate": cap.rate,
+        "next_failing_rate": cap.next_failing_rate,
         "requests_per_min": held,
         "requests_per_min_missed": failed,
         "sessions_per_min": f.sessions_per_min,
@@ -99,11 +108,16 @@ def describe(p: dict) -> str:
         if p["gpus_per_replica"]
         else ""
     )
+    level = f"{p['rate']:g} requests/s" if p.get("rate") is not None else f"{p['users']} users"
     lines = [
-        f"one replica at {p['slo']}: {p['users']} users, {p['requests_per_min']:,.1f} requests/min{sessions}, "
+        f"one replica at {p['slo']}: {level}, {p['requests_per_min']:,.1f} requests/min{sessions}, "
         f"{p['output_tokens_per_s'] or 0:,.0f} output and {p['total_tokens_per_s'] or 0:,.0f} total tokens/s{gpu}",
     ]
-    if p["requests_per_min_missed"] is not None and p["next_failing_users"] is not None:
+    if p["requests_per_min_missed"] is not None and p.get("next_failing_rate") is not None:
+        lines.append(
+            f"  (it missed at {p['next_failing_rate']:g} requests/s, {p['requests_per_min_missed']:,.1f} requests/min)"
+        )
+    elif p["requests_per_min_missed"] is not None and p["next_failing_users"] is not None:
         lines.append(
             f"  (it missed at {p['next_failing_users']} users, {p['requests_per_min_missed']:,.1f} requests/min)"
         )

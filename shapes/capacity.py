@@ -27,6 +27,11 @@ above it, the narrowing stops at it, and the answer names it. summary.json's by_
 compute the same verdicts from the same sets after the run (metrics.measure, with the plan's
 confidence and warm-ups), so the log, the table and the answer agree; the plan also carries the
 search's own account (`record`: its levels in order and why each ended) for the answer.
+
+A search in requests/s (--capacity-unit rate, `rate_cap` set) runs the same policies on the same
+whole numbers, each a count of RATE_GRAIN requests/s: its levels are open-loop rates (the load
+process's pacer asks `rate_for` at each step's start), its users the in-flight cap at every step;
+a level whose server or client did not keep up with its rate is missed (metrics/keep_up.py).
 """
 
 from __future__ import annotations
@@ -81,6 +86,14 @@ SLICE_S = 2.0
 # thresholds is passed to the next level (CapacitySearch._far_below): deciding it would take
 # longest where it matters least, at the lowest loads.
 FAR_BELOW = 0.5
+# A search in requests/s: its policy's whole numbers are counts of this many requests/s (its
+# precision then ends at a thousandth of a request per second, never at a whole one).
+RATE_GRAIN = 0.001
+
+
+def rate_level(rate: float) -> int:
+    """A rate in requests/s as a search level (a count of RATE_GRAIN)."""
+    return max(1, int(round(rate / RATE_GRAIN)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +112,7 @@ class Ended:
     looks: int
     requests: int
     binding: str | None  # the objective its margin is (met: the least room; missed: the largest excess)
+    rate: float | None = None  # a search in requests/s: the level's rate (`users` is its in-flight cap)
 
 
 def binding(verdict) -> str | None:
@@ -122,11 +136,13 @@ class CapacitySearch:
         candidates: list[int] | None = None,
         distributed: bool = False,
         policy=None,
+        rate_cap: int | None = None,
     ):
         self.objectives = objectives
         if policy is None:  # the walk of the given levels, or the doubling without
             policy = POLICIES["walk" if candidates else "doubling"](tuple(candidates or ()))
         self.policy = policy
+        self.rate_cap = rate_cap  # a search in requests/s: the in-flight cap (its users at every step)
         self.sequential = policy.sequential
         self.level_s = step_s  # --step-time: a level's fixed hold, or its longest / MAX_STEPS_PER_LEVEL
         # the grain of steps (records are stamped with it): a fixed hold's step, or an adaptive slice
@@ -163,6 +179,47 @@ class CapacitySearch:
         self.run_start = time.time()
         self.done = False
 
+    def key(self, level) -> int:
+        """A judged level (shapes.steps.Level) as its policy's number: users, or its rate in RATE_GRAIN."""
+        return rate_level(level.rate) if self.rate_cap is not None and level.rate is not None else level.users
+
+    def load(self, number: int | None) -> str:
+        """A policy's number as the load it is: '12 users' or '2.5 requests/s'."""
+        if number is None:
+            return "-"
+        return f"{number * RATE_GRAIN:g} requests/s" if self.rate_cap is not None else f"{number} users"
+
+    def users_for(self, index: int) -> int | None:
+        """The users step `index` runs (level_for). A search in requests/s: its in-flight cap, the
+        step running now on the run's clock decided here if its pacer has not asked yet (its users
+        all busy); the shape's ticks, up to a second apart, never decide a step before it began."""
+        if self.rate_cap is None:
+            return self.level_for(index)
+        now = int((time.time() - self.run_start) // self.step_s)
+        if now >= 0 and not self.done:
+            self.level_for(now)
+        return None if self.done else self.rate_cap
+
+    def rate_for(self, index: int) -> float | None:
+        """A search in requests/s: the rate of step `index` (level_for: deciding it when it begins;
+        the load process's pacer asks at the step's start); None ends the search."""
+        level = self.level_for(index)
+        return None if level is None else level * RATE_GRAIN
+
+    def drains(self, index: int) -> int | None:
+        """A search in requests/s: the first step of the level running at step `index` when that level
+        follows one that was not met, else None. An open loop above the server's capacity leaves a
+        backlog that would queue the next level's requests behind it (a closed loop's users bound
+        theirs), so the pacer sends nothing from that step until every request before it ended."""
+        if self.rate_cap is None or index >= len(self.levels):
+            return None
+        first = index
+        while first > 0 and self.levels[first - 1] == self.levels[index]:
+            first -= 1
+        if first == 0 or self.states.get(self.levels[first - 1]) == "met":
+            return None
+        return first
+
     @staticmethod
     def grain(step_s: float, sequential: bool) -> float:
         """The length of a step: --step-time for a fixed hold, a slice for an adaptive search."""
@@ -182,14 +239,19 @@ class CapacitySearch:
         warmups = None
         if self.sequential:  # the level still warming up: its longest warm-up until it settles
             warmups = tuple(self.warmups) + (() if self.settled or not self.levels else (self.warmup_s,))
+        rates = None
+        levels = list(self.levels)
+        if self.rate_cap is not None:  # the rate of each step; its users the in-flight cap
+            rates, levels = tuple(level * RATE_GRAIN for level in levels), [self.rate_cap] * len(levels)
         return StepPlan(
-            list(self.levels),
+            levels,
             self.step_s,
             self.warmup_s,
             cut_lag_s=self.lag_s,
             warmups=warmups,
             confidence=self.confidence,
             search=self.record(),
+            rates=rates,
         )
 
     def record(self) -> dict:
@@ -199,11 +261,13 @@ class CapacitySearch:
         ended it, and its levels in the order tried with why each ended."""
         return {
             "policy": self.policy.name,
+            "unit": "rate" if self.rate_cap is not None else "users",
             "precision": self.policy.precision if self.sequential else RESOLUTION,
             "family": FAMILY_CONFIDENCE if self.sequential else None,
             "timed_out": self.timed_out,
             "levels": [asdict(e) for e in self.ended],
-            "crossing": self.crossing,
+            # the curve's crossing is in the policy's numbers: users only (a search in requests/s has none yet)
+            "crossing": self.crossing if self.rate_cap is None else None,
         }
 
     # records -------------------------------------------------------------------------------
@@ -276,8 +340,10 @@ class CapacitySearch:
         --step-warmup."""
         first = self.plan().levels_at(self.run_start)[-1].first
         since = (index - first) * self.step_s
-        if since >= self.warmup_s or self._still_open_before(self.run_start + first * self.step_s) == 0:
-            self.warmups.append(min(since, self.warmup_s))
+        # a search in requests/s drains a backlog before the level (`drains`): its warm-up is the drain
+        longest = MAX_STEPS_PER_LEVEL * self.level_s if self.drains(first) is not None else self.warmup_s
+        if since >= longest or self._still_open_before(self.run_start + first * self.step_s) == 0:
+            self.warmups.append(min(since, longest))
             self.settled = True
             self.looked, self.next_look_s = 0, self.looks[0]
 
@@ -293,8 +359,8 @@ class CapacitySearch:
         values = min((e.samples for e in v.objectives), default=v.requests)  # the objective shortest of values
         self.next_look_s = next_look(judged, self.looked, self.looks, values, self.need, self.step_s, self.offset_s)
         log.debug(
-            "capacity search: %d users, look %d at %.1fs judged: %s on %d values, next look at %s",
-            level.users,
+            "capacity search: %s, look %d at %.1fs judged: %s on %d values, next look at %s",
+            self.load(self.key(level)),
             self.looked,
             judged,
             v.state,
@@ -315,6 +381,8 @@ class CapacitySearch:
         longest = self.longest_judged_s - self.offset_s
         if rate == 0 or rate * longest >= self.need:  # none yet: no rate to project
             return False
+        if self.rate_cap is not None:  # an open loop's values come at its rate: no reply time to project
+            return True
         reply = level.users / rate
         line, ok = decidability(self.objectives, level.users, longest, self.confidence, reply)
         if not ok and not self.notes:
@@ -336,8 +404,9 @@ class CapacitySearch:
 
     def _end(self, level, step, why: str) -> None:
         verdict = step.verdict
-        self.states[level.users] = verdict.state
-        self.history.append(Tried(level.users, verdict.state, verdict.margin, why, verdict, self.margins))
+        key = self.key(level)
+        self.states[key] = verdict.state
+        self.history.append(Tried(key, verdict.state, verdict.margin, why, verdict, self.margins))
         if self.sequential:  # the answer's interval from the curve (shapes/search/curve.py), as of this level
             self.crossing = self.policy.crossing(self.history)
         self.ended.append(
@@ -351,6 +420,7 @@ class CapacitySearch:
                 self.looked if self.sequential else level.steps,
                 verdict.requests,
                 binding(verdict),
+                level.rate if self.rate_cap is not None else None,
             )
         )
         lo, hi = self.bounds()
@@ -362,14 +432,14 @@ class CapacitySearch:
             "time": "; -t ended it",
             "placed": "; undecided, left: the curve through the levels places the crossing",
         }[why]
-        width = f", bracket {lo}..{hi} ({hi - lo} users, {(hi - lo) / lo:.0%})" if lo and hi else ""
+        width = f", bracket {self.load(lo)}..{self.load(hi)} ({(hi - lo) / lo:.0%})" if lo and hi else ""
         log.info(
-            "capacity search: %d users %s%s (highest met %s, lowest missed %s%s)",
-            level.users,
+            "capacity search: %s %s%s (highest met %s, lowest missed %s%s)",
+            self.load(key),
             describe(verdict),
             how,
-            "-" if lo is None else lo,
-            "-" if hi is None else hi,
+            self.load(lo),
+            self.load(hi),
             width,
         )
 
@@ -403,9 +473,9 @@ class CapacitySearch:
         verdict = step.verdict
         extend = self._extend(level, verdict)
         if extend and self._time_for_a_step(index):
-            log.info("capacity search: %d users %s; held for another step", level.users, describe(verdict))
-            self.levels.append(level.users)
-            return level.users
+            log.info("capacity search: %s %s; held for another step", self.load(self.key(level)), describe(verdict))
+            self.levels.append(self.key(level))
+            return self.levels[-1]
         held = level.steps >= MAX_STEPS_PER_LEVEL  # else left, short of values, for the next level up
         self._end(
             level,
@@ -428,7 +498,7 @@ class CapacitySearch:
         if state != "undecided":
             self._end(level, step, "decided")
         elif looked is not None and self.policy.leave(
-            self.tried(), Tried(level.users, state, step.verdict.margin, "placed", step.verdict, self.margins)
+            self.tried(), Tried(self.key(level), state, step.verdict.margin, "placed", step.verdict, self.margins)
         ):
             self._end(level, step, "placed")
         elif self.next_look_s is None:
@@ -447,6 +517,8 @@ class CapacitySearch:
     def precheck(self) -> str:
         """What the first level needs to be decided (shapes/sequential.decidability) and how high the
         search may go, said before it starts."""
+        if self.rate_cap is not None:
+            return self._rate_precheck()
         users = self.policy.levels[0] if self.policy.levels else self.policy.start
         looks = len(self.looks) if self.sequential else 1
         line, _ = decidability(
@@ -463,3 +535,22 @@ class CapacitySearch:
             most = f"up to {2 ** (doublings - 1):,} users within -t" if doublings <= 20 else "as high as -t allows"
             reach = f"no --max-users: it doubles until a level misses, {most}"
         return f"capacity search: {line}; {reach}"
+
+    def _rate_precheck(self) -> str:
+        """A search in requests/s: what a level needs to be decided (values come at its rate, so a
+        level below need / judged seconds cannot be met: it is passed on the levels above), and how
+        high it may go."""
+        need = max(values_needed(o, self.confidence) for o in self.objectives)
+        judged = self.longest_judged_s - self.offset_s
+        top = self.policy.highest_possible()
+        reach = (
+            f"it tries {self.load(top)} at most"
+            if top is not None
+            else "no --max-rate: it doubles until a level misses"
+            + (", without a ceiling" if self.budget_s is None else ", as high as -t allows")
+        )
+        return (
+            f"capacity search in requests/s: a level needs {need} values to be met ({self.confidence * 100:.3g}% "
+            f"bounds), which a level of at most {judged:g}s judged gets at {need / judged:.2g} requests/s or more; "
+            f"at most {self.rate_cap} requests in flight; {reach}"
+        )

@@ -79,6 +79,7 @@ class SearchLevel(Model):
     looks: int = 1  # times its verdict was looked at (a fixed hold: its steps)
     requests: int = 0
     binding: str | None = None  # the objective its margin is
+    rate: Num = None  # a search in requests/s: the level's rate (`users` is its in-flight cap)
 
 
 class Crossing(Model):
@@ -95,8 +96,14 @@ class Crossing(Model):
 
 class Capacity(Model):
     slo: str
+    # what the levels were: users (a closed loop) or rate (open-loop requests/s: --capacity-unit rate,
+    # --rate-steps), whose answer is `rate` and `next_failing_rate`, and `users` stays None
+    unit: Literal["users", "rate"] = "users"
     users: int | None = None  # the highest level met below the lowest missed; None: none met
     next_failing_users: int | None = None  # the lowest level missed
+    rate: Num = None  # unit rate: the highest rate met below the lowest missed, requests/s
+    next_failing_rate: Num = None  # unit rate: the lowest rate missed
+    undecided_rates: list[float] = []  # unit rate: the rates neither met nor missed
     samples: int | None = None  # successful requests the `users` verdict rests on
     next_failing_samples: int | None = None
     undecided: list[int] = []  # levels neither met nor missed (too few requests, or too close)
@@ -108,7 +115,7 @@ class Capacity(Model):
     # the interval the capacity lies in: from `users` (met) up to below `next_failing_users` (missed),
     # at interval_confidence (each end's verdict wrong at most 1 - its confidence over its looks)
     interval_confidence: Num = None
-    width: Num = None  # (next_failing_users - users) / users
+    width: Num = None  # (next_failing_users - users) / users (unit rate: of the rates)
     binding: str | None = None  # the objective that sets the answer: missed at the lowest missed level
     cliff: bool = False  # met with room, and the next level tried above far over (metrics/capacity.py)
     policy: str | None = None  # --capacity-policy of a capacity search

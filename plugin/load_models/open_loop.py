@@ -62,7 +62,9 @@ class OpenLoop(Scheduled):
         if p.steps:
             raise InputError("--request-rate: cannot be combined with --steps (closed-loop user steps); pick one")
         if p.find_capacity:
-            raise InputError("--find-capacity: searches a user count; drop --request-rate")
+            raise InputError(
+                "--find-capacity: searches the load itself; drop --request-rate (--capacity-unit rate searches requests/s)"
+            )
         refuse_unless(p, "time_scale", False, "--time-scale: only applies with --replay")
         return cls(
             rate=p.request_rate, arrival=p.arrival, burstiness=p.burstiness or 1.0, max_concurrency=p.max_concurrency

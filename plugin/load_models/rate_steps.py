@@ -83,7 +83,7 @@ class RateSteps(Scheduled):
 
     @classmethod
     def chosen(cls, p) -> bool:
-        return bool(getattr(p, "rate_steps", ()))
+        return bool(getattr(p, "rate_steps", ())) and not p.find_capacity  # a search in requests/s walks them
 
     @classmethod
     def from_options(cls, p, distributed: bool) -> RateSteps:
@@ -93,8 +93,6 @@ class RateSteps(Scheduled):
             )
         if p.steps:
             raise InputError("--rate-steps: steps of request rates; --steps steps users: pick one")
-        if p.find_capacity:
-            raise InputError("--find-capacity: searches a user count; drop --rate-steps")
         if p.replay:
             raise InputError(
                 "--rate-steps: a replayed trace keeps its own times; drop one of --replay and --rate-steps"
