@@ -66,8 +66,8 @@ def test_the_adaptive_policy_places_levels_at_the_crossing_and_stops_within_its_
     c = curve.fit(near)
     assert c.lower <= TRUE <= c.upper and curve.within(c, 0.05)
     assert p.next_level(near) is None  # within ±5 % of the estimate: the search is over
-    # a level held at the knee, its values straddling the threshold, is held while the fit cannot place
-    # the crossing; one whose own values put it over the threshold is left at once
+    # a level at the knee, its values straddling the threshold, is held while the fit cannot place the
+    # crossing; one far over it, which the fit places the crossing below, is left at once
     knee = level(rng, 90, 150)
     assert not p.leave(far, knee)
     assert p.leave(far, level(rng, 120, 300))

@@ -17,7 +17,8 @@ kept inside the middle half of that gap, so every level at least quarters it; on
 the next level goes where the crossing's interval is still open: the estimate, else an end of its
 interval, away from the levels tried. A level near the knee that its looks cannot decide is left at
 a look once the fit with its values places the crossing: within the precision (the search is
-over), or outside that level's users (a level nearer the crossing tells more) -- 'placed'.
+over), or outside that level's users (a level nearer the crossing tells more) -- 'placed'; while
+probing, a level whose own draws put it under the threshold (90 % of them) is left for the next.
 
 Without a fit (levels too short of values to have a spread), the bracket is narrowed on the
 verdicts' signed margins (metrics/verdict.py): between a level met at +m_lo and one missed at m_hi,
@@ -121,19 +122,18 @@ class Adaptive(Policy):
         return None
 
     def leave(self, history: list[Tried], current: Tried) -> bool:
-        """Leave the undecided level at this look when its own draws put it under the threshold at
-        the curve's confidence (while probing: the next level up is where the answer is), or, once
-        a level missed, on either side (what the fit needs of it: the crossing's neighbours need not
-        be proven at 98 %), or when the fit with its values places the crossing within the
-        precision, or outside its users."""
+        """Leave the undecided level at this look: while probing, when its own draws put it under
+        the threshold at the curve's confidence (the next level up is where the answer is); once a
+        level missed, when the fit with its values places the crossing within the precision, or
+        outside its users. Not on its own draws alone once a level missed: a knee level left when
+        its values happen to lean one way would carry that lean into the fit (in virtual time its
+        intervals then held the truth 8 times in 20 at 80 %)."""
         if current.margins is None:
             return False  # its values do not tell its spread yet: the fit would place nothing by it
         above = float(np.mean(current.margins.draws > 0))
         tail = (1.0 - CONFIDENCE) / 2.0
         if bracket(history).hi is None:  # still probing: a level under the threshold is left for the next one up
             return above >= 1.0 - tail
-        if above >= 1.0 - tail or above <= tail:
-            return True
         c = fit([*history, current])
         if c is None or c.estimate is None:
             return False

@@ -11,8 +11,10 @@ the first tokens of one level are correlated through the server's queue, and res
 by one would understate how far a level's P95 moves); per draw the margins are made to fall with
 the users (assumption 1: latency grows with load) and the crossing is interpolated between the two
 neighbouring levels either side of zero (assumption 2: the curve is about straight between them).
-A level joins the fit once it has the values its verdict needs to be met at the look's confidence
-(shapes/sequential.values_needed: fewer say little of a P95's spread), or once its verdict missed.
+A level joins the fit once each percentile has TAIL_VALUES values above it (200 for a P95: a
+resample of fewer puts the percentile on the same few largest values, and its spread is too narrow)
+and at least the values its verdict needs to be met at the look's confidence, or once its verdict
+missed (a level far over bounds the crossing from above whatever its spread).
 
 The interval is the central 80 % of the crossings over the draws (10 % per side, as the bracket
 between the highest met and the lowest missed level at 90 % per side per level). It holds the
@@ -24,6 +26,7 @@ of the estimate (±5 % by default: at most 10 % wide).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +42,7 @@ from stats.crossing import Crossing, crossing
 from stats.moving_blocks import moving_block_draws
 
 DRAWS = 1000
+TAIL_VALUES = 10  # a percentile's values above it before a level joins the fit (module doc)
 CONFIDENCE = 0.80  # two-sided: 10 % per side
 SPAN = 4.0  # the neighbours the crossing lies between, at most this many x precision of it apart
 
@@ -85,7 +89,8 @@ def margins(values: dict[str, np.ndarray], objectives, users: int, need: int, mi
     for o in objectives:
         v = np.asarray(values.get(o.key, ()), dtype=float)
         v = v[~np.isnan(v)]
-        if v.size == 0 or (v.size < need and not missed):
+        least = need if o.stat == "mean" else max(need, math.ceil(TAIL_VALUES / (1.0 - o.percentile() / 100.0)))
+        if v.size == 0 or (v.size < least and not missed):
             return None
         t = o.threshold_s
         points.append((t - o.statistic(v)) / t)
