@@ -69,13 +69,15 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
             if failing
             else "no level was decided (met or missed)"
         )
+        if (about.get("crossing") or {}).get("within_precision"):  # the levels near the knee, undecided, still place it
+            about["precision_reached"] = True
         return Capacity(
             slo=slo_text,
             **keys,
             confidence=confidence,
             next_failing_samples=failing.verdict.requests if failing else None,
             binding=binding,
-            sentence=f"{slo_text}: {what}{tail}",
+            sentence=f"{slo_text}: {what}{_crossing_text(about.get('crossing'), about.get('precision'))}{tail}",
             **about,
         )
     users = load(passing)
@@ -202,14 +204,14 @@ def _crossing_text(c: dict | None, precision: float | None) -> str:
     if not c:
         return ""
     est = c["users"]
-    lo = "below the levels tried" if c["lower"] is None else f"{c['lower']:g}"
-    hi = "above the levels tried" if c["upper"] is None else f"{c['upper']:g}"
+    lo = "below the levels tried" if c["lower"] is None else f"{c['lower']:.1f}"
+    hi = "above the levels tried" if c["upper"] is None else f"{c['upper']:.1f}"
     share = ""
     if c["lower"] is not None and c["upper"] is not None:
         share = f", -{(est - c['lower']) / est:.1%}/+{(c['upper'] - est) / est:.1%}"
     within = f", within ±{precision:.0%}" if c["within_precision"] and precision else ""
     return (
-        f"; the curve through the levels crosses it at {est:g} users ({c['confidence']:.0%} interval {lo} to {hi}"
+        f"; the curve through the levels crosses it at {est:.1f} users ({c['confidence']:.0%} interval {lo} to {hi}"
         f"{share}{within}, between {c['between'][0]} and {c['between'][1]})"
     )
 
