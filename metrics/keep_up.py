@@ -7,11 +7,15 @@ cannot send at the rate offers less load than the level states. Either makes the
 whatever its verdict on the objectives, with the reason (the same rule live and in summary.json:
 metrics.measure.Measure.level):
 
-  the server queued   requests in flight grew over the level's judged time, from its window's
-                      start to its cut, by more than QUEUE_Z x sqrt(in flight at both ends) + 1
-                      (a steady level's count in flight varies about as a Poisson count: the
-                      difference of two, sd about the square root of their sum); its margin the
-                      share of the level's arrivals that piled up
+  the server queued   requests waiting for their first token (sent, no token yet: queued for a
+                      slot or in prefill) grew over the level's judged time, from its window's
+                      start to its cut, by more than QUEUE_Z x sqrt(waiting at both ends) + 1 (a
+                      steady level's count varies about as a Poisson count: the difference of two,
+                      sd about the square root of their sum); its margin the share of the level's
+                      arrivals that piled up. Waiting, not in flight: a level's requests in flight
+                      grow after its change until its longest replies end, queue or not (replies
+                      of 10 s and more take longer than a warm-up), while those waiting for a first
+                      token stay about rate x TTFT unless the server falls behind
   the client was late more than LATE_SHARE of the level's requests were sent LAG_LIMIT_S or more
                       after their scheduled time (t_send - t_intended): the in-flight cap held them
                       (every user busy), or the client's CPU or event loop fell behind
@@ -42,17 +46,32 @@ def in_flight(df: pd.DataFrame, t: float, open_streams: pd.DataFrame | None = No
     return n
 
 
+def waiting(df: pd.DataFrame, t: float, open_streams: pd.DataFrame | None = None) -> int:
+    """Requests sent by `t` without a first token at `t`: the records whose first token came after
+    it (one without: until it ended) and the streams still open whose first token had not come
+    (OPEN_COLUMNS' ttft_s: none yet, or after `t`)."""
+    wall = df["wall_send"].to_numpy(dtype=float)
+    e2e = np.nan_to_num(df["e2e_s"].to_numpy(dtype=float), nan=0.0)
+    first = wall + np.where(np.isnan(df["ttft_s"].to_numpy(dtype=float)), e2e, df["ttft_s"].to_numpy(dtype=float))
+    n = int(np.count_nonzero((wall <= t) & (first > t)))
+    if open_streams is not None and len(open_streams):
+        sent = open_streams["wall_send"].to_numpy(dtype=float)
+        ttft = open_streams["ttft_s"].to_numpy(dtype=float)
+        n += int(np.count_nonzero((sent <= t) & (np.isnan(ttft) | (sent + ttft > t))))
+    return n
+
+
 def shortfall(df: pd.DataFrame, mask: np.ndarray, level, open_streams: pd.DataFrame | None = None):
     """(reason, margin) where the level did not keep up with its rate, else None. `df`: every
     record; `mask`: the level's declared set (metrics/verdict.py); `level`: shapes.steps.Level."""
     cut = level.cut if level.cut is not None else level.end
     judged = cut - level.start
-    before, after = in_flight(df, level.start, open_streams), in_flight(df, cut, open_streams)
+    before, after = waiting(df, level.start, open_streams), waiting(df, cut, open_streams)
     grew = after - before
     if judged > 0 and grew > QUEUE_Z * math.sqrt(before + after) + 1:
         return (
-            f"the server did not keep up with {level.rate:g} requests/s: {before} requests in flight at the level's "
-            f"start, {after} at its cut {judged:.0f}s later (they queued)",
+            f"the server did not keep up with {level.rate:g} requests/s: {before} requests waiting for their first "
+            f"token at the level's start, {after} at its cut {judged:.0f}s later (they queued)",
             -grew / max(1.0, level.rate * judged),
         )
     sub = df[mask]
@@ -61,9 +80,10 @@ def shortfall(df: pd.DataFrame, mask: np.ndarray, level, open_streams: pd.DataFr
     late = float(np.mean(lag >= LAG_LIMIT_S)) if lag.size else 0.0
     if late > LATE_SHARE:
         cap = level.users
+        busy = max(in_flight(df, level.start, open_streams), in_flight(df, cut, open_streams))
         why = (
             f"all {cap} users were busy (the in-flight cap, --max-concurrency)"
-            if after >= cap or before >= cap
+            if busy >= cap
             else "the client fell behind (its CPU or event loop)"
         )
         return (

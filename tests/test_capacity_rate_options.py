@@ -79,7 +79,10 @@ def test_the_plan_of_a_search_in_requests_per_second():
     assert (policy.start, policy.max_users) == (round(0.5 / RATE_GRAIN), round(40 / RATE_GRAIN))
     assert policy.next_level([]) * RATE_GRAIN == pytest.approx(0.5)
     line = p.summary_line()
-    assert "capacity search in requests/s for ttft.p95<1s: from 0.5 requests/s doubling to the first miss" in line
+    assert (
+        "capacity search in requests/s for ttft.p95<1s: probing up from 0.5 requests/s to the first miss, then narrowing to within 5% (adaptive)"
+        in line
+    )
     assert "open loop (constant, at most 64 in flight)" in line and "at most 40 requests/s" in line
     search = load.new_search(p, distributed=False)
     assert search.rate_cap == 64 and search.record()["unit"] == "rate"
@@ -91,9 +94,31 @@ def test_a_walk_in_requests_per_second_walks_the_rate_steps():
     assert p.load.kind == "capacity" and p.load.rates == (2.0, 4.5, 9.0)
     policy = p.load.new_policy()
     assert [level * RATE_GRAIN for level in policy.levels] == pytest.approx([2.0, 4.5, 9.0])
-    assert "levels 2,4.5,9 requests/s in order up to the first miss, then bisecting to 10 %" in p.summary_line()
+    assert "levels 2,4.5,9 requests/s in order up to the first miss, then bisecting to 10 % (walk)" in p.summary_line()
 
 
 def test_a_search_in_users_is_unchanged_and_the_rate_steps_alone_are_an_open_loop_in_steps():
     assert plan(find_capacity=True, slo="ttft.p95<1s").load.unit == "users"
     assert plan(rate_steps="1,2").load.kind == "rate_steps"
+
+
+def form_plan(form: dict) -> RunPlan:
+    """The plan a start from the web form builds (webui/start_check.py check_start): the process's
+    options, every one at its default as Locust's parser leaves it, the form's text fields over them."""
+    from argparse import Namespace as Ns
+
+    from plugin.options import DECLARED, Options
+
+    values = {d.name: d.default for d in DECLARED}
+    values.update(form)
+    return RunPlan.from_parsed(Options.parse(Ns(**values)), 120.0)
+
+
+def test_the_web_forms_fields_are_checked_as_the_command_line_is():
+    form = {"find_capacity": "true", "slo": "ttft.p95<1s", "step_time": "10s", "step_warmup": "2s"}
+    with pytest.raises(InputError, match="^--max-rate: applies to a capacity search in requests/s"):
+        form_plan({**form, "max_rate": "10"})
+    with pytest.raises(InputError, match="^--start-rate: 8 requests/s is above --max-rate 4"):
+        form_plan({**form, "capacity_unit": "rate", "start_rate": "8", "max_rate": "4"})
+    p = form_plan({**form, "capacity_unit": "rate", "start_rate": "2", "max_rate": "", "max_users": ""})
+    assert (p.load.unit, p.load.start_rate, p.load.max_rate) == ("rate", 2.0, None)

@@ -14,7 +14,7 @@ import pytest
 from gevent.event import Event
 
 from metrics.capacity import capacity
-from metrics.keep_up import LAG_LIMIT_S, in_flight, shortfall, with_keep_up
+from metrics.keep_up import LAG_LIMIT_S, in_flight, shortfall, waiting, with_keep_up
 from metrics.slo import parse_slo
 from metrics.verdict import judge
 from plugin.load_models.rate_search import SearchSchedule
@@ -76,11 +76,12 @@ def test_a_level_after_a_miss_waits_for_the_backlog_and_starts_when_it_ended():
     assert s.drained == 1  # once per level: the next steps of the same level do not wait again
 
 
-def frame(sends, e2e, lag=None) -> pd.DataFrame:
-    sends = np.asarray(sends, dtype=float)
+def frame(sends, ttft, lag=None, reply_s: float = 0.45) -> pd.DataFrame:
+    """Records sent at `sends`, their first tokens `ttft` later and their ends `reply_s` after that."""
+    sends, ttft = np.asarray(sends, dtype=float), np.asarray(ttft, dtype=float)
     lag = np.zeros_like(sends) if lag is None else np.asarray(lag, dtype=float)
     return pd.DataFrame(
-        {"wall_send": sends, "e2e_s": np.asarray(e2e, dtype=float), "t_send": sends, "t_intended": sends - lag}
+        {"wall_send": sends, "ttft_s": ttft, "e2e_s": ttft + reply_s, "t_send": sends, "t_intended": sends - lag}
     )
 
 
@@ -89,22 +90,29 @@ LEVEL = Level(first=0, last=0, users=64, begin=0.0, start=2.0, end=12.0, cut=12.
 
 def test_a_steady_level_keeps_up_and_a_queue_that_grows_is_a_miss_with_its_reason():
     sends = np.arange(0.0, 12.0, 0.1)  # 10 requests/s
-    steady = frame(sends, np.full(sends.size, 0.5))  # each ends 0.5 s later: 5 in flight throughout
-    assert in_flight(steady, 6.0) == 5 and shortfall(steady, np.ones(sends.size, bool), LEVEL) is None
+    steady = frame(sends, np.full(sends.size, 0.05))  # first token 50 ms, end 0.5 s after the send
+    assert (in_flight(steady, 6.0), waiting(steady, 6.0)) == (5, 1)
+    assert shortfall(steady, np.ones(sends.size, bool), LEVEL) is None
+    # replies of 8 s: the requests in flight grow through the whole level (each ends long after the
+    # cut), with no queue: the first tokens keep coming 50 ms after each send
+    long = frame(sends, np.full(sends.size, 0.05), reply_s=8.0)
+    assert (
+        in_flight(long, 12.0) > 3 * in_flight(long, 2.0) and shortfall(long, np.ones(sends.size, bool), LEVEL) is None
+    )
     # served at 8 requests/s: the k-th waits k x (1/8 - 1/10) more; the queue grows by 2 a second
-    queued = frame(sends, 0.5 + np.arange(sends.size) * (1 / 8 - 1 / 10))
+    queued = frame(sends, 0.05 + np.arange(sends.size) * (1 / 8 - 1 / 10))
     found = shortfall(queued, np.ones(sends.size, bool), LEVEL)
     assert found is not None and found[1] < 0
     assert "the server did not keep up with 10 requests/s" in found[0] and "(they queued)" in found[0]
-    # the streams still open at the cut count as in flight there (a live judgement has no record of them)
-    opened = pd.DataFrame({"wall_send": np.arange(2.0, 12.0, 0.5)})
-    assert in_flight(steady, 12.0, opened) == in_flight(steady, 12.0) + 20
+    # the streams still open at the cut without a first token wait there (a live judgement has no record of them)
+    opened = pd.DataFrame({"wall_send": np.arange(2.0, 12.0, 0.5), "ttft_s": np.nan})
+    assert waiting(steady, 12.0, opened) == waiting(steady, 12.0) + 20
 
 
 def test_a_client_that_sends_late_is_a_miss_naming_the_cap_or_the_client():
     sends = np.arange(0.0, 12.0, 0.1)
     lag = np.where(np.arange(sends.size) % 4 == 0, 2 * LAG_LIMIT_S, 0.0)  # a quarter sent late
-    late = frame(sends, np.full(sends.size, 0.5), lag)
+    late = frame(sends, np.full(sends.size, 0.05), lag)
     found = shortfall(late, np.ones(sends.size, bool), LEVEL)
     assert found is not None and "sent late: 25% of its requests 50 ms or more after their scheduled time" in found[0]
     assert "the client fell behind" in found[0]

@@ -122,11 +122,12 @@ def search_text(search: dict, k: int) -> str:
         "held": f"held {e['seconds']:g}s, undecided",
         "time": "ended by -t",
     }[e["ended"]]
-    b = bracket([Tried(x["users"], x["state"], x["margin"]) for x in ended[: k + 1]])
+    rated = e.get("rate") is not None  # a search in requests/s: its levels are rates (`users` the cap)
+    b = bracket([Tried(x["rate"] if rated else x["users"], x["state"], x["margin"]) for x in ended[: k + 1]])
     if b.lo is not None and b.hi is not None:
-        why += f"; bracket {b.lo}..{b.hi} users ({b.width / b.lo:.0%})"
+        why += f"; bracket {b.lo:g}..{b.hi:g} {'requests/s' if rated else 'users'} ({b.width / b.lo:.0%})"
     elif b.lo is not None:
-        why += f"; highest met {b.lo}"
+        why += f"; highest met {b.lo:g}"
     return why
 
 

@@ -184,14 +184,10 @@ class CapacitySearchModel(LoadModel):
         first = (
             f"levels {','.join(f'{r:g}' for r in self.rates)} requests/s in order up to the first miss"
             if self.rates
-            else f"from {self.start_rate:g} requests/s doubling to the first miss"
+            else f"probing up from {self.start_rate:g} requests/s to the first miss"
         )
-        then = (
-            f"interpolating on the margins to within {policy.precision:.0%}"
-            if policy.sequential
-            else "bisecting to 10 %"
-        )
-        return f"{first}, then {then}"
+        then = f"narrowing to within {policy.precision:.0%}" if policy.sequential else "bisecting to 10 %"
+        return f"{first}, then {then} ({self.policy})"
 
     def step_seconds(self) -> float:
         # the grain each record's step is stamped with: an adaptive search's slice (shapes/capacity.py)
