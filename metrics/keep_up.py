@@ -15,7 +15,9 @@ metrics.measure.Measure.level):
                       arrivals that piled up. Waiting, not in flight: a level's requests in flight
                       grow after its change until its longest replies end, queue or not (replies
                       of 10 s and more take longer than a warm-up), while those waiting for a first
-                      token stay about rate x TTFT unless the server falls behind
+                      token stay about rate x TTFT unless the server falls behind (they reach
+                      it within about a reply time of the change: the warm-up's, which after a
+                      drain lasts --step-warmup from when the level's own load began)
   the client was late more than LATE_SHARE of the level's requests were sent LAG_LIMIT_S or more
                       after their scheduled time (t_send - t_intended): the in-flight cap held them
                       (every user busy), or the client's CPU or event loop fell behind
