@@ -154,3 +154,13 @@ def test_the_answer_of_rate_levels_is_in_requests_per_second_with_its_interval()
     assert cap.sentence.startswith("ttft.p95<1s holds up to 10 requests/s (±1: from 10 to under 12 requests/s")
     missed_first = capacity(steps[2:4], parse_slo("ttft.p95<1s"))
     assert missed_first.rate is None and missed_first.next_failing_rate == 12
+
+
+def test_the_live_view_says_the_bracket_in_requests_per_second():
+    from webui.live_steps import search_text
+
+    levels = [
+        {"users": 512, "rate": 8.0, "state": "met", "margin": 0.4, "ended": "decided", "seconds": 6.0, "looks": 1},
+        {"users": 512, "rate": 16.0, "state": "missed", "margin": -2.0, "ended": "decided", "seconds": 4.0, "looks": 1},
+    ]
+    assert search_text({"levels": levels}, 1) == "decided in 4s (1 look); bracket 8..16 requests/s (100%)"
