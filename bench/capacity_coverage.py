@@ -207,6 +207,9 @@ def main() -> None:
                 else None
             )
             r["within"] = bool(c and c["within_precision"])
+            r["bracket_width"] = (
+                None if r["users"] is None or r["missed"] is None else (r["missed"] - r["users"]) / r["users"]
+            )
             r["bracket_covers"] = (
                 r["users"] is not None and r["missed"] is not None and r["users"] <= true < r["missed"]
             )
@@ -217,16 +220,18 @@ def main() -> None:
             json.dump({"truth": true, "at": at, "rows": rows}, f, indent=1)
     print(f"\n{a.profile}, {a.slo}: truth {true:.1f} users\n")
     print(
-        "| policy | seeds | interval covers the truth | width (median) | within ±precision | bracket covers | search s (median) | requests (median) |"
+        "| policy | seeds | interval covers the truth | width (median) | within ±precision | bracket covers | bracket width (median) | search s (median) | requests (median) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for policy in a.policies.split(","):
         mine = [r for r in rows if r["policy"] == policy]
         widths = [r["width"] for r in mine if r["width"] is not None]
+        brackets = [r["bracket_width"] for r in mine if r["bracket_width"] is not None]
         print(
             f"| {policy} | {len(mine)} | {sum(r['covered'] for r in mine)}/{len(mine)} | "
             f"{statistics.median(widths) if widths else float('nan'):.1%} | {sum(r['within'] for r in mine)}/{len(mine)} | "
-            f"{sum(r['bracket_covers'] for r in mine)}/{len(mine)} | {statistics.median(r['search_s'] for r in mine):.0f} | "
+            f"{sum(r['bracket_covers'] for r in mine)}/{len(mine)} | "
+            f"{statistics.median(brackets) if brackets else float('nan'):.0%} | {statistics.median(r['search_s'] for r in mine):.0f} | "
             f"{statistics.median(r['requests'] for r in mine):.0f} |"
         )
 

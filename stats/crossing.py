@@ -69,9 +69,12 @@ def zero_of(x: np.ndarray, m: np.ndarray) -> tuple[float, int | None]:
     return float(x0 + (x1 - x0) * m0 / (m0 - m1)), i
 
 
-def crossing(x, point, draws, confidence: float = 0.8) -> Crossing:
+def crossing(x, point, draws, confidence: float = 0.8, span: float = math.inf) -> Crossing:
     """The crossing of zero by margins measured at levels `x` (any order, distinct): `point` their
-    point margins (L,), `draws` resampled margins (B, L), one column per level."""
+    point margins (L,), `draws` resampled margins (B, L), one column per level. A draw whose two
+    neighbouring levels are more than `span` x its crossing apart does not trust the line between
+    them: it counts as anywhere between them (the level below for the interval's lower end, the
+    one above for its upper end), which assumes only that the margin falls."""
     x = np.asarray(x, dtype=float)
     order = np.argsort(x)
     x = x[order]
@@ -83,11 +86,20 @@ def crossing(x, point, draws, confidence: float = 0.8) -> Crossing:
     below = above = None
     if i is not None and i > 0:
         below, above = int(x[i - 1]), int(x[i])
-    found = np.array([zero_of(x, decreasing(row, w))[0] for row in draws])
+    lows, highs = [], []
+    for row in draws:
+        z, j = zero_of(x, decreasing(row, w))
+        if j is not None and j > 0 and x[j] - x[j - 1] > span * z:
+            lows.append(x[j - 1])
+            highs.append(x[j])
+        else:
+            lows.append(z)
+            highs.append(z)
     tail = (1.0 - confidence) / 2.0
-    found.sort()  # order statistics, not interpolation: a draw may be infinite
-    b = len(found)
-    lo, hi = found[int(math.floor(tail * b))], found[max(0, int(math.ceil((1.0 - tail) * b)) - 1)]
+    b = len(lows)
+    # order statistics, not interpolation: a draw may be infinite
+    lo = np.sort(lows)[int(math.floor(tail * b))]
+    hi = np.sort(highs)[max(0, int(math.ceil((1.0 - tail) * b)) - 1)]
     return Crossing(
         None if not math.isfinite(estimate) else estimate,
         float(lo) if math.isfinite(lo) else None,

@@ -67,8 +67,11 @@ def test_the_adaptive_policy_places_levels_at_the_crossing_and_stops_within_its_
     assert c.lower <= TRUE <= c.upper and curve.within(c, 0.05)
     assert p.next_level(near) is None  # within ±5 % of the estimate: the search is over
     # a level at the knee, its values straddling the threshold, is held while the fit cannot place the
-    # crossing; one far over it, which the fit places the crossing below, is left at once
-    knee = level(rng, 90, 150)
-    assert not p.leave(far, knee)
-    assert p.leave(far, level(rng, 120, 300))
+    # crossing (across 64..128 the interval is the gap's); the last one near it is left once the fit
+    # with its values is within the precision
+    assert (c.below, c.above) == (84, 96)
+    assert not p.leave(far, level(rng, 90, 150))
+    assert p.leave(near[:-1], near[-1])
+    wide = curve.fit(far)
+    assert (wide.lower, wide.upper) == (64, 128)  # no line trusted across the whole gap: anywhere in it
     assert p.crossing(near)["within_precision"] is True

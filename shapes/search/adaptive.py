@@ -82,7 +82,7 @@ class Adaptive(Policy):
             up = probe_up(self, history, FAR_FACTOR if top is not None and far_under(top) else PROBE_FACTOR)
             if up is not None:
                 return up
-        c = fit(history)
+        c = fit(history, self.precision)
         if within(c, self.precision):
             return None
         b = lower_end(self, history)
@@ -134,7 +134,7 @@ class Adaptive(Policy):
         tail = (1.0 - CONFIDENCE) / 2.0
         if bracket(history).hi is None:  # still probing: a level under the threshold is left for the next one up
             return above >= 1.0 - tail
-        c = fit([*history, current])
+        c = fit([*history, current], self.precision)
         if c is None or c.estimate is None:
             return False
         if within(c, self.precision):
@@ -146,7 +146,7 @@ class Adaptive(Policy):
         return margins(values, objectives, level.users, need, verdict.state == "missed")
 
     def crossing(self, history: list[Tried]) -> dict | None:
-        return record(fit(history), self.precision)
+        return record(fit(history, self.precision), self.precision)
 
     def floor_when_none_met(self, history: list[Tried], b) -> int | None:
         """With no level met below the miss: the highest level below it passed on the levels above

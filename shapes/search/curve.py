@@ -17,11 +17,12 @@ and at least the values its verdict needs to be met at the look's confidence, or
 missed (a level far over bounds the crossing from above whatever its spread).
 
 The interval is the central 80 % of the crossings over the draws (10 % per side, as the bracket
-between the highest met and the lowest missed level at 90 % per side per level). It holds the
-resampling error only: a curve that bends between the two neighbours moves the crossing by up to
-the gap between them, so the interval counts as within --capacity-precision only when those two
-levels are at most SPAN x precision of the estimate apart and both its ends are within precision
-of the estimate (±5 % by default: at most 10 % wide).
+between the highest met and the lowest missed level at 90 % per side per level). A curve that
+bends between the two neighbours moves the crossing by up to the gap between them, which the
+resampling does not see: a draw whose neighbours are more than SPAN x precision of its crossing
+apart counts as anywhere between them (assumption 1 alone), so across a wide gap the interval is
+the gap's. It counts as within --capacity-precision when both its ends are within precision of
+the estimate (±5 % by default: at most 10 % wide) and the two levels are within that span.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from metrics.percentiles import ORDER
 from metrics.record import with_all_columns
 from metrics.timing import pooled_itl
 from metrics.verdict import level_values
-from shapes.search.registry import Tried
+from shapes.search.registry import DEFAULT_PRECISION, Tried
 from stats.crossing import Crossing, crossing
 from stats.moving_blocks import moving_block_draws
 
@@ -98,8 +99,10 @@ def margins(values: dict[str, np.ndarray], objectives, users: int, need: int, mi
     return Margins(min(points), np.min(np.vstack(rows), axis=0))
 
 
-def fit(history: list[Tried], confidence: float = CONFIDENCE) -> Crossing | None:
-    """The crossing of the curve through the levels that have values (at least two), or None."""
+def fit(history: list[Tried], precision: float = DEFAULT_PRECISION, confidence: float = CONFIDENCE) -> Crossing | None:
+    """The crossing of the curve through the levels that have values (at least two), or None; a
+    draw whose neighbours are more than SPAN x `precision` of its crossing apart counts as anywhere
+    between them (the line is not trusted across a gap that wide)."""
     users, points, columns = [], [], []
     for t in history:
         m = t.margins
@@ -109,7 +112,7 @@ def fit(history: list[Tried], confidence: float = CONFIDENCE) -> Crossing | None
             columns.append(m.draws)
     if len(users) < 2:
         return None
-    return crossing(users, points, np.column_stack(columns), confidence)
+    return crossing(users, points, np.column_stack(columns), confidence, SPAN * precision)
 
 
 def within(c: Crossing | None, precision: float) -> bool:
