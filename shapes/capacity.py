@@ -159,6 +159,7 @@ class CapacitySearch:
         self.levels: list[int] = []  # users of step index i, as decided
         self.warmups: list[float] = []  # each level's warm-up (seconds after its change), in order
         self.settled = True  # the current level's warm-up is over
+        self.drained_at: int | None = None  # a search in requests/s: the step its backlog was seen ended
         self.looked = 0  # looks taken at the current level
         self.next_look_s: float | None = None  # judged seconds of its next look (None: none left)
         self.need = max(values_needed(o, self.confidence) for o in objectives)  # values a level needs to be met
@@ -340,9 +341,16 @@ class CapacitySearch:
         --step-warmup."""
         first = self.plan().levels_at(self.run_start)[-1].first
         since = (index - first) * self.step_s
-        # a search in requests/s drains a backlog before the level (`drains`): its warm-up is the drain
-        longest = MAX_STEPS_PER_LEVEL * self.level_s if self.drains(first) is not None else self.warmup_s
-        if since >= longest or self._still_open_before(self.run_start + first * self.step_s) == 0:
+        done = self._still_open_before(self.run_start + first * self.step_s) == 0
+        longest = self.warmup_s
+        if self.drains(first) is not None:
+            # a search in requests/s drains a backlog before the level (`drains`): its load begins once
+            # the backlog ended, from nothing, and its warm-up lasts --step-warmup from there
+            longest = MAX_STEPS_PER_LEVEL * self.level_s
+            if done and self.drained_at is None:
+                self.drained_at = index
+            done = self.drained_at is not None and (index - self.drained_at) * self.step_s >= self.warmup_s
+        if since >= longest or done:
             self.warmups.append(min(since, longest))
             self.settled = True
             self.looked, self.next_look_s = 0, self.looks[0]
@@ -455,6 +463,7 @@ class CapacitySearch:
             return None
         self.levels.append(nxt)
         self.settled, self.looked, self.next_look_s = not self.sequential, 0, None
+        self.drained_at = None
         return nxt
 
     def level_for(self, index: int) -> int | None:
