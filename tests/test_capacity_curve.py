@@ -75,3 +75,15 @@ def test_the_adaptive_policy_places_levels_at_the_crossing_and_stops_within_its_
     wide = curve.fit(far)
     assert (wide.lower, wide.upper) == (64, 128)  # no line trusted across the whole gap: anywhere in it
     assert p.crossing(near)["within_precision"] is True
+
+
+def test_across_a_cliff_the_interval_is_the_two_neighbouring_user_counts():
+    """16 users far under (+70 %), 17 far over (-150 %): the line between them would put the
+    crossing at 16.3 +- 0.03; a level is a whole number of users, so the interval is 16 to 17."""
+    rng = np.random.default_rng(0)
+    history = [
+        Tried(u, s, m, "decided", None, curve.Margins(m, m + 0.05 * rng.standard_normal(1000)))
+        for u, s, m in ((8, "met", 0.9), (16, "met", 0.7), (17, "missed", -1.5))
+    ]
+    c = curve.fit(history)
+    assert 16 < c.estimate < 17 and (c.lower, c.upper, c.below, c.above) == (16, 17, 16, 17)

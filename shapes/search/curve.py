@@ -28,7 +28,7 @@ the estimate (±5 % by default: at most 10 % wide) and the two levels are within
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -102,7 +102,7 @@ def margins(values: dict[str, np.ndarray], objectives, users: int, need: int, mi
 def fit(history: list[Tried], precision: float = DEFAULT_PRECISION, confidence: float = CONFIDENCE) -> Crossing | None:
     """The crossing of the curve through the levels that have values (at least two), or None; a
     draw whose neighbours are more than SPAN x `precision` of its crossing apart counts as anywhere
-    between them (the line is not trusted across a gap that wide)."""
+    between them (the line is not trusted across a gap that wide). Its interval in whole users."""
     users, points, columns = [], [], []
     for t in history:
         m = t.margins
@@ -112,7 +112,14 @@ def fit(history: list[Tried], precision: float = DEFAULT_PRECISION, confidence: 
             columns.append(m.draws)
     if len(users) < 2:
         return None
-    return crossing(users, points, np.column_stack(columns), confidence, SPAN * precision)
+    c = crossing(users, points, np.column_stack(columns), confidence, SPAN * precision)
+    # in whole users, outward: a level is a whole number of users, and between two neighbouring
+    # counts (a cliff: 16 met far under, 17 far over) the line says nothing finer than "between them"
+    return replace(
+        c,
+        lower=None if c.lower is None else float(math.floor(c.lower)),
+        upper=None if c.upper is None else float(math.ceil(c.upper)),
+    )
 
 
 def within(c: Crossing | None, precision: float) -> bool:
