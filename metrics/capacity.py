@@ -77,7 +77,7 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
             confidence=confidence,
             next_failing_samples=failing.verdict.requests if failing else None,
             binding=binding,
-            sentence=f"{slo_text}: {what}{_crossing_text(about.get('crossing'), about.get('precision'))}{tail}",
+            sentence=f"{slo_text}: {what}{_crossing_text(about.get('crossing'), about.get('precision'), unit)}{tail}",
             **about,
         )
     users = load(passing)
@@ -121,7 +121,7 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
             if upper
             else "; -t ended the search before a level missed it"
         )
-    notes += _crossing_text(about.get("crossing"), about.get("precision"))
+    notes += _crossing_text(about.get("crossing"), about.get("precision"), unit)
     measured = datetime.fromtimestamp(passing.window.end, UTC).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
         f"{slo_text} holds up to {users:g} {unit}{bound}: {fmt(th.total_tokens_per_s)} total tokens/s, "
@@ -198,21 +198,23 @@ def _interval_confidence(
     return max(0.0, round(1.0 - wrong(passing) - wrong(failing), 4))
 
 
-def _crossing_text(c: dict | None, precision: float | None) -> str:
+def _crossing_text(c: dict | None, precision: float | None, unit: str = "users") -> str:
     """'; the curve through the levels crosses it at 87.3 users (80% interval 84.1 to 90.2, -3.7/+3.3 %,
-    between 80 and 92)', or nothing."""
+    between 80 and 92)', or nothing; a search in requests/s: '... at 7.62 requests/s (...)'."""
     if not c:
         return ""
     est = c["users"]
-    lo = "below the levels tried" if c["lower"] is None else f"{c['lower']:.1f}"
-    hi = "above the levels tried" if c["upper"] is None else f"{c['upper']:.1f}"
+    num = (lambda x: f"{x:.1f}") if unit == "users" else (lambda x: f"{x:.3g}")
+    side = lambda x: str(x) if x is None or unit == "users" else f"{x:g}"  # noqa: E731
+    lo = "below the levels tried" if c["lower"] is None else num(c["lower"])
+    hi = "above the levels tried" if c["upper"] is None else num(c["upper"])
     share = ""
     if c["lower"] is not None and c["upper"] is not None:
         share = f", -{(est - c['lower']) / est:.1%}/+{(c['upper'] - est) / est:.1%}"
     within = f", within ±{precision:.0%}" if c["within_precision"] and precision else ""
     return (
-        f"; the curve through the levels crosses it at {est:.1f} users ({c['confidence']:.0%} interval {lo} to {hi}"
-        f"{share}{within}, between {c['between'][0]} and {c['between'][1]})"
+        f"; the curve through the levels crosses it at {num(est)} {unit} ({c['confidence']:.0%} interval {lo} to {hi}"
+        f"{share}{within}, between {side(c['between'][0])} and {side(c['between'][1])})"
     )
 
 

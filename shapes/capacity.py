@@ -267,9 +267,17 @@ class CapacitySearch:
             "family": FAMILY_CONFIDENCE if self.sequential else None,
             "timed_out": self.timed_out,
             "levels": [asdict(e) for e in self.ended],
-            # the curve's crossing is in the policy's numbers: users only (a search in requests/s has none yet)
-            "crossing": self.crossing if self.rate_cap is None else None,
+            "crossing": self._crossing(),
         }
+
+    def _crossing(self) -> dict | None:
+        """The curve's crossing (the policy's, in its numbers) as the answer states it: in users, or
+        in requests/s for a search in requests/s."""
+        c = self.crossing
+        if c is None or self.rate_cap is None:
+            return c
+        rate = lambda x: None if x is None else round(x * RATE_GRAIN, 4)  # noqa: E731
+        return {**c, **{k: rate(c[k]) for k in ("users", "lower", "upper")}, "between": [rate(b) for b in c["between"]]}
 
     # records -------------------------------------------------------------------------------
     def on_rows(self, rows) -> None:

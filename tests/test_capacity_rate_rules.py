@@ -164,3 +164,30 @@ def test_the_live_view_says_the_bracket_in_requests_per_second():
         {"users": 512, "rate": 16.0, "state": "missed", "margin": -2.0, "ended": "decided", "seconds": 4.0, "looks": 1},
     ]
     assert search_text({"levels": levels}, 1) == "decided in 4s (1 look); bracket 8..16 requests/s (100%)"
+
+
+def test_the_curves_crossing_of_a_search_in_requests_per_second_is_stated_in_requests_per_second():
+    from argparse import Namespace
+
+    from plugin.plan import RunPlan
+
+    p = RunPlan.from_options(
+        Namespace(find_capacity=True, capacity_unit="rate", slo="ttft.p95<1s", step_time="10s", step_warmup="2s")
+    )
+    search = p.load.new_search(p, distributed=False)
+    search.crossing = {  # the policy's, in its numbers: thousandths of a request per second
+        "users": 7620.0,
+        "lower": 7400.0,
+        "upper": None,
+        "confidence": 0.8,
+        "between": [7250, 8000],
+        "within_precision": False,
+    }
+    record = search.record()
+    assert record["crossing"] == {**search.crossing, "users": 7.62, "lower": 7.4, "between": [7.25, 8.0]}
+    steps = [level(5, "met", 0.4), level(8, "missed", -0.1)]
+    cap = capacity(steps, parse_slo("ttft.p95<1s"), record)
+    assert "; the curve through the levels crosses it at 7.62 requests/s (80% interval 7.4 to above the levels" in (
+        cap.sentence
+    )
+    assert "between 7.25 and 8)" in cap.sentence and cap.crossing.between == [7.25, 8.0]

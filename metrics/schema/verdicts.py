@@ -90,7 +90,7 @@ class Crossing(Model):
     lower: Num = None
     upper: Num = None
     confidence: float
-    between: list[int | None]  # the two levels either side of the crossing
+    between: list[int | float | None]  # the two levels either side of the crossing (a search in requests/s: rates)
     within_precision: bool  # both ends within ±precision of `users`, the two levels close enough
 
 
