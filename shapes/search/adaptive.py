@@ -39,7 +39,7 @@ from shapes.search.registry import Bracket, Policy, Tried, bracket, narrow_enoug
 
 PROBE_FACTOR = 2.0
 FAR_FACTOR = 4.0  # the probe's jump past a level far under the threshold
-FAR_UNDER = 0.25  # ... every statistic under this share of its threshold (room for the load to grow 4 x)
+FAR_UNDER = 0.25  # ... every statistic under this share of its threshold
 
 
 def far_under(t: Tried) -> bool:
