@@ -220,6 +220,8 @@ def run_aiperf(venv: str, tokenizer: str, url: str, a) -> dict:
     interval = f"bracket [{fmax}, {imin}), no confidence" + (
         f"; margin CI [{ci['lo']:.0f}, {ci['hi']:.0f}] ms" if ci else ", no CI (no replicates)"
     )
+    if rc is None:  # stopped by --aiperf-timeout: the bracket so far, not an answer it gave
+        interval += f"; stopped at {a.aiperf_timeout:g} s, unfinished"
     feasible = {}
     for i, it in enumerate(h.get("iterations") or []):
         c = next(iter(it["variation_values"].values()))
@@ -255,17 +257,87 @@ def run_suite(url: str, a) -> dict:
     )
     r = suite_search(a.profile, "adaptive", a.seed, ns)
     sure = re.search(r"at (\d+)% confidence", r["sentence"])
+    curve = re.search(r"crosses it at ([\d.]+) users \((\d+)% interval ([\d.]+) to ([\d.]+)", r["sentence"])
     return {
         "tool": "this suite (adaptive)",
         "answer": r["users"],
         "missed": r["missed"],
-        "interval": f"[{r['users']}, {r['missed']}) at {sure.group(1)} %" if sure else "-",
+        "interval": (f"[{r['users']}, {r['missed']}) at {sure.group(1)} %" if sure else "no level met")
+        + (f"; curve {curve.group(1)} [{curve.group(3)}, {curve.group(4)}] at {curve.group(2)} %" if curve else ""),
         "levels": r["levels"],
         "requests": r["requests"],
         "process_s": r["process_s"],
         "search_s": r["search_s"],
         "reason": r["sentence"],
     }
+
+
+def run_truth(url: str, truth_log: str, a) -> list[dict]:
+    """The levels of --truth held --truth-hold each (the suite's step ramp, in order), and each level's
+    TTFT P95 twice: as the suite measured it, and as the server's own truth log has it (first token
+    - arrival, over the requests the suite sent in the level's window)."""
+    import pyarrow.parquet as pq
+
+    levels = [int(x) for x in a.truth.split(",")]
+    out = tempfile.mkdtemp(prefix="aiperf-truth-")
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(ROOT, "locustfile.py"),
+        "--headless",
+        "--host",
+        url,
+        "--steps",
+        a.truth,
+        "--step-time",
+        f"{a.truth_hold}s",
+        "--step-warmup",
+        f"{a.truth_warmup}s",
+        "-t",
+        f"{a.truth_hold * len(levels)}s",
+        "--slo",
+        a.slo,
+        "--max-tokens-override",
+        str(a.max_tokens),
+        "--input-tokens",
+        str(a.input_tokens),
+        "--stop-timeout",
+        "10",
+        "--results-dir",
+        out,
+        "--run-id",
+        "t",
+    ]
+    print(f"$ {' '.join(cmd[2:]).replace(ROOT + '/', '')}", file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode not in (0, 3, 6):
+        sys.exit(f"--truth: the suite's step ramp failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    with open(os.path.join(out, "t", "summary.json")) as f:
+        summary = json.load(f)
+    sent = pq.read_table(os.path.join(out, "t", "requests.parquet"), columns=["request_id", "wall_send"]).to_pydict()
+    with open(truth_log) as f:
+        truth = {t["request_id"]: t for t in map(json.loads, f) if t.get("first_token") is not None}
+    rows = []
+    for st in summary["by_step"]:
+        w = st["window"]
+        ttft = sorted(
+            truth[r]["first_token"] - truth[r]["arrival"]
+            for r, ws in zip(sent["request_id"], sent["wall_send"])
+            if w["start"] <= ws <= w["end"] and r in truth
+        )
+        server_p95 = ttft[min(len(ttft) - 1, int(0.95 * len(ttft)))] * 1000 if ttft else None
+        rows.append(
+            {
+                "users": st["users"],
+                "suite_p95_ms": (st.get("ttft_ms") or {}).get("p95"),
+                "server_p95_ms": server_p95,
+                "requests": len(ttft),
+                "verdict": st["verdict"]["state"],
+            }
+        )
+    return rows
 
 
 def table(rows: list[dict], a) -> str:
@@ -302,10 +374,15 @@ def main() -> None:
     ap.add_argument("--step-time", default="28s", help="suite: the longest hold of a level (AIPerf's warm-up + window)")
     ap.add_argument("--step-warmup", default="8s", help="suite: the longest warm-up of a level")
     ap.add_argument("-t", "--run-time", default="300s", help="suite: -t, the bound on its whole search")
-    ap.add_argument("--only", choices=("aiperf", "suite"), default="", help="run one of the two searches")
+    ap.add_argument("--only", choices=("aiperf", "suite", "truth"), default="", help="run one part only")
+    ap.add_argument(
+        "--truth", default="", help="also hold these levels, e.g. 16,17, and read their TTFT P95 in the truth log"
+    )
+    ap.add_argument("--truth-hold", type=int, default=60, help="--truth: seconds each level is held")
+    ap.add_argument("--truth-warmup", type=int, default=15, help="--truth: seconds of each level left out")
     ap.add_argument("--json", default="", help="also write the rows to this file")
     a = ap.parse_args()
-    if a.only != "suite":
+    if a.only not in ("suite", "truth"):
         ttft_ms(a.slo)
         venv = aiperf_venv(a.aiperf_version)
         tokenizer = aiperf_tokenizer(venv)
@@ -316,7 +393,8 @@ def main() -> None:
             with open(profile, "w") as f:
                 f.write(SEATS16)
         server = ServerProcess(
-            [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", profile],
+            [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", "0", "--profile", profile]
+            + ["--truth-log", os.path.join(tmp, "truth.jsonl")],
             os.path.join(tmp, "simulator.log"),
             name="the simulator",
             cwd=ROOT,
@@ -330,7 +408,7 @@ def main() -> None:
                 f"simulator {a.profile} at {server.url}; load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
                 file=sys.stderr,
             )
-            if a.only != "suite":
+            if a.only in ("", "aiperf"):
                 rows.append(run_aiperf(venv, tokenizer, server.url, a))
                 r = rows[-1]
                 print(
@@ -338,15 +416,26 @@ def main() -> None:
                     file=sys.stderr,
                     flush=True,
                 )
-            if a.only != "aiperf":
+            if a.only in ("", "suite"):
                 rows.append(run_suite(server.url, a))
                 r = rows[-1]
                 print(f"suite: {r['reason'][:400]} ({r['process_s']:.0f} s)", file=sys.stderr, flush=True)
+            truth = run_truth(server.url, os.path.join(tmp, "truth.jsonl"), a) if a.truth else []
             print(f"load {os.getloadavg()[0]:.2f} at the end", file=sys.stderr)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    print(table(rows, a))
+            json.dump({"searches": rows, "truth": truth}, f, indent=1)
+    if rows:
+        print(table(rows, a))
+    if truth:
+        print(f"\nLevels held {a.truth_hold} s each ({a.truth_warmup} s left out), TTFT P95:\n")
+        print(
+            "| users | the suite's | the server's truth log | requests | verdict |\n| ---: | ---: | ---: | ---: | --- |"
+        )
+        for t in truth:
+            print(
+                f"| {t['users']} | {t['suite_p95_ms']:.0f} ms | {t['server_p95_ms']:.0f} ms | {t['requests']:,} | {t['verdict']} |"
+            )
 
 
 if __name__ == "__main__":
