@@ -1,9 +1,9 @@
 """How often does the diagnosis name the right limit? Seeded step ramps with an SLO against the
-simulator's four limit profiles (simulator/profiles/{memory,scheduler,prefill,compute}-bound.yaml,
+simulator's five limit profiles (simulator/profiles/{memory,scheduler,prefill,compute,front-end}-bound.yaml,
 each built to hit one known limit), each with --server-metrics, and summary.json's diagnosis
 checked against the profile's limit.
 
-    .venv/bin/python bench/diagnosis_accuracy.py --seeds 10            # 4 x 10 runs, about 25 s each
+    .venv/bin/python bench/diagnosis_accuracy.py --seeds 10            # 5 x 10 runs, about 25 s each
     .venv/bin/python bench/diagnosis_accuracy.py --profiles prefill-bound --seeds 3
 
 Each run holds two levels (`--steps 2,24`, judged on the SLO as a capacity search judges its
@@ -38,6 +38,7 @@ RUNS = {
     "scheduler-bound": {"slo": "ttft.p95<300ms", "max_tokens": "30"},
     "prefill-bound": {"slo": "ttft.p95<2s", "max_tokens": "30"},
     "compute-bound": {"slo": "tpot.p95<80ms", "max_tokens": "8"},
+    "front-end-bound": {"slo": "ttft.p95<300ms", "max_tokens": "30"},
 }
 LEVELS = "2,24"
 STEP = ("--step-time", "8s", "--step-warmup", "2s", "--server-metrics-interval", "1s", "--stop-timeout", "10")

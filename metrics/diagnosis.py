@@ -16,7 +16,8 @@ ITL p50 (one engine step), TTFT p50 and prompt tokens per request.
 
 The diagnosis looks at the knee, the lowest level that missed the SLO (without an SLO, or when none
 missed, the highest level). Each limit is one rule of metrics/limits.py (memory-bound,
-scheduler-bound, prefill-bound, compute-bound), which finds it holds, fails or cannot tell; here
+scheduler-bound, prefill-bound, compute-bound, and front-end-bound: the first token late while the
+engine's own queue and prefill stay short), which finds it holds, fails or cannot tell; here
 they are weighed:
 
 - one rule holds: that limit, with the figures and metric names it rests on;
@@ -332,7 +333,22 @@ def diagnose_levels(
         why,
         heading_of(capacity),
         config,
+        client_lag_ms(client),
     )
+
+
+def client_lag_ms(client: ClientBound | None) -> float | None:
+    """The client's worst read lag p99 over its workers (ms): how late a token or a first token was
+    read, measured with --sim-timestamps, else its event loop's lag (None: not known)."""
+    if client is None:
+        return None
+    lags = [
+        w.get(key)
+        for w in client.workers
+        for key in ("token_lag_p99_ms", "first_token_lag_p99_ms", "loop_lag_p99_ms")
+        if w.get(key) is not None
+    ]
+    return max(lags, default=None)
 
 
 def _prompt_tokens(step) -> float | None:
@@ -363,12 +379,15 @@ def diagnose(
     knee_why: str = "",
     heading: str = "Why the knee is there",
     config: dict[str, float] | None = None,
+    client_lag_ms: float | None = None,
 ) -> KneeDiagnosis:
     """The stated diagnosis at the knee (`knee_users`; None: the highest level) from each level's
     figures (`names`: the metric each figure was read from) and the server's stated configuration
-    (`config`, server_config); `client`: the client's own warning, when it flagged itself."""
+    (`config`, server_config); `client`: the client's own warning, when it flagged itself, and
+    `client_lag_ms` how late it read at worst (its p99), so that a rise it could explain is not
+    put on the server."""
     names, config = names or {}, config or {}
-    found = _server_limit(levels, knee_users, names, config)
+    found = _server_limit(levels, knee_users, names, config, client_lag_ms if client else None)
     kind, sentence, evidence = found["kind"], found["sentence"], found["evidence"]
     if client:  # the warning is said once, beside the diagnosis (module doc)
         evidence.append("client self-health: its own timings were off (summary.json client_bound)")
@@ -454,7 +473,11 @@ ELIMINATED = {
 
 
 def _server_limit(
-    levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str], config: dict[str, float]
+    levels: list[LevelEvidence],
+    knee_users: int | None,
+    names: dict[str, str],
+    config: dict[str, float],
+    client_lag_ms: float | None = None,
 ) -> dict:
     """The weighing of the rules' findings at the knee (module doc)."""
     measured = [g for g in levels if g.scrapes and g.running is not None]
@@ -462,7 +485,7 @@ def _server_limit(
         return _gpu_only(levels, knee_users, names)
     knee = next((g for g in measured if g.users == knee_users), None) or max(measured, key=lambda g: g.users)
     low = min(measured, key=lambda g: g.users)
-    k = Knee(knee, None if low is knee else low, config, names)
+    k = Knee(knee, None if low is knee else low, config, names, client_lag_ms=client_lag_ms)
     k.waits, k.wait_ms, queue_evidence = queued(k)
     n, where = k.n, f"at {knee.users} users"
     evidence = [
@@ -478,7 +501,8 @@ def _server_limit(
     out = {"users": knee.users, "evidence": evidence}
     holds = [f for f in findings if f.state == "holds"]
     holds = [f for f in holds if not f.weak] or holds  # a peak alone names a limit only where nothing else does
-    maybe = [f for f in findings if f.state == "unknown"]
+    # the engine's limits, one of which a queue in the engine must be (the front end's wait is not in it)
+    maybe = [f for f in findings if f.state == "unknown" and f.limit in ELIMINATED]
     if len(holds) == 1:
         f = holds[0]
         return {**out, "kind": f.limit, "sentence": f"{f.limit}: {where} {f.because}{prefix}"}

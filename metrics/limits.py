@@ -44,6 +44,7 @@ class Knee:
     names: dict[str, str]
     waits: bool = False
     wait_ms: float | None = None
+    client_lag_ms: float | None = None  # the client's worst read lag p99 when it flagged itself (self-health)
 
     def n(self, role: str) -> str:
         return self.names.get(role, role)
@@ -289,5 +290,46 @@ def compute(k: Knee) -> Finding:
     return Finding("compute-bound", "fails", evidence=evidence)
 
 
+# -- the front end (before the engine) --------------------------------------------------------
+
+FRONT_SHARE = 0.25  # the engine's part of the TTFT's rise under which the rest lies outside it
+FRONT_MIN_MS = 100.0  # a TTFT rise under this, or under FRONT_STEPS engine steps, is no limit's
+FRONT_STEPS = 4.0
+FRONT_CLIENT = 4.0  # the unexplained rise must be this many times the client's own read lag p99
+
+
+def front_end(k: Knee) -> Finding:
+    """Front-end-bound: the first token comes much later than at the lowest level, yet the engine
+    accounts for little of that: its own queue and prefill times (vllm:request_queue_time_seconds,
+    vllm:request_prefill_time_seconds, timed from when the engine received the request) grew by
+    less than FRONT_SHARE of the client's TTFT p50 rise. The rest is spent before the engine has
+    the request or after it made the token: in the API server (HTTP intake, tokenization, each
+    stream's detokenization and writes; vLLM runs one Python process per --api-server-count), whose
+    wait no engine gauge shows. A rise the client's own read lag could explain (FRONT_CLIENT) is not
+    the server's. Without the server's queue and prefill times, or a lower level, `unknown`."""
+    g, low = k.at, k.low
+    if low is None or None in (g.ttft_ms, low.ttft_ms, g.queue_ms, low.queue_ms, g.prefill_ms, low.prefill_ms):
+        return Finding("front-end-bound", "unknown")
+    rise = g.ttft_ms - low.ttft_ms
+    engine = (g.queue_ms + g.prefill_ms) - (low.queue_ms + low.prefill_ms)
+    outside = rise - max(engine, 0.0)
+    evidence = [
+        f"{k.where}: TTFT p50 rose {rise:,.0f} ms over {low.users} users; the engine's own queue and prefill times "
+        f"({k.n('queue_sum')}, {k.n('prefill_sum')}) rose {engine:,.0f} ms "
+        f"({g.queue_ms + g.prefill_ms:,.0f} ms against {low.queue_ms + low.prefill_ms:,.0f} ms)"
+    ]
+    floor = max(FRONT_MIN_MS, FRONT_STEPS * (g.step_ms or 0.0))
+    client = FRONT_CLIENT * (k.client_lag_ms or 0.0)
+    if rise >= floor and engine < FRONT_SHARE * rise and outside > client:
+        why = (
+            f"the first token comes {rise:,.0f} ms later than at {low.users} users (TTFT p50 {g.ttft_ms:,.0f} ms), "
+            f"but the engine's own queue and prefill account for {max(engine, 0.0):,.0f} ms of that: requests wait "
+            f"outside the engine, in the API server's intake, tokenization and streaming (its front end), with "
+            f"{g.running or 0:,.1f} running and the KV cache at peak {_pct(g.kv_cache_peak)}"
+        )
+        return Finding("front-end-bound", "holds", why, evidence)
+    return Finding("front-end-bound", "fails", evidence=evidence)
+
+
 # The rules, in the order a sentence names them when the evidence does not separate two.
-RULES: tuple[Callable[[Knee], Finding], ...] = (memory, scheduler, prefill, compute)
+RULES: tuple[Callable[[Knee], Finding], ...] = (memory, scheduler, prefill, compute, front_end)

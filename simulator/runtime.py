@@ -107,7 +107,9 @@ class BatchRunner:
         t_start = now if t_end is None or now - t_end > MAX_BEHIND_S else t_end
         duration, self._emitted = eng.step()
         for s in eng.first_scheduled:
-            s.scheduled_t = t_start
+            # the step's start, or its own arrival where it came while the loop was late planning
+            # this step: admitted now, it was never scheduled before it was queued
+            s.scheduled_t = max(t_start, s.queued_t)
         if self.on_step is not None:
             self.on_step(eng.step_tokens)
         self._t_end = t_start + duration

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from metrics.schema import Summary
 
 # a diagnosis that names the limit a replica reached (the others: none reached, or cannot say)
-LIMITS = ("memory-bound", "scheduler-bound", "prefill-bound", "compute-bound")
+LIMITS = ("memory-bound", "scheduler-bound", "prefill-bound", "compute-bound", "front-end-bound")
 # what says nothing about a replica's limit, and is left out of the comparison
 SILENT = ("unknown", "client inaccurate")
 

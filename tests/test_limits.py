@@ -53,9 +53,9 @@ def scrapes(levels, config=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["timestamp", "metric", "value", "labels"])
 
 
-def run(levels, config=None, client=None, knee=None):
+def run(levels, config=None, client=None, knee=None, client_lag_ms=None):
     """The diagnosis of `levels` (each also with users, step_ms, rate, ttft, prompt), at `knee`
-    (default: the highest)."""
+    (default: the highest); `client` the client's warning, `client_lag_ms` its worst read lag."""
     server = scrapes(levels, config)
     evidence, names = level_evidence(
         server, [(i, lv["users"], lv["start"] + 0.5, lv["end"]) for i, lv in enumerate(levels)]
@@ -74,7 +74,14 @@ def run(levels, config=None, client=None, knee=None):
     cfg, source = server_config(server)
     if source:
         names["config"] = source
-    return diagnose(evidence, knee or max(lv["users"] for lv in levels), names, client=client or "", config=cfg)
+    return diagnose(
+        evidence,
+        knee or max(lv["users"] for lv in levels),
+        names,
+        client=client or "",
+        config=cfg,
+        client_lag_ms=client_lag_ms,
+    )
 
 
 LOW = {"start": 0, "end": 10, "users": 2, "running": 2, "waiting": 0, "kv": 0.02}
@@ -236,6 +243,30 @@ def test_an_idle_server_is_no_limit_with_the_nearest_one_and_its_headroom():
         [{**LOW, "users": 1, "running": 1}, level(users=2, running=2, waiting=0, kv=0.03)], SCHEDULER, client="late."
     )
     assert client.kind == "client-bound" and "the knee is the client's" in client.sentence
+
+
+def test_a_first_token_late_outside_the_engine_is_the_front_end():
+    """The reference profile's knee as a web-form search measured it: at 93 users the first token
+    comes 1.5 s later than at 1 user, while the engine's queue (10 ms) and prefill (30 ms) are as
+    they were and 69 of 128 slots run: the wait is in the API server, not the client's (its reads
+    were 13 ms late at worst) nor a limit of the engine. A rise the client's lag could explain, or
+    one that the engine's own queue carries, is not the front end's."""
+    low = {**LOW, "users": 1, "running": 1, "ttft": 311.0, "step_ms": 19.0, "queue": (0.0, 4), "prefill": (0.027, 4)}
+    knee = level(users=93, running=69, waiting=24, kv=0.11, ttft=1847.0, step_ms=23.0, queue=(0.010, 8))
+    knee["prefill"] = (0.030, 8)
+    cfg = {**SCHEDULER, "max_num_seqs": "128", "max_num_batched_tokens": "2448"}
+    d = run([low, knee], cfg)
+    assert d.kind == "front-end-bound", d.sentence
+    assert "the engine's own queue and prefill account for 13 ms" in d.sentence
+    assert any("TTFT p50 rose 1,536 ms" in e and "vllm:request_queue_time_seconds_sum" in e for e in d.evidence)
+    late = run([low, knee], cfg, client="the client was late.", client_lag_ms=13.0)
+    assert late.kind == "front-end-bound" and "the knee's place may be off" in late.sentence, late.sentence
+    # a client whose reads were 0.6 s late could account for the rise: not put on the server
+    slow = run([low, knee], cfg, client="the client was late.", client_lag_ms=600.0)
+    assert slow.kind == "client-bound", slow.sentence
+    # the same rise carried by the engine's queue (every slot taken): the slots, not the front end
+    queued = level(users=24, running=8, waiting=16, kv=0.05, ttft=1847.0, step_ms=23.0, queue=(1.5, 8))
+    assert run([low, queued], SCHEDULER).kind == "scheduler-bound"
 
 
 def test_where_the_evidence_does_not_separate_two_limits_it_says_so():

@@ -66,6 +66,7 @@ class KneeDiagnosis(Model):
         "scheduler-bound",
         "prefill-bound",
         "compute-bound",
+        "front-end-bound",
         "client-bound",
         "undecided",
         "no limit reached",
