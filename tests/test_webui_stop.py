@@ -7,7 +7,9 @@ stop timeout, and the page must follow it to STOPPED without a reload (Locust's 
 asking for the state once it read `cleanup`, and kept that badge until reloaded), then offer NEW.
 While it runs, the LLM view's header says how much has been measured so far (it said "measured
 0.0 s"), and its GOOD card names the objective as an objective with the snapshot's verdict beside
-it (it read "met ttft.p95<5s" under a run that missed it). NEW's form keeps the profile the run used (Locust's form went back to the command line's), and
+it (it read "met ttft.p95<5s" under a run that missed it). When the page reads STOPPED, its LLM
+tab has the run's summary (the runner read `stopped` before the summary was computed, and the tab
+kept the last live window). NEW's form keeps the profile the run used (Locust's form went back to the command line's), and
 labels the options as the suite names them ("SLO", not Locust's "Slo").
 """
 
@@ -119,6 +121,11 @@ def test_stop_reaches_stopped_in_the_page_without_a_reload(tmp_path):
             assert seen[-1] == "STOPPED", (
                 f"the page's badge went {seen} (Locust's state: {server}) in {stopped_s:.1f} s"
             )
+            # the page stops asking at `stopped`: the answer that says so carries the run's summary in the
+            # LLM tab, not the last live window (the runner reads `stopped` before the summary is computed)
+            answer = _json(base + "/stats/requests")
+            (tab,) = [e["data"] for e in answer["extended_stats"] if e["key"] == "llm"]
+            assert answer["state"] == "stopped" and tab[-1]["updated"].startswith("run summary"), tab[-1]
             # the drain took the stop timeout (the streams were cut at it), and the page followed it
             assert "CLEANUP" in seen and stopped_s >= STOP_TIMEOUT_S - 1, (seen, stopped_s)
             assert page.js(f"{BUTTON_JS}('new')"), "no NEW button after the stop"

@@ -94,3 +94,27 @@ def test_locusts_page_script_polls_through_a_stop():
     assert "u=i.state===CT.SPAWNING||i.state==CT.RUNNING||i.state==CT.CLEANUP||i.state==CT.STOPPING" in new
     assert new.replace("||i.state==CT.CLEANUP||i.state==CT.STOPPING", "", 1) == text
     assert widened("no such expression") is None
+
+
+def test_locusts_page_reads_stopped_only_once_the_runs_summary_is_in():
+    """The runner reads `stopped` before the run's summary is computed, and Locust's page stops
+    asking at `stopped`: its LLM tab kept the last live window after a 5-minute search. Until the
+    final snapshot is in, the page is told the run is still stopping (a state it polls in), for
+    FINAL_WAIT_S at most; the state of a run not stopping is passed as it is."""
+    from locust.runners import LocalRunner, MasterRunner
+
+    from webui.view import FINAL_WAIT_S, LiveView
+
+    local = LiveView(SimpleNamespace(runner=object.__new__(LocalRunner)))
+    assert local.page_state("stopped") == "stopped"  # no run yet
+    local.run = SimpleNamespace(run_id="r1")
+    assert local.page_state("running", now=100.0) == "running"
+    assert local.page_state("stopped", now=100.0) == "cleanup"
+    assert local.page_state("stopped", now=100.0 + FINAL_WAIT_S) == "cleanup"
+    local.finished.add("r1")
+    assert local.page_state("stopped", now=101.0) == "stopped"
+    master = LiveView(SimpleNamespace(runner=object.__new__(MasterRunner)))
+    master.run = SimpleNamespace(run_id="r2")
+    assert master.page_state("stopped", now=50.0) == "stopping"
+    assert master.page_state("stopped", now=50.1 + FINAL_WAIT_S) == "stopped"  # a finish that never came
+    assert widened("x=s.state===S.SPAWNING||s.state==S.RUNNING").count("S.STOPPING") == 1  # polled in

@@ -128,6 +128,8 @@ def install(environment, web_ui) -> LiveView:
         if endpoint == "locust.request_stats" and response.is_json:
             try:
                 data = response.get_json()
+                if isinstance(data.get("state"), str):  # stopping until the run's summary is in
+                    data["state"] = view.page_state(data["state"])
                 extended = [e for e in (data.get("extended_stats") or []) if e.get("key") != TAB_KEY]
                 data["extended_stats"] = [*extended, {"key": TAB_KEY, "data": view.tab_rows()}]
                 response.set_data(json.dumps(data))

@@ -41,6 +41,9 @@ KEEP_SNAPSHOTS = 10  # retained by number for /llm/stats?seq=N
 WINDOW_KEYS = tuple(window_key(w) for w in WINDOWS)
 
 WATERMARK_MAX_LAG_S = 10.0  # never let a silent worker hold the window further back than this
+# Locust's page is told the run is still stopping while its summary is computed, this long at most
+# after the runner read `stopped` (a finish that failed never brings the summary)
+FINAL_WAIT_S = 180.0
 
 
 class LiveView:
@@ -63,6 +66,7 @@ class LiveView:
         self._stop: gevent.event.Event | None = None
         self._busy = False
         self._failed_once = False
+        self._stopped_at: float | None = None  # when the page was first told `stopped` was not read yet
 
     # -- run events -------------------------------------------------------------------------------
 
@@ -80,6 +84,7 @@ class LiveView:
         self.markers = []
         self.summary = None
         self.step_rows = None
+        self._stopped_at = None
         if self._loop is None or self._loop.dead:
             self._stop = gevent.event.Event()
             self._loop = gevent.spawn(self._sample_loop, self._stop)
@@ -209,6 +214,24 @@ class LiveView:
         }
 
     # -- answers ----------------------------------------------------------------------------------
+
+    def page_state(self, state: str, now: float | None = None) -> str:
+        """The runner's state as Locust's page is told it (its poll of /stats/requests). The runner
+        reads `stopped` before the run's summary is computed (Locust's test_stop, where the run
+        finishes, comes after it: 5-8 s after a 5-minute search), and the page stops asking at
+        `stopped`: its LLM tab kept the last live window, never the run's summary. Until the final
+        snapshot is in (at most FINAL_WAIT_S), the page reads the run as still stopping
+        (`cleanup` on a local runner, `stopping` on a master: it keeps asking in those,
+        webui/page_state.py), so the response that first says `stopped` carries the summary."""
+        run = self.run
+        if state != "stopped" or run is None or run.run_id in self.finished:
+            return state
+        now = time.time() if now is None else now
+        if self._stopped_at is None:
+            self._stopped_at = now
+        if now - self._stopped_at > FINAL_WAIT_S:
+            return state
+        return "stopping" if isinstance(self.environment.runner, MasterRunner) else "cleanup"
 
     def run_info(self) -> dict | None:
         run = self.run
