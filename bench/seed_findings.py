@@ -18,9 +18,11 @@ Designs, chosen so that every run decides something in the time it has:
   (at the lower load) or by P95 TTFT (above the knee, where none meets it). A capacity search per
   point needs levels of about a minute each to get enough P95 values per level (a first try at
   210 s per point left every level undecided); a fixed load decides in one window.
-- 2 and 4: the simulator started here with `--server-metrics` on its `/metrics` (a sweep's point
-  has a port picked by the sweep, so a load argument cannot name it), KV-cache use from
-  `vllm:kv_cache_usage_perc`, preemptions from `vllm:num_preemptions_total`, both against the truth.
+- 2: `python -m sweeps run --param max_model_len=4096,2048` at one fixed load, each point's
+  simulator scraped by `--server-metrics auto` (the sweep fills in the point's own /metrics): KV-cache
+  use from `vllm:kv_cache_usage_perc` and the refused requests, against the truth log.
+- 4: the simulator started here with `--server-metrics` on its `/metrics`, a step ramp; preemptions
+  from `vllm:num_preemptions_total` against the truth log, and the knee's diagnosis.
 - 3: `python -m sweeps ab` with prefix caching off (A) and on (B), 3 rounds, on the default mix
   with one shared system prompt on every request; the truth log's difference per round beside it.
 
@@ -222,27 +224,62 @@ def finding_seqs(out: str, users: list[int], t: str) -> None:
 
 def finding_model_len(out: str, users: int, t: str) -> None:
     print(f"\n## 2. max_model_len 2048 against 4096, {users} users")
+    folder = os.path.join(out, "len")
+    command = [
+        "-m",
+        "sweeps",
+        "run",
+        "--param",
+        "max_model_len=4096,2048",
+        "--rank",
+        "ttft",
+        "--out",
+        folder,
+        "--",
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        t,
+        "--warmup",
+        "15s",
+        "--stop-timeout",
+        "10",
+        "--server-metrics",
+        "auto",
+        "--server-metrics-interval",
+        "1s",
+    ]
+    print("python " + " ".join(command))
+    suite(*command)
+    table = json.load(open(os.path.join(folder, "table.json")))
     print(
-        "| max_model_len | KV blocks | vllm:kv_cache_usage_perc mean / peak | P95 TTFT ms | truth P95 TTFT ms "
-        "| tokens/s | requests ok | refused (HTTP 400, client) | refused (truth) |"
+        "| max_model_len | KV blocks | KV peak in the window (sweep table) | vllm:kv_cache_usage_perc mean / peak "
+        "(whole run) | P95 TTFT ms [95 % interval] | truth P95 TTFT ms | total tokens/s | requests ok "
+        "| refused (HTTP 400, client) | refused (truth) |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for mml in (4096, 2048):
-        res = run_on_simulator(
-            os.path.join(out, f"len-{mml}"),
-            {"max_model_len": mml},
-            ["-u", str(users), "-r", str(users), "-t", t, "--warmup", "15s", "--stop-timeout", "10"],
-        )
-        m, s, rec, truth = res["metrics"], res["summary"], res["records"], res["truth"]
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for p in table["points"]:
+        mml = p["settings"]["max_model_len"]
+        point = os.path.join(folder, "points", f"max_model_len-{mml}")
+        run = os.path.join(point, "run")
+        m = pd.read_parquet(os.path.join(run, "server_metrics.parquet"))
+        s = json.load(open(os.path.join(run, "summary.json")))
+        rec = pd.read_parquet(os.path.join(run, "requests.parquet"))
+        truth = read_truth(os.path.join(point, "truth.jsonl"))
         kv = gauge(m, "vllm:kv_cache_usage_perc")
         blocks = json.loads(m[m["metric"] == "vllm:cache_config_info"]["labels"].iloc[0]).get("num_gpu_blocks")
         o = s["overall"]
         refused = int((rec["error"] == "http_4xx").sum())
+        peak = p.get("kv_cache_peak")
         print(
-            f"| {mml} | {blocks} | {kv.mean():.1%} / {kv.max():.1%} | {ms(o['ttft_ms']['p95'])} "
-            f"| {ms(truth_ttft_p95_ms(res['window_truth']))} | {ms(o['throughput']['total_tokens_per_s'])} | {o['requests']['ok']} "
-            f"| {refused} | {sum(x['outcome'] == 'rejected' for x in truth)} |"
+            f"| {mml} | {blocks} | {'-' if peak is None else f'{peak:.1%}'} | {kv.mean():.1%} / {kv.max():.1%} "
+            f"| {ms(p['ttft_p95_ms'])} [{ms(p['ttft_p95_ms_lo'])}, {ms(p['ttft_p95_ms_hi'])}] "
+            f"| {ms(truth_ttft_p95_ms(in_window(run, truth)))} | {ms(o['throughput']['total_tokens_per_s'])} "
+            f"| {o['requests']['ok']} | {refused} | {sum(x['outcome'] == 'rejected' for x in truth)} |"
         )
+    print(f"  ({table['ranking'].get('sentence', '')})")
 
 
 # ------------------------------------------------------------------------- 3: prefix caching

@@ -23,6 +23,7 @@ from stats.block_bootstrap import Scope, measure, prepare, scopes
 from stats.comparison import interval
 
 RESAMPLES = 1000
+NO_LEVEL_BEFORE = 1 << 62  # a whole window's users: any count of running and waiting requests is drained
 CONFIDENCE = 0.95
 
 
@@ -86,7 +87,7 @@ def point_figures(
         "goodput_per_s": _finite(block.goodput.requests_per_s),
         "error_rate": _finite(values["error_rate"][0]),
         "confidence": confidence,
-        **server_figures(p, sc, level.users if level is not None else 0),
+        **server_figures(p, sc, level.users if level is not None else None),
     }
     if cap is not None:
         if cap.users is not None:
@@ -100,15 +101,17 @@ def point_figures(
     return out
 
 
-def server_figures(p, sc: Scope, users: int) -> dict:
+def server_figures(p, sc: Scope, users: int | None) -> dict:
     """The server's own figures over the point's window, where the run scraped it (--server-metrics;
     in a sweep `--server-metrics auto`, sweeps/server_metrics.py): KV-cache use at its peak (0..1),
     requests waiting in its queue (mean), its preemption counter's increase, and the knee's diagnosis
-    of a run with load levels (summary.json). None where not scraped."""
+    of a run with load levels (summary.json). None where not scraped. `users`: the capacity level's,
+    whose server window starts once the level before it has drained (metrics/diagnosis.py); None for
+    a whole window, which no level came before."""
     server = p.run.server
     out = {"kv_cache_peak": None, "waiting": None, "preemptions": None}
     if server is not None and not server.empty:
-        (ev,), _names = level_evidence(server, [(0, users, sc.start, sc.end)])
+        (ev,), _names = level_evidence(server, [(0, NO_LEVEL_BEFORE if users is None else users, sc.start, sc.end)])
         out.update(kv_cache_peak=ev.kv_cache_peak, waiting=ev.waiting, preemptions=ev.preemptions)
     d = p.run.summary.diagnosis
     out["diagnosis"] = d.kind if d is not None else None
