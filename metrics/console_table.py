@@ -6,7 +6,7 @@ from __future__ import annotations
 from metrics.schema import Summary, as_summary
 from metrics.schema.figures import Step
 from metrics.schema.verdicts import SloVerdict
-from metrics.verdict import describe, held, margin_text, values_text
+from metrics.verdict import count, describe, held, margin_text, values_text
 
 
 def fmt(x, digits=0) -> str:
@@ -104,7 +104,7 @@ def format_steps(steps: list[Step]) -> str:
             f"SLO: each level's verdict on its own requests, with {judged[0].verdict.confidence:.0%} confidence bounds:"
         )
         lines += [
-            f"  {f'{s.rate:g} requests/s' if rated else f'{s.users} users'}{f' ({held(s.steps)})' if s.steps > 1 else ''}: "
+            f"  {f'{s.rate:g} requests/s' if rated else count(s.users, 'user')}{f' ({held(s.steps, s.window.end - s.window.start)})' if s.steps > 1 else ''}: "
             f"{describe(s.verdict)}"
             for s in judged
         ]

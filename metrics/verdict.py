@@ -260,17 +260,24 @@ def too_few(v: SloVerdict) -> bool:
     )
 
 
-def held(steps: int) -> str:
-    """'held 2 steps' for a level a capacity search extended to decide it; "" for one step."""
-    return f"held {steps} steps" if steps > 1 else ""
+def held(steps: int, seconds: float) -> str:
+    """'74 s measured' for a level a capacity search held longer than one step (its measured
+    window, the warm-up excluded; an adaptive search's steps are 2 s slices, whose count said
+    nothing: "held 42 steps" was 84 s); "" for one step."""
+    return f"{seconds:.0f} s measured" if steps > 1 else ""
 
 
-def judged_on(v: SloVerdict, steps: int) -> str:
+def judged_on(v: SloVerdict, steps: int, seconds: float) -> str:
     """What a level's verdict rests on, as every per-step table says it (the report's, the live
-    view's): '165 requests', '212 requests, held 2 steps'; a first-token objective judged on other
+    view's): '165 requests', '212 requests, 74 s measured'; a first-token objective judged on other
     values than the requests that ended says so: '3 requests, ttft.p95 on 312 values, 4 still
     waiting at the cut'."""
-    return ", ".join([f"{v.requests:,} requests", *first_tokens_text(v), *([held(steps)] if steps > 1 else [])])
+    return ", ".join([count(v.requests, "request"), *first_tokens_text(v), *([held(steps, seconds)] if steps > 1 else [])])
+
+
+def count(n: int, noun: str) -> str:
+    """'1 request', '2 requests', '1,024 values'."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def first_tokens_text(v: SloVerdict) -> list[str]:
@@ -285,7 +292,7 @@ def first_tokens_text(v: SloVerdict) -> list[str]:
 
 def values_text(e: ObjectiveEvidence) -> str:
     """'312 values' or '312 values, 4 still waiting at the cut' (those 4 among the 312)."""
-    return f"{e.samples:,} values" + (f", {e.censored:,} still waiting at the cut" if e.censored else "")
+    return count(e.samples, "value") + (f", {e.censored:,} still waiting at the cut" if e.censored else "")
 
 
 def margin_text(m: float | None) -> str:

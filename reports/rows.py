@@ -313,7 +313,7 @@ def steps_table(steps: list[Step]) -> Table:
 
 
 def level_verdict(s: Step) -> list[Cell]:
-    """[verdict, requests (and steps held), each objective's statistic and confidence bounds] of a
+    """[verdict, requests (and the time measured, a level held longer than a step), each objective's statistic and confidence bounds] of a
     level: the statistic the verdict states, an order statistic that lies within its bounds."""
     v = s.verdict
     if v is None:
@@ -322,7 +322,7 @@ def level_verdict(s: Step) -> list[Cell]:
     bounds = "; ".join(
         f"{e.metric} {fmt(e.value_ms, 0)} in {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives
     )
-    return [Cell(v.state, status), Cell(judged_on(v, s.steps)), Cell(f"{bounds} ({v.confidence:.0%})")]
+    return [Cell(v.state, status), Cell(judged_on(v, s.steps, s.window.end - s.window.start)), Cell(f"{bounds} ({v.confidence:.0%})")]
 
 
 STATUS = {"met": "pass", "missed": "fail"}  # undecided: neither, uncoloured

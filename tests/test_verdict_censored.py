@@ -58,7 +58,7 @@ def test_the_verdict_says_what_was_still_waiting():
     v = judge([P50], {"ttft.p50": np.full(10, 0.1)}, ok=0, failed=0, censored={"ttft.p50": np.full(10, 0.2)})
     assert v.state == "undecided" and "still waiting at the cut" in v.reason
     assert "20 values, 10 still waiting at the cut" in describe(v)
-    assert judged_on(v, 1) == "0 requests, ttft.p50 on 20 values, 10 still waiting at the cut"
+    assert judged_on(v, 1, 20.0) == "0 requests, ttft.p50 on 20 values, 10 still waiting at the cut"
     # only waiting ones, none ended: their minimums are judged, not "no request ended"
     v = judge([P50], {}, ok=0, failed=0, censored={"ttft.p50": np.full(8, 5.0)})
     assert v.state == "missed", v

@@ -305,7 +305,8 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
     from metrics.verdict import judged_on
     from reports.rows import level_verdict
     from shapes.steps import StepPlan
-    from webui.live_steps import live_diagnosis
+    from metrics.schema.verdicts import Capacity
+    from webui.live_steps import live_diagnosis, search_text
     from webui.view import summary_view
 
     plan = StepPlan([2, 2, 4], 20.0, 5.0, cut_lag_s=0.0)
@@ -316,16 +317,30 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
         w.add_rows(rows)
         snap = w.snapshot(end=T0 + 61, flight=Flight(), steps=(plan, T0))
         assert [(r["step"], r["last"], r["status"], r["held"]) for r in snap["steps"]] == [
-            (0, 1, "final", "held 2 steps"),
+            (0, 1, "final", "35 s measured"),
             (2, 2, "pending", ""),
         ]  # the search may still hold the last level
         summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives)
         step = summary.by_step[0]
         assert step.steps == 2 and step.verdict.state == ("met" if knee is None else "missed"), step.verdict
-        said = judged_on(step.verdict, 2)
-        assert said.endswith(", held 2 steps") and said.split(", ")[0].endswith(" requests"), said
+        said = judged_on(step.verdict, 2, 35.0)  # the time measured, not the steps (an adaptive search's are 2 s slices)
+        assert said.endswith(", 35 s measured") and said.split(", ")[0].endswith(" requests"), said
         assert snap["steps"][0]["judged_on"] == summary_view(summary)["by_step"][0]["judged_on"] == said
         assert level_verdict(step)[1].text == said  # the report's "judged on" cell
+        # a capacity search's level says after the run why it ended and the bracket it left, as live
+        search = {
+            "levels": [
+                {"users": 2, "state": step.verdict.state, "margin": step.verdict.margin or 0.0, "ended": "decided",
+                 "seconds": 40.0, "looks": 2},
+                {"users": 4, "state": "missed", "margin": -0.5, "ended": "decided", "seconds": 20.0, "looks": 1},
+            ]
+        }
+        summary.capacity = Capacity(slo=slo, sentence="-", levels=search["levels"])
+        shown = [r["held"] for r in summary_view(summary)["by_step"]]
+        assert shown == [search_text(search, 0), search_text(search, 1)], shown
+        assert shown[0].startswith("decided in 40s (2 looks)") and shown[1].endswith("bracket 2..4 users (100%)") == (
+            knee is None
+        ), shown
         diagnosis = live_diagnosis(snap["steps"], objectives, None, None)
         assert (diagnosis and diagnosis["users"]) == knee, diagnosis
 

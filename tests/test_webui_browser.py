@@ -38,6 +38,7 @@ from metrics.schema.verdicts import SloVerdict
 from metrics.verdict import judged_on
 from tests.helpers import LOCUST, ROOT, free_port
 from tests.test_webui import start_group, stop_group
+from webui.live_steps import search_text
 
 pytestmark = pytest.mark.browser
 
@@ -678,15 +679,12 @@ def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
         ui.logs,
     )
     v = step["verdict"]
-    assert final == [
-        [
-            "0",
-            f"final, held {step['steps']} steps",
-            f"{v['state']} ({judged_on(SloVerdict.model_validate(v), step['steps'])})",
-        ]
-    ], final
+    seconds = step["window"]["end"] - step["window"]["start"]
+    said = judged_on(SloVerdict.model_validate(v), step["steps"], seconds)  # "..., 16 s measured"
+    # after the run the row still says why the search ended the level (it had said "held 2 steps")
+    assert final == [["0", f"final, {search_text(summary['capacity'], 0)}", f"{v['state']} ({said})"]], final
     md = open(os.path.join(done["run"]["results_path"], "report.md")).read()
-    assert f"| {judged_on(SloVerdict.model_validate(v), step['steps'])} |" in md  # the report's "judged on" cell
+    assert f"| {said} |" in md  # the report's "judged on" cell
 
 
 def test_live_view_follows_a_ramp(ui):
@@ -793,7 +791,8 @@ def test_live_view_follows_a_ramp(ui):
         "[...document.querySelectorAll('#steps tbody tr')].map(r => [r.lastChild.textContent, r.lastChild.className])"
     )
     said = [
-        f"{s['verdict']['state']} ({judged_on(SloVerdict.model_validate(s['verdict']), s['steps'])})" for s in steps
+        f"{s['verdict']['state']} ({judged_on(SloVerdict.model_validate(s['verdict']), s['steps'], s['window']['end'] - s['window']['start'])})"
+        for s in steps
     ]  # as the report says
     assert [text for text, _ in cells] == said, cells
     assert [("some" in cls) for _, cls in cells] == [state == "missed" for state, _ in verdicts], cells

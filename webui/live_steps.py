@@ -4,8 +4,8 @@ Once a step's time is over, its row is computed from the records exactly as summ
 `by_step` (the requests sent in its window, its warm-up excluded; tokens that arrived in it);
 "pending" while requests sent before its end are still open (or a capacity search may still hold
 it for another step), "final" after, and then kept as it is. A row says what its verdict rests on
-as the report's per-step table does (metrics/verdict.py `judged_on`: its requests, and the steps
-a capacity search held it for).
+as the report's per-step table does (metrics/verdict.py `judged_on`: its requests, and the time
+measured of a level a capacity search held longer than one step).
 
 Why the knee is there (`live_diagnosis`): once a final level has missed the SLO (the knee), the
 diagnosis of metrics/diagnosis.py over the final levels, from the server's metrics scraped so far;
@@ -55,7 +55,7 @@ class LiveSteps:
                 "start": level.start,
                 "end": level.end,
                 "cut": level.cut,
-                "held": held(level.steps),
+                "held": held(level.steps, level.end - level.start),
                 "open": None,
                 "block": None,
                 "judged_on": None,
@@ -100,7 +100,7 @@ class LiveSteps:
                 block["verdict"] = None  # judged once its set is complete
             r["block"] = block
             if block.get("verdict"):
-                r["judged_on"] = judged_on(SloVerdict.model_validate(block["verdict"]), level.steps)
+                r["judged_on"] = judged_on(SloVerdict.model_validate(block["verdict"]), level.steps, end - start)
             if r["status"] == "final":
                 self.final[r["step"]] = clean(r)
 

@@ -32,7 +32,7 @@ from runfolder.layout import REPORT_HTML, SUMMARY
 from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, live_client, server_frame, server_gauges
 from webui.live import DEFAULT_WINDOW, WINDOWS, LiveWindow, window_key
 from webui.live_blocks import Flight
-from webui.live_steps import live_diagnosis
+from webui.live_steps import live_diagnosis, search_text
 
 log = logging.getLogger("llm.webui")
 
@@ -371,11 +371,18 @@ SUMMARY_KEYS = (
 
 def summary_view(summary: Summary) -> dict:
     """The parts of a run's summary.json the view shows after the run; each level says what its
-    verdict rests on as the live rows and the report's per-step table do (`judged_on`)."""
+    verdict rests on as the live rows and the report's per-step table do (`judged_on`), and a
+    capacity search's level why it ended and the bracket it left, as its live row said it
+    (`search_text`: after the run the row had said only how long it was held)."""
     out = summary.model_dump(mode="json", include=set(SUMMARY_KEYS))
-    for step, s in zip(out.get("by_step") or (), summary.by_step or ()):
-        step["held"] = held(s.steps)
-        step["judged_on"] = judged_on(s.verdict, s.steps) if s.verdict is not None else None
+    cap = summary.capacity
+    search = {"levels": [e.model_dump(mode="json") for e in cap.levels]} if cap is not None and cap.levels else None
+    for k, (step, s) in enumerate(zip(out.get("by_step") or (), summary.by_step or ())):
+        seconds = s.window.end - s.window.start
+        step["held"] = held(s.steps, seconds)
+        if search is not None and k < len(search["levels"]) and search["levels"][k]["users"] == s.users:
+            step["held"] = search_text(search, k)  # the search's k-th level (in the order tried, as by_step)
+        step["judged_on"] = judged_on(s.verdict, s.steps, seconds) if s.verdict is not None else None
     return out
 
 
