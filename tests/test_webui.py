@@ -345,6 +345,38 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
         assert (diagnosis and diagnosis["users"]) == knee, diagnosis
 
 
+def test_a_level_the_search_decided_shows_its_verdicts_set_while_pending():
+    """A capacity search has judged its 2-user level at its cut (T0 + 40) while a stream sent in it
+    is still open, its first token long after the cut. The pending row had added that stream's
+    TTFT to its figures (no verdict yet): 4,585 ms under the SLO beside "decided ...; bracket" of a
+    level that missed. Now it shows the set the verdict rests on, with the verdict: the figures and
+    verdict summary.json's by_step holds once that stream has ended."""
+    from metrics.summary import summarize
+    from shapes.steps import StepPlan
+
+    objectives = parse_slo("ttft.p95<300ms")
+    level = {"users": 2, "state": "missed", "margin": -0.1, "ended": "decided", "seconds": 40.0, "looks": 2}
+    plan = StepPlan([2, 2, 4], 20.0, 5.0, cut_lag_s=0.0, search={"levels": [level]})
+    rows = _rows(seed=5, n=1200, span=60.0, step_s=20.0)
+    late = RequestRecord("late", "0", "chat", "short", 100, 64, wall_send=T0 + 30, t_send=30.0, status=200, step=1)
+    late.chunk_times, late.n_chunks = [25.0, 25.5], 2  # first token at T0 + 55: after the cut
+    late.ttft_s, late.e2e_s, late.output_tokens, late.prompt_tokens, late.tokens_source = 25.0, 25.5, 2, 9, "usage"
+    late.tpot_s, late.ok = 0.5, True
+    stream = {"t": T0 + 56, "cls": ["short"], "step": [1], "sent": [T0 + 30], "chars": [100], "first": [T0 + 55],
+              "ttft": [25.0], "ttfa": [25.0], "last": [T0 + 55], "events": [1]}  # fmt: skip
+    w = LiveWindow(objectives, run_start=T0)
+    w.add_rows([r for r in rows if r[FIELD_NAMES.index("wall_send")] < T0 + 56])
+    snap = w.snapshot(end=T0 + 56, flight=Flight([stream]), steps=(plan, T0))
+    row = snap["steps"][0]
+    assert (row["status"], row["open"]) == ("pending", 1) and row["held"].startswith("decided in 40s"), row
+    final = summarize(rows_to_table([*rows, late.as_row()]), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives)
+    expected = final.by_step[0]
+    assert row["block"]["verdict"] is not None and row["block"]["verdict"]["state"] == expected.verdict.state
+    assert row["block"]["ttft_ms"] == expected.ttft_ms.model_dump(mode="json")  # the censored stream at its cut
+    assert row["block"]["requests"] == expected.requests.model_dump(mode="json")
+    assert row["judged_on"] and row["judged_on"].startswith(f"{expected.verdict.requests:,} requests"), row
+
+
 def test_window_is_cut_at_the_run_start_and_forgets_old_records():
     rows = _rows(seed=2, n=300)
     w = LiveWindow(run_start=T0 + 5)

@@ -7,6 +7,8 @@ The open streams of every load process (plugin/progress.py reports, merged) are 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +32,12 @@ class Flight:
         self.sent, self.chars, self.first, self.ttft, self.last, self.events = (
             np.asarray(cols[k], dtype=float) for k in ("sent", "chars", "first", "ttft", "last", "events")
         )
+        # the step each was sent in and its first answer token: what a capacity search's level judges
+        # its first-token objectives on (metrics.measure.OPEN_COLUMNS); NaN where a report has none
+        self.step, self.ttfa = (
+            np.asarray([x for r in reports for x in r.get(k, [math.nan] * len(r["sent"]))], dtype=float)
+            for k in ("step", "ttfa")
+        )
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -50,6 +58,12 @@ class Flight:
 
     def first_in(self, start: float, end: float) -> np.ndarray:
         return np.isfinite(self.first) & (self.first >= start) & (self.first <= end)
+
+    def open_columns(self):
+        """The streams as metrics.measure.OPEN_COLUMNS (a frame), as a capacity search takes them."""
+        import pandas as pd
+
+        return pd.DataFrame({"step": self.step, "wall_send": self.sent, "ttft_s": self.ttft, "ttfa_s": self.ttfa})
 
 
 def measure(table: pa.Table, objectives):

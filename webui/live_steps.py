@@ -63,6 +63,7 @@ class LiveSteps:
             }
             if plan.search is not None:
                 row["held"] = search_text(plan.search, len(rows))
+                row["judged"] = len(rows) < len(plan.search.get("levels", []))  # the search has ended it
             if end < level.end and not final:
                 row["status"] = "running"
             else:
@@ -86,6 +87,14 @@ class LiveSteps:
         for r in todo:
             start, end = r["start"], r["end"]
             level = Level(r["step"], r["last"], r["users"], r["begin"], start, end, r["cut"], r.get("confidence"))
+            if r["status"] == "pending" and r.get("judged") and level.cut is not None and m is not None:
+                # a capacity search has judged it at its cut: the figures of the set its verdict rests on
+                # (the requests ended by the cut, the first tokens of the streams still open), not the
+                # open streams' later figures, which had read under the SLO beside "decided ... missed"
+                step = m.level(level, flight.open_columns())
+                r["block"] = step.model_dump(mode="json", exclude={"step", "users", "window", "steps", "cut"})
+                r["judged_on"] = judged_on(step.verdict, level.steps, end - start) if step.verdict else None
+                continue
             if m is not None:
                 mask = m.in_level(level)
                 block = m.level(level).model_dump(exclude={"step", "users", "window", "steps", "cut"})
