@@ -61,9 +61,10 @@ def of_slo(summary) -> int:
     when no level was decided."""
     cap = summary.capacity
     if cap is not None:
-        if cap.users is not None or cap.rate is not None:  # a search in requests/s answers in `rate`
+        rate, next_rate = getattr(cap, "rate", None), getattr(cap, "next_failing_rate", None)
+        if cap.users is not None or rate is not None:  # a search in requests/s answers in `rate`
             return DONE
-        missed = cap.next_failing_users is not None or cap.next_failing_rate is not None
+        missed = cap.next_failing_users is not None or next_rate is not None
         return SLO_MISSED if missed else SLO_UNDECIDED
     if summary.slo is None:
         return DONE

@@ -108,7 +108,7 @@ def run_cases(summary: Summary, not_written: list[str] | tuple = ()) -> list[Cas
             Case(
                 "llm.capacity",
                 cap.slo,
-                None if cap.users is not None or cap.rate is not None else cap.sentence,
+                None if cap.users is not None or getattr(cap, "rate", None) is not None else cap.sentence,
                 cap.sentence,
             )
         )
