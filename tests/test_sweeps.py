@@ -142,9 +142,7 @@ def test_server_metrics_auto_is_each_points_own_server():
         "http://127.0.0.1:40123/metrics",
     ]
     gpu = "http://gpu-box:9400/metrics"
-    assert fill_server_metrics([f"--server-metrics=auto,{gpu}"], url + "/") == [
-        f"--server-metrics={url}/metrics,{gpu}"
-    ]
+    assert fill_server_metrics([f"--server-metrics=auto,{gpu}"], url + "/") == [f"--server-metrics={url}/metrics,{gpu}"]
     assert fill_server_metrics(["--server-metrics", gpu, "--tags", "auto"], url) == [
         "--server-metrics",
         gpu,
