@@ -28,9 +28,8 @@ def plan(summary: Summary, rpm: float, gpus: int | None = None, price: float | N
     """The plan for `rpm` requests/min; `gpus` (GPUs per replica) and `price` (per GPU-hour) default
     to the run's (summary.json gpu: --gpus or the GPUs its telemetry saw, --gpu-hour-price)."""
     cap = summary.capacity
-    by_rate = (
-        cap is not None and getattr(cap, "unit", "users") == "rate"
-    )  # a search in requests/s: its answer is `rate`
+    # a search in requests/s: its answer is `rate`
+    by_rate = cap is not None and getattr(cap, "unit", "users") == "rate"
     if cap is None or (cap.rate if by_rate else cap.users) is None:
         raise InputError(
             "plan: this run found no capacity (summary.json capacity.users and capacity.rate are empty): "
