@@ -620,7 +620,7 @@ def test_capacity_search_from_the_form(ui):
 
 STEP_CELLS_JS = (
     "[...document.querySelectorAll('#steps tbody tr')].map(r => [r.dataset.step, "
-    "r.querySelector('td.status').textContent, r.lastChild.textContent])"
+    "r.querySelector('td.status').textContent, r.querySelector('td.verdict').textContent])"
 )
 
 
@@ -788,7 +788,7 @@ def test_live_view_follows_a_ramp(ui):
     verdicts = [(s["verdict"]["state"], s["verdict"]["requests"]) for s in steps]
     assert verdicts[0][0] == "undecided", verdicts
     cells = page.js(
-        "[...document.querySelectorAll('#steps tbody tr')].map(r => [r.lastChild.textContent, r.lastChild.className])"
+        "[...document.querySelectorAll('#steps tbody td.verdict')].map(td => [td.textContent, td.className])"
     )
     said = [
         f"{s['verdict']['state']} ({judged_on(SloVerdict.model_validate(s['verdict']), s['steps'], s['window']['end'] - s['window']['start'])})"
@@ -796,6 +796,18 @@ def test_live_view_follows_a_ramp(ui):
     ]  # as the report says
     assert [text for text, _ in cells] == said, cells
     assert [("some" in cls) for _, cls in cells] == [state == "missed" for state, _ in verdicts], cells
+    # at 1400 px the verdict is in view without scrolling the table sideways (it was past 1,358 px),
+    # each row numbered by its level, not its first step's index
+    assert page.js(
+        "(p => [...document.querySelectorAll('#steps td.verdict')].every(td => td.getBoundingClientRect().right <= "
+        "p.getBoundingClientRect().right))(document.getElementById('steps-panel'))"
+    )
+    assert page.js("[...document.querySelectorAll('#steps tbody tr')].map(r => r.firstChild.textContent)") == ["1", "2"]
+    # the legends give the run's figures, as the cards do (they gave the last point's 5 s window)
+    legend = page.js("document.querySelector('#chart-ttft .legend').textContent")
+    p95 = summary["overall"]["ttft_ms"]["p95"]
+    digits = 0 if float(p95).is_integer() or abs(p95) >= 100 else 1 if abs(p95) >= 10 else 2
+    assert legend.startswith("the run:") and f"P95 {p95:,.{digits}f}" in legend, (legend, p95)
     page.screenshot(str(ui.tmp / "llm-view-finished.png"))
     # another window length, picked in the page: its charts from the start
     page.js(
@@ -813,6 +825,7 @@ def test_live_view_follows_a_ramp(ui):
         assert r.status == 200 and b"<html" in r.read(2000).lower()
     outside = [u for u in page.requested() if not u.startswith(ui.base) and not u.startswith("data:")]
     assert not outside, outside  # the page works offline
+    assert not [u for u in page.requested() if urllib.parse.urlsplit(u).path.endswith("/favicon.ico")]  # no 404
 
     # Locust's own page: the LLM tab (the run's summary now) and a note on the Charts tab
     page.goto(ui.base + "/?tab=llm")
