@@ -59,6 +59,12 @@ def test_the_verdict_says_what_was_still_waiting():
     assert v.state == "undecided" and "still waiting at the cut" in v.reason
     assert "20 values, 10 still waiting at the cut" in describe(v)
     assert judged_on(v, 1, 20.0) == "0 requests, ttft.p50 on 20 values, 10 still waiting at the cut"
+    # one of each in the singular; a level held 42 steps of 2 s says the time it was measured, not
+    # "held 42 steps"
+    one = judge([P50], {"ttft.p50": np.full(1, 0.1)}, ok=1, failed=0, censored={"ttft.p50": np.empty(0)})
+    assert judged_on(one, 1, 10.0) == "1 request"
+    two = judge([P50], {"ttft.p50": np.full(1, 0.1)}, ok=2, failed=0)
+    assert judged_on(two, 42, 74.0) == "2 requests, ttft.p50 on 1 value, 74 s measured"
     # only waiting ones, none ended: their minimums are judged, not "no request ended"
     v = judge([P50], {}, ok=0, failed=0, censored={"ttft.p50": np.full(8, 5.0)})
     assert v.state == "missed", v
