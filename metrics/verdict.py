@@ -272,7 +272,9 @@ def judged_on(v: SloVerdict, steps: int, seconds: float) -> str:
     view's): '165 requests', '212 requests, 74 s measured'; a first-token objective judged on other
     values than the requests that ended says so: '3 requests, ttft.p95 on 312 values, 4 still
     waiting at the cut'."""
-    return ", ".join([count(v.requests, "request"), *first_tokens_text(v), *([held(steps, seconds)] if steps > 1 else [])])
+    return ", ".join(
+        [count(v.requests, "request"), *first_tokens_text(v), *([held(steps, seconds)] if steps > 1 else [])]
+    )
 
 
 def count(n: int, noun: str) -> str:

@@ -13,7 +13,8 @@ from core.numbers import auto, fmt, utc
 from metrics.record import NOT_SERVER_FAILURES
 from metrics.schema import Summary
 from metrics.schema.figures import Step
-from metrics.verdict import count, judged_on, margin_text
+from metrics.verdict import count as count_of
+from metrics.verdict import judged_on, margin_text
 from reports import summary_text
 from reports.report_model import Cell, ChartGroup, Extra, Report, Table, cells
 from runfolder import reading as D
@@ -245,7 +246,7 @@ def ttft_split_table(summary: Summary) -> Table | None:
     class, the run and each level that has one; the means add up, client TTFT = queue + prefill + rest
     (the rest: front end, network and client). None where no server sent its timing or cached tokens."""
     scopes = [(name, b) for name, b in summary.blocks()]
-    scopes += [(f"{count(s.users, 'user')} (step {s.step})", s) for s in summary.by_step or ()]
+    scopes += [(f"{count_of(s.users, 'user')} (step {s.step})", s) for s in summary.by_step or ()]
     rows = []
     for name, b in scopes:
         t = b.ttft_split
@@ -322,7 +323,11 @@ def level_verdict(s: Step) -> list[Cell]:
     bounds = "; ".join(
         f"{e.metric} {fmt(e.value_ms, 0)} in {fmt(e.lower_ms, 0)}..{fmt(e.upper_ms, 0)}" for e in v.objectives
     )
-    return [Cell(v.state, status), Cell(judged_on(v, s.steps, s.window.end - s.window.start)), Cell(f"{bounds} ({v.confidence:.0%})")]
+    return [
+        Cell(v.state, status),
+        Cell(judged_on(v, s.steps, s.window.end - s.window.start)),
+        Cell(f"{bounds} ({v.confidence:.0%})"),
+    ]
 
 
 STATUS = {"met": "pass", "missed": "fail"}  # undecided: neither, uncoloured

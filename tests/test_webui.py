@@ -301,11 +301,11 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
     table and of the view after the run (metrics/verdict.py judged_on), from the same Step. No
     diagnosis while no final level missed (the old view diagnosed the highest level so far: no
     knee yet); once one missed, the diagnosis names it."""
+    from metrics.schema.verdicts import Capacity
     from metrics.summary import summarize
     from metrics.verdict import judged_on
     from reports.rows import level_verdict
     from shapes.steps import StepPlan
-    from metrics.schema.verdicts import Capacity
     from webui.live_steps import live_diagnosis, search_text
     from webui.view import summary_view
 
@@ -323,15 +323,22 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
         summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives)
         step = summary.by_step[0]
         assert step.steps == 2 and step.verdict.state == ("met" if knee is None else "missed"), step.verdict
-        said = judged_on(step.verdict, 2, 35.0)  # the time measured, not the steps (an adaptive search's are 2 s slices)
+        # the time measured, not the steps (an adaptive search's are 2 s slices)
+        said = judged_on(step.verdict, 2, 35.0)
         assert said.endswith(", 35 s measured") and said.split(", ")[0].endswith(" requests"), said
         assert snap["steps"][0]["judged_on"] == summary_view(summary)["by_step"][0]["judged_on"] == said
         assert level_verdict(step)[1].text == said  # the report's "judged on" cell
         # a capacity search's level says after the run why it ended and the bracket it left, as live
         search = {
             "levels": [
-                {"users": 2, "state": step.verdict.state, "margin": step.verdict.margin or 0.0, "ended": "decided",
-                 "seconds": 40.0, "looks": 2},
+                {
+                    "users": 2,
+                    "state": step.verdict.state,
+                    "margin": step.verdict.margin or 0.0,
+                    "ended": "decided",
+                    "seconds": 40.0,
+                    "looks": 2,
+                },
                 {"users": 4, "state": "missed", "margin": -0.5, "ended": "decided", "seconds": 20.0, "looks": 1},
             ]
         }
@@ -369,7 +376,9 @@ def test_a_level_the_search_decided_shows_its_verdicts_set_while_pending():
     snap = w.snapshot(end=T0 + 56, flight=Flight([stream]), steps=(plan, T0))
     row = snap["steps"][0]
     assert (row["status"], row["open"]) == ("pending", 1) and row["held"].startswith("decided in 40s"), row
-    final = summarize(rows_to_table([*rows, late.as_row()]), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives)
+    final = summarize(
+        rows_to_table([*rows, late.as_row()]), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives
+    )
     expected = final.by_step[0]
     assert row["block"]["verdict"] is not None and row["block"]["verdict"]["state"] == expected.verdict.state
     assert row["block"]["ttft_ms"] == expected.ttft_ms.model_dump(mode="json")  # the censored stream at its cut
