@@ -60,6 +60,7 @@ class LiveSteps:
                 "block": None,
                 "judged_on": None,
                 "confidence": level.confidence,
+                "rate": level.rate,  # an open loop in steps, a search in requests/s: the level's rate
             }
             if plan.search is not None:
                 row["held"] = search_text(plan.search, len(rows))
@@ -86,7 +87,9 @@ class LiveSteps:
         m, _ = measure(select(min(r["start"] for r in todo)), self.objectives)
         for r in todo:
             start, end = r["start"], r["end"]
-            level = Level(r["step"], r["last"], r["users"], r["begin"], start, end, r["cut"], r.get("confidence"))
+            level = Level(
+                r["step"], r["last"], r["users"], r["begin"], start, end, r["cut"], r.get("confidence"), r.get("rate")
+            )
             if r["status"] == "pending" and r.get("judged") and level.cut is not None and m is not None:
                 # a capacity search has judged it at its cut: the figures of the set its verdict rests on
                 # (the requests ended by the cut, the first tokens of the streams still open), not the
