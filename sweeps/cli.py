@@ -8,7 +8,8 @@
 
 The load arguments (after --) are those of
 `locust -f locustfile.py --headless`, e.g. `--find-capacity --slo "ttft.p95<5s" -t 20m` or
-`-u 32 -t 120s`; the sweep adds --host, --results-dir, --run-id and --seed itself.
+`-u 32 -t 120s`; the sweep adds --host, --results-dir, --run-id and --seed itself, and fills in
+`--server-metrics auto` with each run's own server's /metrics (sweeps/server_metrics.py).
 
 Exit codes of run: 0 a best point beyond the runner-up's interval (or the only point), 1 no
 difference measured between the best and the runner-up, 2 bad input (nothing started), 3 no point
@@ -32,7 +33,8 @@ from core.errors import InputError
 DEFAULT_PROFILE = "v100-7b-tp8"
 LOAD_HELP = (
     "The load of every run follows --: the arguments of locust -f locustfile.py --headless, e.g. "
-    "-- --find-capacity --slo 'ttft.p95<5s' -t 20m, or -- -u 32 -t 120s (docs/tuning.md)."
+    "-- --find-capacity --slo 'ttft.p95<5s' -t 20m, or -- -u 32 -t 120s; --server-metrics auto scrapes each "
+    "run's own server at <its URL>/metrics (docs/tuning.md)."
 )
 
 
