@@ -279,14 +279,22 @@ def level_evidence(
     return out, names
 
 
-def knee_of(steps, capacity) -> tuple[int | None, str]:
-    """(users, why this level): the lowest level that missed the SLO; without one, the highest."""
-    if capacity is not None and capacity.next_failing_users is not None:
-        return capacity.next_failing_users, f"the lowest level that missed {capacity.slo}"
+def knee_of(steps, capacity) -> tuple[float | None, str]:
+    """(the level's load, why this level): the lowest level that missed the SLO; without one, the
+    highest. The load is the users, or the rate of a search in requests/s (LevelEvidence.load)."""
+    by_rate = capacity is not None and capacity.unit == "rate"
+    missed = capacity.next_failing_rate if by_rate else capacity.next_failing_users if capacity is not None else None
+    if missed is not None:
+        return float(missed), f"the lowest level that missed {capacity.slo}"
     if not steps:
         return None, ""
     why = "the highest level (no level missed the SLO)" if capacity is not None else "the highest level (no --slo)"
-    return max(s.users for s in steps), why
+    return max(_load(s) for s in steps), why
+
+
+def _load(step) -> float:
+    """A by_step level's load, as LevelEvidence.load reads it."""
+    return step.rate if step.rate is not None else float(step.users)
 
 
 def gpu_by_step(steps, gpu) -> dict[int, float]:
@@ -313,6 +321,7 @@ def diagnose_levels(
     evidence = [
         e.model_copy(
             update={
+                "rate": s.rate,
                 "request_rate": s.throughput.requests_per_s,
                 "step_ms": s.itl_ms.p50,
                 "ttft_ms": s.ttft_ms.p50,
@@ -373,7 +382,7 @@ def _pct(x: float | None) -> str:
 
 def diagnose(
     levels: list[LevelEvidence],
-    knee_users: int | None,
+    knee_users: float | None,
     names: dict[str, str] | None = None,
     client: str = "",
     knee_why: str = "",
@@ -381,7 +390,8 @@ def diagnose(
     config: dict[str, float] | None = None,
     client_lag_ms: float | None = None,
 ) -> KneeDiagnosis:
-    """The stated diagnosis at the knee (`knee_users`; None: the highest level) from each level's
+    """The stated diagnosis at the knee (`knee_users`, or its rate in a search in requests/s: the level's
+    LevelEvidence.load; None: the highest level) from each level's
     figures (`names`: the metric each figure was read from) and the server's stated configuration
     (`config`, server_config); `client`: the client's own warning, when it flagged itself, and
     `client_lag_ms` how late it read at worst (its p99), so that a rise it could explain is not
@@ -410,6 +420,7 @@ def diagnose(
     return KneeDiagnosis(
         kind=kind,
         users=found["users"],
+        rate=found.get("rate"),
         knee=knee_why,
         heading=heading,
         sentence=sentence,
@@ -424,40 +435,46 @@ def diagnose(
     )
 
 
-def _gpu_only(levels: list[LevelEvidence], knee_users: int | None, names: dict[str, str]) -> dict:
+def _level(g: LevelEvidence) -> dict:
+    """The diagnosis's level: its users, and its rate in a search in requests/s."""
+    return {"users": g.users, "rate": g.rate}
+
+
+def _gpu_only(levels: list[LevelEvidence], knee_users: float | None, names: dict[str, str]) -> dict:
     """No server gauges (a server without /metrics, e.g. `transformers serve`): the GPU's own use
     still tells whether its compute is the limit."""
     busy = [g for g in levels if g.gpu_utilisation is not None]
     if not busy:
+        level = next((g for g in levels if g.load == knee_users), None)
         return {
             "kind": "unknown",
-            "users": knee_users,
+            **(_level(level) if level is not None else {"users": knee_users}),
             "evidence": [],
             "sentence": (
                 "no server metrics aligned to the levels: run with --server-metrics URL/metrics (vLLM's /metrics) to say "
                 "why the knee is there"
             ),
         }
-    knee = next((g for g in busy if g.users == knee_users), None) or max(busy, key=lambda g: g.users)
+    knee = next((g for g in busy if g.load == knee_users), None) or max(busy, key=lambda g: g.load)
     gpu = _pct(knee.gpu_utilisation)
-    evidence = [f"at {knee.users} users (step {knee.step}): {names.get('gpu', 'gpu')} mean {gpu}"]
+    evidence = [f"at {knee.at} (step {knee.step}): {names.get('gpu', 'gpu')} mean {gpu}"]
     unseen = "the server sends no queue or KV-cache metrics (--server-metrics URL/metrics, where it has them)"
     if knee.gpu_utilisation < GPU_IDLE:
         return {
             "kind": "scheduler-bound",
-            "users": knee.users,
+            **_level(knee),
             "evidence": evidence,
             "sentence": (
-                f"scheduler-bound: at {knee.users} users the GPU is busy only {gpu}: its compute is not the limit, the "
+                f"scheduler-bound: at {knee.at} the GPU is busy only {gpu}: its compute is not the limit, the "
                 f"server's own loop (CPU, its scheduling of the batch) is; {unseen} to show its queue"
             ),
         }
     return {
         "kind": "unknown",
-        "users": knee.users,
+        **_level(knee),
         "evidence": evidence,
         "sentence": (
-            f"at {knee.users} users the GPU is busy {gpu}, and {unseen}: compute cannot be told from memory or the scheduler"
+            f"at {knee.at} the GPU is busy {gpu}, and {unseen}: compute cannot be told from memory or the scheduler"
         ),
     }
 
@@ -474,7 +491,7 @@ ELIMINATED = {
 
 def _server_limit(
     levels: list[LevelEvidence],
-    knee_users: int | None,
+    knee_users: float | None,
     names: dict[str, str],
     config: dict[str, float],
     client_lag_ms: float | None = None,
@@ -483,11 +500,11 @@ def _server_limit(
     measured = [g for g in levels if g.scrapes and g.running is not None]
     if not measured:
         return _gpu_only(levels, knee_users, names)
-    knee = next((g for g in measured if g.users == knee_users), None) or max(measured, key=lambda g: g.users)
-    low = min(measured, key=lambda g: g.users)
+    knee = next((g for g in measured if g.load == knee_users), None) or max(measured, key=lambda g: g.load)
+    low = min(measured, key=lambda g: g.load)
     k = Knee(knee, None if low is knee else low, config, names, client_lag_ms=client_lag_ms)
     k.waits, k.wait_ms, queue_evidence = queued(k)
-    n, where = k.n, f"at {knee.users} users"
+    n, where = k.n, f"at {knee.at}"
     evidence = [
         f"{k.where}: {n('waiting')} mean {knee.waiting or 0:,.1f}, peak {knee.waiting_peak or 0:,.0f}",
         *queue_evidence,
@@ -498,7 +515,7 @@ def _server_limit(
     if knee.gpu_utilisation is not None and not any("gpu" in e.lower() for e in evidence):
         evidence.append(f"{k.where}: {n('gpu')} mean {_pct(knee.gpu_utilisation)}")
     prefix = _prefix_clause(knee, low, names, evidence, k.where)
-    out = {"users": knee.users, "evidence": evidence}
+    out = {**_level(knee), "evidence": evidence}
     holds = [f for f in findings if f.state == "holds"]
     holds = [f for f in holds if not f.weak] or holds  # a peak alone names a limit only where nothing else does
     # the engine's limits, one of which a queue in the engine must be (the front end's wait is not in it)
@@ -549,13 +566,13 @@ def _no_limit(k: Knee, findings, prefix: str) -> dict:
     g = k.at
     step = k.grew("step_ms")
     steps = (
-        f"steps take {step:.1f}x as long as at {k.low.users} users"
+        f"steps take {step:.1f}x as long as at {k.low.at}"
         if step is not None
         else "it is the lowest level, so no step growth to measure"
         if k.low is None
         else "the step time is not known"
     )
-    sentence = f"no limit reached: at {g.users} users nothing waits for a slot (mean {g.waiting or 0:,.1f} waiting) and {steps}"
+    sentence = f"no limit reached: at {g.at} nothing waits for a slot (mean {g.waiting or 0:,.1f} waiting) and {steps}"
     near = [f for f in findings if f.headroom is not None]
     if not near:
         return {
@@ -579,7 +596,7 @@ def _prefix_clause(knee: LevelEvidence, low: LevelEvidence, names: dict[str, str
     source = n("prefix_rate") if "prefix_hits" not in names else f"{n('prefix_hits')} / {n('prefix_queries')}"
     evidence.append(
         f"{at}: prefix-cache hit rate {_pct(knee.prefix_cache_hit_rate)} ({source}; "
-        f"{_pct(low.prefix_cache_hit_rate)} at {low.users} users)"
+        f"{_pct(low.prefix_cache_hit_rate)} at {low.at})"
     )
     if (
         low is not knee
@@ -587,7 +604,7 @@ def _prefix_clause(knee: LevelEvidence, low: LevelEvidence, names: dict[str, str
         and low.prefix_cache_hit_rate - knee.prefix_cache_hit_rate >= PREFIX_DROP
     ):
         return (
-            f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.users} users to "
+            f"; the prefix-cache hit rate fell from {_pct(low.prefix_cache_hit_rate)} at {low.at} to "
             f"{_pct(knee.prefix_cache_hit_rate)}: cached prefixes were evicted, so each request prefills more"
         )
     return ""

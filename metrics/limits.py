@@ -52,7 +52,7 @@ class Knee:
     @property
     def where(self) -> str:
         g = self.at
-        return f"at {g.users} users (step {g.step}, {g.scrapes} scrapes)"
+        return f"at {g.at} (step {g.step}, {g.scrapes} scrapes)"
 
     def grew(self, attr: str) -> float | None:
         """The knee's figure over the lowest level's (None without both, or without a lower level)."""
@@ -208,7 +208,7 @@ def prefill(k: Knee) -> Finding:
     evidence = []
     if g.ttft_ms is not None and k.low is not None and k.low.ttft_ms is not None:
         evidence.append(
-            f"{k.where}: TTFT p50 {g.ttft_ms:,.0f} ms against {k.low.ttft_ms:,.0f} ms at {k.low.users} users, "
+            f"{k.where}: TTFT p50 {g.ttft_ms:,.0f} ms against {k.low.ttft_ms:,.0f} ms at {k.low.at}, "
             f"steps (ITL p50) {g.step_ms or 0:,.0f} ms against {k.low.step_ms or 0:,.0f} ms"
         )
     if g.prompt_tokens is not None:
@@ -239,12 +239,12 @@ def prefill(k: Knee) -> Finding:
         return Finding("prefill-bound", "unknown", evidence=evidence)
     evidence.append(
         f"{k.where}: the server's prefill takes {g.prefill_ms:,.0f} ms on average ({k.n('prefill_sum')}), "
-        f"{grown:.1f}x the {k.low.prefill_ms:,.0f} ms at {k.low.users} users"
+        f"{grown:.1f}x the {k.low.prefill_ms:,.0f} ms at {k.low.at}"
     )
     if grown >= PREFILL_GROWTH and short:
         why = (
             f"requests wait in the server's queue (mean {g.waiting or 0:,.1f}) and each prompt's prefill takes "
-            f"{grown:.1f}x as long as at {k.low.users} users while the steps stay short: prompts share the per-step "
+            f"{grown:.1f}x as long as at {k.low.at} while the steps stay short: prompts share the per-step "
             f"token budget (its max_num_batched_tokens, not stated by the server)"
         )
         return Finding("prefill-bound", "holds", why, evidence)
@@ -268,7 +268,7 @@ def compute(k: Knee) -> Finding:
     if step is not None:
         evidence.append(
             f"{k.where}: one engine step (ITL p50) {g.step_ms:,.0f} ms, {step:.1f}x the {k.low.step_ms:,.0f} ms "
-            f"at {k.low.users} users ({k.low.running or 0:,.1f} running there)"
+            f"at {k.low.at} ({k.low.running or 0:,.1f} running there)"
         )
     if k.waits:
         return Finding("compute-bound", "fails", evidence=evidence)
@@ -284,7 +284,7 @@ def compute(k: Knee) -> Finding:
         why = (
             f"{queue}; every request runs ({g.running or 0:,.1f} on average; KV cache peak {_pct(g.kv_cache_peak)}{gpu}) and "
             f"each step of the larger batch takes longer: {g.step_ms:,.0f} ms, {step:.1f}x the {k.low.step_ms:,.0f} ms "
-            f"at {k.low.users} users"
+            f"at {k.low.at}"
         )
         return Finding("compute-bound", "holds", why, evidence)
     return Finding("compute-bound", "fails", evidence=evidence)
@@ -314,7 +314,7 @@ def front_end(k: Knee) -> Finding:
     engine = (g.queue_ms + g.prefill_ms) - (low.queue_ms + low.prefill_ms)
     outside = rise - max(engine, 0.0)
     evidence = [
-        f"{k.where}: TTFT p50 rose {rise:,.0f} ms over {low.users} users; the engine's own queue and prefill times "
+        f"{k.where}: TTFT p50 rose {rise:,.0f} ms over {low.at}; the engine's own queue and prefill times "
         f"({k.n('queue_sum')}, {k.n('prefill_sum')}) rose {engine:,.0f} ms "
         f"({g.queue_ms + g.prefill_ms:,.0f} ms against {low.queue_ms + low.prefill_ms:,.0f} ms)"
     ]
@@ -322,7 +322,7 @@ def front_end(k: Knee) -> Finding:
     client = FRONT_CLIENT * (k.client_lag_ms or 0.0)
     if rise >= floor and engine < FRONT_SHARE * rise and outside > client:
         why = (
-            f"the first token comes {rise:,.0f} ms later than at {low.users} users (TTFT p50 {g.ttft_ms:,.0f} ms), "
+            f"the first token comes {rise:,.0f} ms later than at {low.at} (TTFT p50 {g.ttft_ms:,.0f} ms), "
             f"but the engine's own queue and prefill account for {max(engine, 0.0):,.0f} ms of that: requests wait "
             f"outside the engine, in the API server's intake, tokenization and streaming (its front end), with "
             f"{g.running or 0:,.1f} running and the KV cache at peak {_pct(g.kv_cache_peak)}"

@@ -543,8 +543,9 @@ def knee(run: D.RunData) -> dict:
     ]
     measured = [g for g in d.levels if g.scrapes]
     shown = [(h, f) for i, (h, f) in enumerate(columns) if i < 8 or any(f(g) != "-" for g in measured)]
-    rows = [cells(fmt(g.users), *(f(g) for _, f in shown)) for g in measured]
-    table = Table(["users", *(h for h, _ in shown)], rows) if rows else None
+    by_rate = any(g.rate is not None for g in measured)  # a search in requests/s: its levels are rates
+    rows = [cells(fmt(g.rate, 2) if by_rate else fmt(g.users), *(f(g) for _, f in shown)) for g in measured]
+    table = Table(["requests/s" if by_rate else "users", *(h for h, _ in shown)], rows) if rows else None
     text = d.sentence + (f" (rests on: {'; '.join(d.evidence)})" if d.evidence else "")
     return {"diagnosis": text, "diagnosis_heading": d.heading, "server_levels": table}
 

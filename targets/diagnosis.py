@@ -84,5 +84,6 @@ def limit_flags(diagnoses: dict) -> dict[str, str]:
         others = [o.kind for n, o in said.items() if n != name]
         if d.kind in LIMITS and others and any(k != d.kind for k in others):
             theirs = ", ".join(sorted(set(others)))
-            out[name] = f"limit: {d.kind} at {d.users} users; the other{'s' if len(others) > 1 else ''}: {theirs}"
+            at = f"{d.rate:g} requests/s" if d.rate is not None else f"{d.users} users"
+            out[name] = f"limit: {d.kind} at {at}; the other{'s' if len(others) > 1 else ''}: {theirs}"
     return out

@@ -54,6 +54,10 @@ def test_the_search_in_requests_per_second_brackets_the_servers_capacity(tmp_pat
             "rate",
             "--stop-timeout",
             "5",
+            "--server-metrics",
+            url + "/metrics",
+            "--server-metrics-interval",
+            "1s",
             timeout=120,
         )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -105,4 +109,11 @@ def test_the_search_in_requests_per_second_brackets_the_servers_capacity(tmp_pat
     assert (
         "capacity search in requests/s" in proc.stderr
         and "Capacity: ttft.p90<150ms holds up to 10.4 requests/s" in proc.stdout
+    )
+    # why the knee is there, at the lowest rate missed (every level has the same users: the rates tell
+    # them apart): the 6 slots, every one taken while requests queue, as the truth log's queue says
+    d = summary["diagnosis"]
+    assert (d["kind"], d["rate"]) == ("scheduler-bound", 11.4), d["sentence"]
+    assert (
+        d["sentence"].startswith("scheduler-bound: at 11.4 requests/s requests wait") and "at most 6" in d["sentence"]
     )

@@ -67,6 +67,7 @@ def run(levels, config=None, client=None, knee=None, client_lag_ms=None):
                 "request_rate": lv.get("rate", 10.0),
                 "ttft_ms": lv.get("ttft", 50.0),
                 "prompt_tokens": lv.get("prompt", 300.0),
+                "rate": lv.get("rps"),  # a level of a search in requests/s
             }
         )
         for e, lv in zip(evidence, levels)
@@ -76,7 +77,7 @@ def run(levels, config=None, client=None, knee=None, client_lag_ms=None):
         names["config"] = source
     return diagnose(
         evidence,
-        knee or max(lv["users"] for lv in levels),
+        knee or max(lv.get("rps") or lv["users"] for lv in levels),
         names,
         client=client or "",
         config=cfg,
@@ -267,6 +268,17 @@ def test_a_first_token_late_outside_the_engine_is_the_front_end():
     # the same rise carried by the engine's queue (every slot taken): the slots, not the front end
     queued = level(users=24, running=8, waiting=16, kv=0.05, ttft=1847.0, step_ms=23.0, queue=(1.5, 8))
     assert run([low, queued], SCHEDULER).kind == "scheduler-bound"
+
+
+def test_a_search_in_requests_per_second_is_diagnosed_at_its_rates():
+    """Every level of a search in requests/s has the same users (its in-flight cap): the knee and the
+    lowest level are told apart by their rates, and the sentence names the rate."""
+    low = {**LOW, "users": 64, "rps": 2.0, "running": 2}
+    knee = level(users=64, rps=8.5, running=8, waiting=16, kv=0.05, queue=(1.6, 5))
+    d = run([low, knee], SCHEDULER, knee=8.5)
+    assert d.kind == "scheduler-bound" and d.rate == 8.5 and d.users == 64, d.sentence
+    assert d.sentence.startswith("scheduler-bound: at 8.5 requests/s requests wait")
+    assert all("at 8.5 requests/s (step 1" in e for e in d.evidence if e.startswith("at "))
 
 
 def test_where_the_evidence_does_not_separate_two_limits_it_says_so():

@@ -30,6 +30,7 @@ class LevelEvidence(Model):
     step: int
     users: int
     scrapes: int  # scrapes inside the level's window
+    rate: Num = None  # a level of an open loop (a search in requests/s): its rate; `users` is its in-flight cap
     running: Num = None  # requests running, mean
     waiting: Num = None  # requests waiting in the server's queue, mean
     kv_cache_peak: Num = None  # KV-cache use, peak, 0..1
@@ -53,6 +54,16 @@ class LevelEvidence(Model):
     prompt_tokens: Num = None
     window_start: Num = None  # wall clock: where the server's window began (after the drain)
 
+    @property
+    def load(self) -> float:
+        """What tells the levels apart: the rate of an open loop's, else the users."""
+        return self.rate if self.rate is not None else float(self.users)
+
+    @property
+    def at(self) -> str:
+        """The level in words: "24 users", or "8.5 requests/s"."""
+        return f"{self.rate:g} requests/s" if self.rate is not None else f"{self.users} users"
+
 
 class KneeDiagnosis(Model):
     """Why the knee is where it is (metrics/diagnosis.py): the limit, and what it rests on."""
@@ -74,6 +85,7 @@ class KneeDiagnosis(Model):
         "unknown",
     ]
     users: int | None = None  # the level looked at (the knee)
+    rate: Num = None  # ... a search in requests/s: its rate
     knee: str = ""  # why that level: "the lowest level that missed ttft.p95<5s", "the highest level (no --slo)"
     # what every output heads the sentence with: a knee only where a level missed the SLO
     heading: str = "Why the knee is there"
