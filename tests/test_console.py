@@ -108,7 +108,9 @@ def test_the_progress_line_numbers_steps_as_the_per_step_table_does():
     levels = [1, 5, 5, 10, 80, 80, 80]
     held = {level.first: level for level in StepPlan(levels, 40.0, 10.0).levels_at(0.0)}
     assert sorted(held) == [0, 1, 3, 4] and held[4].last == 6
-    run = SimpleNamespace(steps=None, search=SimpleNamespace(levels=levels), plan=SimpleNamespace(step_s=40.0))
+    run = SimpleNamespace(
+        steps=None, search=SimpleNamespace(levels=levels, rate_cap=None), plan=SimpleNamespace(step_s=40.0)
+    )
     assert _step(run, 45.0) == ("step 1 (level 5)", 1)
     assert _step(run, 85.0) == ("step 2 (level 5 since step 1)", 2)
     assert _step(run, 130.0) == ("step 3 (level 10)", 3)

@@ -595,15 +595,17 @@ def test_capacity_search_from_the_form(ui):
     # shortest a level may be judged on; 10 users send ~50 requests in it, enough to bound a P95. The
     # search ends by itself after its last candidate, at about 18 s; -t leaves a loaded machine a
     # level's slack, where 18 s let the first level's late start crowd the second out)
-    assert run["plan"]["load"] == {
+    load = run["plan"]["load"]
+    assert {k: load.get(k) for k in ("kind", "unit", "candidates", "step_s", "warmup_s", "policy", "precision")} == {
         "kind": "capacity",
+        "unit": "users",
         "candidates": [10, 20],
         "step_s": 9.0,
         "warmup_s": 1.0,
         "policy": "adaptive",
         "precision": 0.05,
-        "max_users": None,
-    }  # the default policy
+    }  # the default policy, in users
+    assert load["max_users"] is None and load["max_rate"] is None
     assert run["plan"]["slo"] == ["ttft.p95<400ms"] and run["plan"]["run_time_s"] == 27.0
     cap = summary["capacity"]
     assert cap is not None and cap["users"] == 20, (
