@@ -304,3 +304,16 @@ def test_the_answer_names_the_binding_objective_a_cliff_and_a_search_that_time_e
     assert (
         not plain.cliff and plain.binding == "ttft.p95<5s" and plain.interval_confidence == pytest.approx(0.96)
     )  # one step each, 98 % bounds
+
+
+def test_every_way_a_level_can_end_has_its_live_wording():
+    """The live view words each ending summary.json's levels may carry (a new one without its wording
+    was a KeyError in the live view)."""
+    from typing import get_args
+
+    from metrics.schema.verdicts import SearchLevel
+    from webui.live_steps import search_text
+
+    for ended in get_args(SearchLevel.model_fields["ended"].annotation):
+        level = {"users": 4, "state": "undecided", "margin": 0.0, "ended": ended, "seconds": 8.0, "looks": 2}
+        assert search_text({"levels": [level]}, 0), ended

@@ -132,6 +132,7 @@ def search_text(search: dict, k: int) -> str:
         "short": "passed: too few values for its longest hold",
         "passed": "passed: far under the threshold",
         "held": f"held {e['seconds']:g}s, undecided",
+        "placed": f"left undecided after {e['seconds']:g}s: the curve through the levels places the crossing",
         "time": "ended by -t",
     }[e["ended"]]
     rated = e.get("rate") is not None  # a search in requests/s: its levels are rates (`users` the cap)
