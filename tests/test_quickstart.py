@@ -11,8 +11,9 @@ import pytest
 from tests.helpers import ROOT, read_results
 from tests.test_readme import readme
 
-# timing: how many requests 30 users complete in 60 s depends on the CPU the run gets (tests/conftest.py)
-pytestmark = [pytest.mark.process, pytest.mark.timing]
+# not a timing test (tests/conftest.py): 30 users waiting seconds for their replies need little CPU,
+# so it runs beside the others; the count below allows for a run slowed by them
+pytestmark = pytest.mark.process
 
 
 def test_quickstart_main_job(tmp_path):
@@ -27,8 +28,9 @@ def test_quickstart_main_job(tmp_path):
         assert (tmp_path / "quick" / name).exists(), name
     df, summary = read_results(str(tmp_path), "quick")
     # 30 users for about 57 s after the ramp, replies of the reference mix's ~6.5 s on average: about
-    # 260 requests on an idle 2-core machine (a fresh venv's first run: 260); the load ran throughout
-    assert len(df) >= 200, len(df)
+    # 260 requests on an idle 2-core machine (a fresh venv's first run: 265); a broken ramp or a load
+    # that stopped early sends far fewer. The load ran throughout:
+    assert len(df) >= 150, len(df)
     assert df["wall_send"].max() - df["wall_send"].min() >= 50, df["wall_send"].describe()
     assert df["ok"].all(), df.loc[~df["ok"], "error"].value_counts()
     shares = df["request_class"].value_counts(normalize=True)
