@@ -2,8 +2,9 @@
 Not run by CI: it downloads AIPerf.
 
     python bench/aiperf_search.py                                     # 16 slots, ttft.p95<150ms
+    python bench/aiperf_search.py --only truth --truth 16,17          # the truth log's P95 at 16 and 17
     python bench/aiperf_search.py --profile v100-7b-tp8 --slo "ttft.p95<5s" --input-tokens 512 \\
-        --max-tokens 128 --concurrency-max 256 --step-time 30s --window 20 --warmup 10
+        --max-tokens 128 --concurrency-max 256
 
 AIPerf (the pinned --aiperf-version) lives in a virtual environment of its own under .cache/, made
 on first use with pip, never a dependency of the suite. Its search is `aiperf profile --search-recipe
@@ -28,6 +29,8 @@ adaptive policy), each with the same reply length and prompt length. The profile
 batch engine with 16 slots and a fixed reply of --max-tokens steps of 20 ms: a 17th user waits a
 whole reply for a slot, so the capacity under a TTFT P95 far under one reply is 16 by construction.
 Prints one Markdown table: each search's answer, its interval, its probes (levels) and wall time.
+With --truth, the given levels are then held longer with the suite's step ramp, and each level's
+TTFT P95 is read in the simulator's truth log as well: the truth the two answers are judged by.
 """
 
 from __future__ import annotations
