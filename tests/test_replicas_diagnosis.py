@@ -146,9 +146,11 @@ def test_two_replicas_counters_pooled_add_up_and_each_replica_reads_only_its_own
 
 
 def test_a_replica_at_a_limit_the_others_do_not_share_is_named():
-    from types import SimpleNamespace as D
-
+    from metrics.schema.server_side import KneeDiagnosis
     from targets.diagnosis import limit_flags
+
+    def D(kind: str, users: int) -> KneeDiagnosis:
+        return KneeDiagnosis(kind=kind, users=users, sentence="")
 
     mem, none, unknown = (
         D(kind="memory-bound", users=24),
