@@ -203,14 +203,15 @@ class Options(BaseModel):
     )
     capacity_policy: CapacityPolicy = option(
         "adaptive",
-        "How --find-capacity picks its levels: adaptive (probe up x2 or walk --steps to the first miss, then "
-        "interpolate to --capacity-precision, each level ended once decided), walk (--steps, each level held --step-time, then "
-        "bisect to 10 %), doubling (from 1 user, each held --step-time, then bisect to 10 %)",
+        "How --find-capacity picks its levels: adaptive (probe up x2, x4 past a level far under the threshold, or walk "
+        "--steps to the first miss, then place levels where the curve through them crosses the threshold until its "
+        "interval is within ±--capacity-precision, each level ended once decided), walk (--steps, each level held "
+        "--step-time, then bisect to 10 %), doubling (from 1 user, each held --step-time, then bisect to 10 %)",
         LOAD,
     )
     capacity_precision: float = option(
         "0.05",
-        "--find-capacity adaptive: stop once the interval is within this share of the answer, e.g. 0.05 or 5%",
+        "--find-capacity adaptive: stop once the answer's interval is within ± this share of it, e.g. 0.05 or 5%",
         LOAD,
     )
     max_users: PositiveCount = option(
