@@ -88,3 +88,10 @@ def test_the_adaptive_search_ends_levels_once_decided_and_its_interval_covers_th
     for lv in decided:  # each level's verdict in summary.json is the one the search decided on, at 98 % per look
         v = levels[lv["users"]]["verdict"]
         assert (v["state"], v["confidence"]) == (lv["state"], pytest.approx(0.98)), (v, lv)
+    # the levels either side of the answer, bounded by their own values; the answer is the capacity, not a
+    # verdict pooled over the levels the search had to fail
+    met, missed = levels[cap["users"]]["verdict"], levels[cap["next_failing_users"]]["verdict"]
+    assert met["objectives"][0]["upper_ms"] < 150 <= missed["objectives"][0]["lower_ms"], (met, missed)
+    assert cap["samples"] == met["requests"]
+    assert summary.get("slo") is None and "MISSED (measured" not in proc.stdout
+    assert "holds up to" in proc.stdout

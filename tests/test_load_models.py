@@ -1,10 +1,8 @@
 """Load models against the real simulator: open-loop rates and arrival statistics (one process and
-two workers), coordinated-omission-correct latency under a stalling server, step ramps, SLO exit
-codes and the capacity search."""
+two workers), coordinated-omission-correct latency under a stalling server, step ramps and SLO exit
+codes. The capacity search against a server of known capacity: tests/test_capacity_adaptive.py."""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pytest
@@ -227,58 +225,3 @@ def test_slo_miss_fails_a_headless_run_and_goodput_counts_failures(tmp_path):
         and e["value_ms"] < 200
     )
     assert undecided["slo"]["margin"] == 0 and "too few values to bound ttft.p99" in few.stdout
-
-
-def test_capacity_search_finds_the_slot_limit(tmp_path):
-    """A batch engine with 6 slots and a long decode: up to 6 users TTFT stays near one prefill;
-    beyond, requests queue for a free slot and TTFT jumps by a whole reply time."""
-    profile = tmp_path / "six.yaml"
-    profile.write_text(
-        "kind: batch\nscheduler: chunked\nmax_num_seqs: 6\nnum_gpu_blocks_override: 62500\nmax_num_batched_tokens: 8192\n"
-        "step_base_s: 0.02\nper_seq_s: 0.0\nper_prefill_token_s: 0.0\nmax_model_len: 100000\n"
-    )
-    with simulator("--profile", str(profile)) as url:
-        proc = run_locust(
-            "--host",
-            url,
-            "--find-capacity",
-            "--slo",
-            "ttft.p95<150ms",
-            "--step-time",
-            "5s",
-            "--step-warmup",
-            "1s",
-            "-t",
-            "60s",
-            "--max-tokens-override",
-            "30",
-            "--results-dir",
-            str(tmp_path),
-            "--run-id",
-            "cap",
-            "--stop-timeout",
-            "10",
-            timeout=200,
-        )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    _, summary = read_results(str(tmp_path), "cap")
-    cap = summary["capacity"]
-    assert cap["users"] == 6, summary["by_step"]
-    assert cap["next_failing_users"] == 7
-    assert "holds up to" in proc.stdout
-    assert summary["by_step"][-1]["window"]["end"] - summary["window"]["start"] <= 62
-    # one verdict per level: the search's log line for each level is the table's and summary.json's
-    logged = dict(
-        re.findall(
-            r"capacity search: (\d+) users (met|missed|undecided) on \d+ requests(?!.*held for another)", proc.stderr
-        )
-    )
-    levels = {str(s["users"]): s for s in summary["by_step"]}
-    assert logged and logged == {u: s["verdict"]["state"] for u, s in levels.items()}, (logged, proc.stderr[-3000:])
-    passing, failing = levels["6"]["verdict"], levels["7"]["verdict"]
-    assert (
-        passing["state"] == "met" and passing["requests"] == cap["samples"] >= 45
-    )  # a P95 rests on 45 values at least
-    assert passing["objectives"][0]["upper_ms"] < 150 and failing["objectives"][0]["lower_ms"] >= 150
-    # the answer is the capacity, not a verdict pooled over the levels the search had to fail
-    assert summary.get("slo") is None and "MISSED (measured" not in proc.stdout
