@@ -162,6 +162,7 @@ def _search_fields(search: dict | None, levels: list[SearchLevel]) -> dict:
         "timed_out": bool(search.get("timed_out")),
         "levels": levels,
         "crossing": search.get("crossing"),
+        "precheck": search.get("precheck"),
     }
 
 

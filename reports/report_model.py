@@ -90,6 +90,7 @@ class Report:
     ttft_split: Table | None = None
     # several replicas each scraped (--server-metrics): each one's own diagnosis at the knee (targets/diagnosis.py)
     backend_diagnoses: Table | None = None
+    capacity_check: str = ""  # what a capacity search said before it started (its levels' decidability, its ceiling)
     gpu: str = ""  # the capacity (or the run) in the deployment's terms: summary.json gpu.sentence
     gpu_note: str = ""  # where the GPU figures come from: the telemetry source and the GPUs it saw
     gpu_levels: Table | None = None  # the GPUs and the load in the deployment's terms, per level

@@ -614,6 +614,7 @@ def report(run: D.RunData, charts: list[ChartGroup]) -> Report:
         reason=s.reason or "",
         warning=summary_text.client_warning(s),
         capacity=s.capacity.sentence if s.capacity is not None else "",
+        capacity_check=(s.capacity.precheck or "") if s.capacity is not None else "",
         **knee(run),
         slo_verdict=slo_verdict(s),
         slo=slo_table(s),

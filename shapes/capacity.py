@@ -268,6 +268,7 @@ class CapacitySearch:
             "timed_out": self.timed_out,
             "levels": [asdict(e) for e in self.ended],
             "crossing": self._crossing(),
+            "precheck": self.precheck(),
         }
 
     def _crossing(self) -> dict | None:

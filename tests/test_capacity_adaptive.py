@@ -95,3 +95,7 @@ def test_the_adaptive_search_ends_levels_once_decided_and_its_interval_covers_th
     assert cap["samples"] == met["requests"]
     assert summary.get("slo") is None and "MISSED (measured" not in proc.stdout
     assert "holds up to" in proc.stdout
+    # what it said before it started stays with the answer: summary.json and the report
+    assert "ttft.p95 needs 77 values per level to be met" in cap["precheck"] and "16 users at most" in cap["precheck"]
+    report = (tmp_path / "cap" / "report.md").read_text(encoding="utf-8")
+    assert f"Before it started: {cap['precheck']}" in report

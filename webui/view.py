@@ -254,6 +254,8 @@ class LiveView:
             if run.summary_extra.get("setup")
             else [],
             "load": run.plan.load.kind,
+            # what a capacity search said before it started: whether its levels can decide, its ceiling
+            "search_check": run.search.precheck() if getattr(run, "search", None) is not None else None,
             "report": "ready"
             if os.path.exists(report)
             else ("building" if getattr(run, "finished", False) else "after the run"),

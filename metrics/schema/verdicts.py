@@ -124,4 +124,6 @@ class Capacity(Model):
     timed_out: bool = False  # -t ended the search before its policy did
     levels: list[SearchLevel] = []  # a capacity search's levels in the order tried
     crossing: Crossing | None = None  # an adaptive search's capacity from the curve through its levels
+    # what the search said before it started: what its first level needs to be decided, how high it may go
+    precheck: str | None = None
     sentence: str
