@@ -95,7 +95,8 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
     if upper:
         conf = f" at {sure:.0%} confidence" if sure is not None else ""
         bound = (
-            f" (±{plus_minus:g}: from {users:g} to under {upper:g} {unit}{conf}, {width:.0%} wide; met at {users:g} "
+            # the interval from the answer up, not a ± around it: the answer is its lower end
+            f" (from {users:g} to under {upper:g} {unit}{conf}, {width:.0%} wide; met at {users:g} "
             f"{unit} on {_on(passing.verdict)}, missed at {upper:g} on {_on(failing.verdict)}{_why(failing)})"
         )
     elif any(u > users for u in undecided):  # a higher level was tried and left undecided: not the highest tested

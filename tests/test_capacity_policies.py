@@ -291,7 +291,7 @@ def test_the_answer_names_the_binding_objective_a_cliff_and_a_search_that_time_e
     assert answer.interval_confidence == pytest.approx(0.8) and answer.width == pytest.approx(4 / 88)
     assert answer.precision_reached is False and answer.timed_out and [lv.users for lv in answer.levels] == [88, 92]
     s = answer.sentence
-    assert "(±2: from 88 to under 92 users at 80% confidence, 5% wide;" in s, s
+    assert "(from 88 to under 92 users at 80% confidence, 5% wide;" in s, s
     assert "tpot.p95<100ms binds" in s and "a cliff: met at 88 users" in s, s
     assert "-t ended the search before its 2% precision (5% wide)" in s, s
     assert "levels tried (adaptive): 88 met +40.0 % in 20s, 92 missed -200.0 % in 6s" in s, s

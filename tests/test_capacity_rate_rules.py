@@ -151,7 +151,7 @@ def test_the_answer_of_rate_levels_is_in_requests_per_second_with_its_interval()
     cap = capacity(steps, parse_slo("ttft.p95<1s"), {"policy": "walk", "precision": 0.1, "levels": []})
     assert (cap.unit, cap.users, cap.rate, cap.next_failing_rate, cap.plus_minus) == ("rate", None, 10, 12, 1)
     assert cap.width == pytest.approx(0.2)
-    assert cap.sentence.startswith("ttft.p95<1s holds up to 10 requests/s (±1: from 10 to under 12 requests/s")
+    assert cap.sentence.startswith("ttft.p95<1s holds up to 10 requests/s (from 10 to under 12 requests/s")
     missed_first = capacity(steps[2:4], parse_slo("ttft.p95<1s"))
     assert missed_first.rate is None and missed_first.next_failing_rate == 12
 
