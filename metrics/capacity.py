@@ -1,7 +1,8 @@
 """A run's capacity (summary.json's `capacity`): the highest load level met below the lowest level
 missed, from each level's one verdict, and the sentence that answers with it: the interval the
 capacity lies in and its confidence, the objective that binds, a cliff, and for a capacity search
-the levels in the order tried, why each ended, and whether -t ended it before its precision.
+the levels in the order tried, why each ended, and whether -t ended it before its precision or
+the run was stopped before it finished.
 
 The interval runs from the highest level met (the answer) up to below the lowest missed. It holds
 the capacity when both verdicts are right (latency growing with load): each is wrong with at most
@@ -69,6 +70,9 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
             if failing
             else "no level was decided (met or missed)"
         )
+        if about.get("timed_out"):
+            what += f"; -t ended the search before a level {'met it' if failing else 'was decided'}"
+        what += _stopped_text(about)
         if (about.get("crossing") or {}).get("within_precision"):  # the levels near the knee, undecided, still place it
             about["precision_reached"] = True
         return Capacity(
@@ -122,6 +126,7 @@ def capacity(steps: list[Step], objectives, search: dict | None = None) -> Capac
             if upper
             else "; -t ended the search before a level missed it"
         )
+    notes += _stopped_text(about)
     notes += _crossing_text(about.get("crossing"), about.get("precision"), unit)
     measured = datetime.fromtimestamp(passing.window.end, UTC).strftime("%Y-%m-%d %H:%M UTC")
     sentence = (
@@ -161,10 +166,17 @@ def _search_fields(search: dict | None, levels: list[SearchLevel]) -> dict:
         "policy": search.get("policy"),
         "precision": search.get("precision"),
         "timed_out": bool(search.get("timed_out")),
+        "stopped": bool(search.get("stopped")),
         "levels": levels,
         "crossing": search.get("crossing"),
         "precheck": search.get("precheck"),
     }
+
+
+def _stopped_text(about: dict) -> str:
+    """'; the run was stopped before the search finished': a search that neither its policy nor -t
+    ended (the web UI's STOP, Ctrl-C, ...: shapes.capacity.CapacitySearch.stop)."""
+    return "; the run was stopped before the search finished" if about.get("stopped") else ""
 
 
 def _binding(failing: Step | None, passing: Step | None, objectives) -> str | None:
@@ -220,8 +232,15 @@ def _crossing_text(c: dict | None, precision: float | None, unit: str = "users")
     )
 
 
+def _unjudged(lv: SearchLevel) -> bool:
+    """A level that ended before its warm-up did (-t cut it): none of its time was judged, as
+    metrics.summary.by_step finds it (a level whose window ends at or before its start has no row)."""
+    return lv.seconds is not None and lv.warmup_s is not None and lv.seconds <= lv.warmup_s
+
+
 def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
-    """'; levels tried: 1 passed (too few values), 2 met +52.3 % in 28s, 8 missed -117.9 % in 6s, ...'."""
+    """'; levels tried: 1 passed (too few values), 2 met +52.3 % in 28s, 8 missed -117.9 % in 6s, ...,
+    16 not judged (cut by -t in its warm-up) in 10s'."""
     if not levels:
         return ""
     why = {
@@ -233,8 +252,13 @@ def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
     }
     parts = []
     for lv in levels:
-        text = f"{lv.users if lv.rate is None else f'{lv.rate:g}/s'} {lv.state}"
-        if lv.ended == "decided":
+        name = lv.users if lv.rate is None else f"{lv.rate:g}/s"
+        text = f"{name} {lv.state}"
+        if _unjudged(lv):
+            # -t ended it before its warm-up did: no verdict at all, so not "undecided" (summary.json's
+            # by_step has no row for it and `undecided` leaves it out); named here once, as cut
+            text = f"{name} not judged (cut by -t in its warm-up)"
+        elif lv.ended == "decided":
             text += f" {margin_text(lv.margin).replace('margin ', '')}" if lv.margin is not None else ""
         else:
             text += f" ({why[lv.ended]})"

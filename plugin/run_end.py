@@ -53,6 +53,9 @@ def end_run(environment) -> None:
             ending.done.wait()
         return
     ending = run.ending = Ending()
+    search = getattr(run, "search", None)
+    if search is not None:  # a capacity search its policy or -t has not ended by now was stopped
+        search.stop()
     try:
         try:
             worker.close_users(environment)  # the users' exchanges become records before the results close

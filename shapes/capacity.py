@@ -170,6 +170,7 @@ class CapacitySearch:
         self.history: list = []  # shapes.search.Tried of each level ended, in order
         self.ended: list[Ended] = []
         self.timed_out = False  # -t ended the search before the policy did
+        self.stopped = False  # the run ended before the search did (stop(): the web UI's STOP, a signal, ...)
         self.crossing: dict | None = None  # the policy's crossing of the curve (summary.json capacity.crossing)
         self.margins = None  # the last level judged, as the policy's fit of the curve takes it (Policy.margins)
         self.notes: list[str] = []  # lines the search said about its plan (decidability)
@@ -259,13 +260,15 @@ class CapacitySearch:
         """What the answer says of the search (metrics/capacity.py, summary.json capacity): its
         policy, its precision, each level's confidence over all its looks (an adaptive one's: 90 %
         per side, shapes/sequential.py; a fixed hold's: None, each step a 90 % look), whether -t
-        ended it, and its levels in the order tried with why each ended."""
+        ended it or the run was stopped first (`stop`), and its levels in the order tried with why
+        each ended."""
         return {
             "policy": self.policy.name,
             "unit": "rate" if self.rate_cap is not None else "users",
             "precision": self.policy.precision if self.sequential else RESOLUTION,
             "family": FAMILY_CONFIDENCE if self.sequential else None,
             "timed_out": self.timed_out,
+            "stopped": self.stopped,
             "levels": [asdict(e) for e in self.ended],
             "crossing": self._crossing(),
             "precheck": self.precheck(),
@@ -443,19 +446,22 @@ class CapacitySearch:
             )
         )
         lo, hi = self.bounds()
+        # -t ended it before its warm-up did: nothing of it was judged (summary.json's by_step has no
+        # row for it, and the answer does not count it undecided: metrics/capacity.py)
+        unjudged = why == "time" and level.end <= level.start
         how = {
             "decided": "",
             "held": f"; held {level.end - level.begin:g}s, still undecided",
             "short": "; too few values for its longest hold: passed on the next levels' verdicts",
             "passed": f"; far below the threshold (under {FAR_BELOW:.0%}): passed on the next level's verdict",
-            "time": "; -t ended it",
+            "time": "; -t ended it" + (" in its warm-up" if unjudged else ""),
             "placed": "; undecided, left: the curve through the levels places the crossing",
         }[why]
         width = f", bracket {self.load(lo)}..{self.load(hi)} ({(hi - lo) / lo:.0%})" if lo and hi else ""
         log.info(
             "capacity search: %s %s%s (highest met %s, lowest missed %s%s)",
             self.load(key),
-            describe(verdict),
+            "not judged" if unjudged else describe(verdict),
             how,
             self.load(lo),
             self.load(hi),
@@ -474,6 +480,14 @@ class CapacitySearch:
         self.settled, self.looked, self.next_look_s = not self.sequential, 0, None
         self.drained_at = None
         return nxt
+
+    def stop(self) -> None:
+        """The run has ended (plugin/run_end.py, once the shape can decide no more): a search that
+        neither its policy nor -t had ended was stopped from outside it (the web UI's STOP, Ctrl-C or
+        another signal, the all-failed stop, a lost worker), which its answer says. Known only here,
+        at the run's end: while the run goes, a search not done is still running."""
+        self.stopped = not self.done
+        self.done = True
 
     def level_for(self, index: int) -> int | None:
         """Users for step `index` (called when the step begins; a skipped one is the level before);
@@ -521,7 +535,7 @@ class CapacitySearch:
             self.tried(), Tried(self.key(level), state, step.verdict.margin, "placed", step.verdict, self.margins)
         ):
             self._end(level, step, "placed")
-        elif self.next_look_s is None:
+        elif self.settled and self.next_look_s is None:  # its looks all taken (one still warming up has none yet)
             self._end(level, step, "held")
         elif self._short(level, step):
             self._end(level, step, "short")

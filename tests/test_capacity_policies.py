@@ -317,3 +317,103 @@ def test_every_way_a_level_can_end_has_its_live_wording():
     for ended in get_args(SearchLevel.model_fields["ended"].annotation):
         level = {"users": 4, "state": "undecided", "margin": 0.0, "ended": ended, "seconds": 8.0, "looks": 2}
         assert search_text({"levels": [level]}, 0), ended
+
+
+def _searched(levels: list[dict], **account) -> dict:
+    return {"policy": "adaptive", "precision": 0.05, "family": 0.9, "timed_out": False, "levels": levels, **account}
+
+
+def test_the_answer_says_a_search_was_stopped_and_not_while_it_runs_or_ended_itself():
+    """A search the run's end found still running (the web UI's STOP, Ctrl-C) says so, distinct from
+    -t ending it; one whose policy ended it, or a snapshot of it still running, does not."""
+    from metrics.capacity import capacity
+
+    passed = {"users": 1, "state": "undecided", "margin": 0.0, "ended": "passed", "seconds": 6.0, "looks": 1}
+    few = [_level(1, {"ttft.p95": 0.05}, [P95], n=5)]
+    assert few[0].verdict.state == "undecided"
+    stopped = capacity(few, [P95], _searched([passed], stopped=True))
+    assert stopped.stopped and not stopped.timed_out
+    assert stopped.sentence.startswith(
+        "ttft.p95<1s: no level was decided (met or missed); the run was stopped before the search finished; "
+        "undecided: 1 users"
+    ), stopped.sentence
+    timed = capacity(few, [P95], _searched([passed], timed_out=True))
+    assert not timed.stopped and "stopped" not in timed.sentence
+    assert "no level was decided (met or missed); -t ended the search before a level was decided" in timed.sentence
+    running = capacity(few, [P95], _searched([passed]))
+    assert not running.stopped and "stopped" not in running.sentence and "-t ended" not in running.sentence
+    # with an answer: the clause among the notes, before the levels
+    met = [_level(1, {"ttft.p95": 0.2}, [P95]), _level(2, {"ttft.p95": 3.0}, [P95])]
+    both = [
+        {"users": 1, "state": "met", "margin": 0.6, "ended": "decided", "seconds": 8.0, "looks": 1},
+        {"users": 2, "state": "missed", "margin": -1.5, "ended": "decided", "seconds": 6.0, "looks": 1},
+    ]
+    answer = capacity(met, [P95], _searched(both, stopped=True))
+    assert answer.users == 1 and answer.stopped
+    assert "; the run was stopped before the search finished; levels tried (adaptive): 1 met" in answer.sentence
+    assert "stopped" not in capacity(met, [P95], _searched(both)).sentence
+
+
+def test_a_level_cut_by_t_in_its_warm_up_is_named_once_as_not_judged():
+    """The adaptive search's 4-user level follows a level passed far under; a request sent before it
+    is still open, so its warm-up (at most 4 s) is still on when -t (8 s) ends the search: nothing of
+    it was judged. summary.json's by_step has no row for it, `undecided` leaves it out, and the
+    sentence names it once, as cut by -t, not as undecided; -t ended the search, it was not stopped."""
+    from metrics.summary import summarize
+
+    search = CapacitySearch([P95], 10.0, 4.0, 8.0, policy=POLICIES["adaptive"]())
+    search.run_start = 0.0
+    slow = {"t": 100.0, "step": [0.0], "sent": [0.0], "ttft": [float("nan")], "ttfa": [float("nan")]}
+    search.open_streams = lambda: []
+    rows = []
+    assert search.level_for(0) == 1
+    for index in range(1, 5):
+        batch = [_row(index - 1, 2.0 * (index - 1) + i * 0.1, 0.05) for i in range(20)]
+        rows += batch
+        search.on_rows(batch)
+        if search.levels[-1] == 4:
+            search.open_streams = lambda: [slow]  # a request from before the 4-user level is open
+        users = search.level_for(index)
+        if users is None:
+            break
+    assert users is None and search.done and search.timed_out
+    assert [(e.users, e.ended) for e in search.ended] == [(1, "passed"), (4, "time")]
+    cut = search.ended[-1]
+    assert (cut.seconds, cut.warmup_s, cut.looks, cut.requests) == (2.0, 4.0, 0, 0)
+    live = search.plan().search
+    assert live["stopped"] is False
+    search.stop()  # the run's end: the search had ended itself (by -t), so it was not stopped
+    assert search.record()["stopped"] is False and search.record()["timed_out"] is True
+
+    from metrics.record import rows_to_table
+
+    summary = summarize(rows_to_table(rows), 0.0, 8.0, run_start=0.0, plan=search.plan(), objectives=[P95])
+    assert [s.users for s in summary.by_step] == [1]
+    cap = summary.capacity
+    assert cap.undecided == [1] and cap.timed_out and not cap.stopped
+    s = cap.sentence
+    assert "4 not judged (cut by -t in its warm-up) in 2s" in s and "4 undecided" not in s, s
+    assert "undecided: 1 users;" in s and "-t ended the search before a level was decided" in s, s
+
+
+def test_a_search_the_run_ended_while_it_ran_was_stopped():
+    """The run ends (plugin/run_end.py: the web UI's STOP, Ctrl-C) while a level is still held: what
+    its end writes says the search was stopped, and it decides no more levels; before that end (the
+    live view's snapshot) its account says nothing of it."""
+    search = CapacitySearch([P95], 10.0, 2.0, None, policy=POLICIES["adaptive"]())
+    search.run_start, search.open_streams = 0.0, lambda: []
+    search.level_for(0)
+    search.on_rows([_row(0, i * 0.1, 0.6) for i in range(20)])
+    assert search.level_for(1) == 1 and not search.done
+    assert search.record()["stopped"] is False  # the live view's snapshot: still running
+    from types import SimpleNamespace
+
+    from plugin.run_end import end_run
+    from plugin.state import SuiteState
+
+    written = []  # what the run's end writes (Run.finish: summary.json's capacity from this account)
+    state = SuiteState("master", ())  # the results side only: no users to close
+    state.run = SimpleNamespace(ending=None, search=search, finish=lambda: written.append(search.record()))
+    end_run(SimpleNamespace(llm=state, process_exit_code=None))
+    assert [(r["stopped"], r["timed_out"]) for r in written] == [(True, False)]
+    assert search.level_for(2) is None and search.ended == []

@@ -72,7 +72,8 @@ class SearchLevel(Model):
     # decided: at a look; held: held to its longest, still undecided; short: too few values for its
     # longest hold; passed: too few values yet, all far under the threshold (both passed on the
     # higher levels' verdicts); placed: left undecided once the curve through the levels placed the
-    # crossing (shapes/search/curve.py); time: -t ended it
+    # crossing (shapes/search/curve.py); time: -t ended it (with `seconds` at most `warmup_s`, in its
+    # warm-up: not judged, no by_step row, not in capacity.undecided)
     ended: Literal["decided", "held", "short", "passed", "placed", "time"]
     seconds: Num = None  # from its change to its end
     warmup_s: Num = None  # its warm-up (an adaptive search's lasts until the requests before it ended)
@@ -122,6 +123,8 @@ class Capacity(Model):
     precision: Num = None  # its target width (the adaptive policy's --capacity-precision)
     precision_reached: bool | None = None  # width within precision (None: no interval)
     timed_out: bool = False  # -t ended the search before its policy did
+    # the run ended before the search did: the web UI's STOP, a signal, the all-failed stop, a lost worker
+    stopped: bool = False
     levels: list[SearchLevel] = []  # a capacity search's levels in the order tried
     crossing: Crossing | None = None  # an adaptive search's capacity from the curve through its levels
     # what the search said before it started: what its first level needs to be decided, how high it may go
