@@ -4,12 +4,16 @@ at what confidence, and what a plan that cannot decide is told. Pure arithmetic:
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from metrics.record import RequestRecord
 from metrics.slo import parse_slo
 from metrics.verdict import judge, judge_objective
+from plugin.run_end import end_run
+from plugin.state import SuiteState
 from shapes.capacity import CapacitySearch
 from shapes.search import POLICIES, Tried
 from shapes.search.adaptive import interpolate
@@ -242,8 +246,6 @@ def test_the_live_view_says_why_each_level_ended_and_the_bracket_it_left():
 
 
 def _level(users: int, values: dict, objectives, n: int = 200):
-    from types import SimpleNamespace
-
     th = SimpleNamespace(total_tokens_per_s=1000.0, output_tokens_per_s=500.0, requests_per_s=2.0)
     verdict = judge(objectives, {k: np.full(n, v) for k, v in values.items()}, ok=n, failed=0, confidence=0.98)
     return SimpleNamespace(
@@ -406,11 +408,6 @@ def test_a_search_the_run_ended_while_it_ran_was_stopped():
     search.on_rows([_row(0, i * 0.1, 0.6) for i in range(20)])
     assert search.level_for(1) == 1 and not search.done
     assert search.record()["stopped"] is False  # the live view's snapshot: still running
-    from types import SimpleNamespace
-
-    from plugin.run_end import end_run
-    from plugin.state import SuiteState
-
     written = []  # what the run's end writes (Run.finish: summary.json's capacity from this account)
     state = SuiteState("master", ())  # the results side only: no users to close
     state.run = SimpleNamespace(ending=None, search=search, finish=lambda: written.append(search.record()))
