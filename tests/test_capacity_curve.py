@@ -13,6 +13,7 @@ from metrics.slo import parse_slo
 from metrics.verdict import judge
 from shapes.search import POLICIES, Tried, curve
 from stats.crossing import decreasing, zero_of
+from stats.longer_tail import longer_tail
 
 pytestmark = pytest.mark.unit
 
@@ -41,6 +42,24 @@ def test_isotonic_fit_and_the_zero_of_a_falling_line():
     assert zero_of(x, np.array([0.2, 0.1, -0.1])) == (88.0, 2)
     assert zero_of(x, np.array([-0.1, -0.2, -0.3])) == (-math.inf, 0)  # below the levels tried
     assert zero_of(x, np.array([0.3, 0.2, 0.1])) == (math.inf, None)  # above them
+
+
+def test_a_level_draws_reach_as_far_on_its_short_side_as_on_its_long_one():
+    """A level that read low resamples to a short upper tail (its calm values reach little higher):
+    draws 0.1 above the point at most, 0.5 below it. Both sides get the longer reach, quantile by
+    quantile, each draw keeping its rank (the rows of the fit pair levels' draws at random); a tail
+    already the longer is left as it is."""
+    rng = np.random.default_rng(3)
+    down = -0.5 * rng.random(600)
+    up = 0.1 * rng.random(400)
+    draws = 5.0 + rng.permutation(np.concatenate([down, up]))
+    out = longer_tail(draws, 5.0)
+    assert np.quantile(out, 0.9) - 5.0 == pytest.approx(5.0 - np.quantile(draws, 0.1), rel=0.02)
+    assert np.quantile(out, 0.1) == pytest.approx(np.quantile(draws, 0.1))  # the long side as it was
+    assert np.array_equal(np.argsort(out, kind="stable"), np.argsort(draws, kind="stable"))
+    assert np.all(np.abs(out - 5.0) >= np.abs(draws - 5.0) - 1e-12)  # never narrower
+    symmetric = 5.0 + np.linspace(-0.3, 0.3, 101)
+    assert longer_tail(symmetric, 5.0) == pytest.approx(symmetric)
 
 
 def test_the_crossing_interval_covers_a_known_crossing_at_its_confidence():

@@ -8,9 +8,12 @@ margin, (threshold - statistic) / threshold of every objective (the least, as th
 resampled from the values its verdict judged (its first tokens, the ones still waiting at the cut
 at their minimum), in the order they came, by a moving-block bootstrap (stats/moving_blocks.py:
 the first tokens of one level are correlated through the server's queue, and resampling them one
-by one would understate how far a level's P95 moves); per draw the margins are made to fall with
-the users (assumption 1: latency grows with load) and the crossing is interpolated between the two
-neighbouring levels either side of zero (assumption 2: the curve is about straight between them).
+by one would understate how far a level's P95 moves), each side of the level's point value then
+given the reach of the longer of its two tails (stats/longer_tail.py: a level that read low by
+chance resamples to a short upper tail, the very side the truth is on); per draw the margins are
+made to fall with the users (assumption 1: latency grows with load) and the crossing is
+interpolated between the two neighbouring levels either side of zero (assumption 2: the curve is
+about straight between them).
 A level joins the fit once each percentile has TAIL_VALUES values above it (200 for a P95: a
 resample of fewer puts the percentile on the same few largest values, and its spread is too narrow)
 and at least the values its verdict needs to be met at the look's confidence, or once its verdict
@@ -40,6 +43,7 @@ from metrics.timing import pooled_itl
 from metrics.verdict import level_values
 from shapes.search.registry import DEFAULT_PRECISION, Tried
 from stats.crossing import Crossing, crossing
+from stats.longer_tail import longer_tail
 from stats.moving_blocks import moving_block_draws
 
 DRAWS = 1000
@@ -94,9 +98,16 @@ def margins(values: dict[str, np.ndarray], objectives, users: int, need: int, mi
         if v.size == 0 or (v.size < least and not missed):
             return None
         t = o.threshold_s
-        points.append((t - o.statistic(v)) / t)
-        rows.append((t - moving_block_draws(v, row_statistic(o), draws, rng)) / t)
+        point = o.statistic(v)
+        points.append((t - point) / t)
+        rows.append((t - statistic_draws(v, point, row_statistic(o), draws, rng)) / t)
     return Margins(min(points), np.min(np.vstack(rows), axis=0))
+
+
+def statistic_draws(v: np.ndarray, point: float, statistic, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """`draws` values of a level's statistic as it could have come out: moving-block resamples of its
+    values, both tails given the reach of the longer (module doc)."""
+    return longer_tail(moving_block_draws(v, statistic, draws, rng), point)
 
 
 def fit(history: list[Tried], precision: float = DEFAULT_PRECISION, confidence: float = CONFIDENCE) -> Crossing | None:
