@@ -20,7 +20,9 @@ SECONDS = 15
 USERS = 8
 CHUNKS = 100_000
 LIMIT = "32MB"  # the writer holds this much of unwritten rows (8 rows of 100,000 chunks), then drops
-RSS_LIMIT = 1_000 << 20  # the local process's peak memory
+# the local process's peak memory: 1,168-1,212 MB measured when it runs alone on 2 cores (the client
+# then reads fastest), 1,041 MB beside the suite's other tests; 1,000 MB failed alone, at any commit
+RSS_LIMIT = 1_500 << 20
 
 
 def test_replies_of_100000_chunks_are_all_recorded_in_bounded_memory_and_the_run_ends_on_time(tmp_path, monkeypatch):
