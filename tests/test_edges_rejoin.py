@@ -130,13 +130,9 @@ def test_a_worker_back_from_a_freeze_gets_its_share_and_the_run_carries_the_plan
     assert len(frozen) == 1 and "the ITL of the streams in flight then is off" in frozen[0], log[-3000:]
     assert FROZEN_S - 1 <= float(frozen[0].split("did not run for ")[1].split(" s")[0]) <= FROZEN_S + 2, frozen[0]
     assert "client contended" not in log
-    # a stream the server sent evenly (a chunk every 50 ms, 1.5 s in all) has in its record a gap of about the freeze
-    gaps = [
-        np.diff(times)
-        for rid, times in zip(run.df["request_id"], run.df["chunk_times"])
-        if len(times) > 2 and run.truth[rid]["last_token"] - run.truth[rid]["first_token"] < 2.5
-    ]
-    assert any(g.max() > FROZEN_S - 2 for g in gaps), "no stream shows the freeze"
+    # (no check on the records' chunk gaps: each chunk is stamped with the kernel's receive time, which
+    # goes on while the process is frozen, so a gap the length of the freeze shows only where TCP merged
+    # segments into the newest one's stamp; it failed 1 run in 3 of the whole suite)
 
     # worker 1's own options: one line each for those the master's run overrides, and the master's ran
     lines = sorted(
