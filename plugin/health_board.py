@@ -243,12 +243,35 @@ class HealthBoard:
                     "quieter machine."
                 )
             return WITHIN_LIMITS
+        starved = [s for s in bound if self._starved(s)]
+        if len(starved) == len(bound):
+            return self._starved_advice(starved, len(states))
         need = self.workers_needed()
         saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
         return (
             f"{len(bound)} of {len(states)} worker processes went past the accuracy limits: this load needs "
             f"{'at least ' if saturated else 'about '}{need} worker processes (ceil({len(states)} x peak CPU demand / "
             f"{self.limits.target_cpu_pct:g} %)), e.g. --processes {need} or --expect-workers {need}, or less load per worker."
+        )
+
+    def _starved(self, s: dict) -> bool:
+        """Bound while using little CPU: the process spent as long waiting for a CPU as using one
+        (CPU p95 under half its limit, demand p95, CPU plus run-queue wait, at least twice that). Its
+        load is not what it cannot carry: the machine's other processes took the CPU."""
+        cpu, demand = s.get("cpu_p95"), s.get("demand_p95")
+        return cpu is not None and demand is not None and cpu < self.limits.cpu_pct / 2 and demand >= 2 * cpu
+
+    def _starved_advice(self, starved: list[dict], of: int) -> str:
+        """More worker processes on a crowded machine wait for the CPU too: the advice is the machine."""
+        cpu = max(s["cpu_p95"] for s in starved)
+        demand = max(s["demand_p95"] for s in starved)
+        pressure = [p for s in starved if (p := (s.get("peak_while_late") or {}).get("host_pressure")) is not None]
+        host = f"; the host's CPU pressure reached {max(pressure):.0f} %" if pressure else ""
+        return (
+            f"{len(starved)} of {of} worker processes went past the accuracy limits while getting little CPU (p95 "
+            f"{cpu:.0f} % of a core, {demand:.0f} % with the time spent waiting for one{host}): other processes took "
+            "this machine's CPU. More worker processes here would wait too: run the load generator on a quieter "
+            "machine, or spread its workers over more machines."
         )
 
     def summary(self) -> dict:

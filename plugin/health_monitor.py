@@ -31,7 +31,8 @@ the ramp, then read every token on time for the whole window. The process is **c
 --health-cpu-limit, or when its loop lag or token lag passes its limit while the process itself
 is busy: it used the CPU or waited in the run queue for it (/proc/self/schedstat) at least half
 the CPU limit on average over those seconds. A process starved by others on a crowded machine is
-busy by this measure (it waits for a CPU all the time) even when it gets little CPU. Lag in a
+busy by this measure (it waits for a CPU all the time) even when it gets little CPU (its advice
+then names the machine, not more workers: plugin/health_board.py). Lag in a
 process that is mostly idle is not the client's own doing but other processes delaying its
 wake-ups: that is reported as **contended** (with the run-queue wait of the process and the
 host's CPU pressure) and does not mark the run client bound, since more workers would not help.

