@@ -82,6 +82,66 @@ def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subproce
     )
 
 
+class Cluster:
+    """A Locust master and its workers, as `master_and_workers` started them."""
+
+    def __init__(self, start, host: str, port: int):
+        self._start, self.host, self.port = start, host, port
+        self.master: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+
+    def start_worker(self, *args: str, **kw) -> subprocess.Popen:
+        """One more worker of this master (`args` after the options that connect it), ended with it."""
+        proc = self._start("--worker", "--master-host", self.host, "--master-port", str(self.port), *args, **kw)
+        self.workers.append(proc)
+        return proc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait(5)
+
+
+@contextmanager
+def master_and_workers(
+    *args: str,
+    expect_workers: int,
+    worker_logs=(),
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    headless: bool = True,
+    start=start_locust,
+    kill=_kill,
+    **kw,
+):
+    """A Locust master listening on `host`:`port` (a free port by default) for `expect_workers`
+    workers, `args` after its own options, started by `start` with `kw` (log_path, cwd, wrap, ...);
+    then one worker for each of `worker_logs` (its log path, or None for none), and more through
+    the yielded Cluster's `start_worker`. Whatever the test does meanwhile, every one of them still
+    running at the end is ended by `kill`: none outlives its test to load the machine or hold a port."""
+    cluster = Cluster(start, host, free_port() if port is None else port)
+    cluster.master = start(
+        "--master",
+        *(("--headless",) if headless else ()),
+        "--master-bind-host",
+        host,
+        "--master-bind-port",
+        str(cluster.port),
+        "--expect-workers",
+        str(expect_workers),
+        *args,
+        **kw,
+    )
+    try:
+        for log_path in worker_logs:
+            cluster.start_worker(log_path=log_path)
+        yield cluster
+    finally:
+        for proc in (cluster.master, *cluster.workers):
+            if proc.poll() is None:
+                kill(proc)
+
+
 def _default_sigint() -> None:
     """Ctrl-C reaches Locust as it would in a terminal. A shell without job control starts its
     background jobs with SIGINT ignored, and that is inherited: tests run that way would see

@@ -14,7 +14,7 @@ import pytest
 
 from metrics.slo import parse_slo
 from metrics.verdict import judge_objective
-from tests.helpers import free_port, read_results, read_truth, run_locust, simulator, start_locust, stop
+from tests.helpers import master_and_workers, read_results, read_truth, run_locust, simulator, stop
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]  # replies timed against the levels' cuts: tests/conftest.py
 
@@ -85,26 +85,11 @@ def test_a_search_with_long_replies_is_decided_on_first_tokens_live_as_after_and
             assert proc.returncode == 0, proc.stderr[-3000:]
             log = proc.stderr
         else:
-            port = free_port()
             master_log = tmp_path / "master.log"
-            master = start_locust(
-                "--master",
-                "--headless",
-                "--master-bind-port",
-                str(port),
-                "--expect-workers",
-                "1",
-                "--host",
-                url,
-                *args,
-                log_path=str(master_log),
-            )
-            worker = start_locust("--worker", "--master-port", str(port))
-            try:
-                assert stop(master, timeout=200) == 0, master_log.read_text()[-3000:]
-            finally:
-                if worker.poll() is None:
-                    worker.kill()
+            with master_and_workers(
+                "--host", url, *args, expect_workers=1, log_path=str(master_log), worker_logs=[None]
+            ) as run:
+                assert stop(run.master, timeout=200) == 0, master_log.read_text()[-3000:]
             log = master_log.read_text()
     df, summary = read_results(str(tmp_path), "cap")
     truth = {t["request_id"]: t for t in read_truth(truth_log)}

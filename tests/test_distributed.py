@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import free_port, read_results, read_truth, simulator, start_locust, stop, wait_for_lines
+from tests.helpers import master_and_workers, read_results, read_truth, simulator, stop, wait_for_lines
 
 pytestmark = pytest.mark.process
 
@@ -18,16 +18,7 @@ COMMON = ("--max-tokens-override", "40", "--seed", "11")
 
 
 def run_distributed(tmp, url, run_id, workers=2, seconds=15, extra=(), kill_worker_after=None, truth_log=None):
-    port = free_port()
-    master = start_locust(
-        "--master",
-        "--headless",
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        str(port),
-        "--expect-workers",
-        str(workers),
+    with master_and_workers(
         "-u",
         "40",
         "-r",
@@ -44,29 +35,15 @@ def run_distributed(tmp, url, run_id, workers=2, seconds=15, extra=(), kill_work
         "20",
         *COMMON,
         *extra,
+        expect_workers=workers,
         log_path=str(tmp / f"{run_id}-master.log"),
-    )
-    procs = [
-        start_locust(
-            "--worker",
-            "--master-host",
-            "127.0.0.1",
-            "--master-port",
-            str(port),
-            log_path=str(tmp / f"{run_id}-w{i}.log"),
-        )
-        for i in range(workers)
-    ]
-    try:
+        worker_logs=[str(tmp / f"{run_id}-w{i}.log") for i in range(workers)],
+    ) as run:
         if kill_worker_after is not None:  # seconds after the load began (process start-up varies)
             wait_for_lines(truth_log, 40)
             time.sleep(kill_worker_after)
-            procs[0].send_signal(signal.SIGKILL)
-        code = stop(master, timeout=seconds + 90)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+            run.workers[0].send_signal(signal.SIGKILL)
+        code = stop(run.master, timeout=seconds + 90)
     log = (tmp / f"{run_id}-master.log").read_text()
     return code, log
 
@@ -154,17 +131,8 @@ def test_a_killed_worker_does_not_stop_the_run(tmp_path):
 
 def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", "fixed", truth_log=truth) as url:
-        master = start_locust(
-            "--master",
-            "--headless",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "1",
+        with master_and_workers(
             "-u",
             "20",
             "-r",
@@ -183,19 +151,15 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
             "17",
             "--seed",
             "3",
+            expect_workers=1,
             log_path=str(tmp_path / "late-master.log"),
-        )
-        first = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w0.log"))
-        log = tmp_path / "late-master.log"
-        wait_for_lines(truth, 20)
-        time.sleep(3)  # the run has 16 s left: time for a worker to start on a loaded machine (8-12 s seen)
-        late = start_locust("--worker", "--master-port", str(port), log_path=str(tmp_path / "late-w1.log"))
-        try:
-            assert stop(master, timeout=120) == 0, log.read_text()[-3000:]
-        finally:
-            for p in (first, late):
-                if p.poll() is None:
-                    p.kill()
+            worker_logs=[str(tmp_path / "late-w0.log")],
+        ) as run:
+            log = tmp_path / "late-master.log"
+            wait_for_lines(truth, 20)
+            time.sleep(3)  # the run has 16 s left: time for a worker to start on a loaded machine (8-12 s seen)
+            run.start_worker(log_path=str(tmp_path / "late-w1.log"))
+            assert stop(run.master, timeout=120) == 0, log.read_text()[-3000:]
     df, summary = read_results(str(tmp_path), "late")
     assert len(summary["workers"]) == 2
     per_worker = df.groupby("worker")
@@ -230,17 +194,8 @@ def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
     def measured(cmd):
         return [counted if part.endswith("locustfile.py") else part for part in cmd]
 
-    port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = start_locust(
-            "--master",
-            "--headless",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "2",
+        with master_and_workers(
             "--steps",
             "2,4,6,8,10,12",
             "--step-time",
@@ -258,32 +213,20 @@ def test_a_step_ramp_sends_the_run_start_once_per_worker(tmp_path, monkeypatch):
             "--stop-timeout",
             "20",
             *COMMON,
+            expect_workers=2,
             log_path=str(tmp_path / "once-master.log"),
             wrap=measured,
-        )
-        workers = [
-            start_locust(
-                "--worker", "--master-port", str(port), log_path=str(tmp_path / f"once-w{i}.log"), wrap=measured
-            )
-            for i in range(2)
-        ]
-        try:
+        ) as run:
+            for i in range(2):
+                run.start_worker(log_path=str(tmp_path / f"once-w{i}.log"), wrap=measured)
             deadline = time.monotonic() + 60
             while "run once:" not in (tmp_path / "once-master.log").read_text() and time.monotonic() < deadline:
                 time.sleep(0.1)
             time.sleep(3)  # into the first step
-            workers.append(
-                start_locust(
-                    "--worker", "--master-port", str(port), log_path=str(tmp_path / "once-w2.log"), wrap=measured
-                )
-            )
-            code = master.wait(timeout=150)
-            for w in workers:  # they quit with their master, and write their counts as they do
+            run.start_worker(log_path=str(tmp_path / "once-w2.log"), wrap=measured)
+            code = run.master.wait(timeout=150)
+            for w in run.workers:  # they quit with their master, and write their counts as they do
                 w.wait(timeout=60)
-        finally:
-            for p in (master, *workers):
-                if p.poll() is None:
-                    p.kill()
     log = (tmp_path / "once-master.log").read_text()
     assert code == 0, log[-3000:]
     files = {os.path.basename(f): json.load(open(f)) for f in glob.glob(str(counts / "*.json"))}

@@ -15,7 +15,7 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import ended, kill_all, launch, record_ids, reports, slow_profile, truth_count, wait_for
-from tests.helpers import LOCUST, ROOT, free_port, simulator
+from tests.helpers import LOCUST, ROOT, master_and_workers, simulator
 
 pytestmark = pytest.mark.process
 
@@ -80,7 +80,6 @@ def test_of_two_runs_with_one_run_id_the_second_is_refused_before_its_users_star
     the same --run-id meanwhile is refused with one line and exit 2 at once, no traceback, no
     request sent; the first then runs as asked, alone in its folder."""
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.02), truth_log=truth) as url:
         args = (
             *LOAD,
@@ -99,32 +98,18 @@ def test_of_two_runs_with_one_run_id_the_second_is_refused_before_its_users_star
             "--max-tokens-override",
             "10",
         )
-        master = launch(
-            "--master",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "1",
-            *args,
-            log_path=tmp_path / "master.log",
-        )
-        worker = None
-        try:
+        with master_and_workers(
+            *args, expect_workers=1, headless=False, log_path=tmp_path / "master.log", start=launch
+        ) as run:
             wait_for(lambda: "Waiting for workers" in (tmp_path / "master.log").read_text(), 60, "the master's init")
             t0 = time.monotonic()
             second = subprocess.run([*LOCUST, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
             took = time.monotonic() - t0
             time.sleep(1.5)  # the simulator's truth log is flushed every second
             assert truth_count(truth) == 0, "the second run sent requests"
-            worker = launch(
-                "--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / "w.log"
-            )
-            code = ended(master, 90)
+            worker = run.start_worker(log_path=tmp_path / "w.log")
+            code = ended(run.master, 90)
             ended(worker, 30)
-        finally:
-            kill_all(master, *(p for p in (worker,) if p is not None))
     assert second.returncode == exit_codes.BAD_INPUT and took < 20, (took, second.stderr[-3000:])
     errors = [ln for ln in second.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "twice" in errors[0] and "being written" in errors[0], second.stderr[-2000:]

@@ -12,7 +12,7 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import ended, kill_all, launch, records, slow_profile, summary_of, truth_count, truth_ids, wait_for
-from tests.helpers import free_port, run_locust, simulator
+from tests.helpers import master_and_workers, run_locust, simulator
 
 pytestmark = pytest.mark.process
 
@@ -78,17 +78,8 @@ def test_ctrl_c_on_a_local_run_records_every_stream_and_exits_130(tmp_path):
 
 def test_sigterm_on_a_worker_then_the_master_loses_nothing_and_exits_130(tmp_path):
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:
-        master = launch(
-            "--master",
-            "--headless",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "2",
+        with master_and_workers(
             "-u",
             "16",
             "-r",
@@ -104,25 +95,20 @@ def test_sigterm_on_a_worker_then_the_master_loses_nothing_and_exits_130(tmp_pat
             "--stop-timeout",
             "20",
             *LOAD,
+            expect_workers=2,
             log_path=tmp_path / "master.log",
-        )
-        workers = [
-            launch(
-                "--worker", "--master-host", "127.0.0.1", "--master-port", str(port), log_path=tmp_path / f"w{i}.log"
-            )
-            for i in range(2)
-        ]
-        try:
+            worker_logs=[tmp_path / f"w{i}.log" for i in range(2)],
+            start=launch,
+        ) as run:
+            workers = run.workers
             wait_for(lambda: truth_count(truth) >= 16, 40, "load began")
             time.sleep(1.0)
             workers[0].send_signal(signal.SIGTERM)
             worker_code = ended(workers[0], 20)
             time.sleep(2.0)
-            master.send_signal(signal.SIGTERM)
-            code = ended(master, 40)
+            run.master.send_signal(signal.SIGTERM)
+            code = ended(run.master, 40)
             other = ended(workers[1], 20)
-        finally:
-            kill_all(master, *workers)
     log = (tmp_path / "master.log").read_text()
     assert worker_code == exit_codes.INTERRUPTED, (tmp_path / "w0.log").read_text()[-3000:]
     assert code == exit_codes.INTERRUPTED, log[-3000:]

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from plugin import exit_codes
-from tests.edges import ended, kill_all, launch, records, slow_profile, summary_of, truth_count, wait_for
-from tests.helpers import free_port, read_truth, simulator
+from tests.edges import ended, launch, records, slow_profile, summary_of, truth_count, wait_for
+from tests.helpers import master_and_workers, read_truth, simulator
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
@@ -39,17 +39,8 @@ def run_with_a_frozen_worker(tmp_path, path: tuple[str, ...] = ()) -> SimpleName
     the server's concurrency after the return per worker and in all (`seen`), summary.json, the logs,
     the records and the truth log by request id."""
     truth_path = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth_path) as url:  # 1.5 s streams
-        master = launch(
-            "--master",
-            "--headless",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "2",
+        with master_and_workers(
             "-u",
             str(USERS),
             "-r",
@@ -68,34 +59,24 @@ def run_with_a_frozen_worker(tmp_path, path: tuple[str, ...] = ()) -> SimpleName
             "sim-model",
             "--max-tokens-override",
             "30",
+            expect_workers=2,
             log_path=tmp_path / "master.log",
             path=path,
-        )
-        workers = [
-            launch(
-                "--worker",
-                "--master-host",
-                "127.0.0.1",
-                "--master-port",
-                str(port),
-                *own,
-                log_path=tmp_path / f"w{i}.log",
-            )
-            for i, own in enumerate(((), OWN))
-        ]
-        try:
-            wait_for(lambda: truth_count(truth_path) >= USERS, 40, "load began")
-            time.sleep(1.0)
-            workers[0].send_signal(signal.SIGSTOP)
-            time.sleep(FROZEN_S)
-            workers[0].send_signal(signal.SIGCONT)
-            resumed = time.perf_counter()  # the simulator's clock too (CLOCK_MONOTONIC, one machine)
-            code = ended(master, 90)
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.send_signal(signal.SIGCONT)
-            kill_all(master, *workers)
+            start=launch,
+        ) as run:
+            workers = [run.start_worker(*own, log_path=tmp_path / f"w{i}.log") for i, own in enumerate(((), OWN))]
+            try:
+                wait_for(lambda: truth_count(truth_path) >= USERS, 40, "load began")
+                time.sleep(1.0)
+                workers[0].send_signal(signal.SIGSTOP)
+                time.sleep(FROZEN_S)
+                workers[0].send_signal(signal.SIGCONT)
+                resumed = time.perf_counter()  # the simulator's clock too (CLOCK_MONOTONIC, one machine)
+                code = ended(run.master, 90)
+            finally:
+                for w in workers:
+                    if w.poll() is None:
+                        w.send_signal(signal.SIGCONT)
         time.sleep(1.5)  # the truth log is flushed every second
     truth = read_truth(truth_path)
     df = records(tmp_path / "rejoin" / "requests.parquet")

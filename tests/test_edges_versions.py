@@ -13,8 +13,8 @@ import pytest
 
 from plugin import exit_codes
 from runfolder.provenance import source_hash
-from tests.edges import PYTHON, ended, kill_all, record_ids, slow_profile, summary_of, truth_ids
-from tests.helpers import ROOT, free_port, simulator
+from tests.edges import PYTHON, ended, record_ids, slow_profile, summary_of, truth_ids
+from tests.helpers import ROOT, master_and_workers, simulator
 
 NOT_COPIED = ("tests", "bench", "docs", "deploy", ".venv", ".git", ".cache", "__pycache__", ".*")
 
@@ -58,7 +58,7 @@ def test_copies_of_the_source_hash_alike_until_one_line_differs(tmp_path):
     assert source_hash(str(a)) != source_hash(str(b))
 
 
-def launch_from(tree, *args: str, log_path) -> subprocess.Popen:
+def launch_from(*args: str, tree, log_path) -> subprocess.Popen:
     """Locust with the locustfile of `tree`, its modules from `tree` alone."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tree)}
     return subprocess.Popen(
@@ -82,18 +82,8 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
     copy_of_the_suite(theirs)
     change(theirs)
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:
-        master = launch_from(
-            ours,
-            "--master",
-            "--headless",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "2",
+        with master_and_workers(
             "-u",
             "4",
             "-r",
@@ -112,25 +102,15 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
             "sim-model",
             "--max-tokens-override",
             "20",
+            expect_workers=2,
             log_path=tmp_path / "master.log",
-        )
-        workers = [
-            launch_from(
-                tree,
-                "--worker",
-                "--master-host",
-                "127.0.0.1",
-                "--master-port",
-                str(port),
-                log_path=tmp_path / f"{tree.name}.log",
-            )
-            for tree in (ours, theirs)
-        ]
-        try:
-            code = ended(master, 90)
-            ended(workers[0], 20)
-        finally:
-            kill_all(master, *workers)
+            tree=ours,
+            start=launch_from,
+        ) as run:
+            for tree in (ours, theirs):
+                run.start_worker(tree=tree, log_path=tmp_path / f"{tree.name}.log")
+            code = ended(run.master, 90)
+            ended(run.workers[0], 20)
     log = (tmp_path / "master.log").read_text()
     ours_v, theirs_v = f"source {source_hash(str(ours))}", f"source {source_hash(str(theirs))}"
     refused = [line for line in log.splitlines() if "suite version" in line and "the run is stopped" in line]

@@ -16,7 +16,6 @@ import pytest
 from plugin import exit_codes
 from tests.edges import (
     ended,
-    kill_all,
     launch,
     record_ids,
     records,
@@ -27,23 +26,16 @@ from tests.edges import (
     truth_ids,
     wait_for,
 )
-from tests.helpers import ROOT, free_port, simulator
+from tests.helpers import ROOT, master_and_workers, simulator
 
 pytestmark = pytest.mark.process
 
 LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "6")
 
 
-def master_args(port: int, url: str, tmp, run_id: str, workers: int, seconds: int, *extra: str) -> tuple:
+def load_args(url: str, tmp, run_id: str, seconds: int, *extra: str) -> tuple:
+    """The master's options of a run of these tests, after those that make it a master."""
     return (
-        "--master",
-        "--headless",
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        str(port),
-        "--expect-workers",
-        str(workers),
         "-u",
         "12",
         "-r",
@@ -63,21 +55,17 @@ def master_args(port: int, url: str, tmp, run_id: str, workers: int, seconds: in
     )
 
 
-def worker_args(port: int, *extra: str) -> tuple:
-    return ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *extra)
-
-
 # -- 2. a lost master: the worker stops its users, keeps its records, exits non-zero ----------------
 
 
 def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(tmp_path):
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     own = tmp_path / "worker-results"
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:  # 1.5 s streams
-        master = launch(*master_args(port, url, tmp_path, "orphan", 1, 60), log_path=tmp_path / "master.log")
-        worker = launch(*worker_args(port, "--results-dir", str(own)), log_path=tmp_path / "worker.log")
-        try:
+        with master_and_workers(
+            *load_args(url, tmp_path, "orphan", 60), expect_workers=1, log_path=tmp_path / "master.log", start=launch
+        ) as run:
+            worker = run.start_worker("--results-dir", str(own), log_path=tmp_path / "worker.log")
             wait_for(lambda: truth_count(truth) >= 20, 40, "load began")
             # the master has written records of its own (a batch can take longer on a loaded
             # machine than a fixed wait), and the worker has more since
@@ -87,12 +75,10 @@ def test_a_worker_whose_master_dies_stops_soon_and_keeps_its_unshipped_records(t
                 "the master's first flushed records",
             )
             time.sleep(2)
-            master.send_signal(signal.SIGKILL)
+            run.master.send_signal(signal.SIGKILL)
             killed = time.monotonic()
             code = ended(worker, 25)
             stopped_after = time.monotonic() - killed
-        finally:
-            kill_all(master, worker)
     served = set(truth_ids(truth))  # complete: the simulator flushed it as it stopped
     log = (tmp_path / "worker.log").read_text()
     assert code is not None, "the worker kept loading the server after its master died: " + log[-2000:]
@@ -136,18 +122,16 @@ def test_a_worker_whose_workload_file_differs_runs_the_masters(tmp_path):
         (folder / "workload" / "mine.yaml").write_text(
             ONE_CLASS.format(name=name, templates=os.path.join(ROOT, "workloads", "templates.jsonl"))
         )
-    port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = launch(
-            *master_args(port, url, tmp_path, "same", 1, 6, "--workload", "workload/mine.yaml"),
+        with master_and_workers(
+            *load_args(url, tmp_path, "same", 6, "--workload", "workload/mine.yaml"),
+            expect_workers=1,
             log_path=tmp_path / "master.log",
             cwd=str(here),
-        )
-        worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", cwd=str(there))
-        try:
-            code = ended(master, 60)
-        finally:
-            kill_all(master, worker)
+            start=launch,
+        ) as run:
+            run.start_worker(log_path=tmp_path / "worker.log", cwd=str(there))
+            code = ended(run.master, 60)
     log = (tmp_path / "master.log").read_text()
     assert code == 0, log[-3000:]
     df = records(tmp_path / "same" / "requests.parquet")
@@ -188,17 +172,8 @@ def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path)
     def count(tok, text):
         return len(tok.encode(text, add_special_tokens=False))
 
-    port = free_port()
     with CaptureServer(usage=False) as srv:
-        master = launch(
-            "--master",
-            "--headless",
-            "--master-bind-host",
-            "127.0.0.1",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "2",
+        with master_and_workers(
             "--host",
             srv.url,
             "--model",
@@ -213,14 +188,14 @@ def test_workers_replay_the_masters_trace_and_count_with_its_tokenizer(tmp_path)
             "carried",
             "--stop-timeout",
             "10",
+            expect_workers=2,
             log_path=tmp_path / "master.log",
             cwd=str(here),
-        )
-        workers = [launch(*worker_args(port), log_path=tmp_path / f"{d.name}.log", cwd=str(d)) for d in (other, bare)]
-        try:
-            code = ended(master, 120)
-        finally:
-            kill_all(master, *workers)
+            start=launch,
+        ) as run:
+            for d in (other, bare):
+                run.start_worker(log_path=tmp_path / f"{d.name}.log", cwd=str(d))
+            code = ended(run.master, 120)
         bodies, replies = dict(srv.bodies), dict(srv.replies)
     log = (tmp_path / "master.log").read_text()
     assert code == 0, log[-3000:] + "".join((tmp_path / f"{d.name}.log").read_text()[-2000:] for d in (other, bare))
@@ -251,19 +226,17 @@ def test_a_worker_that_cannot_load_the_masters_tokenizer_ends_the_run_with_exit_
     shim = tmp_path / "shim" / "transformers"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text("raise ImportError(\"No module named 'transformers'\")\n")
-    port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = launch(
-            *master_args(port, url, tmp_path, "nocount", 1, 30, "--tokenizer", "./tok"),
+        with master_and_workers(
+            *load_args(url, tmp_path, "nocount", 30, "--tokenizer", "./tok"),
+            expect_workers=1,
             log_path=tmp_path / "master.log",
             cwd=str(here),
-        )
-        worker = launch(*worker_args(port), log_path=tmp_path / "worker.log", path=(str(tmp_path / "shim"),))
-        try:
-            code = ended(master, 120)  # a hang, not a time: how soon the run stopped is read from its log below
+            start=launch,
+        ) as run:
+            worker = run.start_worker(log_path=tmp_path / "worker.log", path=(str(tmp_path / "shim"),))
+            code = ended(run.master, 120)  # a hang, not a time: how soon the run stopped is read from its log below
             ended(worker, 2)
-        finally:
-            kill_all(master, worker)
     log = (tmp_path / "master.log").read_text()
     assert code == exit_codes.INCOMPLETE, log[-3000:]
     stamps = {
@@ -284,17 +257,18 @@ def test_a_worker_that_cannot_load_the_masters_tokenizer_ends_the_run_with_exit_
 
 def test_a_killed_worker_counts_a_lower_bound_of_the_requests_it_lost(tmp_path):
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:  # 3 s streams
-        master = launch(*master_args(port, url, tmp_path, "lost", 2, 14), log_path=tmp_path / "master.log")
-        workers = [launch(*worker_args(port), log_path=tmp_path / f"w{i}.log") for i in range(2)]
-        try:
+        with master_and_workers(
+            *load_args(url, tmp_path, "lost", 14),
+            expect_workers=2,
+            log_path=tmp_path / "master.log",
+            worker_logs=[tmp_path / f"w{i}.log" for i in range(2)],
+            start=launch,
+        ) as run:
             wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
             time.sleep(4.5)  # a report (every 3 s) has told the master what is in flight
-            workers[0].send_signal(signal.SIGKILL)
-            code = ended(master, 60)
-        finally:
-            kill_all(master, *workers)
+            run.workers[0].send_signal(signal.SIGKILL)
+            code = ended(run.master, 60)
     served = truth_ids(truth)  # complete: the simulator flushed it as it stopped
     log = (tmp_path / "master.log").read_text()
     assert code == exit_codes.INCOMPLETE, log[-3000:]
@@ -318,26 +292,26 @@ def test_a_worker_stopped_for_20_s_then_resumed_ships_its_late_records_into_the_
     (it was the one stopped, not its master) and goes on, and its records reach the run's folder
     with no copy by hand: every request the server saw has exactly one record, no traceback."""
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.05), truth_log=truth) as url:
-        master = launch(*master_args(port, url, tmp_path, "paused", 2, 40), log_path=tmp_path / "master.log")
-        workers = [
-            launch(*worker_args(port, "--results-dir", str(tmp_path / f"w{i}")), log_path=tmp_path / f"w{i}.log")
-            for i in range(2)
-        ]
-        try:
-            wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
-            time.sleep(2.0)
-            workers[0].send_signal(signal.SIGSTOP)
-            time.sleep(20)
-            workers[0].send_signal(signal.SIGCONT)
-            code = ended(master, 90)
-            worker_codes = [ended(w, 30) for w in workers]
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.send_signal(signal.SIGCONT)
-            kill_all(master, *workers)
+        with master_and_workers(
+            *load_args(url, tmp_path, "paused", 40), expect_workers=2, log_path=tmp_path / "master.log", start=launch
+        ) as run:
+            workers = [
+                run.start_worker("--results-dir", str(tmp_path / f"w{i}"), log_path=tmp_path / f"w{i}.log")
+                for i in range(2)
+            ]
+            try:
+                wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
+                time.sleep(2.0)
+                workers[0].send_signal(signal.SIGSTOP)
+                time.sleep(20)
+                workers[0].send_signal(signal.SIGCONT)
+                code = ended(run.master, 90)
+                worker_codes = [ended(w, 30) for w in workers]
+            finally:
+                for w in workers:
+                    if w.poll() is None:
+                        w.send_signal(signal.SIGCONT)
         time.sleep(1.5)  # the simulator's truth log is flushed every second
     logs = {name: (tmp_path / f"{name}.log").read_text() for name in ("master", "w0", "w1")}
     for name, log in logs.items():
@@ -361,21 +335,21 @@ def test_a_run_whose_only_worker_goes_missing_is_not_complete(tmp_path):
     and how many requests at least went with it, `complete: false`, exit 4; what it received is
     recorded once. (It exited 0 with `complete: true` before.)"""
     truth = str(tmp_path / "truth.jsonl")
-    port = free_port()
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.05), truth_log=truth) as url:
-        master = launch(*master_args(port, url, tmp_path, "alone", 1, 40), log_path=tmp_path / "master.log")
-        worker = launch(*worker_args(port, "--results-dir", str(tmp_path / "w")), log_path=tmp_path / "w.log")
-        try:
-            wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
-            time.sleep(2.0)
-            worker.send_signal(signal.SIGSTOP)
-            code = ended(master, 90)
-            worker.send_signal(signal.SIGCONT)
-            ended(worker, 60)
-        finally:
-            if worker.poll() is None:
+        with master_and_workers(
+            *load_args(url, tmp_path, "alone", 40), expect_workers=1, log_path=tmp_path / "master.log", start=launch
+        ) as run:
+            worker = run.start_worker("--results-dir", str(tmp_path / "w"), log_path=tmp_path / "w.log")
+            try:
+                wait_for(lambda: truth_count(truth) >= 12, 40, "load began")
+                time.sleep(2.0)
+                worker.send_signal(signal.SIGSTOP)
+                code = ended(run.master, 90)
                 worker.send_signal(signal.SIGCONT)
-            kill_all(master, worker)
+                ended(worker, 60)
+            finally:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGCONT)
         time.sleep(1.5)
     log = (tmp_path / "master.log").read_text()
     assert "Traceback" not in log, log[-3000:]

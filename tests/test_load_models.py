@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from plugin import exit_codes
-from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
+from tests.helpers import master_and_workers, read_results, run_locust, simulator, stop
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]  # timing against the truth or a rate: tests/conftest.py
 
@@ -40,24 +40,10 @@ def open_loop_run(tmp, url, run_id, rate, arrival, seconds, workers=0, extra=())
         proc = run_locust(*args, timeout=seconds + 120)
         assert proc.returncode == 0, proc.stderr[-3000:]
     else:
-        port = free_port()
-        master = start_locust(
-            "--master",
-            "--headless",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            str(workers),
-            *args,
-            log_path=str(tmp / f"{run_id}-master.log"),
-        )
-        procs = [start_locust("--worker", "--master-port", str(port)) for _ in range(workers)]
-        try:
-            assert stop(master, timeout=seconds + 120) == 0, (tmp / f"{run_id}-master.log").read_text()[-3000:]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
+        with master_and_workers(
+            *args, expect_workers=workers, log_path=str(tmp / f"{run_id}-master.log"), worker_logs=[None] * workers
+        ) as run:
+            assert stop(run.master, timeout=seconds + 120) == 0, (tmp / f"{run_id}-master.log").read_text()[-3000:]
     return read_results(str(tmp), run_id)
 
 

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.helpers import read_results, read_truth, run_locust, simulator, start_locust, stop, wait_for_lines
+from tests.helpers import master_and_workers, read_results, read_truth, run_locust, simulator, stop, wait_for_lines
 from tests.netns import topology, unavailable_reason
 
 pytestmark = pytest.mark.process
@@ -48,16 +48,7 @@ def run_cluster(topo, tmp, run_id, seconds, kill_after=None):
     with simulator(
         "--profile", "fixed", truth_log=truth, host=_addr(topo, "sim"), port=sim_port, wrap=_wrap(topo, "sim")
     ) as url:
-        master_port = MASTER_PORT if topo else 5600
-        master = start_locust(
-            "--master",
-            "--headless",
-            "--master-bind-host",
-            _addr(topo, "master"),
-            "--master-bind-port",
-            str(master_port),
-            "--expect-workers",
-            "2",
+        with master_and_workers(
             "-u",
             "30",
             "-r",
@@ -73,31 +64,19 @@ def run_cluster(topo, tmp, run_id, seconds, kill_after=None):
             "--stop-timeout",
             "15",
             *SEED_ARGS,
+            expect_workers=2,
+            host=_addr(topo, "master"),
+            port=MASTER_PORT if topo else 5600,
             log_path=str(tmp / f"{run_id}-master.log"),
             wrap=_wrap(topo, "master"),
-        )
-        workers = [
-            start_locust(
-                "--worker",
-                "--master-host",
-                _addr(topo, "master"),
-                "--master-port",
-                str(master_port),
-                log_path=str(tmp / f"{run_id}-{name}.log"),
-                wrap=_wrap(topo, name),
-            )
-            for name in ("w1", "w2")
-        ]
-        try:
+        ) as run:
+            for name in ("w1", "w2"):
+                run.start_worker(log_path=str(tmp / f"{run_id}-{name}.log"), wrap=_wrap(topo, name))
             if kill_after is not None:
                 wait_for_lines(truth, 30)
                 time.sleep(kill_after)
-                workers[0].send_signal(signal.SIGKILL)
-            code = stop(master, timeout=seconds + 90)
-        finally:
-            for w in workers:
-                if w.poll() is None:
-                    w.kill()
+                run.workers[0].send_signal(signal.SIGKILL)
+            code = stop(run.master, timeout=seconds + 90)
     df, summary = read_results(str(tmp), run_id)
     return code, df, summary, read_truth(truth)
 

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from metrics.record import RequestRecord
 from plugin.prometheus import E2E_BUCKETS, HISTOGRAMS, ITL_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS, ClientMetrics
-from tests.helpers import free_port, own_master_port
+from tests.helpers import free_port, master_and_workers, own_master_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "sk-test-secret-9f3c"
@@ -383,19 +383,11 @@ def test_local_run_metrics_equal_records(tmp_path, simulator):
 @pytest.mark.process
 def test_distributed_run_metrics_equal_records(tmp_path):
     """A real master (serving /metrics, built-in simulator) and one worker process."""
-    port, master_port = free_port(), free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     results = tmp_path / "results"
     mlog, wlog = str(tmp_path / "master.log"), str(tmp_path / "worker.log")
-    master = locust(
-        "--master",
-        "--headless",
-        "--expect-workers",
-        "1",
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        str(master_port),
+    with master_and_workers(
         "-u",
         "8",
         "-r",
@@ -416,21 +408,20 @@ def test_distributed_run_metrics_equal_records(tmp_path):
         "4s",
         "--stop-timeout",
         "10",
+        expect_workers=1,
         log_path=mlog,
-    )
-    worker = locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port), log_path=wlog)
-    poller = Poller(url)
-    try:
-        wait_for(str(results / "dist" / "summary.json"), master, 50)
-        poller.close()
-        final = scrape(url)
-        rc = wait_exit(master, 30, mlog)
-        wait_exit(worker, 20, wlog)
-    finally:
-        poller.close()
-        for p in (master, worker):
-            if p.poll() is None:
-                p.kill()
+        worker_logs=[wlog],
+        start=locust,
+    ) as run:
+        poller = Poller(url)
+        try:
+            wait_for(str(results / "dist" / "summary.json"), run.master, 50)
+            poller.close()
+            final = scrape(url)
+            rc = wait_exit(run.master, 30, mlog)
+            wait_exit(run.workers[0], 20, wlog)
+        finally:
+            poller.close()
     assert rc == 0, tail(mlog)
     _check_against_records(final, str(results / "dist"))
     _check_during(poller.during, final)

@@ -18,7 +18,7 @@ from plugin.options import add_arguments
 from plugin.plan import RunPlan
 from shapes.arrivals import START_DELAY_S
 from shapes.replay import ReplaySchedule, load_trace
-from tests.helpers import free_port, read_results, run_locust, simulator, start_locust, stop
+from tests.helpers import master_and_workers, read_results, run_locust, simulator, stop
 from tests.test_sessions import CaptureServer
 from workloads.__main__ import main as workloads_cli
 
@@ -269,15 +269,8 @@ def test_two_workers_replay_a_trace_on_one_clock(tmp_path):
         t += rng.expovariate(20.0)
     path = write_trace(tmp_path / "t.jsonl", rows)
     n = len(rows)
-    port = free_port()
     with simulator("--profile", "fixed") as url:
-        master = start_locust(
-            "--master",
-            "--headless",
-            "--master-bind-port",
-            str(port),
-            "--expect-workers",
-            "2",
+        with master_and_workers(
             "--host",
             url,
             "--replay",
@@ -288,15 +281,11 @@ def test_two_workers_replay_a_trace_on_one_clock(tmp_path):
             "rp2",
             "--stop-timeout",
             "10",
+            expect_workers=2,
             log_path=str(tmp_path / "master.log"),
-        )
-        workers = [start_locust("--worker", "--master-port", str(port)) for _ in range(2)]
-        try:
-            assert stop(master, timeout=180) == 0, (tmp_path / "master.log").read_text()[-3000:]
-        finally:
-            for p in workers:
-                if p.poll() is None:
-                    p.kill()
+            worker_logs=[None] * 2,
+        ) as run:
+            assert stop(run.master, timeout=180) == 0, (tmp_path / "master.log").read_text()[-3000:]
     log = (tmp_path / "master.log").read_text()
     assert "every worker sent its share of the trace" in log
     df, summary = read_results(str(tmp_path), "rp2")

@@ -26,7 +26,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from tests.fake_server import QuietHandler
-from tests.helpers import LOCUST, ROOT, free_port
+from tests.helpers import LOCUST, ROOT, free_port, master_and_workers
 
 pytestmark = pytest.mark.process
 
@@ -84,6 +84,12 @@ def start(args, log_path, env=None):
     return subprocess.Popen(
         [*LOCUST, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
     )
+
+
+def kill_group(proc) -> None:
+    """The process and the rest of its process group (`start` gives each process a session of its own)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 def finish(proc, timeout=120):
@@ -187,46 +193,32 @@ def test_workers_prefer_their_own_key_and_no_process_logs_any(tmp_path):
     """The master's key comes from LOCUST_API_KEY; worker 0 has its own LOCUST_API_KEY (used),
     worker 1 none (it uses the master's, received in the spawn message)."""
     master_key, worker_key = new_key(), new_key()
-    port = free_port()
     logs = [tmp_path / "master.log", tmp_path / "w0.log", tmp_path / "w1.log"]
     with recording_server() as (server, url):
-        master = start(
-            [
-                "--master",
-                "--headless",
-                "--master-bind-host",
-                "127.0.0.1",
-                "--master-bind-port",
-                str(port),
-                "--expect-workers",
-                "2",
-                "-u",
-                "4",
-                "-r",
-                "4",
-                "-t",
-                "8s",
-                "--host",
-                url,
-                "--results-dir",
-                str(tmp_path / "results"),
-                "--run-id",
-                "dist",
-                "--stop-timeout",
-                "10",
-            ],
-            logs[0],
+        with master_and_workers(
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "8s",
+            "--host",
+            url,
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--run-id",
+            "dist",
+            "--stop-timeout",
+            "10",
+            expect_workers=2,
+            log_path=logs[0],
             env={"LOCUST_API_KEY": master_key},
-        )
-        worker_args = ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
-        workers = [start(worker_args, logs[1], env={"LOCUST_API_KEY": worker_key}), start(worker_args, logs[2])]
-        try:
-            assert finish(master) == 0, logs[0].read_text()[-3000:]
-        finally:
-            for p in (master, *workers):
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait(10)
+            start=lambda *args, log_path, env=None: start(args, log_path, env=env),
+            kill=kill_group,
+        ) as run:
+            run.start_worker(log_path=logs[1], env={"LOCUST_API_KEY": worker_key})
+            run.start_worker(log_path=logs[2])
+            assert finish(run.master) == 0, logs[0].read_text()[-3000:]
         assert posted_keys(server) == {f"Bearer {worker_key}", f"Bearer {master_key}"}
     summary = json.loads((tmp_path / "results" / "dist" / "summary.json").read_text())
     assert summary["overall"]["requests"]["ok"] > 10 and len(summary["workers"]) == 2
