@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from metrics.console_table import fmt
 from metrics.schema.figures import Step
+from metrics.schema.level_endings import ending_words
 from metrics.schema.verdicts import Capacity, SearchLevel, SloVerdict
 from metrics.verdict import first_tokens_text, margin_text
 
@@ -232,36 +233,20 @@ def _crossing_text(c: dict | None, precision: float | None, unit: str = "users")
     )
 
 
-def _unjudged(lv: SearchLevel) -> bool:
-    """A level that ended before its warm-up did (-t cut it): none of its time was judged, as
-    metrics.summary.by_step finds it (a level whose window ends at or before its start has no row)."""
-    return lv.seconds is not None and lv.warmup_s is not None and lv.seconds <= lv.warmup_s
-
-
 def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
-    """'; levels tried: 1 passed (too few values), 2 met +52.3 % in 28s, 8 missed -117.9 % in 6s, ...,
-    16 not judged (cut by -t in its warm-up) in 10s'."""
+    """'; levels tried: 1 undecided (too few values, passed on the levels above), 2 met +52.3 % in 28s,
+    8 missed -117.9 % in 6s, ..., 16 not judged (cut by -t in its warm-up) in 10s'."""
     if not levels:
         return ""
-    why = {
-        "short": "too few values, passed on the levels above",
-        "passed": "far under, passed on the levels above",
-        "held": "held to its longest, undecided",
-        "time": "ended by -t",
-        "placed": "undecided, left once the curve placed the crossing",
-    }
     parts = []
     for lv in levels:
         name = lv.users if lv.rate is None else f"{lv.rate:g}/s"
-        text = f"{name} {lv.state}"
-        if _unjudged(lv):
-            # -t ended it before its warm-up did: no verdict at all, so not "undecided" (summary.json's
-            # by_step has no row for it and `undecided` leaves it out); named here once, as cut
-            text = f"{name} not judged (cut by -t in its warm-up)"
-        elif lv.ended == "decided":
-            text += f" {margin_text(lv.margin).replace('margin ', '')}" if lv.margin is not None else ""
-        else:
-            text += f" ({why[lv.ended]})"
+        words = ending_words(lv.ended, lv.seconds, lv.warmup_s)
+        text = f"{name} {words.verdict or lv.state}"
+        if words.sentence:
+            text += f" ({words.sentence})"
+        elif lv.margin is not None:
+            text += f" {margin_text(lv.margin).replace('margin ', '')}"
         text += f" in {lv.seconds:g}s" if lv.seconds is not None else ""
         parts.append(text)
     return f"; levels tried ({search.get('policy')}): " + ", ".join(parts)

@@ -60,7 +60,7 @@ import numpy as np
 
 from metrics.limits import GPU_IDLE, RULES, Knee, queued
 from metrics.schema.client_health import ClientBound
-from metrics.schema.server_side import KneeDiagnosis, LevelEvidence
+from metrics.schema.server_side import KneeDiagnosis, LevelEvidence, level_load
 
 # Each figure's metric names, by engine (the first present wins); vLLM's renamed metrics arrive
 # under their current names (plugin/server_metrics.py canonical).
@@ -281,7 +281,7 @@ def level_evidence(
 
 def knee_of(steps, capacity) -> tuple[float | None, str]:
     """(the level's load, why this level): the lowest level that missed the SLO; without one, the
-    highest. The load is the users, or the rate of a search in requests/s (LevelEvidence.load)."""
+    highest. The load is the users, or the rate of a search in requests/s (level_load)."""
     by_rate = capacity is not None and capacity.unit == "rate"
     missed = capacity.next_failing_rate if by_rate else capacity.next_failing_users if capacity is not None else None
     if missed is not None:
@@ -289,12 +289,7 @@ def knee_of(steps, capacity) -> tuple[float | None, str]:
     if not steps:
         return None, ""
     why = "the highest level (no level missed the SLO)" if capacity is not None else "the highest level (no --slo)"
-    return max(_load(s) for s in steps), why
-
-
-def _load(step) -> float:
-    """A by_step level's load, as LevelEvidence.load reads it."""
-    return step.rate if step.rate is not None else float(step.users)
+    return max(level_load(s) for s in steps), why
 
 
 def gpu_by_step(steps, gpu) -> dict[int, float]:

@@ -45,6 +45,7 @@ import pandas as pd
 
 from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
+from metrics.schema.level_endings import Ending, ending_words
 from metrics.verdict import CONFIDENCE, FIRST_TOKEN, describe, too_few
 from shapes.search import POLICIES, RESOLUTION, Tried, bracket
 from shapes.sequential import FAMILY_CONFIDENCE, decidability, look_confidence, look_times, next_look, values_needed
@@ -98,15 +99,13 @@ def rate_level(rate: float) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """A level the search ended, and why (summary.json capacity.levels): `decided` at a look, `held`
-    to its longest and still undecided, `short` (too few values for its longest hold) or `passed`
-    (too few values yet, far under the threshold): both passed on the higher levels' verdicts; or
-    `time` (-t ended it)."""
+    """A level the search ended, and why (summary.json capacity.levels; the endings and their words:
+    metrics/schema/level_endings.py)."""
 
     users: int
     state: str
     margin: float | None
-    ended: str
+    ended: Ending
     seconds: float  # from its change to its end
     warmup_s: float
     looks: int
@@ -446,23 +445,14 @@ class CapacitySearch:
             )
         )
         lo, hi = self.bounds()
-        # -t ended it before its warm-up did: nothing of it was judged (summary.json's by_step has no
-        # row for it, and the answer does not count it undecided: metrics/capacity.py)
-        unjudged = why == "time" and level.end <= level.start
-        how = {
-            "decided": "",
-            "held": f"; held {level.end - level.begin:g}s, still undecided",
-            "short": "; too few values for its longest hold: passed on the next levels' verdicts",
-            "passed": f"; far below the threshold (under {FAR_BELOW:.0%}): passed on the next level's verdict",
-            "time": "; -t ended it" + (" in its warm-up" if unjudged else ""),
-            "placed": "; undecided, left: the curve through the levels places the crossing",
-        }[why]
+        words = ending_words(why, level.end - level.begin, level.start - level.begin)
+        how = words.log.format(seconds=level.end - level.begin, far_below=FAR_BELOW)
         width = f", bracket {self.load(lo)}..{self.load(hi)} ({(hi - lo) / lo:.0%})" if lo and hi else ""
         log.info(
             "capacity search: %s %s%s (highest met %s, lowest missed %s%s)",
             self.load(key),
-            "not judged" if unjudged else describe(verdict),
-            how,
+            words.verdict or describe(verdict),
+            f"; {how}" if how else "",
             self.load(lo),
             self.load(hi),
             width,

@@ -14,7 +14,7 @@ from metrics.slo import parse_slo
 from metrics.verdict import judge, judge_objective
 from plugin.run_end import end_run
 from plugin.state import SuiteState
-from shapes.capacity import CapacitySearch
+from shapes.capacity import FAR_BELOW, CapacitySearch
 from shapes.search import POLICIES, Tried
 from shapes.search.adaptive import interpolate
 from shapes.sequential import decidability, look_confidence, look_times, next_look, values_needed
@@ -308,17 +308,40 @@ def test_the_answer_names_the_binding_objective_a_cliff_and_a_search_that_time_e
     )  # one step each, 98 % bounds
 
 
-def test_every_way_a_level_can_end_has_its_live_wording():
-    """The live view words each ending summary.json's levels may carry (a new one without its wording
-    was a KeyError in the live view)."""
+def test_every_way_a_level_can_end_is_worded_on_each_surface_from_one_table(caplog):
+    """Each ending summary.json's levels may carry, and a level -t cut in its warm-up, is worded by the
+    console's line as the level ends, the answer's list of levels tried and the live view's status,
+    each from metrics/schema/level_endings.py (a new ending without its wording was a KeyError in the
+    live view)."""
+    import logging
     from typing import get_args
 
-    from metrics.schema.verdicts import SearchLevel
+    from metrics.capacity import capacity
+    from metrics.schema.level_endings import CUT_IN_WARMUP, ENDINGS
+    from metrics.schema.verdicts import SearchLevel, SloVerdict
     from webui.live_steps import search_text
 
-    for ended in get_args(SearchLevel.model_fields["ended"].annotation):
-        level = {"users": 4, "state": "undecided", "margin": 0.0, "ended": ended, "seconds": 8.0, "looks": 2}
-        assert search_text({"levels": [level]}, 0), ended
+    caplog.set_level(logging.INFO, logger="llm.capacity")
+    endings = get_args(SearchLevel.model_fields["ended"].annotation)
+    assert set(endings) == set(ENDINGS)
+    cases = [(ended, 8.0, ENDINGS[ended]) for ended in endings] + [("time", 2.0, CUT_IN_WARMUP)]
+    for ended, seconds, words in cases:
+        state = "met" if ended == "decided" else "undecided"
+        level = {"users": 4, "state": state, "margin": 0.25 if state == "met" else 0.0, "ended": ended}
+        level |= {"seconds": seconds, "warmup_s": 2.0, "looks": 2, "requests": 50}
+        live = search_text({"levels": [level]}, 0).split("; highest met")[0]  # a met level adds the bracket
+        assert live == words.live.format(seconds=seconds, looks="2 looks") != "", (ended, live)
+        listed = capacity([], [P95], {"policy": "walk", "levels": [level]}).sentence
+        said = f"4 {words.verdict or state} " + (f"({words.sentence})" if words.sentence else "+25.0 %")
+        assert f"levels tried (walk): {said} in {seconds:g}s" in listed, (ended, listed)
+        search = CapacitySearch([P95], 10.0, 2.0, None, candidates=[4])
+        held = SimpleNamespace(users=4, rate=None, begin=0.0, start=2.0, end=seconds, steps=2)
+        verdict = SloVerdict(state=state, requests=50, objectives=[], margin=level["margin"])
+        search._end(held, SimpleNamespace(verdict=verdict), ended)
+        line = caplog.records[-1].getMessage()
+        how = words.log.format(seconds=seconds, far_below=FAR_BELOW)
+        head = f"capacity search: 4 users {words.verdict or state}"
+        assert line.startswith(head) and (f"; {how} (" in line) == bool(how), (ended, line)
 
 
 def _searched(levels: list[dict], **account) -> dict:
@@ -356,12 +379,18 @@ def test_the_answer_says_a_search_was_stopped_and_not_while_it_runs_or_ended_its
     assert "stopped" not in capacity(met, [P95], _searched(both)).sentence
 
 
-def test_a_level_cut_by_t_in_its_warm_up_is_named_once_as_not_judged():
+def test_a_level_cut_by_t_in_its_warm_up_is_named_once_as_not_judged(caplog):
     """The adaptive search's 4-user level follows a level passed far under; a request sent before it
     is still open, so its warm-up (at most 4 s) is still on when -t (8 s) ends the search: nothing of
     it was judged. summary.json's by_step has no row for it, `undecided` leaves it out, and the
-    sentence names it once, as cut by -t, not as undecided; -t ended the search, it was not stopped."""
+    sentence names it once, as cut by -t, not as undecided, as the console's line and the live view's
+    status do; -t ended the search, it was not stopped."""
+    import logging
+
     from metrics.summary import summarize
+    from webui.live_steps import search_text
+
+    caplog.set_level(logging.INFO, logger="llm.capacity")
 
     search = CapacitySearch([P95], 10.0, 4.0, 8.0, policy=POLICIES["adaptive"]())
     search.run_start = 0.0
@@ -384,6 +413,10 @@ def test_a_level_cut_by_t_in_its_warm_up_is_named_once_as_not_judged():
     assert (cut.seconds, cut.warmup_s, cut.looks, cut.requests) == (2.0, 4.0, 0, 0)
     live = search.plan().search
     assert live["stopped"] is False
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("capacity search: 4 users")]
+    assert said == ["capacity search: 4 users not judged; -t ended it in its warm-up (highest met -, lowest missed -)"]
+    assert search_text(live, 0) == "passed: far under the threshold"
+    assert search_text(live, 1) == "not judged: cut by -t in its warm-up", search_text(live, 1)
     search.stop()  # the run's end: the search had ended itself (by -t), so it was not stopped
     assert search.record()["stopped"] is False and search.record()["timed_out"] is True
 

@@ -142,6 +142,22 @@ def test_a_run_without_a_knee_does_not_say_it_has_one():
     assert d.heading == "What limits the highest level (no --slo, no knee)" and d.model_dump()["heading"] == d.heading
 
 
+def test_the_knee_without_a_miss_is_the_highest_load_in_users_or_in_requests_per_second():
+    """With no level missed, the diagnosis looks at the highest level: by its rate where the levels
+    are open-loop rates (their users all the same in-flight cap), else by its users; a by_step level
+    and the server's evidence of it read the load alike."""
+    from metrics.diagnosis import knee_of
+    from metrics.schema.figures import Step
+
+    # the level's figures do not bear on its load: a Step without them (model_construct)
+    rated = [Step.model_construct(step=i, users=512, rate=r) for i, r in enumerate((2.5, 10.0, 5.0))]
+    assert knee_of(rated, None) == (10.0, "the highest level (no --slo)")
+    closed = [Step.model_construct(step=i, users=u) for i, u in enumerate((4, 16, 8))]
+    assert knee_of(closed, None)[0] == 16.0
+    evidence = [LevelEvidence(step=s.step, users=s.users, rate=s.rate, scrapes=0) for s in rated + closed]
+    assert [g.load for g in evidence] == [2.5, 10.0, 5.0, 4.0, 16.0, 8.0]
+
+
 def _scrapes(levels) -> pd.DataFrame:
     """Scrapes every second of vLLM's gauges and prefix-cache counters: for each (start, end,
     waiting, kv, queries/s, hits/s) level, the counters grow at those rates."""

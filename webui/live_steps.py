@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from metrics.percentiles import ORDER
+from metrics.schema.level_endings import ending_words
 from metrics.schema.verdicts import SloVerdict
 from metrics.verdict import held, judged_on
 from shapes.steps import Level
@@ -127,14 +128,7 @@ def search_text(search: dict, k: int) -> str:
         return ""
     e = ended[k]
     looks = f"{e['looks']} look{'s' if e['looks'] != 1 else ''}"
-    why = {
-        "decided": f"decided in {e['seconds']:g}s ({looks})",
-        "short": "passed: too few values for its longest hold",
-        "passed": "passed: far under the threshold",
-        "held": f"held {e['seconds']:g}s, undecided",
-        "placed": f"left undecided after {e['seconds']:g}s: the curve through the levels places the crossing",
-        "time": "ended by -t",
-    }[e["ended"]]
+    why = ending_words(e["ended"], e["seconds"], e.get("warmup_s")).live.format(seconds=e["seconds"], looks=looks)
     rated = e.get("rate") is not None  # a search in requests/s: its levels are rates (`users` the cap)
     b = bracket([Tried(x["rate"] if rated else x["users"], x["state"], x["margin"]) for x in ended[: k + 1]])
     if b.lo is not None and b.hi is not None:

@@ -22,6 +22,12 @@ class ServerScrapes(Section):
     by_source: dict[str, dict[str, Any]] = {}
 
 
+def level_load(level) -> float:
+    """What tells a load level apart (a LevelEvidence, or a by_step level: metrics.schema.figures.Step):
+    the rate of an open loop's, else its users."""
+    return level.rate if level.rate is not None else float(level.users)
+
+
 class LevelEvidence(Model):
     """The server's figures over one load level's window (metrics/diagnosis.py); None: not sent.
     The window starts after the level's warm-up, and not before the server has drained what the
@@ -56,8 +62,7 @@ class LevelEvidence(Model):
 
     @property
     def load(self) -> float:
-        """What tells the levels apart: the rate of an open loop's, else the users."""
-        return self.rate if self.rate is not None else float(self.users)
+        return level_load(self)
 
     @property
     def at(self) -> str:

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import model_validator
 
 from metrics.schema.base import Model, Num
+from metrics.schema.level_endings import Ending
 
 State = Literal["met", "missed", "undecided"]
 
@@ -69,12 +70,7 @@ class SearchLevel(Model):
     users: int
     state: State
     margin: Num = None  # its verdict's signed margin (metrics/verdict.py)
-    # decided: at a look; held: held to its longest, still undecided; short: too few values for its
-    # longest hold; passed: too few values yet, all far under the threshold (both passed on the
-    # higher levels' verdicts); placed: left undecided once the curve through the levels placed the
-    # crossing (shapes/search/curve.py); time: -t ended it (with `seconds` at most `warmup_s`, in its
-    # warm-up: not judged, no by_step row, not in capacity.undecided)
-    ended: Literal["decided", "held", "short", "passed", "placed", "time"]
+    ended: Ending  # why it ended (metrics/schema/level_endings.py)
     seconds: Num = None  # from its change to its end
     warmup_s: Num = None  # its warm-up (an adaptive search's lasts until the requests before it ended)
     looks: int = 1  # times its verdict was looked at (a fixed hold: its steps)
