@@ -12,7 +12,7 @@ import time
 
 import pyarrow.parquet as pq
 
-from tests.helpers import LOCUST, ROOT, read_truth
+from tests.helpers import LOCUST, ROOT, load_options, read_truth
 
 PYTHON = sys.executable
 
@@ -121,24 +121,7 @@ def run_on_a_full_disk(tmp, disk, load: tuple, users: int, seconds: int, *said: 
     truth = str(tmp / "truth.jsonl")
     log_path = tmp / "full.log"
     with simulator("--profile", slow_profile(tmp, 0.05, 0.02), truth_log=truth) as url:
-        proc = launch(
-            *load,
-            "--host",
-            url,
-            "-u",
-            str(users),
-            "-r",
-            str(users),
-            "-t",
-            f"{seconds}s",
-            "--results-dir",
-            str(disk),
-            "--run-id",
-            "full",
-            "--stop-timeout",
-            "10",
-            log_path=log_path,
-        )
+        proc = launch(*load, *load_options(url, disk, "full", users, seconds, 10), log_path=log_path)
         try:
             wait_for(lambda: os.path.exists(disk / "full" / "run.json") and truth_count(truth) >= 5, 30, "load began")
             fill(disk)

@@ -82,6 +82,28 @@ def start_locust(*args: str, log_path: str | None = None, wrap=None) -> subproce
     )
 
 
+def load_options(url: str, results_dir, run_id: str, users: int, seconds: int, stop_timeout: int) -> tuple[str, ...]:
+    """A run's load and where it goes: `users` users, all started at once, for `seconds` against
+    `url`, its results in `results_dir`/`run_id`, streams in flight at the end given `stop_timeout`
+    seconds to finish."""
+    return (
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{seconds}s",
+        "--host",
+        url,
+        "--results-dir",
+        str(results_dir),
+        "--run-id",
+        run_id,
+        "--stop-timeout",
+        str(stop_timeout),
+    )
+
+
 class Cluster:
     """A Locust master and its workers, as `master_and_workers` started them."""
 

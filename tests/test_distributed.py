@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import master_and_workers, read_results, read_truth, simulator, stop, wait_for_lines
+from tests.helpers import load_options, master_and_workers, read_results, read_truth, simulator, stop, wait_for_lines
 
 pytestmark = pytest.mark.process
 
@@ -19,20 +19,7 @@ COMMON = ("--max-tokens-override", "40", "--seed", "11")
 
 def run_distributed(tmp, url, run_id, workers=2, seconds=15, extra=(), kill_worker_after=None, truth_log=None):
     with master_and_workers(
-        "-u",
-        "40",
-        "-r",
-        "40",
-        "-t",
-        f"{seconds}s",
-        "--host",
-        url,
-        "--results-dir",
-        str(tmp),
-        "--run-id",
-        run_id,
-        "--stop-timeout",
-        "20",
+        *load_options(url, tmp, run_id, 40, seconds, 20),
         *COMMON,
         *extra,
         expect_workers=workers,
@@ -133,20 +120,7 @@ def test_a_worker_that_joins_late_gets_the_options_and_load(tmp_path):
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", "fixed", truth_log=truth) as url:
         with master_and_workers(
-            "-u",
-            "20",
-            "-r",
-            "20",
-            "-t",
-            "20s",
-            "--host",
-            url,
-            "--results-dir",
-            str(tmp_path),
-            "--run-id",
-            "late",
-            "--stop-timeout",
-            "20",
+            *load_options(url, tmp_path, "late", 20, 20, 20),
             "--max-tokens-override",
             "17",
             "--seed",

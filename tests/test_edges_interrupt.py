@@ -12,7 +12,7 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import ended, kill_all, launch, records, slow_profile, summary_of, truth_count, truth_ids, wait_for
-from tests.helpers import master_and_workers, run_locust, simulator
+from tests.helpers import load_options, master_and_workers, run_locust, simulator
 
 pytestmark = pytest.mark.process
 
@@ -80,20 +80,7 @@ def test_sigterm_on_a_worker_then_the_master_loses_nothing_and_exits_130(tmp_pat
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", slow_profile(tmp_path, 0.1, 0.1), truth_log=truth) as url:
         with master_and_workers(
-            "-u",
-            "16",
-            "-r",
-            "16",
-            "-t",
-            "40s",
-            "--host",
-            url,
-            "--results-dir",
-            str(tmp_path),
-            "--run-id",
-            "term",
-            "--stop-timeout",
-            "20",
+            *load_options(url, tmp_path, "term", 16, 40, 20),
             *LOAD,
             expect_workers=2,
             log_path=tmp_path / "master.log",

@@ -17,7 +17,7 @@ import pytest
 
 from plugin import exit_codes
 from tests.edges import ended, launch, records, slow_profile, summary_of, truth_count, wait_for
-from tests.helpers import master_and_workers, read_truth, simulator
+from tests.helpers import load_options, master_and_workers, read_truth, simulator
 
 pytestmark = [pytest.mark.process, pytest.mark.timing]
 
@@ -41,20 +41,7 @@ def run_with_a_frozen_worker(tmp_path, path: tuple[str, ...] = ()) -> SimpleName
     truth_path = str(tmp_path / "truth.jsonl")
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth_path) as url:  # 1.5 s streams
         with master_and_workers(
-            "-u",
-            str(USERS),
-            "-r",
-            str(USERS),
-            "-t",
-            "20s",
-            "--host",
-            url,
-            "--results-dir",
-            str(tmp_path),
-            "--run-id",
-            "rejoin",
-            "--stop-timeout",
-            "5",
+            *load_options(url, tmp_path, "rejoin", USERS, 20, 5),
             "--model",
             "sim-model",
             "--max-tokens-override",

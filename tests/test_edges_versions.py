@@ -14,7 +14,7 @@ import pytest
 from plugin import exit_codes
 from runfolder.provenance import source_hash
 from tests.edges import PYTHON, ended, record_ids, slow_profile, summary_of, truth_ids
-from tests.helpers import ROOT, master_and_workers, simulator
+from tests.helpers import ROOT, load_options, master_and_workers, simulator
 
 NOT_COPIED = ("tests", "bench", "docs", "deploy", ".venv", ".git", ".cache", "__pycache__", ".*")
 
@@ -84,20 +84,7 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:
         with master_and_workers(
-            "-u",
-            "4",
-            "-r",
-            "4",
-            "-t",
-            "30s",
-            "--host",
-            url,
-            "--results-dir",
-            str(tmp_path),
-            "--run-id",
-            "mixed",
-            "--stop-timeout",
-            "5",
+            *load_options(url, tmp_path, "mixed", 4, 30, 5),
             "--model",
             "sim-model",
             "--max-tokens-override",

@@ -26,7 +26,7 @@ from tests.edges import (
     truth_ids,
     wait_for,
 )
-from tests.helpers import ROOT, master_and_workers, simulator
+from tests.helpers import ROOT, load_options, master_and_workers, simulator
 
 pytestmark = pytest.mark.process
 
@@ -35,24 +35,7 @@ LOAD = ("--model", "sim-model", "--max-tokens-override", "30", "--seed", "6")
 
 def load_args(url: str, tmp, run_id: str, seconds: int, *extra: str) -> tuple:
     """The master's options of a run of these tests, after those that make it a master."""
-    return (
-        "-u",
-        "12",
-        "-r",
-        "12",
-        "-t",
-        f"{seconds}s",
-        "--host",
-        url,
-        "--results-dir",
-        str(tmp),
-        "--run-id",
-        run_id,
-        "--stop-timeout",
-        "20",
-        *LOAD,
-        *extra,
-    )
+    return (*load_options(url, tmp, run_id, 12, seconds, 20), *LOAD, *extra)
 
 
 # -- 2. a lost master: the worker stops its users, keeps its records, exits non-zero ----------------

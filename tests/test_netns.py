@@ -11,7 +11,16 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.helpers import master_and_workers, read_results, read_truth, run_locust, simulator, stop, wait_for_lines
+from tests.helpers import (
+    load_options,
+    master_and_workers,
+    read_results,
+    read_truth,
+    run_locust,
+    simulator,
+    stop,
+    wait_for_lines,
+)
 from tests.netns import topology, unavailable_reason
 
 pytestmark = pytest.mark.process
@@ -49,20 +58,7 @@ def run_cluster(topo, tmp, run_id, seconds, kill_after=None):
         "--profile", "fixed", truth_log=truth, host=_addr(topo, "sim"), port=sim_port, wrap=_wrap(topo, "sim")
     ) as url:
         with master_and_workers(
-            "-u",
-            "30",
-            "-r",
-            "30",
-            "-t",
-            f"{seconds}s",
-            "--host",
-            url,
-            "--results-dir",
-            str(tmp),
-            "--run-id",
-            run_id,
-            "--stop-timeout",
-            "15",
+            *load_options(url, tmp, run_id, 30, seconds, 15),
             *SEED_ARGS,
             expect_workers=2,
             host=_addr(topo, "master"),

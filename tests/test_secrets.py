@@ -26,7 +26,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from tests.fake_server import QuietHandler
-from tests.helpers import LOCUST, ROOT, free_port, master_and_workers
+from tests.helpers import LOCUST, ROOT, free_port, load_options, master_and_workers
 
 pytestmark = pytest.mark.process
 
@@ -196,20 +196,7 @@ def test_workers_prefer_their_own_key_and_no_process_logs_any(tmp_path):
     logs = [tmp_path / "master.log", tmp_path / "w0.log", tmp_path / "w1.log"]
     with recording_server() as (server, url):
         with master_and_workers(
-            "-u",
-            "4",
-            "-r",
-            "4",
-            "-t",
-            "8s",
-            "--host",
-            url,
-            "--results-dir",
-            str(tmp_path / "results"),
-            "--run-id",
-            "dist",
-            "--stop-timeout",
-            "10",
+            *load_options(url, tmp_path / "results", "dist", 4, 8, 10),
             expect_workers=2,
             log_path=logs[0],
             env={"LOCUST_API_KEY": master_key},
