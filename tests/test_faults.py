@@ -119,7 +119,9 @@ def run_matrix(tmp, mode: str):
                 for w in workers:
                     if w.poll() is None:
                         w.kill()
-            log = log_path.read_text()
+            log = log_path.read_text() + "".join(
+                f"\n--- w{i}.log ---\n" + (tmp / f"w{i}.log").read_text()[-4000:] for i in range(2)
+            )
     assert code in (0, 1), log[-3000:]  # 1: Locust's exit code when requests failed
     df, summary = read_results(str(tmp), run_id)
     return df, summary, read_truth(truth_path), log
@@ -142,7 +144,7 @@ def test_every_fault_was_injected(matrix):
 
 
 def test_every_request_in_the_truth_log_is_recorded_once_with_its_class(matrix):
-    df, _, truth, _ = matrix
+    df, _, truth, log = matrix
     assert df["request_id"].is_unique, "a record counted twice"
     twice = [rid for rid, n in Counter(t["request_id"] for t in request_lines(truth)).items() if n > 1]
     assert not twice, f"requests that reached the server twice for one record: {twice[:5]}"
@@ -155,9 +157,11 @@ def test_every_request_in_the_truth_log_is_recorded_once_with_its_class(matrix):
             continue
         got = by_id.at[rid, "error"]
         if got != EXPECTED[t["fault"]]:
-            wrong.append((rid, t["fault"], got, by_id.at[rid, "error_detail"]))
+            wrong.append((rid, t["fault"], t["outcome"], got, by_id.at[rid, "error_detail"]))
     assert not lost, f"{len(lost)} records lost: {lost[:5]}"
-    assert not wrong, f"{len(wrong)} misclassified: {wrong[:5]}"
+    assert not wrong, (
+        f"{len(wrong)} misclassified (id, fault, server's outcome, class, detail): {wrong[:5]}\n{log[-6000:]}"
+    )
 
 
 def test_refused_connections_are_the_connect_errors(matrix):
