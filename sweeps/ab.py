@@ -5,7 +5,9 @@ drift of the machine over time falls on both alike; both runs of a round use the
 request sequence of --seed + r - 1). Each run is an ordinary run with its own results folder
 (round-NN/A/run, round-NN/B/run), read back through runfolder/. The difference of each metric over
 the rounds, its interval and its verdict are stats/rounds.py's; when to stop is stats/
-sequential.py's rule, unless --rounds gives the number.
+sequential.py's rule, unless --rounds gives the number. With a capacity search as the load, the
+capacity is compared in the search's own unit, users or requests/s (sweeps/capacity_unit.py); a
+resumed folder whose complete runs searched in the other unit is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -18,18 +20,18 @@ from core.errors import InputError
 from core.files import write_atomic
 from stats.rounds import BETTER, NO_DIFFERENCE, WORSE, bracket_difference, paired_replicates, rounds_difference
 from stats.sequential import CONTINUE, SequentialRule, fixed_rounds
+from sweeps.capacity_unit import USERS, of_load, refuse_mixed
 from sweeps.figures import AB_METRICS, run_values
 from sweeps.folder_lock import lock_folder
 from sweeps.grid import Point, build_grid, check_template, points
 from sweeps.journal import Journal
 from sweeps.load import RUN_ID, SLACK_S, UNKNOWN_RUN_S, check_load_args, is_complete, locust_argv, run_time_s
 from sweeps.servers import RunningServer, SimulatorServer, TemplateServer
-from sweeps.sweep import run_one
+from sweeps.sweep import run_one, run_unit
 
 EXIT_NO_WORSE, EXIT_WORSE, EXIT_BAD_INPUT, EXIT_NOT_MEASURED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 AB_JSON, AB_MD = "ab.json", "ab.md"
 DIRECTION = {name: higher for name, _b, higher, _u in AB_METRICS} | {"capacity": True}
-UNITS = {name: unit for name, _b, _h, unit in AB_METRICS} | {"capacity": "users"}
 NO_POINT = Point(0, {}, {})
 
 
@@ -125,8 +127,7 @@ def main_ab(args, load: list[str], command: str) -> int:
         if not 1 <= args.min_rounds <= args.max_rounds:
             raise InputError("--min-rounds, --max-rounds: give 1 <= --min-rounds <= --max-rounds")
         rule = SequentialRule(args.min_rounds, args.max_rounds, args.min_effect)
-    capacity_load = any(x in load for x in ("--find-capacity",)) or ("--steps" in load and "--slo" in load)
-    primary = args.primary or ("capacity" if capacity_load else "ttft.p95")
+    primary = args.primary or ("capacity" if of_load(load) is not None else "ttft.p95")
     if primary not in DIRECTION:
         raise InputError(f"--primary {primary}: choose one of {', '.join(DIRECTION)}")
     gate = list(DIRECTION) if args.gate == "all" else [g.strip() for g in (args.gate or primary).split(",")]
@@ -163,6 +164,7 @@ class AB:
         return self.seed + r - 1
 
     def dry_run(self) -> None:
+        self.check_units()
         self.say(f"A: {describe(self.configs['A'])}\nB: {describe(self.configs['B'])}")
         self.say(f"rounds: {self._rule_text()}")
         for r in range(1, self.rule.max_rounds + 1):
@@ -183,7 +185,18 @@ class AB:
         with lock_folder(self.folder):
             return self._run()
 
+    def check_units(self) -> None:
+        """The load and the runs already complete in the folder search capacity in one unit."""
+        done = {
+            f"complete run round {r} {side}": run_unit(self.run_folder(r, side))
+            for r in range(1, self.rule.max_rounds + 1)
+            for side in "AB"
+            if is_complete(self.run_folder(r, side))
+        }
+        refuse_mixed({"this load": of_load(self.load)} | done)
+
     def _run(self) -> int:
+        self.check_units()
         os.makedirs(self.folder, exist_ok=True)
         journal = Journal(self.folder)
         journal.write("ab_start", command=self.command, rule=self._rule_text())
@@ -223,7 +236,7 @@ class AB:
                 p = result["metrics"].get(self.primary)
                 lo_pct, hi_pct = (p["lo_pct"], p["hi_pct"]) if p else (None, None)
                 decision = self.rule.decide(r, lo_pct, hi_pct, bool(p) and p["verdict"] in (BETTER, WORSE))
-                self.say(f"round {r}: {self.primary} {_pct(p)}; {decision}")
+                self.say(f"round {r}: {_named(self.primary, p)} {_pct(p)}; {decision}")
                 journal.write(
                     "round_end",
                     round=r,
@@ -283,6 +296,9 @@ class AB:
             }
         caps_a = [v.get("capacity") for v in values["A"]]
         caps_b = [v.get("capacity") for v in values["B"]]
+        unit = refuse_mixed(
+            {f"round {i} {side}": v.get("capacity_unit") for side in "AB" for i, v in enumerate(values[side], 1)}
+        )
         if caps_a and all(c is not None for c in caps_a + caps_b):
             lo, hi, verdict = bracket_difference(caps_a, caps_b)
             ma = sum(c[0] for c in caps_a) / len(caps_a)
@@ -290,7 +306,7 @@ class AB:
             pct = lambda x: None if x is None or not ma else x / ma * 100  # noqa: E731
             half = (hi - lo) / 2 if lo is not None and hi is not None else None
             metrics["capacity"] = {
-                "unit": "users",
+                "unit": unit or USERS,
                 "a": ma,
                 "b": mb,
                 "diff": mb - ma,
@@ -349,6 +365,11 @@ def _pct(m: dict | None) -> str:
     return f"{_signed(m['diff_pct'])} % [{_signed(m['lo_pct'])}, {_signed(m['hi_pct'])}] % ({m['verdict']})"
 
 
+def _named(name: str, m: dict | None) -> str:
+    """A metric with its unit: 'capacity (requests/s)'."""
+    return f"{name} ({m['unit']})" if m else name
+
+
 HEADERS = ["metric", "A", "B", "B - A", "B - A %", "interval %", "verdict", "smallest detectable"]
 
 
@@ -357,7 +378,7 @@ def table(result: dict) -> list[str]:
     for name, m in result["metrics"].items():
         rows.append(
             [
-                f"{name} ({m['unit']})",
+                _named(name, m),
                 _num(m["a"]),
                 _num(m["b"]),
                 _num(m["diff"]),
@@ -378,7 +399,8 @@ def table(result: dict) -> list[str]:
 def summary_line(result: dict) -> str:
     p = result["metrics"].get(result["primary"])
     worse = [g for g in result["gate"] if result["metrics"].get(g, {}).get("verdict") == WORSE]
-    head = f"B against A after {result['rounds']} rounds ({result.get('stopped', '')}): {result['primary']} {_pct(p)}"
+    name = _named(result["primary"], p)
+    head = f"B against A after {result['rounds']} rounds ({result.get('stopped', '')}): {name} {_pct(p)}"
     if p and p["verdict"] == NO_DIFFERENCE and p.get("detectable_pct") is not None:
         head += f"; a change smaller than ±{p['detectable_pct']:.1f} % could not have been detected"
     return head + (f"; WORSE on {', '.join(worse)}" if worse else "; no gated metric worse")
@@ -399,7 +421,7 @@ def markdown(result: dict, lines: list[str]) -> str:
     ]
     for name, m in result["metrics"].items():
         out.append(
-            f"| {name} ({m['unit']}) | {_num(m['a'])} | {_num(m['b'])} | {_num(m['diff'])} | {_signed(m['diff_pct'])} % | "
+            f"| {_named(name, m)} | {_num(m['a'])} | {_num(m['b'])} | {_num(m['diff'])} | {_signed(m['diff_pct'])} % | "
             f"[{_signed(m['lo_pct'])}, {_signed(m['hi_pct'])}] | {m['verdict']} | "
             f"{_detectable(m['detectable_pct'])} |"
         )

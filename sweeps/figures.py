@@ -6,8 +6,9 @@ met below the lowest missed: the load the deployment carries within the SLO); a 
 levels (a fixed load, an open-loop rate) is its whole window.
 
 The intervals: the capacity's is the capacity answer's own, [the level met, the level missed]
-(summary.json `capacity.users` and `next_failing_users`): the true capacity lies between them, at
-the search's resolution; with no level missed it is unbounded above. Throughput and P95 TTFT get
+(summary.json `capacity.users` and `next_failing_users`; a search in requests/s: `capacity.rate`
+and `next_failing_rate`, sweeps/capacity_unit.py): the true capacity lies between them, at the
+search's resolution; with no level missed it is unbounded above. Throughput and P95 TTFT get
 the block bootstrap's percentile interval (stats/block_bootstrap.py, stats/comparison.py) over the
 same requests the figure is of.
 """
@@ -21,23 +22,54 @@ import numpy as np
 from metrics.diagnosis import level_evidence
 from stats.block_bootstrap import Scope, measure, prepare, scopes
 from stats.comparison import interval
+from sweeps.capacity_unit import RATE, of_capacity
 
 RESAMPLES = 1000
 NO_LEVEL_BEFORE = 1 << 62  # a whole window's users: any count of running and waiting requests is drained
 CONFIDENCE = 0.95
+# rates of a search in requests/s are whole thousandths (docs/load-models.md): a level is at the
+# answer's rate within half of one
+RATE_TOLERANCE = 0.0005
 
 
 def _finite(x) -> float | None:
     return float(x) if x is not None and math.isfinite(float(x)) else None
 
 
+def capacity_answer(cap) -> tuple[float | None, float | None, float | None]:
+    """(capacity, lower end, upper end) of summary.json's `capacity`, in its own unit (users, or
+    requests/s for a search in requests/s): the level met and the level missed; (0, 0, missed) when
+    the lowest level tried missed; (None, None, missed) when levels below the miss were left
+    undecided (the capacity is not known); upper end None: no level missed."""
+    if cap is None:
+        return None, None, None
+    met, missed, undecided = _levels(cap)
+    if met is not None:
+        return met, met, missed
+    if missed is not None and not any(u < missed for u in undecided):
+        return 0, 0, missed  # missed at the lowest level tried: its capacity is below it, from 0
+    return None, None, missed
+
+
+def _levels(cap) -> tuple[float | None, float | None, list[float]]:
+    """The answer's highest level met, lowest missed and those left undecided, in its own unit."""
+    if of_capacity(cap) == RATE:
+        return cap.rate, cap.next_failing_rate, cap.undecided_rates
+    return cap.users, cap.next_failing_users, cap.undecided
+
+
 def capacity_level(summary):
-    """The by_step level of the capacity answer (None without one)."""
+    """The by_step level of the capacity answer (None without one): the level at its users, or at
+    its rate for a search in requests/s (whose levels' users are all the in-flight cap)."""
     cap = summary.capacity
-    if cap is None or cap.users is None:
+    if cap is None or (met := _levels(cap)[0]) is None:
         return None
-    met = [st for st in summary.by_step or [] if st.users == cap.users and not st.partial]
-    return max(met, key=lambda st: st.steps, default=None)
+    if of_capacity(cap) == RATE:
+        at = lambda st: st.rate is not None and abs(st.rate - met) <= RATE_TOLERANCE  # noqa: E731
+    else:
+        at = lambda st: st.rate is None and st.users == met  # noqa: E731
+    found = [st for st in summary.by_step or [] if at(st) and not st.partial]
+    return max(found, key=lambda st: st.steps, default=None)
 
 
 def point_figures(
@@ -48,6 +80,7 @@ def point_figures(
     summary = p.run.summary
     per = gpus or 1
     cap = summary.capacity
+    unit = of_capacity(cap)
     level = capacity_level(summary)
     sc = level_scope(p, level) if level is not None else scopes(p)["overall"]
     values, _blocks = measure(p, sc, seed, "point", resamples)
@@ -66,15 +99,16 @@ def point_figures(
         "run_id": p.run.run_id,
         "kind": "capacity" if cap is not None else "fixed",
         "scope": sc.key,
-        "users": level.users if level is not None else None,
+        # the capacity level's load: its users, or its rate (its users the in-flight cap)
+        "users": level.users if level is not None and level.rate is None else None,
+        "rate": level.rate if level is not None else None,
         "requests": int((sc.select & p.ok).sum()),
         "slo": cap.slo
         if cap is not None
         else (", ".join(o.objective for o in summary.slo.objectives) if summary.slo else None),
         "slo_state": _slo_state(summary),
-        "capacity": None,
-        "capacity_lo": None,
-        "capacity_hi": None,
+        "capacity_unit": unit,
+        **dict(zip(("capacity", "capacity_lo", "capacity_hi"), capacity_answer(cap), strict=True)),
         "capacity_sentence": cap.sentence if cap else None,
         "throughput": _div(tput, per),
         "throughput_lo": _div(tput_ci[0], per),
@@ -89,15 +123,6 @@ def point_figures(
         "confidence": confidence,
         **server_figures(p, sc, level.users if level is not None else None),
     }
-    if cap is not None:
-        if cap.users is not None:
-            out["capacity"], out["capacity_lo"], out["capacity_hi"] = cap.users, cap.users, cap.next_failing_users
-        elif cap.next_failing_users is not None:
-            out["capacity_hi"] = cap.next_failing_users
-            if not any(u < cap.next_failing_users for u in cap.undecided):
-                # missed at the lowest level tried: its capacity is below it, from 0
-                out["capacity"], out["capacity_lo"] = 0, 0
-            # else levels below the miss were tried and left undecided: the capacity is not known
     return out
 
 
@@ -123,9 +148,8 @@ def level_scope(p, level) -> Scope:
     undecided level), sent inside its window."""
     inside = (p.wall >= level.window.start) & (p.wall <= level.window.end)
     steps = (p.step >= level.step) & (p.step < level.step + max(1, level.steps))
-    return Scope(
-        f"step:{level.step}", f"{level.users} users", level.window.start, level.window.end, np.asarray(inside & steps)
-    )
+    load = f"{level.users} users" if level.rate is None else f"{level.rate:g} requests/s"
+    return Scope(f"step:{level.step}", load, level.window.start, level.window.end, np.asarray(inside & steps))
 
 
 def _objective(level, metric: str):
@@ -141,9 +165,10 @@ def _div(x, n: int) -> float | None:
 
 def _slo_state(summary) -> str | None:
     if summary.capacity is not None:
-        if summary.capacity.users is not None:
+        met, missed, _undecided = _levels(summary.capacity)
+        if met is not None:
             return "met"
-        return "missed" if summary.capacity.next_failing_users is not None else "undecided"
+        return "missed" if missed is not None else "undecided"
     return summary.slo.state if summary.slo is not None else None
 
 
@@ -159,7 +184,8 @@ AB_METRICS = [
 
 def run_values(run_folder: str, seed: int, roles: tuple[str, ...], resamples: int = RESAMPLES) -> dict:
     """One A/B run's figures over its whole window: {metric: (value, {role: bootstrap replicates}
-    or None)}, and 'capacity': (level met, level missed) when the load was a capacity search.
+    or None)}, and 'capacity': (level met, level missed) when the load was a capacity search, with
+    'capacity_unit' (sweeps/capacity_unit.py).
 
     One set of replicates per role: runs resampled under the same `seed` and role draw the same
     block weights. The two runs of a round sent the same requests in the same order from their
@@ -187,13 +213,7 @@ def run_values(run_folder: str, seed: int, roles: tuple[str, ...], resamples: in
             )
     cap = summary.capacity
     if cap is not None:
-        if cap.users is not None:
-            out["capacity"] = (
-                float(cap.users),
-                None if cap.next_failing_users is None else float(cap.next_failing_users),
-            )
-        elif cap.next_failing_users is not None and not any(u < cap.next_failing_users for u in cap.undecided):
-            out["capacity"] = (0.0, float(cap.next_failing_users))
-        else:
-            out["capacity"] = None
+        value, lo, hi = capacity_answer(cap)
+        out["capacity"] = None if value is None else (float(lo), None if hi is None else float(hi))
+        out["capacity_unit"] = of_capacity(cap)
     return out

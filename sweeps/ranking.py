@@ -6,6 +6,9 @@ A new ranking is one function:
 
     @ranking("name", "what it ranks by (unit)", higher_is_better=True)
     def name(row: dict) -> Estimate | None: ...
+
+A label's `{unit}` is the unit of the points' capacity: users, or requests/s for searches in
+requests/s (sweeps/capacity_unit.py, which refuses points that mix the two).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from sweeps.capacity_unit import USERS, refuse_mixed
 
 BEST = "best"
 NO_DIFFERENCE = "no difference measured"
@@ -60,9 +65,9 @@ def _est(row: dict, key: str) -> Estimate | None:
     return Estimate(float(v), row.get(f"{key}_lo"), row.get(f"{key}_hi"))
 
 
-@ranking("capacity", "capacity at the SLO (users)", higher_is_better=True)
+@ranking("capacity", "capacity at the SLO ({unit})", higher_is_better=True)
 def by_capacity(row: dict) -> Estimate | None:
-    """A capacity search's answer, with the interval [level met, level missed]."""
+    """A capacity search's answer, in its own unit, with the interval [level met, level missed]."""
     return _est(row, "capacity")
 
 
@@ -99,9 +104,22 @@ def chosen(rows: list[dict], name: str) -> str:
     return "capacity" if any(r.get("capacity") is not None for r in rows) else "throughput"
 
 
-def rank(rows: list[dict], name: str) -> dict:
-    """The ranked points (best first), the verdict, the margin and the exit code."""
+def capacity_unit(rows: list[dict], load_unit: str | None = None) -> str:
+    """The unit of the measured points' capacity (`load_unit`, the load's, where none has one;
+    users without either); refused when they mix users and requests/s."""
+    found = refuse_mixed(
+        {row.get("label", row["point"]): row.get("capacity_unit") for row in rows if row.get("status") == "done"}
+    )
+    return found or load_unit or USERS
+
+
+def rank(rows: list[dict], name: str, load_unit: str | None = None) -> dict:
+    """The ranked points (best first), the verdict, the margin and the exit code. `load_unit`: the
+    unit the load searches capacity in (sweeps/capacity_unit.py of_load), for the label where no
+    point has a capacity."""
     r = RANKINGS[chosen(rows, name)]
+    unit = capacity_unit(rows, load_unit)
+    label = r.label.format(unit=unit)
     scored = [(row, est) for row in rows if row.get("status") == "done" and (est := r.figure(row)) is not None]
     sign = -1 if r.higher_is_better else 1
     scored.sort(key=lambda pair: (sign * pair[1].value, pair[0].get("index", 0)))
@@ -111,7 +129,8 @@ def rank(rows: list[dict], name: str) -> dict:
     ]
     out = {
         "ranking": r.name,
-        "by": r.label,
+        "by": label,
+        "capacity_unit": unit,
         "higher_is_better": r.higher_is_better,
         "order": order,
         "best": None,
@@ -120,7 +139,7 @@ def rank(rows: list[dict], name: str) -> dict:
         "margin_pct": None,
         "verdict": NONE,
         "exit_code": EXIT_NONE,
-        "sentence": f"no point has a {r.label}",
+        "sentence": f"no point has a {label}",
     }
     if not scored:
         return out
@@ -130,7 +149,7 @@ def rank(rows: list[dict], name: str) -> dict:
         out.update(
             verdict=ONLY_ONE,
             exit_code=EXIT_BEST,
-            sentence=f"{best_row.get('label')}: {_fmt(best.value)} ({r.label}); the only point measured",
+            sentence=f"{best_row.get('label')}: {_fmt(best.value)} ({label}); the only point measured",
         )
         return out
     second_row, second = scored[1]
@@ -145,13 +164,13 @@ def rank(rows: list[dict], name: str) -> dict:
             exit_code=EXIT_NO_DIFFERENCE,
             sentence=f"no difference measured between {best_row.get('label')} ({_fmt(best.value)} {_iv(best)}) and "
             f"{second_row.get('label')} ({_fmt(second.value)} {_iv(second)}): their intervals overlap "
-            f"({r.label})",
+            f"({label})",
         )
     else:
         out.update(
             verdict=BEST,
             exit_code=EXIT_BEST,
-            sentence=f"best: {best_row.get('label')} with {_fmt(best.value)} {_iv(best)} ({r.label}), "
+            sentence=f"best: {best_row.get('label')} with {_fmt(best.value)} {_iv(best)} ({label}), "
             f"{'above' if r.higher_is_better else 'below'} the runner-up {second_row.get('label')} "
             f"({_fmt(second.value)} {_iv(second)}) by {_fmt(margin)}{pct}, beyond both intervals",
         )

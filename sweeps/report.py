@@ -41,7 +41,7 @@ def build_charts(rows: list[dict], meta: dict) -> list[str]:
         first = charts.per_point(
             "capacity",
             "Capacity at the SLO per point",
-            "users",
+            _unit(meta),
             labels,
             [r.get("capacity") for r in rows],
             [r.get("capacity_lo") for r in rows],
@@ -74,12 +74,17 @@ def build_charts(rows: list[dict], meta: dict) -> list[str]:
     return [first, second]
 
 
+def _unit(meta: dict) -> str:
+    """The capacity's unit: users, or requests/s for searches in requests/s (sweeps/ranking.py)."""
+    return meta.get("capacity_unit") or "users"
+
+
 def view(rows: list[dict], ranked: dict, meta: dict) -> dict:
     per_gpu = " per GPU" if meta.get("gpus") else ""
     headers = [
         "point",
         "status",
-        "capacity (users)",
+        f"capacity ({_unit(meta)})",
         "interval",
         f"throughput{per_gpu} (tok/s)",
         "interval",

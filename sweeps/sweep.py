@@ -5,7 +5,9 @@ point's results folder back; then the table, the ranking and the report.
 A point never hangs the sweep: the start is bounded (--start-timeout), the load is bounded (its
 -t plus a slack, or --point-timeout), and a server that dies during the load stops the load at
 once. A failed point is recorded with its class and its log's tail, and the sweep goes on. A point
-whose results folder is complete is not run again (resume).
+whose results folder is complete is not run again (resume): a resumed folder whose complete
+points searched capacity in another unit than this load (users against requests/s) is refused
+before anything starts (sweeps/capacity_unit.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from dataclasses import dataclass, field
 from core.errors import InputError
 from core.files import write_atomic
 from core.server_process import ServerStartError, classify_start_failure
+from metrics.schema import load_summary
+from runfolder.layout import SUMMARY
+from sweeps.capacity_unit import of_capacity, of_load, refuse_mixed
 from sweeps.figures import point_figures
 from sweeps.folder_lock import lock_folder
 from sweeps.grid import Point
@@ -65,6 +70,7 @@ class Sweep:
 
 def dry_run(sw: Sweep) -> None:
     """Every point's commands, nothing started ({port}: a port picked per point when it runs)."""
+    check_units(sw)
     sw.say(f"{len(sw.points)} points, folder {sw.folder}")
     for p in sw.points:
         folder = sw.point_folder(p)
@@ -86,7 +92,25 @@ def run_sweep(sw: Sweep) -> int:
         return _run_sweep(sw)
 
 
+def check_units(sw: Sweep) -> None:
+    """The load and the points already complete in the folder search capacity in one unit."""
+    refuse_mixed(
+        {"this load": of_load(sw.load_args)}
+        | {
+            f"complete point {p.label}": run_unit(sw.point_folder(p))
+            for p in sw.points
+            if is_complete(sw.point_folder(p))
+        }
+    )
+
+
+def run_unit(folder: str) -> str | None:
+    """The capacity unit of a complete run's summary.json (None: no capacity answer)."""
+    return of_capacity(load_summary(os.path.join(folder, RUN_ID, SUMMARY)).capacity)
+
+
 def _run_sweep(sw: Sweep) -> int:
+    check_units(sw)
     os.makedirs(os.path.join(sw.folder, POINTS), exist_ok=True)
     journal = Journal(sw.folder)
     write_atomic(
@@ -296,14 +320,16 @@ def _read_json(path: str) -> dict:
 def finish(sw: Sweep, journal: Journal) -> int:
     """The table, the ranking, the report; the exit code of the ranking."""
     rows = collect(sw)
-    ranked = rank(rows, sw.ranking)
-    others = {name: rank(rows, name) for name in RANKINGS if name != ranked["ranking"]}
+    unit = of_load(sw.load_args)
+    ranked = rank(rows, sw.ranking, unit)
+    others = {name: rank(rows, name, unit) for name in RANKINGS if name != ranked["ranking"]}
     meta = {
         "folder": sw.folder,
         "command": sw.command,
         "load": sw.load_args,
         "gpus": sw.gpus,
         "settings": sw.settings,
+        "capacity_unit": ranked["capacity_unit"],
         "other_rankings": others,
     }
     csv_path, json_path = write_table(sw.folder, rows, sw.settings, ranked, meta)

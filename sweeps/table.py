@@ -1,5 +1,6 @@
 """The sweep's table: one row per point (its settings, outcome and figures), written as CSV and
-JSON beside the ranking."""
+JSON beside the ranking. `users` or `rate`: the load of the level the figures are of (a search in
+requests/s: its rate); `capacity_unit`: what `capacity` counts, users or requests/s."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ COLUMNS = [
     "status",
     "exit_code",
     "users",
+    "rate",
+    "capacity_unit",
     "capacity",
     "capacity_lo",
     "capacity_hi",
