@@ -574,9 +574,22 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
         "unit": "ms",
         "over": True,
     }
-    worker["loop_lag_p99_ms"] = 1.2
+    # first tokens a stall may have stamped late: the card's line says so, and what helps
+    board["stamp_suspect"] = 26
+    assert client_health(env)["stall_note"] == (
+        "26 requests waited for their first token through a client stall: TTFT may read high; "
+        "spawn slower (-r) or add workers"
+    )
+    # late while idle (other processes took the CPU), its lag over the limit: contended, not "over
+    # limit", and the stall line does not ask for more workers, which would wait for a CPU too
     worker["contended"] = True
+    h = client_health(env)
+    assert h["state"] == "contended" and h["checks"][1]["over"], h
+    assert h["stall_note"].endswith("a quieter machine helps, more workers do not") and "add workers" not in h["stall_note"]
+    worker["loop_lag_p99_ms"] = 1.2
     assert client_health(env)["state"] == "contended"
+    board["stamp_suspect"] = 0
+    assert "stall_note" not in client_health(env)
     board["bound"], worker["bound"] = True, True
     assert client_health(env)["state"] == "client bound"
     board["workers"] = []

@@ -58,7 +58,11 @@ def client_health(env) -> dict:
     whether it is over. `state` is the snapshot's own when it has one, else "client bound" (a
     worker went past the accuracy limits, sustained while busy), "over limit" (a value is above its
     limit, not sustained), "contended" (late while idle: other processes took the CPU), "ok"
-    (every value within its limit), or "unknown" (no monitor, or no sample yet)."""
+    (every value within its limit), or "unknown" (no monitor, or no sample yet). A contended worker
+    is named so even when its lag is over the limit: the lag is the crowded machine's, and the
+    card's "over limit" beside a stall line saying "add workers" had told a crowded machine to
+    start more processes that would wait too. `stall_note`: the card's line on the first tokens a
+    loop stall may have stamped late, with what helps."""
     health = env.llm.plugin(Health)
     if health is None:
         return {"state": "unknown"}
@@ -75,10 +79,10 @@ def client_health(env) -> dict:
         state = str(data["state"])
     elif data.get("bound"):
         state = "client bound"
-    elif any(c["over"] for c in checks):
-        state = "over limit"
     elif workers and any(w.get("contended") for w in workers):
         state = "contended"
+    elif any(c["over"] for c in checks):
+        state = "over limit"
     elif workers and any(w.get("samples") for w in workers):
         state = "ok"
     else:
@@ -90,7 +94,26 @@ def client_health(env) -> dict:
     }
     if workers is not None:
         out["workers"] = [{k: w.get(k) for k in HEALTH_WORKER_KEYS if k in w} for w in workers]
+    note = stall_note(data.get("stamp_suspect"), state)
+    if note:
+        out["stall_note"] = note
     return out
+
+
+def stall_note(suspect, state: str) -> str:
+    """The Client card's line on the first tokens a stall of the client's loop may have stamped
+    late, with what helps: on a contended client (other processes take its CPU) a quieter machine,
+    not more worker processes, which would wait for a CPU too; else fewer users started at once or
+    more workers. "" with none."""
+    n = int(suspect) if isinstance(suspect, (int, float)) else 0
+    if n <= 0:
+        return ""
+    helps = (
+        "other processes take this machine's CPU: a quieter machine helps, more workers do not"
+        if state == "contended"
+        else "spawn slower (-r) or add workers"
+    )
+    return f"{n:,} request{'s' if n != 1 else ''} waited for their first token through a client stall: TTFT may read high; {helps}"
 
 
 # (label, the workers' key, the limits' key, unit) of the values the Client card shows
