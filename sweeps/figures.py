@@ -51,6 +51,13 @@ def capacity_answer(cap) -> tuple[float | None, float | None, float | None]:
     return None, None, missed
 
 
+def capacity_figures(cap) -> dict:
+    """A point's capacity columns: its unit (sweeps/capacity_unit.py; None without a capacity
+    search) and capacity_answer's three figures."""
+    value, lo, hi = capacity_answer(cap)
+    return {"capacity_unit": of_capacity(cap), "capacity": value, "capacity_lo": lo, "capacity_hi": hi}
+
+
 def _levels(cap) -> tuple[float | None, float | None, list[float]]:
     """The answer's highest level met, lowest missed and those left undecided, in its own unit."""
     if of_capacity(cap) == RATE:
@@ -80,7 +87,6 @@ def point_figures(
     summary = p.run.summary
     per = gpus or 1
     cap = summary.capacity
-    unit = of_capacity(cap)
     level = capacity_level(summary)
     sc = level_scope(p, level) if level is not None else scopes(p)["overall"]
     values, _blocks = measure(p, sc, seed, "point", resamples)
@@ -107,8 +113,7 @@ def point_figures(
         if cap is not None
         else (", ".join(o.objective for o in summary.slo.objectives) if summary.slo else None),
         "slo_state": _slo_state(summary),
-        "capacity_unit": unit,
-        **dict(zip(("capacity", "capacity_lo", "capacity_hi"), capacity_answer(cap), strict=True)),
+        **capacity_figures(cap),
         "capacity_sentence": cap.sentence if cap else None,
         "throughput": _div(tput, per),
         "throughput_lo": _div(tput_ci[0], per),
