@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from metrics.limits import GPU_IDLE, RULES, Knee, queued
+from metrics.limits import GPU_IDLE, QUEUE_MIN, RULES, Knee, queued
 from metrics.schema.client_health import ClientBound
 from metrics.schema.server_side import KneeDiagnosis, LevelEvidence, level_load
 
@@ -567,7 +567,15 @@ def _no_limit(k: Knee, findings, prefix: str) -> dict:
         if k.low is None
         else "the step time is not known"
     )
-    sentence = f"no limit reached: at {g.at} nothing waits for a slot (mean {g.waiting or 0:,.1f} waiting) and {steps}"
+    waiting = g.waiting or 0.0
+    # requests counted as waiting whose wait is only for the step in progress (limits.queued): "nothing
+    # waits" beside "mean 30.5 waiting" read as a contradiction
+    queue = (
+        f"requests wait only for the step in progress (mean {waiting:,.1f} waiting, {k.wait_ms:,.0f} ms each)"
+        if waiting >= QUEUE_MIN and k.wait_ms is not None
+        else f"nothing waits for a slot (mean {waiting:,.1f} waiting)"
+    )
+    sentence = f"no limit reached: at {g.at} {queue} and {steps}"
     near = [f for f in findings if f.headroom is not None]
     if not near:
         return {

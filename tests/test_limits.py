@@ -236,6 +236,15 @@ def test_an_idle_server_is_no_limit_with_the_nearest_one_and_its_headroom():
         "the nearest limit is scheduler-bound: the slots (2 of max_num_seqs 8 running at the peak), 75% headroom"
         in d.sentence
     )
+    assert "nothing waits for a slot (mean 0.0 waiting)" in d.sentence, d.sentence
+    # requests counted as waiting, each only for the step in progress (10 ms): said so, not "nothing
+    # waits for a slot (mean 10.0 waiting)"
+    brief = run(
+        [{**LOW, "users": 1, "running": 1}, level(users=40, running=20, waiting=10, kv=0.05, queue=(0.01, 4))],
+        SCHEDULER | {"max_num_seqs": "128"},
+    )
+    assert brief.kind == "no limit reached", brief.sentence
+    assert "requests wait only for the step in progress (mean 10.0 waiting, 10 ms each)" in brief.sentence
     alone = run([level(users=2, running=2, waiting=0, kv=0.03)])  # one level, nothing stated: KV is what can be told
     assert alone.kind == "no limit reached" and "the lowest level, so no step growth" in alone.sentence
     assert alone.nearest == "memory-bound"
