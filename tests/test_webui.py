@@ -278,6 +278,7 @@ def test_step_rows_equal_summary_by_step():
     snap = w.snapshot(end=T0 + 50, flight=Flight([open_stream]), steps=(plan, T0))
     assert [(r["step"], r["status"]) for r in snap["steps"]] == [(0, "final"), (1, "pending"), (2, "running")]
     assert snap["steps"][1]["open"] == 1 and snap["steps"][1]["block"]["verdict"] is None
+    assert snap["steps"][2]["so_far_s"] == 10.0  # the running step began at T0 + 40: how long it has run
     summary = summarize(rows_to_table(rows), T0, T0 + 60, run_start=T0, plan=plan, objectives=objectives).model_dump()
     by_step = summary["by_step"]
     row = snap["steps"][0]
@@ -966,6 +967,8 @@ def test_a_form_runs_report_says_what_ran_not_the_command_line(tmp_path):
         argv
     )
     assert argv[argv.index("--slo") + 1] == "ttft.p95<2s" and "--web-port" not in argv, argv
+    # the target was the built-in simulator: the options start one again (its address dies with this process)
+    assert "--host" not in argv and run["host"].startswith("http://127.0.0.1:"), argv
     html = open(folder, encoding="utf-8").read()
     assert "web form settings" in html and html_escape(" ".join(argv)) in html
 

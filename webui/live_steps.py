@@ -67,7 +67,9 @@ class LiveSteps:
                 row["held"] = search_text(plan.search, len(rows))
                 row["judged"] = len(rows) < len(plan.search.get("levels", []))  # the search has ended it
             if end < level.end and not final:
-                row["status"] = "running"
+                # how long it has run: a capacity search holds an undecided level up to its longest hold
+                # (minutes), and a bare "running…" all that time read as a status that never updates
+                row.update(status="running", so_far_s=round(max(0.0, end - level.begin), 1))
             else:
                 still_open = int(np.sum(flight.sent < level.end))
                 may_grow = plan.cut_lag_s is not None and level is levels[-1] and not final

@@ -65,7 +65,10 @@ def check_start(environment, form) -> RunPlan:
             ) from None
     plan = check_target(environment, scrape_when_target(plan, state.simulator, host), host)
     state.plan, state.inputs = plan, inputs
-    state.form_argv = form_settings(form, opts, host)  # run.json's argv: what ran, not this process's command line
+    # run.json's argv: what ran, not this process's command line. The built-in simulator's address is
+    # left out: it lives as long as this process, and the options without --host start one again
+    own = state.simulator is not None and host == state.simulator.url
+    state.form_argv = form_settings(form, opts, "" if own else host)
     return plan
 
 
