@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -327,3 +328,6 @@ def test_an_ab_and_a_sweep_of_searches_in_requests_per_second_on_the_simulator(t
     assert abs(five["requests"] - five["rate"] * window_s) <= 1.5, (five["requests"], window_s)
     report = open(sweep_out / "report.md").read()
     assert "capacity (requests/s)" in report and "(users)" not in report
+    html = open(sweep_out / "report.html").read()
+    chart = re.findall(r'<svg class="chart" data-chart="capacity".*?</svg>', html, flags=re.S)[0]
+    assert "requests/s" in chart and "users" not in chart and chart.count('class="errorbar"') == 2
