@@ -302,6 +302,7 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
     table and of the view after the run (metrics/verdict.py judged_on), from the same Step. No
     diagnosis while no final level missed (the old view diagnosed the highest level so far: no
     knee yet); once one missed, the diagnosis names it."""
+    from metrics.schema.client_health import ClientBound
     from metrics.schema.verdicts import Capacity
     from metrics.summary import summarize
     from metrics.verdict import judged_on
@@ -328,6 +329,13 @@ def test_a_held_level_and_the_knee_are_said_live_as_after_the_run():
         said = judged_on(step.verdict, 2, 35.0)
         assert said.endswith(", 35 s measured") and said.split(", ")[0].endswith(" requests"), said
         assert snap["steps"][0]["judged_on"] == summary_view(summary)["by_step"][0]["judged_on"] == said
+        # the console's "Client warning" line, for the page: none from a healthy client, the contended one's
+        assert summary_view(summary)["client_warning"] == ""
+        summary.client_bound = ClientBound(contended=True, advice="Other processes took the CPU.")
+        assert summary_view(summary)["client_warning"] == (
+            "The load generator's machine was contended: Other processes took the CPU."
+        )
+        summary.client_bound = None
         assert level_verdict(step)[1].text == said  # the report's "judged on" cell
         # a capacity search's level says after the run why it ended and the bracket it left, as live
         search = {

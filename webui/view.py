@@ -375,8 +375,11 @@ def summary_view(summary: Summary) -> dict:
     """The parts of a run's summary.json the view shows after the run; each level says what its
     verdict rests on as the live rows and the report's per-step table do (`judged_on`), and a
     capacity search's level why it ended and the bracket it left, as its live row said it
-    (`search_text`: after the run the row had said only how long it was held)."""
+    (`search_text`: after the run the row had said only how long it was held). `client_warning`:
+    the console's "Client warning" line (the diagnosis may say "see its warning": the page had
+    shown it only in the Client card's tooltip)."""
     out = summary.model_dump(mode="json", include=set(SUMMARY_KEYS))
+    out["client_warning"] = summary.client_bound.warning() if summary.client_bound is not None else ""
     cap = summary.capacity
     search = {"levels": [e.model_dump(mode="json") for e in cap.levels]} if cap is not None and cap.levels else None
     for k, (step, s) in enumerate(zip(out.get("by_step") or (), summary.by_step or ())):
