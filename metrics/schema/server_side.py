@@ -67,7 +67,7 @@ class LevelEvidence(Model):
     @property
     def at(self) -> str:
         """The level in words: "24 users", or "8.5 requests/s"."""
-        return f"{self.rate:g} requests/s" if self.rate is not None else f"{self.users} users"
+        return f"{self.rate:g} requests/s" if self.rate is not None else f"{self.users} user{'s' * (self.users != 1)}"
 
 
 class KneeDiagnosis(Model):
