@@ -101,6 +101,11 @@ def _pct(x: float | None) -> str:
     return "unknown" if x is None else f"{x:.0%}"
 
 
+def _ms(x: float | None) -> str:
+    """A level with no request ended OK has no step time: "unknown", not "0 ms"."""
+    return "unknown" if x is None else f"{x:,.0f} ms"
+
+
 # -- memory -----------------------------------------------------------------------------------
 
 KV_FULL = 0.90  # KV-cache use (peak) from which the cache is "full"
@@ -209,7 +214,7 @@ def prefill(k: Knee) -> Finding:
     if g.ttft_ms is not None and k.low is not None and k.low.ttft_ms is not None:
         evidence.append(
             f"{k.where}: TTFT p50 {g.ttft_ms:,.0f} ms against {k.low.ttft_ms:,.0f} ms at {k.low.at}, "
-            f"steps (ITL p50) {g.step_ms or 0:,.0f} ms against {k.low.step_ms or 0:,.0f} ms"
+            f"steps (ITL p50) {_ms(g.step_ms)} against {_ms(k.low.step_ms)}"
         )
     if g.prompt_tokens is not None:
         evidence.append(f"{k.where}: {g.prompt_tokens:,.0f} prompt tokens per request (client, usage)")

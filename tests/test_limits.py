@@ -245,6 +245,10 @@ def test_an_idle_server_is_no_limit_with_the_nearest_one_and_its_headroom():
     )
     assert brief.kind == "no limit reached", brief.sentence
     assert "requests wait only for the step in progress (mean 10.0 waiting, 10 ms each)" in brief.sentence
+    # a lowest level with no request ended OK has no step time: unknown, not "0 ms"
+    bare = run([{**LOW, "users": 1, "running": 1, "step_ms": None}, level(users=2, running=2, waiting=0, kv=0.03)])
+    assert "the step time is not known" in bare.sentence, bare.sentence
+    assert any("steps (ITL p50) 20 ms against unknown" in e for e in bare.evidence), bare.evidence
     alone = run([level(users=2, running=2, waiting=0, kv=0.03)])  # one level, nothing stated: KV is what can be told
     assert alone.kind == "no limit reached" and "the lowest level, so no step growth" in alone.sentence
     assert alone.nearest == "memory-bound"
