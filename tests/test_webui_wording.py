@@ -15,7 +15,7 @@ from metrics.schema.run_setup import LoadSetup, Setup
 from plugin.options import DECLARED
 from webui.form import _locust_title, field_label, labels_script, last_values
 from webui.page_state import widened
-from webui.view import live_setup_rows
+from webui.view import good_rule, live_setup_rows
 
 pytestmark = pytest.mark.unit
 
@@ -125,3 +125,14 @@ def test_locusts_page_reads_stopped_only_once_the_runs_summary_is_in():
     assert master.page_state("stopped", now=50.0) == "stopping"
     assert master.page_state("stopped", now=50.1 + FINAL_WAIT_S) == "stopped"  # a finish that never came
     assert widened("x=s.state===S.SPAWNING||s.state==S.RUNNING").count("S.STOPPING") == 1  # polled in
+
+
+def test_the_good_card_says_what_makes_one_request_good():
+    """Good % counts requests under each objective's threshold (metrics/slo.py good_mask); the card
+    said "good = within ttft.p95<5s", which beside 100 % good and a TTFT P95 over 5 s read as a
+    contradiction: the percentile is the verdict's, over the requests."""
+    from metrics.slo import parse_slo
+
+    assert good_rule(parse_slo("ttft.p95<5s")) == "good = TTFT under 5s (each request)"
+    assert good_rule(parse_slo("ttft.p99<2s,tpot.mean<80ms")) == "good = TTFT under 2s, TPOT under 80ms (each request)"
+    assert good_rule([]) == "no --slo: good = OK"

@@ -248,6 +248,7 @@ class LiveView:
             "host": self.environment.host,
             "model": run.plan.model,
             "slo": [o.text for o in run.plan.slo],
+            "good": good_rule(run.plan.slo),
             "plan": run.plan.summary_line(),
             # the load and the target, as the report states them first (summary.json setup)
             "setup": live_setup_rows(run.summary_extra["setup"], run, time.time())
@@ -369,6 +370,20 @@ SUMMARY_KEYS = (
     "complete",
     "diagnosis",
 )
+
+
+METRIC_WORDS = {"ttft": "TTFT", "ttfa": "TTFA", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
+
+
+def good_rule(objectives) -> str:
+    """The Good card's line: what makes one request good (metrics/slo.py good_mask: under every
+    objective's threshold), "good = TTFT under 5s, TPOT under 80ms (each request)". It read "good =
+    within ttft.p95<5s", which beside "Good 100 %" and a TTFT P95 of 5.5 s read as a contradiction:
+    a percentile is a verdict over the requests, a single request is good or not by the threshold."""
+    if not objectives:
+        return "no --slo: good = OK"
+    parts = [f"{METRIC_WORDS.get(o.metric, o.metric)} under {o.text.split('<', 1)[1].strip()}" for o in objectives]
+    return "good = " + ", ".join(parts) + " (each request)"
 
 
 def summary_view(summary: Summary) -> dict:
