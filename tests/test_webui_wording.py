@@ -15,7 +15,7 @@ from metrics.schema.run_setup import LoadSetup, Setup
 from plugin.options import DECLARED
 from webui.form import _locust_title, field_label, labels_script, last_values
 from webui.page_state import widened
-from webui.view import good_rule, live_setup_rows
+from webui.view import good_rule, live_setup_rows, search_said
 
 pytestmark = pytest.mark.unit
 
@@ -136,3 +136,14 @@ def test_the_good_card_says_what_makes_one_request_good():
     assert good_rule(parse_slo("ttft.p95<5s")) == "good = TTFT under 5s (each request)"
     assert good_rule(parse_slo("ttft.p99<2s,tpot.mean<80ms")) == "good = TTFT under 2s, TPOT under 80ms (each request)"
     assert good_rule([]) == "no --slo: good = OK"
+
+
+def test_the_page_says_what_the_search_said_as_it_ran():
+    """The console's warning of a capacity search that a level cannot get the values it needs (and
+    the --step-time that would) is in the page too, after what it said before it started."""
+    search = SimpleNamespace(precheck=lambda: "capacity search: ...", notes=["at 1 user a level gets about 23 values"])
+    assert search_said(search) == {
+        "search_check": "capacity search: ...",
+        "search_notes": ["at 1 user a level gets about 23 values"],
+    }
+    assert search_said(None) == {"search_check": None, "search_notes": []}

@@ -255,8 +255,7 @@ class LiveView:
             if run.summary_extra.get("setup")
             else [],
             "load": run.plan.load.kind,
-            # what a capacity search said before it started: whether its levels can decide, its ceiling
-            "search_check": run.search.precheck() if getattr(run, "search", None) is not None else None,
+            **search_said(getattr(run, "search", None)),
             "report": "ready"
             if os.path.exists(report)
             else ("building" if getattr(run, "finished", False) else "after the run"),
@@ -370,6 +369,16 @@ SUMMARY_KEYS = (
     "complete",
     "diagnosis",
 )
+
+
+def search_said(search) -> dict:
+    """What a capacity search said of itself, as its console lines do: before it started
+    (`search_check`: whether its levels can decide, its ceiling) and as it ran (`search_notes`: a
+    level too slow to get the values it needs, and the --step-time that would; the page had not
+    shown it)."""
+    if search is None:
+        return {"search_check": None, "search_notes": []}
+    return {"search_check": search.precheck(), "search_notes": list(getattr(search, "notes", None) or [])}
 
 
 METRIC_WORDS = {"ttft": "TTFT", "ttfa": "TTFA", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
