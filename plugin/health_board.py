@@ -37,12 +37,17 @@ FREEZE_SKEWS = (
 WITHIN_LIMITS = "Every worker stayed within the accuracy limits."
 
 
-def stamp_sentence(n: int, of: int, worst_ms: float) -> str:
-    """One sentence on the records a loop stall may have skewed, with what to do."""
+def stamp_sentence(n: int, of: int, worst_ms: float, crowded: bool = False) -> str:
+    """One sentence on the records a loop stall may have skewed, with what to do (`crowded`: other
+    processes took the CPU, where more worker processes would wait for one too)."""
+    helps = (
+        "A quieter machine helps; more worker processes would wait for a CPU too."
+        if crowded
+        else "Spawn users slower (-r) or add worker processes (--processes)."
+    )
     return (
         f"{n:,} of {of:,} requests waited for their first token through a stall of the client's event loop (up to "
-        f"{worst_ms:.0f} ms; their records' stamp_skew_ms): their TTFT may read up to that much high. Spawn users "
-        "slower (-r) or add worker processes (--processes)."
+        f"{worst_ms:.0f} ms; their records' stamp_skew_ms): their TTFT may read up to that much high. {helps}"
     )
 
 
@@ -219,7 +224,9 @@ class HealthBoard:
         n, of, worst = self.stamps()
         if not n:
             return base
-        line = stamp_sentence(n, of, worst)
+        states = [e["state"] for e in self.workers.values()]
+        crowded = not any(s.get("bound") for s in states) and any(s.get("contended") for s in states)
+        line = stamp_sentence(n, of, worst, crowded)
         return line if base == WITHIN_LIMITS else f"{base} {line}"
 
     def _advice(self) -> str:

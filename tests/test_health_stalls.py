@@ -76,6 +76,10 @@ def test_the_monitor_marks_records_and_the_board_counts_them_with_the_advice():
     assert "-r" in summary["advice"] and "--processes" in summary["advice"]
     warning = ClientBound.model_validate(summary).warning()
     assert warning.startswith("The load generator's event loop stalled: 2 of 6")
+    # a contended worker (late while idle: other processes took the CPU): a quieter machine, not more workers
+    board.update("b", {**state, "worker": "b", "index": 1, "contended": True}, [])
+    crowded = board.summary()["advice"]
+    assert "quieter machine" in crowded and "--processes" not in crowded, crowded
     clean_board = HealthBoard()
     clean_board.update("a", {**state, "stamp_suspect": 0}, [])
     assert ClientBound.model_validate(clean_board.summary()).warning() == ""
