@@ -18,6 +18,13 @@ not the client's timing.
 The truth: the user count where the percentile of the SLO crosses its threshold in long fixed-level
 virtual runs (--truth-s each after a warm-up, one per --truth-users level, interpolated between the
 two levels either side).
+
+--replay-stops weighs rules for the adaptive search's stop on the crossing (STOP_RULES) without a
+run of each: every search runs once with that stop never taken (`Replay`), keeping the crossing at
+each look (at several confidences, and without each of its two neighbouring levels), and each rule
+is then played back over those looks: it ends the search at the first look where it holds. That is
+the search the rule would have run, look for look: until its stop, a rule changes nothing the
+search does (every other decision is the same at a look where it does not hold).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from metrics.record import RequestRecord
 from metrics.slo import parse_slo
 from shapes.capacity import CapacitySearch
 from shapes.search import POLICIES
+from shapes.search.adaptive import Adaptive
+from shapes.search.curve import CONFIDENCE, SPAN, fit, within
 from simulator import virtual
 from simulator.profiles import load_profile
 
@@ -79,15 +88,144 @@ def truth(profile, objective, users: list[int], seconds: float, warmup: float) -
     return None, at
 
 
-def search(profile, objectives, policy: str, seed: int, a) -> dict:
-    """One capacity search in virtual time (module doc)."""
-    s = CapacitySearch(
-        objectives,
-        a.step_time,
-        a.step_warmup,
-        a.run_time,
-        policy=POLICIES[policy](max_users=a.max_users),
+WIDER = (0.90, 0.95, 0.98)  # the confidences a look's crossing is kept at besides the reported one
+
+
+class Replay(Adaptive):
+    """The adaptive search whose stop on the crossing is never taken; at each look (a fit with new
+    values) it keeps the crossing at CONFIDENCE and WIDER; at 1 - (1 - CONFIDENCE) / k at the k-th
+    look where the stop could be taken (a crossing between levels within curve.SPAN of it: a
+    Bonferroni correction for the looks so far); and, where the crossing is within the precision, the
+    crossing without each of its two neighbouring levels."""
+
+    def __init__(self, clock, **kwargs):
+        super().__init__(**kwargs)
+        self.clock = clock  # the search's seconds at the look
+        self.looks: list[dict] = []
+        self.seen = None
+
+    def stops(self, history, c) -> bool:
+        look = tuple((t.users, t.margins.point) for t in history if t.margins is not None)
+        if look == self.seen:  # the same values (a level ended at the look that was just taken)
+            return False
+        self.seen = look
+        fits = {CONFIDENCE: c, **{q: fit(history, self.precision, q) for q in WIDER}}
+        # looks at which the stop could be taken: a crossing between levels close enough (curve.SPAN)
+        near = bool(c is not None and c.gap is not None and c.gap <= SPAN * self.precision * c.estimate)
+        looked = sum(x["near"] for x in self.looks) + near
+        fits["bonferroni"] = fit(history, self.precision, 1.0 - (1.0 - CONFIDENCE) / max(1, looked))
+        without = []
+        if within(c, self.precision):
+            without = [fit([t for t in history if t.users != u], self.precision) for u in (c.below, c.above)]
+        self.looks.append(
+            {
+                "s": self.clock(),
+                "levels": [u for u, _ in look],
+                "newest": history[-1].users,
+                "near": near,
+                "fits": fits,
+                "without": without,
+            }
+        )
+        return False
+
+
+def narrow_in_a_row(n: int, q: float = CONFIDENCE):
+    return lambda looks, p: len(looks) >= n and all(within(x["fits"][q], p) for x in looks[-n:])
+
+
+def narrow_since_another_level(looks, p) -> bool:
+    """Narrow now and at every look back to one whose values were of another level."""
+    if not within(looks[-1]["fits"][CONFIDENCE], p):
+        return False
+    for x in reversed(looks[:-1]):
+        if not within(x["fits"][CONFIDENCE], p):
+            return False
+        if x["newest"] != looks[-1]["newest"] or x["levels"] != looks[-1]["levels"]:
+            return True
+    return False
+
+
+def narrow_without(need: int):
+    """Narrow, and still narrow without `need` of its two neighbouring levels (either one: 1)."""
+    return lambda looks, p: (
+        within(looks[-1]["fits"][CONFIDENCE], p) and sum(within(c, p) for c in looks[-1]["without"]) >= need
     )
+
+
+# A stop rule: (the looks so far, the precision) -> the search ends at the latest look.
+STOP_RULES = {
+    "interval-80": lambda looks, p: within(looks[-1]["fits"][CONFIDENCE], p),  # the search's own
+    **{f"interval-{q * 100:.0f}": narrow_in_a_row(1, q) for q in WIDER},
+    "two-looks": narrow_in_a_row(2),
+    "three-looks": narrow_in_a_row(3),
+    "two-looks-90": narrow_in_a_row(2, 0.90),
+    "another-level": narrow_since_another_level,
+    "bonferroni": lambda looks, p: within(looks[-1]["fits"]["bonferroni"], p),
+    "without-either": narrow_without(1),
+    "without-both": narrow_without(2),
+}
+
+
+def replayed(r: dict, rule, precision: float, run_time: float) -> dict:
+    """The search `r` (run by Replay) as a stop rule would have ended it (module doc); a stop at the
+    look -t's cut made is -t's end."""
+    looks = r["looks"]
+    for k in range(len(looks)):
+        if rule(looks[: k + 1], precision):
+            c = looks[k]["fits"][CONFIDENCE]
+            return {
+                "c": c,
+                "within": True,
+                "search_s": looks[k]["s"],
+                "timed_out": looks[k]["s"] >= run_time,
+            }
+    return {
+        "c": looks[-1]["fits"][CONFIDENCE] if looks else None,
+        "within": False,
+        "search_s": r["search_s"],
+        "timed_out": r["timed_out"],
+    }
+
+
+def holds(c, true: float) -> bool | None:
+    """The interval holds the truth (an end open, beyond the levels tried, holds it on that side);
+    None without a crossing."""
+    if c is None or c.estimate is None:
+        return None
+    return (c.lower is None or c.lower <= true) and (c.upper is None or true <= c.upper)
+
+
+def replay_table(rows: list[dict], true: float, precision: float, run_time: float) -> None:
+    print(
+        "| stop rule | with an interval (closed) | holds the truth (closed) | closed width, median | "
+        "within ±precision (holding the truth) | search s, median | -t ended it |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, rule in STOP_RULES.items():
+        out = [replayed(r, rule, precision, run_time) for r in rows]
+        some = [o for o in out if o["c"] is not None and o["c"].estimate is not None]
+        closed = [o for o in some if o["c"].lower is not None and o["c"].upper is not None]
+        widths = [(o["c"].upper - o["c"].lower) / o["c"].estimate for o in closed]
+        stops = [o for o in out if o["within"]]
+        print(
+            f"| {name} | {len(some)} ({len(closed)}) | {sum(holds(o['c'], true) for o in some)}/{len(some)} "
+            f"({sum(holds(o['c'], true) for o in closed)}/{len(closed)}) | "
+            f"{statistics.median(widths) if widths else float('nan'):.1%} | {len(stops)} "
+            f"({sum(holds(o['c'], true) for o in stops)}) | {statistics.median(o['search_s'] for o in out):.0f} | "
+            f"{sum(o['timed_out'] for o in out)}/{len(out)} |"
+        )
+
+
+def search(profile, objectives, policy: str, seed: int, a) -> dict:
+    """One capacity search in virtual time (module doc); policy "replay": the adaptive one run by
+    Replay, its looks in the result."""
+    clock = {"s": 0.0}
+    if policy == "replay":
+        chosen = Replay(lambda: clock["s"], max_users=a.max_users)
+    else:
+        chosen = POLICIES[policy](max_users=a.max_users)
+    s = CapacitySearch(objectives, a.step_time, a.step_warmup, a.run_time, policy=chosen)
     s.run_start = 0.0
     grain = s.step_s
     levels: list[dict] = []  # {begin, end, reqs: [(send, first, last)], fed}
@@ -132,6 +270,7 @@ def search(profile, objectives, policy: str, seed: int, a) -> dict:
                     rows.append(row(int(send // grain), send, first - send, last - send))
         requests += len(rows)
         s.on_rows(rows)
+        clock["s"] = now
         users = s.level_for(index)
     rec = s.record()
     lo, hi = s.bounds()
@@ -148,6 +287,7 @@ def search(profile, objectives, policy: str, seed: int, a) -> dict:
             f"{e['users']}{e['state'][:2]}{'/' + e['ended'][:2] if e['ended'] != 'decided' else ''}:{e['seconds']:.0f}s"
             for e in rec["levels"]
         ),
+        **({"looks": chosen.looks} if policy == "replay" else {}),
     }
 
 
@@ -183,6 +323,11 @@ def main() -> None:
     ap.add_argument("--truth-users", default="70,74,78,82,86,90,94,98,102,106,110")
     ap.add_argument("--truth-s", type=float, default=1800.0)
     ap.add_argument("--json", default="")
+    ap.add_argument(
+        "--replay-stops",
+        action="store_true",
+        help="the adaptive search under each of STOP_RULES, played back over one run per seed (module doc)",
+    )
     a = ap.parse_args()
     objectives = parse_slo(a.slo)
     profile = load_profile(a.profile)
@@ -193,6 +338,15 @@ def main() -> None:
     stat = objectives[0].key
     print(f"truth ({a.truth_s:g} s a level): " + ", ".join(f"{u}: {v:.3g}s" for u, v in at.items()))
     print(f"truth: {stat} crosses {objectives[0].threshold_s:g}s at {true} users ({time.time() - t0:.0f} s)")
+    if a.replay_stops:
+        rows = []
+        for seed in seeds:
+            r = search(profile, objectives, "replay", seed, a)
+            rows.append(r)
+            print(json.dumps({k: v for k, v in r.items() if k != "looks"}), flush=True)
+        print(f"\n{a.profile}, {a.slo}, -t {a.run_time:g} s, seeds {a.seeds}: truth {true:.1f} users\n")
+        replay_table(rows, true, Replay(None).precision, a.run_time)
+        return
     rows = []
     for policy in a.policies.split(","):
         for seed in seeds:
@@ -207,6 +361,9 @@ def main() -> None:
                 else None
             )
             r["within"] = bool(c and c["within_precision"])
+            r["holds"] = bool(
+                c and (c["lower"] is None or c["lower"] <= true) and (c["upper"] is None or true <= c["upper"])
+            )
             r["bracket_width"] = (
                 None if r["users"] is None or r["missed"] is None else (r["missed"] - r["users"]) / r["users"]
             )
@@ -220,7 +377,7 @@ def main() -> None:
             json.dump({"truth": true, "at": at, "rows": rows}, f, indent=1)
     print(f"\n{a.profile}, {a.slo}: truth {true:.1f} users\n")
     print(
-        "| policy | seeds | interval covers the truth | width (median) | within ±precision | bracket covers | bracket width (median) | search s (median) | requests (median) |"
+        "| policy | seeds | interval covers the truth | width (median) | within ±precision (holding the truth) | bracket covers | bracket width (median) | search s (median) | requests (median) |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for policy in a.policies.split(","):
@@ -229,7 +386,8 @@ def main() -> None:
         brackets = [r["bracket_width"] for r in mine if r["bracket_width"] is not None]
         print(
             f"| {policy} | {len(mine)} | {sum(r['covered'] for r in mine)}/{len(mine)} | "
-            f"{statistics.median(widths) if widths else float('nan'):.1%} | {sum(r['within'] for r in mine)}/{len(mine)} | "
+            f"{statistics.median(widths) if widths else float('nan'):.1%} | {sum(r['within'] for r in mine)}/{len(mine)} "
+            f"({sum(r['within'] and r['holds'] for r in mine)}) | "
             f"{sum(r['bracket_covers'] for r in mine)}/{len(mine)} | "
             f"{statistics.median(brackets) if brackets else float('nan'):.0%} | {statistics.median(r['search_s'] for r in mine):.0f} | "
             f"{statistics.median(r['requests'] for r in mine):.0f} |"

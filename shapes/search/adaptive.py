@@ -83,7 +83,7 @@ class Adaptive(Policy):
             if up is not None:
                 return up
         c = fit(history, self.precision)
-        if within(c, self.precision):
+        if self.stops(history, c):
             return None
         b = lower_end(self, history)
         placed = self.place(c, history, b)
@@ -99,6 +99,14 @@ class Adaptive(Policy):
             if narrow_enough(b, self.precision):
                 return None
         return self.bound(interpolate(b.lo, b.hi, b.lo_margin, b.hi_margin), history)
+
+    def stops(self, history: list[Tried], c) -> bool:
+        """The search is over at this look: the crossing's interval (`c`, the fit through `history`) is
+        within ±precision of its estimate, between levels close enough to trust the line. Looked at
+        after every look, so it ends on the first narrow interval; rules asking more of the stop (a
+        wider interval, two narrow looks in a row, a correction for the number of looks) were
+        measured (bench/capacity_coverage.py --replay-stops, bench/RESULTS.md) and none was better."""
+        return within(c, self.precision)
 
     def place(self, c, history: list[Tried], b: Bracket | None) -> int | None:
         """The next level from the curve's crossing (module doc), inside the bracket; None without
@@ -135,10 +143,10 @@ class Adaptive(Policy):
         if bracket(history).hi is None:  # still probing: a level under the threshold is left for the next one up
             return above >= 1.0 - tail
         c = fit([*history, current], self.precision)
+        if self.stops([*history, current], c):
+            return True
         if c is None or c.estimate is None:
             return False
-        if within(c, self.precision):
-            return True
         return (c.upper is not None and current.users > c.upper) or (c.lower is not None and current.users < c.lower)
 
     def margins(self, table, level, objectives, open_streams, verdict, need: int):
