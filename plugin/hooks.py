@@ -36,7 +36,12 @@ from plugin import exit_codes, interrupts, run_end, run_start, suite_match, work
 from plugin.context import RunContext
 from plugin.embedded import EmbeddedSimulator, scrape_when_target
 from plugin.finisher import Finisher
-from plugin.locust_fixes import end_dispatch_after_rebalance, memoize_default_args, stop_users_in_batches
+from plugin.locust_fixes import (
+    end_dispatch_after_rebalance,
+    memoize_default_args,
+    one_stop_at_a_time,
+    stop_users_in_batches,
+)
 from plugin.options import add_arguments, check_host
 from plugin.plan import RunPlan
 from plugin.progress import OpenStreams
@@ -51,6 +56,7 @@ log = logging.getLogger("llm")
 memoize_default_args()  # at import: a late-joining worker gets its first spawn message before init fires
 end_dispatch_after_rebalance()  # a worker back from a freeze gets its share of the users again
 stop_users_in_batches()  # the stop of 1,000 users holds the loop under a millisecond at a time
+one_stop_at_a_time()  # a second stop or quit while a master drains its workers waits for that drain
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive

@@ -117,7 +117,10 @@ def interrupt(environment) -> None:
         "%s: stopping users now; streams in flight are recorded as stopped (complete: false)", state.interrupted
     )
     environment.stop_timeout = 0
-    if runner.state not in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
+    # a master's drain runs inside Locust's test_stopping, before its state leaves "running": the
+    # run's own stop time says whether one is under way
+    draining = state.role == "master" and run is not None and run.window_end is not None
+    if not draining and runner.state not in (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED):
         runner.stop()  # test_stopping (a master's hurried drain), test_stop: the run is finished there
     elif state.role == "master":  # a drain under way: hurry it, then let it end the run
         run.collector.ask_to_stop(now=True)

@@ -51,6 +51,50 @@ def end_dispatch_after_rebalance() -> None:
     UsersDispatcher._dispatcher = _dispatcher
 
 
+def one_stop_at_a_time() -> None:
+    """A master's stop fires test_stopping first, and the suite's drain runs inside it (it waits up
+    to --stop-timeout for every worker's last records) while Locust's state still says running. A
+    second stop or quit meanwhile (-t firing while a replay's end or a STOP drains, a replay's
+    watch of lost workers, the heartbeat's "last worker went missing") went on through Locust's
+    stop: it fired test_stop, which wrote the results with only the records received so far (20 of
+    40, exit 0), then sent its workers quit in the middle of their stop. Here a stop from another
+    greenlet while one is under way returns at once, and a quit waits for that stop before it
+    quits. (The waiting quit is the -t timer's, a replay's end or a signal's greenlet; never the
+    greenlet that receives the workers' messages, which the drain needs.)"""
+    from gevent.event import Event
+    from locust.runners import MasterRunner
+
+    stop, quit = MasterRunner.stop, MasterRunner.quit
+    if getattr(stop, "one_at_a_time", False):
+        return
+
+    def under_way(runner):
+        """(greenlet, done) of a stop under way in another greenlet, else None."""
+        ongoing = getattr(runner, "_llm_stop", None)
+        return ongoing if ongoing is not None and ongoing[0] is not gevent.getcurrent() else None
+
+    def one_stop(self, send_stop_to_client: bool = True) -> None:
+        if getattr(self, "_llm_stop", None) is not None:
+            return  # another greenlet's stop, or this one's own from inside it: that stop ends the run
+        done = Event()
+        self._llm_stop = (gevent.getcurrent(), done)
+        try:
+            stop(self, send_stop_to_client)
+        finally:
+            self._llm_stop = None
+            done.set()
+
+    def quit_after_stop(self) -> None:
+        ongoing = under_way(self)
+        if ongoing is not None:
+            ongoing[1].wait()
+        quit(self)
+
+    one_stop.one_at_a_time = True
+    MasterRunner.stop = one_stop
+    MasterRunner.quit = quit_after_stop
+
+
 STOP_BATCH = 32  # users stopped in one turn of the loop: well under a millisecond of work
 STOP_YIELD_S = 0.0005  # between batches: a timer, so the loop polls every socket before the next batch
 

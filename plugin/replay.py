@@ -84,7 +84,8 @@ def _watch_lost_workers(environment, load) -> None:
     gevent.sleep(max(0.0, end_wall - time.time()) + DONE_POLL_S)
     runner = environment.runner
     expected = run.processes
-    while runner.state not in ("stopping", "stopped", "quitting"):
+    # the run's own stop time: a master's drain keeps Locust's state "running" until it is done
+    while runner.state not in ("stopping", "stopped", "quitting") and run.window_end is None:
         done = len(environment.llm.replay_done)
         if done and done >= min(expected, runner.worker_count):
             log.warning("replay: %d of %d workers reported the end of their share; the others are gone", done, expected)

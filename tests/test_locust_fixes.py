@@ -140,3 +140,58 @@ def test_the_stop_in_batches_stops_every_user_as_locust_did():
     assert 0.7 < took["InTask", 5] < 2.0, took  # waited for the task's end, 0.8 s away
     assert 0.3 <= took["InTask", 0.3] < 1.0, took  # killed at the stop timeout
     assert lines[4] == "ramp-down 100", out.stdout
+
+
+MASTER_STOPS = """
+import gevent
+from gevent.event import Event
+from locust import User, events
+from locust.env import Environment
+from locust.runners import STATE_RUNNING
+{fix}
+from tests.helpers import free_port
+
+class U(User):
+    pass
+
+env = Environment(user_classes=[U], events=events)
+runner = env.create_master_runner("127.0.0.1", free_port())
+runner.update_state(STATE_RUNNING)
+drained = Event()
+seen = []
+
+def stopping(**kw):  # the suite's hook: the first stop drains the workers, a later one returns at once
+    seen.append("stopping")
+    if seen.count("stopping") == 1:
+        drained.wait()
+
+events.test_stopping.add_listener(stopping)
+events.test_stop.add_listener(lambda **kw: seen.append("stop"))
+first = gevent.spawn(runner.quit)  # a replay's end: its drain waits inside test_stopping
+gevent.sleep(0.1)
+again = gevent.spawn(runner.quit)  # -t, or the replay's watch of lost workers, meanwhile
+stop = gevent.spawn(runner.stop)  # the heartbeat's "last worker went missing"
+gevent.sleep(0.3)
+print("before the drain ended:", ",".join(seen))
+drained.set()
+gevent.joinall([first, again, stop], timeout=5)
+print("after:", ",".join(seen))
+"""
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_second_stop_or_quit_while_a_master_drains_waits_for_the_drain(fixed):
+    """Without the fix a second quit during the first one's drain (inside test_stopping, while
+    Locust's state still says running) fires test_stop at once: the run's results were written
+    with only the records the drain had received (20 of 40, exit 0)."""
+    fix = "import plugin.hooks" if fixed else ""
+    out = subprocess.run(
+        [sys.executable, "-c", MASTER_STOPS.format(fix=fix)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    before, after = (line for line in out.stdout.splitlines() if line.startswith(("before", "after")))
+    if fixed:
+        assert before == "before the drain ended: stopping", out.stdout
+        assert after == "after: stopping,stop", out.stdout
+    else:
+        assert "stop" in before.split(": ")[1].split(","), out.stdout  # the run ended before its drain
