@@ -236,7 +236,9 @@ def test_an_idle_server_is_no_limit_with_the_nearest_one_and_its_headroom():
         "the nearest limit is scheduler-bound: the slots (2 of max_num_seqs 8 running at the peak), 75% headroom"
         in d.sentence
     )
-    assert "nothing waits for a slot (mean 0.0 waiting) and steps take 1.0x as long as at 1 user;" in d.sentence, d.sentence
+    assert "nothing waits for a slot (mean 0.0 waiting) and steps take 1.0x as long as at 1 user;" in d.sentence, (
+        d.sentence
+    )
     # requests counted as waiting, each only for the step in progress (10 ms): said so, not "nothing
     # waits for a slot (mean 10.0 waiting)"
     brief = run(

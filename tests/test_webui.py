@@ -594,7 +594,10 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     worker["contended"] = True
     h = client_health(env)
     assert h["state"] == "contended" and h["checks"][1]["over"], h
-    assert h["stall_note"].endswith("a quieter machine helps, more workers do not") and "add workers" not in h["stall_note"]
+    assert (
+        h["stall_note"].endswith("a quieter machine helps, more workers do not")
+        and "add workers" not in h["stall_note"]
+    )
     worker["loop_lag_p99_ms"] = 1.2
     assert client_health(env)["state"] == "contended"
     board["stamp_suspect"] = 0

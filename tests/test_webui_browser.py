@@ -673,9 +673,9 @@ def test_a_held_level_is_marked_in_the_live_steps_table_as_after_the_run(ui):
     assert step["steps"] >= 2, step  # held
     # while it runs, the level's row is there and running, with how long so far (its looks are told
     # once it is decided, which may come after the page's last live reading)
-    assert any(
-        row[0] == "0" and re.fullmatch(r"running… \d+ s so far", row[1]) for rows in live for row in rows
-    ), live[-5:]
+    assert any(row[0] == "0" and re.fullmatch(r"running… \d+ s so far", row[1]) for rows in live for row in rows), live[
+        -5:
+    ]
     final = _until(
         lambda: (lambda v: page.js(STEP_CELLS_JS) if v.get("mode") == "summary" else None)(page.js(PAGE_VALUES_JS)),
         30,
