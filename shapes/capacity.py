@@ -188,7 +188,9 @@ class CapacitySearch:
         """A policy's number as the load it is: '12 users' or '2.5 requests/s'."""
         if number is None:
             return "-"
-        return f"{number * RATE_GRAIN:g} requests/s" if self.rate_cap is not None else f"{number} users"
+        if self.rate_cap is not None:
+            return f"{number * RATE_GRAIN:g} requests/s"
+        return f"{number} user{'s' * (number != 1)}"
 
     def users_for(self, index: int) -> int | None:
         """The users step `index` runs (level_for). A search in requests/s: its in-flight cap, the

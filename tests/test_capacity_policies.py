@@ -239,7 +239,7 @@ def test_the_live_view_says_why_each_level_ended_and_the_bracket_it_left():
             {"users": 6, "state": "met", "margin": 0.3, "ended": "decided", "seconds": 12.0, "looks": 2},
         ]
     }
-    assert search_text(search, 0) == "passed: far under the threshold"
+    assert search_text(search, 0) == "passed over: far under the threshold, judged by the levels above"
     assert search_text(search, 1) == "decided in 6s (1 look)"
     assert search_text(search, 2) == "decided in 12s (2 looks); bracket 6..8 users (33%)"
     assert search_text(search, 3) == ""  # still running
@@ -415,7 +415,7 @@ def test_a_level_cut_by_t_in_its_warm_up_is_named_once_as_not_judged(caplog):
     assert live["stopped"] is False
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("capacity search: 4 users")]
     assert said == ["capacity search: 4 users not judged; -t ended it in its warm-up (highest met -, lowest missed -)"]
-    assert search_text(live, 0) == "passed: far under the threshold"
+    assert search_text(live, 0) == "passed over: far under the threshold, judged by the levels above"
     assert search_text(live, 1) == "not judged: cut by -t in its warm-up", search_text(live, 1)
     search.stop()  # the run's end: the search had ended itself (by -t), so it was not stopped
     assert search.record()["stopped"] is False and search.record()["timed_out"] is True

@@ -41,13 +41,13 @@ ENDINGS: dict[str, EndingWords] = {
     "short": EndingWords(
         log="too few values for its longest hold: passed on the next levels' verdicts",
         sentence="too few values, passed on the levels above",
-        live="passed: too few values for its longest hold",
+        live="passed over: too few values for its longest hold, judged by the levels above",
     ),
     # while no level had missed, too few values yet, all far under the threshold: passed likewise
     "passed": EndingWords(
         log="far below the threshold (under {far_below:.0%}): passed on the next level's verdict",
         sentence="far under, passed on the levels above",
-        live="passed: far under the threshold",
+        live="passed over: far under the threshold, judged by the levels above",
     ),
     # left undecided once the curve through the levels placed the crossing (shapes/search/curve.py)
     "placed": EndingWords(
