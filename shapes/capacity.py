@@ -560,7 +560,19 @@ class CapacitySearch:
             doublings = int(self.budget_s // fastest)
             most = f"up to {2 ** (doublings - 1):,} users within -t" if doublings <= 20 else "as high as -t allows"
             reach = f"no --max-users: it doubles until a level misses, {most}"
-        return f"capacity search: {line}; {reach}"
+        return f"capacity search: {line}; {reach}{self._room()}"
+
+    def _room(self) -> str:
+        """A -t shorter than two levels held to their longest: the levels near the knee, the ones
+        held longest, may be cut undecided (from the web form, 300 s with the default 60 s
+        --step-time ended two searches in three with no level met)."""
+        longest = MAX_STEPS_PER_LEVEL * self.level_s if self.sequential else self.level_s
+        if self.budget_s is None or self.budget_s >= 2 * longest:
+            return ""
+        return (
+            f"; -t {self.budget_s:g}s has room for fewer than two levels held to their longest ({longest:g}s each): "
+            "a level near the knee may end undecided; a longer -t or a shorter --step-time gives the knee more"
+        )
 
     def _rate_precheck(self) -> str:
         """A search in requests/s: what a level needs to be decided (values come at its rate, so a

@@ -122,3 +122,13 @@ def test_the_web_forms_fields_are_checked_as_the_command_line_is():
         form_plan({**form, "capacity_unit": "rate", "start_rate": "8", "max_rate": "4"})
     p = form_plan({**form, "capacity_unit": "rate", "start_rate": "2", "max_rate": "", "max_users": ""})
     assert (p.load.unit, p.load.start_rate, p.load.max_rate) == ("rate", 2.0, None)
+
+
+def test_the_precheck_says_when_t_leaves_no_room_for_the_knees_levels():
+    """The web form's search (find-capacity, 60 s levels held up to 180 s) with -t 300s: two
+    levels held to their longest do not fit, and the levels near the knee are the ones held longest."""
+    short = plan(find_capacity=True, slo="ttft.p95<5s", step_time="60s", run_time=300)
+    line = short.load.new_search(short, distributed=False).precheck()
+    assert "-t 300s has room for fewer than two levels held to their longest (180s each)" in line, line
+    roomy = plan(find_capacity=True, slo="ttft.p95<5s", step_time="60s", run_time=600)
+    assert "room for" not in roomy.load.new_search(roomy, distributed=False).precheck()
