@@ -183,7 +183,11 @@ def test_the_long_mix_against_a_tight_kv_cache_is_preempted_and_diagnosed_memory
     cache is full, running requests are preempted and the rest wait; the knee's diagnosis names the
     KV cache, and the preemptions the suite counts are the truth log's."""
     truth_path = str(tmp_path / "truth.jsonl")
-    profile = write_profile(str(tmp_path), num_gpu_blocks_override=260)
+    # the front end's CPU cost off: long prompts at 16 users also queue in the reference profile's API
+    # server (front-end-bound, a limit of its own), and this test's one limit is the cache
+    profile = write_profile(
+        str(tmp_path), num_gpu_blocks_override=260, frontend_cpu_per_token_s=0.0, frontend_service_s=0.0
+    )
     with simulator("--profile", profile, truth_log=truth_path) as url:
         run_locust(
             "--host",
@@ -217,7 +221,9 @@ def test_the_long_mix_against_a_tight_kv_cache_is_preempted_and_diagnosed_memory
     assert "KV cache of 260 blocks" in d["sentence"]
     knee = d["levels"][-1]
     preempted = sum(t["preemptions"] for t in truth)
-    assert 0 < knee["preemptions"] <= preempted  # counted inside the level's window, of the run's
+    # the run preempted (the truth log); the level's window counts those inside it, which may be none: the
+    # 16 users' arrival fills the cache in the level's warm-up, and 5 s judged may see no further one (1 run in 4)
+    assert preempted > 0 and 0 <= knee["preemptions"] <= preempted
     assert knee["kv_cache_peak"] >= 0.5 and knee["waiting"] >= 1, (
         knee
     )  # scraped each second: the full moments fall between
