@@ -51,6 +51,24 @@ def stamp_sentence(n: int, of: int, worst_ms: float, crowded: bool = False) -> s
     )
 
 
+def starved(state: dict, cpu_limit: float) -> bool:
+    """Bound while using little CPU: the process spent as long waiting for a CPU as using one (CPU
+    p95 under half its limit, demand p95, CPU plus run-queue wait, at least twice that). Its load is
+    not what it cannot carry: the machine's other processes took the CPU."""
+    cpu, demand = state.get("cpu_p95"), state.get("demand_p95")
+    return cpu is not None and demand is not None and cpu < cpu_limit / 2 and demand >= 2 * cpu
+
+
+def crowded(states: list[dict], cpu_limit: float) -> bool:
+    """Other processes took the machine's CPU (every bound worker starved, or none bound and one
+    late while idle): more worker processes there would wait for a CPU too, a quieter machine helps.
+    The one rule for the advice, the stall sentence and the web UI's Client card."""
+    bound = [s for s in states if s.get("bound")]
+    if bound:
+        return all(starved(s, cpu_limit) for s in bound)
+    return any(s.get("contended") for s in states)
+
+
 class HealthBoard:
     """The master's (or a local run's) view of every worker's health: warnings, summary, snapshot."""
 
@@ -225,8 +243,7 @@ class HealthBoard:
         if not n:
             return base
         states = [e["state"] for e in self.workers.values()]
-        crowded = not any(s.get("bound") for s in states) and any(s.get("contended") for s in states)
-        line = stamp_sentence(n, of, worst, crowded)
+        line = stamp_sentence(n, of, worst, crowded(states, self.limits.cpu_pct))
         return line if base == WITHIN_LIMITS else f"{base} {line}"
 
     def _advice(self) -> str:
@@ -250,9 +267,8 @@ class HealthBoard:
                     "quieter machine."
                 )
             return WITHIN_LIMITS
-        starved = [s for s in bound if self._starved(s)]
-        if len(starved) == len(bound):
-            return self._starved_advice(starved, len(states))
+        if crowded(states, self.limits.cpu_pct):  # every bound worker starved by the machine
+            return self._starved_advice(bound, len(states))
         need = self.workers_needed()
         saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)
         return (
@@ -260,13 +276,6 @@ class HealthBoard:
             f"{'at least ' if saturated else 'about '}{need} worker processes (ceil({len(states)} x peak CPU demand / "
             f"{self.limits.target_cpu_pct:g} %)), e.g. --processes {need} or --expect-workers {need}, or less load per worker."
         )
-
-    def _starved(self, s: dict) -> bool:
-        """Bound while using little CPU: the process spent as long waiting for a CPU as using one
-        (CPU p95 under half its limit, demand p95, CPU plus run-queue wait, at least twice that). Its
-        load is not what it cannot carry: the machine's other processes took the CPU."""
-        cpu, demand = s.get("cpu_p95"), s.get("demand_p95")
-        return cpu is not None and demand is not None and cpu < self.limits.cpu_pct / 2 and demand >= 2 * cpu
 
     def _starved_advice(self, starved: list[dict], of: int) -> str:
         """More worker processes on a crowded machine wait for the CPU too: the advice is the machine."""

@@ -11,6 +11,7 @@ import math
 from metrics.schema.client_health import ClientBound
 from plugin.gpu import GpuTelemetry
 from plugin.health import Health
+from plugin.health_board import crowded
 from plugin.server_metrics import ServerMetrics
 
 # Server gauges shown from --server-metrics, by engine (first name found wins).
@@ -94,23 +95,25 @@ def client_health(env) -> dict:
     }
     if workers is not None:
         out["workers"] = [{k: w.get(k) for k in HEALTH_WORKER_KEYS if k in w} for w in workers]
-    note = stall_note(data.get("stamp_suspect"), state)
+    note = stall_note(
+        data.get("stamp_suspect"), crowded(workers or [], (data.get("limits") or {}).get("cpu_pct", 100.0))
+    )
     if note:
         out["stall_note"] = note
     return out
 
 
-def stall_note(suspect, state: str) -> str:
+def stall_note(suspect, crowded: bool) -> str:
     """The Client card's line on the first tokens a stall of the client's loop may have stamped
-    late, with what helps: on a contended client (other processes take its CPU) a quieter machine,
-    not more worker processes, which would wait for a CPU too; else fewer users started at once or
-    more workers. "" with none."""
+    late, with what helps: on a crowded machine (plugin.health_board.crowded: other processes take
+    its CPU) a quieter machine, not more worker processes, which would wait for a CPU too; else
+    fewer users started at once or more workers. "" with none."""
     n = int(suspect) if isinstance(suspect, (int, float)) else 0
     if n <= 0:
         return ""
     helps = (
         "other processes take this machine's CPU: a quieter machine helps, more workers do not"
-        if state == "contended"
+        if crowded
         else "spawn slower (-r) or add workers"
     )
     return f"{n:,} request{'s' if n != 1 else ''} waited for their first token through a client stall: TTFT may read high; {helps}"
