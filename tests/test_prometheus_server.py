@@ -143,7 +143,7 @@ def test_prometheus_scrapes_client_and_server(tmp_path, simulator):  # noqa: F81
         assert rc == 0, tail(log)
         summary = json.loads((results / "prom" / "summary.json").read_text())
         records = pd.read_parquet(
-            results / "prom" / "requests.parquet", columns=["ok", "request_class", "output_tokens"]
+            results / "prom" / "requests.parquet", columns=["ok", "request_class", "output_tokens", "ttft_s"]
         )
         output = int(records["output_tokens"].clip(lower=0).sum())
 
@@ -181,11 +181,11 @@ def test_prometheus_scrapes_client_and_server(tmp_path, simulator):  # noqa: F81
             est = prom.scalar(
                 f'histogram_quantile(0.95, sum by (le) (llm_ttft_seconds_bucket{{request_class="{cls}"}}))', at
             )
-            assert abs(_bucket(est) - _bucket(section["ttft_ms"]["p95"] / 1000.0)) <= 1, (
-                cls,
-                est,
-                section["ttft_ms"]["p95"],
-            )
+            # the histogram holds every ok record of the class (the window's P95 leaves the warm-up out, and
+            # a class of a few dozen records moves its P95 across buckets with it)
+            counted = records[records["ok"] & (records["request_class"] == cls)]["ttft_s"].dropna()
+            truth = float(counted.quantile(0.95, interpolation="higher"))
+            assert abs(_bucket(est) - _bucket(truth)) <= 1, (cls, est, truth, section["ttft_ms"]["p95"])
 
         assert prom.scalar("max_over_time(llm_users[30s])", at) == 10
 
