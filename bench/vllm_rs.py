@@ -105,33 +105,33 @@ def pin(core: str) -> list[str]:
     return ["taskset", "-c", core] if core and core != "any" else []
 
 
-def start_simulator(tmp: str, args) -> tuple[subprocess.Popen, str, str]:
+def start_simulator(tmp: str, args) -> tuple[list[subprocess.Popen], str, str]:
+    """One simulator process per core of --sim-core, sharing one port (--reuse-port: the kernel spreads
+    the connections) and appending to one truth log: 2,048 streams at ITL 20 ms are more tokens/s
+    than one simulator core writes."""
     prof = os.path.join(tmp, "fixed.yaml")
     with open(prof, "w") as f:
         f.write(
             f"kind: fixed\nmodel: sim-model\nttft_s: {args.ttft}\nitl_s: {args.itl}\nstream_interval: 1\nmax_model_len: 1048576\n"
         )
     truth = os.path.join(tmp, "truth.jsonl")
-    cmd = [
-        *pin(args.sim_core),
-        PY,
-        "-m",
-        "simulator",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--profile",
-        prof,
-        "--truth-log",
-        truth,
-    ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    if "listening on " not in line:
-        proc.kill()
-        raise SystemExit(f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}")
-    return proc, line.split("listening on ", 1)[1].split()[0], truth
+    cores = args.sim_core.split(",")
+    procs: list[subprocess.Popen] = []
+    port = "0"
+    url = ""
+    for core in cores:
+        cmd = [*pin(core), PY, "-m", "simulator", "--host", "127.0.0.1", "--port", port]
+        cmd += ["--profile", prof, "--truth-log", truth, *(["--reuse-port"] if len(cores) > 1 else [])]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(proc)
+        line = proc.stdout.readline()
+        if "listening on " not in line:
+            for q in procs:
+                q.kill()
+            raise SystemExit(f"simulator did not start: {line!r} {proc.stderr.read()[-2000:]}")
+        url = url or line.split("listening on ", 1)[1].split()[0]
+        port = url.rsplit(":", 1)[1].strip("/")
+    return procs, url, truth
 
 
 def read_truth(path: str) -> dict[str, dict]:
@@ -371,7 +371,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ttft", type=float, default=0.1)
     ap.add_argument("--itl", type=float, default=0.02)
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--sim-core", default="0")
+    ap.add_argument("--sim-core", default="0", help="one simulator process per core named (comma-separated)")
     ap.add_argument("--client-core", default="1")
     ap.add_argument("--vllm-version", default="0.33.0")
     ap.add_argument(
@@ -401,7 +401,7 @@ def main(argv=None) -> int:
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vllm-rs-", dir=args.keep or None) as tmp:
-        sim, url, args.truth = start_simulator(tmp, args)
+        sims, url, args.truth = start_simulator(tmp, args)
         try:
             for n in (int(x) for x in args.levels.split(",")):
                 for _ in range(args.repeats):
@@ -414,8 +414,9 @@ def main(argv=None) -> int:
                         results.append({"streams": n, "client": kind, **r})
                         print(fmt(kind, n, r), flush=True)
         finally:
-            sim.terminate()
-            sim.wait(10)
+            for sim in sims:
+                sim.terminate()
+                sim.wait(10)
             if args.keep:  # out of the temporary folder before it goes
                 os.replace(tmp, os.path.join(args.keep, f"run-{int(time.time())}"))
                 os.makedirs(tmp)
