@@ -15,7 +15,7 @@ throughput per GPU against P95 TTFT, with each point's interval) and log are cop
 The grid is `--param NAME=V1,V2` (repeatable), each NAME a `transformers serve` option written with
 underscores (`cb_max_batch_tokens` is `--cb-max-batch-tokens {cb_max_batch_tokens}` in the
 template). A setting this version of `transformers serve` does not have is refused before the
-model is built. Everything after `--` is the load of every point (default: 128 users for 60 s
+model is built. Everything after `--` is the load of every point (default: 128 users, started at 32 a second, for 60 s
 after a 15 s warm-up).
 """
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.gpu_ramp import CARRY, CLI  # noqa: E402
 
-DEFAULT_LOAD = ["-u", "128", "-t", "60s", "--warmup", "15s"]
+DEFAULT_LOAD = ["-u", "128", "-r", "32", "-t", "60s", "--warmup", "15s"]
 SMOKE_LOAD = ["-u", "4", "-t", "20s", "--warmup", "5s", "--max-tokens-override", "16"]
 
 
