@@ -25,6 +25,15 @@ each look (at several confidences, and without each of its two neighbouring leve
 is then played back over those looks: it ends the search at the first look where it holds. That is
 the search the rule would have run, look for look: until its stop, a rule changes nothing the
 search does (every other decision is the same at a look where it does not hold).
+
+The crossing's interval itself is weighed by running the whole search with another way of drawing
+a level's statistic (--draws, DRAWS: in place of shapes.search.curve.statistic_draws), of fitting
+the crossing (--crossing, CROSSINGS: in place of stats.crossing.crossing) or another confidence
+(--confidence: the interval's and so the stop's). --calibration puts each level's draws beside its
+own truth (the long runs at --truth-users, interpolated): how often the truth falls outside their
+80 % range, which is 20 % of the levels if the draws are as wide as the level's error. --synthetic
+runs the crossing alone on levels whose draws are exactly that wide, to show how often an interval
+that is right on the whole holds the truth when it is narrow.
 """
 
 from __future__ import annotations
@@ -44,11 +53,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from metrics.record import RequestRecord
 from metrics.slo import parse_slo
 from shapes.capacity import CapacitySearch
-from shapes.search import POLICIES
+from shapes.search import POLICIES, curve
 from shapes.search.adaptive import Adaptive
 from shapes.search.curve import CONFIDENCE, SPAN, fit, within
 from simulator import virtual
 from simulator.profiles import load_profile
+from stats.longer_tail import longer_tail
 
 PREWARM_S = 10.0  # each level's closed loop starts this long before the level
 TAIL_S = 150.0  # and runs this long past its longest hold, so the requests it sent have ended
@@ -217,6 +227,107 @@ def replay_table(rows: list[dict], true: float, precision: float, run_time: floa
         )
 
 
+def iact(x: np.ndarray, window: float = 5.0) -> float:
+    """The integrated autocorrelation time of a series, 1 + 2 x the sum of its autocorrelations up
+    to the smallest lag M with M >= `window` x that sum (Sokal's window); 1 for a constant series."""
+    x = np.asarray(x, dtype=float) - np.mean(x)
+    n = x.size
+    var = float(x.var())
+    if n < 2 or var <= 0:
+        return 1.0
+    f = np.fft.rfft(x, 2 * n)
+    acf = np.fft.irfft(f * np.conj(f))[:n] / (var * n)
+    tau = 1.0
+    for m in range(1, n):
+        tau = 1.0 + 2.0 * float(acf[1 : m + 1].sum())
+        if m >= window * tau:
+            break
+    return max(1.0, tau)
+
+
+def blocks_of(v: np.ndarray, length: int, statistic, draws: int, rng) -> np.ndarray:
+    """Moving-block resamples of `v` with blocks of `length` values (stats/moving_blocks.py, its
+    length given)."""
+    n = v.size
+    length = max(1, min(length, n))
+    k = math.ceil(n / length)
+    starts = rng.integers(0, n - length + 1, size=(draws, k))
+    return statistic(v[(starts[:, :, None] + np.arange(length)).reshape(draws, k * length)[:, :n]])
+
+
+def iact_blocks(v, point, statistic, draws, rng):
+    """Blocks at least twice the exceedance indicator's integrated autocorrelation time."""
+    length = max(math.ceil(math.sqrt(v.size)), math.ceil(2.0 * iact((v > point).astype(float))))
+    return longer_tail(blocks_of(v, length, statistic, draws, rng), point)
+
+
+def long_blocks(v, point, statistic, draws, rng):
+    """Blocks of a sixth of the level's values: the window's time in six pieces."""
+    return longer_tail(blocks_of(v, math.ceil(v.size / 6), statistic, draws, rng), point)
+
+
+def spread_floor(d: np.ndarray, point: float, sd: float) -> np.ndarray:
+    """`d` stretched about `point` so that its central 80 % is at least +-1.2816 `sd` wide."""
+    lo, hi = np.quantile(d, [0.1, 0.9])
+    have = (hi - lo) / 2.0
+    want = 1.2816 * sd
+    return d if have >= want or have <= 0 else point + (d - point) * (want / have)
+
+
+def halves_floor(v, point, statistic, draws, rng):
+    """The spread at least the one the level's two halves give: their statistics differ by about
+    2 x the whole window's standard deviation (each half has half the values)."""
+    d = curve_draws(v, point, statistic, draws, rng)
+    h = v.size // 2
+    sd = abs(float(statistic(v[None, :h])[0]) - float(statistic(v[None, h:])[0])) / 2.0
+    return spread_floor(d, point, sd)
+
+
+def stretched(k: float):
+    def draws_(v, point, statistic, draws, rng):
+        d = curve_draws(v, point, statistic, draws, rng)
+        return point + (d - point) * k
+
+    return draws_
+
+
+def lack_of_fit(reach: float):
+    """The levels' draws stretched about their points by sqrt of the reduced chi-square of a weighted
+    straight line through the levels within `reach` x the estimate of it (3 or more): levels that
+    scatter about the line more than their draws allow say the spread is too small."""
+
+    def crossing_(x, point, draws, confidence=0.8, span=math.inf):
+        first = curve_crossing(x, point, draws, confidence, span)
+        x_, p_, d_ = np.asarray(x, dtype=float), np.asarray(point, dtype=float), np.asarray(draws, dtype=float)
+        if first.estimate is None:
+            return first
+        near = np.abs(x_ - first.estimate) <= reach * first.estimate
+        if near.sum() < 3:
+            return first
+        w = 1.0 / np.maximum(d_.var(axis=0), 1e-12)
+        line = np.polyfit(x_[near], p_[near], 1, w=np.sqrt(w[near]))
+        chi2 = float(np.sum(w[near] * (p_[near] - np.polyval(line, x_[near])) ** 2)) / (near.sum() - 2)
+        if chi2 <= 1.0:
+            return first
+        return curve_crossing(x, point, p_ + (d_ - p_) * math.sqrt(chi2), confidence, span)
+
+    return crossing_
+
+
+curve_crossing = curve.crossing
+CROSSINGS = {"linear": curve_crossing, "lack-of-fit-20": lack_of_fit(0.20), "lack-of-fit-30": lack_of_fit(0.30)}
+curve_draws = curve.statistic_draws
+# a level's resampled statistic, as curve.statistic_draws (--draws): the curve's own and candidates
+DRAWS = {
+    "moving-blocks": curve_draws,
+    "iact-blocks": iact_blocks,
+    "long-blocks": long_blocks,
+    "halves-floor": halves_floor,
+    "stretch-1.25": stretched(1.25),
+    "stretch-1.5": stretched(1.5),
+}
+
+
 def search(profile, objectives, policy: str, seed: int, a) -> dict:
     """One capacity search in virtual time (module doc); policy "replay": the adaptive one run by
     Replay, its looks in the result."""
@@ -275,6 +386,7 @@ def search(profile, objectives, policy: str, seed: int, a) -> dict:
     rec = s.record()
     lo, hi = s.bounds()
     return {
+        **({"calibration": calibration(s.history, a.truth_at, objectives[0].threshold_s)} if a.truth_at else {}),
         "policy": policy,
         "seed": seed,
         "users": lo,
@@ -289,6 +401,78 @@ def search(profile, objectives, policy: str, seed: int, a) -> dict:
         ),
         **({"looks": chosen.looks} if policy == "replay" else {}),
     }
+
+
+def calibration(history, at: dict, threshold: float) -> list[dict]:
+    """Each level with draws inside the truth's levels: where its true margin (the long runs' statistic,
+    interpolated between the truth's levels) lies among its draws (the share of draws below it), and
+    how far from its point in the draws' spread (the 80 % range's half-width / 1.2816)."""
+    xs = sorted(at)
+    out = []
+    for t in history:
+        if t.margins is None or not xs[0] <= t.users <= xs[-1]:
+            continue
+        true = (threshold - float(np.interp(t.users, xs, [at[x] for x in xs]))) / threshold
+        d = t.margins.draws
+        lo, hi = np.quantile(d, [0.1, 0.9])
+        sd = (hi - lo) / 2 / 1.2816
+        out.append(
+            {
+                "users": t.users,
+                "ended": t.ended,
+                "state": t.state,
+                "below": round(float(np.mean(d < true)), 3),
+                "z": round((true - t.margins.point) / sd, 2) if sd > 0 else None,
+            }
+        )
+    return out
+
+
+def calibration_table(rows: list[dict], true: float, around: float) -> None:
+    """How often a level's 80 % range of draws misses its truth, the levels within `around` users of
+    the crossing's truth, by why they ended."""
+    print(
+        f"\n| levels within {around:g} users of {true:.1f} | levels | truth under the 10 % draw | over the 90 % | sd of z |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    cal = [c for r in rows for c in r.get("calibration", ()) if abs(c["users"] - true) <= around]
+    for name in ("all", "decided", "held", "placed"):
+        mine = [c for c in cal if name == "all" or c["ended"] == name]
+        z = [c["z"] for c in mine if c["z"] is not None]
+        if mine:
+            print(
+                f"| {name} | {len(mine)} | {sum(c['below'] < 0.1 for c in mine)} | {sum(c['below'] > 0.9 for c in mine)} | "
+                f"{statistics.pstdev(z) if len(z) > 1 else float('nan'):.2f} |"
+            )
+
+
+def synthetic(trials: int = 1500, sd: float = 0.06, slope: float = 0.017, true: float = 81.5) -> None:
+    """The crossing's interval (stats.crossing, as the fit calls it) when every level's draws are
+    exactly as wide as its error: margins on a straight line through `true` (`slope` a user, about
+    the reference profile's near its knee), each level's point off the line by a normal error of `sd`
+    and its draws normal about the point with that sd. How often the 80 % interval (whole users,
+    outward) holds `true`, and how often when it is within ±5 % (where the search stops)."""
+    rng = np.random.default_rng(1)
+    print("\n| levels | crossings | interval holds the truth | within ±5 % | of those, holding the truth |")
+    print("| --- | --- | --- | --- | --- |")
+    for levels in ([78, 84], [80, 87], [77, 87], [76, 80, 84], [74, 78, 82, 86]):
+        held, within_, within_held, n = 0, 0, 0, 0
+        for _ in range(trials):
+            point = np.array([slope * (true - u) for u in levels]) + rng.normal(0.0, sd, len(levels))
+            c = curve_crossing(levels, point, point + rng.normal(0.0, sd, (400, len(levels))), CONFIDENCE, 20.0)
+            if c.estimate is None:
+                continue
+            n += 1
+            lo = -math.inf if c.lower is None else math.floor(c.lower)
+            hi = math.inf if c.upper is None else math.ceil(c.upper)
+            ok = lo <= true <= hi
+            narrow = c.estimate - lo <= 0.05 * c.estimate and hi - c.estimate <= 0.05 * c.estimate
+            held += ok
+            within_ += narrow
+            within_held += ok and narrow
+        print(
+            f"| {','.join(map(str, levels))} | {n} | {held / n:.0%} | {within_} | {within_held / max(1, within_):.0%} |"
+        )
 
 
 def row(step: int, sent: float, ttft: float, e2e: float) -> tuple:
@@ -328,7 +512,27 @@ def main() -> None:
         action="store_true",
         help="the adaptive search under each of STOP_RULES, played back over one run per seed (module doc)",
     )
+    ap.add_argument("--draws", default="moving-blocks", choices=sorted(DRAWS), help="a level's resampled statistic")
+    ap.add_argument("--crossing", default="linear", choices=sorted(CROSSINGS), help="the fit's crossing")
+    ap.add_argument(
+        "--calibration",
+        action="store_true",
+        help="each level's draws against its truth (the long runs at --truth-users, interpolated): how often the 80 %% range misses it",
+    )
+    ap.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="the crossing's interval on levels whose draws are exactly as wide as their error",
+    )
+    ap.add_argument("--confidence", type=float, default=None, help="the crossing's interval's confidence")
     a = ap.parse_args()
+    if a.synthetic:
+        synthetic()
+        return
+    curve.statistic_draws = DRAWS[a.draws]
+    curve.crossing = CROSSINGS[a.crossing]
+    if a.confidence is not None:  # the interval's (and the stop's) confidence, the fit's default
+        curve.fit.__defaults__ = (curve.fit.__defaults__[0], a.confidence)
     objectives = parse_slo(a.slo)
     profile = load_profile(a.profile)
     lo, _, hi = a.seeds.partition("-")
@@ -336,6 +540,7 @@ def main() -> None:
     t0 = time.time()
     true, at = truth(profile, objectives[0], [int(u) for u in a.truth_users.split(",")], a.truth_s, 120.0)
     stat = objectives[0].key
+    a.truth_at = at if a.calibration else None
     print(f"truth ({a.truth_s:g} s a level): " + ", ".join(f"{u}: {v:.3g}s" for u, v in at.items()))
     print(f"truth: {stat} crosses {objectives[0].threshold_s:g}s at {true} users ({time.time() - t0:.0f} s)")
     if a.replay_stops:
@@ -377,21 +582,24 @@ def main() -> None:
             json.dump({"truth": true, "at": at, "rows": rows}, f, indent=1)
     print(f"\n{a.profile}, {a.slo}: truth {true:.1f} users\n")
     print(
-        "| policy | seeds | interval covers the truth | width (median) | within ±precision (holding the truth) | bracket covers | bracket width (median) | search s (median) | requests (median) |"
+        "| policy | seeds | interval covers the truth | holds it (an open end holding) | width (median) | within ±precision (holding the truth) | bracket covers | bracket width (median) | search s (median) | requests (median) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for policy in a.policies.split(","):
         mine = [r for r in rows if r["policy"] == policy]
         widths = [r["width"] for r in mine if r["width"] is not None]
         brackets = [r["bracket_width"] for r in mine if r["bracket_width"] is not None]
         print(
             f"| {policy} | {len(mine)} | {sum(r['covered'] for r in mine)}/{len(mine)} | "
+            f"{sum(r['holds'] for r in mine)}/{sum(r['crossing'] is not None for r in mine)} | "
             f"{statistics.median(widths) if widths else float('nan'):.1%} | {sum(r['within'] for r in mine)}/{len(mine)} "
             f"({sum(r['within'] and r['holds'] for r in mine)}) | "
             f"{sum(r['bracket_covers'] for r in mine)}/{len(mine)} | "
             f"{statistics.median(brackets) if brackets else float('nan'):.0%} | {statistics.median(r['search_s'] for r in mine):.0f} | "
             f"{statistics.median(r['requests'] for r in mine):.0f} |"
         )
+    if a.calibration:
+        calibration_table(rows, true, 8.0)
 
 
 if __name__ == "__main__":
