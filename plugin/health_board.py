@@ -37,17 +37,27 @@ FREEZE_SKEWS = (
 WITHIN_LIMITS = "Every worker stayed within the accuracy limits."
 
 
-def stamp_sentence(n: int, of: int, worst_ms: float, crowded: bool = False) -> str:
-    """One sentence on the records a loop stall may have skewed, with what to do (`crowded`: other
-    processes took the CPU, where more worker processes would wait for one too)."""
-    helps = (
-        "A quieter machine helps; more worker processes would wait for a CPU too."
-        if crowded
-        else "Spawn users slower (-r) or add worker processes (--processes)."
-    )
+def stall_help(crowded: bool) -> str:
+    """What helps when a stall of the client's loop may have stamped first tokens late, by the one
+    rule for a crowded machine (`crowded()`): there more worker processes would wait for a CPU too,
+    so the help is a quieter machine or more machines, as the other advice says; else fewer users
+    started at once, or more worker processes. The console, summary.json, the report and the live
+    view's Client card all say it with these words."""
+    if crowded:
+        return (
+            "Other processes take this machine's CPU, so more worker processes here would wait for one too: "
+            "run the load generator on a quieter machine, or spread its workers over more machines."
+        )
+    return "Spawn users slower (-r) or add worker processes (--processes)."
+
+
+def stamp_sentence(n: int, of: int, worst_ms: float, crowded: bool) -> str:
+    """One sentence on the records a loop stall may have skewed, with what to do (`crowded`: the
+    board's `crowded()` over every worker, never one worker's own state)."""
     return (
         f"{n:,} of {of:,} requests waited for their first token through a stall of the client's event loop (up to "
-        f"{worst_ms:.0f} ms; their records' stamp_skew_ms): their TTFT may read up to that much high. {helps}"
+        f"{worst_ms:.0f} ms; their records' stamp_skew_ms): their TTFT may read up to that much high. "
+        f"{stall_help(crowded)}"
     )
 
 
@@ -115,7 +125,7 @@ class HealthBoard:
             log.warning(
                 "client stalled: %s: %s",
                 self._name(state),
-                stamp_sentence(
+                self._stamp_line(
                     state["stamp_suspect"], state.get("stamp_judged") or 0, state.get("stamp_skew_max_ms") or 0.0
                 ),
             )
@@ -242,9 +252,18 @@ class HealthBoard:
         n, of, worst = self.stamps()
         if not n:
             return base
-        states = [e["state"] for e in self.workers.values()]
-        line = stamp_sentence(n, of, worst, crowded(states, self.limits.cpu_pct))
+        line = self._stamp_line(n, of, worst)
         return line if base == WITHIN_LIMITS else f"{base} {line}"
+
+    def crowded(self) -> bool:
+        """The machine, as every worker's state now says it (`crowded()`)."""
+        return crowded([e["state"] for e in self.workers.values()], self.limits.cpu_pct)
+
+    def _stamp_line(self, n: int, of: int, worst_ms: float) -> str:
+        """The stall sentence with the help the whole board calls for: the console's warning and the
+        advice (summary.json, the report) read it here, so a crowded machine is never told to add
+        worker processes by one of them."""
+        return stamp_sentence(n, of, worst_ms, self.crowded())
 
     def _advice(self) -> str:
         states = [e["state"] for e in self.workers.values()]
@@ -267,7 +286,7 @@ class HealthBoard:
                     "quieter machine."
                 )
             return WITHIN_LIMITS
-        if crowded(states, self.limits.cpu_pct):  # every bound worker starved by the machine
+        if self.crowded():  # every bound worker starved by the machine
             return self._starved_advice(bound, len(states))
         need = self.workers_needed()
         saturated = any(max(s.get("cpu_peak") or 0, s.get("demand_p95") or 0) >= 95 for s in bound)

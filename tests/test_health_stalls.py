@@ -11,7 +11,7 @@ import pytest
 
 from metrics.record import RequestRecord
 from metrics.schema.client_health import ClientBound
-from plugin.health_board import HealthBoard
+from plugin.health_board import HealthBoard, crowded
 from plugin.health_monitor import HealthMonitor, Limits
 from plugin.health_stalls import StallLog, stamp_skew_s, suspect
 from plugin.start_pacing import StartGate
@@ -83,6 +83,41 @@ def test_the_monitor_marks_records_and_the_board_counts_them_with_the_advice():
     clean_board = HealthBoard()
     clean_board.update("a", {**state, "stamp_suspect": 0}, [])
     assert ClientBound.model_validate(clean_board.summary()).warning() == ""
+
+
+def test_a_stall_on_a_crowded_machine_is_never_told_to_add_worker_processes(caplog):
+    """Worker 0 late while idle (contended), worker 1's records stamped through a stall: the machine
+    is crowded (plugin.health_board.crowded), so every place the stall sentence appears, the console's
+    warning as the stall is first reported included, says a quieter machine or more machines, never
+    more worker processes there, which would wait for a CPU too; the same holds for one worker bound
+    while starved (little CPU, as long again waiting for one)."""
+    from webui.gauges import stall_note
+
+    stalled = {"stamp_suspect": 3, "stamp_judged": 40, "stamp_skew_max_ms": 150.0}
+    starved = {"bound": True, "cpu_p95": 20.0, "demand_p95": 60.0, "samples": 30}
+    for first, second in (
+        ({"worker": "a", "index": 0, "contended": True}, {"worker": "b", "index": 1, **stalled}),
+        (None, {"worker": "b", "index": 1, **starved, **stalled}),
+    ):
+        board = HealthBoard()
+        if first is not None:
+            board.update("a", first, [])
+        with caplog.at_level("WARNING", logger="llm.health"):
+            caplog.clear()
+            board.update("b", second, [])
+        console = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("client stalled"))
+        summary = board.summary()
+        report = ClientBound.model_validate(summary).warning()
+        snapshot = board.snapshot()
+        live = stall_note(snapshot["stamp_suspect"], crowded(snapshot["workers"], snapshot["limits"]["cpu_pct"]))
+        for said in (console, summary["advice"], report, snapshot["advice"], live):
+            assert "--processes" not in said and "add worker" not in said, said
+            assert "a quieter machine, or spread its workers over more machines" in said, said
+    calm = HealthBoard()  # a stall alone, on a machine with CPU to spare: start users slower or add workers
+    with caplog.at_level("WARNING", logger="llm.health"):
+        caplog.clear()
+        calm.update("b", {"worker": "b", "index": 1, **stalled}, [])
+    assert "Spawn users slower (-r) or add worker processes (--processes)" in caplog.records[-1].getMessage()
 
 
 def admissions(gate: StartGate, n: int) -> list[int]:

@@ -586,8 +586,8 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     # first tokens a stall may have stamped late: the card's line says so, and what helps
     board["stamp_suspect"] = 26
     assert client_health(env)["stall_note"] == (
-        "26 requests waited for their first token through a client stall: TTFT may read high; "
-        "spawn slower (-r) or add workers"
+        "26 requests waited for their first token through a client stall: TTFT may read high. "
+        "Spawn users slower (-r) or add worker processes (--processes)."
     )
     # late while idle (other processes took the CPU), its lag over the limit: contended, not "over
     # limit", and the stall line does not ask for more workers, which would wait for a CPU too
@@ -595,8 +595,8 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     h = client_health(env)
     assert h["state"] == "contended" and h["checks"][1]["over"], h
     assert (
-        h["stall_note"].endswith("a quieter machine helps, more workers do not")
-        and "add workers" not in h["stall_note"]
+        h["stall_note"].endswith("run the load generator on a quieter machine, or spread its workers over more machines.")
+        and "--processes" not in h["stall_note"]
     )
     worker["loop_lag_p99_ms"] = 1.2
     assert client_health(env)["state"] == "contended"

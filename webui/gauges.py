@@ -11,7 +11,7 @@ import math
 from metrics.schema.client_health import ClientBound
 from plugin.gpu import GpuTelemetry
 from plugin.health import Health
-from plugin.health_board import crowded
+from plugin.health_board import crowded, stall_help
 from plugin.server_metrics import ServerMetrics
 
 # Server gauges shown from --server-metrics, by engine (first name found wins).
@@ -105,18 +105,16 @@ def client_health(env) -> dict:
 
 def stall_note(suspect, crowded: bool) -> str:
     """The Client card's line on the first tokens a stall of the client's loop may have stamped
-    late, with what helps: on a crowded machine (plugin.health_board.crowded: other processes take
-    its CPU) a quieter machine, not more worker processes, which would wait for a CPU too; else
-    fewer users started at once or more workers. "" with none."""
+    late, with what helps in the console's words (plugin.health_board.stall_help: on a crowded
+    machine a quieter machine or more machines, not more worker processes, which would wait for a
+    CPU too). "" with none."""
     n = int(suspect) if isinstance(suspect, (int, float)) else 0
     if n <= 0:
         return ""
-    helps = (
-        "other processes take this machine's CPU: a quieter machine helps, more workers do not"
-        if crowded
-        else "spawn slower (-r) or add workers"
+    return (
+        f"{n:,} request{'s' if n != 1 else ''} waited for their first token through a client stall: TTFT may read "
+        f"high. {stall_help(crowded)}"
     )
-    return f"{n:,} request{'s' if n != 1 else ''} waited for their first token through a client stall: TTFT may read high; {helps}"
 
 
 # (label, the workers' key, the limits' key, unit) of the values the Client card shows
