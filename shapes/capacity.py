@@ -125,6 +125,19 @@ def binding(verdict) -> str | None:
     return None
 
 
+def room_note(budget_s: float | None, longest_s: float) -> str:
+    """"" when -t holds two levels held to their longest (`longest_s`), else the capacity
+    precheck's note that the levels near the knee, the ones held longest, may be cut undecided (from
+    the web form, 300 s with the default 60 s --step-time, levels held up to 180 s, ended two
+    searches in three with no level met). The one wording of it."""
+    if budget_s is None or budget_s >= 2 * longest_s:
+        return ""
+    return (
+        f"; -t {budget_s:g}s has room for fewer than two levels held to their longest ({longest_s:g}s each): "
+        "a level near the knee may end undecided; a longer -t or a shorter --step-time gives the knee more"
+    )
+
+
 class CapacitySearch:
     def __init__(
         self,
@@ -562,17 +575,16 @@ class CapacitySearch:
             reach = f"no --max-users: it doubles until a level misses, {most}"
         return f"capacity search: {line}; {reach}{self._room()}"
 
+    @property
+    def longest_hold_s(self) -> float:
+        """The longest a level is held: MAX_STEPS_PER_LEVEL x --step-time, whatever the policy (an
+        adaptive level until a look decides it, a fixed hold's undecided level step by step)."""
+        return MAX_STEPS_PER_LEVEL * self.level_s
+
     def _room(self) -> str:
-        """A -t shorter than two levels held to their longest: the levels near the knee, the ones
-        held longest, may be cut undecided (from the web form, 300 s with the default 60 s
-        --step-time ended two searches in three with no level met)."""
-        longest = MAX_STEPS_PER_LEVEL * self.level_s if self.sequential else self.level_s
-        if self.budget_s is None or self.budget_s >= 2 * longest:
-            return ""
-        return (
-            f"; -t {self.budget_s:g}s has room for fewer than two levels held to their longest ({longest:g}s each): "
-            "a level near the knee may end undecided; a longer -t or a shorter --step-time gives the knee more"
-        )
+        """The precheck's note on -t (`room_note`), for every kind of search and wherever the
+        precheck is shown: the console, summary.json, the report and the web UI's LLM view."""
+        return room_note(self.budget_s, self.longest_hold_s)
 
     def _rate_precheck(self) -> str:
         """A search in requests/s: what a level needs to be decided (values come at its rate, so a
@@ -590,5 +602,5 @@ class CapacitySearch:
         return (
             f"capacity search in requests/s: a level needs {need} values to be met ({self.confidence * 100:.3g}% "
             f"bounds), which a level of at most {judged:g}s judged gets at {need / judged:.2g} requests/s or more; "
-            f"at most {self.rate_cap} requests in flight; {reach}"
+            f"at most {self.rate_cap} requests in flight; {reach}{self._room()}"
         )

@@ -132,3 +132,28 @@ def test_the_precheck_says_when_t_leaves_no_room_for_the_knees_levels():
     assert "-t 300s has room for fewer than two levels held to their longest (180s each)" in line, line
     roomy = plan(find_capacity=True, slo="ttft.p95<5s", step_time="60s", run_time=600)
     assert "room for" not in roomy.load.new_search(roomy, distributed=False).precheck()
+
+
+def test_the_web_forms_precheck_and_the_consoles_say_the_same_room_for_one_plan():
+    """A walk of 80 s steps within -t 5m, from the web form (webui/start_check.py's plan, the LLM
+    view's search_check) and from the command line (the console's precheck line): one message, and
+    the room it speaks of is a fixed hold's longest, three steps (240 s: an undecided level near the
+    knee is held step by step), not one step, under which -t 300s had looked roomy."""
+    from argparse import Namespace as Ns
+
+    from plugin.options import DECLARED
+    from webui.start_check import form_plan as web_plan
+    from webui.view import search_said
+
+    process = Ns(**{d.name: d.default for d in DECLARED}, run_time=None, master=False)
+    form = {"find_capacity": "true", "slo": "ttft.p95<5s", "step_time": "80s", "capacity_policy": "walk"}
+    web = web_plan(process, {**form, "steps": "1,2,4,8", "run_time": "5m"})
+    said = search_said(web.load.new_search(web, distributed=False))["search_check"]
+    cli = plan(find_capacity=True, slo="ttft.p95<5s", step_time="80s", capacity_policy="walk", steps="1,2,4,8", run_time=300)
+    console = cli.load.new_search(cli, distributed=False).precheck()
+    assert said == console, (said, console)
+    assert "-t 300s has room for fewer than two levels held to their longest (240s each)" in console, console
+    rated = plan(**SEARCH, run_time=50)  # a search in requests/s: levels of 10 s held up to 30 s
+    assert "-t 50s has room for fewer than two levels held to their longest (30s each)" in rated.load.new_search(
+        rated, distributed=False
+    ).precheck()

@@ -33,17 +33,7 @@ def check_start(environment, form) -> RunPlan:
     """The plan a start with this form runs, with its workload made the run's (raises InputError).
     Restarts the built-in simulator with the form's profile when it changed, on the same address."""
     opts = environment.parsed_options
-    values = {**vars(opts), **{k: v for k, v in form.items() if k in Options.model_fields}}
-    run_time = form.get("run_time", None)
-    try:  # Locust's own option: its own parser; an emptied field means no limit
-        run_time_s = (parse_timespan(run_time) if run_time else None) if run_time is not None else opts.run_time
-    except ValueError:
-        run_time_s = opts.run_time  # Locust's own check answers this one
-    plan = RunPlan.from_parsed(
-        Options.parse(argparse.Namespace(**values)),
-        float(run_time_s) if run_time_s else None,
-        distributed=bool(getattr(opts, "master", False)),
-    )
+    plan = form_plan(opts, form)
     check_users(plan, form.get("user_count", opts.num_users), form.get("spawn_rate", opts.spawn_rate))
     inputs = prepare_run(plan)
     host = str(form.get("host") or environment.host or "").replace("<", "").replace(">", "").rstrip("/")
@@ -70,6 +60,22 @@ def check_start(environment, form) -> RunPlan:
     own = state.simulator is not None and host == state.simulator.url
     state.form_argv = form_settings(form, opts, "" if own else host)
     return plan
+
+
+def form_plan(opts, form) -> RunPlan:
+    """The plan of a start with this form: the process's options with the form's values over them,
+    and the form's run time (Locust's own parser; an emptied field means no limit). Raises InputError."""
+    values = {**vars(opts), **{k: v for k, v in form.items() if k in Options.model_fields}}
+    run_time = form.get("run_time", None)
+    try:
+        run_time_s = (parse_timespan(run_time) if run_time else None) if run_time is not None else opts.run_time
+    except ValueError:
+        run_time_s = opts.run_time  # Locust's own check answers this one
+    return RunPlan.from_parsed(
+        Options.parse(argparse.Namespace(**values)),
+        float(run_time_s) if run_time_s else None,
+        distributed=bool(getattr(opts, "master", False)),
+    )
 
 
 def form_settings(form, opts, host: str) -> list[str]:
