@@ -4,8 +4,12 @@ LLM table and where the results are.
   progress   every PROGRESS_S (10 s), one line from the records the results process received:
              elapsed time, the step (stepped runs and capacity searches), users now, requests
              ended ok and failed so far, output tokens per second of the requests that ended in
-             the last interval, TTFT p50/p95 of the successful requests so far (of the step running
-             now in a stepped run: levels differ) and streams in flight now.
+             the last interval, TTFT p50/p95 of the successful requests so far (of the level
+             running now in a stepped run or a search: levels differ) and streams in flight now.
+             A level's TTFT is that of the requests sent at it, all its steps (a search's adaptive
+             level is many 2 s slices, each a step of its own, and the slice running now has hardly
+             a request that ended), with the first tokens of its streams still open where the run
+             tracks them (plugin/progress.py: a capacity search, a web-UI run); "-" until one came.
   Locust's   its periodic per-request table (every 2 s) and its end-of-run tables are its rounded
   tables     live statistics of the same requests (approximate percentiles that disagree with the
              exact table): both are left out, and one line at the end says so; --locust-tables
@@ -22,6 +26,7 @@ import gevent
 
 from metrics.percentiles import percentiles
 from metrics.record import FIELD_NAMES, NOT_SERVER_FAILURES
+from plugin.progress import OpenStreams
 from plugin.state import Plugin, state_of
 
 log = logging.getLogger("llm")
@@ -83,15 +88,19 @@ class Console(Plugin):
         environment = run.environment
         elapsed = time.time() - run.started
         parts = [f"progress {int(elapsed) // 60}:{int(elapsed) % 60:02d}"]
-        step, key = _step(run, elapsed), -1
+        step, keys = _step(run, elapsed), range(-1, 0)
         if step is not None:
             parts.append(step[0])
-            key = step[1]
+            keys = range(step[1], step[2] + 1)
         runner = environment.runner
         parts.append(f"{runner.user_count if runner is not None else 0} users")
         parts.append(f"{self.ok:,} ok, {self.failed:,} failed")
         parts.append(f"{rate:,.0f} output tok/s")
-        p = percentiles(self.ttft.get(key, ()), (50, 95))
+        ttft = array("d")
+        for k in keys:
+            ttft.extend(self.ttft.get(k, ()))
+        ttft.extend(_open_first_tokens(environment, keys))
+        p = percentiles(ttft, (50, 95))
         parts.append("TTFT p50 -, p95 -" if p is None else f"TTFT p50 {_ms(p[0])}, p95 {_ms(p[1])}")
         state = state_of(environment)
         flying = state.in_flight() if state is not None else None
@@ -117,10 +126,27 @@ class Console(Plugin):
         print(TABLES_LEFT_OUT, flush=True)
 
 
-def _step(run, elapsed: float) -> tuple[str, int] | None:
-    """("step i (level N)", index) of a step ramp or a capacity search now; None otherwise. The step
-    is numbered as in the per-step table and summary.json's `by_step` (from 0), and a level held for
-    more steps names the step its row has ("step 3 (level 5 since step 2)")."""
+def _open_first_tokens(environment, keys: range) -> list[float]:
+    """The TTFT of the streams still open that were sent in steps `keys` and gave their first token,
+    where the run tracks its open streams (each load process's latest report; a record and a report's
+    entry are never the same request)."""
+    state = state_of(environment)
+    streams = state.plugin(OpenStreams) if state is not None else None
+    if streams is None:
+        return []
+    return [
+        t
+        for report in streams.reports(environment)
+        for step, t in zip(report["step"], report["ttft"])
+        if step in keys and t == t  # NaN: no first token yet
+    ]
+
+
+def _step(run, elapsed: float) -> tuple[str, int, int] | None:
+    """("step i (level N)", first, i) of a step ramp or a capacity search now: the step running and
+    the first step of its level; None otherwise. The step is numbered as in the per-step table and
+    summary.json's `by_step` (from 0), and a level held for more steps names the step its row has
+    ("step 3 (level 5 since step 2)")."""
     name = str
     if run.steps is not None:
         levels, i = run.steps.levels, max(run.steps.index_at(elapsed), 0)
@@ -136,7 +162,7 @@ def _step(run, elapsed: float) -> tuple[str, int] | None:
     while first > 0 and levels[first - 1] == levels[i]:
         first -= 1
     since = f" since step {first}" if first < i else ""
-    return f"step {i}{of} (level {name(levels[i])}{since})", i
+    return f"step {i}{of} (level {name(levels[i])}{since})", first, i
 
 
 def _ms(seconds: float) -> str:

@@ -102,7 +102,7 @@ def test_the_progress_line_numbers_steps_as_the_per_step_table_does():
     ramp = StepPlan([5, 10, 20, 50, 80, 120, 160], 40.0, 10.0)
     rows = {level.first: level for level in ramp.levels_at(0.0)}  # the rows of by_step (metrics/summary.py)
     run = SimpleNamespace(steps=ramp, search=None)
-    assert _step(run, 90.0) == ("step 2 of 0-6 (level 20)", 2) and rows[2].users == 20
+    assert _step(run, 90.0) == ("step 2 of 0-6 (level 20)", 2, 2) and rows[2].users == 20
     assert _step(run, 0.0)[0] == "step 0 of 0-6 (level 5)" and _step(run, 1e6)[0] == "step 6 of 0-6 (level 160)"
     # a capacity search that held 5 and 80 users for more steps: by_step has one row for each, steps 1 and 4
     levels = [1, 5, 5, 10, 80, 80, 80]
@@ -111,8 +111,8 @@ def test_the_progress_line_numbers_steps_as_the_per_step_table_does():
     run = SimpleNamespace(
         steps=None, search=SimpleNamespace(levels=levels, rate_cap=None), plan=SimpleNamespace(step_s=40.0)
     )
-    assert _step(run, 45.0) == ("step 1 (level 5)", 1)
-    assert _step(run, 85.0) == ("step 2 (level 5 since step 1)", 2)
-    assert _step(run, 130.0) == ("step 3 (level 10)", 3)
-    assert _step(run, 250.0) == ("step 6 (level 80 since step 4)", 6)
+    assert _step(run, 45.0) == ("step 1 (level 5)", 1, 1)
+    assert _step(run, 85.0) == ("step 2 (level 5 since step 1)", 1, 2)
+    assert _step(run, 130.0) == ("step 3 (level 10)", 3, 3)
+    assert _step(run, 250.0) == ("step 6 (level 80 since step 4)", 4, 6)
     assert _step(SimpleNamespace(steps=None, search=None), 5.0) is None
