@@ -222,6 +222,29 @@ def check_report(
     return {**page, "console_errors": errors, "requests": requests, "url": url}
 
 
+TABLES_JS = """(() => [...document.querySelectorAll('.table-scroll')].map(box => {
+  let h = box.previousElementSibling;
+  while (h && h.tagName !== 'H2') h = h.previousElementSibling;
+  return {heading: h ? h.textContent : '', scroll: box.scrollWidth, client: box.clientWidth};
+}))()"""
+
+
+def table_boxes(html_path: str, width: int, user_data_dir: str | None = None) -> list[dict]:
+    """Every table's scrolling box in the report at a window `width` px wide: the heading above it,
+    its content's width (scrollWidth) and its own (clientWidth); wider content scrolls sideways."""
+    with Browser(None, user_data_dir) as b:
+        b.page(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        )
+        b.page("Page.navigate", {"url": "file://" + os.path.abspath(html_path)})
+        b.wait_event("Page.loadEventFired")
+        result = b.page("Runtime.evaluate", {"expression": TABLES_JS, "returnByValue": True})
+    if "exceptionDetails" in result:
+        raise RuntimeError(f"the table script failed: {result['exceptionDetails'].get('text')}")
+    return result["result"]["value"]
+
+
 def main(argv=None) -> int:
     import argparse
 
