@@ -243,7 +243,7 @@ def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
         return {"error": f"{kind} wrote no results (rc {rc}): {e}; log {tmp}/{tag}.log"}
     df = df[df["ok"]]
     rows = list(zip(df["request_id"], df["ttft_s"], df["e2e_s"], df["output_tokens"], df["t_send"]))
-    out = measure(rows, cpu, args)
+    out = measure(rows, cpu, args, first_wave=n)
     out["flagged"] = health.get("stamp_suspect")
     out["skew_max_ms"] = health.get("stamp_skew_max_ms")
     out["bound"] = health.get("bound")
@@ -306,13 +306,13 @@ def run_vllm_rs(binary: str, n: int, url: str, tmp: str, args) -> dict:
     return measure(rows, cpu, args)
 
 
-def measure(rows, cpu: CpuSampler, args) -> dict:
+def measure(rows, cpu: CpuSampler, args, first_wave: int = 0) -> dict:
     deadline = time.monotonic() + 5  # the simulator writes its truth log once a second
     truth = read_truth(args.truth)
     while any(r[0] not in truth for r in rows) and time.monotonic() < deadline:
         time.sleep(0.5)
         truth = read_truth(args.truth)
-    ttft_err, e2e_err, way_in, tokens, t0, t1 = [], [], [], 0, math.inf, -math.inf
+    ttft_err, e2e_err, way_in, sends, tokens, t0, t1 = [], [], [], [], 0, math.inf, -math.inf
     for rid, ttft, e2e, n_out, t_send in rows:
         tr = truth.get(rid)
         if tr is None or tr.get("first_token") is None:
@@ -321,11 +321,21 @@ def measure(rows, cpu: CpuSampler, args) -> dict:
         e2e_err.append((e2e - (tr["last_token"] - tr["arrival"])) * 1000)
         # the request's way in (written -> the simulator saw it): the server's share of the error
         way_in.append((tr["arrival"] - t_send) * 1000)
+        sends.append(t_send)
         tokens += int(tr.get("output_tokens") or n_out)
         t0, t1 = min(t0, tr["arrival"]), max(t1, tr["last_token"])
     if not ttft_err:
         return {"error": "no request joined to the truth log"}
     a, b = np.asarray(ttft_err), np.asarray(e2e_err)
+    waves = {}
+    if first_wave:  # the client's share (first token late) of the start burst's requests, and of the rest
+        late = a - np.asarray(way_in)
+        order = np.argsort(np.asarray(sends))
+        first, rest = late[order[:first_wave]], late[order[first_wave:]]
+        waves = {
+            "first_wave_late_p99": float(np.percentile(first, 99)) if first.size else math.nan,
+            "rest_late_p99": float(np.percentile(rest, 99)) if rest.size else math.nan,
+        }
     cpu_s = cpu.over(t0, t1)
     w = np.asarray(way_in)
     w = w[np.isfinite(w)]
@@ -341,17 +351,19 @@ def measure(rows, cpu: CpuSampler, args) -> dict:
         "tokens_per_s": tokens / (t1 - t0),
         "cpu_pct": 100 * cpu_s / (t1 - t0),
         "cpu_us_per_token": 1e6 * cpu_s / tokens,
+        **waves,
     }
 
 
 def fmt(kind: str, n: int, r: dict) -> str:
     if "error" in r:
-        return f"| {n:,} | {kind} | {r['error']} |||||||"
+        return f"| {n:,} | {kind} | {r['error']} ||||||||"
     flag = "" if r.get("flagged") is None else f"{r['flagged']:,}"
     return (
         f"| {n:,} | {kind} | {r['requests']:,} | {r['ttft_err_p50']:.2f} / {r['ttft_err_p99']:.2f} / {r['ttft_err_max']:.1f} "
         f"| {r['e2e_err_p50']:.2f} / {r['e2e_err_p99']:.2f} | {r['tokens_per_s']:,.0f} | {r['cpu_pct']:.0f} "
-        f"| {r['cpu_us_per_token']:.1f} | {flag} | {r['way_in_p99']:.2f} / {r['first_late_p99']:.2f} |"
+        f"| {r['cpu_us_per_token']:.1f} | {flag} | {r['way_in_p99']:.2f} / {r['first_late_p99']:.2f} "
+        f"| {r.get('first_wave_late_p99', math.nan):.2f} / {r.get('rest_late_p99', math.nan):.2f} |"
     )
 
 
@@ -378,6 +390,12 @@ def main(argv=None) -> int:
         "--bin-dir", default=os.path.join(ROOT, ".cache", "vllm-rs"), help="where the wheel and the binary are kept"
     )
     ap.add_argument("--suite-args", default="", help="extra options for the suite's locust command (quoted)")
+    ap.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="one suite run at the first level before any is measured (default on)",
+    )
     ap.add_argument("--json", default="", help="write every result here")
     ap.add_argument(
         "--keep", default="", help="keep the simulator's truth log, the clients' results and logs in this folder"
@@ -395,14 +413,17 @@ def main(argv=None) -> int:
         f"machine: {os.cpu_count()} cores, {machine_pressure()}; simulator core {args.sim_core}, client core {args.client_core}"
     )
     print(
-        "| streams | client | requests | TTFT error p50 / p99 / max (ms) | E2E error p50 / p99 (ms) | tokens/s | CPU % | CPU µs/token | flagged | way in / first token late p99 (ms) |"
+        "| streams | client | requests | TTFT error p50 / p99 / max (ms) | E2E error p50 / p99 (ms) | tokens/s | CPU % | CPU µs/token | flagged | way in / first token late p99 (ms) | first token late p99: first wave / the rest (ms) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vllm-rs-", dir=args.keep or None) as tmp:
         sims, url, args.truth = start_simulator(tmp, args)
         try:
+            if args.warm_up:  # the simulators' first thousands of connections are slow (way in 10-15 ms late)
+                warm = run_suite("suite", int(args.levels.split(",")[0]), url, tmp, args)
+                print(f"(warm-up run, not counted: way in p99 {warm.get('way_in_p99', math.nan):.2f} ms)", flush=True)
             for n in (int(x) for x in args.levels.split(",")):
                 for _ in range(args.repeats):
                     for kind in clients:
