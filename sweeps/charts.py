@@ -26,7 +26,8 @@ def _empty(out: list[str]) -> str:
 def per_point(chart_id: str, title: str, y_label: str, labels: list[str], values, lo, hi, note: str = "") -> str:
     """One marker per point (in grid order) at its value, with a vertical bar from lo to hi."""
     v, lo_, hi_ = (np.array([_num(x) for x in a]) for a in (values, lo, hi))
-    chart = Chart(chart_id, title, "point", y_label, note=note)
+    names, setting = point_labels(labels)
+    chart = Chart(chart_id, title, setting or "point", y_label, note=note)
     out, top = _frame(chart, [])
     finite = np.concatenate([v[np.isfinite(v)], lo_[np.isfinite(lo_)], hi_[np.isfinite(hi_)]])
     if not labels or finite.size == 0:
@@ -40,7 +41,7 @@ def per_point(chart_id: str, title: str, y_label: str, labels: list[str], values
     for i, label in enumerate(labels):
         cx = LEFT + slot * (i + 0.5)
         out.append(
-            f'<text x="{cx:.1f}" y="{bottom + 18}" class="tick" text-anchor="middle">{escape(_short(label, slot))}</text>'
+            f'<text x="{cx:.1f}" y="{bottom + 18}" class="tick" text-anchor="middle">{escape(_short(names[i], slot))}</text>'
         )
         if not math.isfinite(v[i]):
             out.append(f'<text x="{cx:.1f}" y="{bottom - 6}" class="note" text-anchor="middle">none</text>')
@@ -59,9 +60,43 @@ def _b(x: float) -> str:
     return fmt_num(x) if math.isfinite(x) else "unbounded"
 
 
+CHAR_PX = 6.6  # the width of a tick label's character, near enough to place and shorten labels
+
+
 def _short(label: str, slot: float) -> str:
-    most = max(4, int(slot / 6.6))
-    return label if len(label) <= most else label[: most - 1] + "…"
+    """The label cut to `slot` pixels, its end kept (a point's last setting is what tells it apart)."""
+    most = max(4, int(slot / CHAR_PX))
+    return label if len(label) <= most else "…" + label[-(most - 1) :]
+
+
+def point_labels(labels: list[str]) -> tuple[list[str], str]:
+    """The points' labels without the setting they all name, and that setting's name: a grid of
+    one setting labels its points `cb_max_batch_tokens=256`, `=1024`, ..., and a chart shows
+    256, 1024, ... with the name once."""
+    pairs = [label.split("=", 1) for label in labels]
+    names = {p[0] for p in pairs}
+    if labels and len(names) == 1 and all(len(p) == 2 and "," not in p[1] for p in pairs):
+        return [p[1] for p in pairs], names.pop()
+    return list(labels), ""
+
+
+def _place_labels(marks: list[tuple[float, float, str]], right: float) -> list[tuple[float, float, str, str]]:
+    """(x, y, anchor, text) for each mark's label: beside its marker, to the left where it would
+    run past `right`, moved down a line at a time where it would overlap a label placed before
+    (placed from the top marker down, so that labels keep their markers' order)."""
+    placed: list[tuple[float, float, float]] = []  # (x0, x1, y) of the labels placed
+    out = []
+    for cx, cy, text in sorted(marks, key=lambda m: m[1]):
+        width = len(text) * CHAR_PX
+        start = cx + 7 if cx + 7 + width <= right else cx - 7 - width
+        y = cy - 6
+        for _ in range(len(marks)):
+            if not any(start < x1 and x0 < start + width and abs(y - py) < 12 for x0, x1, py in placed):
+                break
+            y += 12
+        placed.append((start, start + width, y))
+        out.append((cx + 7 if start > cx else cx - 7, y, "start" if start > cx else "end", text))
+    return out
 
 
 def _vbar(out: list[str], cx: float, ys: _Scale, lo: float, hi: float, top: float) -> None:
@@ -109,7 +144,14 @@ def pareto(
     """Throughput against P95 TTFT, a marker per point with both intervals as bars, and the front
     (the points no other point beats on both) joined by a line."""
     xv, xl, xh, yv, yl, yh = (np.array([_num(a) for a in arr]) for arr in (x, x_lo, x_hi, y, y_lo, y_hi))
-    chart = Chart(chart_id, title, x_label, y_label, note=note)
+    names, setting = point_labels(labels)
+    chart = Chart(
+        chart_id,
+        title,
+        x_label,
+        y_label,
+        note="; ".join(filter(None, [note, setting and f"points labelled by {setting}"])),
+    )
     out, top = _frame(chart, [("Pareto front", PALETTE[1], True), ("point", PALETTE[0], False)])
     ok = np.isfinite(xv) & np.isfinite(yv)
     if not ok.any():
@@ -130,8 +172,10 @@ def pareto(
         out.append(
             f'<path class="front" d="{d}" fill="none" stroke="{PALETTE[1]}" stroke-width="2" stroke-dasharray="6 4"/>'
         )
+    marks = []
     for i in np.nonzero(ok)[0].tolist():
         cx, cy = float(xs(xv[i])), float(ys(yv[i]))
+        marks.append((cx, cy, _short(names[i], 140)))
         _vbar(out, cx, ys, yl[i], yh[i], top)
         if math.isfinite(xl[i]) and math.isfinite(xh[i]):
             x0, x1 = float(xs(xl[i])), float(xs(xh[i]))
@@ -143,6 +187,7 @@ def pareto(
             f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" fill="{color}"><title>{escape(labels[i])}: '
             f"{fmt_num(yv[i])} [{_b(yl[i])}, {_b(yh[i])}] at {fmt_num(xv[i])} [{_b(xl[i])}, {_b(xh[i])}]</title></circle>"
         )
-        out.append(f'<text x="{cx + 7:.1f}" y="{cy - 6:.1f}" class="tick">{escape(_short(labels[i], 140))}</text>')
+    for lx, ly, anchor, text in _place_labels(marks, WIDTH):
+        out.append(f'<text x="{lx:.1f}" y="{ly:.1f}" class="tick" text-anchor="{anchor}">{escape(text)}</text>')
     out.append("</svg>")
     return "\n".join(out)

@@ -24,7 +24,7 @@ from core.errors import InputError
 from stats.rounds import BETTER, NO_DIFFERENCE, WORSE, bracket_difference, rounds_difference
 from stats.sequential import BUDGET, CONTINUE, DECIDED, SMALL, SequentialRule, fixed_rounds
 from stats.student_t import t_critical
-from sweeps.charts import pareto_front
+from sweeps.charts import pareto, pareto_front, point_labels
 from sweeps.cli import main
 from sweeps.grid import build_grid, check_template, parse_param, points
 from sweeps.ranking import EXIT_BEST, EXIT_NO_DIFFERENCE, EXIT_NONE, rank
@@ -198,6 +198,29 @@ def test_the_pareto_front_is_the_points_nothing_beats_on_both():
     ttft = np.array([100.0, 200.0, 150.0, 300.0, math.nan])
     tput = np.array([10.0, 30.0, 5.0, 30.0, 50.0])
     assert pareto_front(ttft, tput) == [0, 1]  # 2 is beaten by 0, 3 by 1; 4 has no TTFT
+
+
+def test_the_pareto_chart_labels_points_by_their_values_in_their_order_and_inside_the_chart():
+    # a grid of one setting: the chart names it once and labels the points by their values
+    assert point_labels(["cb_max_batch_tokens=256", "cb_max_batch_tokens=1024"]) == (
+        ["256", "1024"],
+        "cb_max_batch_tokens",
+    )
+    assert point_labels(["a=1, b=2", "a=1, b=3"])[1] == ""  # two settings: labels as they are
+    # the H100 sweep's three points: two markers 6 px apart at ~350 ms, one far right
+    labels = ["cb_max_batch_tokens=256", "cb_max_batch_tokens=1024", "cb_max_batch_tokens=4096"]
+    ttft, lo, hi = [6186.0, 352.0, 354.0], [4541.0, 333.0, 318.0], [6866.0, 386.0, 495.0]
+    tput, tlo, thi = [1413.0, 1316.0, 1376.0], [1262.0, 1216.0, 1257.0], [1573.0, 1421.0, 1511.0]
+    svg = pareto("p", "t", "P95 TTFT (ms)", "tok/s", labels, ttft, lo, hi, tput, tlo, thi)
+    root = ET.fromstring(svg)
+    texts = {t.text: t for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text in ("256", "1024", "4096")}
+    assert set(texts) == {"256", "1024", "4096"} and "points labelled by cb_max_batch_tokens" in svg
+    y = {k: float(t.get("y")) for k, t in texts.items()}
+    assert y["4096"] < y["1024"] and y["1024"] - y["4096"] >= 12  # the higher marker's label above, apart
+    width = float(root.get("width"))
+    for t in texts.values():  # nothing runs past the right edge
+        x, n = float(t.get("x")), len(t.text) * 6.6
+        assert (x + n if t.get("text-anchor") == "start" else x) <= width
 
 
 # --------------------------------------------------------------------- the A/B's statistics (pure)
