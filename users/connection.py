@@ -31,6 +31,14 @@ _perf_counter = time.perf_counter
 # the event loop got round to reading them. LLM_KERNEL_TIMESTAMPS=0 turns them off (benchmarks).
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if os.uname().sysname == "Linux" else None)
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None and os.environ.get("LLM_KERNEL_TIMESTAMPS", "1") != "0"
+# A stream waiting for its first token is read first in each turn of the event loop (libev's
+# highest watcher priority), then at the usual one. Streams started together stay in step: every
+# ITL all their chunks arrive at once and one turn reads them all. Read in arrival order, a first
+# token may wait most of that turn; if the turn outlasts an ITL its second token arrives first and
+# TCP merges the two, so the read carries the second one's kernel stamp (a TTFT one ITL late).
+# LLM_FIRST_TOKEN_FIRST=0 reads in arrival order (benchmarks).
+FIRST_TOKEN_FIRST = os.environ.get("LLM_FIRST_TOKEN_FIRST", "1") != "0"
+PRIORITY_FIRST, PRIORITY_FLOWING = 2, 0  # libev's EV_MAXPRI, and the default
 _TIMESPEC = struct.Struct("qq")
 ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
 MAX_STAMP_AGE_S = 1.0  # a stamp older than this (or from the future) means the wall clock jumped: use now
@@ -311,6 +319,7 @@ class Connection:
         done = self.done
         done.clear()
         watcher = self.watcher
+        watcher.priority = PRIORITY_FIRST if FIRST_TOKEN_FIRST and not self.flowing else PRIORITY_FLOWING
         watcher.start(self._callback)
         try:
             while self.result is None:
@@ -403,7 +412,12 @@ class Connection:
         self.datas.append(data)
         self.last_t = t
         if not self.flowing:  # until the first token: one look for a data line per read, then none
-            self.flowing = not self.events or b"data:" in data
+            self.flowing = flowing = not self.events or b"data:" in data
+            if flowing and self.watcher.priority != PRIORITY_FLOWING:  # its first token read: back in line
+                watcher = self.watcher
+                watcher.stop()
+                watcher.priority = PRIORITY_FLOWING
+                watcher.start(self._callback)
         left = self.left - len(data)
         self.left = left
         if left < 0:  # --max-response-size: cut here (parsing more would stall every stream)
