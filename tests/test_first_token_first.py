@@ -21,6 +21,13 @@ pytestmark = pytest.mark.unit
 TIMEOUTS = Timeouts(connect=2.0, first_token=5.0, idle=5.0, total=10.0)
 
 
+def hold(seconds: float) -> None:
+    """Keep the hub from running: a busy wait (time.sleep yields where gevent has patched it)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 def chunk(text: str) -> bytes:
     data = text.encode()
     return b"%x\r\n%s\r\n" % (len(data), data)
@@ -96,9 +103,9 @@ def test_in_one_turn_a_first_token_is_read_before_a_flowing_streams_chunk(listen
     # one priority last-ready first: the first token arrives first, so that in arrival order alone
     # it would be read after the flowing stream's chunk
     s_fresh.sendall(chunk('data: {"choices":[{"text":"x"}]}\n\n'))
-    time.sleep(0.002)
+    hold(0.002)
     s_flowing.sendall(chunk('data: {"choices":[{"text":"b"}]}\n\n'))
-    time.sleep(0.05)  # blocks the hub: both sockets are ready at its next poll
+    hold(0.05)  # both sockets are ready at the hub's next poll
     gevent.sleep(0.02)
     assert {c for c, _ in order} == {flowing, fresh}
     assert (order[0][0] is fresh) == first_token_first
