@@ -7,6 +7,7 @@ arrives.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 import time
@@ -39,6 +40,52 @@ KERNEL_STAMPS = SO_TIMESTAMPNS is not None and os.environ.get("LLM_KERNEL_TIMEST
 # LLM_FIRST_TOKEN_FIRST=0 reads in arrival order (benchmarks).
 FIRST_TOKEN_FIRST = os.environ.get("LLM_FIRST_TOKEN_FIRST", "1") != "0"
 PRIORITY_FIRST, PRIORITY_FLOWING = 2, 0  # libev's EV_MAXPRI, and the default
+# The priority orders the reads of one turn; a turn that reads thousands of chunks can still outlast
+# an ITL, and a first token that arrives during it waits for the next. So the sockets waiting for
+# their first token are also looked at from within the turn, every LANE_EVERY_S of reading.
+LANE_EVERY_S = 0.001
+
+
+class FirstTokenLane:
+    """The sockets waiting for their first token, in an epoll set of their own: a read in the hub
+    looks at it when LANE_EVERY_S has passed since the last look and reads what is ready there at
+    once (the connection's own read, so the watcher later finds nothing to read)."""
+
+    __slots__ = ("epoll", "waiting", "next_look")
+
+    def __init__(self):
+        self.epoll = select.epoll() if FIRST_TOKEN_FIRST and hasattr(select, "epoll") else None
+        self.waiting: dict[int, Connection] = {}
+        self.next_look = 0.0
+
+    def add(self, conn: Connection) -> None:
+        if self.epoll is None:
+            return
+        fd = conn.raw.fileno()
+        if fd not in self.waiting:
+            self.epoll.register(fd, select.EPOLLIN)
+            self.waiting[fd] = conn
+
+    def remove(self, conn: Connection) -> None:
+        if not self.waiting or conn.raw is None:
+            return
+        fd = conn.raw.fileno()
+        if self.waiting.get(fd) is conn:
+            del self.waiting[fd]
+            try:
+                self.epoll.unregister(fd)
+            except OSError:
+                pass
+
+    def look(self, now: float) -> None:
+        self.next_look = now + LANE_EVERY_S
+        for fd, _ in self.epoll.poll(0):
+            conn = self.waiting.get(fd)
+            if conn is not None:
+                conn._callback()
+
+
+_lane = FirstTokenLane()
 _TIMESPEC = struct.Struct("qq")
 ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
 MAX_STAMP_AGE_S = 1.0  # a stamp older than this (or from the future) means the wall clock jumped: use now
@@ -319,8 +366,11 @@ class Connection:
         done = self.done
         done.clear()
         watcher = self.watcher
-        watcher.priority = PRIORITY_FIRST if FIRST_TOKEN_FIRST and not self.flowing else PRIORITY_FLOWING
+        first = FIRST_TOKEN_FIRST and not self.flowing
+        watcher.priority = PRIORITY_FIRST if first else PRIORITY_FLOWING
         watcher.start(self._callback)
+        if first and self._recvmsg is not None:  # what the lane saves is a kernel stamp
+            _lane.add(self)
         try:
             while self.result is None:
                 left = self._time_left(t_send, limit, timeouts)
@@ -328,6 +378,7 @@ class Connection:
                     done.wait(left)
         finally:
             watcher.stop()
+            _lane.remove(self)
 
     def _read_blocking(self, t_send: float, limit: float, timeouts: Timeouts) -> None:
         """TLS: read in the user's greenlet, with the same framing and timing."""
@@ -373,6 +424,7 @@ class Connection:
     def _end(self, error: str, detail: str) -> None:
         """Hub side: the message ended (or failed); wake the user's greenlet."""
         self.watcher.stop()
+        _lane.remove(self)
         self.result = (error, detail)
         self.done.set()
 
@@ -398,7 +450,10 @@ class Connection:
         except OSError as e:  # connection reset
             self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
             return
-        self._arrived(data, kernel_stamp(anc, _perf_counter()))
+        now = _perf_counter()
+        self._arrived(data, kernel_stamp(anc, now))
+        if now >= _lane.next_look and _lane.waiting:
+            _lane.look(now)
 
     def _arrived(self, data: bytes, t: float) -> None:
         """One read of the body, stamped `t`: keep it and track the framing to the message's end."""
@@ -418,6 +473,7 @@ class Connection:
                 watcher.stop()
                 watcher.priority = PRIORITY_FLOWING
                 watcher.start(self._callback)
+                _lane.remove(self)
         left = self.left - len(data)
         self.left = left
         if left < 0:  # --max-response-size: cut here (parsing more would stall every stream)
