@@ -1,7 +1,8 @@
 """A stream waiting for its first token is read ahead of the streams already flowing in the same
 turn of the event loop (users/connection.py FIRST_TOKEN_FIRST): a real connection over loopback,
 its watcher's priority checked before and after its first data line, and the order of reads in one
-turn where a flowing stream's chunk arrived before a new stream's first token."""
+turn where a flowing stream's chunk arrived before a new stream's first token, and a first token that
+arrives in the middle of a long turn (FirstTokenLane): read alone, with its own stamp."""
 
 from __future__ import annotations
 
@@ -117,3 +118,65 @@ def test_in_one_turn_a_first_token_is_read_before_a_flowing_streams_chunk(listen
         c.close()
     s_flowing.close()
     s_fresh.close()
+
+
+class Slow(Logged):
+    """A flowing stream whose every read costs a millisecond of the hub, as thousands of reads in
+    one turn do; `on_read` runs in the middle of the turn."""
+
+    def _arrived(self, data: bytes, t: float) -> None:
+        hold(0.001)
+        self.on_read()
+        super()._arrived(data, t)
+
+
+@pytest.mark.parametrize("lane", [True, False])
+def test_a_first_token_that_arrives_during_a_long_turn_keeps_its_own_stamp(listener, monkeypatch, lane):
+    monkeypatch.setattr(connection, "FIRST_TOKEN_FIRST", lane)
+    monkeypatch.setattr(connection, "_lane", connection.FirstTokenLane())
+    order: list = []
+    busy = []
+    for _ in range(40):
+        c = Slow("127.0.0.1", listener.getsockname()[1], None, 2.0)
+        c.order, c.left, c.on_read = order, 1 << 20, lambda: None
+        busy.append((c, listener.accept()[0]))
+    fresh, s_fresh = open_pair(listener, order)
+    readers = [reading(c) for c, _ in busy]
+    for _, s in busy:
+        s.sendall(chunk('data: {"choices":[{"text":"a"}]}\n\n'))
+    gevent.sleep(0.1)  # every busy stream flowing
+    ex_fresh, g_fresh = reading(fresh)
+    gevent.sleep(0.01)
+    sent = {}
+    reads = 0
+
+    def on_read():  # the new stream's first token 5 reads into the turn, its second 25 ms later
+        nonlocal reads
+        reads += 1
+        if reads == 5:
+            sent["first"] = time.perf_counter()
+            s_fresh.sendall(chunk('data: {"choices":[{"text":"first"}]}\n\n'))
+        elif reads == 30:
+            sent["second"] = time.perf_counter()
+            s_fresh.sendall(chunk('data: {"choices":[{"text":"second"}]}\n\n'))
+
+    for c, _ in busy:
+        c.on_read = on_read
+    for _, s in busy:
+        s.sendall(chunk('data: {"choices":[{"text":"b"}]}\n\n'))
+    hold(0.005)  # all 40 ready at the hub's next poll: one turn of 40 ms
+    gevent.sleep(0.2)
+    assert reads >= 30 and sent["second"] - sent["first"] > 0.02
+    first_read = ex_fresh.datas[0]
+    late_ms = (ex_fresh.times[0] - sent["first"]) * 1000
+    if lane:  # read alone, stamped on arrival
+        assert b"first" in first_read and b"second" not in first_read and late_ms < 15, (first_read, late_ms)
+    else:  # read after the turn, merged with the second: the second's stamp
+        assert b"second" in first_read and late_ms > 20, (first_read, late_ms)
+    for _, s in [*busy, (fresh, s_fresh)]:
+        s.sendall(chunk("data: [DONE]\n\n") + b"0\r\n\r\n")
+    gevent.joinall([g for _, g in readers] + [g_fresh], timeout=5)
+    assert ex_fresh.complete and all(ex.complete for ex, _ in readers)
+    for c, s in [*busy, (fresh, s_fresh)]:
+        c.close()
+        s.close()
