@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 import gevent
+from gevent import monkey
 from gevent import socket as gsocket
 from gevent.event import Event
 
@@ -46,6 +47,13 @@ PRIORITY_FIRST, PRIORITY_FLOWING = 2, 0  # libev's EV_MAXPRI, and the default
 LANE_EVERY_S = 0.001
 
 
+def _original_epoll():
+    try:
+        return monkey.get_original("select", "epoll")
+    except (AttributeError, ImportError):  # no epoll here (not Linux): no lane
+        return None
+
+
 class FirstTokenLane:
     """The sockets waiting for their first token, in an epoll set of their own: a read in the hub
     looks at it when LANE_EVERY_S has passed since the last look and reads what is ready there at
@@ -54,7 +62,9 @@ class FirstTokenLane:
     __slots__ = ("epoll", "waiting", "next_look")
 
     def __init__(self):
-        self.epoll = select.epoll() if FIRST_TOKEN_FIRST and hasattr(select, "epoll") else None
+        # gevent's monkey-patching (Locust's) takes epoll out of `select`: the original is what polls
+        epoll = getattr(select, "epoll", None) or _original_epoll()
+        self.epoll = epoll() if FIRST_TOKEN_FIRST and epoll is not None else None
         self.waiting: dict[int, Connection] = {}
         self.next_look = 0.0
 
