@@ -107,6 +107,9 @@ def load_run(path: str) -> RunData:
             read_dictionary=[c for c in STRINGS if c in columns],
             page_checksum_verification=True,
         )
+        # a damaged page can still decode into values that do not hold together (a dictionary index
+        # past the dictionary's end): pyarrow finds it here, converting, not when it reads
+        df = table.to_pandas()
     except InputError:
         raise
     except Exception as e:
@@ -117,7 +120,6 @@ def load_run(path: str) -> RunData:
         raise InputError(
             f"{records}: {table.num_rows} records where run.json recorded {recorded}; restore it from a copy"
         )
-    df = table.to_pandas()
     for name in SCALARS:  # an older or partial file: add what is missing, empty
         if name not in df.columns:
             df[name] = np.nan if name.endswith("_s") or name == "wall_send" else ("" if name in STRINGS else 0)

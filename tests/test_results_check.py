@@ -128,3 +128,17 @@ def test_values_no_request_can_have_are_refused(finished_run, tmp_path, capsys):
     assert main(["show", str(folder)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "negative or infinite e2e_s" in err, err
+
+
+def test_a_page_whose_dictionary_index_runs_past_its_dictionary_is_refused_with_one_line(capsys):
+    """A byte flipped in a records file without a recorded checksum (a whole-suite run found it):
+    every page's CRC passed and pyarrow read the table, and only its conversion to a DataFrame found a
+    dictionary index past the dictionary's end. `reports show` printed a traceback."""
+    folder = os.path.join(os.path.dirname(__file__), "damaged", "dictionary_index")
+    code = main(["show", folder])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err + out
+    assert err.strip().splitlines() == [
+        f"error: {os.path.join(folder, 'requests.parquet')}: cannot be read, the file is damaged (Index 0 out of "
+        "bounds); restore it from a copy"
+    ]
