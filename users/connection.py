@@ -47,13 +47,6 @@ PRIORITY_FIRST, PRIORITY_FLOWING = 2, 0  # libev's EV_MAXPRI, and the default
 LANE_EVERY_S = 0.001
 
 
-def _original_epoll():
-    try:
-        return monkey.get_original("select", "epoll")
-    except (AttributeError, ImportError):  # no epoll here (not Linux): no lane
-        return None
-
-
 class FirstTokenLane:
     """The sockets waiting for their first token, in an epoll set of their own: a read in the hub
     looks at it when LANE_EVERY_S has passed since the last look and reads what is ready there at
@@ -63,7 +56,7 @@ class FirstTokenLane:
 
     def __init__(self):
         # gevent's monkey-patching (Locust's) takes epoll out of `select`: the original is what polls
-        epoll = getattr(select, "epoll", None) or _original_epoll()
+        epoll = monkey.get_original("select", ["epoll"])[0] if hasattr(select, "EPOLLIN") else None
         self.epoll = epoll() if FIRST_TOKEN_FIRST and epoll is not None else None
         self.waiting: dict[int, Connection] = {}
         self.next_look = 0.0
