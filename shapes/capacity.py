@@ -126,7 +126,7 @@ def binding(verdict) -> str | None:
 
 
 def room_note(budget_s: float | None, longest_s: float) -> str:
-    """"" when -t holds two levels held to their longest (`longest_s`), else the capacity
+    """Empty when -t holds two levels held to their longest (`longest_s`), else the capacity
     precheck's note that the levels near the knee, the ones held longest, may be cut undecided (from
     the web form, 300 s with the default 60 s --step-time, levels held up to 180 s, ended two
     searches in three with no level met). The one wording of it."""

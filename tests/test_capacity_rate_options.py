@@ -149,11 +149,14 @@ def test_the_web_forms_precheck_and_the_consoles_say_the_same_room_for_one_plan(
     form = {"find_capacity": "true", "slo": "ttft.p95<5s", "step_time": "80s", "capacity_policy": "walk"}
     web = web_plan(process, {**form, "steps": "1,2,4,8", "run_time": "5m"})
     said = search_said(web.load.new_search(web, distributed=False))["search_check"]
-    cli = plan(find_capacity=True, slo="ttft.p95<5s", step_time="80s", capacity_policy="walk", steps="1,2,4,8", run_time=300)
+    cli = plan(
+        find_capacity=True, slo="ttft.p95<5s", step_time="80s", capacity_policy="walk", steps="1,2,4,8", run_time=300
+    )
     console = cli.load.new_search(cli, distributed=False).precheck()
     assert said == console, (said, console)
     assert "-t 300s has room for fewer than two levels held to their longest (240s each)" in console, console
     rated = plan(**SEARCH, run_time=50)  # a search in requests/s: levels of 10 s held up to 30 s
-    assert "-t 50s has room for fewer than two levels held to their longest (30s each)" in rated.load.new_search(
-        rated, distributed=False
-    ).precheck()
+    assert (
+        "-t 50s has room for fewer than two levels held to their longest (30s each)"
+        in rated.load.new_search(rated, distributed=False).precheck()
+    )

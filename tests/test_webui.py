@@ -595,7 +595,9 @@ def test_gauges_read_the_health_monitor_and_server_metrics_hooks():
     h = client_health(env)
     assert h["state"] == "contended" and h["checks"][1]["over"], h
     assert (
-        h["stall_note"].endswith("run the load generator on a quieter machine, or spread its workers over more machines.")
+        h["stall_note"].endswith(
+            "run the load generator on a quieter machine, or spread its workers over more machines."
+        )
         and "--processes" not in h["stall_note"]
     )
     worker["loop_lag_p99_ms"] = 1.2
