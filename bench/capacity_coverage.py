@@ -475,6 +475,47 @@ def synthetic(trials: int = 1500, sd: float = 0.06, slope: float = 0.017, true: 
         )
 
 
+def oracle(profile, objective, true: float, at: dict, windows: list[float], seeds: range, warmup: float) -> None:
+    """The best any search can do that judges the objective's statistic on a level's values: one that
+    knows where the truth lies and how steep the curve is there, and spends all of a window of T
+    seconds at the level nearest the truth. Its estimate is that level's statistic carried to the
+    threshold along the known slope (the truth's levels either side); the spread of that estimate
+    over seeds is a floor under any interval a real search can honestly give after T seconds at the
+    knee, before any probing. Each seed's level is its own closed loop (as in `search`), judged on
+    the requests sent from its warm-up's end to the window's end."""
+    xs = sorted(at)
+    below = max(u for u in xs if u <= true)
+    above = min(u for u in xs if u > true)
+    slope = (at[above] - at[below]) / (above - below)  # seconds of the statistic per user
+    level = round(true)
+    longest = max(windows)
+    runs = [closed_loop(profile, level, PREWARM_S + warmup + longest + TAIL_S, seed=seed) for seed in seeds]
+    print(
+        f"\noracle: all of T at {level} users, slope {slope * 1000:.0f} ms a user ({below}-{above} users), "
+        f"truth {true:.1f} users, {len(runs)} seeds\n"
+    )
+    print(
+        "| T (s) | values at the level, median | sd of its statistic (ms) | sd of the estimate (users) | "
+        "80 % interval, width | 90 % interval, width | estimates within ±5 % | within ±2.5 % |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    start = PREWARM_S + warmup
+    for w in windows:
+        stats_, counts = [], []
+        for reqs in runs:
+            ttft = np.sort(np.array([f - a for a, f, _ in reqs if start <= a <= start + w]))
+            stats_.append(objective.statistic(ttft))
+            counts.append(len(ttft))
+        estimates = level + (objective.threshold_s - np.array(stats_)) / slope
+        sd_users = float(np.std(estimates, ddof=1))
+        near = np.abs(estimates - true)
+        print(
+            f"| {w:g} | {statistics.median(counts):.0f} | {np.std(stats_, ddof=1) * 1000:.0f} | {sd_users:.2f} | "
+            f"{2 * 1.2816 * sd_users / true:.1%} | {2 * 1.6449 * sd_users / true:.1%} | "
+            f"{np.mean(near <= 0.05 * true):.0%} | {np.mean(near <= 0.025 * true):.0%} |"
+        )
+
+
 def row(step: int, sent: float, ttft: float, e2e: float) -> tuple:
     return RequestRecord(
         "r",
@@ -525,6 +566,11 @@ def main() -> None:
         help="the crossing's interval on levels whose draws are exactly as wide as their error",
     )
     ap.add_argument("--confidence", type=float, default=None, help="the crossing's interval's confidence")
+    ap.add_argument(
+        "--oracle",
+        default="",
+        help="windows in seconds (e.g. 30,60,90,150,300): the floor under the interval of any search after that long at the knee",
+    )
     a = ap.parse_args()
     if a.synthetic:
         synthetic()
@@ -543,6 +589,10 @@ def main() -> None:
     a.truth_at = at if a.calibration else None
     print(f"truth ({a.truth_s:g} s a level): " + ", ".join(f"{u}: {v:.3g}s" for u, v in at.items()))
     print(f"truth: {stat} crosses {objectives[0].threshold_s:g}s at {true} users ({time.time() - t0:.0f} s)")
+    if a.oracle:
+        windows = [float(w) for w in a.oracle.split(",")]
+        oracle(profile, objectives[0], true, at, windows, seeds, a.step_warmup)
+        return
     if a.replay_stops:
         rows = []
         for seed in seeds:
