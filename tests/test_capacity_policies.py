@@ -203,8 +203,8 @@ def test_an_adaptive_level_ends_at_the_first_look_that_decides_it():
 
 
 def test_a_level_far_under_the_threshold_is_passed_while_probing_up():
-    """The same level with TTFTs of 50 ms: too few values for a P95 at the first look, all far under
-    1 s: passed after one look, and 4 users tried next (the probe jumps x4 past a level far under);
+    """The same level with TTFTs of 50 ms: too few values for a P95 at the first look, enough to read
+    one, all far under 1 s: passed after one look, and 4 users tried next (the probe jumps x4 past a level far under);
     once a level has missed, none is passed so."""
     search = CapacitySearch([P95], 10.0, 2.0, None, policy=POLICIES["adaptive"]())
     search.run_start, search.open_streams = 0.0, lambda: []
@@ -213,8 +213,12 @@ def test_a_level_far_under_the_threshold_is_passed_while_probing_up():
         search.on_rows([_row(index - 1, 2.0 * (index - 1) + i * 0.1, 0.05) for i in range(20)])
         users = search.level_for(index)
     assert users == 4 and [(e.users, e.ended, e.looks) for e in search.ended] == [(1, "passed", 1)]
-    few_fast = judge([P95], {P95.key: np.full(10, 0.05)}, ok=10, failed=0)
+    few_fast = judge([P95], {P95.key: np.full(14, 0.05)}, ok=14, failed=0)
     assert few_fast.state == "undecided" and search._far_below(few_fast)
+    # on fewer values than read a P95 (their largest more likely than not above it: 14), a level is
+    # not passed, however fast: its first few first tokens may come before its queue builds up
+    too_few_to_read = judge([P95], {P95.key: np.full(13, 0.05)}, ok=13, failed=0)
+    assert too_few_to_read.state == "undecided" and not search._far_below(too_few_to_read)
     search.states[4] = "missed"
     assert not search._far_below(few_fast)
 
