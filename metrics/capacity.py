@@ -247,6 +247,6 @@ def _levels_text(levels: list[SearchLevel], search: dict | None) -> str:
             text += f" ({words.sentence})"
         elif lv.margin is not None:
             text += f" {margin_text(lv.margin).replace('margin ', '')}"
-        text += f" in {lv.seconds:g}s" if lv.seconds is not None else ""
+        text += f" in {lv.seconds:.0f}s" if lv.seconds is not None else ""
         parts.append(text)
     return f"; levels tried ({search.get('policy')}): " + ", ".join(parts)

@@ -144,7 +144,7 @@ def room_note(budget_s: float | None, longest_s: float) -> str:
     if budget_s is None or budget_s >= 2 * longest_s:
         return ""
     return (
-        f"; -t {budget_s:g}s has room for fewer than two levels held to their longest ({longest_s:g}s each): "
+        f"; -t {budget_s:.0f}s has room for fewer than two levels held to their longest ({longest_s:.0f}s each): "
         "a level near the knee may end undecided; a longer -t or a shorter --step-time gives the knee more"
     )
 
@@ -619,6 +619,6 @@ class CapacitySearch:
         )
         return (
             f"capacity search in requests/s: a level needs {need} values to be met ({self.confidence * 100:.3g}% "
-            f"bounds), which a level of at most {judged:g}s judged gets at {need / judged:.2g} requests/s or more; "
+            f"bounds), which a level of at most {judged:.0f}s judged gets at {need / judged:.2g} requests/s or more; "
             f"at most {self.rate_cap} requests in flight; {reach}{self._room()}"
         )

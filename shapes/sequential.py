@@ -88,7 +88,7 @@ def decidability(
     plural = "s" if users != 1 else ""
     head = (
         f"{which} needs {need} values per level to be met ({confidence * 100:.3g}% bounds{f' at each of up to {looks} looks' if looks > 1 else ''}); "
-        f"at {users} user{plural} a level of at most {judged_s:g}s judged gets them with replies of {most_s:.2g}s or less"
+        f"at {users} user{plural} a level of at most {judged_s:.0f}s judged gets them with replies of {most_s:.2g}s or less"
     )
     if reply_s is None or reply_s <= most_s:
         return head + ("" if reply_s is None else f" (replies now {reply_s:.2g}s)"), True

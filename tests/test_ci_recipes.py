@@ -10,6 +10,7 @@ not run."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -155,7 +156,15 @@ def assert_regression(work: str, summary: str, out: str) -> None:
     base, new = (
         float(x.replace(",", "")) for x in re.match(r"base ([\d,.]+) ms, new ([\d,.]+) ms, change \+", failure).groups()
     )
-    assert 170 <= new - base <= 260, (base, new)  # the second simulator answers 200 ms later, p95 alike
+    # the two figures are the baseline's and this run's own P95s, and this run's is the slower
+    # simulator's (its TTFT is 300 ms, the baseline's 100 ms); their difference is not asserted: on
+    # this crowded machine either tail can carry tens of ms of the load (base 156, new 303 once)
+    with open(os.path.join(work, "ci", "baseline", "summary.json")) as f:
+        base_p95 = json.load(f)["overall"]["ttft_ms"]["p95"]
+    with open(os.path.join(work, "results", "nightly", "summary.json")) as f:
+        new_p95 = json.load(f)["overall"]["ttft_ms"]["p95"]
+    assert abs(base - base_p95) <= 0.06 and abs(new - new_p95) <= 0.06, (base, new, base_p95, new_p95)
+    assert 100 <= base < 300 <= new, (base, new)
     assert cases["error_rate>+1pp"][0] is None
     assert "REGRESSION: ttft.p95" in summary and "## Compare" in summary
 
