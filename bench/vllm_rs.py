@@ -28,8 +28,8 @@ is written for it (the simulator counts tokens its own way; only the timings are
 
 `before` is the suite of another checkout (`--before DIR`, e.g. `git worktree add DIR COMMIT`): a
 change measured in one run, alternated with the current suite. `suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
-once, as before the gate), `suite-nostamp` without kernel receive stamps (LLM_KERNEL_TIMESTAMPS=0), `suite-inorder` with
-streams read in arrival order, a first token not ahead of the others (LLM_FIRST_TOKEN_FIRST=0).
+once, as before the gate), `suite-nostamp` without kernel receive stamps (LLM_KERNEL_TIMESTAMPS=0), `suite-nowatch` without
+the first-token watch's thread (LLM_FIRST_TOKEN_WATCH=0).
 Traffic stays on 127.0.0.1; every process is bounded in time.
 """
 
@@ -63,7 +63,7 @@ SUITE_ENV = {
     "suite": {},
     "suite-nogate": {"LLM_START_GATE": "0"},
     "suite-nostamp": {"LLM_KERNEL_TIMESTAMPS": "0"},
-    "suite-inorder": {"LLM_FIRST_TOKEN_FIRST": "0"},
+    "suite-nowatch": {"LLM_FIRST_TOKEN_WATCH": "0"},
 }
 
 

@@ -7,7 +7,6 @@ arrives.
 from __future__ import annotations
 
 import os
-import select
 import socket
 import struct
 import time
@@ -19,6 +18,7 @@ from gevent import socket as gsocket
 from gevent.event import Event
 
 from core.clock import wall_minus_perf_ns
+from users.first_token_watch import FirstTokenWatch, refine
 
 if TYPE_CHECKING:
     from ssl import SSLContext
@@ -33,62 +33,6 @@ _perf_counter = time.perf_counter
 # the event loop got round to reading them. LLM_KERNEL_TIMESTAMPS=0 turns them off (benchmarks).
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if os.uname().sysname == "Linux" else None)
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None and os.environ.get("LLM_KERNEL_TIMESTAMPS", "1") != "0"
-# A stream waiting for its first token is read first in each turn of the event loop (libev's
-# highest watcher priority), then at the usual one. Streams started together stay in step: every
-# ITL all their chunks arrive at once and one turn reads them all. Read in arrival order, a first
-# token may wait most of that turn; if the turn outlasts an ITL its second token arrives first and
-# TCP merges the two, so the read carries the second one's kernel stamp (a TTFT one ITL late).
-# LLM_FIRST_TOKEN_FIRST=0 reads in arrival order (benchmarks).
-FIRST_TOKEN_FIRST = os.environ.get("LLM_FIRST_TOKEN_FIRST", "1") != "0"
-PRIORITY_FIRST, PRIORITY_FLOWING = 2, 0  # libev's EV_MAXPRI, and the default
-# The priority orders the reads of one turn; a turn that reads thousands of chunks can still outlast
-# an ITL, and a first token that arrives during it waits for the next. So the sockets waiting for
-# their first token are also looked at from within the turn, every LANE_EVERY_S of reading.
-LANE_EVERY_S = 0.001
-
-
-class FirstTokenLane:
-    """The sockets waiting for their first token, in an epoll set of their own: a read in the hub
-    looks at it when LANE_EVERY_S has passed since the last look and reads what is ready there at
-    once (the connection's own read, so the watcher later finds nothing to read)."""
-
-    __slots__ = ("epoll", "waiting", "next_look")
-
-    def __init__(self):
-        # gevent's monkey-patching (Locust's) takes epoll out of `select`: the original is what polls
-        epoll = monkey.get_original("select", ["epoll"])[0] if hasattr(select, "EPOLLIN") else None
-        self.epoll = epoll() if FIRST_TOKEN_FIRST and epoll is not None else None
-        self.waiting: dict[int, Connection] = {}
-        self.next_look = 0.0
-
-    def add(self, conn: Connection) -> None:
-        if self.epoll is None:
-            return
-        fd = conn.raw.fileno()
-        if fd not in self.waiting:
-            self.epoll.register(fd, select.EPOLLIN)
-            self.waiting[fd] = conn
-
-    def remove(self, conn: Connection) -> None:
-        if not self.waiting or conn.raw is None:
-            return
-        fd = conn.raw.fileno()
-        if self.waiting.get(fd) is conn:
-            del self.waiting[fd]
-            try:
-                self.epoll.unregister(fd)
-            except OSError:
-                pass
-
-    def look(self, now: float) -> None:
-        self.next_look = now + LANE_EVERY_S
-        for fd, _ in self.epoll.poll(0):
-            conn = self.waiting.get(fd)
-            if conn is not None:
-                conn._callback()
-
-
-_lane = FirstTokenLane()
 _TIMESPEC = struct.Struct("qq")
 ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
 MAX_STAMP_AGE_S = 1.0  # a stamp older than this (or from the future) means the wall clock jumped: use now
@@ -118,6 +62,7 @@ def kernel_stamp(anc: list, now: float) -> float:
 
 
 sync_clocks()
+_watch = FirstTokenWatch(lambda wall: wall - _wall_minus_perf)
 
 # body framings
 CHUNKED, LENGTH, UNTIL_CLOSE, NO_BODY = 0, 1, 2, 3
@@ -194,6 +139,8 @@ class Connection:
         "result",
         "events",
         "flowing",
+        "arrivals",
+        "head_bytes",
         "_recv",
         "_recvmsg",
         "_callback",
@@ -228,8 +175,23 @@ class Connection:
         self.watcher = None if tls else gevent.get_hub().loop.io(sock.fileno(), 1)
         self.done = Event()
         self.result: tuple[str, str] | None = None
+        self.arrivals: list[tuple[float, int]] | None = None  # users/first_token_watch.py, while watched
+        self.head_bytes = 0
+
+    def watch_first_token(self) -> None:
+        """Have the first-token watch stamp this socket's arrivals from now (just before the request
+        is written) until its first data line is read (users/first_token_watch.py)."""
+        self._unwatch()
+        arrivals: list[tuple[float, int]] = []
+        if self._recvmsg is not None and _watch.watch(self.raw, arrivals):
+            self.arrivals = arrivals
+
+    def _unwatch(self) -> None:
+        if self.arrivals is not None:
+            _watch.unwatch(self.raw)
 
     def close(self) -> None:
+        self._unwatch()
         w = self.watcher
         if w is not None:
             w.stop()
@@ -259,6 +221,7 @@ class Connection:
         sock = self.sock
         buf = b""
         t = 0.0
+        got = 0  # bytes read, 1xx heads included
         while True:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
@@ -273,6 +236,7 @@ class Connection:
                 if not data:
                     raise Closed(bool(buf))
                 buf += data
+                got += len(data)
                 continue
             lines = buf[:end].decode("latin-1").split("\r\n")
             rest = buf[end + 4 :]
@@ -292,6 +256,7 @@ class Connection:
                 continue
             if parts[0] == "HTTP/1.0" and head.get("connection", "").lower() != "keep-alive":
                 head["connection"] = "close"
+            self.head_bytes = got - len(rest)
             return status, head, rest, t
 
     # -- body ---------------------------------------------------------------------------------
@@ -311,6 +276,29 @@ class Connection:
         """Read the body to its end or a timeout. `events`: the body is an event stream, whose first
         token is the first read holding a data line: comments (': keep-alive') and blank lines
         before it leave the first token's limit running. Any other body flows with its first byte."""
+        try:
+            self._read_body(ex, framing, length, rest, t_head, limit, is_deadline, cancel_after, timeouts, events)
+        finally:  # the watch's arrivals, once the stream no longer moves (also when it is killed)
+            arrivals = self.arrivals
+            if arrivals is not None:
+                self._unwatch()
+                self.arrivals = None
+                if arrivals:
+                    ex.times, ex.datas = refine(ex.times, ex.datas, self.head_bytes, arrivals)
+
+    def _read_body(
+        self,
+        ex,
+        framing: int,
+        length: int,
+        rest: bytes,
+        t_head: float,
+        limit: float,
+        is_deadline: bool,
+        cancel_after: float | None,
+        timeouts: Timeouts,
+        events: bool,
+    ) -> None:
         self.times, self.datas = ex.times, ex.datas
         self.framing = framing
         self.need, self.head, self.remaining = 0, b"", length
@@ -325,6 +313,8 @@ class Connection:
             self.datas.append(rest)
             self.last_t = t_head
             self.flowing = not events or b"data:" in rest
+            if self.flowing and self.arrivals is not None:
+                _watch.unwatch(self.raw)
             self.left -= len(rest)
             try:
                 if self._feed(rest):
@@ -369,11 +359,7 @@ class Connection:
         done = self.done
         done.clear()
         watcher = self.watcher
-        first = FIRST_TOKEN_FIRST and not self.flowing
-        watcher.priority = PRIORITY_FIRST if first else PRIORITY_FLOWING
         watcher.start(self._callback)
-        if first and self._recvmsg is not None:  # what the lane saves is a kernel stamp
-            _lane.add(self)
         try:
             while self.result is None:
                 left = self._time_left(t_send, limit, timeouts)
@@ -381,7 +367,6 @@ class Connection:
                     done.wait(left)
         finally:
             watcher.stop()
-            _lane.remove(self)
 
     def _read_blocking(self, t_send: float, limit: float, timeouts: Timeouts) -> None:
         """TLS: read in the user's greenlet, with the same framing and timing."""
@@ -427,7 +412,6 @@ class Connection:
     def _end(self, error: str, detail: str) -> None:
         """Hub side: the message ended (or failed); wake the user's greenlet."""
         self.watcher.stop()
-        _lane.remove(self)
         self.result = (error, detail)
         self.done.set()
 
@@ -453,10 +437,7 @@ class Connection:
         except OSError as e:  # connection reset
             self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
             return
-        now = _perf_counter()
-        self._arrived(data, kernel_stamp(anc, now))
-        if now >= _lane.next_look and _lane.waiting:
-            _lane.look(now)
+        self._arrived(data, kernel_stamp(anc, _perf_counter()))
 
     def _arrived(self, data: bytes, t: float) -> None:
         """One read of the body, stamped `t`: keep it and track the framing to the message's end."""
@@ -471,12 +452,8 @@ class Connection:
         self.last_t = t
         if not self.flowing:  # until the first token: one look for a data line per read, then none
             self.flowing = flowing = not self.events or b"data:" in data
-            if flowing and self.watcher.priority != PRIORITY_FLOWING:  # its first token read: back in line
-                watcher = self.watcher
-                watcher.stop()
-                watcher.priority = PRIORITY_FLOWING
-                watcher.start(self._callback)
-                _lane.remove(self)
+            if flowing and self.arrivals is not None:  # read now: the watch has done its part
+                _watch.unwatch(self.raw)
         left = self.left - len(data)
         self.left = left
         if left < 0:  # --max-response-size: cut here (parsing more would stall every stream)
@@ -533,7 +510,5 @@ class Connection:
 
 def readable(sock) -> bool:
     """Readable now, asked without yielding to the event loop (gevent's select would)."""
-    from gevent import monkey
-
     r, _, _ = monkey.get_original("select", "select")([sock.fileno()], [], [], 0.0)
     return bool(r)

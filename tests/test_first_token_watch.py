@@ -1,0 +1,143 @@
+"""The first-token watch (users/first_token_watch.py): a first token that arrives while the event
+loop is held keeps its own arrival time, though the loop reads it merged with the next chunk.
+
+`refine` is checked on byte counts whose truth is set by hand; the watch on real loopback sockets,
+with the loop held by a busy wait (as a full core holds it) across the first token and the second
+one 25 ms later: the kernel then merges the two in the socket, and only the watch's peek, taken
+between them, knows when the first came."""
+
+from __future__ import annotations
+
+import socket
+import time
+from types import SimpleNamespace
+
+import gevent
+import pytest
+
+from core.durations import Timeouts
+from metrics.sse import parse_reads
+from users import connection
+from users.connection import CHUNKED, Connection
+from users.first_token_watch import MAX_ARRIVALS, refine
+
+pytestmark = pytest.mark.unit
+
+TIMEOUTS = Timeouts(connect=2.0, first_token=5.0, idle=5.0, total=10.0)
+
+
+def test_refine_splits_a_read_where_an_arrival_counts_to():
+    # the loop read "AAAABBBB" at 5.0; the watch saw the first 4 body bytes (after a 10-byte head) at 2.0
+    times, reads = refine([5.0], [b"AAAABBBB"], 10, [(2.0, 14)])
+    assert (times, reads) == ([2.0, 5.0], [b"AAAA", b"BBBB"])
+
+
+def test_refine_gives_each_byte_the_earliest_stamp_that_covers_it():
+    times, reads = refine(
+        [1.0, 9.0, 9.5],
+        [b"HH", b"aabbcc", b"dd"],
+        0,
+        [(3.0, 4), (8.0, 6), (4.0, 5), (0.5, 1)],  # (stamp, bytes): 0.5 covers the first byte only
+    )
+    # bytes 0-1 (read at 1.0): 0.5 for the first; bytes 2-3 by 3.0; byte 4 by 4.0; byte 5 by 8.0;
+    # the rest of that read at its own 9.0
+    assert times == [0.5, 1.0, 3.0, 4.0, 8.0, 9.0, 9.5]
+    assert reads == [b"H", b"H", b"aa", b"b", b"b", b"cc", b"dd"]
+    assert times == sorted(times)
+
+
+def test_refine_leaves_reads_alone_when_no_arrival_is_earlier_or_inside_the_body():
+    assert refine([1.0, 2.0], [b"ab", b"cd"], 0, [(1.5, 2), (3.0, 4)]) == ([1.0, 2.0], [b"ab", b"cd"])
+    assert refine([1.0], [b"ab"], 10, [(0.5, 8)]) == ([1.0], [b"ab"])  # the head only
+    assert refine([1.0], [b"ab"], 0, []) == ([1.0], [b"ab"])
+
+
+def hold(seconds: float) -> None:
+    """Keep the hub from running: a busy wait, as a full core keeps it (time.sleep would yield)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def chunk(text: str) -> bytes:
+    data = text.encode()
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+@pytest.fixture
+def pair():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    conn = Connection("127.0.0.1", listener.getsockname()[1], None, 2.0)
+    server, _ = listener.accept()
+    listener.close()
+    conn.left = 1 << 20
+    yield conn, server
+    conn.close()
+    server.close()
+
+
+def read_across_a_held_loop(conn, server) -> tuple[SimpleNamespace, float, float]:
+    """The first token arrives 5 ms into a 50 ms hold of the loop, the second 25 ms after it; the
+    body is read afterwards. The exchange, and the two sends."""
+    conn.watch_first_token()  # as the client does just before it writes the request
+    ex = SimpleNamespace(times=[], datas=[], t_send=time.perf_counter(), complete=False, error="", error_detail="")
+    deadline = time.perf_counter() + TIMEOUTS.total
+    g = gevent.spawn(conn.read_body, ex, CHUNKED, 0, b"", 0.0, deadline, True, None, TIMEOUTS, True)
+    gevent.sleep(0.01)
+    hold(0.005)
+    t_first = time.perf_counter()
+    server.sendall(chunk('data: {"choices":[{"text":"first"}]}\n\n'))
+    hold(0.025)
+    t_second = time.perf_counter()
+    server.sendall(chunk('data: {"choices":[{"text":"second"}]}\n\n'))
+    hold(0.02)
+    gevent.sleep(0.02)
+    server.sendall(chunk("data: [DONE]\n\n") + b"0\r\n\r\n")
+    g.join(5)
+    assert ex.complete and not ex.error
+    return ex, t_first, t_second
+
+
+def first_token_time(ex) -> float:
+    parsed, _ = parse_reads(ex.times, ex.datas, True)
+    return parsed.chunks[0].t, parsed.chunks[1].t
+
+
+def test_a_first_token_read_merged_with_the_second_keeps_its_own_arrival(pair):
+    conn, server = pair
+    ex, t_first, t_second = read_across_a_held_loop(conn, server)
+    first, second = first_token_time(ex)
+    assert abs(first - t_first) < 0.002, (first - t_first, ex.times)
+    assert abs(second - t_second) < 0.002
+    assert conn.arrivals is None and not connection._watch._watched  # let go at the end
+
+
+def test_without_the_watch_the_merged_read_carries_the_second_tokens_stamp(pair, monkeypatch):
+    monkeypatch.setattr(connection._watch, "enabled", False)
+    conn, server = pair
+    ex, t_first, t_second = read_across_a_held_loop(conn, server)
+    first, second = first_token_time(ex)
+    assert first == second and abs(first - t_second) < 0.002  # one read: the merge moved the stamp 25 ms
+
+
+def test_the_watch_lets_a_socket_go_at_its_first_data_line_or_after_max_arrivals(pair):
+    conn, server = pair
+    conn.watch_first_token()
+    fd = conn.raw.fileno()
+    assert fd in connection._watch._watched
+    for _ in range(MAX_ARRIVALS + 3):  # comments, each its own arrival; the loop holds so none is read
+        server.sendall(b": keep-alive\n\n")
+        hold(0.008)
+    assert len(conn.arrivals) == MAX_ARRIVALS, conn.arrivals
+    ex = SimpleNamespace(times=[], datas=[], t_send=time.perf_counter(), complete=False, error="", error_detail="")
+    g = gevent.spawn(
+        conn.read_body, ex, CHUNKED, 0, b"", 0.0, time.perf_counter() + TIMEOUTS.total, True, None, TIMEOUTS, True
+    )
+    gevent.sleep(0.02)
+    server.sendall(chunk('data: {"choices":[{"text":"a"}]}\n\n'))
+    gevent.sleep(0.02)
+    assert fd not in connection._watch._watched  # its first data line read: unwatched
+    server.sendall(chunk("data: [DONE]\n\n") + b"0\r\n\r\n")
+    g.join(5)

@@ -1,0 +1,193 @@
+"""The arrival of a stream's first bytes, stamped by a thread of its own, whatever the event loop is
+doing.
+
+The reads of a stream are stamped by the kernel (users/connection.py, SO_TIMESTAMPNS), so a late
+read is still stamped when its bytes arrived, unless the next chunk arrived before the read: TCP
+merges segments that wait in one socket into one buffer that keeps the newest segment's stamp, and
+the first token is then stamped one ITL (or more) late. When the event loop's core is full (2,048
+streams on one core), one turn of the loop outlasts an ITL and that is the rule, not the exception.
+
+So, from the request's write until the event loop has read its first data line, the socket is also
+in an epoll set of this module's thread (edge-triggered: one wake-up per arrival). On each arrival
+the thread asks the kernel how many bytes the connection has received (TCP_INFO
+`tcpi_bytes_received`), then peeks at what is waiting (MSG_PEEK: nothing is consumed, the loop
+still reads every byte) with the kernel's stamp of the newest segment there. That gives an
+**arrival**: by that stamp, the response's first R bytes had all arrived (the count is taken before
+the peek, so every byte it counts is older than the newest segment the peek sees). The thread needs
+the GIL only for a few microseconds per arrival and gets it at the loop's next system call (or
+after the interpreter's switch interval); the stamp is the kernel's, so its own delay does not
+count as long as it is shorter than the gap to the stream's next chunk.
+
+After the stream, `refine` splits the loop's reads at those byte counts: every byte's time is the
+earliest stamp known to cover it. A first token the loop read merged with its second one gets its
+own arrival back, and the records' `chunk_times` (and with them TTFT, the ITL and the self-health's
+merged-read check, plugin/health_stalls.py) see the split.
+
+Plain-text HTTP only: a TLS stream's bytes on the wire are not the body's bytes.
+LLM_FIRST_TOKEN_WATCH=0 turns the thread off (benchmarks).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+
+from gevent import monkey
+
+WATCH = os.environ.get("LLM_FIRST_TOKEN_WATCH", "1") != "0"
+MAX_ARRIVALS = 8  # per request: a stream that sends comments before its first token costs no more
+PEEK_SIZE = 65536  # a peek that fills this may not reach the newest segment: not an arrival
+POLL_S = 1.0  # the thread's longest sleep (it is a daemon; this only bounds its reaction to a fork)
+
+TCP_INFO = getattr(socket, "TCP_INFO", None)
+# struct tcp_info (linux/tcp.h): tcpi_bytes_received, a u64 at byte 128 (Linux 4.1 and later)
+_BYTES_RECEIVED = struct.Struct("=128xQ")
+_TIMESPEC = struct.Struct("qq")
+_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
+_PEEK = getattr(socket, "MSG_PEEK", 2) | getattr(socket, "MSG_DONTWAIT", 0x40)
+
+
+def bytes_received(sock) -> int | None:
+    """Bytes this TCP connection has received in order since it opened (None where not known)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, _BYTES_RECEIVED.size)
+    except OSError:
+        return None
+    if len(info) < _BYTES_RECEIVED.size:
+        return None
+    return _BYTES_RECEIVED.unpack_from(info)[0]
+
+
+class _Watched:
+    __slots__ = ("sock", "base", "arrivals")
+
+    def __init__(self, sock, base: int, arrivals: list):
+        self.sock = sock
+        self.base = base  # bytes received before the request was written
+        self.arrivals = arrivals
+
+
+class FirstTokenWatch:
+    """The sockets whose first token is awaited, and the thread that stamps their arrivals."""
+
+    def __init__(self, to_perf) -> None:
+        self.to_perf = to_perf  # a kernel stamp (wall-clock seconds) on perf_counter's clock
+        self.enabled = WATCH and TCP_INFO is not None and hasattr(select, "EPOLLET")
+        self._watched: dict[int, _Watched] = {}
+        self._epoll = None
+        self._pid = 0
+
+    def watch(self, sock, arrivals: list) -> bool:
+        """Stamp the arrivals on `sock` (a real, non-blocking socket with SO_TIMESTAMPNS on) into
+        `arrivals` as (stamp, response bytes) until `unwatch`. Call it before the request is
+        written: the count starts there."""
+        if not self.enabled:
+            return False
+        base = bytes_received(sock)
+        if base is None:
+            return False
+        if self._pid != os.getpid():  # first use, or a forked process (Locust's --processes)
+            self._start()
+        fd = sock.fileno()
+        self._watched[fd] = _Watched(sock, base, arrivals)
+        try:
+            self._epoll.register(fd, select.EPOLLIN | select.EPOLLET)
+        except FileExistsError:
+            self._epoll.modify(fd, select.EPOLLIN | select.EPOLLET)
+        return True
+
+    def unwatch(self, sock) -> None:
+        fd = sock.fileno()
+        if self._watched.pop(fd, None) is not None:
+            try:
+                self._epoll.unregister(fd)
+            except OSError:  # the thread let it go already (MAX_ARRIVALS)
+                pass
+
+    def _start(self) -> None:
+        # gevent's monkey-patching (Locust's) swaps epoll and threads for its own: this thread must
+        # be a real one, sleeping in a real epoll (it then holds no GIL while it waits)
+        self._epoll = monkey.get_original("select", ["epoll"])[0]()
+        self._watched = {}
+        self._pid = os.getpid()
+        start = monkey.get_original("_thread", ["start_new_thread"])[0]
+        start(self._run, (self._epoll,))
+
+    def _run(self, epoll) -> None:
+        watched = self._watched
+        buf = bytearray(PEEK_SIZE)
+        to_perf = self.to_perf
+        while self._epoll is epoll:
+            try:
+                ready = epoll.poll(POLL_S)
+            except OSError:
+                return
+            for fd, _ in ready:
+                w = watched.get(fd)
+                if w is None:
+                    continue
+                sock = w.sock
+                got = bytes_received(sock)  # first: every byte it counts is older than the peek's stamp
+                try:
+                    n, anc, _, _ = sock.recvmsg_into([buf], _ANC_SIZE, _PEEK)
+                except OSError:  # nothing waiting (the loop read it first), or closed meanwhile
+                    continue
+                if got is None or not anc or not 0 < n < PEEK_SIZE:
+                    continue
+                sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
+                w.arrivals.append((to_perf(sec + nsec * 1e-9), got - w.base))
+                if len(w.arrivals) >= MAX_ARRIVALS and watched.get(fd) is w:
+                    try:
+                        epoll.unregister(fd)
+                    except OSError:
+                        pass
+
+    def stop(self) -> None:
+        """End the thread (tests); the next `watch` starts a new one."""
+        self._epoll, self._pid = None, 0
+
+
+def refine(
+    times: list[float], reads: list[bytes], head_bytes: int, arrivals: list[tuple[float, int]]
+) -> tuple[list[float], list[bytes]]:
+    """The body's reads split where an arrival says that their first bytes came earlier than the
+    read's own stamp: each byte keeps the earliest stamp that covers it (its read's, or that of an
+    arrival counting at least up to it). `head_bytes`: the response's bytes before the body (the
+    head, and any 1xx before it); arrivals count from the response's first byte."""
+    bounds = sorted((r - head_bytes, t) for t, r in arrivals if r > head_bytes)
+    if not bounds:
+        return times, reads
+    # the earliest stamp covering body offset b: the least stamp of the arrivals reaching b or more
+    ends, stamps = [], []
+    least = float("inf")
+    for end, t in reversed(bounds):
+        if t < least:
+            least = t
+            ends.append(end)
+            stamps.append(t)
+    ends.reverse()
+    stamps.reverse()  # ends ascending, stamps ascending: stamps[k] covers bytes up to ends[k]
+    out_t: list[float] = []
+    out_d: list[bytes] = []
+    k = 0
+    start = 0
+    for t, d in zip(times, reads):
+        stop = start + len(d)
+        while k < len(ends) and ends[k] <= start:
+            k += 1
+        pos = 0
+        j = k
+        while j < len(ends) and ends[j] < stop and stamps[j] < t:  # a split inside this read
+            cut = ends[j] - start
+            if cut > pos:
+                out_t.append(stamps[j])
+                out_d.append(d[pos:cut])
+                pos = cut
+            j += 1
+        if pos < len(d) or not d:
+            out_t.append(min(t, stamps[j]) if j < len(ends) else t)
+            out_d.append(d[pos:])
+        start = stop
+    return out_t, out_d
