@@ -10,13 +10,18 @@ streams on one core), one turn of the loop outlasts an ITL and that is the rule,
 So, from the request's write until the event loop has read its first data line, the socket is also
 in an epoll set of this module's thread (edge-triggered: one wake-up per arrival). On each arrival
 the thread asks the kernel how many bytes the connection has received (TCP_INFO
-`tcpi_bytes_received`), then peeks at what is waiting (MSG_PEEK: nothing is consumed, the loop
-still reads every byte) with the kernel's stamp of the newest segment there. That gives an
-**arrival**: by that stamp, the response's first R bytes had all arrived (the count is taken before
-the peek, so every byte it counts is older than the newest segment the peek sees). The thread needs
-the GIL only for a few microseconds per arrival and gets it at the loop's next system call (or
-after the interpreter's switch interval); the stamp is the kernel's, so its own delay does not
-count as long as it is shorter than the gap to the stream's next chunk.
+`tcpi_bytes_received`), then peeks at what is waiting (MSG_PEEK with MSG_TRUNC: nothing is copied
+or consumed, the loop still reads every byte) with the kernel's stamp of the newest segment there.
+That gives an **arrival**: by that stamp, the response's first R bytes had all arrived (the count is
+taken before the peek, so every byte it counts is older than the newest segment the peek sees).
+
+The stamp is the kernel's, so the thread's own delay does not count as long as it is shorter than
+the gap to the stream's next chunk. What delays it is the GIL: on a full core the loop gives it up
+to a waiting thread only when the interpreter's switch interval runs out, and Python's socket
+methods give it up around every system call, so a batch of a few hundred arrivals (streams started
+together get their first tokens together) could wait for the loop once per socket. The peek is
+therefore made through ctypes' `PyDLL`, which keeps the GIL: one wait per batch, then the whole
+batch at a few microseconds a socket (bench/RESULTS.md, "The first-token watch").
 
 After the stream, `refine` splits the loop's reads at those byte counts: every byte's time is the
 earliest stamp known to cover it. A first token the loop read merged with its second one gets its
@@ -29,16 +34,17 @@ LLM_FIRST_TOKEN_WATCH=0 turns the thread off (benchmarks).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import socket
 import struct
+import sys
 
 from gevent import monkey
 
 WATCH = os.environ.get("LLM_FIRST_TOKEN_WATCH", "1") != "0"
 MAX_ARRIVALS = 8  # per request: a stream that sends comments before its first token costs no more
-PEEK_SIZE = 65536  # a peek that fills this may not reach the newest segment: not an arrival
 POLL_S = 1.0  # the thread's longest sleep (it is a daemon; this only bounds its reaction to a fork)
 
 TCP_INFO = getattr(socket, "TCP_INFO", None)
@@ -46,7 +52,55 @@ TCP_INFO = getattr(socket, "TCP_INFO", None)
 _BYTES_RECEIVED = struct.Struct("=128xQ")
 _TIMESPEC = struct.Struct("qq")
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
-_PEEK = getattr(socket, "MSG_PEEK", 2) | getattr(socket, "MSG_DONTWAIT", 0x40)
+# MSG_TRUNC on a TCP socket: the bytes are counted, not copied (with MSG_PEEK, nothing is consumed)
+_PEEK = getattr(socket, "MSG_PEEK", 2) | getattr(socket, "MSG_DONTWAIT", 0x40) | getattr(socket, "MSG_TRUNC", 0x20)
+PEEK_SIZE = 65536  # a peek that fills this may not reach the newest segment: not an arrival
+SWITCH_INTERVAL_S = 0.001  # the longest the loop keeps the GIL from a waiting thread (Python's default: 5 ms)
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class _MsgHdr(ctypes.Structure):  # struct msghdr (Linux, glibc and musl alike on 64-bit)
+    _fields_ = [
+        ("name", ctypes.c_void_p),
+        ("namelen", ctypes.c_uint32),
+        ("iov", ctypes.POINTER(_IoVec)),
+        ("iovlen", ctypes.c_size_t),
+        ("control", ctypes.c_void_p),
+        ("controllen", ctypes.c_size_t),
+        ("flags", ctypes.c_int),
+    ]
+
+
+class _Peek:
+    """recvmsg(fd, MSG_PEEK | MSG_TRUNC) with its SO_TIMESTAMPNS message, the GIL kept throughout."""
+
+    def __init__(self) -> None:
+        libc = ctypes.PyDLL(None)  # PyDLL: calls keep the GIL
+        self._recvmsg = recvmsg = libc.recvmsg
+        recvmsg.argtypes = [ctypes.c_int, ctypes.POINTER(_MsgHdr), ctypes.c_int]
+        recvmsg.restype = ctypes.c_ssize_t
+        # the length bounds what the peek walks: it must reach the newest segment (MSG_TRUNC copies
+        # nothing, but a kernel that did would find the room)
+        self._data = ctypes.create_string_buffer(PEEK_SIZE)
+        self._control = ctypes.create_string_buffer(_ANC_SIZE)
+        self._iov = _IoVec(ctypes.cast(self._data, ctypes.c_void_p), PEEK_SIZE)
+        self._msg = _MsgHdr(None, 0, ctypes.pointer(self._iov), 1, ctypes.cast(self._control, ctypes.c_void_p), 0, 0)
+        self._ref = ctypes.byref(self._msg)
+        # where the timespec starts in the control buffer: after the cmsghdr, aligned to size_t
+        self._at = socket.CMSG_LEN(0) if hasattr(socket, "CMSG_LEN") else 16
+
+    def __call__(self, fd: int) -> tuple[int, float | None]:
+        """Bytes waiting and the kernel's stamp of the newest (wall-clock seconds), or (n, None)."""
+        msg = self._msg
+        msg.controllen = _ANC_SIZE
+        n = self._recvmsg(fd, self._ref, _PEEK)
+        if not 0 < n < PEEK_SIZE or msg.controllen < self._at + _TIMESPEC.size:
+            return n, None
+        sec, nsec = _TIMESPEC.unpack_from(self._control.raw, self._at)
+        return n, sec + nsec * 1e-9
 
 
 def bytes_received(sock) -> int | None:
@@ -112,12 +166,14 @@ class FirstTokenWatch:
         self._epoll = monkey.get_original("select", ["epoll"])[0]()
         self._watched = {}
         self._pid = os.getpid()
+        if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
         start = monkey.get_original("_thread", ["start_new_thread"])[0]
         start(self._run, (self._epoll,))
 
     def _run(self, epoll) -> None:
         watched = self._watched
-        buf = bytearray(PEEK_SIZE)
+        peek = _Peek()
         to_perf = self.to_perf
         while self._epoll is epoll:
             try:
@@ -128,16 +184,12 @@ class FirstTokenWatch:
                 w = watched.get(fd)
                 if w is None:
                     continue
-                sock = w.sock
-                got = bytes_received(sock)  # first: every byte it counts is older than the peek's stamp
-                try:
-                    n, anc, _, _ = sock.recvmsg_into([buf], _ANC_SIZE, _PEEK)
-                except OSError:  # nothing waiting (the loop read it first), or closed meanwhile
+                got = bytes_received(w.sock)  # first: every byte it counts is older than the peek's stamp
+                # nothing waiting (the loop read it first) or closed meanwhile: n <= 0, no stamp
+                n, stamp = peek(fd)
+                if got is None or stamp is None:
                     continue
-                if got is None or not anc or not 0 < n < PEEK_SIZE:
-                    continue
-                sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-                w.arrivals.append((to_perf(sec + nsec * 1e-9), got - w.base))
+                w.arrivals.append((to_perf(stamp), got - w.base))
                 if len(w.arrivals) >= MAX_ARRIVALS and watched.get(fd) is w:
                     try:
                         epoll.unregister(fd)
