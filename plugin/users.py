@@ -61,6 +61,7 @@ class LLMUser(FastHttpUser):
         self.path = endpoint.path
         plan = self.ctx.plan
         self.targets = targets_of(self.ctx, self.host)
+        self.streamed = plan.stream and endpoint.streams
         # one connection per backend: a backend's requests reuse its own (users/stream.py)
         self.streams = [
             StreamClient(
@@ -71,10 +72,10 @@ class LLMUser(FastHttpUser):
                 max_body=plan.max_response_bytes,
                 tls=plan.tls,
                 backend_header=plan.backend_header,
+                first_token=self.streamed,
             )
             for url in self.targets.urls
         ]
-        self.streamed = plan.stream and endpoint.streams
         self.failures = FailurePacing(self.streamed)
         self.last_exchange: Exchange | None = None
         GATE.wait()  # the first request goes out as fast as the event loop keeps up (plugin/start_pacing.py)

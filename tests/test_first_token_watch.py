@@ -8,7 +8,9 @@ between them, knows when the first came."""
 
 from __future__ import annotations
 
+import errno
 import socket
+import struct
 import time
 from types import SimpleNamespace
 
@@ -111,7 +113,7 @@ def test_a_first_token_read_merged_with_the_second_keeps_its_own_arrival(pair):
     first, second = first_token_time(ex)
     assert abs(first - t_first) < 0.002, (first - t_first, ex.times)
     assert abs(second - t_second) < 0.002
-    assert conn.arrivals is None and not connection._watch._watched  # let go at the end
+    assert conn.watched is None and not connection._watch._watched  # let go at the end
 
 
 def test_without_the_watch_the_merged_read_carries_the_second_tokens_stamp(pair, monkeypatch):
@@ -130,7 +132,7 @@ def test_the_watch_lets_a_socket_go_at_its_first_data_line_or_after_max_arrivals
     for _ in range(MAX_ARRIVALS + 3):  # comments, each its own arrival; the loop holds so none is read
         server.sendall(b": keep-alive\n\n")
         hold(0.008)
-    assert len(conn.arrivals) == MAX_ARRIVALS, conn.arrivals
+    assert len(conn.watched.arrivals) == MAX_ARRIVALS, conn.watched.arrivals
     ex = SimpleNamespace(times=[], datas=[], t_send=time.perf_counter(), complete=False, error="", error_detail="")
     g = gevent.spawn(
         conn.read_body, ex, CHUNKED, 0, b"", 0.0, time.perf_counter() + TIMEOUTS.total, True, None, TIMEOUTS, True
@@ -141,3 +143,32 @@ def test_the_watch_lets_a_socket_go_at_its_first_data_line_or_after_max_arrivals
     assert fd not in connection._watch._watched  # its first data line read: unwatched
     server.sendall(chunk("data: [DONE]\n\n") + b"0\r\n\r\n")
     g.join(5)
+
+
+def reset(server: socket.socket) -> None:
+    """Close with SO_LINGER 0: the peer gets a reset, not a FIN."""
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    server.close()
+
+
+def test_a_reset_is_left_to_the_loop_not_taken_by_a_peek(pair):
+    """A socket's pending error goes to the first read that finds no data, a peek too: the watch
+    leaves a failed socket alone, and the loop's read still finds the reset."""
+    conn, server = pair
+    conn.watch_first_token()
+    reset(server)
+    hold(0.03)  # the watch's thread runs meanwhile (the GIL's switch interval), the loop does not
+    assert conn.watched.error == 0 and not conn.watched.arrivals
+    with pytest.raises(ConnectionResetError):
+        conn.read_head()
+
+
+def test_a_reset_a_peek_took_in_the_race_is_raised_by_the_loop(pair):
+    """Where a reset lands between the watch's checks and its peek, the peek takes it; the loop,
+    which then finds only the end of the stream, raises the reset in its place."""
+    conn, server = pair
+    conn.watch_first_token()
+    server.close()  # a plain close: the loop's read finds the end of the stream
+    conn.watched.error = errno.ECONNRESET  # as the thread records a taken error
+    with pytest.raises(ConnectionResetError):
+        conn.read_head()

@@ -18,7 +18,7 @@ from gevent import socket as gsocket
 from gevent.event import Event
 
 from core.clock import wall_minus_perf_ns
-from users.first_token_watch import FirstTokenWatch, refine
+from users.first_token_watch import FirstTokenWatch, Watched, refine
 
 if TYPE_CHECKING:
     from ssl import SSLContext
@@ -139,7 +139,7 @@ class Connection:
         "result",
         "events",
         "flowing",
-        "arrivals",
+        "watched",
         "head_bytes",
         "_recv",
         "_recvmsg",
@@ -175,20 +175,24 @@ class Connection:
         self.watcher = None if tls else gevent.get_hub().loop.io(sock.fileno(), 1)
         self.done = Event()
         self.result: tuple[str, str] | None = None
-        self.arrivals: list[tuple[float, int]] | None = None  # users/first_token_watch.py, while watched
+        self.watched: Watched | None = None  # users/first_token_watch.py, from the write to the body's end
         self.head_bytes = 0
 
     def watch_first_token(self) -> None:
         """Have the first-token watch stamp this socket's arrivals from now (just before the request
         is written) until its first data line is read (users/first_token_watch.py)."""
         self._unwatch()
-        arrivals: list[tuple[float, int]] = []
-        if self._recvmsg is not None and _watch.watch(self.raw, arrivals):
-            self.arrivals = arrivals
+        self.watched = _watch.watch(self.raw) if self._recvmsg is not None else None
 
     def _unwatch(self) -> None:
-        if self.arrivals is not None:
+        if self.watched is not None:
             _watch.unwatch(self.raw)
+
+    def _taken_error(self) -> OSError | None:
+        """The socket error (a reset) that a peek of the first-token watch took in a race with it, if
+        any: raised in place of the end of stream or ENOTCONN the loop's read then finds."""
+        w = self.watched
+        return OSError(w.error, os.strerror(w.error)) if w is not None and w.error else None
 
     def close(self) -> None:
         self._unwatch()
@@ -227,14 +231,17 @@ class Connection:
             if end < 0:
                 if len(buf) > HEAD_LIMIT:
                     raise BadHead("response head longer than 64 KiB")
-                if self._recvmsg is None:
-                    data = sock.recv(READ_SIZE)
-                    t = _perf_counter()
-                else:  # stamped by the kernel like the body: the first token often comes with the head
-                    data, anc, _, _ = sock.recvmsg(READ_SIZE, ANC_SIZE)
-                    t = kernel_stamp(anc, _perf_counter())
+                try:
+                    if self._recvmsg is None:
+                        data = sock.recv(READ_SIZE)
+                        t = _perf_counter()
+                    else:  # stamped by the kernel like the body: the first token often comes with the head
+                        data, anc, _, _ = sock.recvmsg(READ_SIZE, ANC_SIZE)
+                        t = kernel_stamp(anc, _perf_counter())
+                except OSError as e:
+                    raise (self._taken_error() or e) from None
                 if not data:
-                    raise Closed(bool(buf))
+                    raise self._taken_error() or Closed(bool(buf))
                 buf += data
                 got += len(data)
                 continue
@@ -279,12 +286,12 @@ class Connection:
         try:
             self._read_body(ex, framing, length, rest, t_head, limit, is_deadline, cancel_after, timeouts, events)
         finally:  # the watch's arrivals, once the stream no longer moves (also when it is killed)
-            arrivals = self.arrivals
-            if arrivals is not None:
+            w = self.watched
+            if w is not None:
                 self._unwatch()
-                self.arrivals = None
-                if arrivals:
-                    ex.times, ex.datas = refine(ex.times, ex.datas, self.head_bytes, arrivals)
+                self.watched = None
+                if w.arrivals:
+                    ex.times, ex.datas = refine(ex.times, ex.datas, self.head_bytes, w.arrivals)
 
     def _read_body(
         self,
@@ -313,7 +320,7 @@ class Connection:
             self.datas.append(rest)
             self.last_t = t_head
             self.flowing = not events or b"data:" in rest
-            if self.flowing and self.arrivals is not None:
+            if self.flowing and self.watched is not None:
                 _watch.unwatch(self.raw)
             self.left -= len(rest)
             try:
@@ -435,6 +442,7 @@ class Connection:
         except BlockingIOError:
             return
         except OSError as e:  # connection reset
+            e = self._taken_error() or e
             self._end("stream_truncated", f"{type(e).__name__}: {e}"[:200])
             return
         self._arrived(data, kernel_stamp(anc, _perf_counter()))
@@ -442,7 +450,10 @@ class Connection:
     def _arrived(self, data: bytes, t: float) -> None:
         """One read of the body, stamped `t`: keep it and track the framing to the message's end."""
         if not data:
-            if self.framing == UNTIL_CLOSE:
+            taken = self._taken_error()
+            if taken is not None:
+                self._end("stream_truncated", f"{type(taken).__name__}: {taken}"[:200])
+            elif self.framing == UNTIL_CLOSE:
                 self._end("", "")
             else:
                 self._end("stream_truncated", "the server closed the connection mid-body")
@@ -452,7 +463,7 @@ class Connection:
         self.last_t = t
         if not self.flowing:  # until the first token: one look for a data line per read, then none
             self.flowing = flowing = not self.events or b"data:" in data
-            if flowing and self.arrivals is not None:  # read now: the watch has done its part
+            if flowing and self.watched is not None:  # read now: the watch has done its part
                 _watch.unwatch(self.raw)
         left = self.left - len(data)
         self.left = left

@@ -28,6 +28,12 @@ earliest stamp known to cover it. A first token the loop read merged with its se
 own arrival back, and the records' `chunk_times` (and with them TTFT, the ITL and the self-health's
 merged-read check, plugin/health_stalls.py) see the split.
 
+A peek must not take what the loop has to see: a socket's pending error (a reset) goes to the first
+read that finds no data, peek or not. So the thread leaves alone a socket whose event or TCP state
+says it failed or closed, and an error that a reset landing between those checks and the peek
+still gives it is kept (`Watched.error`) for the connection to raise in its place
+(users/connection.py).
+
 Plain-text HTTP only: a TLS stream's bytes on the wire are not the body's bytes.
 LLM_FIRST_TOKEN_WATCH=0 turns the thread off (benchmarks).
 """
@@ -35,6 +41,7 @@ LLM_FIRST_TOKEN_WATCH=0 turns the thread off (benchmarks).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import select
 import socket
@@ -48,8 +55,11 @@ MAX_ARRIVALS = 8  # per request: a stream that sends comments before its first t
 POLL_S = 1.0  # the thread's longest sleep (it is a daemon; this only bounds its reaction to a fork)
 
 TCP_INFO = getattr(socket, "TCP_INFO", None)
-# struct tcp_info (linux/tcp.h): tcpi_bytes_received, a u64 at byte 128 (Linux 4.1 and later)
-_BYTES_RECEIVED = struct.Struct("=128xQ")
+# struct tcp_info (linux/tcp.h): tcpi_state, the first byte; tcpi_bytes_received, a u64 at byte 128
+# (Linux 4.1 and later)
+_INFO = struct.Struct("=B127xQ")
+TCP_ESTABLISHED, TCP_CLOSE_WAIT = 1, 8  # states whose reads hold no error (linux/tcp_states.h)
+_FAILED = getattr(select, "EPOLLERR", 8) | getattr(select, "EPOLLHUP", 16)
 _TIMESPEC = struct.Struct("qq")
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 64
 # MSG_TRUNC on a TCP socket: the bytes are counted, not copied (with MSG_PEEK, nothing is consumed)
@@ -78,7 +88,7 @@ class _Peek:
     """recvmsg(fd, MSG_PEEK | MSG_TRUNC) with its SO_TIMESTAMPNS message, the GIL kept throughout."""
 
     def __init__(self) -> None:
-        libc = ctypes.PyDLL(None)  # PyDLL: calls keep the GIL
+        libc = ctypes.PyDLL(None, use_errno=True)  # PyDLL: calls keep the GIL
         self._recvmsg = recvmsg = libc.recvmsg
         recvmsg.argtypes = [ctypes.c_int, ctypes.POINTER(_MsgHdr), ctypes.c_int]
         recvmsg.restype = ctypes.c_ssize_t
@@ -93,34 +103,41 @@ class _Peek:
         self._at = socket.CMSG_LEN(0) if hasattr(socket, "CMSG_LEN") else 16
 
     def __call__(self, fd: int) -> tuple[int, float | None]:
-        """Bytes waiting and the kernel's stamp of the newest (wall-clock seconds), or (n, None)."""
+        """Bytes waiting and the kernel's stamp of the newest (wall-clock seconds), or (n, None);
+        n is -errno when the peek failed."""
         msg = self._msg
         msg.controllen = _ANC_SIZE
         n = self._recvmsg(fd, self._ref, _PEEK)
+        if n < 0:
+            return -ctypes.get_errno(), None
         if not 0 < n < PEEK_SIZE or msg.controllen < self._at + _TIMESPEC.size:
             return n, None
         sec, nsec = _TIMESPEC.unpack_from(self._control.raw, self._at)
         return n, sec + nsec * 1e-9
 
 
-def bytes_received(sock) -> int | None:
-    """Bytes this TCP connection has received in order since it opened (None where not known)."""
+def tcp_state(sock) -> tuple[int, int] | None:
+    """The TCP state and the bytes this connection has received in order since it opened (None
+    where not known)."""
     try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, _BYTES_RECEIVED.size)
+        info = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, _INFO.size)
     except OSError:
         return None
-    if len(info) < _BYTES_RECEIVED.size:
+    if len(info) < _INFO.size:
         return None
-    return _BYTES_RECEIVED.unpack_from(info)[0]
+    return _INFO.unpack_from(info)
 
 
-class _Watched:
-    __slots__ = ("sock", "base", "arrivals")
+class Watched:
+    """One watched request: its arrivals (stamp, response bytes), and an error the thread took."""
 
-    def __init__(self, sock, base: int, arrivals: list):
+    __slots__ = ("sock", "base", "arrivals", "error")
+
+    def __init__(self, sock, base: int):
         self.sock = sock
         self.base = base  # bytes received before the request was written
-        self.arrivals = arrivals
+        self.arrivals: list[tuple[float, int]] = []
+        self.error = 0  # errno of a pending socket error a peek took (a reset in the race, see above)
 
 
 class FirstTokenWatch:
@@ -129,28 +146,27 @@ class FirstTokenWatch:
     def __init__(self, to_perf) -> None:
         self.to_perf = to_perf  # a kernel stamp (wall-clock seconds) on perf_counter's clock
         self.enabled = WATCH and TCP_INFO is not None and hasattr(select, "EPOLLET")
-        self._watched: dict[int, _Watched] = {}
+        self._watched: dict[int, Watched] = {}
         self._epoll = None
         self._pid = 0
 
-    def watch(self, sock, arrivals: list) -> bool:
-        """Stamp the arrivals on `sock` (a real, non-blocking socket with SO_TIMESTAMPNS on) into
-        `arrivals` as (stamp, response bytes) until `unwatch`. Call it before the request is
-        written: the count starts there."""
+    def watch(self, sock) -> Watched | None:
+        """Stamp the arrivals on `sock` (a real, non-blocking socket with SO_TIMESTAMPNS on) until
+        `unwatch`. Call it before the request is written: the count starts there."""
         if not self.enabled:
-            return False
-        base = bytes_received(sock)
-        if base is None:
-            return False
+            return None
+        info = tcp_state(sock)
+        if info is None:
+            return None
         if self._pid != os.getpid():  # first use, or a forked process (Locust's --processes)
             self._start()
         fd = sock.fileno()
-        self._watched[fd] = _Watched(sock, base, arrivals)
+        self._watched[fd] = watched = Watched(sock, info[1])
         try:
             self._epoll.register(fd, select.EPOLLIN | select.EPOLLET)
         except FileExistsError:
             self._epoll.modify(fd, select.EPOLLIN | select.EPOLLET)
-        return True
+        return watched
 
     def unwatch(self, sock) -> None:
         fd = sock.fileno()
@@ -180,16 +196,20 @@ class FirstTokenWatch:
                 ready = epoll.poll(POLL_S)
             except OSError:
                 return
-            for fd, _ in ready:
+            for fd, events in ready:
                 w = watched.get(fd)
-                if w is None:
+                if w is None or events & _FAILED:  # a reset or a hang-up: the loop's to read
                     continue
-                got = bytes_received(w.sock)  # first: every byte it counts is older than the peek's stamp
-                # nothing waiting (the loop read it first) or closed meanwhile: n <= 0, no stamp
+                info = tcp_state(w.sock)  # first: every byte it counts is older than the peek's stamp
+                if info is None or info[0] not in (TCP_ESTABLISHED, TCP_CLOSE_WAIT):
+                    continue
+                # nothing waiting (the loop read it first): n = -EAGAIN, no stamp
                 n, stamp = peek(fd)
-                if got is None or stamp is None:
+                if stamp is None:
+                    if n < 0 and -n not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EBADF):
+                        w.error = -n  # taken from the loop in the race: handed back (module docstring)
                     continue
-                w.arrivals.append((to_perf(stamp), got - w.base))
+                w.arrivals.append((to_perf(stamp), info[1] - w.base))
                 if len(w.arrivals) >= MAX_ARRIVALS and watched.get(fd) is w:
                     try:
                         epoll.unregister(fd)

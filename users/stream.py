@@ -164,10 +164,14 @@ class StreamClient:
         max_body: int | None = None,
         tls: TlsPolicy = VERIFIED,
         backend_header: str = "",
+        first_token: bool = True,
     ):
         parts = urlsplit(base_url)
         # a load balancer's response header naming the backend that served the request (--backend-header)
         self.backend_header = backend_header.lower()
+        # a streamed reply's first token is watched for from the write (users/first_token_watch.py);
+        # a reply in one piece has no first token to tell from a second
+        self.first_token = first_token
         self.max_body = max_body or 1 << 62  # a longer body is cut: response_too_large (--max-response-size)
         self.per_request = per_request  # close the connection after every request (--connection per-request)
         self.prefix = parts.path.rstrip("/")  # e.g. https://gateway/openai -> /openai
@@ -220,7 +224,7 @@ class StreamClient:
             conn = self.conn = None
         reused = conn is not None
         for attempt in (1, 2):
-            if conn is not None:  # the watch's count starts before the write, outside TTFT's window
+            if conn is not None and self.first_token:  # its count starts before the write, outside TTFT's window
                 conn.watch_first_token()
             ex.t_send = t_send = _perf_counter()
             ex.connect_s = float("nan")
@@ -236,7 +240,8 @@ class StreamClient:
                         return
                     # connecting yields to the loop (and waits for the server's accept): TTFT and
                     # E2E start when the request is written, the setup is a number of its own
-                    conn.watch_first_token()
+                    if self.first_token:
+                        conn.watch_first_token()
                     now = _perf_counter()
                     ex.connect_s = now - t_send
                     ex.t_send = t_send = now
