@@ -9,6 +9,7 @@ between them, knows when the first came."""
 from __future__ import annotations
 
 import errno
+import random
 import socket
 import struct
 import time
@@ -52,6 +53,26 @@ def test_refine_leaves_reads_alone_when_no_arrival_is_earlier_or_inside_the_body
     assert refine([1.0, 2.0], [b"ab", b"cd"], 0, [(1.5, 2), (3.0, 4)]) == ([1.0, 2.0], [b"ab", b"cd"])
     assert refine([1.0], [b"ab"], 10, [(0.5, 8)]) == ([1.0], [b"ab"])  # the head only
     assert refine([1.0], [b"ab"], 0, []) == ([1.0], [b"ab"])
+
+
+def test_refine_agrees_with_its_definition_byte_by_byte():
+    """Random reads and arrivals (seeded): every byte's time is the least of its read's stamp and
+    the stamps of the arrivals counting up to it or beyond, and the bytes are unchanged."""
+    rng = random.Random(1)
+    for _ in range(2000):
+        n = rng.randint(0, 6)
+        times = sorted(rng.uniform(0, 10) for _ in range(n))
+        reads = [bytes([65 + i]) * rng.randint(0, 5) for i in range(n)]
+        body = b"".join(reads)
+        head = rng.randint(0, 3)
+        arrivals = [(rng.uniform(0, 10), rng.randint(0, len(body) + head + 2)) for _ in range(rng.randint(0, 4))]
+        out_t, out_d = refine(times, reads, head, arrivals)
+        assert b"".join(out_d) == body
+        want = [t for t, d in zip(times, reads) for _ in d]
+        for x in range(len(body)):
+            covering = [stamp for stamp, got in arrivals if got - head >= x + 1]
+            want[x] = min([want[x], *covering])
+        assert [t for t, d in zip(out_t, out_d) for _ in d] == want, (times, reads, head, arrivals)
 
 
 def hold(seconds: float) -> None:

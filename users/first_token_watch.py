@@ -245,7 +245,12 @@ def refine(
     out_d: list[bytes] = []
     k = 0
     start = 0
-    for t, d in zip(times, reads):
+    last = ends[-1]
+    for i, (t, d) in enumerate(zip(times, reads)):
+        if start >= last:  # past every arrival (most of a stream): the reads as they are
+            out_t += times[i:]
+            out_d += reads[i:]
+            break
         stop = start + len(d)
         while k < len(ends) and ends[k] <= start:
             k += 1
