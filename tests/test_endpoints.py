@@ -156,7 +156,9 @@ def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_
     df, summary = read_results(str(tmp_path), "emb")
     truth = {t["request_id"]: t for t in read_truth(truth_path)}
     ok = df[df["ok"]]
-    assert len(ok) >= 100 and (df["ok"] | (df["error"] == "stopped")).all()
+    # a floor for the figures below, not a throughput check: the run is two steps of 4 s, 112
+    # requests alone on this machine, 97-98 on it crowded by the whole suite
+    assert len(ok) >= 50 and (df["ok"] | (df["error"] == "stopped")).all()
     served = {r for r, t in truth.items() if t["outcome"] == "ok"}
     assert set(ok["request_id"]) <= served and len(served - set(ok["request_id"])) <= (df["error"] == "stopped").sum()
     assert {t["endpoint"] for t in truth.values()} == {endpoint}
