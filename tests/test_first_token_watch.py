@@ -132,8 +132,10 @@ def test_a_first_token_read_merged_with_the_second_keeps_its_own_arrival(pair):
     conn, server = pair
     ex, t_first, t_second = read_across_a_held_loop(conn, server)
     first, second = first_token_time(ex)
-    assert abs(first - t_first) < 0.002, (first - t_first, ex.times)
-    assert abs(second - t_second) < 0.002
+    # each stamp is its own chunk's arrival: at or after its send (a crowded machine may delay the
+    # send by a few ms), and the first well before the second, 25 ms later
+    assert t_first <= first < t_first + 0.01 and first < t_second - 0.01, (first - t_first, ex.times)
+    assert t_second <= second < t_second + 0.01
     assert conn.watched is None and not connection._watch._watched  # let go at the end
 
 
@@ -142,7 +144,7 @@ def test_without_the_watch_the_merged_read_carries_the_second_tokens_stamp(pair,
     conn, server = pair
     ex, t_first, t_second = read_across_a_held_loop(conn, server)
     first, second = first_token_time(ex)
-    assert first == second and abs(first - t_second) < 0.002  # one read: the merge moved the stamp 25 ms
+    assert first == second and t_second <= first < t_second + 0.01  # one read: the merge moved the stamp 25 ms
 
 
 def test_the_watch_lets_a_socket_go_at_its_first_data_line_or_after_max_arrivals(pair):
