@@ -119,6 +119,7 @@ def read_across_a_held_loop(conn, server) -> tuple[SimpleNamespace, float, float
     gevent.sleep(0.02)
     server.sendall(chunk("data: [DONE]\n\n") + b"0\r\n\r\n")
     g.join(5)
+    conn.end_watch(ex)  # as the client does once the body has ended
     assert ex.complete and not ex.error
     return ex, t_first, t_second
 

@@ -188,6 +188,17 @@ class Connection:
         if self.watched is not None:
             _watch.unwatch(self.raw)
 
+    def end_watch(self, ex) -> None:
+        """Once the stream no longer moves (ended, failed or killed): the watch's arrivals split the
+        exchange's reads where they say the bytes came earlier (users/first_token_watch.py)."""
+        w = self.watched
+        if w is None:
+            return
+        self._unwatch()
+        self.watched = None
+        if w.arrivals:
+            ex.times, ex.datas = refine(ex.times, ex.datas, self.head_bytes, w.arrivals)
+
     def _taken_error(self) -> OSError | None:
         """The socket error (a reset) that a peek of the first-token watch took in a race with it, if
         any: raised in place of the end of stream or ENOTCONN the loop's read then finds."""
@@ -283,29 +294,6 @@ class Connection:
         """Read the body to its end or a timeout. `events`: the body is an event stream, whose first
         token is the first read holding a data line: comments (': keep-alive') and blank lines
         before it leave the first token's limit running. Any other body flows with its first byte."""
-        try:
-            self._read_body(ex, framing, length, rest, t_head, limit, is_deadline, cancel_after, timeouts, events)
-        finally:  # the watch's arrivals, once the stream no longer moves (also when it is killed)
-            w = self.watched
-            if w is not None:
-                self._unwatch()
-                self.watched = None
-                if w.arrivals:
-                    ex.times, ex.datas = refine(ex.times, ex.datas, self.head_bytes, w.arrivals)
-
-    def _read_body(
-        self,
-        ex,
-        framing: int,
-        length: int,
-        rest: bytes,
-        t_head: float,
-        limit: float,
-        is_deadline: bool,
-        cancel_after: float | None,
-        timeouts: Timeouts,
-        events: bool,
-    ) -> None:
         self.times, self.datas = ex.times, ex.datas
         self.framing = framing
         self.need, self.head, self.remaining = 0, b"", length

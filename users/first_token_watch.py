@@ -216,10 +216,6 @@ class FirstTokenWatch:
                     except OSError:
                         pass
 
-    def stop(self) -> None:
-        """End the thread (tests); the next `watch` starts a new one."""
-        self._epoll, self._pid = None, 0
-
 
 def refine(
     times: list[float], reads: list[bytes], head_bytes: int, arrivals: list[tuple[float, int]]

@@ -328,5 +328,6 @@ class StreamClient:
             if ex.error == "response_too_large":
                 ex.error_detail = f"the response passed --max-response-size ({self.max_body} bytes): cut there"
         finally:  # also when the run kills this greenlet mid-stream
+            conn.end_watch(ex)
             if not (ex.complete and keep and not ex.error):
                 self.close()
