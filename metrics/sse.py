@@ -122,18 +122,15 @@ def read_payloads(
     long_line: list[bytes] | None = None  # ... when it grew past LONG_LINE: its pieces
     last_t = NAN
     body_len = 0
+    # the fast path takes a read whole when nothing is pending from the reads before it (no partial
+    # chunk, size line or event): always true after a read it took, so only the slow path asks again
+    fast = dec is not None
     for t, d in zip(times, reads):
-        if dec is not None:
-            if not (dec.need or dec.line or carry or long_line or dec.done):
-                # fast path: the read is one chunk holding one event, "<size>\r\ndata: ...\n\n\r\n"
+        if fast:  # the read is one chunk holding one event: "<size>\r\ndata: ...\n\n\r\n"
+            j = d.find(b"\r\n")
+            if 0 < j < 9 and d.endswith(b"\n\n\r\n") and d.startswith(b"data:", j + 2):
                 n = len(d)
-                j = d.find(b"\r\n")
-                if (
-                    0 < j < 9
-                    and d[n - 4 :] == b"\n\n\r\n"
-                    and d.startswith(b"data:", j + 2)
-                    and d.find(b"\n", j + 2) == n - 4
-                ):
+                if d.find(b"\n", j + 2) == n - 4:
                     try:
                         size = int(d[:j], 16)
                     except ValueError:
@@ -143,6 +140,7 @@ def read_payloads(
                         last_t = t
                         body_len += size
                         continue
+        if dec is not None:
             body = dec.feed(d)
         else:
             body = d
@@ -170,8 +168,10 @@ def read_payloads(
                     append((t, line[5:].strip()))
             if len(carry) > LONG_LINE and long_line is None:
                 long_line, carry = [carry], b""
-        if dec is not None and dec.done:
-            break
+        if dec is not None:
+            if dec.done:
+                break
+            fast = not (dec.need or dec.line or carry or long_line)
     if long_line is not None:
         carry = b"".join(long_line)
     if carry[:5] == b"data:":
@@ -198,17 +198,73 @@ def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
     return out
 
 
+# Most events of a stream are byte for byte the one before but for the generated text (vLLM,
+# SGLang, llama.cpp within a second: id, model, created and the nulls repeat). Such an event is
+# read through a text template: the bytes before and after the previous event's text string. When
+# an event starts with the one and ends with the other, and what lies between is one JSON string,
+# it is that event with this text and nothing else changed (a JSON string is one token: the tokens
+# around it are lexed and parsed as before), so only the string is decoded. A template is made from
+# an event parsed in full that only carried text (no usage, finish reason, reasoning, tool call or
+# simulator stamp), and only once a marker string put in place of its text is found there and
+# nowhere else (the event parsed with the marker, its text put back, equals the event). A server whose events differ in more than the text pays for TEMPLATE_TRIES of them.
+TEMPLATE_TRIES = 4
+_MARK = "\x00text\x00"
+_MARK_JSON = orjson.dumps(_MARK)
+
+
+def _text_slot(event) -> tuple[dict, str] | None:
+    """Where an event's generated text is: choice 0's delta.content (chat) or text (completions)."""
+    choices = event.get("choices") if type(event) is dict else None
+    choice = choices[0] if type(choices) is list and choices else None
+    if type(choice) is not dict:
+        return None
+    delta = choice.get("delta")
+    return (delta, "content") if type(delta) is dict else (choice, "text")
+
+
+def text_template(payload: bytes, event: dict, text: str) -> tuple[bytes, bytes] | None:
+    """The bytes of `payload` (parsed: `event`) before and after its text string `text`, when they
+    hold it exactly once and a marker put in its place parses as `event` with the marker for text."""
+    quoted = orjson.dumps(text)  # a server escaping differently: not found, no template
+    at = payload.find(quoted)
+    if at < 0 or payload.find(quoted, at + 1) >= 0:
+        return None
+    before, after = payload[:at], payload[at + len(quoted) :]
+    try:
+        marked = orjson.loads(before + _MARK_JSON + after)
+    except orjson.JSONDecodeError:
+        return None
+    slot = _text_slot(marked)
+    if slot is None:
+        return None
+    slot[0][slot[1]] = text  # the marker was in the text, and only there: the event comes back whole
+    return (before, after) if marked == event else None
+
+
 def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> None:
     """Runs once per request after the stream (plugin/finisher.py), some hundred events per request,
-    so the loop is kept flat: one `orjson.loads` and a few dict lookups per event."""
+    so the loop is kept flat: one `orjson.loads` and a few dict lookups per event, or, for an event
+    that differs from the one before only in its text, a look at its ends and the text decoded."""
     chunks = out.chunks
     loads = orjson.loads
+    before = after = None  # the text template (above)
+    cut_front = cut_back = 0
+    tries = TEMPLATE_TRIES
     for t, payload in payloads:
         if not payload:
             continue
         if payload == DONE:
             out.done = True
             continue
+        if before is not None and payload.startswith(before) and payload.endswith(after):
+            try:
+                text = loads(payload[cut_front : len(payload) - cut_back])
+            except orjson.JSONDecodeError:
+                text = None
+            if type(text) is str:
+                if text:
+                    chunks.append(Chunk(t, text, True, -1, NAN, "", ""))
+                continue
         try:
             event = loads(payload)
         except orjson.JSONDecodeError:
@@ -262,6 +318,12 @@ def _parse_payloads(out: ParsedStream, payloads: list[tuple[float, bytes]]) -> N
         if text:
             tokens = usage.get("completion_tokens", -1) if usage else -1
             chunks.append(Chunk(t, text, answer, tokens, event.get("sim_t", NAN), reasoning, called))
+            if tries and not (usage or finish or reasoning or called or "sim_t" in event):
+                tries -= 1
+                template = text_template(payload, event, text)
+                if template is not None:
+                    before, after = template
+                    cut_front, cut_back = len(before), len(after)
 
 
 def _add_tool_calls(calls: list[dict], deltas) -> str:
