@@ -8,7 +8,8 @@ when the client could first have seen it.
 
 `parse_reads` does it all in one pass over the raw reads (what the finisher uses); it gives the
 same result as `parse_stream(dechunk(times, reads))`, with a fast path for the common read that
-holds exactly one chunk holding exactly one `data:` event.
+holds exactly one chunk holding exactly one `data:` event, and a text template for the common event
+that differs from the one before only in its generated text (`TEMPLATE_TRIES`, below).
 
 Tolerated, as servers send them: `data:` with or without a space, `\\r\\n` line ends, comment
 lines starting with `:` (keep-alives), `event:`/`id:`/`retry:` lines, blank lines.
