@@ -219,7 +219,7 @@ class HealthMonitor:
         if rec.error == "stopped" or rec.t_send < self.count_from:  # (no request starts once the stop began)
             return
         self.stamp_judged += 1
-        if suspect(skew_ms, rec.ttft_s, rec.chunk_times, self.kernel_stamps):
+        if suspect(skew_ms, rec.ttft_s, rec.chunk_times, self.kernel_stamps, rec.stream):
             self.stamp_suspect += 1
             if skew_ms > self.stamp_skew_max_ms:
                 self.stamp_skew_max_ms = skew_ms

@@ -109,15 +109,16 @@ def stamp_skew_s(log: StallLog, t_send: float, ttft_s: float) -> float:
     return log.longest_within(t_send, t_send + ttft_s)
 
 
-def suspect(skew_ms: float, ttft_s: float, chunk_times=(), kernel_stamps: bool = False) -> bool:
+def suspect(skew_ms: float, ttft_s: float, chunk_times=(), kernel_stamps: bool = False, streamed: bool = True) -> bool:
     """A record whose first-token stamp a stall may have moved by a material amount (module docstring).
 
     With the kernel's stamps a late read is still stamped when its bytes came, unless a later
     chunk came before it and was read with it: then the first two token chunks carry one stamp.
     A first token read apart from the next one (`chunk_times` differ) was stamped exactly, however
-    long the stall; without kernel stamps every read a stall delayed is stamped late."""
+    long the stall; without kernel stamps every read a stall delayed is stamped late. A reply not
+    streamed is timed at its last byte, which a late read's kernel stamp keeps: never suspect then."""
     if not (skew_ms == skew_ms and skew_ms >= 1000 * SUSPECT_FLOOR_S):
         return False
     if kernel_stamps:  # the merge is the evidence: a stall at least the floor, whatever the TTFT
-        return len(chunk_times) < 2 or chunk_times[1] == chunk_times[0]
+        return streamed and (len(chunk_times) < 2 or chunk_times[1] == chunk_times[0])
     return skew_ms >= 1000 * SUSPECT_SHARE * ttft_s

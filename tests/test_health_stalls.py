@@ -42,6 +42,10 @@ def test_a_record_is_suspect_when_a_stall_could_have_merged_its_first_token_with
     assert suspect(3.0, 5.0, [5.0, 5.0], kernel_stamps=True)  # a long TTFT is still off by the merge
     assert not suspect(1.5, 0.1, [0.1, 0.1], kernel_stamps=True)  # under the floor
     assert suspect(150.0, 0.1, [0.1], kernel_stamps=True)  # one token: cannot tell, so it may
+    # not streamed: timed at its last byte, whose kernel stamp a late read keeps
+    assert not suspect(150.0, 0.1, [0.1], kernel_stamps=True, streamed=False)
+    assert not suspect(150.0, 0.1, [], kernel_stamps=True, streamed=False)
+    assert suspect(150.0, 0.25, [0.25], kernel_stamps=False, streamed=False)  # the loop's clock: late all the same
     # the loop's clock: every delayed read is late; material when the stall is 2 % of the TTFT
     assert suspect(150.0, 0.25, [0.25, 0.4], kernel_stamps=False)
     assert not suspect(3.0, 1.0, [1.0, 1.02], kernel_stamps=False)
