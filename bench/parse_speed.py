@@ -22,49 +22,22 @@ import metrics.sse as sse
 TOKENS = 128
 
 
-def completions_event(i: int, last: bool) -> bytes:
-    return (
-        b"data: "
-        + orjson.dumps(
-            {
-                "id": "cmpl-5a14eaac00000001",
-                "object": "text_completion",
-                "created": 1796604786,
-                "model": "sim-model",
-                "choices": [
-                    {"index": 0, "text": f" tok{i}", "logprobs": None, "finish_reason": "length" if last else None}
-                ],
-            }
-        )
-        + b"\n\n"
-    )
+def event(i: int, last: bool, chat: bool) -> bytes:
+    """A vLLM chat or completions event carrying token `i` (the last one with its finish reason)."""
+    choice = {"index": 0, "logprobs": None, "finish_reason": "length" if last else None}
+    choice.update({"delta": {"content": f" tok{i}"}} if chat else {"text": f" tok{i}"})
+    body = {
+        "id": "chatcmpl-5a14eaac00000001" if chat else "cmpl-5a14eaac00000001",
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": 1796604786,
+        "model": "sim-model",
+        "choices": [choice],
+    }
+    return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-def chat_event(i: int, last: bool) -> bytes:
-    return (
-        b"data: "
-        + orjson.dumps(
-            {
-                "id": "chatcmpl-5a14eaac00000001",
-                "object": "chat.completion.chunk",
-                "created": 1796604786,
-                "model": "sim-model",
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {"content": f" tok{i}"},
-                        "logprobs": None,
-                        "finish_reason": "length" if last else None,
-                    }
-                ],
-            }
-        )
-        + b"\n\n"
-    )
-
-
-def reads_of(make) -> list[bytes]:
-    events = [make(i, i == TOKENS - 1) for i in range(TOKENS)]
+def reads_of(chat: bool) -> list[bytes]:
+    events = [event(i, i == TOKENS - 1, chat) for i in range(TOKENS)]
     events.append(b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":128}}\n\n')
     events.append(b"data: [DONE]\n\n")
     reads = [b"%x\r\n%s\r\n" % (len(e), e) for e in events]
@@ -90,8 +63,8 @@ def main() -> None:
     args = ap.parse_args()
     print("| stream | parse, every event in full (µs/token) | parse with the text template (µs/token) | ratio |")
     print("|---|---|---|---|")
-    for name, make in (("vLLM completions", completions_event), ("vLLM chat", chat_event)):
-        reads = reads_of(make)
+    for name, chat in (("vLLM completions", False), ("vLLM chat", True)):
+        reads = reads_of(chat)
         tries = sse.TEMPLATE_TRIES
         sse.TEMPLATE_TRIES = 0
         full = per_token_us(reads, args.requests, args.repeats)

@@ -207,7 +207,8 @@ def parse_stream(pieces: list[tuple[float, bytes]]) -> ParsedStream:
 # around it are lexed and parsed as before), so only the string is decoded. A template is made from
 # an event parsed in full that only carried text (no usage, finish reason, reasoning, tool call or
 # simulator stamp), and only once a marker string put in place of its text is found there and
-# nowhere else (the event parsed with the marker, its text put back, equals the event). A server whose events differ in more than the text pays for TEMPLATE_TRIES of them.
+# nowhere else (the event parsed with the marker, its text put back, equals the event). A server
+# whose events differ in more than the text pays for TEMPLATE_TRIES of them.
 TEMPLATE_TRIES = 4
 _MARK = "\x00text\x00"
 _MARK_JSON = orjson.dumps(_MARK)
