@@ -243,9 +243,9 @@ def _on_test_stopping(environment, **_kw) -> None:
     state = state_of(environment)
     if state is None:
         return
-    state.call("load_stopping", environment)
-    if state.context is not None:
+    if state.context is not None:  # first: a hook below may yield, and no user may start a request then
         state.context.stopping.set()
+    state.call("load_stopping", environment)
     run = state.run
     if run is None:
         return

@@ -98,6 +98,11 @@ class LLMUser(FastHttpUser):
     @task
     def send(self) -> None:
         item = self.ctx.pacer.next()  # waits until the load model says the next request is due
+        if self.ctx.stopping.is_set():
+            # The run is ending: no new request. A user between two tasks when the stop began is
+            # killed by a callback that may run only after it has started its next task; that
+            # request would be cut at once and recorded "stopped" though its reply came.
+            raise StopUser()
         if item is None:
             return
         t_intended, request = item
