@@ -172,7 +172,12 @@ def test_embeddings_under_a_step_ramp_latency_and_input_tokens_per_second_match_
     assert (d > 0).all() and np.median(d) < 10.0, np.percentile(d, [0, 50, 99])
     steps = summary["by_step"]
     assert steps[0]["ttft_ms"]["count"] == 0 and steps[0]["e2e_ms"]["count"] > 0
-    assert steps[1]["e2e_ms"]["p50"] > 2 * steps[0]["e2e_ms"]["p50"]  # four users queue on one server
+    # four users queue on one server: its own latency grows from the first step to the second, and
+    # the client's with it (by how much depends on how fast this machine's client keeps them coming:
+    # 3.8-4x alone, 1.8x once with the whole suite beside it, so no fixed ratio is asserted)
+    server = [np.median(latency[ok["step"].to_numpy() == k]) for k in (0, 1)]
+    assert server[1] > server[0], server
+    assert steps[1]["e2e_ms"]["p50"] > steps[0]["e2e_ms"]["p50"], (steps[0]["e2e_ms"], steps[1]["e2e_ms"], server)
     for st in steps:  # input tokens that arrived (embedded) inside the step's window, per second
         start, end = st["window"]["start"], st["window"]["end"]
         wall_done = ok["wall_send"] + ok["e2e_s"]
