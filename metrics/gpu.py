@@ -32,9 +32,9 @@ in summary.json is the GPUs' busy share at that level (None without telemetry), 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from metrics.percentiles import percentile
 from metrics.schema import Summary
@@ -56,12 +56,17 @@ COLUMNS = (
 )
 MAX_GAP_INTERVALS = 2.5  # readings this many intervals short of a window's edge: its energy is unknown
 
+if TYPE_CHECKING:  # pandas is loaded by the process that reads results, never by a load process
+    import pandas as pd
+
 
 def read_readings(folder: str) -> pd.DataFrame | None:
     """The readings of a results folder (None when the run had no telemetry)."""
     path = os.path.join(folder, FILE_NAME)
     if not os.path.isfile(path):
         return None
+    import pandas as pd
+
     return pd.read_parquet(path)
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metrics.breakdown import groups
 from metrics.keep_up import shortfall, with_keep_up
 from metrics.percentiles import LINEAR, ORDER, percentiles
 from metrics.record import NOT_SERVER_FAILURES, SCALAR_COLUMNS, with_all_columns
@@ -279,12 +280,6 @@ class Measure:
             verdict=verdict,
             **dict(block),
         )
-
-
-def groups(values: np.ndarray, select: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """(name, mask over all records) of each value that a record in `select` holds, by name: how a
-    breakdown (per class, per backend; the summary's and the live view's) cuts the records."""
-    return [(str(name), values == name) for name in sorted(set(values[select].tolist()))]
 
 
 def records_frame(table: pa.Table) -> pd.DataFrame:

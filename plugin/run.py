@@ -37,6 +37,12 @@ class Run:
     """The results side of one test run, on the process that writes results."""
 
     def __init__(self, environment, plan: RunPlan, spec, form_argv: list[str] | None = None):
+        # The results' modules (pandas among them, a fifth of a second of CPU) load here, as the
+        # run starts and before any user: a process that only drives load (a worker) never loads
+        # them, and this one does not load them mid-run (the capacity search's judge, the live
+        # view), which would hold its event loop while its streams wait.
+        import metrics.summary  # noqa: F401
+
         self.environment = environment
         self.plan = plan
         self.spec = spec  # the run's workload (workloads.WorkloadSpec), loaded once with its plan
@@ -91,7 +97,7 @@ class Run:
         state_of(self.environment).call("run_stopping", self)
         steps = self.plan.load.step_plan(self.search)  # the summary's steps (a search's as it decided them)
         from metrics.console_table import format_table
-        from metrics.summary import summarize  # pandas, loaded only by the writing process
+        from metrics.summary import summarize
 
         writer = self.writer
         table = writer.close_records()  # from memory too, when the disk refused them

@@ -42,9 +42,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import pandas as pd
-
-from metrics.measure import OPEN_COLUMNS, judge_level
 from metrics.record import FIELD_NAMES, rows_to_table
 from metrics.schema.level_endings import Ending, ending_words
 from metrics.verdict import CONFIDENCE, FIRST_TOKEN, describe, too_few
@@ -320,6 +317,8 @@ class CapacitySearch:
         level = self.plan().levels_at(self.run_start)[-1]
         assert level.last == index, "a level is judged when its last step ends"
         rows = [r for i in range(level.first, level.last + 1) for r in self.rows.get(i, ())]
+        from metrics.measure import judge_level  # pandas: loaded by the process that judges, not the load's
+
         table, open_streams = rows_to_table(rows), self._open(level)
         step = judge_level(table, level, self.objectives, open_streams)
         # what a policy that fits the curve through the levels takes from this one (None for the others)
@@ -339,6 +338,10 @@ class CapacitySearch:
                 level.cut - min(stale),
                 level.users,
             )
+        import pandas as pd
+
+        from metrics.measure import OPEN_COLUMNS
+
         field = {"step": "step", "wall_send": "sent", "ttft_s": "ttft", "ttfa_s": "ttfa"}
         return pd.DataFrame({c: [x for r in reports for x in r[field[c]]] for c in OPEN_COLUMNS}, dtype=float)
 

@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metrics.measure import groups
+from metrics.breakdown import groups
 from metrics.record import NOT_SERVER_FAILURES
 from webui.live_blocks import Flight, live_block, measure, ratios_of
 from webui.live_steps import LiveSteps
@@ -232,7 +232,7 @@ class LiveWindow:
 
 def by_backend(m, ended: np.ndarray, start: float, end: float, flight, ratios: dict, objectives) -> dict:
     """Several replicas or a balancer's header: one block per backend of the records that ended in
-    the window, cut by summary.json's grouping (metrics/measure.py `groups`). The open streams are
+    the window, cut by summary.json's grouping (metrics/breakdown.py `groups`). The open streams are
     left out of these blocks: an open stream's backend is known once it has ended."""
     if m is None or not (m.df["backend"] != "").any():
         return {}

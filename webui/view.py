@@ -27,7 +27,6 @@ from metrics.verdict import held, judged_on
 from plugin.progress import OpenStreams
 from plugin.run import spread_over
 from plugin.state import state_of
-from reports.rows import setup_rows
 from runfolder.layout import REPORT_HTML, SUMMARY
 from webui.gauges import SERVER_GAUGES, client_health, gpu_gauges, in_flight, live_client, server_frame, server_gauges
 from webui.live import DEFAULT_WINDOW, WINDOWS, LiveWindow, window_key
@@ -448,6 +447,8 @@ def live_setup_rows(setup, run, now: float) -> list[tuple[str, str]]:
     starts, when nothing is measured yet (its `measured_s` 0, which the header showed as
     "measured 0.0 s" through the whole run): until the window ends the time row says how much of
     it has been measured so far (or that the warm-up is on), then the window's length."""
+    from reports.rows import setup_rows  # here, not at the top: a worker loads this module too, never these
+
     rows = setup_rows(setup)
     asked = f"-t {setup.run_time_s:g} s" if setup.run_time_s is not None else "until stopped"
     if run.window_end is not None:

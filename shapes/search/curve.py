@@ -36,7 +36,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from metrics.measure import Measure, records_frame
 from metrics.percentiles import ORDER
 from metrics.record import with_all_columns
 from metrics.timing import pooled_itl
@@ -64,6 +63,8 @@ def values_of(table: pa.Table, level, objectives, open_streams=None) -> dict[str
     """Each objective's values of a level (records holding at least its requests, the streams still
     open), as its verdict judged them (metrics.measure.Measure.level): a first-token objective's
     exact first tokens in the records' order, then the waiting ones at their minimum."""
+    from metrics.measure import Measure, records_frame  # pandas: loaded by the process that judges
+
     table = with_all_columns(table)
     m = Measure(records_frame(table), table.column("chunk_times"), objectives)
     mask = m.in_level(level)
