@@ -47,7 +47,7 @@ from plugin import exit_codes
 from runfolder.layout import PARTS, RECORDS, RUN, SUMMARY
 from runfolder.ownership import claim_folder, unlock_folder
 from runfolder.provenance import package_versions, public_argv
-from runfolder.records import join_parts, os_reason, read_parts, read_records, records_check
+from runfolder.records import join_parts, os_reason, read_parts, records_check
 from runfolder.run_info import RunInfo
 from runfolder.unwritten import UNWRITTEN_LIMIT_ENV, row_bytes, unwritten_limit
 
@@ -297,13 +297,13 @@ class ResultsWriter:
                 f"{self.rows_dropped} records ({self.dropped_why}; dropped {beyond}: lost, in no table or file)"
             )
         try:
-            rows = join_parts(self.parts_path, self.records_path)
-            self.info.files = {RECORDS: records_check(self.records_path, rows)}
+            table = join_parts(self.parts_path, self.records_path)
+            self.info.files = {RECORDS: records_check(self.records_path, table.num_rows)}
         except OSError as e:
             self.unjoined = f"{RECORDS} could not be written ({os_reason(e)}); the records are in {PARTS}/"
             self.not_written.append(f"{RECORDS} ({os_reason(e)}; the records are in {self.parts_path})")
             return pa.concat_tables(read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
-        return read_records(self.records_path)
+        return table
 
     def write_summary(self, summary, complete: bool, reason: str | None) -> None:
         """summary.json and the final run.json; a failure is noted in `not_written`, not raised.

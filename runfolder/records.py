@@ -42,24 +42,25 @@ def records_check(path: str, rows: int) -> FileCheck:
     return FileCheck(rows=rows, **file_digest(path))
 
 
-def join_parts(parts_path: str, records_path: str) -> int:
+def join_parts(parts_path: str, records_path: str) -> pa.Table:
     """The part files, in order, as one requests.parquet (a row group per part), written under a
-    temporary name and renamed; the parts are removed once it is in place. Returns the rows."""
+    temporary name and renamed; the parts are removed once it is in place. Returns the records
+    (as read from the parts, their checksums verified: what the file holds, not read again)."""
     tmp = records_path + ".tmp"
-    rows = 0
+    tables = []
     try:
         with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression="zstd", write_page_checksum=True) as writer:
             for part in part_files(parts_path):
                 table = read_records(part)
                 writer.write_table(table)
-                rows += table.num_rows
+                tables.append(table)
         os.replace(tmp, records_path)
     except OSError:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
     shutil.rmtree(parts_path, ignore_errors=True)
-    return rows
+    return pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
 
 
 def write_unshipped(folder: str, name: str, rows: list) -> str:
