@@ -30,7 +30,9 @@ is written for it (the simulator counts tokens its own way; only the timings are
 `before` is the suite of another checkout (`--before DIR`, e.g. `git worktree add DIR COMMIT`): a
 change measured in one run, alternated with the current suite. `suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
 once, as before the gate), `suite-nostamp` without kernel receive stamps (LLM_KERNEL_TIMESTAMPS=0), `suite-nowatch` without
-the first-token watch's thread (LLM_FIRST_TOKEN_WATCH=0).
+the first-token watch's thread (LLM_FIRST_TOKEN_WATCH=0). `suite-worker` is the suite as a master
+(on `--master-core`) and one worker on the client core, the worker's CPU measured: the load without
+the results, the report and the modules only they need.
 Traffic stays on 127.0.0.1; every process is bounded in time.
 """
 
@@ -41,7 +43,6 @@ import compileall
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,7 @@ SUITE_ENV = {
     "suite-nogate": {"LLM_START_GATE": "0"},
     "suite-nostamp": {"LLM_KERNEL_TIMESTAMPS": "0"},
     "suite-nowatch": {"LLM_FIRST_TOKEN_WATCH": "0"},
+    "suite-worker": {},  # a master on --master-core, one worker on the client core: the worker measured
 }
 
 
@@ -200,22 +202,31 @@ class CpuSampler:
         return float(np.interp(t1, self.t, self.cpu) - np.interp(t0, self.t, self.cpu))
 
 
+def reap(p: subprocess.Popen, limit: float, sampler: CpuSampler) -> int:
+    """Waits for the client (killed past `limit` s) and sets its whole process's CPU, start-up and
+    end included, from its own rusage (wait4; taskset execs the client in its own process)."""
+    deadline = time.monotonic() + limit
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            p.kill()
+            pid, status, usage = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.05)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    sampler.stop()
+    sampler.whole = usage.ru_utime + usage.ru_stime
+    return p.returncode
+
+
 def run_proc(cmd: list[str], env: dict, log: str, limit: float, cwd: str = ROOT) -> tuple[int, CpuSampler]:
-    """The client's exit status, and its CPU: sampled over the run, and its whole process's (start-up
-    and end included: the CPU of the children reaped while waiting for it, which is it alone; taskset
-    execs the client in its own process)."""
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """The client's exit status, and its CPU: sampled over the run, and its whole process's."""
     with open(log, "w") as out:
         p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
         sampler = CpuSampler(p.pid)
-        try:
-            rc = p.wait(limit)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rc = p.wait()
-        sampler.stop()
-    now = resource.getrusage(resource.RUSAGE_CHILDREN)
-    sampler.whole = now.ru_utime + now.ru_stime - reaped.ru_utime - reaped.ru_stime
+        rc = reap(p, limit, sampler)
     return rc, sampler
 
 
@@ -265,7 +276,11 @@ def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
     ]
     cwd = args.before if kind == "before" else ROOT
     env = {**SUITE_ENV.get(kind, {}), "PYTHONDONTWRITEBYTECODE": ""}  # see BYTECODE
-    rc, cpu = run_proc(cmd, env, os.path.join(tmp, f"{tag}.log"), run_s + 120, cwd)
+    log = os.path.join(tmp, f"{tag}.log")
+    if kind == "suite-worker":
+        rc, cpu = run_master_and_worker(cmd, env, log, run_s + 120, args)
+    else:
+        rc, cpu = run_proc(cmd, env, log, run_s + 120, cwd)
     folder = os.path.join(tmp, "results", tag)
     try:
         import pyarrow.parquet as pq
@@ -282,6 +297,36 @@ def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
     out["skew_max_ms"] = health.get("stamp_skew_max_ms")
     out["bound"] = health.get("bound")
     return out
+
+
+def run_master_and_worker(cmd: list[str], env: dict, log: str, limit: float, args) -> tuple[int, CpuSampler]:
+    """`cmd` as a master on --master-core and one worker on --client-core: the worker's CPU (the load
+    alone: no results, no report, no pandas), the master's exit status."""
+    port = str(free_port())
+    client = pin(args.client_core)
+    master = pin(args.master_core) + cmd[len(client) :]
+    master += ["--master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1", "--master-bind-port", port]
+    worker = [*client, PY, "-m", "locust", "-f", "locustfile.py", "--worker", "--master-port", port]
+    full = {**os.environ, **env}
+    with open(log, "w") as out, open(log + ".worker", "w") as wout:
+        m = subprocess.Popen(master, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full)
+        w = subprocess.Popen(worker, cwd=ROOT, stdout=wout, stderr=subprocess.STDOUT, env=full)
+        sampler = CpuSampler(w.pid)
+        reap(w, limit, sampler)
+        try:
+            rc = m.wait(30)
+        except subprocess.TimeoutExpired:
+            m.kill()
+            rc = m.wait()
+    return rc, sampler
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run_vllm_rs(binary: str, n: int, url: str, tmp: str, args) -> dict:
@@ -420,6 +465,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--sim-core", default="0", help="one simulator process per core named (comma-separated)")
     ap.add_argument("--client-core", default="1")
+    ap.add_argument("--master-core", default="any", help="the master of the client suite-worker")
     ap.add_argument("--vllm-version", default="0.33.0")
     ap.add_argument(
         "--bin-dir", default=os.path.join(ROOT, ".cache", "vllm-rs"), help="where the wheel and the binary are kept"
