@@ -17,7 +17,6 @@ cannot keep up is then slower, and says so (its self-health), instead of losing 
 from __future__ import annotations
 
 import gc
-import inspect
 from collections import deque
 from urllib.parse import urlsplit
 
@@ -49,10 +48,8 @@ class RequestFailed(Exception):
 
 
 def keep_pauses_out_of_the_hot_path() -> None:
-    """Two pauses of the whole process, each long enough to delay every stream in flight, paid
-    at the start of a run instead of during it.
-
-    The garbage collector: everything alive at the start (Locust, the suite, imported modules:
+    """A pause of the whole process, long enough to delay every stream in flight, paid at the
+    start of a run instead of during it: the garbage collector. everything alive at the start (Locust, the suite, imported modules:
     some hundred thousand objects) is moved out of its reach. A full collection otherwise walks
     them all, 50-150 ms during which no stream is read (bench/RESULTS.md "Client speed"). Objects
     made later are collected as usual by the young collections, which stay short; full
@@ -61,14 +58,8 @@ def keep_pauses_out_of_the_hot_path() -> None:
     a 30 s run, and they found nothing to free (the suite's garbage has no cycles that outlive a
     young collection). The GIL is held throughout, so nothing reads a socket, the first-token
     watch's thread included (users/first_token_watch.py): every first token that arrived with its
-    second inside one was stamped late (bench/RESULTS.md "The first-token watch").
-
-    inspect's map of module files: Locust's Runner.stop() calls inspect.stack() for a debug line,
-    and its first call maps the file of every loaded module (about 1,200 here, 150 ms). Paid at
-    the stop, it delayed the first token of every stream in flight by that much (a distributed
-    run's last requests measured 180 ms above the server's own TTFT); made here, later calls
-    map only the modules imported since (0.2 ms)."""
-    inspect.getframeinfo(inspect.stack()[0][0])  # first: what it maps is frozen with the rest
+    second inside one was stamped late (bench/RESULTS.md "The first-token watch"). (The other
+    pause of a run's stop, Locust's inspect.stack(), is made cheap in plugin/locust_fixes.py.)"""
     gc.collect()
     gc.freeze()
     young, middle, _ = gc.get_threshold()

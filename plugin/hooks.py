@@ -40,6 +40,7 @@ from plugin.locust_fixes import (
     end_dispatch_after_rebalance,
     memoize_default_args,
     one_stop_at_a_time,
+    stop_names_its_caller_cheaply,
     stop_users_in_batches,
 )
 from plugin.options import add_arguments, check_host
@@ -56,6 +57,7 @@ log = logging.getLogger("llm")
 memoize_default_args()  # at import: a late-joining worker gets its first spawn message before init fires
 end_dispatch_after_rebalance()  # a worker back from a freeze gets its share of the users again
 stop_users_in_batches()  # the stop of 1,000 users holds the loop under a millisecond at a time
+stop_names_its_caller_cheaply()  # ... and its debug line reads no source
 one_stop_at_a_time()  # a second stop or quit while a master drains its workers waits for that drain
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
