@@ -26,7 +26,7 @@ tool_call_names, tool_call_arguments (each call's joined fragments), ttft_equals
 
 The path is the suite's own: users.stream.StreamClient reads the socket, metrics.sse parses,
 metrics.timing.fill_record fills the RequestRecord, with the same transport-error override as
-plugin.users.LLMUser._finish.
+plugin.finisher.Finisher._finish.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def replay(meta: dict, script, count_tokens=None):
     rec.t_send = ex.t_send
     parsed = parse_stream(ex.pieces) if stream else parse_response(ex.pieces)
     fill_record(rec, ex.status, parsed, count_tokens, stream=stream)
-    if ex.error:  # as plugin.users.LLMUser._finish: a transport-level ending overrides the bytes
+    if ex.error:  # as plugin.finisher.Finisher._finish: a transport-level ending overrides the bytes
         rec.error, rec.error_detail, rec.ok = ex.error, ex.error_detail, False
     return rec, parsed, ex, server
 
