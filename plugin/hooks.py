@@ -105,6 +105,13 @@ def _on_init(environment, runner, **_kw) -> None:
 
 
 def _init_results_side(environment, runner, state: SuiteState) -> None:
+    # The results' modules (pandas among them, a fifth of a second of CPU) load here, before any
+    # run: a process that only drives load (a worker) never loads them; this one neither loads
+    # them mid-run (the capacity search's judge, the live view), which would hold its event loop
+    # while its streams wait, nor as a run starts, after a load shape's clock has (its steps would
+    # then be stated later than they ran).
+    import metrics.summary  # noqa: F401
+
     opts = environment.parsed_options
     try:
         # the plan of a headless run (or of a web UI's --autostart); a start from the form replaces it (webui/start_check.py)

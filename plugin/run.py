@@ -37,12 +37,6 @@ class Run:
     """The results side of one test run, on the process that writes results."""
 
     def __init__(self, environment, plan: RunPlan, spec, form_argv: list[str] | None = None):
-        # The results' modules (pandas among them, a fifth of a second of CPU) load here, as the
-        # run starts and before any user: a process that only drives load (a worker) never loads
-        # them, and this one does not load them mid-run (the capacity search's judge, the live
-        # view), which would hold its event loop while its streams wait.
-        import metrics.summary  # noqa: F401
-
         self.environment = environment
         self.plan = plan
         self.spec = spec  # the run's workload (workloads.WorkloadSpec), loaded once with its plan

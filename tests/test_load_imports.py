@@ -1,6 +1,6 @@
 """What a process that only drives load imports: the locustfile, as a worker loads it, imports no
 pandas (a fifth of a second of CPU per process start, and 300 modules); the process that writes
-results loads it as its run starts (plugin/run.py), before any user, never mid-run."""
+results loads it at init (plugin/hooks.py), before any run, never mid-run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import sys
 import locust.main  # as the locust command does
 import locustfile
 assert "pandas" not in sys.modules, "the locustfile loaded pandas"
-import plugin.run  # the results side's module itself does not either: it loads pandas when a Run starts
+import plugin.run  # the results side's module itself does not either
 assert "pandas" not in sys.modules, "plugin.run loaded pandas"
 print("ok")
 """
