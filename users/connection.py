@@ -6,7 +6,6 @@ arrives.
 
 from __future__ import annotations
 
-import _socket
 import os
 import socket
 import struct
@@ -120,26 +119,6 @@ def framing_of(status: int, head: dict[str, str]) -> tuple[int, int]:
     return UNTIL_CLOSE, 0
 
 
-def connect(host: str, port: int, timeout: float) -> gsocket.socket:
-    """A TCP connection to host:port within `timeout`. An address (127.0.0.1, ::1) is connected to
-    as it is: gevent's create_connection hands every getaddrinfo, an address's too, to its thread
-    pool, and 1,024 users connecting at once queued behind its 10 threads (their GIL hand-overs
-    included, 4-5 % of a 1,024-stream run's CPU). A name is resolved as gevent resolves it."""
-    try:  # the C function, never patched: with AI_NUMERICHOST it reads no file and asks no server
-        infos = _socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
-    except OSError:  # a name
-        return gsocket.create_connection((host, port), timeout=timeout)
-    family, kind, proto, _, address = infos[0]
-    sock = gsocket.socket(family, kind, proto)
-    try:
-        sock.settimeout(timeout)
-        sock.connect(address)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
 class Connection:
     """A socket and the watcher that reads its bodies; reused for the requests of one user."""
 
@@ -170,7 +149,7 @@ class Connection:
     def __init__(self, host: str, port: int, tls: SSLContext | None, connect_timeout: float):
         """Connected to host:port; with `tls` (core/tls.py's policy), its handshake done: the
         certificate is checked before the request, and with it the key, is written."""
-        sock = connect(host, port, connect_timeout)
+        sock = gsocket.create_connection((host, port), timeout=connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls is not None:
             try:
