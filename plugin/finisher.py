@@ -49,8 +49,8 @@ class RequestFailed(Exception):
 
 def keep_pauses_out_of_the_hot_path() -> None:
     """A pause of the whole process, long enough to delay every stream in flight, paid at the
-    start of a run instead of during it: the garbage collector. everything alive at the start (Locust, the suite, imported modules:
-    some hundred thousand objects) is moved out of its reach. A full collection otherwise walks
+    start of a run instead of during it: the garbage collector. Everything alive at the start
+    (Locust, the suite, imported modules: some hundred thousand objects) is moved out of its reach. A full collection otherwise walks
     them all, 50-150 ms during which no stream is read (bench/RESULTS.md "Client speed"). Objects
     made later are collected as usual by the young collections, which stay short; full
     collections come 100 times rarer than Python's default (FULL_AFTER). Those of a run walk every
