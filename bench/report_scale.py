@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from metrics.record import ARROW_SCHEMA  # noqa: E402
+from metrics.record import arrow_schema  # noqa: E402
 from shapes.steps import StepPlan  # noqa: E402
 
 CLASSES = np.array(["short", "medium", "long"], dtype=object)
@@ -47,7 +47,7 @@ def synth_table(
     error_rate: float = 0.01,
     slow: float = 1.0,
 ) -> pa.Table:
-    """N records in metrics.record.ARROW_SCHEMA, built with numpy only. `slow` scales TTFT."""
+    """N records in metrics.record.arrow_schema(), built with numpy only. `slow` scales TTFT."""
     rng = np.random.default_rng(seed)
     wall = np.sort(rng.uniform(t0, t0 + duration, n))
     step = np.minimum((wall - t0) / (duration / len(steps)), len(steps) - 1).astype(np.int32)
@@ -110,7 +110,7 @@ def synth_table(
         "chunk_tokens": pa.ListArray.from_arrays(off32, pa.array(tok_per_chunk)),
     }
     return pa.Table.from_arrays(
-        [cols[f.name] if f.name in cols else _default(f.type, n) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
+        [cols[f.name] if f.name in cols else _default(f.type, n) for f in arrow_schema()], schema=arrow_schema()
     )
 
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NAN = math.nan
 
@@ -115,53 +118,61 @@ class RequestRecord:
 
 FIELD_NAMES = tuple(f.name for f in fields(RequestRecord))
 
-ARROW_SCHEMA = pa.schema(
-    [
-        ("request_id", pa.string()),
-        ("worker", pa.string()),
-        ("endpoint", pa.string()),
-        ("request_class", pa.string()),
-        ("input_chars", pa.int32()),
-        ("max_tokens", pa.int32()),
-        ("stream", pa.bool_()),
-        ("step", pa.int32()),
-        ("t_intended", pa.float64()),
-        ("t_send", pa.float64()),
-        ("wall_send", pa.float64()),
-        ("status", pa.int16()),
-        ("ok", pa.bool_()),
-        ("error", pa.string()),
-        ("error_detail", pa.string()),
-        ("ttft_s", pa.float64()),
-        ("e2e_s", pa.float64()),
-        ("tpot_s", pa.float64()),
-        ("prompt_tokens", pa.int32()),
-        ("output_tokens", pa.int32()),
-        ("tokens_source", pa.string()),
-        ("n_chunks", pa.int32()),
-        ("finish_reason", pa.string()),
-        ("chunk_times", pa.list_(pa.float64())),
-        ("chunk_tokens", pa.list_(pa.int32())),
-        ("turn", pa.int16()),
-        ("session_id", pa.string()),
-        ("resent", pa.bool_()),
-        ("connect_s", pa.float64()),
-        ("ttfa_s", pa.float64()),
-        ("reasoning_tokens", pa.int32()),
-        ("answer_tokens", pa.int32()),
-        ("reasoning_source", pa.string()),
-        ("tool_calls", pa.int16()),
-        ("inputs", pa.int32()),
-        ("server_queue_s", pa.float64()),
-        ("server_ttft_s", pa.float64()),
-        ("server_generation_s", pa.float64()),
-        ("server_itl_s", pa.float64()),
-        ("cached_tokens", pa.int32()),
-        ("backend", pa.string()),
-        ("stamp_skew_ms", pa.float64()),
-    ]
-)
-assert tuple(ARROW_SCHEMA.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
+
+@cache
+def arrow_schema() -> pa.Schema:
+    """The records' columns in Arrow (requests.parquet). pyarrow loads here, at first use: a process
+    that only drives load (a worker) never loads it, a tenth of a second of CPU per start."""
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [
+            ("request_id", pa.string()),
+            ("worker", pa.string()),
+            ("endpoint", pa.string()),
+            ("request_class", pa.string()),
+            ("input_chars", pa.int32()),
+            ("max_tokens", pa.int32()),
+            ("stream", pa.bool_()),
+            ("step", pa.int32()),
+            ("t_intended", pa.float64()),
+            ("t_send", pa.float64()),
+            ("wall_send", pa.float64()),
+            ("status", pa.int16()),
+            ("ok", pa.bool_()),
+            ("error", pa.string()),
+            ("error_detail", pa.string()),
+            ("ttft_s", pa.float64()),
+            ("e2e_s", pa.float64()),
+            ("tpot_s", pa.float64()),
+            ("prompt_tokens", pa.int32()),
+            ("output_tokens", pa.int32()),
+            ("tokens_source", pa.string()),
+            ("n_chunks", pa.int32()),
+            ("finish_reason", pa.string()),
+            ("chunk_times", pa.list_(pa.float64())),
+            ("chunk_tokens", pa.list_(pa.int32())),
+            ("turn", pa.int16()),
+            ("session_id", pa.string()),
+            ("resent", pa.bool_()),
+            ("connect_s", pa.float64()),
+            ("ttfa_s", pa.float64()),
+            ("reasoning_tokens", pa.int32()),
+            ("answer_tokens", pa.int32()),
+            ("reasoning_source", pa.string()),
+            ("tool_calls", pa.int16()),
+            ("inputs", pa.int32()),
+            ("server_queue_s", pa.float64()),
+            ("server_ttft_s", pa.float64()),
+            ("server_generation_s", pa.float64()),
+            ("server_itl_s", pa.float64()),
+            ("cached_tokens", pa.int32()),
+            ("backend", pa.string()),
+            ("stamp_skew_ms", pa.float64()),
+        ]
+    )
+    assert tuple(schema.names) == FIELD_NAMES, "record fields and Arrow schema must agree"
+    return schema
 
 
 # The per-request scalars the statistics read (metrics/summary.py, webui/live.py).
@@ -198,19 +209,23 @@ SCALAR_COLUMNS = (
 def with_all_columns(table: pa.Table) -> pa.Table:
     """`table` with every record column, in the schema's order: a column an older results file lacks
     is added, each row holding the field's default (NaN, -1, 0, "")."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
     defaults = {f.name: f for f in fields(RequestRecord)}
-    for f in ARROW_SCHEMA:
+    for f in schema:
         if f.name not in table.column_names:
             field_ = defaults[f.name]
             value = field_.default_factory() if callable(field_.default_factory) else field_.default
             value = value if isinstance(value, (int, float, str, bool, list)) else None
             table = table.append_column(f, pa.array([value] * table.num_rows, type=f.type))
-    return table.select(list(ARROW_SCHEMA.names))
+    return table.select(list(schema.names))
 
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:
     """Rows as produced by `RequestRecord.as_row` (possibly after a msgpack round trip)."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
     columns = list(zip(*rows)) if rows else [[] for _ in FIELD_NAMES]
-    return pa.Table.from_arrays(
-        [pa.array(col, type=f.type) for col, f in zip(columns, ARROW_SCHEMA)], schema=ARROW_SCHEMA
-    )
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)

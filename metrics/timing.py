@@ -8,13 +8,15 @@ summaries and reports only aggregate the record fields it sets.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from metrics.parsed import ParsedStream, server_timing
 from metrics.record import NAN, RequestRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TokenCounter = Callable[[str], int]
 
@@ -194,6 +196,9 @@ def fill_record(
 def itl_gaps(chunk_times: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The ITL: every gap between consecutive token-bearing chunks of each request, in seconds,
     and the row (position in `chunk_times`, the records' Arrow list column) each gap belongs to."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if isinstance(chunk_times, pa.ChunkedArray):
         gaps, rows, offset = [], [], 0
         for part in chunk_times.chunks:
@@ -241,6 +246,8 @@ def arrived_tokens(
     prompt token when its prefill ended, at the first token (`wall_send + ttft_s`).
     So a reply longer than a load step counts in each step for what it delivered there. Arrays
     are per record; `chunk_times` the records' Arrow list column (chunked or not)."""
+    import pyarrow as pa
+
     edges = np.asarray(edges, dtype=float)
     k = edges.size - 1
     wall = np.asarray(wall_send, dtype=float)

@@ -32,12 +32,12 @@ import time
 import urllib.error
 import urllib.request
 from datetime import datetime
+from functools import cache
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.os
 import gevent.subprocess
-import pyarrow as pa
-import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.errors import InputError
@@ -46,19 +46,32 @@ from metrics.gpu import COLUMNS, FILE_NAME, gpu_section
 from plugin.server_metrics import describe_error
 from plugin.state import Plugin
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 log = logging.getLogger("llm.gpu")
 
 NVIDIA_SMI = "nvidia-smi"
 QUERY = "timestamp,index,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,name"  # name last: it may hold commas
 MAX_BODY_BYTES = 16 * 1024 * 1024
-SCHEMA = pa.schema(
-    [
-        ("timestamp", pa.float64()),
-        ("gpu", pa.string()),
-        ("name", pa.string()),
-        *((c, pa.float64()) for c in COLUMNS[3:]),
-    ]
-)
+
+
+@cache
+def arrow_schema() -> pa.Schema:
+    """The columns of gpu_telemetry.parquet. pyarrow loads here, at first use: a process that only
+    drives load never loads it (metrics/record.py `arrow_schema`)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("timestamp", pa.float64()),
+            ("gpu", pa.string()),
+            ("name", pa.string()),
+            *((c, pa.float64()) for c in COLUMNS[3:]),
+        ]
+    )
+
+
 DCGM = {  # DCGM exporter's field -> (column, factor to the column's unit)
     "DCGM_FI_DEV_GPU_UTIL": ("utilization_pct", 1.0),
     "DCGM_FI_DEV_FB_USED": ("memory_used_mib", 1.0),
@@ -91,7 +104,7 @@ def _smi_time(text: str, fallback: float) -> float:
 
 
 def parse_smi_line(line: str, arrived: float) -> tuple | None:
-    """One line of `nvidia-smi --query-gpu=QUERY --format=csv,noheader,nounits` -> a row (SCHEMA
+    """One line of `nvidia-smi --query-gpu=QUERY --format=csv,noheader,nounits` -> a row (`arrow_schema`
     order), or None when it is not one."""
     parts = line.strip().split(",", 7)
     if len(parts) != 8 or not parts[1].strip().isdigit():
@@ -111,7 +124,7 @@ def parse_smi_line(line: str, arrived: float) -> tuple | None:
 
 
 def parse_dcgm(text: str, now: float) -> list[tuple]:
-    """A DCGM exporter's text -> one row per GPU (SCHEMA order); [] when it has no DCGM_FI_DEV_ field."""
+    """A DCGM exporter's text -> one row per GPU (`arrow_schema` order); [] when it has no DCGM_FI_DEV_ field."""
     gpus: dict[str, dict] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -363,8 +376,12 @@ class GpuSampler:
 
     def write(self, path: str) -> None:
         rows = sorted(self.rows, key=lambda r: (r[0], len(r[1]), r[1]))
-        cols = list(zip(*rows)) if rows else [[] for _ in SCHEMA]
-        table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, SCHEMA)], schema=SCHEMA)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = arrow_schema()
+        cols = list(zip(*rows)) if rows else [[] for _ in schema]
+        table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
         pq.write_table(table, path, compression="zstd")
 
 

@@ -32,7 +32,7 @@ import gevent
 from locust import events
 
 from core.errors import InputError
-from plugin import exit_codes, interrupts, run_end, run_start, suite_match, worker, worker_options
+from plugin import exit_codes, interrupts, quick_exit, run_end, run_start, suite_match, worker, worker_options
 from plugin.context import RunContext
 from plugin.embedded import EmbeddedSimulator, scrape_when_target
 from plugin.finisher import Finisher
@@ -59,6 +59,7 @@ end_dispatch_after_rebalance()  # a worker back from a freeze gets its share of 
 stop_users_in_batches()  # the stop of 1,000 users holds the loop under a millisecond at a time
 stop_names_its_caller_cheaply()  # ... and its debug line reads no source
 one_stop_at_a_time()  # a second stop or quit while a master drains its workers waits for that drain
+quick_exit.install()  # once Locust's last event has fired, the process leaves without tearing down its heap
 
 DEFAULT_STOP_TIMEOUT_S = 30  # in-flight streams get this long to finish when a run ends
 DRAIN_MARGIN_S = 30  # beyond --stop-timeout, for the last batches to arrive
@@ -101,15 +102,19 @@ def _on_init(environment, runner, **_kw) -> None:
     # Locust fires `quitting` in reverse order of the listeners: this one, added after the runner's
     # own, runs before it (a master's runner would otherwise end the run as if it had finished)
     environment.events.quitting.add_listener(lambda environment, **kw: interrupts.interrupt(environment))
+    environment.events.quit.add_listener(lambda exit_code, **kw: quick_exit.arm(environment, exit_code))
     state.call("results_init", environment)
 
 
 def _init_results_side(environment, runner, state: SuiteState) -> None:
-    # The results' modules (pandas among them, a fifth of a second of CPU) load here, before any
-    # run: a process that only drives load (a worker) never loads them; this one neither loads
-    # them mid-run (the capacity search's judge, the live view), which would hold its event loop
-    # while its streams wait, nor as a run starts, after a load shape's clock has (its steps would
-    # then be stated later than they ran).
+    # The results' modules (pandas and pyarrow among them, a third of a second of CPU) load here,
+    # before any run: a process that only drives load (a worker) never loads them; this one neither
+    # loads them mid-run (the results' writer, the capacity search's judge, the live view), which
+    # would hold its event loop while its streams wait, nor as a run starts, after a load shape's
+    # clock has (its steps would then be stated later than they ran).
+    import pyarrow.compute
+    import pyarrow.parquet  # noqa: F401
+
     import metrics.summary  # noqa: F401
 
     opts = environment.parsed_options

@@ -1,7 +1,7 @@
 """The results folder, written by one process only (the master, or the single local process).
 
 results/<run-id>/
-  requests.parquet   one row per request (metrics/record.py ARROW_SCHEMA), written at the end
+  requests.parquet   one row per request (metrics/record.py arrow_schema()), written at the end
   requests.parts/    during the run: one closed Parquet file per flush (every 5 s, or 5,000 rows, or
                      ROOM_BYTES / 2 of rows)
   run.json           options without secrets, package versions, workload hash, start/end, workers
@@ -34,15 +34,14 @@ import logging
 import os
 import secrets
 import time
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.event
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from core.files import write_json
 from core.sizes import format_size
-from metrics.record import ARROW_SCHEMA, RequestRecord, rows_to_table
+from metrics.record import RequestRecord, arrow_schema, rows_to_table
 from plugin import exit_codes
 from runfolder.layout import PARTS, RECORDS, RUN, SUMMARY
 from runfolder.ownership import claim_folder, unlock_folder
@@ -50,6 +49,9 @@ from runfolder.provenance import package_versions, public_argv
 from runfolder.records import join_parts, os_reason, read_parts, records_check
 from runfolder.run_info import RunInfo
 from runfolder.unwritten import UNWRITTEN_LIMIT_ENV, row_bytes, unwritten_limit
+
+if TYPE_CHECKING:  # pyarrow loads with the writer's first table (metrics/record.py `arrow_schema`)
+    import pyarrow as pa
 
 log = logging.getLogger("llm")
 
@@ -189,6 +191,8 @@ class ResultsWriter:
         written is kept, with the callbacks, for the next flush."""
         if not self._pending or self.closed:
             return
+        import pyarrow as pa
+
         rows, self._pending = self._pending, []
         callbacks, self._written_callbacks = self._written_callbacks, []
         self._flushing_bytes, self._pending_bytes = self._pending_bytes, 0
@@ -239,6 +243,8 @@ class ResultsWriter:
     def _write_part(table: pa.Table, path: str) -> OSError | None:
         """One part file, whole or not at all: written under a temporary name, then renamed.
         A failure is returned, not raised: the thread pool would print a raised one's traceback."""
+        import pyarrow.parquet as pq
+
         tmp = path + ".tmp"
         try:
             pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
@@ -275,6 +281,8 @@ class ResultsWriter:
     def close_records(self) -> pa.Table:
         """Write what is pending, join the parts into requests.parquet; return every record (from
         disk, or from disk and memory when the records could not all be written)."""
+        import pyarrow as pa
+
         self._stopping = True
         self._wake.set()
         self._flusher.join()  # a part being written ends first
@@ -302,7 +310,7 @@ class ResultsWriter:
         except OSError as e:
             self.unjoined = f"{RECORDS} could not be written ({os_reason(e)}); the records are in {PARTS}/"
             self.not_written.append(f"{RECORDS} ({os_reason(e)}; the records are in {self.parts_path})")
-            return pa.concat_tables(read_parts(self.parts_path)) if self._parts else ARROW_SCHEMA.empty_table()
+            return pa.concat_tables(read_parts(self.parts_path)) if self._parts else arrow_schema().empty_table()
         return table
 
     def write_summary(self, summary, complete: bool, reason: str | None) -> None:

@@ -40,10 +40,10 @@ import os
 import time
 import urllib.error
 import urllib.request
+from functools import cache
+from typing import TYPE_CHECKING
 
 import gevent
-import pyarrow as pa
-import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.tls import VERIFIED, TlsPolicy, client_context
@@ -54,19 +54,32 @@ from plugin.setup import SLOW_PROBE_S
 from plugin.state import Plugin
 from runfolder.layout import SERVER_METRICS
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 log = logging.getLogger("llm.server_metrics")
 
 FILE_NAME = SERVER_METRICS
-SCHEMA = pa.schema(
-    [
-        ("timestamp", pa.float64()),
-        ("source", pa.string()),
-        ("metric", pa.string()),
-        ("labels", pa.string()),
-        ("value", pa.float64()),
-        ("raw_metric", pa.string()),
-    ]
-)
+
+
+@cache
+def arrow_schema() -> pa.Schema:
+    """The columns of server_metrics.parquet. pyarrow loads here, at first use: a process that only
+    drives load never loads it (metrics/record.py `arrow_schema`)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("timestamp", pa.float64()),
+            ("source", pa.string()),
+            ("metric", pa.string()),
+            ("labels", pa.string()),
+            ("value", pa.float64()),
+            ("raw_metric", pa.string()),
+        ]
+    )
+
+
 FLUSH_ROWS = 50_000
 BASELINE_WAIT_S = 1.0  # the longest the load waits for the first scrape
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -97,7 +110,7 @@ def canonical(name: str) -> str:
 
 
 def parse_text(text: str, now: float, source: str) -> tuple[list[tuple], dict[str, float]]:
-    """Prometheus text -> rows (SCHEMA order) and the totals of DELTA_COUNTERS (summed over labels)."""
+    """Prometheus text -> rows (`arrow_schema` order) and the totals of DELTA_COUNTERS (summed over labels)."""
     samples = []
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -156,7 +169,9 @@ class ServerMetricsScraper:
         self.interval_s = interval_s
         self.timeout_s = scrape_timeout(interval_s)
         self.path = os.path.join(results_path, FILE_NAME)
-        self._writer = pq.ParquetWriter(self.path, SCHEMA, compression="zstd")
+        import pyarrow.parquet as pq
+
+        self._writer = pq.ParquetWriter(self.path, arrow_schema(), compression="zstd")
         self._pending: list[tuple] = []
         self._loop = None
         self.closed = False
@@ -272,9 +287,12 @@ class ServerMetricsScraper:
     def _flush(self) -> None:
         if self._pending:
             rows, self._pending = self._pending, []
+            import pyarrow as pa
+
             cols = list(zip(*rows))
+            schema = arrow_schema()
             self._writer.write_table(
-                pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, SCHEMA)], schema=SCHEMA)
+                pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
             )
 
     def stop(self) -> dict:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from core.errors import InputError
 from core.files import file_digest
 from core.validation import describe
-from metrics.record import ARROW_SCHEMA
+from metrics.record import arrow_schema
 from metrics.schema import Summary, load_summary
 from metrics.timing import arrival_inputs, arrived_tokens
 from runfolder.layout import RECORDS, RUN, SERVER_METRICS, SUMMARY
@@ -161,14 +161,14 @@ def check_schema(records: str, schema: pa.Schema) -> None:
     """Every column is one the suite writes, with its type (an older file may lack some): a damaged
     footer can rename a column or change its type, and would otherwise be read as missing data."""
     for field in schema:
-        if field.name not in ARROW_SCHEMA.names:
+        if field.name not in arrow_schema().names:
             raise InputError(
                 f"{records}: a column no version of the suite writes ({field.name!r}): the file is damaged; "
                 "restore it from a copy"
             )
-        if field.type != ARROW_SCHEMA.field(field.name).type:
+        if field.type != arrow_schema().field(field.name).type:
             raise InputError(
-                f"{records}: column {field.name!r} is {field.type}, not {ARROW_SCHEMA.field(field.name).type}: "
+                f"{records}: column {field.name!r} is {field.type}, not {arrow_schema().field(field.name).type}: "
                 "the file is damaged; restore it from a copy"
             )
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from core.files import file_digest
-from metrics.record import ARROW_SCHEMA, rows_to_table
+from metrics.record import arrow_schema, rows_to_table
 from runfolder.layout import UNSHIPPED
 from runfolder.run_info import FileCheck
+
+if TYPE_CHECKING:  # pyarrow loads at first use (metrics/record.py `arrow_schema`)
+    import pyarrow as pa
 
 
 def os_reason(e: OSError) -> str:
@@ -29,7 +30,9 @@ def part_files(parts_path: str) -> list[str]:
 
 def read_records(path: str) -> pa.Table:
     """A records file, its pages' checksums verified (a damaged page is an error, not values)."""
-    return pq.read_table(path, schema=ARROW_SCHEMA, page_checksum_verification=True)
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, schema=arrow_schema(), page_checksum_verification=True)
 
 
 def read_parts(parts_path: str) -> list[pa.Table]:
@@ -46,10 +49,13 @@ def join_parts(parts_path: str, records_path: str) -> pa.Table:
     """The part files, in order, as one requests.parquet (a row group per part), written under a
     temporary name and renamed; the parts are removed once it is in place. Returns the records
     (as read from the parts, their checksums verified: what the file holds, not read again)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     tmp = records_path + ".tmp"
     tables = []
     try:
-        with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression="zstd", write_page_checksum=True) as writer:
+        with pq.ParquetWriter(tmp, arrow_schema(), compression="zstd", write_page_checksum=True) as writer:
             for part in part_files(parts_path):
                 table = read_records(part)
                 writer.write_table(table)
@@ -60,16 +66,18 @@ def join_parts(parts_path: str, records_path: str) -> pa.Table:
             os.remove(tmp)
         raise
     shutil.rmtree(parts_path, ignore_errors=True)
-    return pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
+    return pa.concat_tables(tables) if tables else arrow_schema().empty_table()
 
 
 def write_unshipped(folder: str, name: str, rows: list) -> str:
     """A worker's records that no master acknowledged, in `folder/<name>.unshipped.parquet`."""
+    import pyarrow.parquet as pq
+
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name + UNSHIPPED)
     tmp = path + ".tmp"
     pq.write_table(
-        rows_to_table(rows) if rows else ARROW_SCHEMA.empty_table(), tmp, compression="zstd", write_page_checksum=True
+        rows_to_table(rows) if rows else arrow_schema().empty_table(), tmp, compression="zstd", write_page_checksum=True
     )
     os.replace(tmp, path)
     return path

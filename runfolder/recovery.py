@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from core.files import write_json
-from metrics.record import ARROW_SCHEMA
+from metrics.record import arrow_schema
 from runfolder.layout import PARTS, RECORDS, RUN, SUMMARY, UNSHIPPED
 from runfolder.records import part_files, read_records, records_check
 from runfolder.run_info import RunInfo
@@ -80,7 +80,7 @@ def recover(path: str) -> dict:
         source = RECORDS
     unshipped = _unshipped_files(path)
     tables += [read_records(p) for p in unshipped]
-    table = pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
+    table = pa.concat_tables(tables) if tables else arrow_schema().empty_table()
     if unshipped:  # a batch may be both on the master's disk and on the worker's: keep it once
         _, first = np.unique(table.column("request_id").to_numpy(zero_copy_only=False), return_index=True)
         table = table.take(pa.array(np.sort(first)))

@@ -12,8 +12,8 @@ import pytest
 from core.urls import public_url
 from plugin.server_metrics import (
     FILE_NAME,
-    SCHEMA,
     ServerMetricsScraper,
+    arrow_schema,
     canonical,
     increase,
     parse_text,
@@ -58,7 +58,7 @@ def test_canonical_names():
 
 def test_parse_text_aliases_labels_and_totals():
     rows, totals = parse_text(VLLM_OLD, 123.0, "http://h/metrics")
-    df = pd.DataFrame(rows, columns=SCHEMA.names)
+    df = pd.DataFrame(rows, columns=arrow_schema().names)
     kv = df[df["metric"] == "vllm:kv_cache_usage_perc"].iloc[0]
     assert kv["raw_metric"] == "vllm:gpu_cache_usage_perc" and kv["value"] == 0.25 and kv["timestamp"] == 123.0
     assert json.loads(kv["labels"]) == {"model_name": "m"}
@@ -119,7 +119,7 @@ def test_failed_scrapes_are_counted_not_fatal(tmp_path):
     assert section["counter_deltas"] == dict.fromkeys(section["counter_deltas"], None)
     assert section["client_counts"] == {"requests": 2, "requests_ok": 1, "prompt_tokens": 10, "output_tokens": 7}
     table = pq.read_table(tmp_path / FILE_NAME)
-    assert table.schema.names == SCHEMA.names and table.num_rows == 0
+    assert table.schema.names == arrow_schema().names and table.num_rows == 0
 
 
 @pytest.mark.process
@@ -157,7 +157,7 @@ def test_run_with_server_metrics_matches_the_records(tmp_path, simulator):  # no
     assert output_tokens > 0  # every record (summary.json's tokens are those of the window only)
 
     df = pd.read_parquet(run / FILE_NAME)
-    assert list(df.columns) == SCHEMA.names
+    assert list(df.columns) == arrow_schema().names
     sim_url = f"{simulator.url}/metrics"
     assert set(df["source"]) == {sim_url}
     gen = df[df["metric"] == "vllm:generation_tokens_total"].groupby("timestamp")["value"].sum().sort_index()

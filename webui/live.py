@@ -36,16 +36,18 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from metrics.breakdown import groups
 from metrics.record import NOT_SERVER_FAILURES
 from webui.live_blocks import Flight, live_block, measure, ratios_of
 from webui.live_steps import LiveSteps
 from webui.live_table import clean, rows_to_live_table
+
+if TYPE_CHECKING:  # pyarrow: loaded with the results' modules where records are kept (plugin/hooks.py)
+    import pyarrow as pa
 
 WINDOWS = (5.0, 10.0, 30.0, 60.0)  # window lengths offered by the page, seconds
 DEFAULT_WINDOW = 5.0
@@ -123,6 +125,9 @@ class LiveWindow:
 
     def prune(self, before: float) -> None:
         """Forget records that ended before `before` (they can no longer be in any window or step)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         kept = [t for t in self._tables if t.num_rows and pc.max(t.column("ended")).as_py() >= before]
         if len(kept) > MAX_TABLES:
             merged = pa.concat_tables(kept)
@@ -131,6 +136,9 @@ class LiveWindow:
 
     def select(self, ended_from: float) -> pa.Table:
         """Records that ended at or after `ended_from`."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         if not self._tables:
             return rows_to_live_table([])
         table = pa.concat_tables(self._tables)

@@ -8,13 +8,15 @@ The open streams of every load process (plugin/progress.py reports, merged) are 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from metrics.record import ARROW_SCHEMA, SCALAR_COLUMNS
+from metrics.record import SCALAR_COLUMNS, arrow_schema
 from webui.live_table import rows_to_live_table
+
+if TYPE_CHECKING:  # pyarrow: loaded with the results' modules where records are kept (plugin/hooks.py)
+    import pyarrow as pa
 
 FLIGHT_FIELDS = ("cls", "sent", "chars", "first", "ttft", "last", "events")  # of a report's fields (plugin/progress.py)
 PROMPT_TOKENS_PER_CHAR = 0.25  # before any record says better (core/text.py's estimate)
@@ -71,6 +73,8 @@ def measure(table: pa.Table, objectives):
     when there are none."""
     if table.num_rows == 0:
         return None, np.empty(0)
+    import pyarrow.compute as pc
+
     from metrics.measure import Measure  # pandas: loaded by the web UI's process at its first snapshot
 
     df = table.select(list(SCALAR_COLUMNS)).to_pandas()
@@ -163,8 +167,10 @@ def add_open_streams(
 def empty_block(seconds: float, objectives=(), first_tokens: np.ndarray | None = None) -> dict:
     """A block of no records (what summary.json's block says for an empty window); its TTFT
     objectives judged on `first_tokens` when given (Measure.block)."""
+    import pyarrow as pa
+
     from metrics.measure import Measure
 
     df = rows_to_live_table([]).select(list(SCALAR_COLUMNS)).to_pandas()
-    m = Measure(df, pa.array([], ARROW_SCHEMA.field("chunk_times").type), objectives)
+    m = Measure(df, pa.array([], arrow_schema().field("chunk_times").type), objectives)
     return m.block(np.zeros(0, dtype=bool), 0.0, seconds, first_tokens=first_tokens).model_dump()

@@ -4,17 +4,29 @@ scalars, chunk_times, input_chars) plus when each request ended, and JSON-safe v
 from __future__ import annotations
 
 import math
+from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
-from metrics.record import ARROW_SCHEMA, FIELD_NAMES, SCALAR_COLUMNS
+from metrics.record import FIELD_NAMES, SCALAR_COLUMNS, arrow_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The record fields the live statistics read: the summary's scalars, chunk_times, input_chars.
 LIVE_COLUMNS = (*SCALAR_COLUMNS, "input_chars", "chunk_times")
 _INDEX = [FIELD_NAMES.index(c) for c in LIVE_COLUMNS]
-_TYPES = [ARROW_SCHEMA.field(c).type for c in LIVE_COLUMNS]
-SCHEMA = pa.schema([*(pa.field(c, t) for c, t in zip(LIVE_COLUMNS, _TYPES)), pa.field("ended", pa.float64())])
+
+
+@cache
+def live_schema() -> pa.Schema:
+    """LIVE_COLUMNS in the records' types, plus `ended`. pyarrow loads here, at first use
+    (metrics/record.py `arrow_schema`)."""
+    import pyarrow as pa
+
+    records = arrow_schema()
+    return pa.schema([*(records.field(c) for c in LIVE_COLUMNS), pa.field("ended", pa.float64())])
 
 
 def ended_at(wall_send: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
@@ -26,11 +38,14 @@ def ended_at(wall_send: np.ndarray, e2e_s: np.ndarray) -> np.ndarray:
 
 def rows_to_live_table(rows: list) -> pa.Table:
     """Rows in FIELD_NAMES order -> a table of LIVE_COLUMNS plus `ended`."""
+    import pyarrow as pa
+
+    schema = live_schema()
     columns = [[row[i] for row in rows] for i in _INDEX] if rows else [[] for _ in _INDEX]
-    arrays = [pa.array(col, type=t) for col, t in zip(columns, _TYPES)]
+    arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema)]
     wall = arrays[LIVE_COLUMNS.index("wall_send")].to_numpy(zero_copy_only=False)
     e2e = arrays[LIVE_COLUMNS.index("e2e_s")].to_numpy(zero_copy_only=False)
-    return pa.Table.from_arrays([*arrays, pa.array(ended_at(wall, e2e), type=pa.float64())], schema=SCHEMA)
+    return pa.Table.from_arrays([*arrays, pa.array(ended_at(wall, e2e), type=pa.float64())], schema=schema)
 
 
 def clean(x):

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from metrics.percentiles import ORDER
 from metrics.record import with_all_columns
@@ -43,6 +43,9 @@ from metrics.verdict import level_values
 from shapes.search.registry import DEFAULT_PRECISION, Tried
 from stats.crossing import Crossing, crossing
 from stats.longer_tail import longer_tail
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 from stats.moving_blocks import moving_block_draws
 
 DRAWS = 1000
@@ -63,6 +66,8 @@ def values_of(table: pa.Table, level, objectives, open_streams=None) -> dict[str
     """Each objective's values of a level (records holding at least its requests, the streams still
     open), as its verdict judged them (metrics.measure.Measure.level): a first-token objective's
     exact first tokens in the records' order, then the waiting ones at their minimum."""
+    import pyarrow as pa
+
     from metrics.measure import Measure, records_frame  # pandas: loaded by the process that judges
 
     table = with_all_columns(table)
