@@ -28,7 +28,8 @@ is written for it (the simulator counts tokens its own way; only the timings are
     .venv/bin/python bench/vllm_rs.py --levels 2048 --sim-core 2 --client-core 3
 
 `before` is the suite of another checkout (`--before DIR`, e.g. `git worktree add DIR COMMIT`): a
-change measured in one run, alternated with the current suite. `suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
+change measured in one run, alternated with the current suite (`before-worker`: that checkout as
+`suite-worker` runs the current one). `suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
 once, as before the gate), `suite-nostamp` without kernel receive stamps (LLM_KERNEL_TIMESTAMPS=0), `suite-nowatch` without
 the first-token watch's thread (LLM_FIRST_TOKEN_WATCH=0). `suite-worker` is the suite as a master
 (on `--master-core`) and one worker on the client core, the worker's CPU measured: the load without
@@ -43,6 +44,7 @@ import compileall
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -274,13 +276,14 @@ def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
         "WARNING",
         *args.suite_args.split(),
     ]
-    cwd = args.before if kind == "before" else ROOT
+    cwd = args.before if kind.startswith("before") else ROOT
     env = {**SUITE_ENV.get(kind, {}), "PYTHONDONTWRITEBYTECODE": ""}  # see BYTECODE
     log = os.path.join(tmp, f"{tag}.log")
-    if kind == "suite-worker":
-        rc, cpu = run_master_and_worker(cmd, env, log, run_s + 120, args)
+    if kind.endswith("-worker"):
+        rc, cpu = run_master_and_worker(cmd, env, log, run_s + 120, args, cwd, profiled(args, tag))
     else:
-        rc, cpu = run_proc(cmd, env, log, run_s + 120, cwd)
+        client = pin(args.client_core)
+        rc, cpu = run_proc([*client, *profiled(args, tag), *cmd[len(client) :]], env, log, run_s + 120, cwd)
     folder = os.path.join(tmp, "results", tag)
     try:
         import pyarrow.parquet as pq
@@ -299,18 +302,30 @@ def run_suite(kind: str, n: int, url: str, tmp: str, args) -> dict:
     return out
 
 
-def run_master_and_worker(cmd: list[str], env: dict, log: str, limit: float, args) -> tuple[int, CpuSampler]:
+def profiled(args, tag: str) -> list[str]:
+    """The prefix that runs a load process under py-spy (--py-spy), or none."""
+    if not args.py_spy:
+        return []
+    os.makedirs(args.py_spy, exist_ok=True)
+    out = os.path.join(args.py_spy, f"{tag}.txt")
+    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(PY), "py-spy")
+    return [spy, "record", "--nonblocking", "--rate", "250", "--format", "speedscope", "--output", out, "--"]
+
+
+def run_master_and_worker(
+    cmd: list[str], env: dict, log: str, limit: float, args, cwd: str, prefix: list[str]
+) -> tuple[int, CpuSampler]:
     """`cmd` as a master on --master-core and one worker on --client-core: the worker's CPU (the load
     alone: no results, no report, no pandas), the master's exit status."""
     port = str(free_port())
     client = pin(args.client_core)
     master = pin(args.master_core) + cmd[len(client) :]
     master += ["--master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1", "--master-bind-port", port]
-    worker = [*client, PY, "-m", "locust", "-f", "locustfile.py", "--worker", "--master-port", port]
+    worker = [*client, *prefix, PY, "-m", "locust", "-f", "locustfile.py", "--worker", "--master-port", port]
     full = {**os.environ, **env}
     with open(log, "w") as out, open(log + ".worker", "w") as wout:
-        m = subprocess.Popen(master, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full)
-        w = subprocess.Popen(worker, cwd=ROOT, stdout=wout, stderr=subprocess.STDOUT, env=full)
+        m = subprocess.Popen(master, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=full)
+        w = subprocess.Popen(worker, cwd=cwd, stdout=wout, stderr=subprocess.STDOUT, env=full)
         sampler = CpuSampler(w.pid)
         reap(w, limit, sampler)
         try:
@@ -431,6 +446,10 @@ def measure(rows, cpu: CpuSampler, args, first_wave: int = 0) -> dict:
         "cpu_pct": 100 * cpu_s / (t1 - t0),
         "cpu_us_per_token": 1e6 * cpu_s / tokens,
         "cpu_us_per_token_whole": 1e6 * cpu.whole / tokens,
+        # the whole process's CPU outside the traffic's span: to its first arrival (start-up, the
+        # connects) and after its last token (the last records, the results, the exit)
+        "cpu_before_s": cpu.over(cpu.t[0], t0) + float(cpu.cpu[0]) if cpu.t else math.nan,
+        "cpu_after_s": cpu.whole - float(np.interp(t1, cpu.t, cpu.cpu)) if cpu.t else math.nan,
         **waves,
     }
 
@@ -443,14 +462,17 @@ def fmt(kind: str, n: int, r: dict) -> str:
         f"| {n:,} | {kind} | {r['requests']:,} | {r['ttft_err_p50']:.2f} / {r['ttft_err_p99']:.2f} / {r['ttft_err_max']:.1f} "
         f"| {r['e2e_err_p50']:.2f} / {r['e2e_err_p99']:.2f} | {r['tokens_per_s']:,.0f} | {r['cpu_pct']:.0f} "
         f"| {r['cpu_us_per_token']:.1f} / {r['cpu_us_per_token_whole']:.1f} | {flag} | {r['way_in_p99']:.2f} / {r['first_late_p99']:.2f} "
-        f"| {r.get('first_wave_late_p99', math.nan):.2f} / {r.get('rest_late_p99', math.nan):.2f} |"
+        f"| {r.get('first_wave_late_p99', math.nan):.2f} / {r.get('rest_late_p99', math.nan):.2f} "
+        f"| {r.get('cpu_before_s', math.nan):.2f} / {r.get('cpu_after_s', math.nan):.2f} |"
     )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="256,1024", help="concurrent streams, comma-separated")
-    ap.add_argument("--clients", default="suite,vllm-rs", help=f"of {', '.join([*SUITE_ENV, 'vllm-rs', 'before'])}")
+    ap.add_argument(
+        "--clients", default="suite,vllm-rs", help=f"of {', '.join([*SUITE_ENV, 'vllm-rs', 'before', 'before-worker'])}"
+    )
     ap.add_argument(
         "--before",
         default="",
@@ -477,6 +499,12 @@ def main(argv=None) -> int:
         default=True,
         help="one suite run at the first level before any is measured (default on)",
     )
+    ap.add_argument(
+        "--py-spy",
+        default="",
+        help="profile each suite client's load process (the worker of a -worker client) with py-spy into this "
+        "folder (speedscope files, samples in time order; its CPU figures then include py-spy's)",
+    )
     ap.add_argument("--json", default="", help="write every result here")
     ap.add_argument(
         "--keep", default="", help="keep the simulator's truth log, the clients' results and logs in this folder"
@@ -494,9 +522,9 @@ def main(argv=None) -> int:
         f"machine: {os.cpu_count()} cores, {machine_pressure()}; simulator core {args.sim_core}, client core {args.client_core}"
     )
     print(
-        "| streams | client | requests | TTFT error p50 / p99 / max (ms) | E2E error p50 / p99 (ms) | tokens/s | CPU % | CPU µs/token: the run / the whole process | flagged | way in / first token late p99 (ms) | first token late p99: first wave / the rest (ms) |"
+        "| streams | client | requests | TTFT error p50 / p99 / max (ms) | E2E error p50 / p99 (ms) | tokens/s | CPU % | CPU µs/token: the run / the whole process | flagged | way in / first token late p99 (ms) | first token late p99: first wave / the rest (ms) | CPU s outside the traffic: before / after |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vllm-rs-", dir=args.keep or None) as tmp:
