@@ -50,10 +50,11 @@ class RequestFailed(Exception):
 def keep_pauses_out_of_the_hot_path() -> None:
     """A pause of the whole process, long enough to delay every stream in flight, paid at the
     start of a run instead of during it: the garbage collector. Everything alive at the start
-    (Locust, the suite, imported modules: some hundred thousand objects) is moved out of its reach. A full collection otherwise walks
-    them all, 50-150 ms during which no stream is read (bench/RESULTS.md "Client speed"). Objects
-    made later are collected as usual by the young collections, which stay short; full
-    collections come 100 times rarer than Python's default (FULL_AFTER). Those of a run walk every
+    (Locust, the suite, imported modules: some hundred thousand objects) is moved out of its
+    reach. A full collection otherwise walks them all, 50-150 ms during which no stream is read
+    (bench/RESULTS.md "Client speed"). Objects made later are collected as usual by the young
+    collections, which stay short; full collections come 100 times rarer than Python's default
+    (FULL_AFTER). Those of a run walk every
     object it keeps (users, streams, records not yet written): 40-110 ms at 2,048 streams, four in
     a 30 s run, and they found nothing to free (the suite's garbage has no cycles that outlive a
     young collection). The GIL is held throughout, so nothing reads a socket, the first-token

@@ -375,10 +375,10 @@ class GpuSampler:
             self._loop.join(timeout=5)  # the lines it printed before it ended
 
     def write(self, path: str) -> None:
-        rows = sorted(self.rows, key=lambda r: (r[0], len(r[1]), r[1]))
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        rows = sorted(self.rows, key=lambda r: (r[0], len(r[1]), r[1]))
         schema = arrow_schema()
         cols = list(zip(*rows)) if rows else [[] for _ in schema]
         table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)

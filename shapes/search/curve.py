@@ -43,10 +43,10 @@ from metrics.verdict import level_values
 from shapes.search.registry import DEFAULT_PRECISION, Tried
 from stats.crossing import Crossing, crossing
 from stats.longer_tail import longer_tail
+from stats.moving_blocks import moving_block_draws
 
 if TYPE_CHECKING:
     import pyarrow as pa
-from stats.moving_blocks import moving_block_draws
 
 DRAWS = 1000
 TAIL_VALUES = 10  # a percentile's values above it before a level joins the fit (module doc)
