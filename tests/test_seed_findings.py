@@ -49,8 +49,11 @@ def test_64_sequence_slots_queue_the_reference_load_and_128_do_not(tmp_path):
         "4s",
         "--max-tokens-override",
         "32",
+        # every request in flight at the end may finish, so the point's count is the truth log's:
+        # on a crowded machine the simulator's front end reached one 5.7 s late, and a 5 s stop
+        # timeout cut it a token before its end (recorded `stopped`, while the truth log says ok)
         "--stop-timeout",
-        "5",
+        "30",
     )
     table = json.load(open(os.path.join(out, "table.json")))
     rows = {p["settings"]["max_num_seqs"]: p for p in table["points"]}
