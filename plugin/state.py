@@ -136,6 +136,7 @@ class SuiteState:
         self.signal: str | None = None  # the signal that ends this process, once one came
         self.sigterm_watcher = None  # kept alive: gevent stops watching when it is collected
         self.master_lost = False  # worker: its master went silent mid-run
+        self.cannot_run: str | None = None  # worker: why it cannot run the current run (its users stop at once)
         self.own_results_dir: str | None = None  # worker: its own --results-dir (for records its master lost)
 
     def plugin(self, kind: type[P]) -> P | None:

@@ -86,6 +86,8 @@ class LLMUser(FastHttpUser):
         deadline = time.monotonic() + CONTEXT_WAIT_S
         state = self.environment.llm
         while state.context is None:
+            if state.cannot_run:  # none will come: the worker said why once, and its master stops the run
+                raise gevent.GreenletExit  # ends the user as Locust's own stop does, without a traceback per user
             if time.monotonic() > deadline:
                 raise StopUser(f"no run context after {CONTEXT_WAIT_S}s")
             gevent.sleep(0.01)

@@ -126,6 +126,7 @@ def cannot_run(environment, error: Exception) -> None:
     """Tell the master, which stops the run (its summary and exit code say why)."""
     log.error("cannot run: %s", error)
     exit_codes.raise_to(environment, exit_codes.INCOMPLETE)
+    state_of(environment).cannot_run = str(error)  # its users, spawned anyway, stop instead of waiting for a context
 
     def send():
         deadline = time.monotonic() + CONTEXT_WAIT_S
@@ -143,6 +144,7 @@ def start_worker_run(environment, state: SuiteState) -> None:
     """A worker runs the plan and the inputs its master sent (plugin/run_start.py: workload, trace,
     tokenizer), validated here; it reads none of them from its own disk."""
     differs = suite_match.masters_differs(environment)
+    state.cannot_run = None
     try:
         start = run_start.received(environment)  # taken out of the options, whatever follows
         if differs:

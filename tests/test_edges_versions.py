@@ -13,7 +13,7 @@ import pytest
 
 from plugin import exit_codes
 from runfolder.provenance import source_hash
-from tests.edges import PYTHON, ended, record_ids, slow_profile, summary_of, truth_ids
+from tests.edges import PYTHON, ended, record_ids, slow_profile, summary_of, truth_ids, wait_for_text
 from tests.helpers import ROOT, load_options, master_and_workers, simulator
 
 NOT_COPIED = ("tests", "bench", "docs", "deploy", ".venv", ".git", ".cache", "__pycache__", ".*")
@@ -84,7 +84,7 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
     truth = str(tmp_path / "truth.jsonl")
     with simulator("--profile", slow_profile(tmp_path, 0.05, 0.05), truth_log=truth) as url:
         with master_and_workers(
-            *load_options(url, tmp_path, "mixed", 4, 30, 5),
+            *load_options(url, tmp_path, "mixed", 4, 30, 30),
             "--model",
             "sim-model",
             "--max-tokens-override",
@@ -94,10 +94,15 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
             tree=ours,
             start=launch_from,
         ) as run:
-            for tree in (ours, theirs):
-                run.start_worker(tree=tree, log_path=tmp_path / f"{tree.name}.log")
+            # Theirs joins last: the run starts as it connects, and its first report (Locust's 3 s
+            # tick from its start) comes after its users have sent requests. Joining first, it
+            # could report at any moment after the run's start, before any request.
+            run.start_worker(tree=ours, log_path=tmp_path / "ours.log")
+            wait_for_text(tmp_path / "master.log", "1 workers connected", 60)
+            run.start_worker(tree=theirs, log_path=tmp_path / "theirs.log")
             code = ended(run.master, 90)
-            ended(run.workers[0], 20)
+            # both leave with the master, theirs too: a worker that refused has no users left waiting
+            left = [ended(w, 10) for w in run.workers]
     log = (tmp_path / "master.log").read_text()
     ours_v, theirs_v = f"source {source_hash(str(ours))}", f"source {source_hash(str(theirs))}"
     refused = [line for line in log.splitlines() if "suite version" in line and "the run is stopped" in line]
@@ -107,6 +112,8 @@ def test_a_worker_of_another_version_is_refused_in_one_line_naming_both(tmp_path
     )
     assert named in refused[0], refused[0]
     assert code == exit_codes.INCOMPLETE, log[-3000:]
+    theirs_code = exit_codes.INCOMPLETE if change is one_line_changed else 0  # it knew, or it did not
+    assert left == [0, theirs_code], (left, (tmp_path / "theirs.log").read_text()[-2000:])
     summary = summary_of(tmp_path / "mixed")
     assert summary["complete"] is False and named in summary["reason"], summary.get("reason")
     served = truth_ids(truth)
