@@ -64,6 +64,24 @@ def find_chromium() -> str | None:
     return None
 
 
+CAP_SYS_NICE = 23  # linux/capability.h
+PR_CAPBSET_DROP = 24  # linux/prctl.h
+
+
+def _keep_its_nice() -> None:
+    """Before exec: Chromium may not raise its priority. Run as root, it moves its browser and GPU
+    processes to nice -8 and the others to 0, whatever nice it was started at, and would take the
+    CPU from the tests that time the suite (tests/conftest.py runs every other test at nice 19).
+    Without CAP_SYS_NICE in its bounding set it keeps the nice it inherits (or raises it)."""
+    if os.geteuid() != 0:
+        return  # not root: RLIMIT_NICE (0 by default) already keeps it from lowering its nice
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_CAPBSET_DROP, CAP_SYS_NICE, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_SYS_NICE)")
+
+
 class Browser:
     """Headless Chromium with one page, driven over CDP; use as a context manager."""
 
@@ -93,6 +111,7 @@ class Browser:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=_keep_its_nice,
         )
         url, deadline, seen = None, time.monotonic() + self.timeout, []
         while time.monotonic() < deadline:
