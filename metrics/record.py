@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import TYPE_CHECKING
 
+from core.arrow import rows_to_arrow
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -224,8 +226,4 @@ def with_all_columns(table: pa.Table) -> pa.Table:
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:
     """Rows as produced by `RequestRecord.as_row` (possibly after a msgpack round trip)."""
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    columns = list(zip(*rows)) if rows else [[] for _ in FIELD_NAMES]
-    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
+    return rows_to_arrow(rows, arrow_schema())

@@ -32,7 +32,6 @@ import time
 import urllib.error
 import urllib.request
 from datetime import datetime
-from functools import cache
 from typing import TYPE_CHECKING
 
 import gevent
@@ -40,6 +39,7 @@ import gevent.os
 import gevent.subprocess
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.arrow import lazy_schema, rows_to_arrow
 from core.errors import InputError
 from core.urls import public_url
 from metrics.gpu import COLUMNS, FILE_NAME, gpu_section
@@ -47,7 +47,7 @@ from plugin.server_metrics import describe_error
 from plugin.state import Plugin
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 log = logging.getLogger("llm.gpu")
 
@@ -56,21 +56,15 @@ QUERY = "timestamp,index,utilization.gpu,memory.used,memory.total,power.draw,clo
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
-@cache
-def arrow_schema() -> pa.Schema:
-    """The columns of gpu_telemetry.parquet. pyarrow loads here, at first use: a process that only
-    drives load never loads it (metrics/record.py `arrow_schema`)."""
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("timestamp", pa.float64()),
-            ("gpu", pa.string()),
-            ("name", pa.string()),
-            *((c, pa.float64()) for c in COLUMNS[3:]),
-        ]
-    )
-
+# The columns of gpu_telemetry.parquet (core/arrow.py: pyarrow loads at the first call)
+arrow_schema = lazy_schema(
+    lambda pa: [
+        ("timestamp", pa.float64()),
+        ("gpu", pa.string()),
+        ("name", pa.string()),
+        *((c, pa.float64()) for c in COLUMNS[3:]),
+    ]
+)
 
 DCGM = {  # DCGM exporter's field -> (column, factor to the column's unit)
     "DCGM_FI_DEV_GPU_UTIL": ("utilization_pct", 1.0),
@@ -375,14 +369,10 @@ class GpuSampler:
             self._loop.join(timeout=5)  # the lines it printed before it ended
 
     def write(self, path: str) -> None:
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         rows = sorted(self.rows, key=lambda r: (r[0], len(r[1]), r[1]))
-        schema = arrow_schema()
-        cols = list(zip(*rows)) if rows else [[] for _ in schema]
-        table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
-        pq.write_table(table, path, compression="zstd")
+        pq.write_table(rows_to_arrow(rows, arrow_schema()), path, compression="zstd")
 
 
 # -- wiring ---------------------------------------------------------------------------------------

@@ -40,12 +40,12 @@ import os
 import time
 import urllib.error
 import urllib.request
-from functools import cache
 from typing import TYPE_CHECKING
 
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.arrow import lazy_schema, rows_to_arrow
 from core.tls import VERIFIED, TlsPolicy, client_context
 from core.urls import public_url
 from metrics.diagnosis import METRIC_NAMES as DIAGNOSIS_METRICS
@@ -55,31 +55,24 @@ from plugin.state import Plugin
 from runfolder.layout import SERVER_METRICS
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 log = logging.getLogger("llm.server_metrics")
 
 FILE_NAME = SERVER_METRICS
 
 
-@cache
-def arrow_schema() -> pa.Schema:
-    """The columns of server_metrics.parquet. pyarrow loads here, at first use: a process that only
-    drives load never loads it (metrics/record.py `arrow_schema`)."""
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("timestamp", pa.float64()),
-            ("source", pa.string()),
-            ("metric", pa.string()),
-            ("labels", pa.string()),
-            ("value", pa.float64()),
-            ("raw_metric", pa.string()),
-        ]
-    )
-
-
+# The columns of server_metrics.parquet (core/arrow.py: pyarrow loads at the first call)
+arrow_schema = lazy_schema(
+    lambda pa: [
+        ("timestamp", pa.float64()),
+        ("source", pa.string()),
+        ("metric", pa.string()),
+        ("labels", pa.string()),
+        ("value", pa.float64()),
+        ("raw_metric", pa.string()),
+    ]
+)
 FLUSH_ROWS = 50_000
 BASELINE_WAIT_S = 1.0  # the longest the load waits for the first scrape
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -287,13 +280,7 @@ class ServerMetricsScraper:
     def _flush(self) -> None:
         if self._pending:
             rows, self._pending = self._pending, []
-            import pyarrow as pa
-
-            cols = list(zip(*rows))
-            schema = arrow_schema()
-            self._writer.write_table(
-                pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
-            )
+            self._writer.write_table(rows_to_arrow(rows, arrow_schema()))
 
     def stop(self) -> dict:
         """The last scrape, close the file; return the summary section."""

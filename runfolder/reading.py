@@ -160,15 +160,16 @@ def check_records(records: str, run: RunInfo) -> int | None:
 def check_schema(records: str, schema: pa.Schema) -> None:
     """Every column is one the suite writes, with its type (an older file may lack some): a damaged
     footer can rename a column or change its type, and would otherwise be read as missing data."""
+    ours = arrow_schema()
     for field in schema:
-        if field.name not in arrow_schema().names:
+        if field.name not in ours.names:
             raise InputError(
                 f"{records}: a column no version of the suite writes ({field.name!r}): the file is damaged; "
                 "restore it from a copy"
             )
-        if field.type != arrow_schema().field(field.name).type:
+        if field.type != ours.field(field.name).type:
             raise InputError(
-                f"{records}: column {field.name!r} is {field.type}, not {arrow_schema().field(field.name).type}: "
+                f"{records}: column {field.name!r} is {field.type}, not {ours.field(field.name).type}: "
                 "the file is damaged; restore it from a copy"
             )
 
