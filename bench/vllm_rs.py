@@ -31,7 +31,9 @@ is written for it (the simulator counts tokens its own way; only the timings are
 change measured in one run, alternated with the current suite (`before-worker`: that checkout as
 `suite-worker` runs the current one). `suite-nogate` is the suite with its start gate off (LLM_START_GATE=0: every user's first request at
 once, as before the gate), `suite-nostamp` without kernel receive stamps (LLM_KERNEL_TIMESTAMPS=0), `suite-nowatch` without
-the first-token watch's thread (LLM_FIRST_TOKEN_WATCH=0). `suite-worker` is the suite as a master
+the first-token watch's thread (LLM_FIRST_TOKEN_WATCH=0). `floor` is bench/read_floor.py, the least
+a Python client spends per token at the suite's timing method (`floor-nostamp`: without kernel
+stamps): the floor under the suite, in the same run. `suite-worker` is the suite as a master
 (on `--master-core`) and one worker on the client core, the worker's CPU measured: the load without
 the results, the report and the modules only they need.
 Traffic stays on 127.0.0.1; every process is bounded in time.
@@ -72,6 +74,7 @@ SUITE_ENV = {
     "suite-nowatch": {"LLM_FIRST_TOKEN_WATCH": "0"},
     "suite-worker": {},  # a master on --master-core, one worker on the client core: the worker measured
 }
+FLOORS = ("floor", "floor-nostamp")  # bench/read_floor.py, with and without kernel receive stamps
 
 
 def vllm_rs_binary(version: str, bin_dir: str) -> tuple[str | None, str]:
@@ -400,6 +403,23 @@ def run_vllm_rs(binary: str, n: int, url: str, tmp: str, args) -> dict:
     return measure(rows, cpu, args)
 
 
+def run_floor(kind: str, n: int, url: str, tmp: str, args) -> dict:
+    """bench/read_floor.py: the least a Python client spends per token at the suite's timing method."""
+    tag = f"{kind}-{n}-{int(time.time() * 1000) % 10**8}"
+    rows_file = os.path.join(tmp, f"{tag}.json")
+    cmd = [*pin(args.client_core), PY, os.path.join(ROOT, "bench", "read_floor.py"), "--url", url]
+    cmd += ["--streams", str(n), "--per-stream", str(args.per_stream), "--max-tokens", str(args.max_tokens)]
+    cmd += ["--prefix", tag, "--out", rows_file, *(["--no-stamp"] if kind == "floor-nostamp" else [])]
+    limit = args.per_stream * (args.ttft + args.itl * args.max_tokens) * 3 + 150
+    rc, cpu = run_proc(cmd, {"PYTHONDONTWRITEBYTECODE": ""}, os.path.join(tmp, f"{tag}.log"), limit)
+    try:
+        with open(rows_file) as f:
+            rows = [tuple(r) for r in json.load(f)]
+    except OSError as e:
+        return {"error": f"{kind} wrote no rows (rc {rc}): {e}; log {tmp}/{tag}.log"}
+    return measure(rows, cpu, args, first_wave=n)
+
+
 def measure(rows, cpu: CpuSampler, args, first_wave: int = 0) -> dict:
     deadline = time.monotonic() + 5  # the simulator writes its truth log once a second
     truth = read_truth(args.truth)
@@ -471,7 +491,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="256,1024", help="concurrent streams, comma-separated")
     ap.add_argument(
-        "--clients", default="suite,vllm-rs", help=f"of {', '.join([*SUITE_ENV, 'vllm-rs', 'before', 'before-worker'])}"
+        "--clients",
+        default="suite,vllm-rs",
+        help=f"of {', '.join([*SUITE_ENV, *FLOORS, 'vllm-rs', 'before', 'before-worker'])}",
     )
     ap.add_argument(
         "--before",
@@ -538,11 +560,12 @@ def main(argv=None) -> int:
             for n in (int(x) for x in args.levels.split(",")):
                 for _ in range(args.repeats):
                     for kind in clients:
-                        r = (
-                            run_vllm_rs(binary, n, url, tmp, args)
-                            if kind == "vllm-rs"
-                            else run_suite(kind, n, url, tmp, args)
-                        )
+                        if kind == "vllm-rs":
+                            r = run_vllm_rs(binary, n, url, tmp, args)
+                        elif kind in FLOORS:
+                            r = run_floor(kind, n, url, tmp, args)
+                        else:
+                            r = run_suite(kind, n, url, tmp, args)
                         results.append({"streams": n, "client": kind, **r})
                         print(fmt(kind, n, r), flush=True)
         finally:
