@@ -33,6 +33,22 @@ def cpu_seconds(pid: int | str = "self") -> float:
     return (int(parts[11]) + int(parts[12])) / CLK
 
 
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """utime + stime of each of a process's threads with its name (the main thread's is "main"), by
+    thread id, from /proc/<pid>/task: which of its threads the CPU went to."""
+    out: dict[int, tuple[str, float]] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = "main" if int(tid) == pid else head.split("(", 1)[1]
+        parts = rest.split()
+        out[int(tid)] = (name, (int(parts[11]) + int(parts[12])) / CLK)
+    return out
+
+
 def machine_pressure() -> dict:
     """CPU pressure (PSI 'some avg10/avg60', %) and the load average: how disturbed timings are."""
     out = {}

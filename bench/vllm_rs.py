@@ -57,7 +57,7 @@ import zipfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_common import cpu_seconds, machine_pressure
+from client_common import cpu_seconds, machine_pressure, thread_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -73,6 +73,7 @@ SUITE_ENV = {
     "suite-nostamp": {"LLM_KERNEL_TIMESTAMPS": "0"},
     "suite-nowatch": {"LLM_FIRST_TOKEN_WATCH": "0"},
     "suite-worker": {},  # a master on --master-core, one worker on the client core: the worker measured
+    "suite-nowatch-worker": {"LLM_FIRST_TOKEN_WATCH": "0"},  # that worker without the first-token watch
 }
 FLOORS = ("floor", "floor-nostamp")  # bench/read_floor.py, with and without kernel receive stamps
 
@@ -184,6 +185,7 @@ class CpuSampler:
     def __init__(self, pid: int):
         self.pid, self.t, self.cpu = pid, [], []
         self.whole = math.nan  # the process's CPU seconds from start to exit (run_proc)
+        self.by_thread: dict[int, tuple[str, float]] = {}  # each thread's name and CPU s, when last seen
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -192,6 +194,7 @@ class CpuSampler:
         while not self._stop.wait(0.05):
             try:
                 c = cpu_seconds(self.pid)
+                self.by_thread.update(thread_cpu(self.pid))
             except (OSError, IndexError, ValueError):
                 return
             self.t.append(time.monotonic())
@@ -200,6 +203,15 @@ class CpuSampler:
     def stop(self) -> None:
         self._stop.set()
         self.thread.join()
+
+    @property
+    def threads(self) -> dict[str, float]:
+        """The CPU seconds of the process's threads by name, each as last seen (a thread's last
+        50 ms, and those shorter than 50 ms, are missed)."""
+        out: dict[str, float] = {}
+        for name, s in self.by_thread.values():
+            out[name] = out.get(name, 0.0) + s
+        return out
 
     def over(self, t0: float, t1: float) -> float:
         if len(self.t) < 2:
@@ -470,6 +482,7 @@ def measure(rows, cpu: CpuSampler, args, first_wave: int = 0) -> dict:
         # connects) and after its last token (the last records, the results, the exit)
         "cpu_before_s": cpu.over(cpu.t[0], t0) + float(cpu.cpu[0]) if cpu.t else math.nan,
         "cpu_after_s": cpu.whole - float(np.interp(t1, cpu.t, cpu.cpu)) if cpu.t else math.nan,
+        "threads": cpu.threads,
         **waves,
     }
 
@@ -568,6 +581,9 @@ def main(argv=None) -> int:
                             r = run_suite(kind, n, url, tmp, args)
                         results.append({"streams": n, "client": kind, **r})
                         print(fmt(kind, n, r), flush=True)
+                        if r.get("threads"):  # under the table: where the process's CPU went, by thread
+                            by = sorted(r["threads"].items(), key=lambda kv: -kv[1])
+                            print("  threads (CPU s): " + ", ".join(f"{k} {v:.2f}" for k, v in by), flush=True)
         finally:
             for sim in sims:
                 sim.terminate()
