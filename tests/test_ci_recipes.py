@@ -28,10 +28,13 @@ pytestmark = pytest.mark.process
 CI = os.path.join(ROOT, "deploy", "ci")
 INSTALL = "pip install -r requirements.txt"
 # the CI's variables: the target comes from the test, the run is short
+# 8 users: the slower night's replies (TTFT 300 ms) still give the SLO's p95 the 59 values its upper
+# bound needs (metrics/verdict.py) on a crowded machine; 4 users gave 56-68, and 40 once in CI
+# (undecided: the run's own SLO cases failed)
 SETTINGS = {
     "LOCUST_RUN_TIME": "6s",
-    "LOCUST_USERS": "4",
-    "LOCUST_SPAWN_RATE": "4",
+    "LOCUST_USERS": "8",
+    "LOCUST_SPAWN_RATE": "8",
     "LOCUST_WARMUP": "1s",
     "LOCUST_MAX_TOKENS_OVERRIDE": "12",
     "LOCUST_STOP_TIMEOUT": "10",
