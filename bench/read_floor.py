@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import struct
 import sys
@@ -37,24 +38,15 @@ import gevent
 from gevent import socket as gsocket
 from gevent.event import Event
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from core.clock import wall_minus_perf_ns  # the suite's own offset of the two clocks, bracketed
+
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 TIMESPEC = struct.Struct("qq")
 ANC_SIZE = socket.CMSG_SPACE(TIMESPEC.size)
 READ_SIZE = 65536
 END = b"0\r\n\r\n"  # the last chunk of a chunked body (the simulator sends no trailers)
 _perf_counter = time.perf_counter
-
-
-def wall_minus_perf() -> float:
-    """The wall clock minus perf_counter, from the closest of a few bracketed reads."""
-    best = None
-    for _ in range(20):
-        a = _perf_counter()
-        w = time.time()
-        b = _perf_counter()
-        if best is None or b - a < best[0]:
-            best = (b - a, w - (a + b) / 2)
-    return best[1]
 
 
 class Stream:
@@ -161,7 +153,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     u = urlsplit(args.url)
     host, port = u.hostname or "127.0.0.1", u.port or 80
-    offset = wall_minus_perf()
+    offset = wall_minus_perf_ns()[0] * 1e-9
     rows: list[list] = []
     failed: list[str] = []
 

@@ -32,7 +32,6 @@ import time
 import urllib.error
 import urllib.request
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import gevent
 import gevent.os
@@ -45,9 +44,6 @@ from core.urls import public_url
 from metrics.gpu import COLUMNS, FILE_NAME, gpu_section
 from plugin.server_metrics import describe_error
 from plugin.state import Plugin
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("llm.gpu")
 

@@ -40,7 +40,6 @@ import os
 import time
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING
 
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
@@ -53,9 +52,6 @@ from metrics.record import FIELD_NAMES
 from plugin.setup import SLOW_PROBE_S
 from plugin.state import Plugin
 from runfolder.layout import SERVER_METRICS
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("llm.server_metrics")
 
